@@ -1,0 +1,130 @@
+#include "core/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <string>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+void assertion_failed(const char* expr, const char* file, int line) {
+  // An internal bug, not a user error: report it loudly and stop this operation.
+  throw std::logic_error(fmt::format("internal invariant violated: {} ({}:{})", expr, file, line));
+}
+
+Time transfer_time(Bytes bytes, Bandwidth bw) {
+  MESHSIM_ASSERT(bw.bytes_per_s() > 0);
+  const double ps = std::ceil(static_cast<double>(bytes) / bw.bytes_per_ps() - 1e-9);
+  return Time::from_ps(static_cast<std::int64_t>(ps < 0 ? 0 : ps));
+}
+
+namespace {
+
+struct NumberAndUnit {
+  double value = 0;
+  std::string unit;
+};
+
+NumberAndUnit split(std::string_view text, std::string_view field, std::string_view example) {
+  std::string s(text);
+  // trim
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t b = 0;
+  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  s = s.substr(b);
+  if (s.empty()) throw Error(fmt::format("{}: empty value; write e.g. {}", field, example));
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(v))
+    throw Error(fmt::format("{}: '{}' does not start with a number; write e.g. {}", field, text, example));
+  std::string unit(end);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
+  return {v, unit};
+}
+
+}  // namespace
+
+Bytes parse_bytes(std::string_view text, std::string_view field) {
+  const auto [v, unit] = split(text, field, "64MiB");
+  struct U { const char* name; double mult; };
+  static constexpr U units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                                {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                {"TiB", 1099511627776.0}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+  for (const auto& u : units) {
+    if (unit == u.name) {
+      const double bytes = v * u.mult;
+      if (bytes < 0) throw Error(fmt::format("{}: '{}' is negative; sizes must be >= 0", field, text));
+      if (bytes > 9.0e18) throw Error(fmt::format("{}: '{}' is too large", field, text));
+      if (std::fabs(bytes - std::round(bytes)) > 1e-6)
+        throw Error(fmt::format("{}: '{}' is not a whole number of bytes", field, text));
+      return static_cast<Bytes>(std::llround(bytes));
+    }
+  }
+  throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)",
+                          field, unit, text));
+}
+
+Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
+  const auto [v, unit] = split(text, field, "25GB/s or 200Gb/s");
+  struct U { const char* name; double bytes_per_s; };
+  static constexpr U units[] = {{"B/s", 1}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9}, {"TB/s", 1e12},
+                                {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
+                                {"b/s", 1.0 / 8}, {"Kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},
+                                {"Tb/s", 1e12 / 8}, {"Gbps", 1e9 / 8}, {"Mbps", 1e6 / 8}, {"GBps", 1e9}};
+  for (const auto& u : units) {
+    if (unit == u.name) {
+      if (v <= 0)
+        throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
+      return Bandwidth::from_bytes_per_s(v * u.bytes_per_s);
+    }
+  }
+  throw Error(fmt::format(
+      "{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s", field,
+      unit, text));
+}
+
+Time parse_time(std::string_view text, std::string_view field) {
+  const auto [v, unit] = split(text, field, "1.5us");
+  struct U { const char* name; double ps; };
+  static constexpr U units[] = {{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
+  for (const auto& u : units) {
+    if (unit == u.name) {
+      if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));
+      return Time::from_ps(static_cast<std::int64_t>(std::llround(v * u.ps)));
+    }
+  }
+  throw Error(fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit,
+                          text));
+}
+
+std::string format_bytes(Bytes b) {
+  if (b >= (Bytes{1} << 30) && b % (Bytes{1} << 30) == 0) return fmt::format("{}GiB", b >> 30);
+  if (b >= (Bytes{1} << 20) && b % (Bytes{1} << 20) == 0) return fmt::format("{}MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{}KiB", b >> 10);
+  if (b >= (Bytes{1} << 30)) return fmt::format("{:.2f}GiB", static_cast<double>(b) / (1 << 30));
+  if (b >= (Bytes{1} << 20)) return fmt::format("{:.2f}MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= 1024) return fmt::format("{:.2f}KiB", static_cast<double>(b) / 1024);
+  return fmt::format("{}B", b);
+}
+
+std::string format_time(Time t) {
+  const double p = static_cast<double>(t.ps());
+  if (p >= 1e12) return fmt::format("{:.3f}s", p * 1e-12);
+  if (p >= 1e9) return fmt::format("{:.3f}ms", p * 1e-9);
+  if (p >= 1e6) return fmt::format("{:.2f}us", p * 1e-6);
+  if (p >= 1e3) return fmt::format("{:.2f}ns", p * 1e-3);
+  return fmt::format("{}ps", t.ps());
+}
+
+std::string format_bandwidth(Bandwidth bw) {
+  const double g = bw.gbytes_per_s();
+  if (g >= 1.0) return fmt::format("{:.2f}GB/s", g);
+  return fmt::format("{:.2f}MB/s", bw.bytes_per_s() * 1e-6);
+}
+
+}  // namespace meshsim

@@ -1,0 +1,53 @@
+#include "core/units.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace meshsim {
+namespace {
+
+TEST(Units, ParsesSizesWithBinaryAndDecimalPrefixes) {
+  EXPECT_EQ(parse_bytes("64MiB", "x"), 64 * 1048576);
+  EXPECT_EQ(parse_bytes("1KiB", "x"), 1024);
+  EXPECT_EQ(parse_bytes("4GiB", "x"), Bytes{4} << 30);
+  EXPECT_EQ(parse_bytes("1.5GB", "x"), 1500000000);
+  EXPECT_EQ(parse_bytes("4096", "x"), 4096);
+}
+
+TEST(Units, ParsesBandwidthInBytesAndBits) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("25GB/s", "x").bytes_per_s(), 25e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("200Gb/s", "x").bytes_per_s(), 25e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("56Gb/s", "x").bytes_per_s(), 7e9);
+}
+
+TEST(Units, ParsesTimes) {
+  EXPECT_EQ(parse_time("1.5us", "x").ps(), 1'500'000);
+  EXPECT_EQ(parse_time("200ns", "x").ps(), 200'000);
+  EXPECT_EQ(parse_time("0", "x").ps(), 0);
+}
+
+TEST(Units, RejectsTyposNamingTheFieldAndTheFix) {
+  try {
+    parse_bandwidth("25GB/sec", "links[0].bandwidth");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("links[0].bandwidth"), std::string::npos) << m;
+    EXPECT_NE(m.find("GB/s"), std::string::npos) << m;
+  }
+  EXPECT_THROW(parse_bandwidth("-5GB/s", "bw"), Error);
+  EXPECT_THROW(parse_bandwidth("0GB/s", "bw"), Error);
+  EXPECT_THROW(parse_bytes("12 parsecs", "size"), Error);
+  EXPECT_THROW(parse_time("3 fortnights", "lat"), Error);
+  EXPECT_THROW(parse_bytes("", "size"), Error);
+}
+
+TEST(Units, TransferTimeRoundsUpToWholePicoseconds) {
+  EXPECT_EQ(transfer_time(25, GBps(25)).ps(), 1000);  // 25 B at 25 GB/s = 1 ns
+  EXPECT_EQ(transfer_time(1, GBps(3)).ps(), 334);     // 333.33 ps -> 334
+  EXPECT_EQ(transfer_time(0, GBps(3)).ps(), 0);
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,123 @@
+// Collective algorithms as step programs, with their closed-form alpha-beta costs.
+//
+// A step program says, for every rank of a group and every step, which chunks the rank
+// sends to which peers and receives from which peers, and whether a received chunk is
+// reduced into the local buffer or copied. It is generated on demand per (rank, step),
+// so a 16k-rank ring costs O(ranks) memory, not O(ranks x steps).
+//
+// Step semantics (shared by every executor): a rank executes its steps in order. Within
+// a step, all sends and receives run concurrently; the step ends when every send has been
+// delivered and every receive has arrived (and, for Reduce steps, been reduced). Messages
+// between one (sender, receiver) pair are matched in FIFO order.
+//
+//   ring all-reduce, p = 3, buffer of 3 chunks c0 c1 c2, step s (reduce-scatter half):
+//     rank r sends chunk (r - s) mod p to r+1, receives chunk (r - s - 1) mod p from r-1
+//     and reduces it into its own copy.
+//
+// Buffers: all-reduce, broadcast and reduce work in place on one buffer of `bytes`.
+// All-gather works in the output buffer of `bytes` (rank r's input sits at its slice);
+// reduce-scatter in the input buffer of `bytes` (rank r keeps slice r). Slices split
+// `bytes` as evenly as possible: slice i = [i*n/p, (i+1)*n/p) (see slice()).
+// All-to-all has a send buffer and a receive buffer: Transfer offsets of sends point
+// into the send buffer and those of receives into the receive buffer; both are laid
+// out by destination / source rank with the sizes of CollectiveSpec::alltoall_bytes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace meshsim {
+
+enum class CollKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv };
+const char* to_string(CollKind k);
+std::optional<CollKind> parse_coll_kind(const std::string& s);  // "allreduce", ...
+const std::vector<CollKind>& all_coll_kinds();
+
+struct CollectiveSpec {
+  CollKind kind = CollKind::AllReduce;
+  int ranks = 2;
+  Bytes bytes = 0;        // n of MATH.md section 1 (see buffer rules above)
+  int root = 0;           // broadcast / reduce root; send/recv: sender is rank 0, receiver rank 1
+  int ranks_per_node = 1; // consecutive group ranks sharing a node (hierarchical algorithms)
+  int chunks = 0;         // pipelined algorithms: number of chunks (0 = algorithm default)
+  // All-to-all with uneven sizes: alltoall_bytes[src][dst]; empty = even (bytes/p each).
+  std::vector<std::vector<Bytes>> alltoall_bytes;
+};
+
+// [begin, end) of slice i when `bytes` is split into `parts` nearly equal slices.
+struct Range { Bytes begin = 0, end = 0; Bytes size() const { return end - begin; } };
+Range slice(Bytes bytes, int parts, int i);
+
+struct Transfer {
+  int peer = 0;      // group-local rank
+  Bytes offset = 0;  // offset in the local buffer (see buffer rules)
+  Bytes bytes = 0;
+  int chunk = 0;     // chunk label for teaching views (which slice/piece this is)
+};
+
+enum class RecvOp { Copy, Reduce };
+
+struct Step {
+  std::vector<Transfer> sends;
+  std::vector<Transfer> recvs;
+  RecvOp op = RecvOp::Copy;  // applies to every recv of the step
+  void clear() { sends.clear(); recvs.clear(); op = RecvOp::Copy; }
+};
+
+class StepProgram {
+ public:
+  virtual ~StepProgram() = default;
+  virtual int ranks() const = 0;
+  virtual int num_steps(int rank) const = 0;
+  // Fills `out` (cleared first by the caller) with rank's step s, 0 <= s < num_steps(rank).
+  virtual void step(int rank, int s, Step& out) const = 0;
+};
+
+// The alpha-beta-gamma parameters a closed form is evaluated with. `intra_*` describe a
+// hop between two GPUs of one node, `inter_*` a hop between nodes; flat algorithms use
+// `alpha`/`beta` (the worst hop among the group). gamma: reduction time per byte.
+struct CostParams {
+  double alpha_ps = 0;  // per message
+  double beta_ps = 0;   // per byte (1 / bandwidth)
+  double gamma_ps = 0;  // per byte reduced
+  double intra_alpha_ps = 0, intra_beta_ps = 0;
+  double inter_alpha_ps = 0, inter_beta_ps = 0;
+};
+
+struct Algorithm {
+  std::string name;         // "ring", "binomial", ...
+  std::string summary;      // one line for the CLI help
+  std::vector<CollKind> kinds;
+  // Why this algorithm cannot run `spec` (e.g. "needs a power-of-two group"), or nullopt.
+  std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported;
+  std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> build;
+  // Closed form of MATH.md section 1, in picoseconds.
+  std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps;
+  // The same formula as text, symbolic and with the numbers put in (for --explain).
+  std::function<std::string(const CollectiveSpec&, const CostParams&)> explain;
+  bool supports(CollKind k) const;
+};
+
+// The table of algorithms: a value, built once by the caller and passed in.
+class AlgorithmRegistry {
+ public:
+  static AlgorithmRegistry builtin();
+  void add(Algorithm a);
+  const Algorithm* find(const std::string& name, CollKind kind) const;  // nullptr if none
+  std::vector<const Algorithm*> for_kind(CollKind kind) const;
+  const std::vector<Algorithm>& all() const { return algos_; }
+
+ private:
+  std::vector<Algorithm> algos_;
+};
+
+// Bus-bandwidth factor of NCCL's test suite: 2(p-1)/p all-reduce, (p-1)/p all-gather,
+// reduce-scatter and all-to-all, 1 for broadcast, reduce and send/recv.
+double busbw_factor(CollKind kind, int ranks);
+
+}  // namespace meshsim

@@ -1,0 +1,69 @@
+// Named, parameterized cluster presets and YAML topology files.
+//
+//   dgx-h100      8 H100 per node on NVSwitch (NVLink4, 450 GB/s per direction per GPU),
+//                 8 ConnectX-7 NICs of 400 Gb/s (one per GPU, via PCIe switches);
+//                 between nodes: rail-optimized (one leaf per rail) or fat-tree.
+//   dgx-a100      8 A100 on NVSwitch (NVLink3, 300 GB/s), 8 HDR NICs of 200 Gb/s.
+//   pcie-node     GPUs behind PCIe switches, NICs shared by the GPUs of a switch.
+//   frontera-rtx  4 Quadro RTX 5000 per node on PCIe 3.0 x16 to the host bridge,
+//                 one 56 Gb/s FDR NIC per node, nodes on a fat-tree.
+//   fat-tree      nodes of GPUs (each GPU its own NIC), two or three switch levels,
+//                 with an oversubscription ratio at the leaves.
+//   switch        every GPU on one crossbar (the uncontended reference).
+//   ring, torus2d, torus3d   GPUs as a ring / 2D / 3D torus of direct links.
+//
+// Parameters are key=value strings: make_preset("dgx-h100", {{"nodes","4"}}).
+// `meshsim topology show` lists each preset's parameters and defaults.
+//
+// YAML (units written out):
+//   name: two-nodes
+//   devices:
+//     - {name: gpu0, kind: gpu, node: 0}
+//     - {name: sw, kind: switch}
+//   links:
+//     - {a: gpu0, b: sw, kind: nvlink, bandwidth: 450GB/s, efficiency: 0.8, latency: 0.5us}
+//   # or a preset with parameters:
+//   preset: dgx-h100
+//   params: {nodes: 2, inter: fat-tree}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "topology/topology.h"
+
+namespace meshsim {
+
+using PresetParams = std::map<std::string, std::string>;
+
+struct PresetParamInfo {
+  std::string name;
+  std::string default_value;
+  std::string help;
+};
+
+struct PresetInfo {
+  std::string name;
+  std::string summary;
+  std::vector<PresetParamInfo> params;
+};
+
+// All presets, in a fixed order (feeds the CLI help).
+const std::vector<PresetInfo>& preset_catalog();
+
+// Builds and seals a preset. Unknown preset or parameter names, bad values and
+// impossible combinations throw meshsim::Error naming the parameter and the fix.
+Topology make_preset(const std::string& name, const PresetParams& params = {});
+
+// Loads a topology YAML file (explicit devices/links, or preset + params).
+Topology load_topology_yaml(const std::string& path);
+Topology parse_topology_yaml(const std::string& text, const std::string& source_name);
+
+// "PRESET", "PRESET:key=value,key=value" or a path to a .yaml/.yml file.
+Topology resolve_topology(const std::string& spec);
+
+// Graphviz (dot) picture of the topology.
+std::string to_graphviz(const Topology& topo);
+
+}  // namespace meshsim

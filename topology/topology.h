@@ -1,0 +1,140 @@
+// The physical cluster: devices joined by full-duplex links, and routes between GPUs.
+//
+// A Topology is a graph of devices (GPUs, NVSwitches, PCIe switches, host bridges,
+// NICs, InfiniBand leaf/spine/core switches). Each physical link is full duplex and
+// becomes two directed links, each with its own bandwidth and latency. The bandwidth a
+// flow can use is the link's raw rate times the achievable efficiency of its kind
+// (what NCCL's tests reach on such a link), see docs/topology.md for the figures.
+//
+//   node0:  GPU0 ─┐                       GPU0 ──► NVSwitch ──► GPU1   (directed links)
+//           GPU1 ─┼─ NVSwitch              route(gpu 0 -> gpu 1) = {link 0->sw, link sw->1}
+//           GPU2 ─┘
+//
+//   Topology t;                                      // builder, then seal()
+//   int g = t.add_device(DeviceKind::Gpu, "n0.gpu0", /*node=*/0);
+//   int s = t.add_device(DeviceKind::NvSwitch, "n0.nvsw", 0);
+//   t.add_link(g, s, LinkSpec{LinkKind::NvLink, GBps(450), 0.8, us(0.5)});
+//   t.seal();                                        // validates; throws meshsim::Error
+//   Router r(t);  const Path& p = r.path(0, 1);     // GPU indices, not device ids
+//
+// GPUs are numbered 0..num_gpus()-1 in the order they were added. A node is a
+// label (server) that placements and hierarchical algorithms use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/units.h"
+
+namespace meshsim {
+
+enum class DeviceKind { Gpu, NvSwitch, PcieSwitch, HostBridge, Nic, Switch, LeafSwitch, SpineSwitch, CoreSwitch };
+enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Generic };
+
+const char* to_string(DeviceKind k);
+const char* to_string(LinkKind k);
+
+// Parameters of one direction of a link.
+struct LinkSpec {
+  LinkKind kind = LinkKind::Generic;
+  Bandwidth raw;            // line rate of this direction
+  double efficiency = 1.0;  // achievable fraction of `raw` (0 < e <= 1)
+  Time latency;             // per-hop latency of this direction
+  Bandwidth effective() const { return raw * efficiency; }
+};
+
+struct Device {
+  DeviceKind kind;
+  std::string name;
+  int node = -1;  // server index for GPUs/NICs/in-node switches; -1 for fabric switches
+  int gpu = -1;   // GPU index for GPUs, else -1
+};
+
+// One direction of a physical link.
+struct DirLink {
+  int from = 0, to = 0;  // device ids
+  LinkSpec spec;
+  int reverse = -1;      // id of the opposite direction
+};
+
+class Topology {
+ public:
+  Topology() = default;
+  explicit Topology(std::string name) : name_(std::move(name)) {}
+
+  // --- building (before seal) ---
+  int add_device(DeviceKind kind, std::string name, int node = -1);
+  // Full-duplex link with the same spec both ways, or distinct specs a->b and b->a.
+  // Returns the id of the a->b direction (b->a is that id + 1).
+  int add_link(int a, int b, const LinkSpec& spec);
+  int add_link(int a, int b, const LinkSpec& a_to_b, const LinkSpec& b_to_a);
+  // Checks: at least one GPU, positive bandwidths, 0 < efficiency <= 1, every GPU
+  // reachable from every other; throws meshsim::Error naming the device or link.
+  void seal();
+
+  // --- queries (after seal) ---
+  const std::string& name() const { return name_; }
+  bool sealed() const { return sealed_; }
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  int num_gpus() const { return static_cast<int>(gpus_.size()); }
+  int num_nodes() const { return num_nodes_; }
+  const Device& device(int id) const { return devices_[id]; }
+  const std::vector<Device>& devices() const { return devices_; }
+  const std::vector<DirLink>& links() const { return links_; }
+  const DirLink& link(int id) const { return links_[id]; }
+  int gpu_device(int gpu) const { return gpus_[gpu]; }
+  int node_of_gpu(int gpu) const { return devices_[gpus_[gpu]].node; }
+  int gpus_per_node() const;  // when all nodes hold the same number of GPUs, else 0
+  // Outgoing directed link ids of a device.
+  const std::vector<int>& out_links(int device) const { return out_[device]; }
+  // Free-form description (preset name + parameters) shown by `topology show`.
+  std::string description;
+
+ private:
+  std::string name_;
+  std::vector<Device> devices_;
+  std::vector<int> gpus_;
+  std::vector<DirLink> links_;
+  std::vector<std::vector<int>> out_;
+  int num_nodes_ = 0;
+  bool sealed_ = false;
+};
+
+// A route: directed link ids from the source GPU to the destination GPU, with the
+// sum of per-hop latencies and the slowest effective bandwidth along it.
+struct Path {
+  std::vector<int> links;
+  Time latency;
+  Bandwidth bottleneck;
+};
+
+// Deterministic routing: shortest path in hops; where several equal-cost next hops
+// exist (ECMP across spines), one is chosen by a hash of (src, dst), so a pair always
+// uses the same path and different pairs spread over the spines. Paths are computed on
+// first use and cached; a Router belongs to one simulation (not thread-safe).
+class Router {
+ public:
+  explicit Router(const Topology& topo);
+  const Path& path(int src_gpu, int dst_gpu);
+  const Topology& topology() const { return topo_; }
+
+ private:
+  const Topology& topo_;
+  std::unordered_map<std::uint64_t, Path> cache_;
+  // scratch for the BFS
+  std::vector<int> dist_;
+  std::vector<int> queue_;
+};
+
+// Injection bandwidth of one GPU: the sum of effective bandwidths of its outgoing links
+// (what it can push into the fabric at once), and the bandwidth that leaves its node.
+Bandwidth gpu_injection_bandwidth(const Topology& topo, int gpu);
+// Bisection bandwidth: the minimum, over balanced cuts of the nodes into two halves
+// along node index order (first half / second half), of the effective bandwidth
+// crossing the cut in one direction, computed as a max-flow over the directed links.
+Bandwidth bisection_bandwidth(const Topology& topo);
+
+}  // namespace meshsim
