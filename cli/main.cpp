@@ -1,1 +1,32 @@
-int main() { return 0; }
+#include <cstdio>
+#include <exception>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"meshsim: simulate, explain and compare collectives and training schedules on modeled GPU clusters"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "meshsim 0.1.0");
+  meshsim::cli::Run collective = meshsim::cli::add_collective_command(app);
+  meshsim::cli::Run topology = meshsim::cli::add_topology_command(app);
+  meshsim::cli::Run algorithms = meshsim::cli::add_algorithms_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (app.got_subcommand("collective")) return collective();
+    if (app.got_subcommand("topology")) return topology();
+    if (app.got_subcommand("algorithms")) return algorithms();
+  } catch (const meshsim::Error& e) {
+    std::fprintf(stderr, "meshsim: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshsim: internal error: %s (please report this)\n", e.what());
+    return 3;
+  }
+  return 1;
+}

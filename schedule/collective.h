@@ -21,6 +21,19 @@
 // All-to-all has a send buffer and a receive buffer: Transfer offsets of sends point
 // into the send buffer and those of receives into the receive buffer; both are laid
 // out by destination / source rank with the sizes of CollectiveSpec::alltoall_bytes.
+// The block a rank keeps for itself (src == dst) is not a transfer: the executor copies
+// it from the send buffer to the receive buffer before step 0.
+//
+// Element size: slices and chunks are cut at multiples of CollectiveSpec::element_bytes
+// (1 = any byte; 4 for float32 data, which the reference executor and the cpu backend
+// need), so slice i = [floor(i*e/p), floor((i+1)*e/p)) elements of e = bytes/element_bytes.
+//
+// Choosing: choose_algorithm() returns the supported algorithm with the lowest closed form.
+//   AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+//   CollectiveSpec spec{.kind = CollKind::AllReduce, .ranks = 8, .bytes = MiB(64)};
+//   const Algorithm& a = choose_algorithm(reg, spec, params);
+//   std::unique_ptr<StepProgram> prog = a.build(spec);
+// Per-algorithm pictures and formulas: docs/collectives.md and collectives/*.cpp.
 #pragma once
 
 #include <functional>
@@ -47,11 +60,23 @@ struct CollectiveSpec {
   int chunks = 0;         // pipelined algorithms: number of chunks (0 = algorithm default)
   // All-to-all with uneven sizes: alltoall_bytes[src][dst]; empty = even (bytes/p each).
   std::vector<std::vector<Bytes>> alltoall_bytes;
+  // Slices and chunks are cut at multiples of this many bytes (see above); `bytes` and
+  // every alltoall_bytes entry must be multiples of it.
+  Bytes element_bytes = 1;
 };
+
+// Checks the fields every algorithm relies on; throws Error naming the field and the fix.
+void validate_spec(const CollectiveSpec& spec);
+
+// Bytes rank `src` sends to rank `dst` in an all-to-all: alltoall_bytes[src][dst], or
+// for even all-to-all floor(e/p) elements of e = bytes/element_bytes.
+Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst);
 
 // [begin, end) of slice i when `bytes` is split into `parts` nearly equal slices.
 struct Range { Bytes begin = 0, end = 0; Bytes size() const { return end - begin; } };
 Range slice(Bytes bytes, int parts, int i);
+// The same, cut at multiples of `element_bytes` (bytes must be a multiple of it).
+Range slice(Bytes bytes, int parts, int i, Bytes element_bytes);
 
 struct Transfer {
   int peer = 0;      // group-local rank
@@ -81,6 +106,7 @@ class StepProgram {
 // The alpha-beta-gamma parameters a closed form is evaluated with. `intra_*` describe a
 // hop between two GPUs of one node, `inter_*` a hop between nodes; flat algorithms use
 // `alpha`/`beta` (the worst hop among the group). gamma: reduction time per byte.
+// A level whose intra (or inter) alpha and beta are both 0 falls back to alpha/beta.
 struct CostParams {
   double alpha_ps = 0;  // per message
   double beta_ps = 0;   // per byte (1 / bandwidth)
@@ -119,5 +145,11 @@ class AlgorithmRegistry {
 // Bus-bandwidth factor of NCCL's test suite: 2(p-1)/p all-reduce, (p-1)/p all-gather,
 // reduce-scatter and all-to-all, 1 for broadcast, reduce and send/recv.
 double busbw_factor(CollKind kind, int ranks);
+
+// `auto`: the algorithm of `registry` that supports `spec` with the lowest cost_ps
+// (ties go to the earlier registry entry). Throws Error listing every algorithm's
+// reason when none supports the spec.
+const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
+                                  const CostParams& params);
 
 }  // namespace meshsim

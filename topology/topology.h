@@ -51,6 +51,10 @@ struct Device {
   std::string name;
   int node = -1;  // server index for GPUs/NICs/in-node switches; -1 for fabric switches
   int gpu = -1;   // GPU index for GPUs, else -1
+  // Whether routes may pass through this device. Switches, NICs and host bridges
+  // forward; GPUs are endpoints, except in topologies made of GPUs only (ring, torus),
+  // where seal() marks every GPU as forwarding. set_forwards() overrides either way.
+  bool forwards = true;
 };
 
 // One direction of a physical link.
@@ -74,6 +78,8 @@ class Topology {
   // Checks: at least one GPU, positive bandwidths, 0 < efficiency <= 1, every GPU
   // reachable from every other; throws meshsim::Error naming the device or link.
   void seal();
+  // Lets routes transit through `device` (or forbids it); see Device::forwards.
+  void set_forwards(int device, bool forwards);
 
   // --- queries (after seal) ---
   const std::string& name() const { return name_; }
@@ -101,6 +107,7 @@ class Topology {
   std::vector<std::vector<int>> out_;
   int num_nodes_ = 0;
   bool sealed_ = false;
+  bool forwards_overridden_ = false;  // set_forwards() was called on a GPU
 };
 
 // A route: directed link ids from the source GPU to the destination GPU, with the
@@ -111,10 +118,12 @@ struct Path {
   Bandwidth bottleneck;
 };
 
-// Deterministic routing: shortest path in hops; where several equal-cost next hops
-// exist (ECMP across spines), one is chosen by a hash of (src, dst), so a pair always
-// uses the same path and different pairs spread over the spines. Paths are computed on
-// first use and cached; a Router belongs to one simulation (not thread-safe).
+// Deterministic routing: shortest path in hops (among paths of equal hop count, the
+// least total latency: this keeps host-bridge detours off inter-node routes); where
+// several equal-cost next hops remain (ECMP across spines), one is chosen by a hash of
+// (src, dst), so a pair always uses the same path and different pairs spread over the
+// spines. Routes never pass through a device whose `forwards` is false. Paths are
+// computed on first use and cached; a Router belongs to one simulation (not thread-safe).
 class Router {
  public:
   explicit Router(const Topology& topo);
@@ -124,14 +133,22 @@ class Router {
  private:
   const Topology& topo_;
   std::unordered_map<std::uint64_t, Path> cache_;
-  // scratch for the BFS
+  // scratch for the BFS, sized once; an entry is valid only when its stamp equals
+  // epoch_, so a lookup touches just the region it explores.
   std::vector<int> dist_;
   std::vector<int> queue_;
+  std::vector<std::int64_t> lat_;       // least latency (ps) over shortest-hop paths
+  std::vector<std::uint32_t> stamp_;
+  std::uint32_t epoch_ = 0;
+  std::vector<int> candidates_;
 };
 
 // Injection bandwidth of one GPU: the sum of effective bandwidths of its outgoing links
 // (what it can push into the fabric at once), and the bandwidth that leaves its node.
 Bandwidth gpu_injection_bandwidth(const Topology& topo, int gpu);
+// The bandwidth one GPU alone can push out of its node: a max-flow from the GPU to
+// every device outside its node (fabric switches and other nodes' devices).
+Bandwidth gpu_offnode_bandwidth(const Topology& topo, int gpu);
 // Bisection bandwidth: the minimum, over balanced cuts of the nodes into two halves
 // along node index order (first half / second half), of the effective bandwidth
 // crossing the cut in one direction, computed as a max-flow over the directed links.

@@ -1,0 +1,63 @@
+#include "backend/cuda/device.h"
+
+#if defined(MESHSIM_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/reduce.h"
+#endif
+
+namespace meshsim::cuda {
+
+#if defined(MESHSIM_HAVE_CUDA)
+namespace {
+std::string check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return "";
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+}  // namespace
+
+DeviceInfo probe_devices() {
+  DeviceInfo info;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    info.reason = cudaGetErrorString(e);
+    return info;
+  }
+  info.count = n;
+  if (n == 0) info.reason = "the CUDA runtime reports no device";
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) == cudaSuccess) info.names.emplace_back(p.name);
+  }
+  return info;
+}
+
+std::string reduce_on_device(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out) {
+  const std::size_t n = a.size();
+  out.assign(n, 0.0f);
+  float* da = nullptr;
+  float* db = nullptr;
+  std::string err = check(cudaMalloc(&da, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMalloc(&db, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMemcpy(da, a.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (err.empty()) err = check(cudaMemcpy(db, b.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::reduce_sum_cuda(da, db, n, nullptr)), "reduce_sum");
+  if (err.empty()) err = check(cudaMemcpy(out.data(), da, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(da);
+  cudaFree(db);
+  return err;
+}
+#else
+DeviceInfo probe_devices() {
+  DeviceInfo info;
+  info.reason = "this build has no CUDA toolkit";
+  return info;
+}
+
+std::string reduce_on_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) {
+  return "this build has no CUDA toolkit";
+}
+#endif
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,26 @@
+// GPU discovery for the cuda backend, safe on machines without a GPU or driver.
+//
+//   DeviceInfo d = probe_devices();
+//   if (d.count == 0) std::cout << "no GPU: " << d.reason;   // tests skip with this reason
+//
+// CUDA status codes are turned into strings here, inside backend/cuda, and never leak out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace meshsim::cuda {
+
+struct DeviceInfo {
+  int count = 0;
+  std::vector<std::string> names;
+  std::string reason;  // why count is 0 (no toolkit in this build, no driver, no device)
+};
+
+DeviceInfo probe_devices();
+
+// Test helper: out = a + b computed by the reduction kernel on device 0. Returns "" on
+// success, else the CUDA error text.
+std::string reduce_on_device(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out);
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,55 @@
+// Simulator speed: ring all-reduce of 1 GiB at flow fidelity on a two-level fat-tree.
+// Figures are recorded in docs/performance.md. Run: build/bench/collective_bench
+//   --benchmark_filter=Ring/1024    (the 16384-rank case takes tens of seconds)
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <numeric>
+
+#include "sim/collective_sim.h"
+#include "topology/presets.h"
+
+namespace {
+
+using namespace meshsim;
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+void RingAllReduceFatTree(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  const Topology topo = make_preset("fat-tree", {{"nodes", std::to_string(ranks / 8)}, {"gpus_per_node", "8"},
+                                                  {"levels", "2"}});
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  std::vector<int> gpus(ranks);
+  std::iota(gpus.begin(), gpus.end(), 0);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = GiB(1);
+  req.algorithm = "ring";
+  req.groups = {gpus};
+  std::uint64_t messages = 0, events = 0;
+  double sim_ms = 0;
+  for (auto _ : state) {
+    Router router(topo);
+    const CollectiveOutcome out = run_collective(topo, router, registry, req);
+    messages = out.flow->messages;
+    events = out.flow->events;
+    sim_ms = out.time.seconds() * 1e3;
+  }
+  state.counters["messages"] = static_cast<double>(messages);
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["simulated_ms"] = sim_ms;
+  state.counters["peak_rss_MB"] = peak_rss_mb();
+  state.counters["msgs_per_s"] = benchmark::Counter(static_cast<double>(messages), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(RingAllReduceFatTree)->Name("Ring/1024")->Arg(1024)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(RingAllReduceFatTree)->Name("Ring/16384")->Arg(16384)->Unit(benchmark::kSecond)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,238 @@
+// meshsim collective KIND --ranks N --bytes SIZE[:MAX] [--algo NAME|auto] [--topology PRESET|FILE]
+//   [--mesh row=4,col=4] [--placement natural|bunched:RxC|list:...] [--group all|row|col|DIM]
+//   [--fidelity formula|flow] [--explain] [--trace FILE] [--json]
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "report/collective_report.h"
+#include "sim/collective_sim.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace meshsim::cli {
+
+namespace {
+
+struct Options {
+  std::string kind;
+  int ranks = -1;  // -1: every GPU of the topology (or the mesh size)
+  std::string bytes = "1GiB";
+  std::string algo = "auto";
+  std::string topology = "dgx-h100";
+  std::string mesh;
+  std::string placement = "natural";
+  std::string group = "all";
+  std::string fidelity = "flow";
+  int root = 0;
+  int chunks = 0;
+  std::string reduce_bw;
+  std::string alltoall_sizes;
+  bool explain = false;
+  bool json = false;
+  std::string trace;
+};
+
+std::vector<Bytes> parse_sizes(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return {parse_bytes(text, "--bytes")};
+  const Bytes lo = parse_bytes(text.substr(0, colon), "--bytes");
+  const Bytes hi = parse_bytes(text.substr(colon + 1), "--bytes");
+  if (lo <= 0 || hi < lo)
+    throw Error(fmt::format("--bytes: sweep '{}' needs 0 < MIN <= MAX, e.g. 1KiB:4GiB", text));
+  std::vector<Bytes> sizes;
+  for (Bytes b = lo; b <= hi; b *= 2) sizes.push_back(b);
+  return sizes;
+}
+
+// Whitespace-separated p x p matrix of sizes (units allowed), one row per sender.
+std::vector<std::vector<Bytes>> read_alltoall_sizes(const std::string& path, int p) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("--alltoall-sizes: cannot open '{}'", path));
+  std::vector<std::vector<Bytes>> m(p);
+  std::string tok;
+  int n = 0;
+  while (in >> tok) {
+    if (n >= p * p) throw Error(fmt::format("--alltoall-sizes: '{}' has more than {}x{} entries", path, p, p));
+    m[n / p].push_back(parse_bytes(tok, fmt::format("--alltoall-sizes[{}][{}]", n / p, n % p)));
+    ++n;
+  }
+  if (n != p * p)
+    throw Error(fmt::format("--alltoall-sizes: '{}' has {} entries; a {}-rank all-to-all needs {} ({} rows of {})",
+                            path, n, p, p * p, p, p));
+  return m;
+}
+
+Mesh choose_mesh(const Options& o, int ranks) {
+  if (!o.mesh.empty()) {
+    Mesh m = parse_mesh(o.mesh, "--mesh");
+    if (ranks > 0 && m.size() != ranks)
+      throw Error(fmt::format("--mesh {} has {} ranks but --ranks is {}; make them agree", o.mesh, m.size(), ranks));
+    return m;
+  }
+  const bool two_d = o.group == "row" || o.group == "col" || o.placement.rfind("bunched", 0) == 0;
+  if (two_d) {
+    const int q = static_cast<int>(std::lround(std::sqrt(static_cast<double>(ranks))));
+    if (q * q != ranks)
+      throw Error(fmt::format("--group {} / --placement {} need a 2D mesh, and {} ranks is not a square; give "
+                              "--mesh row=R,col=C",
+                              o.group, o.placement, ranks));
+    return parse_mesh(fmt::format("row={},col={}", q, q), "--mesh");
+  }
+  return parse_mesh(fmt::format("rank={}", ranks), "--ranks");
+}
+
+std::vector<std::vector<int>> choose_groups(const Placement& pl, const std::string& group) {
+  const Mesh& m = pl.mesh();
+  if (group == "all") return {pl.gpus()};
+  if (group == "row" || group == "col") {
+    if (m.dims.size() != 2)
+      throw Error(fmt::format("--group {}: needs a 2D mesh (got {} dimensions); give --mesh row=R,col=C", group,
+                              m.dims.size()));
+    // Mesh rows vary along the second dimension; columns along the first.
+    return pl.groups_along(group == "row" ? m.dims[1].first : m.dims[0].first);
+  }
+  return pl.groups_along(group);
+}
+
+int run(const Options& o) {
+  const auto kind = parse_coll_kind(o.kind);
+  if (!kind)
+    throw Error(fmt::format("collective: unknown kind '{}'; use allreduce, allgather, reducescatter, broadcast, "
+                            "reduce, alltoall or sendrecv",
+                            o.kind));
+  const Topology topo = resolve_topology(o.topology);
+  int ranks = o.ranks;
+  if (ranks == -1) ranks = o.mesh.empty() ? topo.num_gpus() : parse_mesh(o.mesh, "--mesh").size();
+  if (ranks < 1) throw Error(fmt::format("--ranks: {} ranks cannot run a collective; use --ranks N with N >= 1", ranks));
+  if (ranks > topo.num_gpus())
+    throw Error(fmt::format("--ranks {}: topology '{}' has only {} GPUs; use --ranks <= {} or a larger topology "
+                            "(e.g. --topology {}:nodes=N)",
+                            ranks, o.topology, topo.num_gpus(), topo.num_gpus(), topo.name()));
+  const Mesh mesh = choose_mesh(o, ranks);
+  const Placement pl = Placement::parse(o.placement, mesh, topo, "--placement");
+  CollectiveRequest req;
+  req.kind = *kind;
+  req.algorithm = o.algo;
+  req.fidelity = parse_fidelity(o.fidelity, "--fidelity");
+  req.groups = choose_groups(pl, o.group);
+  req.root = o.root;
+  req.chunks = o.chunks;
+  if (o.chunks < 0) throw Error("--chunks: must be >= 0 (0 = the algorithm's default)");
+  if (!o.reduce_bw.empty()) req.gamma_ps = 1.0 / parse_bandwidth(o.reduce_bw, "--reduce-bw").bytes_per_ps();
+  const int group_size = static_cast<int>(req.groups.front().size());
+  if (!o.alltoall_sizes.empty()) {
+    if (*kind != CollKind::AllToAll) throw Error("--alltoall-sizes: only applies to alltoall");
+    req.alltoall_bytes = read_alltoall_sizes(o.alltoall_sizes, group_size);
+  }
+  const bool small = group_size <= 16;
+  req.record = !o.trace.empty() || (o.explain && small);
+
+  CollectiveContext ctx;
+  ctx.topology = o.topology;
+  ctx.placement = pl.kind();
+  std::string mesh_text;
+  for (const auto& [name, size] : mesh.dims) mesh_text += fmt::format("{}{}={}", mesh_text.empty() ? "" : ",", name, size);
+  ctx.mesh = mesh_text;
+  ctx.group = o.group;
+  ctx.requested_algorithm = o.algo;
+  ctx.fidelity = req.fidelity;
+  ctx.groups = static_cast<int>(req.groups.size());
+  ctx.ranks = group_size;
+
+  AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  Router router(topo);
+  const std::vector<Bytes> sizes = parse_sizes(o.bytes);
+  std::vector<CollectiveOutcome> outs;
+  nlohmann::ordered_json json_out = nlohmann::ordered_json::array();
+  if (sizes.size() > 1 && !o.json) std::cout << sweep_header(ctx, *kind) << std::flush;
+  for (Bytes b : sizes) {
+    req.bytes = b;
+    CollectiveOutcome out = run_collective(topo, router, registry, req);
+    if (o.json) {
+      json_out.push_back(outcome_json(topo, ctx, out));
+    } else if (sizes.size() > 1) {
+      std::cout << sweep_row(out) << std::flush;
+    } else {
+      std::cout << summary_text(topo, ctx, out);
+    }
+    if (o.explain && sizes.size() == 1 && !o.json) {
+      const CollectiveOutcome* shown = &out;
+      CollectiveOutcome flow_view;
+      if (!out.flow && small) {
+        // The step table comes from the flow model even when the headline is the formula.
+        CollectiveRequest fr = req;
+        fr.fidelity = Fidelity::Flow;
+        fr.algorithm = out.algorithm->name;
+        fr.record = true;
+        flow_view = run_collective(topo, router, registry, fr);
+        shown = &flow_view;
+      }
+      std::cout << explain_text(topo, *shown, 200);
+    }
+    if (!o.trace.empty()) outs.push_back(std::move(out));
+  }
+  if (o.explain && sizes.size() > 1 && !o.json) std::cout << "(--explain applies to a single --bytes size)\n";
+  if (o.json) std::cout << (sizes.size() == 1 ? json_out.front() : json_out).dump(2) << "\n";
+  if (!o.trace.empty()) {
+    std::ofstream f(o.trace);
+    if (!f) throw Error(fmt::format("--trace: cannot write '{}'", o.trace));
+    f << perfetto_trace(topo, ctx, outs).dump() << "\n";
+    if (!o.json) std::cout << fmt::format("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_collective_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* c = app.add_subcommand("collective", "Simulate one collective (or a size sweep) on a modeled cluster");
+  c->add_option("kind", o->kind, "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
+      ->required();
+  c->add_option("--ranks,-n", o->ranks, "Ranks in the mesh (default: every GPU of the topology)");
+  c->add_option("--bytes,-b", o->bytes, "Size, e.g. 64MiB, or a doubling sweep MIN:MAX, e.g. 1KiB:4GiB")
+      ->capture_default_str();
+  std::string algo_help = "Algorithm, or auto (lowest closed-form time). Available:";
+  for (const auto& a : AlgorithmRegistry::builtin().all()) {
+    std::string kinds;
+    for (CollKind k : a.kinds) kinds += (kinds.empty() ? "" : ",") + std::string(to_string(k));
+    algo_help += fmt::format("\n  {:<20} [{}] {}", a.name, kinds, a.summary);
+  }
+  c->add_option("--algo,-a", o->algo, algo_help)->capture_default_str();
+  c->add_option("--topology,-t", o->topology, "Preset (PRESET or PRESET:key=value,...) or YAML file")
+      ->capture_default_str();
+  c->add_option("--mesh", o->mesh, "Logical mesh, e.g. row=4,col=4 (default: 1D, or square for row/col groups)");
+  c->add_option("--placement,-p", o->placement, "natural, bunched:RxC (block per node) or list:g0,g1,...")
+      ->capture_default_str();
+  c->add_option("--group,-g", o->group, "all, row, col, or a mesh dimension name; every group runs at once")
+      ->capture_default_str();
+  c->add_option("--fidelity,-f", o->fidelity, "formula (closed form) or flow (routed flows, contention)")
+      ->capture_default_str();
+  c->add_option("--root", o->root, "Root rank of broadcast/reduce")->capture_default_str();
+  c->add_option("--chunks", o->chunks, "Chunks for pipelined algorithms (0 = algorithm default)");
+  c->add_option("--reduce-bw", o->reduce_bw, "Reduction speed, e.g. 100GB/s (default: fused with transfers, free)");
+  c->add_option("--alltoall-sizes", o->alltoall_sizes, "File with a p x p matrix of per-destination sizes");
+  c->add_flag("--explain", o->explain, "Show the formula with numbers and, for small groups, the step table");
+  c->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON file");
+  c->add_flag("--json", o->json, "Print JSON instead of text");
+  return [o]() { return run(*o); };
+}
+
+Run add_algorithms_command(CLI::App& app) {
+  app.add_subcommand("algorithms", "List the collective algorithms and the kinds each implements");
+  return []() {
+    for (const auto& a : AlgorithmRegistry::builtin().all()) {
+      std::string kinds;
+      for (CollKind k : a.kinds) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
+      std::cout << fmt::format("{:<20} {:<40} {}\n", a.name, kinds, a.summary);
+    }
+    return 0;
+  };
+}
+
+}  // namespace meshsim::cli

@@ -1,0 +1,17 @@
+#include "kernels/reduce.h"
+
+namespace meshsim::kernels {
+
+void reduce_sum_cpu(float* dst, const float* src, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+bool cuda_kernels_built() {
+#if defined(MESHSIM_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace meshsim::kernels

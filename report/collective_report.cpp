@@ -1,0 +1,246 @@
+#include "report/collective_report.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+
+namespace meshsim {
+
+Bandwidths bandwidths(CollKind kind, int ranks, Bytes bytes, Time t) {
+  Bandwidths b;
+  b.factor = busbw_factor(kind, ranks);
+  const double s = t.seconds();
+  if (s > 0) {
+    b.algbw_GBps = static_cast<double>(bytes) / s * 1e-9;
+    b.busbw_GBps = b.algbw_GBps * b.factor;
+  }
+  return b;
+}
+
+std::string link_name(const Topology& topo, int link) {
+  const DirLink& l = topo.link(link);
+  return fmt::format("{} -> {}", topo.device(l.from).name, topo.device(l.to).name);
+}
+
+namespace {
+
+std::string factor_text(CollKind kind, int p) {
+  switch (kind) {
+    case CollKind::AllReduce: return fmt::format("2(p-1)/p = {:.3f}", busbw_factor(kind, p));
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll: return fmt::format("(p-1)/p = {:.3f}", busbw_factor(kind, p));
+    default: return "1";
+  }
+}
+
+std::string busiest_text(const Topology& topo, const CollectiveOutcome& out) {
+  if (!out.flow) return "n/a at formula fidelity (use --fidelity flow)";
+  if (out.busiest.link < 0) return "none (no bytes moved)";
+  const DirLink& l = topo.link(out.busiest.link);
+  return fmt::format("{} ({}, {}): {} carried, {:.1f}% of its capacity over the run",
+                     link_name(topo, out.busiest.link), to_string(l.spec.kind),
+                     format_bandwidth(l.spec.effective()), format_bytes(static_cast<Bytes>(out.busiest.bytes)),
+                     100.0 * out.busiest.utilization);
+}
+
+}  // namespace
+
+std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out) {
+  const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
+  std::string s;
+  s += fmt::format("meshsim collective {}: {} ranks x {} group{}, {}, algorithm {}{}, fidelity {}\n",
+                   to_string(out.spec.kind), out.spec.ranks, ctx.groups, ctx.groups == 1 ? "" : "s",
+                   format_bytes(out.spec.bytes), out.algorithm->name,
+                   ctx.requested_algorithm == "auto" ? " (auto)" : "", to_string(ctx.fidelity));
+  s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology,
+                   topo.num_gpus(), topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
+  s += fmt::format("  time      {}\n", format_time(out.time));
+  s += fmt::format("  algbw     {:.2f} GB/s\n", bw.algbw_GBps);
+  s += fmt::format("  busbw     {:.2f} GB/s   (busbw factor {})\n", bw.busbw_GBps, factor_text(out.spec.kind, out.spec.ranks));
+  if (out.flow) {
+    const double ratio = out.formula_time.ps() > 0
+                             ? static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps())
+                             : 1.0;
+    s += fmt::format("  formula   {} (closed form, one group, no contention; simulated/formula = {:.4f})\n",
+                     format_time(out.formula_time), ratio);
+  }
+  s += fmt::format("  busiest   {}\n", busiest_text(topo, out));
+  return s;
+}
+
+std::string sweep_header(const CollectiveContext& ctx, CollKind kind) {
+  std::string s = fmt::format("# meshsim collective {}: {} ranks x {} group(s), topology {}, placement {}, group {}, fidelity {}\n",
+                              to_string(kind), ctx.ranks, ctx.groups, ctx.topology, ctx.placement, ctx.group,
+                              to_string(ctx.fidelity));
+  s += fmt::format("#{:>12} {:>12} {:>20} {:>12} {:>10} {:>10} {:>12}\n", "size(B)", "count(fp32)", "algorithm",
+                   "time(us)", "algbw", "busbw", "formula(us)");
+  s += fmt::format("#{:>12} {:>12} {:>20} {:>12} {:>10} {:>10} {:>12}\n", "", "", "", "", "(GB/s)", "(GB/s)", "");
+  return s;
+}
+
+std::string sweep_row(const CollectiveOutcome& out) {
+  const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
+  return fmt::format(" {:>12} {:>12} {:>20} {:>12.2f} {:>10.2f} {:>10.2f} {:>12.2f}\n", out.spec.bytes,
+                     out.spec.bytes / 4, out.algorithm->name, out.time.us(), bw.algbw_GBps, bw.busbw_GBps,
+                     out.formula_time.us());
+}
+
+std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
+  std::string s = "\nFormula (MATH.md section 1):\n";
+  s += out.algorithm->explain(out.spec, out.params);
+  if (s.back() != '\n') s += '\n';
+  s += fmt::format("  link parameters read off the routes: alpha = {:.3f} us, 1/beta = {:.2f} GB/s",
+                   out.params.alpha_ps * 1e-6, 1.0 / out.params.beta_ps * 1e3);
+  if (out.params.gamma_ps > 0) s += fmt::format(", 1/gamma = {:.2f} GB/s", 1.0 / out.params.gamma_ps * 1e3);
+  s += "\n";
+  if (out.params.intra_beta_ps != out.params.inter_beta_ps || out.params.intra_alpha_ps != out.params.inter_alpha_ps)
+    s += fmt::format("  intra-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s; inter-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s\n",
+                     out.params.intra_alpha_ps * 1e-6, 1e3 / out.params.intra_beta_ps,
+                     out.params.inter_alpha_ps * 1e-6, 1e3 / out.params.inter_beta_ps);
+  if (!out.flow || out.flow->transfers.empty()) {
+    s += "  (step table: shown for groups of at most 16 ranks)\n";
+    return s;
+  }
+  const auto& tr = out.flow->transfers;
+  s += fmt::format("\nSteps of group 0 (flow model; times from the start of the collective):\n");
+  s += fmt::format("  {:>4}  {:>15}  {:>6}  {:>10}  {:>7}  {:>12}  {:>12}\n", "step", "sender->receiver", "chunk",
+                   "bytes", "op", "start", "end");
+  std::vector<const TransferRecord*> rows;
+  for (const auto& t : tr)
+    if (t.group == 0) rows.push_back(&t);
+  std::stable_sort(rows.begin(), rows.end(), [](const TransferRecord* a, const TransferRecord* b) {
+    if (a->start != b->start) return a->start < b->start;
+    return a->src != b->src ? a->src < b->src : a->dst < b->dst;
+  });
+  std::size_t shown = 0;
+  for (const TransferRecord* t : rows) {
+    if (shown++ == max_rows) {
+      s += fmt::format("  ... {} more transfers (see --trace for all)\n", rows.size() - max_rows);
+      break;
+    }
+    s += fmt::format("  {:>4}  {:>15}  {:>6}  {:>10}  {:>7}  {:>12}  {:>12}\n", t->step,
+                     fmt::format("{} -> {}", t->src, t->dst), t->chunk, format_bytes(t->bytes),
+                     t->reduce ? "reduce" : "copy", format_time(t->start), format_time(t->delivered));
+  }
+  (void)topo;
+  return s;
+}
+
+nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out) {
+  const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
+  nlohmann::ordered_json j;
+  j["collective"] = to_string(out.spec.kind);
+  j["ranks"] = out.spec.ranks;
+  j["groups"] = ctx.groups;
+  j["bytes"] = out.spec.bytes;
+  j["algorithm"] = out.algorithm->name;
+  j["algorithm_requested"] = ctx.requested_algorithm;
+  j["fidelity"] = to_string(ctx.fidelity);
+  j["topology"] = ctx.topology;
+  j["mesh"] = ctx.mesh;
+  j["placement"] = ctx.placement;
+  j["group"] = ctx.group;
+  j["time_ps"] = out.time.ps();
+  j["time_us"] = out.time.us();
+  j["formula_time_ps"] = out.formula_time.ps();
+  j["algbw_GBps"] = bw.algbw_GBps;
+  j["busbw_GBps"] = bw.busbw_GBps;
+  j["busbw_factor"] = bw.factor;
+  j["alpha_us"] = out.params.alpha_ps * 1e-6;
+  j["bandwidth_GBps"] = 1e3 / out.params.beta_ps;
+  if (out.flow) {
+    j["messages"] = out.flow->messages;
+    j["events"] = out.flow->events;
+    nlohmann::ordered_json links = nlohmann::ordered_json::array();
+    for (const auto& b : out.top_links) {
+      nlohmann::ordered_json l;
+      l["link"] = link_name(topo, b.link);
+      l["kind"] = to_string(topo.link(b.link).spec.kind);
+      l["bandwidth_GBps"] = topo.link(b.link).spec.effective().gbytes_per_s();
+      l["bytes"] = b.bytes;
+      l["utilization"] = b.utilization;
+      links.push_back(l);
+    }
+    j["busiest_links"] = links;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (Time t : out.flow->group_time) groups.push_back(t.ps());
+    j["group_time_ps"] = groups;
+  }
+  return j;
+}
+
+nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveContext& ctx,
+                                      const std::vector<CollectiveOutcome>& outs) {
+  using J = nlohmann::ordered_json;
+  J events = J::array();
+  auto meta = [&](int pid, int tid, const std::string& what, const std::string& name) {
+    J e;
+    e["ph"] = "M";
+    e["pid"] = pid;
+    e["tid"] = tid;
+    e["name"] = what;
+    e["args"] = J{{"name", name}};
+    events.push_back(e);
+  };
+  meta(1, 0, "process_name", fmt::format("ranks ({} {})", ctx.group, ctx.placement));
+  meta(2, 0, "process_name", "links");
+  double offset_us = 0;
+  std::map<int, bool> rank_named, link_named;
+  for (const auto& out : outs) {
+    if (!out.flow) continue;
+    const int p = out.spec.ranks;
+    for (const auto& st : out.flow->steps) {
+      const int tid = st.group * p + st.rank;
+      if (!rank_named[tid]) {
+        rank_named[tid] = true;
+        meta(1, tid, "thread_name", fmt::format("group {} rank {}", st.group, st.rank));
+      }
+      J e;
+      e["ph"] = "X";
+      e["pid"] = 1;
+      e["tid"] = tid;
+      e["name"] = fmt::format("{} step {}", out.algorithm->name, st.step);
+      e["ts"] = offset_us + st.start.us();
+      e["dur"] = (st.end - st.start).us();
+      e["args"] = J{{"bytes", out.spec.bytes}};
+      events.push_back(e);
+    }
+    for (const auto& t : out.flow->transfers) {
+      J e;
+      e["ph"] = "X";
+      e["pid"] = 1;
+      e["tid"] = t.group * p + t.src;
+      e["name"] = fmt::format("send {}B -> {}", t.bytes, t.dst);
+      e["cat"] = "transfer";
+      e["ts"] = offset_us + t.start.us();
+      e["dur"] = (t.delivered - t.start).us();
+      e["args"] = J{{"chunk", t.chunk}, {"bytes", t.bytes}, {"peer", t.dst}, {"step", t.step}};
+      events.push_back(e);
+    }
+    for (const auto& li : out.flow->link_intervals) {
+      if (!link_named[li.link]) {
+        link_named[li.link] = true;
+        meta(2, li.link, "thread_name", link_name(topo, li.link));
+      }
+      J e;
+      e["ph"] = "X";
+      e["pid"] = 2;
+      e["tid"] = li.link;
+      e["name"] = fmt::format("{} flow{}", li.flows, li.flows == 1 ? "" : "s");
+      e["ts"] = offset_us + li.begin.us();
+      e["dur"] = (li.end - li.begin).us();
+      e["args"] = J{{"flows", li.flows},
+                    {"share_GBps", topo.link(li.link).spec.effective().gbytes_per_s() / li.flows}};
+      events.push_back(e);
+    }
+    offset_us += out.time.us();  // sweeps: sizes laid out one after another
+  }
+  J root;
+  root["traceEvents"] = events;
+  root["displayTimeUnit"] = "ns";
+  root["otherData"] = J{{"generator", "meshsim collective"}, {"topology", ctx.topology}};
+  return root;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,58 @@
+// Reporting a timed collective: terminal summary, nccl-tests-like sweep table, the
+// teaching step table, JSON, and a Chrome/Perfetto trace.
+//
+// Bandwidth follows NCCL's test suite: algbw = bytes / time, busbw = algbw * factor
+// (2(p-1)/p all-reduce; (p-1)/p all-gather, reduce-scatter, all-to-all; 1 otherwise),
+// so simulated figures compare directly with all_reduce_perf and friends.
+//
+//   CollectiveContext ctx{...};
+//   std::cout << summary_text(topo, ctx, outcome);
+//   write_perfetto_trace("out.json", topo, ctx, outcome);   // open in ui.perfetto.dev
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/collective_sim.h"
+#include "topology/topology.h"
+
+namespace meshsim {
+
+// What the user asked for, echoed in reports.
+struct CollectiveContext {
+  std::string topology;      // preset spec or file
+  std::string placement;     // "natural", "bunched:2x2", ...
+  std::string mesh;          // "row=4,col=4"
+  std::string group;         // "all", "row", "col", ...
+  std::string requested_algorithm;  // "auto" or a name
+  Fidelity fidelity = Fidelity::Flow;
+  int groups = 1;
+  int ranks = 0;             // per group
+};
+
+struct Bandwidths {
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  double factor = 1;
+};
+Bandwidths bandwidths(CollKind kind, int ranks, Bytes bytes, Time t);
+
+std::string link_name(const Topology& topo, int link);
+
+std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out);
+
+// One row per size of a --bytes A:B sweep, like nccl-tests' output.
+std::string sweep_header(const CollectiveContext& ctx, CollKind kind);
+std::string sweep_row(const CollectiveOutcome& out);
+
+// The teaching view: the formula with numbers, and (when recorded) the step table.
+std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows);
+
+nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out);
+
+// Chrome trace-event JSON: a track per rank (steps, transfers) and per busy link.
+nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveContext& ctx,
+                                      const std::vector<CollectiveOutcome>& outs);
+
+}  // namespace meshsim

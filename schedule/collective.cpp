@@ -1,0 +1,211 @@
+// Collective kinds, slicing, spec validation, the algorithm registry and `auto` selection.
+// The algorithms themselves live one per file in collectives/ (see collective.h).
+#include "schedule/collective.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/error.h"
+#include "schedule/collectives/common.h"
+
+namespace meshsim {
+
+namespace {
+struct KindName {
+  CollKind kind;
+  const char* name;
+};
+constexpr KindName kKindNames[] = {
+    {CollKind::AllReduce, "allreduce"}, {CollKind::AllGather, "allgather"},
+    {CollKind::ReduceScatter, "reducescatter"}, {CollKind::Broadcast, "broadcast"},
+    {CollKind::Reduce, "reduce"}, {CollKind::AllToAll, "alltoall"}, {CollKind::SendRecv, "sendrecv"}};
+}  // namespace
+
+const char* to_string(CollKind k) {
+  for (const auto& kn : kKindNames)
+    if (kn.kind == k) return kn.name;
+  return "?";
+}
+
+std::optional<CollKind> parse_coll_kind(const std::string& s) {
+  std::string t;
+  for (char c : s)
+    if (c != '-' && c != '_' && c != ' ') t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "bcast") t = "broadcast";
+  for (const auto& kn : kKindNames)
+    if (t == kn.name) return kn.kind;
+  return std::nullopt;
+}
+
+const std::vector<CollKind>& all_coll_kinds() {
+  static const std::vector<CollKind> kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter,
+                                              CollKind::Broadcast, CollKind::Reduce,    CollKind::AllToAll,
+                                              CollKind::SendRecv};
+  return kinds;
+}
+
+Range slice(Bytes bytes, int parts, int i, Bytes element_bytes) {
+  MESHSIM_ASSERT(parts >= 1 && i >= 0 && i < parts && element_bytes >= 1 && bytes >= 0);
+  const Bytes e = bytes / element_bytes;
+  const Bytes q = e / parts, rem = e % parts;
+  // floor(i*e/parts) without overflow: i*q + floor(i*rem/parts), and i*rem < parts^2.
+  auto boundary = [&](Bytes idx) { return idx * q + (idx * rem) / parts; };
+  return Range{boundary(i) * element_bytes, boundary(i + 1) * element_bytes};
+}
+
+Range slice(Bytes bytes, int parts, int i) { return slice(bytes, parts, i, 1); }
+
+void validate_spec(const CollectiveSpec& spec) {
+  if (spec.ranks < 1)
+    throw Error(fmt::format("ranks: got {}; a collective needs a group of at least 1 rank", spec.ranks));
+  if (spec.bytes < 0) throw Error(fmt::format("bytes: got {}; the buffer size must be >= 0", spec.bytes));
+  if (spec.element_bytes < 1)
+    throw Error(fmt::format("element_bytes: got {}; use 1 (bytes) or the element size, e.g. 4 for float32",
+                            spec.element_bytes));
+  if (spec.bytes % spec.element_bytes != 0)
+    throw Error(fmt::format("bytes: {} is not a multiple of element_bytes {}; round the size to whole elements",
+                            spec.bytes, spec.element_bytes));
+  if (spec.root < 0 || spec.root >= spec.ranks)
+    throw Error(fmt::format("root: rank {} is outside the group of {} ranks; use 0..{}", spec.root, spec.ranks,
+                            spec.ranks - 1));
+  if (spec.ranks_per_node < 1)
+    throw Error(fmt::format("ranks_per_node: got {}; use a positive number of ranks per node", spec.ranks_per_node));
+  if (spec.chunks < 0)
+    throw Error(fmt::format("chunks: got {}; use 0 for the algorithm default or a positive count", spec.chunks));
+  if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
+    const auto p = static_cast<std::size_t>(spec.ranks);
+    if (spec.alltoall_bytes.size() != p)
+      throw Error(fmt::format("alltoall_bytes: expected {} rows (one per sending rank), got {}; give a {} x {} matrix",
+                              p, spec.alltoall_bytes.size(), p, p));
+    for (std::size_t s = 0; s < p; ++s) {
+      const auto& row = spec.alltoall_bytes[s];
+      if (row.size() != p)
+        throw Error(fmt::format("alltoall_bytes[{}]: expected {} entries (one per receiving rank), got {}", s, p,
+                                row.size()));
+      for (std::size_t d = 0; d < p; ++d) {
+        if (row[d] < 0)
+          throw Error(fmt::format("alltoall_bytes[{}][{}]: got {}; sizes must be >= 0", s, d, row[d]));
+        if (row[d] % spec.element_bytes != 0)
+          throw Error(fmt::format("alltoall_bytes[{}][{}]: {} is not a multiple of element_bytes {}", s, d, row[d],
+                                  spec.element_bytes));
+      }
+    }
+  }
+}
+
+Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst) {
+  if (!spec.alltoall_bytes.empty()) return spec.alltoall_bytes[src][dst];
+  return (spec.bytes / spec.element_bytes / spec.ranks) * spec.element_bytes;
+}
+
+bool Algorithm::supports(CollKind k) const { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); }
+
+AlgorithmRegistry AlgorithmRegistry::builtin() {
+  using namespace collectives;
+  AlgorithmRegistry reg;
+  reg.add(make_ring());
+  reg.add(make_binomial());
+  reg.add(make_pipeline());
+  reg.add(make_recursive_doubling());
+  reg.add(make_rabenseifner());
+  reg.add(make_double_binary_tree());
+  reg.add(make_pairwise());
+  reg.add(make_hierarchical());
+  reg.add(make_direct());
+  return reg;
+}
+
+void AlgorithmRegistry::add(Algorithm a) {
+  for (const auto& b : algos_)
+    if (b.name == a.name)
+      throw Error(fmt::format("algorithm '{}' is registered twice; give the new one another name", a.name));
+  MESHSIM_ASSERT(a.unsupported && a.build && a.cost_ps && a.explain);
+  algos_.push_back(std::move(a));
+}
+
+const Algorithm* AlgorithmRegistry::find(const std::string& name, CollKind kind) const {
+  for (const auto& a : algos_)
+    if (a.name == name && a.supports(kind)) return &a;
+  return nullptr;
+}
+
+std::vector<const Algorithm*> AlgorithmRegistry::for_kind(CollKind kind) const {
+  std::vector<const Algorithm*> out;
+  for (const auto& a : algos_)
+    if (a.supports(kind)) out.push_back(&a);
+  return out;
+}
+
+double busbw_factor(CollKind kind, int ranks) {
+  const double p = ranks;
+  switch (kind) {
+    case CollKind::AllReduce: return 2.0 * (p - 1) / p;
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll: return (p - 1) / p;
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+    case CollKind::SendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
+                                  const CostParams& params) {
+  validate_spec(spec);
+  const Algorithm* best = nullptr;
+  double best_ps = std::numeric_limits<double>::infinity();
+  std::string reasons;
+  for (const Algorithm& a : registry.all()) {
+    if (!a.supports(spec.kind)) continue;
+    if (auto why = a.unsupported(spec)) {
+      reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", a.name, *why);
+      continue;
+    }
+    const double c = a.cost_ps(spec, params);
+    if (best == nullptr || c < best_ps) {
+      best = &a;
+      best_ps = c;
+    }
+  }
+  if (best == nullptr)
+    throw Error(fmt::format("no algorithm can run {} on {} ranks ({}); change the group or register an algorithm",
+                            to_string(spec.kind), spec.ranks, reasons.empty() ? "none registered" : reasons));
+  return *best;
+}
+
+namespace collectives {
+
+int default_chunks(Bytes bytes, Bytes elem, Bytes target) {
+  const Bytes by_size = (bytes + target - 1) / target;
+  const Bytes elems = bytes / elem;
+  Bytes k = std::clamp<Bytes>(by_size, 1, 64);
+  k = std::min<Bytes>(k, std::max<Bytes>(elems, 1));
+  return static_cast<int>(k);
+}
+
+std::string fmt_alpha(double alpha_ps) { return fmt::format("{:.3f}us", alpha_ps * 1e-6); }
+
+std::string fmt_rate(double per_byte_ps) {
+  if (per_byte_ps <= 0) return "inf";
+  return fmt::format("{:.2f}GB/s", 1e3 / per_byte_ps);
+}
+
+std::string fmt_result(double ps) { return fmt::format("{:.3f}us", ps * 1e-6); }
+
+std::string explain_text(const std::string& head, const std::string& symbolic, const std::string& numeric,
+                         double ps) {
+  return fmt::format("{}: {}\n  = {}\n  = {}", head, symbolic, numeric, fmt_result(ps));
+}
+
+std::optional<std::string> kind_reason(const std::string& name, const std::vector<CollKind>& kinds, CollKind k) {
+  if (std::find(kinds.begin(), kinds.end(), k) != kinds.end()) return std::nullopt;
+  std::string list;
+  for (CollKind x : kinds) list += fmt::format("{}{}", list.empty() ? "" : ", ", to_string(x));
+  return fmt::format("{} does not implement {} (it implements {})", name, to_string(k), list);
+}
+
+}  // namespace collectives
+}  // namespace meshsim

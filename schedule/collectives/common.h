@@ -1,0 +1,80 @@
+// Internal helpers shared by the algorithm files of schedule/collectives/ (not public API).
+//
+// - one factory per algorithm file (make_ring(), ...), called by AlgorithmRegistry::builtin();
+// - integer bit helpers for the tree and power-of-two algorithms;
+// - the ring primitive (one reduce-scatter or all-gather step of a ring over any subset
+//   of ranks and any byte region), used by `ring` and `hierarchical`;
+// - the default chunk rule of the pipelined algorithms;
+// - text helpers for Algorithm::explain.
+//
+//   RingView v{.size = 4, .pos = r, .next = (r+1)%4, .prev = (r+3)%4, .base = 0, .len = n, .elem = 1};
+//   ring_reduce_scatter_step(v, s, out);   // rank r's step s of a 4-rank ring reduce-scatter
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+#include <string>
+
+#include "schedule/collective.h"
+
+namespace meshsim::collectives {
+
+Algorithm make_ring();
+Algorithm make_binomial();
+Algorithm make_pipeline();
+Algorithm make_recursive_doubling();
+Algorithm make_rabenseifner();
+Algorithm make_double_binary_tree();
+Algorithm make_pairwise();
+Algorithm make_hierarchical();
+Algorithm make_direct();
+
+// ---- bits -------------------------------------------------------------------------------
+constexpr bool is_pow2(std::int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+constexpr std::int64_t lowbit(std::int64_t x) { return x & -x; }
+// floor(log2 x) for x >= 1.
+constexpr int floor_log2(std::int64_t x) {
+  int r = 0;
+  while (x > 1) { x >>= 1; ++r; }
+  return r;
+}
+// ceil(log2 x) for x >= 1 (0 for x = 1); also the number of powers of two below x.
+constexpr int ceil_log2(std::int64_t x) { return x <= 1 ? 0 : floor_log2(x - 1) + 1; }
+constexpr int mod(int a, int m) { return ((a % m) + m) % m; }
+
+// ---- ring primitive ---------------------------------------------------------------------
+// A ring of `size` members over the region [base, base+len) of the buffer, cut into `size`
+// slices (multiples of elem). This rank is member `pos`; `next`/`prev` are group ranks.
+struct RingView {
+  int size = 1, pos = 0, next = 0, prev = 0;
+  Bytes base = 0, len = 0, elem = 1;
+};
+// Step s in [0, size-1): send slice pos-s-1 to next, receive slice pos-s-2 from prev and
+// reduce it; afterwards member pos holds slice pos reduced over the ring.
+void ring_reduce_scatter_step(const RingView& v, int s, Step& out);
+// Step s in [0, size-1): send slice pos-s to next, receive slice pos-s-1 from prev (copy).
+void ring_all_gather_step(const RingView& v, int s, Step& out);
+// Exact time of one ring phase under the step rules: the largest slice (the last one)
+// crosses every one of the size-1 steps, so (size-1) * (alpha + M*beta + M*gamma).
+double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma);
+// Size of the largest slice (always the last one with the floor split).
+inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
+
+// ---- chunking ---------------------------------------------------------------------------
+// Default chunk count of the pipelined algorithms: one chunk per `target` bytes, at least 1,
+// at most 64, and never more chunks than elements. Depends on the spec only.
+int default_chunks(Bytes bytes, Bytes elem, Bytes target);
+
+// ---- explain text -----------------------------------------------------------------------
+std::string fmt_alpha(double alpha_ps);         // "5.000us"
+std::string fmt_rate(double per_byte_ps);       // beta or gamma as "25.00GB/s" ("inf" when 0)
+std::string fmt_result(double ps);              // "123.456us"
+// "<name> <kind>: <symbolic>\n  = <numeric>\n  = <result>"
+std::string explain_text(const std::string& head, const std::string& symbolic,
+                         const std::string& numeric, double ps);
+// Reason for a kind the algorithm does not implement, or nullopt if it does.
+std::optional<std::string> kind_reason(const std::string& name, const std::vector<CollKind>& kinds,
+                                       CollKind k);
+
+}  // namespace meshsim::collectives

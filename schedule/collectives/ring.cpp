@@ -1,0 +1,130 @@
+// ring: all-reduce, all-gather and reduce-scatter on a logical ring r -> r+1.
+//
+// The buffer of n bytes is cut into p slices (slice()). Every step, every rank sends one
+// slice to its successor and receives one from its predecessor, so each link carries one
+// flow at a time and the ring is bandwidth-optimal.
+//
+//   p = 4, reduce-scatter (3 steps; [c] = slice c, "+" = reduced into the local copy)
+//
+//     step 0:  r0 --[3]--> r1 --[0]--> r2 --[1]--> r3 --[2]--> r0   (r1 +=[0], r2 +=[1], ...)
+//     step 1:  r0 --[2]--> r1 --[3]--> r2 --[0]--> r3 --[1]--> r0
+//     step 2:  r0 --[1]--> r1 --[2]--> r2 --[3]--> r3 --[0]--> r0   -> rank r owns reduced [r]
+//
+//   all-gather: step s, rank r sends slice r-s (it starts with its own [r]) and copies
+//   slice r-s-1 from its predecessor. all-reduce = reduce-scatter then all-gather.
+//
+// Cost (exact under the step rules): the largest slice M (the last one, ceil(n/p) in
+// elements) travels through every step of a phase on one chain of dependencies, and no
+// step can take longer than alpha + M*beta (+ M*gamma when it reduces), so
+//   reduce-scatter  (p-1)*(alpha + M*beta + M*gamma)
+//   all-gather      (p-1)*(alpha + M*beta)
+//   all-reduce      2(p-1)*alpha + 2(p-1)*M*beta + (p-1)*M*gamma
+// which is MATH.md's (p-1)/p*n per phase when p divides n.
+#include <fmt/format.h>
+
+#include "schedule/collectives/common.h"
+
+namespace meshsim::collectives {
+
+void ring_reduce_scatter_step(const RingView& v, int s, Step& out) {
+  const int send_c = mod(v.pos - s - 1, v.size);
+  const int recv_c = mod(v.pos - s - 2, v.size);
+  const Range a = slice(v.len, v.size, send_c, v.elem);
+  const Range b = slice(v.len, v.size, recv_c, v.elem);
+  out.sends.push_back(Transfer{v.next, v.base + a.begin, a.size(), send_c});
+  out.recvs.push_back(Transfer{v.prev, v.base + b.begin, b.size(), recv_c});
+  out.op = RecvOp::Reduce;
+}
+
+void ring_all_gather_step(const RingView& v, int s, Step& out) {
+  const int send_c = mod(v.pos - s, v.size);
+  const int recv_c = mod(v.pos - s - 1, v.size);
+  const Range a = slice(v.len, v.size, send_c, v.elem);
+  const Range b = slice(v.len, v.size, recv_c, v.elem);
+  out.sends.push_back(Transfer{v.next, v.base + a.begin, a.size(), send_c});
+  out.recvs.push_back(Transfer{v.prev, v.base + b.begin, b.size(), recv_c});
+  out.op = RecvOp::Copy;
+}
+
+double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma) {
+  if (size <= 1) return 0.0;
+  const double m = static_cast<double>(max_slice(len, size, elem));
+  return (size - 1) * (alpha + m * beta + m * gamma);
+}
+
+namespace {
+
+class RingProgram final : public StepProgram {
+ public:
+  explicit RingProgram(const CollectiveSpec& s) : kind_(s.kind), p_(s.ranks), n_(s.bytes), elem_(s.element_bytes) {}
+  int ranks() const override { return p_; }
+  int num_steps(int) const override { return kind_ == CollKind::AllReduce ? 2 * (p_ - 1) : p_ - 1; }
+  void step(int rank, int s, Step& out) const override {
+    const RingView v{p_, rank, (rank + 1) % p_, (rank + p_ - 1) % p_, 0, n_, elem_};
+    switch (kind_) {
+      case CollKind::ReduceScatter: ring_reduce_scatter_step(v, s, out); break;
+      case CollKind::AllGather: ring_all_gather_step(v, s, out); break;
+      default:
+        if (s < p_ - 1) ring_reduce_scatter_step(v, s, out);
+        else ring_all_gather_step(v, s - (p_ - 1), out);
+    }
+  }
+
+ private:
+  CollKind kind_;
+  int p_;
+  Bytes n_, elem_;
+};
+
+const std::vector<CollKind> kKinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter};
+
+double cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  const double rs = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, c.gamma_ps);
+  const double ag = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, 0.0);
+  switch (s.kind) {
+    case CollKind::ReduceScatter: return rs;
+    case CollKind::AllGather: return ag;
+    default: return rs + ag;
+  }
+}
+
+std::string explain(const CollectiveSpec& s, const CostParams& c) {
+  const int p = s.ranks;
+  const Bytes m = p >= 1 ? max_slice(s.bytes, p, s.element_bytes) : 0;
+  const std::string a = fmt_alpha(c.alpha_ps), b = fmt_rate(c.beta_ps), g = fmt_rate(c.gamma_ps);
+  std::string sym, num;
+  switch (s.kind) {
+    case CollKind::ReduceScatter:
+      sym = "(p-1)*(alpha + M*beta + M*gamma), M = largest slice = ceil(n/p)";
+      num = fmt::format("{}*({} + {}B/{} + {}B/{})", p - 1, a, m, b, m, g);
+      break;
+    case CollKind::AllGather:
+      sym = "(p-1)*(alpha + M*beta), M = largest slice = ceil(n/p)";
+      num = fmt::format("{}*({} + {}B/{})", p - 1, a, m, b);
+      break;
+    default:
+      sym = "2(p-1)*alpha + 2(p-1)*M*beta + (p-1)*M*gamma, M = largest slice = ceil(n/p)";
+      num = fmt::format("2*{}*{} + 2*{}*{}B/{} + {}*{}B/{}", p - 1, a, p - 1, m, b, p - 1, m, g);
+  }
+  return explain_text(fmt::format("ring {} (p={}, n={}B)", to_string(s.kind), p, s.bytes), sym, num, cost(s, c));
+}
+
+}  // namespace
+
+Algorithm make_ring() {
+  Algorithm a;
+  a.name = "ring";
+  a.summary = "ring r -> r+1: bandwidth-optimal, 2(p-1) latency steps for all-reduce";
+  a.kinds = kKinds;
+  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("ring", kKinds, s.kind); };
+  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
+    validate_spec(s);
+    return std::make_unique<RingProgram>(s);
+  };
+  a.cost_ps = cost;
+  a.explain = explain;
+  return a;
+}
+
+}  // namespace meshsim::collectives

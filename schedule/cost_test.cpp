@@ -1,0 +1,335 @@
+// Closed forms: hand-computed values for one case per algorithm, `auto` selection,
+// unsupported() reasons, and a check of every closed form against a timing of its own
+// step program under the simulator's rules on an uncontended crossbar.
+//
+// The timing (time_steps below) follows the rules the flow simulator applies: a rank runs
+// its steps in order, all sends of a step start with the step, a message of m bytes is
+// delivered alpha + m*beta after its send starts, a step ends when its sends are delivered
+// and its receives have arrived, plus gamma * (received bytes) for Reduce steps. It also
+// records when each GPU's uplink and downlink are busy: if no two messages ever overlap
+// on a port, bandwidth sharing never happens and this timing is exactly what the flow
+// simulator computes, so "closed form == timing, no overlap" proves the closed form exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "schedule/collective.h"
+
+namespace meshsim {
+namespace {
+
+struct Timing {
+  double end_ps = 0;
+  long overlaps = 0;        // messages that share a port in time with an earlier one
+  double max_overlap_ps = 0;  // the longest such shared stretch
+};
+
+Timing time_steps(const StepProgram& prog, const CostParams& c) {
+  const int p = prog.ranks();
+  struct Busy {
+    double from, to;
+  };
+  std::vector<std::vector<Busy>> up(p), down(p);
+  std::unordered_map<long long, std::deque<double>> arrivals;  // per (sender, receiver), FIFO
+  std::vector<int> next(p, 0);
+  std::vector<double> clock(p, 0.0), sends_done(p, 0.0);
+  std::vector<char> posted(p, 0);
+  std::vector<Step> cur(p);
+  auto key = [p](int a, int b) { return static_cast<long long>(a) * p + b; };
+  int unfinished = 0;
+  for (int r = 0; r < p; ++r) unfinished += prog.num_steps(r) > 0;
+  while (unfinished > 0) {
+    bool progress = false;
+    for (int r = 0; r < p; ++r) {
+      const int total = prog.num_steps(r);
+      if (next[r] >= total) continue;
+      while (next[r] < total) {
+        Step& st = cur[r];
+        if (!posted[r]) {
+          st.clear();
+          prog.step(r, next[r], st);
+          sends_done[r] = clock[r];
+          for (const Transfer& t : st.sends) {
+            const double at = clock[r] + c.alpha_ps + static_cast<double>(t.bytes) * c.beta_ps;
+            arrivals[key(r, t.peer)].push_back(at);
+            up[r].push_back({clock[r], at});
+            down[t.peer].push_back({clock[r], at});
+            sends_done[r] = std::max(sends_done[r], at);
+          }
+          posted[r] = 1;
+        }
+        bool ready = true;
+        for (std::size_t i = 0; i < st.recvs.size() && ready; ++i) {
+          std::size_t same = 0;
+          for (std::size_t j = 0; j <= i; ++j) same += st.recvs[j].peer == st.recvs[i].peer;
+          auto it = arrivals.find(key(st.recvs[i].peer, r));
+          ready = it != arrivals.end() && it->second.size() >= same;
+        }
+        if (!ready) break;
+        double end = sends_done[r];
+        Bytes received = 0;
+        for (const Transfer& t : st.recvs) {
+          auto& q = arrivals[key(t.peer, r)];
+          end = std::max(end, q.front());
+          q.pop_front();
+          received += t.bytes;
+        }
+        if (st.op == RecvOp::Reduce) end += static_cast<double>(received) * c.gamma_ps;
+        clock[r] = end;
+        posted[r] = 0;
+        ++next[r];
+        progress = true;
+      }
+      if (next[r] >= total) --unfinished;
+    }
+    if (!progress) throw Error("time_steps: program deadlocked");
+  }
+  Timing t;
+  for (int r = 0; r < p; ++r) t.end_ps = std::max(t.end_ps, clock[r]);
+  auto count = [&](std::vector<Busy>& v) {
+    std::sort(v.begin(), v.end(), [](const Busy& a, const Busy& b) { return a.from < b.from; });
+    double reach = -1;
+    for (const Busy& b : v) {
+      if (b.from < reach - 1e-6) {
+        ++t.overlaps;
+        t.max_overlap_ps = std::max(t.max_overlap_ps, std::min(reach, b.to) - b.from);
+      }
+      reach = std::max(reach, b.to);
+    }
+  };
+  for (int r = 0; r < p; ++r) {
+    count(up[r]);
+    count(down[r]);
+  }
+  return t;
+}
+
+CostParams params(double gamma_ps) {
+  CostParams c;
+  c.alpha_ps = 5e6;         // 5 us
+  c.beta_ps = 40;           // 25 GB/s
+  c.gamma_ps = gamma_ps;    // e.g. 10 = 100 GB/s reduction
+  return c;
+}
+
+struct ExactCase {
+  std::string algo;
+  CollKind kind;
+  int p;
+  Bytes bytes;
+  int per_node;
+  double gamma;
+};
+
+std::vector<ExactCase> exact_cases() {
+  std::vector<ExactCase> out;
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  for (const Algorithm& a : reg.all()) {
+    if (a.name == "dbt") continue;  // several flows per port by design: a lockstep estimate
+    for (CollKind k : a.kinds)
+      for (int p : {2, 3, 8, 64, 1000}) {
+        std::vector<Bytes> sizes = {KiB(1), 1000003, GiB(4)};
+        if (p <= 64) sizes = {KiB(1), KiB(64), MiB(1), MiB(64), GiB(4), 1000003, 12345};
+        for (Bytes n : sizes)
+          for (double g : {0.0, 10.0})
+            for (int per_node : {1, 4, 8}) {
+              if (per_node > 1 && (a.name != "hierarchical" || p % per_node != 0)) continue;
+              CollectiveSpec s;
+              s.kind = k;
+              s.ranks = p;
+              s.bytes = n;
+              s.root = p / 2;
+              s.ranks_per_node = per_node;
+              if (!a.unsupported(s)) out.push_back(ExactCase{a.name, k, p, n, per_node, g});
+            }
+      }
+  }
+  return out;
+}
+
+class ClosedFormExact : public testing::TestWithParam<ExactCase> {};
+
+TEST_P(ClosedFormExact, EqualsTimingAndNoPortIsShared) {
+  const ExactCase& e = GetParam();
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const Algorithm* a = reg.find(e.algo, e.kind);
+  CollectiveSpec s;
+  s.kind = e.kind;
+  s.ranks = e.p;
+  s.bytes = e.bytes;
+  s.root = e.p / 2;
+  s.ranks_per_node = e.per_node;
+  const CostParams c = params(e.gamma);
+  const Timing t = time_steps(*a->build(s), c);
+  // Even splits never share a port. Uneven splits (slices differing by one element) let
+  // ranks drift apart by a few bytes' time per step (hierarchical: up to 2(N-1) bytes'
+  // time between the inter-node rings), so a message may overlap the tail of another for
+  // that long; sharing during such a stretch changes the time by at most its length,
+  // which stays below 1e-4 of the total (the acceptance tolerance is 1e-3).
+  const bool even = e.bytes % (static_cast<Bytes>(e.p) * e.per_node) == 0;
+  if (even) EXPECT_EQ(t.overlaps, 0);
+  EXPECT_LE(t.max_overlap_ps, 1e-4 * t.end_ps) << t.overlaps << " overlaps";
+  const double f = a->cost_ps(s, c);
+  EXPECT_NEAR(f, t.end_ps, 1e-9 * t.end_ps + 1e-3) << a->explain(s, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ClosedFormExact, testing::ValuesIn(exact_cases()),
+                         [](const testing::TestParamInfo<ExactCase>& i) {
+                           const ExactCase& e = i.param;
+                           return e.algo + "_" + to_string(e.kind) + "_p" + std::to_string(e.p) + "_n" +
+                                  std::to_string(e.bytes) + "_g" + std::to_string(e.per_node) +
+                                  (e.gamma > 0 ? "_gamma" : "");
+                         });
+
+// Hand computations with alpha = 1 us = 1e6 ps, beta = 1 ps/B (1 TB/s), gamma = 0.5 ps/B.
+double hand_cost(const std::string& algo, CollectiveSpec s, CostParams c = {1e6, 1, 0.5}) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const Algorithm* a = reg.find(algo, s.kind);
+  EXPECT_NE(a, nullptr) << algo;
+  EXPECT_FALSE(a->explain(s, c).empty());
+  return a->cost_ps(s, c);
+}
+
+CollectiveSpec spec(CollKind k, int p, Bytes n) {
+  CollectiveSpec s;
+  s.kind = k;
+  s.ranks = p;
+  s.bytes = n;
+  return s;
+}
+
+TEST(ClosedForm, HandComputed) {
+  // ring all-reduce p=4 n=1000: slices 250; 2*3*1e6 + 2*3*250*1 + 3*250*0.5 = 6'001'875
+  EXPECT_DOUBLE_EQ(hand_cost("ring", spec(CollKind::AllReduce, 4, 1000)), 6'001'875);
+  // ring all-gather p=3 n=1000: slices 333,333,334, M=334: 2*(1e6 + 334) = 2'000'668
+  EXPECT_DOUBLE_EQ(hand_cost("ring", spec(CollKind::AllGather, 3, 1000)), 2'000'668);
+  // ring reduce-scatter p=3 n=1000: 2*(1e6 + 334 + 167) = 2'001'002
+  EXPECT_DOUBLE_EQ(hand_cost("ring", spec(CollKind::ReduceScatter, 3, 1000)), 2'001'002);
+  // binomial p=5: ceil(log2 5) = 3; bcast 3*(1e6 + 1000) = 3'003'000; reduce 3*(1e6+1000+500)
+  EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Broadcast, 5, 1000)), 3'003'000);
+  EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Reduce, 5, 1000)), 3'004'500);
+  // pipeline p=4 k=4 n=1000 (chunks of 250): bcast (3+3)*(1e6+250) = 6'001'500;
+  // reduce (3+3)*(1e6 + 250 + 125) = 6'002'250; reduce p=2: 4*(1e6+250) + 125 = 4'001'125
+  CollectiveSpec pl = spec(CollKind::Broadcast, 4, 1000);
+  pl.chunks = 4;
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 6'001'500);
+  pl.kind = CollKind::Reduce;
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 6'002'250);
+  pl.ranks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 4'001'125);
+  // recursive doubling p=8: all-reduce 3*(1e6 + 1000 + 500) = 3'004'500;
+  // all-gather n=1024: blocks 128, 256, 512: 3e6 + 896 = 3'000'896
+  EXPECT_DOUBLE_EQ(hand_cost("recursive_doubling", spec(CollKind::AllReduce, 8, 1000)), 3'004'500);
+  EXPECT_DOUBLE_EQ(hand_cost("recursive_doubling", spec(CollKind::AllGather, 8, 1024)), 3'000'896);
+  // rabenseifner p=8 n=1024: halving 512+256+128 = 896 B at 1.5 ps/B, doubling 896 B at 1:
+  // 6e6 + 1344 + 896 = 6'002'240
+  EXPECT_DOUBLE_EQ(hand_cost("rabenseifner", spec(CollKind::AllReduce, 8, 1024)), 6'002'240);
+  // dbt p=8 n=1024 k=2: H=3, L=2, c=256: (2+3-1)*(2e6 + 2*2*256 + 2*256*0.5) = 8'005'120
+  CollectiveSpec d = spec(CollKind::AllReduce, 8, 1024);
+  d.chunks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("dbt", d), 8'005'120);
+  // dbt p=2 n=1024 k=2: H=1, L=1, c=256: 2*(2e6 + 2*256 + 128) = 4'001'280
+  d.ranks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("dbt", d), 4'001'280);
+  // pairwise even p=4 n=1000: blocks 250: 3*(1e6 + 250) = 3'000'750
+  EXPECT_DOUBLE_EQ(hand_cost("pairwise", spec(CollKind::AllToAll, 4, 1000)), 3'000'750);
+  // pairwise uneven p=3: distance 1 max(10, 40, 50) = 50, distance 2 max(20, 30, 60) = 60
+  CollectiveSpec a2a = spec(CollKind::AllToAll, 3, 0);
+  a2a.alltoall_bytes = {{0, 10, 20}, {30, 0, 40}, {50, 60, 0}};
+  EXPECT_DOUBLE_EQ(hand_cost("pairwise", a2a), 2'000'110);
+  // hierarchical p=8 g=4 n=1024, intra (1us, 1 ps/B), inter (2us, 2 ps/B), gamma 0.5:
+  // M1 = 256, N = 2, M2 = 128. intra RS 3*(1e6+256+128) = 3'001'152; inter RS 2e6+256+64;
+  // inter AG 2e6+256; intra AG 3*(1e6+256) = 3'000'768; total 10'002'496
+  CollectiveSpec h = spec(CollKind::AllReduce, 8, 1024);
+  h.ranks_per_node = 4;
+  CostParams hc{1e6, 1, 0.5, 1e6, 1, 2e6, 2};
+  EXPECT_DOUBLE_EQ(hand_cost("hierarchical", h, hc), 10'002'496);
+  // direct: 1e6 + 1000
+  EXPECT_DOUBLE_EQ(hand_cost("direct", spec(CollKind::SendRecv, 2, 1000)), 1'001'000);
+}
+
+TEST(ClosedForm, MatchesMathMdWhenEven) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CostParams c = params(10);
+  const double n = static_cast<double>(MiB(64)), p = 8, a = c.alpha_ps, b = c.beta_ps, g = c.gamma_ps;
+  CollectiveSpec s = spec(CollKind::AllReduce, 8, MiB(64));
+  EXPECT_NEAR(reg.find("ring", s.kind)->cost_ps(s, c), 2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g,
+              1e-6);
+  EXPECT_NEAR(reg.find("rabenseifner", s.kind)->cost_ps(s, c),
+              2 * 3 * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g, 1e-6);
+  EXPECT_NEAR(reg.find("recursive_doubling", s.kind)->cost_ps(s, c), 3 * (a + n * b + n * g), 1e-6);
+  s.kind = CollKind::Broadcast;
+  const double k = 64;  // default: ceil(64MiB / 512KiB) = 128, clamped to 64
+  EXPECT_NEAR(reg.find("pipeline", s.kind)->cost_ps(s, c), (p - 1 + k - 1) * (a + n / k * b), 1e-6);
+}
+
+TEST(Unsupported, ReasonsNameTheRestriction) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  CollectiveSpec s = spec(CollKind::AllReduce, 3, 1024);
+  auto why = reg.find("recursive_doubling", s.kind)->unsupported(s);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("power-of-two"), std::string::npos) << *why;
+  EXPECT_NE(why->find("got 3"), std::string::npos) << *why;
+  EXPECT_TRUE(reg.find("rabenseifner", s.kind)->unsupported(s).has_value());
+  EXPECT_THROW(reg.find("rabenseifner", s.kind)->build(s), Error);
+  s.ranks = 10;
+  s.ranks_per_node = 4;
+  why = reg.find("hierarchical", s.kind)->unsupported(s);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("multiple of ranks_per_node"), std::string::npos) << *why;
+  s.ranks_per_node = 5;
+  EXPECT_FALSE(reg.find("hierarchical", s.kind)->unsupported(s).has_value());
+  s.kind = CollKind::Broadcast;
+  EXPECT_TRUE(reg.find("ring", CollKind::AllReduce)->unsupported(s).has_value());
+  CollectiveSpec one = spec(CollKind::SendRecv, 1, 8);
+  EXPECT_TRUE(reg.find("direct", one.kind)->unsupported(one).has_value());
+  EXPECT_THROW(choose_algorithm(reg, one, params(0)), Error);
+}
+
+TEST(ChooseAlgorithm, LatencyBoundSmallBandwidthBoundLarge) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CostParams c = params(0);  // alpha = 5 us, beta = 1/(25 GB/s)
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllReduce, 8, 8), c).name, "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllReduce, 8, GiB(1)), c).name, "rabenseifner");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Broadcast, 8, 8), c).name, "binomial");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Broadcast, 8, GiB(1)), c).name, "pipeline");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Reduce, 64, 1024), c).name, "binomial");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllGather, 64, 1024), c).name, "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllToAll, 8, MiB(1)), c).name, "pairwise");
+  // Non-power-of-two: the power-of-two algorithms step aside.
+  const std::string big3 = choose_algorithm(reg, spec(CollKind::AllReduce, 3, GiB(1)), c).name;
+  EXPECT_TRUE(big3 == "ring" || big3 == "hierarchical") << big3;
+  // Ties go to the earlier registry entry: ring and hierarchical (g = 1) cost the same.
+  const std::string tie = choose_algorithm(reg, spec(CollKind::AllReduce, 1000, GiB(1)), c).name;
+  EXPECT_EQ(tie, "ring");
+}
+
+TEST(DoubleBinaryTree, PortLoadAndTimingBelowTheLockstepEstimate) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const Algorithm* a = reg.find("dbt", CollKind::AllReduce);
+  for (int p : {2, 3, 5, 8, 64, 1000}) {
+    CollectiveSpec s = spec(CollKind::AllReduce, p, MiB(16));
+    auto prog = a->build(s);
+    Step st;
+    std::size_t max_sends = 0, max_recvs = 0;
+    for (int r = 0; r < p; ++r)
+      for (int i = 0; i < prog->num_steps(r); ++i) {
+        st.clear();
+        prog->step(r, i, st);
+        max_sends = std::max(max_sends, st.sends.size());
+        max_recvs = std::max(max_recvs, st.recvs.size());
+      }
+    EXPECT_LE(max_sends, 2u) << p;
+    EXPECT_LE(max_recvs, 2u) << p;
+    // Without bandwidth sharing the program can only be faster than the estimate, which
+    // charges every step the time of two flows per port.
+    const CostParams c = params(10);
+    EXPECT_LE(time_steps(*prog, c).end_ps, a->cost_ps(s, c) * (1 + 1e-9)) << p;
+  }
+}
+
+}  // namespace
+}  // namespace meshsim

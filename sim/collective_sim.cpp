@@ -1,0 +1,381 @@
+#include "sim/collective_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "sim/engine.h"
+
+namespace meshsim {
+
+Fidelity parse_fidelity(const std::string& s, const std::string& field) {
+  if (s == "flow") return Fidelity::Flow;
+  if (s == "formula") return Fidelity::Formula;
+  throw Error(fmt::format("{}: unknown fidelity '{}'; use formula or flow", field, s));
+}
+
+const char* to_string(Fidelity f) { return f == Fidelity::Flow ? "flow" : "formula"; }
+
+namespace {
+
+constexpr std::uint32_t kDeliver = 1;
+constexpr std::uint32_t kStepDone = 2;
+
+// Runs step programs of several groups on one FlowNetwork. See step semantics in
+// schedule/collective.h: sends complete on delivery; a step ends when all of its sends
+// are delivered and all of its receives have arrived (plus gamma * reduced bytes).
+class Runner : public EventHandler, public FlowListener {
+ public:
+  Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups,
+         const FlowSimOptions& options)
+      : router_(router), groups_(groups), options_(options), net_(engine_, topo, *this) {
+    int slots = 0;
+    for (const auto& g : groups_) {
+      MESHSIM_ASSERT(g.program != nullptr && g.program->ranks() == static_cast<int>(g.gpus.size()));
+      base_.push_back(slots);
+      slots += static_cast<int>(g.gpus.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      for (std::size_t r = 0; r < groups_[g].gpus.size(); ++r) slot_group_.push_back(static_cast<int>(g));
+    ranks_.resize(slots);
+    group_end_.assign(groups_.size(), Time{});
+    net_.record_intervals(options_.record);
+  }
+
+  FlowSimResult run() {
+    for (std::size_t s = 0; s < ranks_.size(); ++s) advance(static_cast<int>(s));
+    FlowSimResult res;
+    res.total = engine_.run();
+    for (std::size_t s = 0; s < ranks_.size(); ++s) {
+      const int g = slot_group_[s];
+      const int r = static_cast<int>(s) - base_[g];
+      if (ranks_[s].step < groups_[g].program->num_steps(r))
+        throw std::logic_error(fmt::format("step program deadlocked: group {} rank {} stuck at step {}", g, r,
+                                           ranks_[s].step));
+    }
+    for (const auto& [key, p] : pairs_) {
+      if (p.posted != p.arrived)
+        throw std::logic_error(fmt::format("step program mismatch: pair {}->{} sent {} messages, received {}",
+                                           key >> 32, key & 0xffffffffu, p.arrived, p.posted));
+    }
+    res.group_time = group_end_;
+    res.link_stats = net_.link_stats();
+    res.steps = std::move(steps_);
+    res.transfers = std::move(transfers_);
+    res.link_intervals = net_.intervals();
+    res.messages = messages_;
+    res.events = engine_.events_processed();
+    res.solves = net_.solves();
+    return res;
+  }
+
+  void handle(const Event& e) override {
+    if (e.kind == kDeliver) {
+      deliver(static_cast<std::uint32_t>(e.payload));
+    } else {
+      MESHSIM_ASSERT(e.kind == kStepDone);
+      const int slot = static_cast<int>(e.payload);
+      end_step(slot);
+      advance(slot);
+    }
+  }
+
+  void flow_drained(std::uint64_t tag, Time now) override {
+    const auto id = static_cast<std::uint32_t>(tag);
+    engine_.schedule(now + msgs_[id].latency, this, kDeliver, id);
+  }
+
+ private:
+  struct PairState {
+    std::int64_t posted = 0;   // receives posted by the receiver
+    std::int64_t arrived = 0;  // messages delivered
+  };
+  struct RankState {
+    int step = 0;
+    int outstanding = 0;
+    Bytes reduce_bytes = 0;
+    Time start;
+    bool reduce = false;
+    std::int32_t record = -1;
+  };
+  struct Message {
+    int src_slot = 0, dst_slot = 0;
+    PairState* pair = nullptr;
+    Time latency;
+    std::int32_t record = -1;
+  };
+
+  PairState& pair(int src_slot, int dst_slot) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(src_slot) << 32) | static_cast<std::uint32_t>(dst_slot);
+    return pairs_[key];
+  }
+
+  // Starts steps of `slot` until one has to wait.
+  void advance(int slot) {
+    const int g = slot_group_[slot];
+    const GroupProgram& gp = groups_[g];
+    const int r = slot - base_[g];
+    RankState& st = ranks_[slot];
+    const int nsteps = gp.program->num_steps(r);
+    while (st.step < nsteps) {
+      scratch_.clear();
+      gp.program->step(r, st.step, scratch_);
+      st.start = engine_.now();
+      st.outstanding = static_cast<int>(scratch_.sends.size() + scratch_.recvs.size());
+      st.reduce = scratch_.op == RecvOp::Reduce;
+      st.reduce_bytes = 0;
+      if (options_.record) {
+        st.record = static_cast<std::int32_t>(steps_.size());
+        steps_.push_back({g, r, st.step, engine_.now(), engine_.now()});
+      }
+      for (const Transfer& t : scratch_.sends) send(slot, g, r, t);
+      for (const Transfer& t : scratch_.recvs) {
+        MESHSIM_ASSERT(t.peer >= 0 && t.peer < gp.program->ranks() && t.peer != r);
+        PairState& p = pair(base_[g] + t.peer, slot);
+        const std::int64_t index = p.posted++;
+        if (st.reduce) st.reduce_bytes += t.bytes;
+        if (p.arrived > index) --st.outstanding;
+      }
+      if (st.outstanding > 0) return;
+      if (!finish_inputs(slot)) return;
+      end_step(slot);
+    }
+    group_end_[g] = std::max(group_end_[g], engine_.now());
+  }
+
+  // All inputs of the step are in; returns true when the step is over now, false when a
+  // reduction is still running (a kStepDone event will end it).
+  bool finish_inputs(int slot) {
+    RankState& st = ranks_[slot];
+    if (st.reduce && options_.gamma_ps > 0 && st.reduce_bytes > 0) {
+      const double dt = std::ceil(options_.gamma_ps * static_cast<double>(st.reduce_bytes) - 1e-9);
+      engine_.schedule(engine_.now() + Time::from_ps(static_cast<std::int64_t>(dt)), this, kStepDone,
+                       static_cast<std::uint64_t>(slot));
+      return false;
+    }
+    return true;
+  }
+
+  void end_step(int slot) {
+    RankState& st = ranks_[slot];
+    if (st.record >= 0) steps_[st.record].end = engine_.now();
+    ++st.step;
+  }
+
+  void send(int slot, int g, int r, const Transfer& t) {
+    const GroupProgram& gp = groups_[g];
+    MESHSIM_ASSERT(t.peer >= 0 && t.peer < gp.program->ranks() && t.peer != r);
+    const int dst_slot = base_[g] + t.peer;
+    const Path& path = router_.path(gp.gpus[r], gp.gpus[t.peer]);
+    std::uint32_t id;
+    if (!free_msgs_.empty()) {
+      id = free_msgs_.back();
+      free_msgs_.pop_back();
+    } else {
+      id = static_cast<std::uint32_t>(msgs_.size());
+      msgs_.emplace_back();
+    }
+    Message& m = msgs_[id];
+    m.src_slot = slot;
+    m.dst_slot = dst_slot;
+    m.pair = &pair(slot, dst_slot);
+    m.latency = path.latency;
+    m.record = -1;
+    if (options_.record) {
+      m.record = static_cast<std::int32_t>(transfers_.size());
+      transfers_.push_back({g, r, t.peer, ranks_[slot].step, t.chunk, t.bytes, false, engine_.now(), Time{}});
+    }
+    ++messages_;
+    if (t.bytes == 0) {
+      engine_.schedule(engine_.now() + path.latency, this, kDeliver, id);
+    } else {
+      net_.start(path.links, t.bytes, id);
+    }
+  }
+
+  void deliver(std::uint32_t id) {
+    const Message m = msgs_[id];
+    free_msgs_.push_back(id);
+    if (m.record >= 0) transfers_[m.record].delivered = engine_.now();
+    const std::int64_t index = m.pair->arrived++;
+    // The sender's step waits for delivery.
+    complete_one(m.src_slot);
+    // The receiver's matching receive, if already posted, is now satisfied.
+    if (m.pair->posted > index) {
+      if (m.record >= 0) transfers_[m.record].reduce = ranks_[m.dst_slot].reduce;
+      complete_one(m.dst_slot);
+    }
+  }
+
+  void complete_one(int slot) {
+    RankState& st = ranks_[slot];
+    MESHSIM_ASSERT(st.outstanding > 0);
+    if (--st.outstanding > 0) return;
+    if (!finish_inputs(slot)) return;
+    end_step(slot);
+    advance(slot);
+  }
+
+  Router& router_;
+  const std::vector<GroupProgram>& groups_;
+  FlowSimOptions options_;
+  Engine engine_;
+  FlowNetwork net_;
+  std::vector<int> base_;
+  std::vector<int> slot_group_;
+  std::vector<RankState> ranks_;
+  std::vector<Time> group_end_;
+  std::unordered_map<std::uint64_t, PairState> pairs_;
+  std::vector<Message> msgs_;
+  std::vector<std::uint32_t> free_msgs_;
+  Step scratch_;
+  std::vector<StepRecord> steps_;
+  std::vector<TransferRecord> transfers_;
+  std::uint64_t messages_ = 0;
+};
+
+}  // namespace
+
+FlowSimResult simulate_flow(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups,
+                            const FlowSimOptions& options) {
+  Runner runner(topo, router, groups, options);
+  return runner.run();
+}
+
+int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus) {
+  const int p = static_cast<int>(gpus.size());
+  if (p == 0) return 1;
+  int g = 1;
+  while (g < p && topo.node_of_gpu(gpus[g]) == topo.node_of_gpu(gpus[0])) ++g;
+  if (p % g != 0) return 1;
+  for (int b = 0; b < p; b += g) {
+    const int node = topo.node_of_gpu(gpus[b]);
+    for (int i = b; i < b + g; ++i)
+      if (topo.node_of_gpu(gpus[i]) != node) return 1;
+    // Blocks must be on distinct nodes.
+    for (int c = 0; c < b; c += g)
+      if (topo.node_of_gpu(gpus[c]) == node) return 1;
+  }
+  return g;
+}
+
+CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps) {
+  const Topology& topo = router.topology();
+  CostParams cp;
+  cp.gamma_ps = gamma_ps;
+  const int p = static_cast<int>(gpus.size());
+  double a_all = 0, a_in = 0, a_out = 0;
+  double bw_all = INFINITY, bw_in = INFINITY, bw_out = INFINITY;
+  auto visit = [&](int i, int j) {
+    if (i == j) return;
+    const Path& path = router.path(gpus[i], gpus[j]);
+    const double a = static_cast<double>(path.latency.ps());
+    const double bw = path.bottleneck.bytes_per_ps();
+    a_all = std::max(a_all, a);
+    bw_all = std::min(bw_all, bw);
+    if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
+      a_in = std::max(a_in, a);
+      bw_in = std::min(bw_in, bw);
+    } else {
+      a_out = std::max(a_out, a);
+      bw_out = std::min(bw_out, bw);
+    }
+  };
+  for (int i = 0; i < p; ++i) {
+    visit(i, (i + 1) % p);
+    visit((i + 1) % p, i);
+    visit(0, i);
+    visit(i, 0);
+  }
+  // Inter-node pairs the neighbour walk may have missed (hierarchical: same local index).
+  const int g = detect_ranks_per_node(topo, gpus);
+  if (g > 1 && g < p) visit(0, g);
+  if (!std::isfinite(bw_all)) bw_all = 1;  // p == 1: no communication
+  cp.alpha_ps = a_all;
+  cp.beta_ps = 1.0 / bw_all;
+  cp.intra_alpha_ps = std::isfinite(bw_in) ? a_in : a_all;
+  cp.intra_beta_ps = 1.0 / (std::isfinite(bw_in) ? bw_in : bw_all);
+  cp.inter_alpha_ps = std::isfinite(bw_out) ? a_out : a_all;
+  cp.inter_beta_ps = 1.0 / (std::isfinite(bw_out) ? bw_out : bw_all);
+  return cp;
+}
+
+CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                                 const CollectiveRequest& req) {
+  if (req.groups.empty() || req.groups.front().empty())
+    throw Error("--ranks: a collective needs at least one group with ranks; use --ranks N with N >= 1");
+  if (req.bytes < 0) throw Error("--bytes: size must be >= 0");
+  CollectiveOutcome out;
+  std::vector<CollectiveSpec> specs;
+  for (const auto& gpus : req.groups) {
+    CollectiveSpec spec;
+    spec.kind = req.kind;
+    spec.ranks = static_cast<int>(gpus.size());
+    spec.bytes = req.bytes;
+    spec.root = req.root;
+    spec.chunks = req.chunks;
+    spec.ranks_per_node = detect_ranks_per_node(topo, gpus);
+    spec.alltoall_bytes = req.alltoall_bytes;
+    if (spec.root < 0 || spec.root >= spec.ranks)
+      throw Error(fmt::format("--root: {} is not a rank of a {}-rank group; use 0..{}", spec.root, spec.ranks,
+                              spec.ranks - 1));
+    specs.push_back(std::move(spec));
+  }
+  out.spec = specs.front();
+  out.params = derive_cost_params(router, req.groups.front(), req.gamma_ps);
+  if (req.algorithm == "auto") {
+    out.algorithm = &choose_algorithm(registry, out.spec, out.params);
+  } else {
+    out.algorithm = registry.find(req.algorithm, req.kind);
+    if (out.algorithm == nullptr) {
+      std::string names;
+      for (const Algorithm* a : registry.for_kind(req.kind)) names += (names.empty() ? "" : ", ") + a->name;
+      throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req.algorithm,
+                              to_string(req.kind), names));
+    }
+  }
+  for (const auto& spec : specs) {
+    if (auto why = out.algorithm->unsupported(spec))
+      throw Error(fmt::format("--algo {}: cannot run {} on {} ranks: {}", out.algorithm->name, to_string(spec.kind),
+                              spec.ranks, *why));
+  }
+  out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(out.algorithm->cost_ps(out.spec, out.params))));
+  if (req.fidelity == Fidelity::Formula) {
+    out.time = out.formula_time;
+    for (std::size_t i = 1; i < specs.size(); ++i) {
+      const CostParams cp = derive_cost_params(router, req.groups[i], req.gamma_ps);
+      out.time = std::max(out.time, Time::from_ps(static_cast<std::int64_t>(
+                                        std::llround(out.algorithm->cost_ps(specs[i], cp)))));
+    }
+    return out;
+  }
+  std::vector<std::unique_ptr<StepProgram>> programs;
+  std::vector<GroupProgram> groups;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    programs.push_back(out.algorithm->build(specs[i]));
+    groups.push_back({req.groups[i], programs.back().get()});
+  }
+  FlowSimOptions opt;
+  opt.gamma_ps = req.gamma_ps;
+  opt.record = req.record;
+  out.flow = simulate_flow(topo, router, groups, opt);
+  out.time = out.flow->total;
+  // Busiest links by bytes carried (ties: lower link id first).
+  const auto& stats = out.flow->link_stats;
+  std::vector<int> order;
+  for (std::size_t l = 0; l < stats.size(); ++l)
+    if (stats[l].bytes > 0) order.push_back(static_cast<int>(l));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return stats[a].bytes > stats[b].bytes; });
+  const double t = std::max<double>(1.0, static_cast<double>(out.time.ps()));
+  for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
+    const int l = order[i];
+    const double cap = topo.link(l).spec.effective().bytes_per_ps();
+    out.top_links.push_back({l, stats[l].bytes, stats[l].bytes / (cap * t)});
+  }
+  if (!out.top_links.empty()) out.busiest = out.top_links.front();
+  return out;
+}
+
+}  // namespace meshsim

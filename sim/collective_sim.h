@@ -1,0 +1,110 @@
+// Timing collectives: step programs on a topology, at `formula` or `flow` fidelity.
+//
+// `flow`: each group's step program runs rank by rank; every send becomes a flow from
+// the sender's GPU to the receiver's GPU on its routed path (FlowNetwork), delivered
+// after it drains plus the path latency. Several groups run at once (e.g. a broadcast
+// along every column of a mesh), so their flows contend for shared links.
+// `formula`: the algorithm's closed form with alpha/beta read off the topology for the
+// group (CostParams): the teaching baseline, blind to contention.
+//
+//   Router router(topo);
+//   CollectiveRequest req{CollKind::AllReduce, GiB(1)};
+//   req.groups = {{0,1,2,3,4,5,6,7}};
+//   CollectiveOutcome out = run_collective(topo, router, registry, req);
+//   out.time, out.algorithm->name, out.busiest_link
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedule/collective.h"
+#include "sim/flow_network.h"
+#include "topology/topology.h"
+
+namespace meshsim {
+
+enum class Fidelity { Formula, Flow };
+Fidelity parse_fidelity(const std::string& s, const std::string& field);
+const char* to_string(Fidelity f);
+
+// One step of one rank, as the flow simulation saw it (recorded on request).
+struct StepRecord {
+  int group = 0, rank = 0, step = 0;
+  Time start, end;
+};
+struct TransferRecord {
+  int group = 0, src = 0, dst = 0, step = 0, chunk = 0;
+  Bytes bytes = 0;
+  bool reduce = false;
+  Time start, delivered;
+};
+
+struct GroupProgram {
+  std::vector<int> gpus;             // group rank -> GPU index
+  const StepProgram* program = nullptr;
+};
+
+struct FlowSimOptions {
+  double gamma_ps = 0;  // reduction time per byte
+  bool record = false;  // keep step/transfer records and link intervals
+};
+
+struct FlowSimResult {
+  Time total;
+  std::vector<Time> group_time;
+  std::vector<LinkStats> link_stats;
+  std::vector<StepRecord> steps;
+  std::vector<TransferRecord> transfers;
+  std::vector<LinkInterval> link_intervals;
+  std::uint64_t messages = 0;
+  std::uint64_t events = 0;
+  std::uint64_t solves = 0;
+};
+
+// Runs the groups' programs together on the flow model.
+FlowSimResult simulate_flow(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups,
+                            const FlowSimOptions& options);
+
+// alpha/beta of a group read off its routes: flat = worst hop over neighbour and root
+// pairs; intra = pairs on one node, inter = pairs across nodes.
+CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps);
+// Consecutive group ranks sharing a node, when every node block has the same size; else 1.
+int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus);
+
+struct CollectiveRequest {
+  CollKind kind = CollKind::AllReduce;
+  Bytes bytes = 0;
+  std::string algorithm = "auto";
+  Fidelity fidelity = Fidelity::Flow;
+  std::vector<std::vector<int>> groups;  // GPU indices; all run at once
+  int root = 0;
+  int chunks = 0;
+  double gamma_ps = 0;
+  bool record = false;
+  std::vector<std::vector<Bytes>> alltoall_bytes;
+};
+
+struct BusiestLink {
+  int link = -1;
+  double bytes = 0;
+  double utilization = 0;  // bytes / (effective bandwidth * time)
+};
+
+struct CollectiveOutcome {
+  const Algorithm* algorithm = nullptr;
+  CollectiveSpec spec;       // of group 0
+  CostParams params;         // of group 0
+  Time time;                 // simulated (flow) or closed-form (formula)
+  Time formula_time;         // closed form of group 0, always computed
+  std::optional<FlowSimResult> flow;  // present at flow fidelity
+  BusiestLink busiest;
+  std::vector<BusiestLink> top_links;  // up to 5, busiest first (flow fidelity)
+};
+
+// Validates the request (throws meshsim::Error naming the flag and the fix), picks the
+// algorithm (`auto`: lowest closed-form time for group 0), and times it.
+CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                                 const CollectiveRequest& req);
+
+}  // namespace meshsim

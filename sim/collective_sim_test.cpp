@@ -1,0 +1,256 @@
+// Acceptance tests of the collective simulation against independent truth: the closed
+// forms of MATH.md section 1, and contention worked out by hand.
+#include "sim/collective_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "topology/placement.h"
+#include "core/error.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+namespace {
+
+const AlgorithmRegistry& registry() {
+  static const AlgorithmRegistry r = AlgorithmRegistry::builtin();
+  return r;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// One crossbar, equal links: the uncontended reference. GPUs per node is the largest of
+// 8, 4, 3, 2 dividing n, so the hierarchical algorithm has nodes to work with.
+Topology uncontended_switch(int n) {
+  int g = 1;
+  for (int c : {8, 4, 3, 2})
+    if (n % c == 0) { g = c; break; }
+  return make_preset("switch", {{"nodes", std::to_string(n / g)}, {"gpus_per_node", std::to_string(g)},
+                                {"bandwidth", "25GB/s"}, {"latency", "1us"}});
+}
+
+struct Case {
+  std::string algo;
+  CollKind kind;
+  int n;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& i) {
+  return fmt::format("{}_{}_{}", i.param.algo, to_string(i.param.kind), i.param.n);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const Algorithm& a : registry().all())
+    for (CollKind k : a.kinds)
+      for (int n : {2, 3, 8, 64, 1000}) {
+        CollectiveSpec spec;
+        spec.kind = k;
+        spec.ranks = n;
+        spec.bytes = MiB(1);
+        spec.ranks_per_node = detect_ranks_per_node(uncontended_switch(n), iota(n));
+        if (!a.unsupported(spec)) cases.push_back({a.name, k, n});
+      }
+  return cases;
+}
+
+class FlowEqualsFormula : public testing::TestWithParam<Case> {};
+
+// Every algorithm, every kind, N in {2,3,8,64,1000}: the flow simulation on an
+// uncontended switch equals the algorithm's closed form within 0.1%, 1 KiB to 4 GiB.
+TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
+  const Case c = GetParam();
+  const Topology topo = uncontended_switch(c.n);
+  Router router(topo);
+  std::vector<Bytes> sizes;
+  // Every doubling for small groups; for 1000 ranks every 16x (each run moves ~2M messages).
+  const Bytes step = c.n >= 1000 ? 16 : 2;
+  for (Bytes b = KiB(1); b <= GiB(4); b *= step) sizes.push_back(b);
+  if (sizes.back() != GiB(4)) sizes.push_back(GiB(4));
+  for (Bytes b : sizes) {
+    CollectiveRequest req;
+    req.kind = c.kind;
+    req.bytes = b;
+    req.algorithm = c.algo;
+    req.groups = {iota(c.n)};
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    const double flow = static_cast<double>(out.time.ps());
+    const double formula = out.algorithm->cost_ps(out.spec, out.params);
+    EXPECT_NEAR(flow / formula, 1.0, 1e-3) << c.algo << " " << to_string(c.kind) << " n=" << c.n << " bytes=" << b
+                                           << " flow=" << flow << "ps formula=" << formula << "ps";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, FlowEqualsFormula, testing::ValuesIn(all_cases()), case_name);
+
+// With a reduction cost (gamma), the formula's gamma terms match the simulation too.
+TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
+  const Topology topo = uncontended_switch(8);
+  Router router(topo);
+  for (const auto& [algo, kind] : std::vector<std::pair<std::string, CollKind>>{
+           {"ring", CollKind::AllReduce}, {"ring", CollKind::ReduceScatter}, {"recursive_doubling", CollKind::AllReduce},
+           {"rabenseifner", CollKind::AllReduce}, {"binomial", CollKind::Reduce}, {"hierarchical", CollKind::AllReduce}}) {
+    CollectiveRequest req;
+    req.kind = kind;
+    req.bytes = MiB(64);
+    req.algorithm = algo;
+    req.groups = {iota(8)};
+    req.gamma_ps = 1.0 / GBps(50).bytes_per_ps();
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    EXPECT_NEAR(static_cast<double>(out.time.ps()) / out.algorithm->cost_ps(out.spec, out.params), 1.0, 1e-3)
+        << algo;
+  }
+}
+
+// Physical consistency: ring all-reduce of 1 GiB on the 8 GPUs of one dgx-h100 node has
+// a busbw equal to the achievable per-GPU NVLink bandwidth the preset declares.
+TEST(PhysicalConsistency, DgxH100RingAllReduceBusbwIsNvlinkBandwidth) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "1"}});
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = GiB(1);
+  req.algorithm = "ring";
+  req.groups = {iota(8)};
+  const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+  // The declared figure: the effective bandwidth of GPU 0's NVLink port.
+  double nvlink = 0;
+  for (int l : topo.out_links(topo.gpu_device(0)))
+    if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink = topo.link(l).spec.effective().bytes_per_s();
+  ASSERT_GT(nvlink, 0);
+  const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
+  EXPECT_NEAR(busbw / nvlink, 1.0, 0.01) << "busbw " << busbw * 1e-9 << " GB/s vs NVLink " << nvlink * 1e-9;
+}
+
+struct PlacementTimes {
+  double rows, cols;
+};
+
+PlacementTimes broadcast_rows_and_cols(const Topology& topo, const std::string& placement) {
+  Router router(topo);
+  const Mesh mesh = parse_mesh("row=4,col=4", "test");
+  const Placement pl = Placement::parse(placement, mesh, topo, "test");
+  CollectiveRequest req;
+  req.kind = CollKind::Broadcast;
+  req.bytes = MiB(16);
+  req.algorithm = "binomial";
+  PlacementTimes t{};
+  req.groups = pl.groups_along("col");  // mesh rows: ranks differing in col
+  t.rows = static_cast<double>(run_collective(topo, router, registry(), req).time.ps());
+  req.groups = pl.groups_along("row");  // mesh columns
+  t.cols = static_cast<double>(run_collective(topo, router, registry(), req).time.ps());
+  return t;
+}
+
+// Effective bandwidth (bytes/ps) and latency (ps) of the first link of `kind` leaving a
+// device of `from`.
+std::pair<double, double> link_figures(const Topology& topo, DeviceKind from, LinkKind kind, DeviceKind to) {
+  for (const DirLink& l : topo.links())
+    if (topo.device(l.from).kind == from && topo.device(l.to).kind == to && l.spec.kind == kind)
+      return {l.spec.effective().bytes_per_ps(), static_cast<double>(l.spec.latency.ps())};
+  ADD_FAILURE() << "no such link";
+  return {1, 0};
+}
+
+// Contention: 4 frontera-rtx nodes (4 GPUs each, ONE NIC per node), a 16 MiB binomial
+// broadcast along every column of a 4x4 mesh at once.
+//
+// Binomial order (root sends to the farthest child first): step A 0->2, step B 0->1, 2->3.
+// natural: column j = GPUs j, 4+j, 8+j, 12+j, one per node. Step A: all 4 columns send
+//   node0 -> node2 at once: 4 flows share node0's NIC uplink (the bottleneck, B_nic):
+//   alpha_inter + 4n/B_nic. Step B: node0 -> node1 and node2 -> node3, again 4 flows per
+//   NIC: alpha_inter + 4n/B_nic. Total 2 alpha_inter + 8n/B_nic.
+// bunched 2x2: column 0 = rows 0,1 on node0 and rows 2,3 on node2 (column 1 likewise).
+//   Step A: row0 -> row2 crosses nodes, 2 columns share the NIC: alpha_inter + 2n/B_nic.
+//   Step B: row0 -> row1 and row2 -> row3 stay in their nodes, each on its own PCIe link
+//   (B_pcie): alpha_intra + n/B_pcie. Total alpha_inter + 2n/B_nic + alpha_intra + n/B_pcie.
+// The ratio natural / bunched is about 3.2 with the preset's figures (FDR ~6.1 GB/s,
+// PCIe 3.0 x16 ~12 GB/s). Rows: natural rows live inside one node (2 alpha_intra +
+// 2n/B_pcie, far cheaper than natural columns); bunched rows and columns are mirror
+// images and cost the same.
+TEST(Contention, BunchedBeatsNaturalForColumnBroadcastOnFronteraRtx) {
+  const Topology topo = make_preset("frontera-rtx", {{"nodes", "4"}});
+  ASSERT_EQ(topo.num_gpus(), 16);
+  const auto [b_nic, lat_nic] = link_figures(topo, DeviceKind::Nic, LinkKind::InfiniBand, DeviceKind::LeafSwitch);
+  const auto [b_pcie, lat_pcie] = link_figures(topo, DeviceKind::Gpu, LinkKind::Pcie, DeviceKind::HostBridge);
+  Router router(topo);
+  const double alpha_inter = static_cast<double>(router.path(0, 4).latency.ps());
+  const double alpha_intra = static_cast<double>(router.path(0, 1).latency.ps());
+  // The NIC is the narrowest link of an inter-node path, PCIe of an intra-node one.
+  ASSERT_DOUBLE_EQ(router.path(0, 4).bottleneck.bytes_per_ps(), b_nic);
+  ASSERT_DOUBLE_EQ(router.path(0, 1).bottleneck.bytes_per_ps(), b_pcie);
+  (void)lat_nic;
+  (void)lat_pcie;
+  const double n = static_cast<double>(MiB(16));
+  const double natural_cols = 2 * alpha_inter + 8 * n / b_nic;
+  const double bunched_cols = alpha_inter + 2 * n / b_nic + alpha_intra + n / b_pcie;
+  const double natural_rows = 2 * alpha_intra + 2 * n / b_pcie;
+
+  const PlacementTimes nat = broadcast_rows_and_cols(topo, "natural");
+  const PlacementTimes bun = broadcast_rows_and_cols(topo, "bunched:2x2");
+  EXPECT_NEAR(nat.cols / natural_cols, 1.0, 0.01);
+  EXPECT_NEAR(bun.cols / bunched_cols, 1.0, 0.01);
+  EXPECT_NEAR((nat.cols / bun.cols) / (natural_cols / bunched_cols), 1.0, 0.01);
+  EXPECT_GT(nat.cols / bun.cols, 3.0);
+  // Rows and columns cost differently under natural, the same under bunched.
+  EXPECT_NEAR(nat.rows / natural_rows, 1.0, 0.01);
+  EXPECT_GT(nat.cols / nat.rows, 3.0);
+  EXPECT_NEAR(bun.rows / bun.cols, 1.0, 1e-3);
+}
+
+// The formula fidelity is blind to contention: columns under natural and bunched get the
+// same closed-form time per group as a lone broadcast on those routes.
+TEST(Formula, IgnoresContentionButSeesRoutes) {
+  const Topology topo = make_preset("frontera-rtx", {{"nodes", "4"}});
+  Router router(topo);
+  const Placement pl = Placement::parse("natural", parse_mesh("row=4,col=4", "t"), topo, "t");
+  CollectiveRequest req;
+  req.kind = CollKind::Broadcast;
+  req.bytes = MiB(16);
+  req.algorithm = "binomial";
+  req.fidelity = Fidelity::Formula;
+  req.groups = pl.groups_along("row");
+  const auto formula = run_collective(topo, router, registry(), req);
+  req.groups = {req.groups.front()};
+  req.fidelity = Fidelity::Flow;
+  const auto alone = run_collective(topo, router, registry(), req);
+  EXPECT_NEAR(static_cast<double>(formula.time.ps()) / static_cast<double>(alone.time.ps()), 1.0, 1e-3);
+}
+
+TEST(CostParams, SplitIntraAndInterNode) {
+  const Topology topo = make_preset("frontera-rtx", {{"nodes", "2"}});
+  Router router(topo);
+  const CostParams cp = derive_cost_params(router, iota(8), 0);
+  EXPECT_GT(cp.inter_alpha_ps, cp.intra_alpha_ps);
+  EXPECT_GT(cp.inter_beta_ps, cp.intra_beta_ps);
+  EXPECT_EQ(cp.beta_ps, cp.inter_beta_ps);  // flat = worst hop
+  EXPECT_EQ(detect_ranks_per_node(topo, iota(8)), 4);
+  EXPECT_EQ(detect_ranks_per_node(topo, {0, 4, 1, 5}), 1);
+}
+
+TEST(RunCollective, RejectsUnsupportedGroupSizeNamingTheAlgorithm) {
+  const Topology topo = uncontended_switch(3);
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = MiB(1);
+  req.algorithm = "recursive_doubling";
+  req.groups = {iota(3)};
+  try {
+    run_collective(topo, router, registry(), req);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recursive_doubling"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("power"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,31 @@
+#include "sim/engine.h"
+
+#include "core/error.h"
+
+namespace meshsim {
+
+void Engine::schedule(Time at, EventHandler* h, std::uint32_t kind, std::uint64_t payload) {
+  MESHSIM_ASSERT(at >= now_);
+  queue_.push(Event{at, seq_++, h, kind, payload});
+}
+
+Time Engine::run() {
+  // Settle work queued before run() (e.g. flows started at time zero).
+  for (EventHandler* h : instant_handlers_) h->end_of_instant(now_);
+  while (!queue_.empty()) {
+    now_ = queue_.top().time;
+    // Drain this instant, including events that end_of_instant adds at the same time.
+    while (!queue_.empty() && queue_.top().time == now_) {
+      while (!queue_.empty() && queue_.top().time == now_) {
+        const Event e = queue_.top();
+        queue_.pop();
+        ++processed_;
+        e.handler->handle(e);
+      }
+      for (EventHandler* h : instant_handlers_) h->end_of_instant(now_);
+    }
+  }
+  return now_;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,90 @@
+// The flow model on hand-built topologies, with the expected times worked out by hand.
+#include "sim/flow_network.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace meshsim {
+namespace {
+
+struct Drains : FlowListener {
+  std::map<std::uint64_t, std::int64_t> at;
+  void flow_drained(std::uint64_t tag, Time now) override { at[tag] = now.ps(); }
+};
+
+// Three GPUs on one switch, links of 1 byte/ps (1 TB/s) each way.
+Topology star3() {
+  Topology t("star3");
+  const int sw = t.add_device(DeviceKind::Switch, "sw");
+  for (int i = 0; i < 3; ++i) {
+    const int g = t.add_device(DeviceKind::Gpu, "g" + std::to_string(i), i);
+    t.add_link(g, sw, LinkSpec{LinkKind::Generic, GBps(1000), 1.0, ns(1)});
+  }
+  t.seal();
+  return t;
+}
+
+// Flows 0->2 and 1->2 share the switch->g2 link. Each 1000 B: both at 0.5 B/ps, so both
+// drain at t = 2000 ps. A lone flow 0->1 of 1000 B drains at 1000 ps.
+TEST(FlowNetwork, SharedDownlinkHalvesTheRate) {
+  Topology t = star3();
+  Router r(t);
+  Engine eng;
+  Drains d;
+  FlowNetwork net(eng, t, d);
+  net.start(r.path(0, 2).links, 1000, 1);
+  net.start(r.path(1, 2).links, 1000, 2);
+  eng.run();
+  EXPECT_EQ(d.at[1], 2000);
+  EXPECT_EQ(d.at[2], 2000);
+}
+
+// A (0->2, 1000 B) and B (1->2, 3000 B) share g2's downlink.
+// Until A drains both run at 0.5: A done at 2000 ps, B has 3000 - 1000 = 2000 left.
+// Then B runs alone at 1 B/ps: done at 2000 + 2000 = 4000 ps.
+TEST(FlowNetwork, RatesRecomputedWhenAFlowFinishes) {
+  Topology t = star3();
+  Router r(t);
+  Engine eng;
+  Drains d;
+  FlowNetwork net(eng, t, d);
+  net.start(r.path(0, 2).links, 1000, 1);
+  net.start(r.path(1, 2).links, 3000, 2);
+  eng.run();
+  EXPECT_EQ(d.at[1], 2000);
+  EXPECT_EQ(d.at[2], 4000);
+  // Busy time of g2's downlink: 4000 ps; bytes 4000.
+  const int down = r.path(1, 2).links.back();
+  EXPECT_EQ(net.link_stats()[down].busy.ps(), 4000);
+  EXPECT_DOUBLE_EQ(net.link_stats()[down].bytes, 4000);
+  EXPECT_EQ(net.link_stats()[down].peak_flows, 2);
+}
+
+// A flow joining later: A (0->2, 2000 B) starts at 0; at 1000 ps B (1->2, 500 B) joins.
+// A alone until 1000 ps: 1000 B left. Then both at 0.5: B drains after 1000 ps (t=2000),
+// A has 500 left, alone again: t = 2500.
+struct Starter : EventHandler {
+  FlowNetwork* net = nullptr;
+  std::span<const int> links;
+  void handle(const Event&) override { net->start(links, 500, 2); }
+};
+
+TEST(FlowNetwork, LateJoinerSharesFromItsStart) {
+  Topology t = star3();
+  Router r(t);
+  Engine eng;
+  Drains d;
+  FlowNetwork net(eng, t, d);
+  Starter s;
+  s.net = &net;
+  s.links = r.path(1, 2).links;
+  net.start(r.path(0, 2).links, 2000, 1);
+  eng.schedule(ps(1000), &s, 0, 0);
+  eng.run();
+  EXPECT_EQ(d.at[2], 2000);
+  EXPECT_EQ(d.at[1], 2500);
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,53 @@
+// Max-min fair bandwidth sharing (progressive filling).
+//
+// Given links with capacities and flows that each cross a set of links, every flow gets
+// a rate such that no link is over capacity and no flow can be raised without lowering a
+// flow of equal or smaller rate. Progressive filling: all unfixed flows grow together;
+// the link whose capacity runs out first (smallest remaining capacity / unfixed flows)
+// fixes its flows at that share; repeat with the rest.
+//
+//   link 0 (cap 10): flows A, B        A gets 5 (link 0 is the bottleneck: 10/2)
+//   link 1 (cap 12): flows B, C        B gets 5; C gets 12 - 5 = 7 on link 1
+//
+//   MaxMinSolver s(2);                 // number of links
+//   s.set_capacity(0, 10); s.set_capacity(1, 12);
+//   std::vector<std::vector<int>> paths = {{0}, {0, 1}, {1}};
+//   std::vector<double> rates; s.solve(paths, rates);   // {5, 5, 7}
+//
+// The flow network calls solve() on one connected component of flows at a time.
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace meshsim {
+
+class MaxMinSolver {
+ public:
+  explicit MaxMinSolver(int num_links) : cap_(num_links, 0), rem_(num_links, 0), count_(num_links, 0) {}
+  void set_capacity(int link, double cap) { cap_[link] = cap; }
+  double capacity(int link) const { return cap_[link]; }
+  // paths[f] lists the links of flow f (no duplicates). rates[f] receives its share.
+  // A flow with no links gets +infinity.
+  template <class PathRange>
+  void solve(const PathRange& paths, std::vector<double>& rates);
+  // Same, for flows given as spans (the flow network's storage).
+  void solve_spans(std::span<const std::span<const int>> paths, std::vector<double>& rates);
+
+ private:
+  std::vector<double> cap_;
+  std::vector<double> rem_;
+  std::vector<int> count_;
+  std::vector<int> used_links_;
+  std::vector<char> fixed_;
+};
+
+template <class PathRange>
+void MaxMinSolver::solve(const PathRange& paths, std::vector<double>& rates) {
+  std::vector<std::span<const int>> spans;
+  spans.reserve(paths.size());
+  for (const auto& p : paths) spans.emplace_back(p.data(), p.size());
+  solve_spans(spans, rates);
+}
+
+}  // namespace meshsim

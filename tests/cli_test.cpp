@@ -1,0 +1,214 @@
+// End-to-end tests of the `meshsim` command: what a user types, what they see.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+fs::path temp_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("meshsim_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+Result meshsim(const std::string& args) {
+  const char* bin = MESHSIM_BINARY;  // absolute path, set by CMake
+  static int counter = 0;
+  const fs::path err = temp_dir() / ("stderr" + std::to_string(counter++));
+  const std::string cmd = std::string(bin) + " " + args + " 2>" + err.string();
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path write_file(const std::string& name, const std::string& text) {
+  const fs::path p = temp_dir() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// A user error: non-zero exit, one line on stderr, naming `field` and (optionally) the fix.
+void expect_user_error(const Result& r, const std::string& field, const std::string& fix = "") {
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("meshsim: error:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(field), std::string::npos) << "missing '" << field << "' in: " << r.err;
+  if (!fix.empty()) {
+    EXPECT_NE(r.err.find(fix), std::string::npos) << "missing '" << fix << "' in: " << r.err;
+  }
+}
+
+TEST(Cli, DefaultCollectiveRuns) {
+  const Result r = meshsim("collective allreduce");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("busbw"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("busiest"), std::string::npos) << r.out;
+}
+
+TEST(Cli, SweepPrintsOneRowPerSize) {
+  const Result r = meshsim("collective allgather --ranks 8 --bytes 1KiB:8KiB --topology switch");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int rows = 0;
+  for (const char* size : {" 1024 ", " 2048 ", " 4096 ", " 8192 "}) rows += r.out.find(size) != std::string::npos;
+  EXPECT_EQ(rows, 4) << r.out;
+  EXPECT_NE(r.out.find("busbw"), std::string::npos);
+}
+
+TEST(Cli, ExplainShowsFormulaAndStepTable) {
+  const Result r = meshsim("collective allreduce --ranks 4 --bytes 4MiB --algo ring --topology switch --explain");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Formula"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 -> 1"), std::string::npos) << r.out;  // a step-table row
+  EXPECT_NE(r.out.find("reduce"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ExplainAtFormulaFidelityStillShowsSteps) {
+  const Result r =
+      meshsim("collective broadcast --ranks 4 --bytes 1MiB --algo binomial --fidelity formula --topology switch --explain");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("0 -> 2"), std::string::npos) << r.out;
+}
+
+TEST(Cli, JsonIsByteIdenticalAcrossRuns) {
+  const std::string args =
+      "collective allreduce --ranks 16 --bytes 64MiB --topology frontera-rtx:nodes=4 --group col --placement "
+      "bunched:2x2 --json";
+  const Result a = meshsim(args);
+  const Result b = meshsim(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["groups"], 4);
+  EXPECT_GT(j["busbw_GBps"].get<double>(), 0);
+}
+
+TEST(Cli, TraceIsChromeTraceJson) {
+  const fs::path trace = temp_dir() / "trace.json";
+  const Result r = meshsim("collective allreduce --ranks 4 --bytes 1MiB --topology switch --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(trace));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  int rank_slices = 0, link_slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["pid"] == 1 ? rank_slices : link_slices)++;
+  }
+  EXPECT_GT(rank_slices, 0);
+  EXPECT_GT(link_slices, 0);
+}
+
+TEST(Cli, TopologyShowAndDot) {
+  const fs::path dot = temp_dir() / "t.dot";
+  const Result r = meshsim("topology show frontera-rtx:nodes=2 --dot " + dot.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("injection"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bisection"), std::string::npos) << r.out;
+  EXPECT_NE(slurp(dot).find("digraph"), std::string::npos);
+}
+
+TEST(Cli, AlgorithmsListComesFromTheRegistry) {
+  const Result r = meshsim("algorithms");
+  ASSERT_EQ(r.code, 0);
+  for (const char* name : {"ring", "binomial", "pipeline", "recursive_doubling", "rabenseifner", "dbt", "pairwise",
+                           "hierarchical", "direct"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+}
+
+// ---- bad input: one line naming the field and the fix, exit code 2 ----
+
+TEST(CliBadInput, MalformedYaml) {
+  const fs::path f = write_file("bad.yaml", "devices: [ {name: a, kind: gpu\nlinks: ]]\n");
+  expect_user_error(meshsim("topology show " + f.string()), "bad.yaml");
+}
+
+TEST(CliBadInput, NegativeBandwidth) {
+  const fs::path f = write_file("neg.yaml",
+                                "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
+                                "  - {name: sw, kind: switch}\n"
+                                "links:\n  - {a: g0, b: sw, bandwidth: -25GB/s, latency: 1us}\n"
+                                "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n");
+  expect_user_error(meshsim("collective allreduce --topology " + f.string()), "bandwidth", "positive");
+}
+
+TEST(CliBadInput, ZeroBandwidthPresetParameter) {
+  expect_user_error(meshsim("collective allreduce --topology switch:bandwidth=0GB/s"), "bandwidth", "positive");
+}
+
+TEST(CliBadInput, UnknownUnit) {
+  const fs::path f = write_file("unit.yaml",
+                                "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
+                                "  - {name: sw, kind: switch}\n"
+                                "links:\n  - {a: g0, b: sw, bandwidth: 25GB/sec, latency: 1us}\n"
+                                "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n");
+  expect_user_error(meshsim("collective allreduce --topology " + f.string()), "bandwidth", "GB/s");
+  expect_user_error(meshsim("collective allreduce --bytes 64MiBs"), "--bytes", "MiB");
+}
+
+TEST(CliBadInput, ZeroRanks) {
+  expect_user_error(meshsim("collective allreduce --ranks 0"), "--ranks", "N >= 1");
+}
+
+TEST(CliBadInput, MoreRanksThanGpus) {
+  expect_user_error(meshsim("collective allreduce --ranks 64 --topology dgx-h100"), "--ranks", "nodes=");
+}
+
+TEST(CliBadInput, DisconnectedTopology) {
+  const fs::path f = write_file("island.yaml",
+                                "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
+                                "  - {name: g2, kind: gpu, node: 2}\n  - {name: sw, kind: switch}\n"
+                                "links:\n  - {a: g0, b: sw, bandwidth: 25GB/s, latency: 1us}\n"
+                                "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n");
+  expect_user_error(meshsim("collective allreduce --topology " + f.string()), "disconnected", "g2");
+}
+
+TEST(CliBadInput, PlacementThatDoesNotTileTheNodes) {
+  expect_user_error(meshsim("collective broadcast --ranks 16 --topology frontera-rtx:nodes=4 --placement bunched:2x3"),
+                    "bunched:2x3");
+}
+
+TEST(CliBadInput, AlgorithmThatDoesNotSupportN) {
+  expect_user_error(meshsim("collective allreduce --ranks 6 --topology switch --algo recursive_doubling"),
+                    "recursive_doubling", "power");
+}
+
+TEST(CliBadInput, UnknownCollectiveAndAlgorithm) {
+  expect_user_error(meshsim("collective allsum"), "allsum", "allreduce");
+  expect_user_error(meshsim("collective allreduce --algo fastest"), "--algo", "ring");
+}
+
+}  // namespace

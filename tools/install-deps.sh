@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages meshsim needs to build and test. Idempotent.
+# The CUDA toolkit (nvcc, cuBLAS, NCCL) is optional: CUDA parts build when it is found.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtbb-dev
+      libboost-dev libgtest-dev libgmock-dev libbenchmark-dev graphviz)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

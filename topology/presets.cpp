@@ -1,0 +1,449 @@
+// The preset table: each entry carries its catalog record (name, summary, parameters
+// with defaults) and its builder, so the CLI help, the validation of parameters and the
+// builders come from one list. Figures and pictures: docs/topology.md.
+#include "topology/presets.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <string_view>
+
+#include "core/error.h"
+#include "topology/fabric.h"
+
+namespace meshsim {
+
+namespace {
+
+// One preset's parameters, looked up with defaults from its catalog record.
+class Params {
+ public:
+  Params(const PresetInfo& info, const PresetParams& given) : info_(info), given_(given) {
+    for (const auto& [key, value] : given) {
+      bool known = false;
+      for (const auto& p : info.params) known = known || p.name == key;
+      if (!known) {
+        std::string valid;
+        for (const auto& p : info.params) valid += (valid.empty() ? "" : ", ") + p.name;
+        throw Error(fmt::format("preset {}: unknown parameter '{}'; valid parameters: {}", info.name, key, valid));
+      }
+    }
+  }
+
+  std::string text(const std::string& key) const {
+    if (auto it = given_.find(key); it != given_.end()) return it->second;
+    for (const auto& p : info_.params)
+      if (p.name == key) return p.default_value;
+    MESHSIM_ASSERT(false && "parameter missing from the catalog");
+    return {};
+  }
+  bool given(const std::string& key) const { return given_.count(key) != 0; }
+  std::string field(const std::string& key) const { return fmt::format("preset {}: {}", info_.name, key); }
+
+  int integer(const std::string& key, int min_value) const {
+    const std::string s = text(key);
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size() || v > 1'000'000'000)
+      throw Error(fmt::format("{}: '{}' is not an integer; write e.g. {}={}", field(key), s, key,
+                              std::max(min_value, 1)));
+    if (v < min_value) throw Error(fmt::format("{}: {} is too small; it must be at least {}", field(key), v, min_value));
+    return static_cast<int>(v);
+  }
+  double real(const std::string& key, double lo, double hi, bool lo_open) const {
+    const std::string s = text(key);
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size() || !std::isfinite(v))
+      throw Error(fmt::format("{}: '{}' is not a number", field(key), s));
+    if ((lo_open ? v <= lo : v < lo) || v > hi)
+      throw Error(fmt::format("{}: {} is out of range; it must be in {}{}, {}]", field(key), s, lo_open ? "(" : "[",
+                              lo, hi));
+    return v;
+  }
+  double efficiency(const std::string& key) const { return real(key, 0.0, 1.0, true); }
+  Bandwidth bandwidth(const std::string& key) const { return parse_bandwidth(text(key), field(key)); }
+  Time time(const std::string& key) const { return parse_time(text(key), field(key)); }
+  LinkSpec link(LinkKind kind, const std::string& prefix) const {
+    return LinkSpec{kind, bandwidth(prefix + "_bandwidth"), efficiency(prefix + "_efficiency"),
+                    time(prefix + "_latency")};
+  }
+  std::string choice(const std::string& key, std::initializer_list<std::string_view> options) const {
+    const std::string s = text(key);
+    std::string list;
+    for (auto o : options) {
+      if (s == o) return s;
+      list += (list.empty() ? "" : ", ") + std::string(o);
+    }
+    throw Error(fmt::format("{}: '{}' is not one of {}", field(key), s, list));
+  }
+  // Effective values of all parameters, for Topology::description.
+  std::string describe() const {
+    std::string out = info_.name;
+    for (const auto& p : info_.params) out += fmt::format(" {}={}", p.name, text(p.name));
+    return out;
+  }
+  std::string topology_name() const {
+    std::string out = info_.name;
+    char sep = ':';
+    for (const auto& [k, v] : given_) {
+      out += fmt::format("{}{}={}", sep, k, v);
+      sep = ',';
+    }
+    return out;
+  }
+
+ private:
+  const PresetInfo& info_;
+  const PresetParams& given_;
+};
+
+// ---- parameter groups shared by several presets ----------------------------------
+std::vector<PresetParamInfo> link_params(const std::string& prefix, const std::string& bw, const std::string& eff,
+                                         const std::string& lat, const std::string& what) {
+  return {{prefix + "_bandwidth", bw, "line rate per direction of each " + what + " link"},
+          {prefix + "_efficiency", eff, "achievable fraction of the " + what + " line rate"},
+          {prefix + "_latency", lat, "latency per " + what + " hop"}};
+}
+void append(std::vector<PresetParamInfo>& to, const std::vector<PresetParamInfo>& more) {
+  to.insert(to.end(), more.begin(), more.end());
+}
+std::vector<PresetParamInfo> ib_params(const std::string& nic_bw, const std::string& eff, const std::string& ib_lat,
+                                       const std::string& sw_lat) {
+  return {{"nic_bandwidth", nic_bw, "line rate of each InfiniBand NIC port"},
+          {"nic_efficiency", eff, "achievable fraction of the NIC line rate (ib_write_bw)"},
+          {"ib_latency", ib_lat, "latency of a NIC<->leaf hop (includes the HCA)"},
+          {"switch_latency", sw_lat, "latency of a switch<->switch hop"}};
+}
+FabricLinks fabric_links(const Params& p) {
+  FabricLinks f;
+  f.nic = LinkSpec{LinkKind::InfiniBand, p.bandwidth("nic_bandwidth"), p.efficiency("nic_efficiency"),
+                   p.time("ib_latency")};
+  f.uplink = f.nic;
+  f.uplink.latency = p.time("switch_latency");
+  return f;
+}
+double oversubscription(const Params& p) { return p.real("oversubscription", 1.0, 1e6, false); }
+
+// ---- switch: every GPU on one crossbar -------------------------------------------
+Topology build_switch(const Params& p) {
+  const int nodes = p.integer("nodes", 1);
+  const int gpn = p.integer("gpus_per_node", 1);
+  const LinkSpec spec{LinkKind::Generic, p.bandwidth("bandwidth"), p.efficiency("efficiency"), p.time("latency")};
+  Topology t(p.topology_name());
+  const int sw = t.add_device(DeviceKind::Switch, "switch");
+  for (int g = 0; g < nodes * gpn; ++g)
+    t.add_link(t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", g / gpn, g % gpn), g / gpn), sw, spec);
+  t.description = p.describe();
+  return t;
+}
+
+// ---- dgx-h100 / dgx-a100 ---------------------------------------------------------
+//   node n:  gpu_i ══ nvsw (NVLink)     gpu_i ── pcie_i ── nic_i ══ rail/leaf (IB)
+//                                                  └── hb (host bridge, CPU)
+Topology build_dgx(const Params& p) {
+  const int nodes = p.integer("nodes", 1);
+  const int gpn = p.integer("gpus_per_node", 1);
+  const std::string inter = p.choice("inter", {"rail", "fat-tree"});
+  const std::string hpl_text = p.text("hosts_per_leaf");
+  const int hosts_per_leaf = hpl_text == "auto" ? (inter == "rail" ? 32 : 4) : p.integer("hosts_per_leaf", 1);
+  const double ratio = oversubscription(p);
+  const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
+  const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
+  const FabricLinks fab = fabric_links(p);
+
+  Topology t(p.topology_name());
+  std::vector<std::vector<int>> nics(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
+    for (int i = 0; i < gpn; ++i) {
+      const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
+      if (nvsw >= 0) t.add_link(gpu, nvsw, nvlink);
+      const int sw = t.add_device(DeviceKind::PcieSwitch, fmt::format("n{}.pcie{}", n, i), n);
+      const int nic = t.add_device(DeviceKind::Nic, fmt::format("n{}.nic{}", n, i), n);
+      t.add_link(gpu, sw, pcie);
+      t.add_link(nic, sw, pcie);
+      t.add_link(sw, hb, pcie);
+      nics[n].push_back(nic);
+    }
+  }
+  if (nodes > 1) {
+    if (inter == "rail") add_rail_fabric(t, nics, hosts_per_leaf, ratio, fab);
+    else add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, /*levels=*/2, /*leaves_per_pod=*/0, fab);
+  }
+  t.description = p.describe();
+  return t;
+}
+
+std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std::string& nvlink_eff,
+                                        const std::string& pcie_bw, const std::string& pcie_eff,
+                                        const std::string& nic_bw) {
+  std::vector<PresetParamInfo> v{
+      {"nodes", "1", "number of DGX nodes"},
+      {"gpus_per_node", "8", "GPUs per node (each with its own PCIe switch and NIC)"},
+      {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
+      {"hosts_per_leaf", "auto", "nodes per leaf switch: auto = 32 for rail (one scalable unit), 4 for fat-tree"},
+      {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
+  append(v, link_params("nvlink", nvlink_bw, nvlink_eff, "0.5us", "GPU<->NVSwitch NVLink"));
+  append(v, link_params("pcie", pcie_bw, pcie_eff, "0.5us", "PCIe"));
+  append(v, ib_params(nic_bw, "0.92", "0.6us", "0.15us"));
+  return v;
+}
+
+// ---- pcie-node: GPUs behind PCIe switches under the host bridge ----------------------
+//   gpu gpu gpu gpu  nic        gpu gpu gpu gpu  nic
+//     └──┴──┬──┴───┘             └──┴──┬──┴───┘
+//         pcie0 ──────── hb ──────── pcie1
+Topology build_pcie_node(const Params& p) {
+  const int nodes = p.integer("nodes", 1);
+  const int gpn = p.integer("gpus_per_node", 1);
+  const int gps = p.integer("gpus_per_switch", 1);
+  const int nics_per_node = p.integer("nics_per_node", 1);
+  const int hosts_per_leaf = p.integer("hosts_per_leaf", 1);
+  if (gpn % gps != 0)
+    throw Error(fmt::format("{}: {} GPUs per switch do not divide gpus_per_node={}; pick a divisor",
+                            p.field("gpus_per_switch"), gps, gpn));
+  const int switches = gpn / gps;
+  if (nics_per_node > switches)
+    throw Error(fmt::format("{}: {} NICs but only {} PCIe switches per node; use nics_per_node <= {}",
+                            p.field("nics_per_node"), nics_per_node, switches, switches));
+  const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
+  const FabricLinks fab = fabric_links(p);
+
+  Topology t(p.topology_name());
+  std::vector<std::vector<int>> nics(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
+    std::vector<int> sws;
+    for (int s = 0; s < switches; ++s) {
+      sws.push_back(t.add_device(DeviceKind::PcieSwitch, fmt::format("n{}.pcie{}", n, s), n));
+      t.add_link(sws.back(), hb, pcie);
+    }
+    for (int i = 0; i < gpn; ++i)
+      t.add_link(t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n), sws[i / gps], pcie);
+    for (int k = 0; k < nics_per_node; ++k) {
+      const int nic = t.add_device(DeviceKind::Nic, fmt::format("n{}.nic{}", n, k), n);
+      t.add_link(nic, sws[k * switches / nics_per_node], pcie);
+      nics[n].push_back(nic);
+    }
+  }
+  if (nodes > 1) add_fat_tree_fabric(t, nics, hosts_per_leaf, 1.0, 2, 0, fab);
+  t.description = p.describe();
+  return t;
+}
+
+// ---- frontera-rtx: 4 Quadro RTX 5000 on PCIe 3.0, one FDR NIC per node ---------------
+//   gpu0 gpu1 gpu2 gpu3
+//     └────┴──┬─┴────┘
+//            hb ── nic ══ leaf ══ spine ══ leaf ...
+Topology build_frontera(const Params& p) {
+  const int nodes = p.integer("nodes", 1);
+  const int gpn = p.integer("gpus_per_node", 1);
+  const int hosts_per_leaf = p.integer("hosts_per_leaf", 1);
+  const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
+  const LinkSpec nic_pcie = p.link(LinkKind::Pcie, "nic_pcie");
+  FabricLinks fab;
+  fab.nic = p.link(LinkKind::InfiniBand, "ib");
+  fab.uplink = fab.nic;
+  fab.uplink.latency = p.time("switch_latency");
+
+  Topology t(p.topology_name());
+  std::vector<std::vector<int>> nics(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
+    for (int i = 0; i < gpn; ++i)
+      t.add_link(t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n), hb, pcie);
+    const int nic = t.add_device(DeviceKind::Nic, fmt::format("n{}.nic", n), n);
+    t.add_link(nic, hb, nic_pcie);
+    nics[n].push_back(nic);
+  }
+  if (nodes > 1) add_fat_tree_fabric(t, nics, hosts_per_leaf, 1.0, 2, 0, fab);
+  t.description = p.describe();
+  return t;
+}
+
+// ---- fat-tree: NVSwitch nodes, a NIC per GPU, 2 or 3 switch levels -------------------
+Topology build_fat_tree(const Params& p) {
+  const int nodes = p.integer("nodes", 1);
+  const int gpn = p.integer("gpus_per_node", 1);
+  const int levels = p.integer("levels", 2);
+  if (levels > 3) throw Error(fmt::format("{}: {} levels; use 2 or 3", p.field("levels"), levels));
+  const int hosts_per_leaf = p.integer("hosts_per_leaf", 1);
+  const int leaves_per_pod = p.integer("leaves_per_pod", 1);
+  const double ratio = oversubscription(p);
+  const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
+  const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
+  const FabricLinks fab = fabric_links(p);
+
+  Topology t(p.topology_name());
+  std::vector<std::vector<int>> nics(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    for (int i = 0; i < gpn; ++i) {
+      const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
+      if (nvsw >= 0) t.add_link(gpu, nvsw, nvlink);
+      const int nic = t.add_device(DeviceKind::Nic, fmt::format("n{}.nic{}", n, i), n);
+      t.add_link(gpu, nic, pcie);
+      nics[n].push_back(nic);
+    }
+  }
+  add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, levels, leaves_per_pod, fab);
+  t.description = p.describe();
+  return t;
+}
+
+// ---- ring / torus: GPUs linked directly, forwarding for each other ------------------
+struct DirectParams {
+  LinkSpec spec;
+  int gpn;
+};
+DirectParams direct_params(const Params& p, int gpus) {
+  const int gpn = p.integer("gpus_per_node", 1);
+  if (gpus % gpn != 0)
+    throw Error(fmt::format("{}: {} does not divide the {} GPUs; pick a divisor", p.field("gpus_per_node"), gpn, gpus));
+  return {LinkSpec{LinkKind::Generic, p.bandwidth("bandwidth"), p.efficiency("efficiency"), p.time("latency")}, gpn};
+}
+
+// Torus over dims (a ring is a 1-D torus); GPU index is row-major, last dim fastest.
+Topology build_torus(const Params& p, const std::vector<int>& dims) {
+  int total = 1;
+  for (int d : dims) total *= d;
+  const DirectParams dp = direct_params(p, total);
+  Topology t(p.topology_name());
+  std::vector<int> dev(total);
+  for (int g = 0; g < total; ++g) dev[g] = t.add_device(DeviceKind::Gpu, fmt::format("gpu{}", g), g / dp.gpn);
+  int stride = 1;
+  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
+    const int size = dims[k];
+    for (int g = 0; g < total; ++g) {
+      const int c = (g / stride) % size;
+      if (size == 1 || (size == 2 && c == 1)) continue;  // no self links, no double link for size 2
+      const int next = g + ((c + 1) % size - c) * stride;
+      t.add_link(dev[g], dev[next], dp.spec);
+    }
+    stride *= size;
+  }
+  for (int d : dev) t.set_forwards(d, true);
+  t.description = p.describe();
+  return t;
+}
+
+std::vector<PresetParamInfo> direct_link_params() {
+  return {{"gpus_per_node", "1", "GPUs per node label"},
+          {"bandwidth", "100GB/s", "line rate per direction of each link"},
+          {"efficiency", "1.0", "achievable fraction of the line rate"},
+          {"latency", "1us", "latency per hop"}};
+}
+
+// ---- the table -------------------------------------------------------------------
+struct PresetEntry {
+  PresetInfo info;
+  Topology (*build)(const Params&);
+};
+
+std::vector<PresetParamInfo> concat(std::vector<PresetParamInfo> a, const std::vector<PresetParamInfo>& b) {
+  append(a, b);
+  return a;
+}
+
+const std::vector<PresetEntry>& entries() {
+  static const std::vector<PresetEntry> table = [] {
+    std::vector<PresetEntry> v;
+    v.push_back({{"dgx-h100",
+                  "8 H100 per node on NVSwitch (NVLink4 450 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
+                  dgx_params("450GB/s", "0.80", "63GB/s", "0.85", "400Gb/s")},
+                 build_dgx});
+    v.push_back({{"dgx-a100",
+                  "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
+                  dgx_params("300GB/s", "0.78", "31.5GB/s", "0.80", "200Gb/s")},
+                 build_dgx});
+    v.push_back({{"pcie-node", "GPUs behind PCIe Gen4 switches under the host bridge, NICs on the switches",
+                  concat({{"nodes", "1", "number of nodes"},
+                          {"gpus_per_node", "8", "GPUs per node"},
+                          {"gpus_per_switch", "4", "GPUs per PCIe switch"},
+                          {"nics_per_node", "2", "NICs per node, spread over the PCIe switches"},
+                          {"hosts_per_leaf", "16", "nodes per leaf switch (one leaf: no spines)"}},
+                         concat(link_params("pcie", "31.5GB/s", "0.80", "0.5us", "PCIe Gen4 x16"),
+                                ib_params("200Gb/s", "0.92", "0.6us", "0.15us")))},
+                 build_pcie_node});
+    v.push_back({{"frontera-rtx",
+                  "4 Quadro RTX 5000 per node on PCIe 3.0 x16, one 56 Gb/s FDR NIC per node, fat-tree",
+                  concat({{"nodes", "4", "number of nodes"},
+                          {"gpus_per_node", "4", "GPUs per node"},
+                          {"hosts_per_leaf", "16", "nodes per leaf switch (one leaf: no spines)"}},
+                         concat(concat(link_params("pcie", "15.75GB/s", "0.78", "0.5us", "GPU PCIe 3.0 x16"),
+                                       link_params("nic_pcie", "7.88GB/s", "0.85", "0.5us", "NIC PCIe 3.0 x8")),
+                                concat(link_params("ib", "54.54Gb/s", "0.90", "0.7us", "FDR InfiniBand NIC<->leaf"),
+                                       {{"switch_latency", "0.2us", "latency of a leaf<->spine hop"}})))},
+                 build_frontera});
+    v.push_back({{"fat-tree", "NVSwitch nodes with a 400 Gb/s NIC per GPU on a 2- or 3-level fat-tree",
+                  concat({{"nodes", "16", "number of nodes"},
+                          {"gpus_per_node", "8", "GPUs per node (on an NVSwitch)"},
+                          {"levels", "2", "switch levels: 2 (leaf, spine) or 3 (leaf, pod spine, core)"},
+                          {"hosts_per_leaf", "4", "nodes per leaf switch"},
+                          {"leaves_per_pod", "8", "leaves per pod (levels=3)"},
+                          {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}},
+                         concat(concat(link_params("nvlink", "450GB/s", "0.80", "0.5us", "GPU<->NVSwitch NVLink"),
+                                       link_params("pcie", "63GB/s", "0.85", "0.5us", "GPU<->NIC PCIe Gen5")),
+                                ib_params("400Gb/s", "0.92", "0.6us", "0.15us")))},
+                 build_fat_tree});
+    v.push_back({{"switch", "every GPU linked to one crossbar switch: the uncontended reference",
+                  {{"nodes", "1", "number of node labels"},
+                   {"gpus_per_node", "8", "GPUs per node label"},
+                   {"bandwidth", "100GB/s", "line rate per direction of each GPU<->switch link"},
+                   {"efficiency", "1.0", "achievable fraction of the line rate"},
+                   {"latency", "1us", "latency per hop (GPU->switch->GPU is 2 hops)"}}},
+                 build_switch});
+    v.push_back({{"ring", "GPU i linked to GPU i+1 mod n; GPUs forward",
+                  concat({{"gpus", "8", "number of GPUs"}}, direct_link_params())},
+                 [](const Params& p) { return build_torus(p, {p.integer("gpus", 1)}); }});
+    v.push_back({{"torus2d", "x by y GPUs with wraparound links; GPUs forward",
+                  concat({{"x", "4", "size of dimension x"}, {"y", "4", "size of dimension y"}}, direct_link_params())},
+                 [](const Params& p) { return build_torus(p, {p.integer("x", 1), p.integer("y", 1)}); }});
+    v.push_back({{"torus3d", "x by y by z GPUs with wraparound links; GPUs forward",
+                  concat({{"x", "4", "size of dimension x"}, {"y", "4", "size of dimension y"},
+                          {"z", "4", "size of dimension z"}},
+                         direct_link_params())},
+                 [](const Params& p) {
+                   return build_torus(p, {p.integer("x", 1), p.integer("y", 1), p.integer("z", 1)});
+                 }});
+    return v;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const std::vector<PresetInfo>& preset_catalog() {
+  static const std::vector<PresetInfo> catalog = [] {
+    std::vector<PresetInfo> v;
+    for (const auto& e : entries()) v.push_back(e.info);
+    return v;
+  }();
+  return catalog;
+}
+
+Topology make_preset(const std::string& name, const PresetParams& params) {
+  for (const auto& e : entries()) {
+    if (e.info.name != name) continue;
+    const Params p(e.info, params);
+    Topology t = e.build(p);
+    t.seal();
+    return t;
+  }
+  std::string names;
+  for (const auto& e : entries()) names += (names.empty() ? "" : ", ") + e.info.name;
+  throw Error(fmt::format("unknown topology preset '{}'; presets: {}", name, names));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,205 @@
+#include "topology/topology.h"
+
+#include <cstdio>
+#include <functional>
+#include <gtest/gtest.h>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Topology, BuilderNumbersGpusAndNodes) {
+  Topology t("tiny");
+  const int g0 = t.add_device(DeviceKind::Gpu, "n0.gpu0", 0);
+  const int sw = t.add_device(DeviceKind::Switch, "sw");
+  const int g1 = t.add_device(DeviceKind::Gpu, "n1.gpu0", 1);
+  const int l = t.add_link(g0, sw, LinkSpec{LinkKind::Generic, GBps(10), 1.0, us(1)});
+  t.add_link(g1, sw, LinkSpec{LinkKind::Generic, GBps(10), 1.0, us(1)});
+  t.seal();
+  EXPECT_EQ(t.num_gpus(), 2);
+  EXPECT_EQ(t.num_nodes(), 2);
+  EXPECT_EQ(t.gpus_per_node(), 1);
+  EXPECT_EQ(t.gpu_device(1), g1);
+  EXPECT_EQ(t.link(l).reverse, l + 1);
+  EXPECT_EQ(t.link(l + 1).from, sw);
+  EXPECT_FALSE(t.device(g0).forwards);
+  EXPECT_TRUE(t.device(sw).forwards);
+  EXPECT_STREQ(to_string(DeviceKind::PcieSwitch), "pcie-switch");
+  EXPECT_STREQ(to_string(LinkKind::InfiniBand), "infiniband");
+}
+
+TEST(Topology, SealRejectsNoGpus) {
+  Topology t("empty");
+  t.add_device(DeviceKind::Switch, "sw");
+  EXPECT_NE(error_of([&] { t.seal(); }).find("no GPUs"), std::string::npos);
+}
+
+TEST(Topology, SealRejectsNonPositiveBandwidthNamingTheLink) {
+  Topology t("bad");
+  const int a = t.add_device(DeviceKind::Gpu, "gpuA", 0);
+  const int b = t.add_device(DeviceKind::Gpu, "gpuB", 0);
+  t.add_link(a, b, LinkSpec{LinkKind::NvLink, GBps(0), 1.0, us(1)});
+  const std::string msg = error_of([&] { t.seal(); });
+  EXPECT_NE(msg.find("link gpuA<->gpuB: bandwidth must be positive"), std::string::npos) << msg;
+}
+
+TEST(Topology, SealRejectsEfficiencyOutsideUnitInterval) {
+  Topology t("bad");
+  const int a = t.add_device(DeviceKind::Gpu, "gpuA", 0);
+  const int b = t.add_device(DeviceKind::Gpu, "gpuB", 0);
+  t.add_link(a, b, LinkSpec{LinkKind::NvLink, GBps(10), 1.0, us(1)},
+             LinkSpec{LinkKind::NvLink, GBps(10), 1.5, us(1)});
+  const std::string msg = error_of([&] { t.seal(); });
+  EXPECT_NE(msg.find("efficiency"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gpuA<->gpuB"), std::string::npos) << msg;
+}
+
+TEST(Topology, SealRejectsDisconnectedGpus) {
+  // gpu0 - sw0    gpu1 - sw1   (two islands)
+  Topology t("islands");
+  const int g0 = t.add_device(DeviceKind::Gpu, "n0.gpu0", 0);
+  const int g1 = t.add_device(DeviceKind::Gpu, "n1.gpu0", 1);
+  const int s0 = t.add_device(DeviceKind::Switch, "sw0");
+  const int s1 = t.add_device(DeviceKind::Switch, "sw1");
+  t.add_link(g0, s0, LinkSpec{LinkKind::Generic, GBps(10), 1.0, us(1)});
+  t.add_link(g1, s1, LinkSpec{LinkKind::Generic, GBps(10), 1.0, us(1)});
+  const std::string msg = error_of([&] { t.seal(); });
+  EXPECT_NE(msg.find("topology 'islands' is disconnected: gpu 0 (n0.gpu0) cannot reach gpu 1 (n1.gpu0); add a link"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Topology, GpusDoNotForwardWhenSwitchesExist) {
+  // gpu0 - sw - gpu1 - gpu2 : gpu2 is reachable only through gpu1, which is an endpoint.
+  Topology t("chain");
+  const LinkSpec s{LinkKind::Generic, GBps(10), 1.0, us(1)};
+  const int g0 = t.add_device(DeviceKind::Gpu, "gpu0", 0);
+  const int g1 = t.add_device(DeviceKind::Gpu, "gpu1", 0);
+  const int g2 = t.add_device(DeviceKind::Gpu, "gpu2", 0);
+  const int sw = t.add_device(DeviceKind::Switch, "sw");
+  t.add_link(g0, sw, s);
+  t.add_link(g1, sw, s);
+  t.add_link(g1, g2, s);
+  const std::string msg = error_of([&] { t.seal(); });
+  EXPECT_NE(msg.find("gpu 0 (gpu0) cannot reach gpu 2 (gpu2)"), std::string::npos) << msg;
+}
+
+TEST(Router, SwitchPresetRouteHasTwoHops) {
+  const Topology t = make_preset("switch");
+  Router r(t);
+  const Path& p = r.path(0, 5);
+  ASSERT_EQ(p.links.size(), 2u);
+  EXPECT_EQ(t.link(p.links[0]).from, t.gpu_device(0));
+  EXPECT_EQ(t.link(p.links[1]).to, t.gpu_device(5));
+  EXPECT_EQ(p.latency, us(2));
+  EXPECT_DOUBLE_EQ(p.bottleneck.gbytes_per_s(), 100.0);
+  EXPECT_TRUE(r.path(3, 3).links.empty());
+  EXPECT_NE(error_of([&] { r.path(0, 8); }).find("out of range"), std::string::npos);
+}
+
+TEST(Router, FronteraInterNodeRouteUsesTheNodeNic) {
+  const Topology t = make_preset("frontera-rtx");  // 4 nodes x 4 GPUs, one FDR NIC per node
+  Router r(t);
+  auto names = [&](const Path& p) {
+    std::vector<std::string> v{t.device(t.link(p.links[0]).from).name};
+    for (int l : p.links) v.push_back(t.device(t.link(l).to).name);
+    return v;
+  };
+  // Inside a node: GPU -> host bridge -> GPU, two PCIe hops, no NIC.
+  const Path& intra = r.path(0, 1);
+  EXPECT_EQ(names(intra), (std::vector<std::string>{"n0.gpu0", "n0.hb", "n0.gpu1"}));
+  EXPECT_EQ(t.link(intra.links[0]).spec.kind, LinkKind::Pcie);
+  // Between nodes: through both nodes' NICs and the (single) leaf switch.
+  const Path& inter = r.path(1, 6);
+  EXPECT_EQ(names(inter),
+            (std::vector<std::string>{"n0.gpu1", "n0.hb", "n0.nic", "leaf0", "n1.nic", "n1.hb", "n1.gpu2"}));
+  // The bottleneck is the FDR link: 54.54 Gb/s of data x 0.90.
+  EXPECT_NEAR(inter.bottleneck.gbytes_per_s(), 54.54 / 8 * 0.90, 1e-9);
+  // Every GPU of node 0 leaves through the same NIC.
+  for (int g = 0; g < 4; ++g) {
+    const auto n = names(r.path(g, 8 + g));
+    EXPECT_EQ(n[2], "n0.nic");
+  }
+}
+
+TEST(Router, EcmpSpreadsPairsOverSpinesDeterministically) {
+  const Topology t = make_preset("fat-tree");  // 16 nodes of 8, 4 nodes per leaf, 32 spines
+  auto spine_of = [&](Router& r, int a, int b) {
+    for (int l : r.path(a, b).links)
+      if (t.device(t.link(l).to).kind == DeviceKind::SpineSwitch) return t.link(l).to;
+    return -1;
+  };
+  Router r1(t), r2(t);
+  std::set<int> spines;
+  for (int a = 0; a < 32; ++a) {
+    for (int b = 32; b < 64; b += 4) {
+      const int s = spine_of(r1, a, b);
+      ASSERT_GE(s, 0);
+      EXPECT_EQ(s, spine_of(r2, a, b));  // same pair, same path, in another router
+      spines.insert(s);
+      EXPECT_EQ(r1.path(a, b).links.size(), 6u);  // gpu nic leaf spine leaf nic gpu
+    }
+  }
+  EXPECT_GE(spines.size(), 20u);  // 256 pairs over 32 spines
+}
+
+TEST(Router, RingRoutesThroughGpus) {
+  const Topology t = make_preset("ring", {{"gpus", "8"}});
+  Router r(t);
+  EXPECT_EQ(r.path(0, 4).links.size(), 4u);
+  EXPECT_EQ(r.path(0, 7).links.size(), 1u);
+  EXPECT_EQ(r.path(1, 6).latency, us(3));
+  const Topology torus = make_preset("torus2d", {{"x", "4"}, {"y", "4"}});
+  Router rt(torus);
+  EXPECT_EQ(rt.path(0, 10).links.size(), 4u);  // (0,0) -> (2,2)
+  EXPECT_EQ(rt.path(0, 15).links.size(), 2u);  // (0,0) -> (3,3) by wraparound
+}
+
+TEST(Bisection, SwitchPresetIsHalfTheGpusTimesTheLinkRate) {
+  // One node: GPUs 0-3 versus 4-7, each side pushes 4 x 100 GB/s through the crossbar.
+  EXPECT_NEAR(bisection_bandwidth(make_preset("switch")).gbytes_per_s(), 400.0, 1e-6);
+  // Two nodes of 4: node 0 against node 1, again 4 links of 100 GB/s.
+  EXPECT_NEAR(bisection_bandwidth(make_preset("switch", {{"nodes", "2"}, {"gpus_per_node", "4"}})).gbytes_per_s(),
+              400.0, 1e-6);
+}
+
+TEST(Bisection, TwoFronteraNodesShareOneFdrLink) {
+  // node 0 -> node 1: 4 GPUs x 12.3 GB/s into the host bridge, then the NIC's PCIe 3.0 x8
+  // (7.88 x 0.85 = 6.70 GB/s), then FDR (54.54 Gb/s / 8 x 0.90 = 6.136 GB/s): the FDR link.
+  const Topology t = make_preset("frontera-rtx", {{"nodes", "2"}});
+  EXPECT_NEAR(bisection_bandwidth(t).gbytes_per_s(), 54.54 / 8 * 0.90, 1e-6);
+  EXPECT_NEAR(gpu_injection_bandwidth(t, 0).gbytes_per_s(), 15.75 * 0.78, 1e-9);
+  EXPECT_NEAR(gpu_offnode_bandwidth(t, 0).gbytes_per_s(), 54.54 / 8 * 0.90, 1e-6);
+}
+
+TEST(Bisection, RingCutCrossesTwoLinks) {
+  EXPECT_NEAR(bisection_bandwidth(make_preset("ring")).gbytes_per_s(), 200.0, 1e-6);
+}
+
+// Scale (speed is measured in bench/, not here): routes exist and have the hop counts of
+// a two-level fat-tree. Same node: GPU -> NVSwitch -> GPU (2 links). Different leaves:
+// GPU -> PCIe sw -> NIC -> leaf -> spine -> leaf -> NIC -> PCIe sw -> GPU (8 links).
+TEST(RouterScale, RoutesOnA16kGpuFatTree) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "2048"}});
+  ASSERT_EQ(t.num_gpus(), 16384);
+  Router r(t);
+  for (int i = 0; i < 16384; ++i) ASSERT_FALSE(r.path(i, (i + 1) % 16384).links.empty()) << i;
+  EXPECT_EQ(r.path(0, 1).links.size(), 2u);
+  EXPECT_EQ(r.path(0, 16383).links.size(), 8u);
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,283 @@
+// Topology YAML files, topology specs ("PRESET:k=v,..."), and the Graphviz picture.
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+
+namespace {
+
+struct Named {
+  const char* name;
+  int value;
+};
+
+constexpr Named kDeviceKinds[] = {
+    {"gpu", static_cast<int>(DeviceKind::Gpu)},          {"nvswitch", static_cast<int>(DeviceKind::NvSwitch)},
+    {"pcie-switch", static_cast<int>(DeviceKind::PcieSwitch)},
+    {"host-bridge", static_cast<int>(DeviceKind::HostBridge)},
+    {"nic", static_cast<int>(DeviceKind::Nic)},          {"switch", static_cast<int>(DeviceKind::Switch)},
+    {"leaf", static_cast<int>(DeviceKind::LeafSwitch)},  {"spine", static_cast<int>(DeviceKind::SpineSwitch)},
+    {"core", static_cast<int>(DeviceKind::CoreSwitch)}};
+
+constexpr Named kLinkKinds[] = {{"nvlink", static_cast<int>(LinkKind::NvLink)},
+                                {"pcie", static_cast<int>(LinkKind::Pcie)},
+                                {"infiniband", static_cast<int>(LinkKind::InfiniBand)},
+                                {"ib", static_cast<int>(LinkKind::InfiniBand)},
+                                {"ethernet", static_cast<int>(LinkKind::Ethernet)},
+                                {"generic", static_cast<int>(LinkKind::Generic)}};
+
+// Reads one file's nodes, prefixing every error with "SOURCE:LINE: FIELD".
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
+    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
+                         : fmt::format("{}: {}: {}", source_, field, what));
+  }
+  // Runs a unit parser and rethrows its error with the file position.
+  template <typename F>
+  auto located(const YAML::Node& at, F&& parse) const {
+    try {
+      return parse();
+    } catch (const Error& e) {
+      const int line = at.Mark().line + 1;
+      throw Error(fmt::format("{}:{}: {}", source_, line, e.what()));
+    }
+  }
+
+  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys) const {
+    if (!map.IsMap()) fail(map, field, "expected a mapping such as {name: gpu0, kind: gpu}");
+    for (const auto& kv : map) {
+      const std::string k = kv.first.as<std::string>();
+      bool ok = false;
+      std::string list;
+      for (const char* key : keys) {
+        ok = ok || k == key;
+        list += (list.empty() ? "" : ", ") + std::string(key);
+      }
+      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
+    }
+  }
+  std::string scalar(const YAML::Node& map, const char* key, const std::string& field) const {
+    const YAML::Node v = map[key];
+    if (!v) fail(map, field, fmt::format("missing field '{}'", key));
+    if (!v.IsScalar()) fail(v, field + "." + key, "expected a single value");
+    return v.as<std::string>();
+  }
+  int integer(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected an integer");
+    try {
+      return v.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not an integer", v.as<std::string>()));
+    }
+  }
+  double number(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a number");
+    try {
+      return v.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not a number", v.as<std::string>()));
+    }
+  }
+  template <std::size_t N>
+  int kind(const YAML::Node& map, const std::string& field, const Named (&table)[N]) const {
+    const std::string k = scalar(map, "kind", field);
+    std::string list;
+    for (const auto& e : table) {
+      if (k == e.name) return e.value;
+      list += (list.empty() ? "" : ", ") + std::string(e.name);
+    }
+    fail(map["kind"], field + ".kind", fmt::format("unknown kind '{}'; use one of {}", k, list));
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+LinkSpec read_direction(const Reader& r, const YAML::Node& link, const std::string& field, LinkKind kind,
+                        const char* bw_key, const char* eff_key, const char* lat_key, const LinkSpec* fallback) {
+  LinkSpec s;
+  s.kind = kind;
+  if (link[bw_key]) {
+    const std::string text = r.scalar(link, bw_key, field);
+    s.raw = r.located(link[bw_key], [&] { return parse_bandwidth(text, field + "." + bw_key); });
+  } else if (fallback) {
+    s.raw = fallback->raw;
+  } else {
+    r.fail(link, field, fmt::format("missing field '{}'; write e.g. {}: 25GB/s", bw_key, bw_key));
+  }
+  s.efficiency = fallback ? fallback->efficiency : 1.0;
+  if (link[eff_key]) {
+    s.efficiency = r.number(link[eff_key], field + "." + eff_key);
+    if (!(s.efficiency > 0 && s.efficiency <= 1))
+      r.fail(link[eff_key], field + "." + eff_key,
+             fmt::format("{} must be in (0, 1]; e.g. 0.8 for 80% of the line rate", s.efficiency));
+  }
+  s.latency = fallback ? fallback->latency : Time();
+  if (link[lat_key]) {
+    const std::string text = r.scalar(link, lat_key, field);
+    s.latency = r.located(link[lat_key], [&] { return parse_time(text, field + "." + lat_key); });
+  }
+  return s;
+}
+
+Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
+  if (!root.IsMap()) r.fail(root, "topology", "expected a mapping with devices and links, or preset and params");
+  r.only_keys(root, "topology", {"name", "description", "devices", "links", "preset", "params"});
+  if (root["preset"]) {
+    if (root["devices"] || root["links"])
+      r.fail(root["preset"], "preset", "a file gives either preset (+ params) or devices and links, not both");
+    PresetParams params;
+    if (const YAML::Node p = root["params"]) {
+      if (!p.IsMap()) r.fail(p, "params", "expected a mapping such as {nodes: 2, inter: fat-tree}");
+      for (const auto& kv : p) {
+        if (!kv.second.IsScalar()) r.fail(kv.second, "params." + kv.first.as<std::string>(), "expected a single value");
+        params[kv.first.as<std::string>()] = kv.second.as<std::string>();
+      }
+    }
+    const std::string preset = r.scalar(root, "preset", "preset");
+    return r.located(root["preset"], [&] { return make_preset(preset, params); });
+  }
+  if (root["params"]) r.fail(root["params"], "params", "params need a preset: key");
+
+  Topology t(root["name"] ? r.scalar(root, "name", "name") : r.source());
+  t.description = root["description"] ? r.scalar(root, "description", "description") : "from " + r.source();
+  const YAML::Node devices = root["devices"];
+  if (!devices || !devices.IsSequence() || devices.size() == 0)
+    r.fail(devices ? devices : root, "devices", "expected a non-empty list such as - {name: gpu0, kind: gpu, node: 0}");
+  std::map<std::string, int> ids;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const YAML::Node d = devices[i];
+    const std::string field = fmt::format("devices[{}]", i);
+    r.only_keys(d, field, {"name", "kind", "node", "forwards"});
+    const std::string name = r.scalar(d, "name", field);
+    const auto kind = static_cast<DeviceKind>(r.kind(d, field, kDeviceKinds));
+    const int node = d["node"] ? r.integer(d["node"], field + ".node") : -1;
+    if (d["node"] && node < 0) r.fail(d["node"], field + ".node", "node must be >= 0");
+    if (ids.count(name)) r.fail(d["name"], field + ".name", fmt::format("device '{}' is defined twice", name));
+    const int id = t.add_device(kind, name, node);
+    ids[name] = id;
+    if (const YAML::Node f = d["forwards"]) {
+      bool value = false;
+      if (!f.IsScalar() || !YAML::convert<bool>::decode(f, value))
+        r.fail(f, field + ".forwards", "expected true or false");
+      t.set_forwards(id, value);
+    }
+  }
+  const YAML::Node links = root["links"];
+  if (links && !links.IsSequence()) r.fail(links, "links", "expected a list such as - {a: gpu0, b: sw, ...}");
+  for (std::size_t i = 0; links && i < links.size(); ++i) {
+    const YAML::Node l = links[i];
+    const std::string field = fmt::format("links[{}]", i);
+    r.only_keys(l, field,
+                {"a", "b", "kind", "bandwidth", "efficiency", "latency", "bandwidth_ba", "efficiency_ba", "latency_ba"});
+    int ends[2];
+    const char* keys[2] = {"a", "b"};
+    for (int e = 0; e < 2; ++e) {
+      const std::string name = r.scalar(l, keys[e], field);
+      const auto it = ids.find(name);
+      if (it == ids.end())
+        r.fail(l[keys[e]], field + "." + keys[e], fmt::format("unknown device '{}'; declare it under devices", name));
+      ends[e] = it->second;
+    }
+    if (ends[0] == ends[1]) r.fail(l, field, "a and b are the same device; a link joins two devices");
+    const auto kind = static_cast<LinkKind>(r.kind(l, field, kLinkKinds));
+    const LinkSpec ab = read_direction(r, l, field, kind, "bandwidth", "efficiency", "latency", nullptr);
+    const LinkSpec ba = read_direction(r, l, field, kind, "bandwidth_ba", "efficiency_ba", "latency_ba", &ab);
+    t.add_link(ends[0], ends[1], ab, ba);
+  }
+  r.located(root, [&] {
+    t.seal();
+    return 0;
+  });
+  return t;
+}
+
+}  // namespace
+
+Topology parse_topology_yaml(const std::string& text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}:{}: malformed YAML: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  const Reader r(source_name);
+  try {
+    return build_from_yaml(root, r);
+  } catch (const YAML::Exception& e) {  // conversions we did not anticipate
+    throw Error(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
+  }
+}
+
+Topology load_topology_yaml(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("topology file '{}' cannot be opened; check the path", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_topology_yaml(ss.str(), path);
+}
+
+Topology resolve_topology(const std::string& spec) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string s(suffix);
+    return spec.size() >= s.size() && spec.compare(spec.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends_with(".yaml") || ends_with(".yml")) return load_topology_yaml(spec);
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  PresetParams params;
+  if (colon != std::string::npos) {
+    std::stringstream ss(spec.substr(colon + 1));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+        throw Error(fmt::format("topology '{}': parameter '{}' is not key=value; write e.g. {}:nodes=2", spec, item,
+                                name));
+      const std::string key = item.substr(0, eq);
+      if (params.count(key)) throw Error(fmt::format("topology '{}': parameter '{}' given twice", spec, key));
+      params[key] = item.substr(eq + 1);
+    }
+  }
+  return make_preset(name, params);
+}
+
+std::string to_graphviz(const Topology& topo) {
+  auto id = [](int d) { return fmt::format("d{}", d); };
+  std::string out = fmt::format("graph \"{}\" {{\n  node [shape=box, fontsize=10];\n", topo.name());
+  std::map<int, std::vector<int>> by_node;
+  for (int d = 0; d < topo.num_devices(); ++d) by_node[topo.device(d).node].push_back(d);
+  for (const auto& [node, devs] : by_node) {
+    const std::string indent = node >= 0 ? "    " : "  ";
+    if (node >= 0) out += fmt::format("  subgraph cluster_node{} {{\n    label=\"node {}\";\n", node, node);
+    for (int d : devs) {
+      const Device& dev = topo.device(d);
+      out += fmt::format("{}{} [label=\"{}\\n{}\"{}];\n", indent, id(d), dev.name, to_string(dev.kind),
+                         dev.kind == DeviceKind::Gpu ? ", style=filled, fillcolor=palegreen" : "");
+    }
+    if (node >= 0) out += "  }\n";
+  }
+  for (std::size_t l = 0; l < topo.links().size(); ++l) {
+    const DirLink& ab = topo.links()[l];
+    if (ab.reverse < static_cast<int>(l)) continue;
+    const DirLink& ba = topo.link(ab.reverse);
+    std::string label = fmt::format("{} {}", to_string(ab.spec.kind), format_bandwidth(ab.spec.raw));
+    if (ba.spec.raw != ab.spec.raw) label += " / " + format_bandwidth(ba.spec.raw);
+    out += fmt::format("  {} -- {} [label=\"{}\"];\n", id(ab.from), id(ab.to), label);
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace meshsim
