@@ -198,7 +198,8 @@ Run add_collective_command(CLI::App& app) {
   c->add_option("--bytes,-b", o->bytes, "Size, e.g. 64MiB, or a doubling sweep MIN:MAX, e.g. 1KiB:4GiB")
       ->capture_default_str();
   std::string algo_help = "Algorithm, or auto (lowest closed-form time). Available:";
-  for (const auto& a : AlgorithmRegistry::builtin().all()) {
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  for (const auto& a : registry.all()) {
     std::string kinds;
     for (CollKind k : a.kinds) kinds += (kinds.empty() ? "" : ",") + std::string(to_string(k));
     algo_help += fmt::format("\n  {:<20} [{}] {}", a.name, kinds, a.summary);
@@ -226,7 +227,8 @@ Run add_collective_command(CLI::App& app) {
 Run add_algorithms_command(CLI::App& app) {
   app.add_subcommand("algorithms", "List the collective algorithms and the kinds each implements");
   return []() {
-    for (const auto& a : AlgorithmRegistry::builtin().all()) {
+    const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+    for (const auto& a : registry.all()) {
       std::string kinds;
       for (CollKind k : a.kinds) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
       std::cout << fmt::format("{:<20} {:<40} {}\n", a.name, kinds, a.summary);

@@ -92,6 +92,7 @@ Time parse_time(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "1.5us");
   struct U { const char* name; double ps; };
   static constexpr U units[] = {{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
+  if (unit.empty() && v == 0) return Time{};  // a bare 0 needs no unit
   for (const auto& u : units) {
     if (unit == u.name) {
       if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));

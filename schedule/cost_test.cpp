@@ -170,7 +170,9 @@ TEST_P(ClosedFormExact, EqualsTimingAndNoPortIsShared) {
   // that long; sharing during such a stretch changes the time by at most its length,
   // which stays below 1e-4 of the total (the acceptance tolerance is 1e-3).
   const bool even = e.bytes % (static_cast<Bytes>(e.p) * e.per_node) == 0;
-  if (even) EXPECT_EQ(t.overlaps, 0);
+  if (even) {
+    EXPECT_EQ(t.overlaps, 0);
+  }
   EXPECT_LE(t.max_overlap_ps, 1e-4 * t.end_ps) << t.overlaps << " overlaps";
   const double f = a->cost_ps(s, c);
   EXPECT_NEAR(f, t.end_ps, 1e-9 * t.end_ps + 1e-3) << a->explain(s, c);
@@ -329,6 +331,10 @@ TEST(DoubleBinaryTree, PortLoadAndTimingBelowTheLockstepEstimate) {
     const CostParams c = params(10);
     EXPECT_LE(time_steps(*prog, c).end_ps, a->cost_ps(s, c) * (1 + 1e-9)) << p;
   }
+  // 4 GiB: a half has 2^31 bytes, more than an int holds; the chunk count must not overflow.
+  CollectiveSpec big = spec(CollKind::AllReduce, 1000, GiB(4));
+  EXPECT_GT(a->cost_ps(big, params(0)), 0.0);
+  EXPECT_EQ(a->build(big)->ranks(), 1000);
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ class Runner : public EventHandler, public FlowListener {
     Time start;
     bool reduce = false;
     std::int32_t record = -1;
+    int last_peer = -1;
+    const Path* last_path = nullptr;
   };
   struct Message {
     int src_slot = 0, dst_slot = 0;
@@ -168,7 +170,13 @@ class Runner : public EventHandler, public FlowListener {
     const GroupProgram& gp = groups_[g];
     MESHSIM_ASSERT(t.peer >= 0 && t.peer < gp.program->ranks() && t.peer != r);
     const int dst_slot = base_[g] + t.peer;
-    const Path& path = router_.path(gp.gpus[r], gp.gpus[t.peer]);
+    // Most algorithms send to the same peer step after step: remember the last route.
+    RankState& st = ranks_[slot];
+    if (st.last_peer != t.peer) {
+      st.last_peer = t.peer;
+      st.last_path = &router_.path(gp.gpus[r], gp.gpus[t.peer]);
+    }
+    const Path& path = *st.last_path;
     std::uint32_t id;
     if (!free_msgs_.empty()) {
       id = free_msgs_.back();
@@ -185,7 +193,7 @@ class Runner : public EventHandler, public FlowListener {
     m.record = -1;
     if (options_.record) {
       m.record = static_cast<std::int32_t>(transfers_.size());
-      transfers_.push_back({g, r, t.peer, ranks_[slot].step, t.chunk, t.bytes, false, engine_.now(), Time{}});
+      transfers_.push_back({g, r, t.peer, st.step, t.chunk, t.bytes, false, engine_.now(), Time{}});
     }
     ++messages_;
     if (t.bytes == 0) {

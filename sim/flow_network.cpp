@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -142,11 +143,19 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
   }
   if (comp_flows_.empty()) return;
   ++solves_;
-  // Deterministic order regardless of slot reuse history: by flow id.
-  std::sort(comp_flows_.begin(), comp_flows_.end());
-  comp_paths_.clear();
-  for (std::uint32_t id : comp_flows_) comp_paths_.push_back(flows_[id].links);
-  solver_.solve_spans(comp_paths_, rates_);
+  if (comp_flows_.size() == 1) {
+    // A lone flow (the common case: a ring's hops use disjoint links): its rate is the
+    // narrowest link of its path, which is what max-min gives; no solver needed.
+    double r = std::numeric_limits<double>::infinity();
+    for (int l : flows_[comp_flows_[0]].links) r = std::min(r, solver_.capacity(l));
+    rates_.assign(1, r);
+  } else {
+    // Deterministic order regardless of slot reuse history: by flow id.
+    std::sort(comp_flows_.begin(), comp_flows_.end());
+    comp_paths_.clear();
+    for (std::uint32_t id : comp_flows_) comp_paths_.push_back(flows_[id].links);
+    solver_.solve_spans(comp_paths_, rates_);
+  }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     Flow& f = flows_[comp_flows_[i]];
     const double r = rates_[i];

@@ -191,7 +191,8 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
       ends[e] = it->second;
     }
     if (ends[0] == ends[1]) r.fail(l, field, "a and b are the same device; a link joins two devices");
-    const auto kind = static_cast<LinkKind>(r.kind(l, field, kLinkKinds));
+    // A link's kind is optional (generic); it labels reports and efficiency tables.
+    const auto kind = l["kind"] ? static_cast<LinkKind>(r.kind(l, field, kLinkKinds)) : LinkKind::Generic;
     const LinkSpec ab = read_direction(r, l, field, kind, "bandwidth", "efficiency", "latency", nullptr);
     const LinkSpec ba = read_direction(r, l, field, kind, "bandwidth_ba", "efficiency_ba", "latency_ba", &ab);
     t.add_link(ends[0], ends[1], ab, ba);

@@ -49,7 +49,9 @@
 // Assumptions: all ranks move in lockstep and every step on the critical path carries the
 // steady-state load. This is exact for p = 2 and p = 3 (every step has the same load on
 // all ranks) and an upper estimate otherwise: while the pipeline fills and drains some
-// ports carry one flow and finish early.
+// ports carry one flow and finish early; with many ranks the drift between depths also
+// lets a third flow onto some ports (measured on the flow model: p = 1000, large n, the
+// simulation is up to 25% slower than this estimate; see docs/collectives.md).
 #include <algorithm>
 #include <array>
 #include <fmt/format.h>
@@ -65,8 +67,9 @@ constexpr Bytes kChunkTarget = 1024 * 1024;  // 512 KiB of each half
 int chunks_of(const CollectiveSpec& s) {
   if (s.chunks > 0) return s.chunks;
   const Bytes half = slice(s.bytes, 2, 1, s.element_bytes).size();
-  return std::min(default_chunks(s.bytes, s.element_bytes, kChunkTarget),
-                  static_cast<int>(std::max<Bytes>(half / s.element_bytes, 1)));
+  const Bytes k = std::min<Bytes>(default_chunks(s.bytes, s.element_bytes, kChunkTarget),
+                                  std::max<Bytes>(half / s.element_bytes, 1));
+  return static_cast<int>(k);
 }
 
 struct TreeNode {
