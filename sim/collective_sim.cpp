@@ -370,18 +370,20 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   opt.record = req.record;
   out.flow = simulate_flow(topo, router, groups, opt);
   out.time = out.flow->total;
-  // Busiest links by bytes carried (ties: lower link id first).
+  // Busiest links by utilization: bytes carried / (effective bandwidth x time), ties to
+  // the lower link id.
   const auto& stats = out.flow->link_stats;
-  std::vector<int> order;
-  for (std::size_t l = 0; l < stats.size(); ++l)
-    if (stats[l].bytes > 0) order.push_back(static_cast<int>(l));
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return stats[a].bytes > stats[b].bytes; });
   const double t = std::max<double>(1.0, static_cast<double>(out.time.ps()));
-  for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
-    const int l = order[i];
-    const double cap = topo.link(l).spec.effective().bytes_per_ps();
-    out.top_links.push_back({l, stats[l].bytes, stats[l].bytes / (cap * t)});
+  std::vector<BusiestLink> used;
+  for (std::size_t l = 0; l < stats.size(); ++l) {
+    if (stats[l].bytes <= 0) continue;
+    const double cap = topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps();
+    used.push_back({static_cast<int>(l), stats[l].bytes, stats[l].bytes / (cap * t)});
   }
+  std::stable_sort(used.begin(), used.end(),
+                   [](const BusiestLink& a, const BusiestLink& b) { return a.utilization > b.utilization; });
+  if (used.size() > 5) used.resize(5);
+  out.top_links = std::move(used);
   if (!out.top_links.empty()) out.busiest = out.top_links.front();
   return out;
 }

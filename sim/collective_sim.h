@@ -99,7 +99,7 @@ struct CollectiveOutcome {
   Time formula_time;         // closed form of group 0, always computed
   std::optional<FlowSimResult> flow;  // present at flow fidelity
   BusiestLink busiest;
-  std::vector<BusiestLink> top_links;  // up to 5, busiest first (flow fidelity)
+  std::vector<BusiestLink> top_links;  // up to 5, highest utilization first (flow fidelity)
 };
 
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
