@@ -2,6 +2,8 @@
 
 #include <functional>
 #include <gtest/gtest.h>
+
+#include "topology/test_util.h"
 #include <string>
 
 #include "core/error.h"
@@ -10,16 +12,9 @@
 namespace meshsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::contains;
+using testing_util::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Node of each mesh rank, as rows of the mesh.
 std::vector<std::vector<int>> node_grid(const Placement& p, const Topology& t) {

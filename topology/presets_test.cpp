@@ -4,6 +4,8 @@
 #include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
+
+#include "topology/test_util.h"
 #include <string>
 
 #include "core/error.h"
@@ -11,16 +13,9 @@
 namespace meshsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::contains;
+using testing_util::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::vector<std::string> hop_names(const Topology& t, const Path& p) {
   std::vector<std::string> v{t.device(t.link(p.links[0]).from).name};

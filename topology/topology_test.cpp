@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <functional>
 #include <gtest/gtest.h>
+
+#include "topology/test_util.h"
 #include <set>
 #include <string>
 
@@ -12,14 +14,7 @@
 namespace meshsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::error_of;
 
 TEST(Topology, BuilderNumbersGpusAndNodes) {
   Topology t("tiny");
