@@ -149,6 +149,31 @@ TEST(Cli, AlgorithmsListComesFromTheRegistry) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
 }
 
+// ---- examples/ double as tests: each file runs, and its key figure is checked ----
+
+// examples/topologies/two-pcie-nodes.yaml: a send from node 0 to node 1 crosses
+// gpu -> cpu -> nic -> tor -> nic -> cpu -> gpu: latency 1 + 1 + 1.5 + 1.5 + 1 + 1 = 7 us;
+// narrowest link the NIC, 100 Gb/s x 0.92 = 11.5 GB/s. 64 MiB: 7 us + 67108864 B / 11.5 GB/s
+// = 7e6 ps + 5835553391.3 ps, rounded up to whole picoseconds = 5842553392 ps.
+TEST(Examples, TwoPcieNodesSendRecvHandComputed) {
+  const std::string file = std::string(MESHSIM_SOURCE_DIR) + "/examples/topologies/two-pcie-nodes.yaml";
+  const Result r = meshsim("collective sendrecv --ranks 4 --bytes 64MiB --mesh rank=4 --placement list:0,2,1,3 "
+                           "--json --topology " + file);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["time_ps"].get<std::int64_t>(), 5842553392);
+  EXPECT_NEAR(j["busbw_GBps"].get<double>(), 11.486, 1e-3);
+}
+
+// examples/topologies/frontera-16.yaml: the preset form; 16 GPUs in 4 nodes, and the
+// bisection crosses two nodes' FDR links: 2 x 54.54/8 x 0.90 = 12.27 GB/s.
+TEST(Examples, Frontera16PresetFile) {
+  const Result r = meshsim("topology show " + std::string(MESHSIM_SOURCE_DIR) + "/examples/topologies/frontera-16.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("16 GPUs in 4 nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bisection bandwidth (one direction): 12.27GB/s"), std::string::npos) << r.out;
+}
+
 // ---- bad input: one line naming the field and the fix, exit code 2 ----
 
 TEST(CliBadInput, MalformedYaml) {
