@@ -94,6 +94,8 @@ std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std
                    out.params.alpha_ps * 1e-6, 1.0 / out.params.beta_ps * 1e3);
   if (out.params.gamma_ps > 0) s += fmt::format(", 1/gamma = {:.2f} GB/s", 1.0 / out.params.gamma_ps * 1e3);
   s += "\n";
+  if (out.params.gamma_ps == 0)
+    s += "  gamma = 0: reductions are fused with the transfers (terms over 'inf' are zero); --reduce-bw charges them\n";
   if (out.params.intra_beta_ps != out.params.inter_beta_ps || out.params.intra_alpha_ps != out.params.inter_alpha_ps)
     s += fmt::format("  intra-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s; inter-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s\n",
                      out.params.intra_alpha_ps * 1e-6, 1e3 / out.params.intra_beta_ps,
