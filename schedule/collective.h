@@ -101,6 +101,10 @@ class StepProgram {
   virtual int num_steps(int rank) const = 0;
   // Fills `out` (cleared first by the caller) with rank's step s, 0 <= s < num_steps(rank).
   virtual void step(int rank, int s, Step& out) const = 0;
+  // The first step after s whose shape (peers, bytes, op; not offsets or chunk labels)
+  // may differ from step s. Steps [s, same_shape_until(rank, s)) look alike, so a
+  // simulator may fast-forward through them once they run periodically. Default: s + 1.
+  virtual int same_shape_until(int /*rank*/, int s) const { return s + 1; }
 };
 
 // The alpha-beta-gamma parameters a closed form is evaluated with. `intra_*` describe a

@@ -9,6 +9,19 @@ void Engine::schedule(Time at, EventHandler* h, std::uint32_t kind, std::uint64_
   queue_.push(Event{at, seq_++, h, kind, payload});
 }
 
+void Engine::shift_pending(Time delta) {
+  std::vector<Event> pending;
+  pending.reserve(queue_.size());
+  while (!queue_.empty()) {
+    pending.push_back(queue_.top());
+    queue_.pop();
+  }
+  for (Event& e : pending) {
+    e.time += delta;
+    queue_.push(e);
+  }
+}
+
 Time Engine::run() {
   // Settle work queued before run() (e.g. flows started at time zero).
   for (EventHandler* h : instant_handlers_) h->end_of_instant(now_);

@@ -50,6 +50,8 @@ class Engine {
   // Runs until no events remain. Returns the time of the last event.
   Time run();
   std::uint64_t events_processed() const { return processed_; }
+  // Moves every pending event `delta` later, keeping their order (fast-forward).
+  void shift_pending(Time delta);
 
  private:
   struct Later {

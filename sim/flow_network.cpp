@@ -20,7 +20,6 @@ FlowNetwork::FlowNetwork(Engine& engine, const Topology& topo, FlowListener& lis
       link_mark_(topo.links().size(), 0),
       is_dirty_(topo.links().size(), 0),
       stats_(topo.links().size()),
-      busy_since_(topo.links().size()),
       segment_since_(topo.links().size()) {
   for (std::size_t l = 0; l < topo.links().size(); ++l)
     solver_.set_capacity(static_cast<int>(l), topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps());
@@ -39,14 +38,20 @@ void FlowNetwork::mark_dirty(std::span<const int> links) {
 void FlowNetwork::set_link_count(int link, int count, Time now) {
   // Called with the new number of flows on `link`, before the change is applied.
   const int before = static_cast<int>(on_link_[link].size());
-  if (before > 0) {
-    if (record_ && now > segment_since_[link]) intervals_.push_back({link, segment_since_[link], now, before});
-    if (count == 0) stats_[link].busy += now - busy_since_[link];
-  } else if (count > 0) {
-    busy_since_[link] = now;
-  }
+  if (before > 0 && record_ && now > segment_since_[link])
+    intervals_.push_back({link, segment_since_[link], now, before});
   segment_since_[link] = now;
   stats_[link].peak_flows = std::max(stats_[link].peak_flows, count);
+}
+
+void FlowNetwork::shift(Time delta) {
+  MESHSIM_ASSERT(!record_ && dirty_.empty());
+  for (Flow& f : flows_)
+    if (f.active) f.last += delta;
+}
+
+void FlowNetwork::add_bytes(std::span<const int> links, double bytes) {
+  for (int l : links) stats_[l].bytes += bytes;
 }
 
 void FlowNetwork::start(std::span<const int> links, Bytes bytes, std::uint64_t tag) {

@@ -10,7 +10,7 @@
 //   FlowNetwork net(engine, topo, listener);
 //   net.start(path.links, bytes, /*tag=*/msg_id);   // listener->flow_drained(tag, t) later
 //
-// Link statistics (bytes carried, busy time) feed the "busiest link" report.
+// Link statistics (bytes carried, peak concurrent flows) feed the "busiest link" report.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,6 @@ class FlowListener {
 
 struct LinkStats {
   double bytes = 0;   // bytes carried
-  Time busy;          // time with at least one flow
   int peak_flows = 0; // most concurrent flows seen
 };
 
@@ -51,6 +50,10 @@ class FlowNetwork : public EventHandler {
   void end_of_instant(Time now) override;
 
   const std::vector<LinkStats>& link_stats() const { return stats_; }
+  // Fast-forward: every active flow's clock moves `delta` later (its pending drain event
+  // is shifted by Engine::shift_pending), and skipped periods' bytes are added.
+  void shift(Time delta);
+  void add_bytes(std::span<const int> links, double bytes);
   void record_intervals(bool on) { record_ = on; }
   const std::vector<LinkInterval>& intervals() const { return intervals_; }
   std::size_t active_flows() const { return active_; }
@@ -87,7 +90,6 @@ class FlowNetwork : public EventHandler {
   std::uint64_t solves_ = 0;
   // statistics
   std::vector<LinkStats> stats_;
-  std::vector<Time> busy_since_;
   std::vector<Time> segment_since_;
   bool record_ = false;
   std::vector<LinkInterval> intervals_;

@@ -59,6 +59,12 @@ class RingProgram final : public StepProgram {
   explicit RingProgram(const CollectiveSpec& s) : kind_(s.kind), p_(s.ranks), n_(s.bytes), elem_(s.element_bytes) {}
   int ranks() const override { return p_; }
   int num_steps(int) const override { return kind_ == CollKind::AllReduce ? 2 * (p_ - 1) : p_ - 1; }
+  // With equal slices every reduce-scatter step looks alike, and every all-gather step.
+  int same_shape_until(int, int s) const override {
+    if (p_ < 2 || n_ % (static_cast<Bytes>(p_) * elem_) != 0) return s + 1;
+    if (kind_ == CollKind::AllReduce && s < p_ - 1) return p_ - 1;
+    return num_steps(0);
+  }
   void step(int rank, int s, Step& out) const override {
     const RingView v{p_, rank, (rank + 1) % p_, (rank + p_ - 1) % p_, 0, n_, elem_};
     switch (kind_) {
