@@ -103,6 +103,19 @@ Time parse_time(std::string_view text, std::string_view field) {
                           text));
 }
 
+std::optional<int> parse_int(std::string_view text) {
+  const std::string s(text);
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != s.size() || v > 1'000'000'000 || v < -1'000'000'000) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 std::string format_bytes(Bytes b) {
   if (b >= (Bytes{1} << 30) && b % (Bytes{1} << 30) == 0) return fmt::format("{}GiB", b >> 30);
   if (b >= (Bytes{1} << 20) && b % (Bytes{1} << 20) == 0) return fmt::format("{}MiB", b >> 20);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <compare>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -80,6 +81,9 @@ Time transfer_time(Bytes bytes, Bandwidth bw);
 Bytes parse_bytes(std::string_view text, std::string_view field);
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_time(std::string_view text, std::string_view field);
+
+// A whole number in [-1e9, 1e9] written alone ("16", "-3"), or nullopt ("16x", "", "1e99").
+std::optional<int> parse_int(std::string_view text);
 
 // Human-readable forms used by reports: "64MiB", "1.50us", "25.0GB/s".
 std::string format_bytes(Bytes b);

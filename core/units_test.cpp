@@ -51,3 +51,18 @@ TEST(Units, TransferTimeRoundsUpToWholePicoseconds) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+TEST(Units, ParsesWholeIntegersOnly) {
+  EXPECT_EQ(parse_int("16"), 16);
+  EXPECT_EQ(parse_int("-3"), -3);
+  EXPECT_FALSE(parse_int("16x"));
+  EXPECT_FALSE(parse_int(""));
+  EXPECT_FALSE(parse_int("99999999999"));
+  EXPECT_FALSE(parse_int("2.5"));
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -29,16 +29,9 @@ void check_fits(const Mesh& mesh, const Topology& topo, const std::string& what)
 }
 
 int parse_int(const std::string& s, const std::string& field, const std::string& what) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || v > 1'000'000'000 || v < -1'000'000'000)
-    throw Error(fmt::format("{}: '{}' is not an integer {}", field, s, what));
-  return static_cast<int>(v);
+  const std::optional<int> v = meshsim::parse_int(s);
+  if (!v) throw Error(fmt::format("{}: '{}' is not an integer {}", field, s, what));
+  return *v;
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

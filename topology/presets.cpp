@@ -41,18 +41,12 @@ class Params {
 
   int integer(const std::string& key, int min_value) const {
     const std::string s = text(key);
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != s.size() || v > 1'000'000'000)
+    const std::optional<int> v = parse_int(s);
+    if (!v)
       throw Error(fmt::format("{}: '{}' is not an integer; write e.g. {}={}", field(key), s, key,
                               std::max(min_value, 1)));
-    if (v < min_value) throw Error(fmt::format("{}: {} is too small; it must be at least {}", field(key), v, min_value));
-    return static_cast<int>(v);
+    if (*v < min_value) throw Error(fmt::format("{}: {} is too small; it must be at least {}", field(key), *v, min_value));
+    return *v;
   }
   double real(const std::string& key, double lo, double hi, bool lo_open) const {
     const std::string s = text(key);
