@@ -102,6 +102,12 @@ Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst) {
 
 bool Algorithm::supports(CollKind k) const { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); }
 
+std::unique_ptr<StepProgram> Algorithm::build(const CollectiveSpec& spec) const {
+  validate_spec(spec);
+  if (auto why = unsupported(spec)) throw Error(*why);
+  return make(spec);
+}
+
 AlgorithmRegistry AlgorithmRegistry::builtin() {
   using namespace collectives;
   AlgorithmRegistry reg;
@@ -121,7 +127,7 @@ void AlgorithmRegistry::add(Algorithm a) {
   for (const auto& b : algos_)
     if (b.name == a.name)
       throw Error(fmt::format("algorithm '{}' is registered twice; give the new one another name", a.name));
-  MESHSIM_ASSERT(a.unsupported && a.build && a.cost_ps && a.explain);
+  MESHSIM_ASSERT(a.unsupported && a.make && a.cost_ps && a.explain);
   algos_.push_back(std::move(a));
 }
 

@@ -125,12 +125,15 @@ struct Algorithm {
   std::vector<CollKind> kinds;
   // Why this algorithm cannot run `spec` (e.g. "needs a power-of-two group"), or nullopt.
   std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported;
-  std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> build;
+  // Constructs the step program; called by build() once the spec is valid and supported.
+  std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> make;
   // Closed form of MATH.md section 1, in picoseconds.
   std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps;
   // The same formula as text, symbolic and with the numbers put in (for --explain).
   std::function<std::string(const CollectiveSpec&, const CostParams&)> explain;
   bool supports(CollKind k) const;
+  // validate_spec(spec), then unsupported(spec) (thrown as Error with its reason), then make.
+  std::unique_ptr<StepProgram> build(const CollectiveSpec& spec) const;
 };
 
 // The table of algorithms: a value, built once by the caller and passed in.

@@ -145,8 +145,7 @@ Algorithm make_binomial() {
   a.summary = "binomial tree from/to the root: ceil(log2 p) whole-buffer messages, latency-optimal";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("binomial", kKinds, s.kind); };
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     if (s.kind == CollKind::Reduce) return std::make_unique<BinomialReduce>(s);
     return std::make_unique<BinomialBcast>(s);
   };

@@ -262,8 +262,7 @@ Algorithm make_double_binary_tree() {
   a.summary = "NCCL-style double binary tree: two complementary pipelined trees, one per half";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("dbt", kKinds, s.kind); };
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<DbtProgram>(s);
   };
   a.cost_ps = cost;

@@ -113,9 +113,7 @@ Algorithm make_hierarchical() {
   a.summary = "intra-node ring reduce-scatter, inter-node ring all-reduce, intra-node ring all-gather";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
-    if (auto why = unsupported(s)) throw Error(*why);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<HierarchicalProgram>(s);
   };
   a.cost_ps = cost;

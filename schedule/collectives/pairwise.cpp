@@ -113,8 +113,7 @@ Algorithm make_pairwise() {
   a.summary = "all-to-all in p-1 steps, step d sends to r+d and receives from r-d (uneven sizes allowed)";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pairwise", kKinds, s.kind); };
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<PairwiseProgram>(s);
   };
   a.cost_ps = cost;

@@ -154,8 +154,7 @@ Algorithm make_pipeline() {
   a.summary = "chunked chain from/to the root: (p-1 + k-1) chunk times, bandwidth-optimal for large n";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pipeline", kKinds, s.kind); };
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<PipelineProgram>(s);
   };
   a.cost_ps = cost;

@@ -98,9 +98,7 @@ Algorithm make_rabenseifner() {
   a.summary = "recursive-halving reduce-scatter + recursive-doubling all-gather (power-of-two groups)";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
-    if (auto why = unsupported(s)) throw Error(*why);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<RabenseifnerProgram>(s);
   };
   a.cost_ps = cost;

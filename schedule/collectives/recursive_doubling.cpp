@@ -101,9 +101,7 @@ Algorithm make_recursive_doubling() {
   a.summary = "pairwise exchanges with r XOR 2^s: log2 p steps, latency-optimal (power-of-two groups)";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
-    if (auto why = unsupported(s)) throw Error(*why);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<RdProgram>(s);
   };
   a.cost_ps = cost;

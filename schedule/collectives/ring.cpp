@@ -124,8 +124,7 @@ Algorithm make_ring() {
   a.summary = "ring r -> r+1: bandwidth-optimal, 2(p-1) latency steps for all-reduce";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("ring", kKinds, s.kind); };
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<RingProgram>(s);
   };
   a.cost_ps = cost;

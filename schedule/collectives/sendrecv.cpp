@@ -54,9 +54,7 @@ Algorithm make_direct() {
   a.summary = "one message from rank 0 to rank 1";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.build = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    validate_spec(s);
-    if (auto why = unsupported(s)) throw Error(*why);
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     return std::make_unique<DirectProgram>(s);
   };
   a.cost_ps = cost;
