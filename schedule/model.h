@@ -1,0 +1,70 @@
+// Transformer model shapes: presets with their published configurations, or explicit
+// fields from a scenario, and the FLOP counts of MATH.md section 2.
+//
+//   ModelSpec m = model_preset("gpt3-175b");   // 96 layers, h = 12288, 96 heads, s = 2048
+//   double f = model_flops_per_iteration(m, /*global_batch=*/1536, /*full_recompute=*/false);
+//
+// A dense layer has attention (QKV projections with kv_heads for GQA, scores, scores x V,
+// output projection) and an MLP (GeLU: h -> ffn_hidden -> h; SwiGLU: gate and up
+// h -> ffn_hidden, down ffn_hidden -> h). A MoE layer (experts > 0) replaces the MLP by
+// `experts` MLPs of ffn_hidden each, top_k per token, plus a router h -> experts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace meshsim {
+
+enum class FfnKind { Gelu, SwiGLU };
+enum class AttentionKind { Plain, Flash };
+const char* to_string(FfnKind k);
+const char* to_string(AttentionKind k);
+
+struct ModelSpec {
+  std::string name = "custom";
+  int layers = 1;
+  int hidden = 1024;
+  int heads = 16;
+  int kv_heads = 16;      // = heads without GQA
+  int ffn_hidden = 4096;  // H_inter (per expert for MoE)
+  FfnKind ffn = FfnKind::Gelu;
+  int vocab = 51200;
+  int seq = 2048;
+  int experts = 0;        // 0: dense MLP
+  int top_k = 1;
+  std::string dtype = "bf16";  // bf16 | fp16 | fp32
+  AttentionKind attention = AttentionKind::Plain;
+
+  int dtype_bytes() const;     // P
+  int head_dim() const { return hidden / heads; }
+  int kv_hidden() const { return kv_heads * head_dim(); }  // H_kv
+  bool moe() const { return experts > 0; }
+  // Parameters of one layer (weights and biases, LayerNorms included; all experts).
+  double params_per_layer() const;
+  // Embedding (vocab x hidden, tied with the output projection) + final LayerNorm.
+  double embedding_params() const;
+  double total_params() const;
+};
+
+// Throws meshsim::Error naming `field` when a value is out of range (non-positive sizes,
+// hidden not divisible by heads, heads not divisible by kv_heads, top_k > experts, ...).
+void validate_model(const ModelSpec& m, const std::string& field);
+
+// The presets by name: gpt3-175b, gpt-22b, gpt-530b, gpt-1t, llama2-70b, llama3-70b,
+// llama3-405b, mixtral-8x7b, deepseek-v3, bert-large. Unknown name: Error listing them.
+const std::vector<ModelSpec>& model_presets();
+ModelSpec model_preset(const std::string& name);
+
+// MATH.md section 2, generalized per item. Forward matmul FLOPs of one layer for b
+// sequences of s tokens (QKV, scores, scores x V, output projection, MLP or the top_k
+// experts and router); backward is twice forward.
+double layer_forward_flops(const ModelSpec& m, double b, double s);
+// Logits (output projection to the vocabulary), forward: 2 b s h V.
+double logits_forward_flops(const ModelSpec& m, double b, double s);
+// Model FLOPs of one iteration with global batch B: 3 x (L layers + logits) forward;
+// with full_recompute the hardware FLOPs: 4 x layers + 3 x logits. For a GPT model
+// (ffn_hidden = 4h, heads = kv_heads, dense) these equal 72BsLh^2(1 + s/(6h) + V/(12hL))
+// and 96BsLh^2(1 + s/(6h) + V/(16hL)).
+double model_flops_per_iteration(const ModelSpec& m, double global_batch, bool full_recompute);
+
+}  // namespace meshsim

@@ -1,0 +1,56 @@
+// The parallel layout of a training run: how the GPUs are split among data, tensor,
+// sequence, context, pipeline and expert parallelism (MATH.md sections 3-10).
+//
+//   ParallelSpec p;  p.tp = 8;  p.sp = true;  p.pp = 8;  p.vchunks = 2;  p.dp = 16;
+//   p.microbatches = 64;
+//   validate_parallel(p, model_preset("gpt3-175b"), /*gpus=*/1024);   // throws on misfit
+//
+// World size = dp x pp x cp x (tp, or q x q with mesh2d = q). Expert parallelism does not
+// add GPUs: the ep ranks of an MoE layer are carved out of the data-parallel ranks
+// (dp must be a multiple of ep), as in Megatron-Core and DeepSeek-V3.
+#pragma once
+
+#include <string>
+
+#include "schedule/model.h"
+
+namespace meshsim {
+
+enum class RecomputeMode { None, Full, Selective, EveryK, Sqrt };
+const char* to_string(RecomputeMode m);
+
+struct Recompute {
+  RecomputeMode mode = RecomputeMode::None;
+  int every_k = 0;  // EveryK: checkpoint every K layers, recompute a K-layer segment
+  // "none", "full", "selective", "every:K", "sqrt"; throws Error naming `field`.
+  static Recompute parse(const std::string& text, const std::string& field);
+  std::string to_string() const;
+};
+
+struct ParallelSpec {
+  int dp = 1;
+  int zero = 0;            // ZeRO stage 0..3 (sharding over dp)
+  int tp = 1;              // Megatron 1D tensor parallel
+  bool sp = false;         // sequence parallel (with tp)
+  int cp = 1;              // context parallel, ring attention
+  bool cp_balance = true;  // causal load balancing (chunks i and 2c-1-i)
+  int pp = 1;              // pipeline stages
+  int vchunks = 1;         // interleaved 1F1B: model chunks per device (1 = plain 1F1B)
+  int microbatches = 1;    // m: micro-batches per iteration (per dp replica)
+  int micro_batch_size = 1;  // b: sequences per micro-batch
+  int ep = 1;              // expert parallel (MoE)
+  double ep_imbalance = 1.0;  // tokens at the busiest expert rank / mean (>= 1)
+  int mesh2d = 0;          // q > 0: 2D SUMMA tensor parallel on a q x q mesh instead of tp
+  Recompute recompute;
+  double dp_bucket_mib = 25;  // DP gradient bucket size
+
+  int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
+  int world_size() const { return dp * pp * cp * tensor_size(); }
+  int global_batch() const { return dp * microbatches * micro_batch_size; }
+};
+
+// Checks the layout against the model and the GPU count; throws Error naming the field
+// (e.g. "parallel.tp: 12 does not divide heads = 96 ...") and the fix.
+void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus);
+
+}  // namespace meshsim
