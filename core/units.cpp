@@ -103,6 +103,21 @@ Time parse_time(std::string_view text, std::string_view field) {
                           text));
 }
 
+double parse_flops(std::string_view text, std::string_view field) {
+  const auto [v, unit] = split(text, field, "989TFLOP/s");
+  struct U { const char* name; double flops; };
+  static constexpr U units[] = {{"FLOP/s", 1},      {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
+                                {"FLOPS", 1},       {"GFLOPS", 1e9},   {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
+  for (const auto& u : units) {
+    if (unit == u.name) {
+      if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 989TFLOP/s", field, text));
+      return v * u.flops;
+    }
+  }
+  throw Error(fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
+                          field, unit, text));
+}
+
 std::optional<int> parse_int(std::string_view text) {
   const std::string s(text);
   std::size_t used = 0;
@@ -139,6 +154,12 @@ std::string format_bandwidth(Bandwidth bw) {
   const double g = bw.gbytes_per_s();
   if (g >= 1.0) return fmt::format("{:.2f}GB/s", g);
   return fmt::format("{:.2f}MB/s", bw.bytes_per_s() * 1e-6);
+}
+
+std::string format_flops(double flops_per_s) {
+  if (flops_per_s >= 1e15) return fmt::format("{:.2f}PFLOP/s", flops_per_s * 1e-15);
+  if (flops_per_s >= 1e12) return fmt::format("{:.1f}TFLOP/s", flops_per_s * 1e-12);
+  return fmt::format("{:.1f}GFLOP/s", flops_per_s * 1e-9);
 }
 
 }  // namespace meshsim

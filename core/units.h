@@ -8,7 +8,7 @@
 //   Bytes n = GiB(1);                      // 1'073'741'824
 //   Bandwidth b = GBps(25);                // 25e9 bytes/s
 //   Time x = transfer_time(n, b);          // ceil(n / b) in ps
-//   parse_bytes("64MiB"), parse_bandwidth("200Gb/s"), parse_time("1.5us")
+//   parse_bytes("64MiB"), parse_bandwidth("200Gb/s"), parse_time("1.5us"), parse_flops("989TFLOP/s")
 #pragma once
 
 #include <compare>
@@ -81,6 +81,8 @@ Time transfer_time(Bytes bytes, Bandwidth bw);
 Bytes parse_bytes(std::string_view text, std::string_view field);
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_time(std::string_view text, std::string_view field);
+//   flops:     "989TFLOP/s", "67TFLOPS", "1.2PFLOP/s", "500GFLOP/s"  (returns FLOP/s; must be positive)
+double parse_flops(std::string_view text, std::string_view field);
 
 // A whole number in [-1e9, 1e9] written alone ("16", "-3"), or nullopt ("16x", "", "1e99").
 std::optional<int> parse_int(std::string_view text);
@@ -89,5 +91,6 @@ std::optional<int> parse_int(std::string_view text);
 std::string format_bytes(Bytes b);
 std::string format_time(Time t);
 std::string format_bandwidth(Bandwidth bw);
+std::string format_flops(double flops_per_s);  // "989.0TFLOP/s"
 
 }  // namespace meshsim

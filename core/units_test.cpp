@@ -43,6 +43,24 @@ TEST(Units, RejectsTyposNamingTheFieldAndTheFix) {
   EXPECT_THROW(parse_bytes("", "size"), Error);
 }
 
+TEST(Units, ParsesComputeRates) {
+  EXPECT_DOUBLE_EQ(parse_flops("989TFLOP/s", "x"), 989e12);
+  EXPECT_DOUBLE_EQ(parse_flops("67TFLOPS", "x"), 67e12);
+  EXPECT_DOUBLE_EQ(parse_flops("1.2PFLOP/s", "x"), 1.2e15);
+  EXPECT_DOUBLE_EQ(parse_flops("500 GFLOP/s", "x"), 500e9);
+  try {
+    parse_flops("989TFLOP", "gpu.peak_flops_bf16");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("gpu.peak_flops_bf16"), std::string::npos) << m;
+    EXPECT_NE(m.find("TFLOP/s"), std::string::npos) << m;
+  }
+  EXPECT_THROW(parse_flops("-1TFLOP/s", "x"), Error);
+  EXPECT_THROW(parse_flops("0TFLOP/s", "x"), Error);
+  EXPECT_EQ(format_flops(989e12), "989.0TFLOP/s");
+}
+
 TEST(Units, TransferTimeRoundsUpToWholePicoseconds) {
   EXPECT_EQ(transfer_time(25, GBps(25)).ps(), 1000);  // 25 B at 25 GB/s = 1 ns
   EXPECT_EQ(transfer_time(1, GBps(3)).ps(), 334);     // 333.33 ps -> 334

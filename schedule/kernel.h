@@ -4,14 +4,19 @@
 //
 //   Kernel k = Kernel::gemm(4096, 12288, 36864, 2);   // m x k times k x n, bf16
 //   k.flops == 2.0 * 4096 * 36864 * 12288
+//   Kernel a = Kernel::attention(/*batch_heads=*/32, 2048, 2048, 128, 2, /*causal=*/true);
+//   Kernel n = Kernel::elementwise(KernelKind::Norm, 5.0 * elems, 2.0 * elems * 2, 2);
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace meshsim {
 
 enum class KernelKind { Gemm, Attention, Norm, Elementwise, Softmax, Optimizer, Memcpy };
-const char* to_string(KernelKind k);
+const char* to_string(KernelKind k);                            // "gemm", "attention", "norm", ...
+std::optional<KernelKind> parse_kernel_kind(const std::string& s);  // inverse of to_string
 inline constexpr int kKernelKinds = 7;
 
 struct Kernel {
@@ -19,9 +24,17 @@ struct Kernel {
   double flops = 0;   // floating-point operations (multiply-add = 2)
   double bytes = 0;   // bytes read + written from device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (C[m,n] = A[m,k] B[k,n]); 0 otherwise
+                                     // (attention: m = seq_q, n = seq_kv, k = head_dim)
   int dtype_bytes = 2;
 
+  // flops = 2mnk, bytes = (mk + kn + mn) * dtype_bytes (each operand read once, C written once).
   static Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes);
+  // Fused (flash) attention forward: flops = 4 * batch_heads * seq_q * seq_kv * head_dim (QK^T and PV),
+  // halved when causal; bytes = batch_heads * (2 seq_q + 2 seq_kv) * head_dim * dtype_bytes (Q, K, V in, O out).
+  // The backward pass does 2.5x the forward FLOPs; a schedule may scale `flops` (the shape stays).
+  static Kernel attention(std::int64_t batch_heads, std::int64_t seq_q, std::int64_t seq_kv, std::int64_t head_dim,
+                          int dtype_bytes, bool causal);
+  // Any kind described only by its work (no shape): norms, activations, softmax, optimizer steps, copies.
   static Kernel elementwise(KernelKind kind, double flops, double bytes, int dtype_bytes);
 };
 

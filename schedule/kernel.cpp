@@ -1,0 +1,68 @@
+#include "schedule/kernel.h"
+
+#include "core/error.h"
+
+namespace meshsim {
+
+const char* to_string(KernelKind k) {
+  switch (k) {
+    case KernelKind::Gemm: return "gemm";
+    case KernelKind::Attention: return "attention";
+    case KernelKind::Norm: return "norm";
+    case KernelKind::Elementwise: return "elementwise";
+    case KernelKind::Softmax: return "softmax";
+    case KernelKind::Optimizer: return "optimizer";
+    case KernelKind::Memcpy: return "memcpy";
+  }
+  return "?";
+}
+
+std::optional<KernelKind> parse_kernel_kind(const std::string& s) {
+  for (int i = 0; i < kKernelKinds; ++i) {
+    const auto k = static_cast<KernelKind>(i);
+    if (s == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
+Kernel Kernel::gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes) {
+  MESHSIM_ASSERT(m > 0 && n > 0 && k > 0 && dtype_bytes > 0);
+  Kernel g;
+  g.kind = KernelKind::Gemm;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.dtype_bytes = dtype_bytes;
+  const double dm = static_cast<double>(m), dn = static_cast<double>(n), dk = static_cast<double>(k);
+  g.flops = 2.0 * dm * dn * dk;
+  g.bytes = (dm * dk + dk * dn + dm * dn) * dtype_bytes;
+  return g;
+}
+
+Kernel Kernel::attention(std::int64_t batch_heads, std::int64_t seq_q, std::int64_t seq_kv, std::int64_t head_dim,
+                         int dtype_bytes, bool causal) {
+  MESHSIM_ASSERT(batch_heads > 0 && seq_q > 0 && seq_kv > 0 && head_dim > 0 && dtype_bytes > 0);
+  Kernel a;
+  a.kind = KernelKind::Attention;
+  a.m = seq_q;
+  a.n = seq_kv;
+  a.k = head_dim;
+  a.dtype_bytes = dtype_bytes;
+  const double bh = static_cast<double>(batch_heads), sq = static_cast<double>(seq_q),
+               skv = static_cast<double>(seq_kv), d = static_cast<double>(head_dim);
+  a.flops = 4.0 * bh * sq * skv * d * (causal ? 0.5 : 1.0);  // Q K^T and P V, 2 FLOPs per multiply-add
+  a.bytes = bh * (2.0 * sq * d + 2.0 * skv * d) * dtype_bytes;  // read Q, K, V; write O
+  return a;
+}
+
+Kernel Kernel::elementwise(KernelKind kind, double flops, double bytes, int dtype_bytes) {
+  MESHSIM_ASSERT(flops >= 0 && bytes >= 0 && dtype_bytes > 0);
+  Kernel e;
+  e.kind = kind;
+  e.flops = flops;
+  e.bytes = bytes;
+  e.dtype_bytes = dtype_bytes;
+  return e;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,202 @@
+#include "sim/compute_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <utility>
+
+#include "core/error.h"
+#include "sim/machine_profile.h"
+
+namespace meshsim {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The data. Sources and reasoning for every figure: docs/compute.md.
+// ---------------------------------------------------------------------------------------------
+
+// GPU presets: datasheet peaks (dense), memory, and the best fractions of peak reached by
+// large GEMMs and long-sequence flash attention.
+//                name       bf16      fp16      fp32     mem BW     memory  launch  gemm  attn
+struct GpuRow {
+  const char* name;
+  double bf16, fp16, fp32;  // FLOP/s
+  double bw;                // bytes/s
+  double mem_gib;
+  double launch_us;
+  double gemm_eff, attn_eff;
+};
+constexpr GpuRow kGpus[] = {
+    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55},
+    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55},
+    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.82, 0.60},
+    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35},
+    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35},
+};
+
+// Size curves (shared by all GPUs; each scales with the GPU's own peak or bandwidth):
+//  GEMM:      eff = gemm_efficiency * W / (W + peak * kGemmHalfTime) * d / (d + kGemmHalfDim),
+//             W = flops, d = min(m, n, k). Equivalently a fixed ~kGemmHalfTime/eff ramp per GEMM,
+//             plus a penalty for skinny GEMMs that leave tensor-core tiles partly empty.
+//  attention: eff = attention_efficiency * s / (s + kAttentionHalfSeq), s = min(seq_q, seq_kv).
+//  memory:    eff = kMemoryEfficiency[kind] * B / (B + bandwidth * kMemoryHalfTime), B = bytes
+//             (Little's law: a kernel needs ~bandwidth x latency bytes in flight to stream).
+//  vector arithmetic of memory-bound kinds: kVectorEfficiency of the fp32 CUDA-core peak.
+constexpr double kGemmHalfTime = 2e-6;   // s
+constexpr double kGemmHalfDim = 32;      // elements
+constexpr double kAttentionHalfSeq = 128;  // tokens
+constexpr double kMemoryHalfTime = 0.5e-6;  // s
+constexpr double kVectorEfficiency = 0.5;
+
+// Large-size fraction of memory bandwidth, by kernel kind (indexed by KernelKind).
+constexpr double kMemoryEfficiency[kKernelKinds] = {
+    0.90,  // gemm        (operand streaming when a GEMM is memory-bound, e.g. skinny shapes)
+    0.90,  // attention
+    0.85,  // norm        (two passes over a row held in registers/shared memory, reductions)
+    0.90,  // elementwise (STREAM-like: ~3.0-3.1 of 3.35 TB/s measured on H100)
+    0.85,  // softmax
+    0.85,  // optimizer   (fused multi-tensor Adam: many tensors, ragged tails)
+    0.90,  // memcpy
+};
+
+double saturating(double x, double half) { return x / (x + half); }
+
+void check_fraction(double v, const std::string& what) {
+  if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: {} must be in (0, 1]; e.g. 0.8 for 80% of peak", what, v));
+}
+
+}  // namespace
+
+GpuSpec gpu_preset(const std::string& name) {
+  for (const GpuRow& r : kGpus) {
+    if (name != r.name) continue;
+    GpuSpec g;
+    g.name = r.name;
+    g.peak_flops_bf16 = r.bf16;
+    g.peak_flops_fp16 = r.fp16;
+    g.peak_flops_fp32 = r.fp32;
+    g.memory_bandwidth = Bandwidth::from_bytes_per_s(r.bw);
+    g.memory = GiB(r.mem_gib);
+    g.launch_overhead = us(r.launch_us);
+    g.gemm_efficiency = r.gemm_eff;
+    g.attention_efficiency = r.attn_eff;
+    return g;
+  }
+  std::string list;
+  for (const auto& n : gpu_presets()) list += (list.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("unknown GPU '{}'; use one of {} (or a machine profile)", name, list));
+}
+
+std::vector<std::string> gpu_presets() {
+  std::vector<std::string> names;
+  for (const GpuRow& r : kGpus) names.emplace_back(r.name);
+  return names;
+}
+
+ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
+    : gpu_(std::move(gpu)), overrides_(std::move(overrides)) {
+  const std::string who = fmt::format("gpu '{}'", gpu_.name);
+  if (!(gpu_.peak_flops_bf16 >= 0 && gpu_.peak_flops_fp16 >= 0) ||
+      !(gpu_.peak_flops_bf16 > 0 || gpu_.peak_flops_fp16 > 0))
+    throw Error(who + ": needs a positive peak_flops_bf16 or peak_flops_fp16, e.g. 989TFLOP/s");
+  if (!(gpu_.peak_flops_fp32 > 0)) throw Error(who + ": peak_flops_fp32 must be positive, e.g. 67TFLOP/s");
+  if (!(gpu_.memory_bandwidth.bytes_per_s() > 0))
+    throw Error(who + ": memory_bandwidth must be positive, e.g. 3.35TB/s");
+  if (gpu_.launch_overhead < Time()) throw Error(who + ": launch_overhead must be >= 0, e.g. 4us");
+  check_fraction(gpu_.gemm_efficiency, who + ": gemm_efficiency");
+  check_fraction(gpu_.attention_efficiency, who + ": attention_efficiency");
+  for (int i = 0; i < kKernelKinds; ++i)
+    if (const auto& e = overrides_.memory_efficiency[i])
+      check_fraction(*e, fmt::format("memory efficiency of {}", to_string(static_cast<KernelKind>(i))));
+  for (std::size_t i = 0; i < overrides_.gemm_points.size(); ++i) {
+    const GemmPoint& p = overrides_.gemm_points[i];
+    if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.achieved_flops > 0))
+      throw Error(fmt::format("gemm point {}: m, n, k and the achieved rate must be positive", i));
+    peak_flops(p.dtype_bytes);  // throws on an unmodeled width
+    const Kernel g = Kernel::gemm(p.m, p.n, p.k, p.dtype_bytes);
+    point_log_ratio_.push_back(std::log(g.flops / p.achieved_flops * 1e12 / curve_time_ps(g)));
+  }
+}
+
+double ComputeModel::peak_flops(int dtype_bytes) const {
+  if (dtype_bytes == 2) return gpu_.peak_flops_bf16 > 0 ? gpu_.peak_flops_bf16 : gpu_.peak_flops_fp16;
+  if (dtype_bytes == 4) return gpu_.peak_flops_fp32;
+  throw Error(fmt::format("dtype of {} bytes is not modeled on gpu '{}'; use 2 (bf16/fp16) or 4 (fp32)",
+                          dtype_bytes, gpu_.name));
+}
+
+double ComputeModel::curve_efficiency(const Kernel& k) const {
+  const double peak = peak_flops(k.dtype_bytes);
+  switch (k.kind) {
+    case KernelKind::Gemm: {
+      double e = gpu_.gemm_efficiency * saturating(k.flops, peak * kGemmHalfTime);
+      if (k.m > 0 && k.n > 0 && k.k > 0)
+        e *= saturating(static_cast<double>(std::min({k.m, k.n, k.k})), kGemmHalfDim);
+      return e;
+    }
+    case KernelKind::Attention: {
+      if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency;  // no shape: assume long sequences
+      return gpu_.attention_efficiency * saturating(static_cast<double>(std::min(k.m, k.n)), kAttentionHalfSeq);
+    }
+    default:
+      return std::min(1.0, kVectorEfficiency * gpu_.peak_flops_fp32 / peak);
+  }
+}
+
+double ComputeModel::memory_efficiency(const Kernel& k) const {
+  const int kind = static_cast<int>(k.kind);
+  const double max = overrides_.memory_efficiency[kind].value_or(kMemoryEfficiency[kind]);
+  return max * saturating(k.bytes, gpu_.memory_bandwidth.bytes_per_s() * kMemoryHalfTime);
+}
+
+double ComputeModel::curve_time_ps(const Kernel& k) const {
+  double t = 0;  // seconds
+  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k));
+  if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k)));
+  return t * 1e12 + static_cast<double>(gpu_.launch_overhead.ps());
+}
+
+// Shepard (inverse squared distance) interpolation of log(measured / curve time) over the
+// measured points of the same width, distance measured in (log2 m, log2 n, log2 k).
+double ComputeModel::gemm_correction(const Kernel& k) const {
+  if (k.kind != KernelKind::Gemm || k.m <= 0 || k.n <= 0 || k.k <= 0) return 1.0;
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < overrides_.gemm_points.size(); ++i) {
+    const GemmPoint& p = overrides_.gemm_points[i];
+    if (p.dtype_bytes != k.dtype_bytes) continue;
+    if (p.m == k.m && p.n == k.n && p.k == k.k) return std::exp(point_log_ratio_[i]);
+    auto d = [](std::int64_t a, std::int64_t b) {
+      return std::log2(static_cast<double>(a)) - std::log2(static_cast<double>(b));
+    };
+    const double dm = d(p.m, k.m), dn = d(p.n, k.n), dk = d(p.k, k.k);
+    const double w = 1.0 / (dm * dm + dn * dn + dk * dk);
+    num += w * point_log_ratio_[i];
+    den += w;
+  }
+  return den > 0 ? std::exp(num / den) : 1.0;
+}
+
+Time ComputeModel::time(const Kernel& k) const {
+  const double launch = static_cast<double>(gpu_.launch_overhead.ps());
+  double t = curve_time_ps(k);
+  if (k.kind == KernelKind::Gemm && !overrides_.gemm_points.empty()) {
+    // A measured shape gives its measured time exactly; other shapes scale the curve.
+    for (const GemmPoint& p : overrides_.gemm_points)
+      if (p.dtype_bytes == k.dtype_bytes && p.m == k.m && p.n == k.n && p.k == k.k)
+        return Time::from_ps(std::llround(std::max(launch, k.flops / p.achieved_flops * 1e12)));
+    t *= gemm_correction(k);
+  }
+  return Time::from_ps(std::llround(std::max(launch, t)));
+}
+
+double ComputeModel::efficiency(const Kernel& k) const {
+  return std::min(1.0, curve_efficiency(k) / gemm_correction(k));
+}
+
+ComputeModel ComputeModel::load_profile(const std::string& path) {
+  MachineProfile p = load_machine_profile(path);
+  return ComputeModel(std::move(p.gpu), std::move(p.compute));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,96 @@
+// How long a compute kernel takes on one GPU: a roofline with efficiency curves.
+//
+//   time = max(flops / (peak_flops * efficiency), bytes / (memory_bandwidth * memory_efficiency))
+//          + launch_overhead                                              (MATH.md section 2)
+//
+// efficiency depends on the kernel kind and size (docs/compute.md gives the curves and their
+// sources): GEMMs rise with their work towards a per-GPU maximum (~0.78 on H100 bf16),
+// flash attention rises with sequence length, and memory-bound kernels (norm, elementwise,
+// softmax, optimizer, memcpy) reach 0.85-0.9 of the memory bandwidth when large. A machine
+// profile (docs/profile.md) replaces the GPU figures, the per-kind memory efficiencies, and
+// corrects GEMM times with measured points.
+//
+//   ComputeModel h100(gpu_preset("h100"));
+//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // ~1.42 ms at ~0.77 of 989 TFLOP/s
+//   ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "schedule/kernel.h"
+
+namespace meshsim {
+
+// One GPU model's datasheet figures and its best achievable fractions of them.
+struct GpuSpec {
+  std::string name;
+  // Dense (no sparsity) peaks in FLOP/s. bf16/fp16 are tensor-core peaks; 0 means the GPU has
+  // no such tensor cores (V100, RTX 5000: no bf16). fp32 is the plain FP32 CUDA-core peak, which
+  // is what PyTorch gets for fp32 matmuls by default (TF32 is off unless allow_tf32 is set) and
+  // what elementwise arithmetic runs on; a profile may write the TF32 peak here instead.
+  double peak_flops_bf16 = 0, peak_flops_fp16 = 0, peak_flops_fp32 = 0;
+  Bandwidth memory_bandwidth;  // device memory (HBM/GDDR) peak
+  Bytes memory = 0;            // device memory capacity
+  Time launch_overhead;        // fixed cost added to every kernel
+  double gemm_efficiency = 0.75;      // fraction of peak a large, well-shaped GEMM reaches
+  double attention_efficiency = 0.5;  // fraction of peak a long-sequence flash-attention kernel reaches
+};
+
+// Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "a100" (SXM4 80GB), "v100" (SXM2 32GB),
+// "rtx5000" (Quadro RTX 5000, the Frontera RTX nodes). Unknown names throw Error listing these.
+GpuSpec gpu_preset(const std::string& name);
+std::vector<std::string> gpu_presets();
+
+// A measured GEMM: C[m,n] = A[m,k] B[k,n] in dtype_bytes-wide elements ran at `achieved_flops`
+// FLOP/s (2mnk / measured kernel time, launch cost included).
+struct GemmPoint {
+  std::int64_t m = 0, n = 0, k = 0;
+  int dtype_bytes = 2;
+  double achieved_flops = 0;
+};
+
+// What a machine profile changes in the compute model beyond the GpuSpec.
+struct ComputeOverrides {
+  std::vector<GemmPoint> gemm_points;
+  // Per kernel kind (indexed by KernelKind): the large-size fraction of memory bandwidth reached.
+  std::array<std::optional<double>, kKernelKinds> memory_efficiency{};
+};
+
+class ComputeModel {
+ public:
+  // Throws Error when the GPU figures cannot time a kernel (no positive peak or bandwidth,
+  // efficiencies outside (0, 1]).
+  explicit ComputeModel(GpuSpec gpu, ComputeOverrides overrides = {});
+
+  // Reads a machine profile (docs/profile.md) and builds the model it describes.
+  static ComputeModel load_profile(const std::string& path);
+
+  // Never below the launch overhead; deterministic; rounded to the nearest picosecond.
+  Time time(const Kernel& k) const;
+  // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
+  double efficiency(const Kernel& k) const;
+  // Fraction of memory_bandwidth the kernel's memory traffic achieves.
+  double memory_efficiency(const Kernel& k) const;
+
+  const GpuSpec& gpu() const { return gpu_; }
+  const ComputeOverrides& overrides() const { return overrides_; }
+  // 2 bytes: the bf16 peak (the fp16 peak on GPUs without bf16); 4 bytes: the fp32 peak.
+  // Other widths throw Error.
+  double peak_flops(int dtype_bytes) const;
+
+ private:
+  double curve_efficiency(const Kernel& k) const;
+  double curve_time_ps(const Kernel& k) const;
+  double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points
+
+  GpuSpec gpu_;
+  ComputeOverrides overrides_;
+  std::vector<double> point_log_ratio_;  // log(measured / curve time), one per gemm point
+};
+
+}  // namespace meshsim

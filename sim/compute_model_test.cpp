@@ -1,0 +1,262 @@
+#include "sim/compute_model.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "sim/machine_profile.h"
+#include "topology/test_util.h"
+
+namespace meshsim {
+namespace {
+
+using testing_util::contains;
+using testing_util::error_of;
+
+TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
+  const auto names = gpu_presets();
+  ASSERT_EQ(names.size(), 5u);
+  for (const auto& n : names) {
+    const ComputeModel m(gpu_preset(n));  // every preset is a valid model
+    EXPECT_EQ(m.gpu().name, n);
+    EXPECT_GT(m.peak_flops(2), 0);
+    EXPECT_GT(m.peak_flops(4), 0);
+  }
+  const std::string e = error_of([] { gpu_preset("h1000"); });
+  EXPECT_TRUE(contains(e, "unknown GPU 'h1000'")) << e;
+  EXPECT_TRUE(contains(e, "h100, h200, a100, v100, rtx5000")) << e;
+}
+
+TEST(GpuPresets, DatasheetFigures) {
+  const GpuSpec h100 = gpu_preset("h100");
+  EXPECT_DOUBLE_EQ(h100.peak_flops_bf16, 989.4e12);
+  EXPECT_DOUBLE_EQ(h100.memory_bandwidth.bytes_per_s(), 3.35e12);
+  EXPECT_EQ(h100.memory, GiB(80));
+  EXPECT_DOUBLE_EQ(gpu_preset("a100").peak_flops_bf16, 312e12);
+  EXPECT_DOUBLE_EQ(gpu_preset("a100").memory_bandwidth.bytes_per_s(), 2.039e12);
+  // No bf16 tensor cores on Volta and Turing: 2-byte kernels run at the fp16 peak.
+  EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("v100")).peak_flops(2), 125e12);
+  EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("rtx5000")).peak_flops(2), 89.2e12);
+  EXPECT_EQ(gpu_preset("rtx5000").memory, GiB(16));
+  const std::string e = error_of([] { ComputeModel(gpu_preset("h100")).peak_flops(1); });
+  EXPECT_TRUE(contains(e, "use 2 (bf16/fp16) or 4 (fp32)")) << e;
+}
+
+// 8192^3 bf16 on H100, by hand:
+//   W = 2 * 8192^3 = 1.0995e12 FLOP; work factor W / (W + 989.4e12 * 2us) = 0.998203
+//   shape factor 8192 / (8192 + 32) = 0.996109; eff = 0.78 * 0.998203 * 0.996109 = 0.775569
+//   time = W / (989.4e12 * 0.775569) + 4us = 1432.872 us + 4 us = 1436.872 us
+//   (memory: 3 * 8192^2 * 2 B / (3.35 TB/s * 0.9) = 133.5 us, well below)
+TEST(ComputeModel, LargeBf16GemmOnH100IsComputeBound) {
+  const ComputeModel h100(gpu_preset("h100"));
+  const Kernel g = Kernel::gemm(8192, 8192, 8192, 2);
+  const double eff = h100.efficiency(g);
+  EXPECT_NEAR(eff, 0.775569, 1e-6);
+  EXPECT_GE(eff, 0.70);  // docs/compute.md: large bf16 GEMMs on H100 reach 0.70-0.80 of peak
+  EXPECT_LE(eff, 0.80);
+  EXPECT_NEAR(static_cast<double>(h100.time(g).ps()), 1436871935.8, 1.0);
+  EXPECT_EQ(h100.time(g).ps(), std::llround(g.flops / (989.4e12 * eff) * 1e12) + us(4).ps());
+}
+
+// 1 GiB streamed by an elementwise kernel on H100, by hand:
+//   mem eff = 0.9 * B / (B + 3.35e12 * 0.5us) = 0.9 * 1073741824 / (1073741824 + 1675000) = 0.898598
+//   time = B / (3.35e12 * 0.898598) + 4us = 356.689 us + 4 us = 360.689 us
+//   (arithmetic: 2^28 FLOP at 0.5 * 66.9 TFLOP/s = 8 us, well below)
+TEST(ComputeModel, MemoryBoundKernelIsBandwidthLimited) {
+  const ComputeModel h100(gpu_preset("h100"));
+  const double elems = 268435456;  // bf16 read + write: 4 bytes per element
+  const Kernel add = Kernel::elementwise(KernelKind::Elementwise, elems, 4 * elems, 2);
+  EXPECT_NEAR(h100.memory_efficiency(add), 0.898598, 1e-6);
+  EXPECT_NEAR(static_cast<double>(h100.time(add).ps()), 360688830.5, 1.0);
+  const double bw_time_s = add.bytes / (3.35e12 * h100.memory_efficiency(add));
+  EXPECT_EQ(h100.time(add).ps(), std::llround(bw_time_s * 1e12) + us(4).ps());
+}
+
+TEST(ComputeModel, EfficiencyNeverDecreasesWithSize) {
+  for (const auto& name : gpu_presets()) {
+    const ComputeModel m(gpu_preset(name));
+    double cube = 0, skinny = 0, attn = 0, mem = 0;
+    for (std::int64_t s = 1; s <= 65536; s += (s < 64 ? 1 : s / 8)) {
+      const double e1 = m.efficiency(Kernel::gemm(s, s, s, 2));
+      const double e2 = m.efficiency(Kernel::gemm(s, 8192, 8192, 2));
+      const double e3 = m.efficiency(Kernel::attention(16, s, s, 128, 2, true));
+      const double e4 = m.memory_efficiency(Kernel::elementwise(KernelKind::Norm, 0, 1024.0 * s, 2));
+      EXPECT_GE(e1, cube) << name << " gemm " << s;
+      EXPECT_GE(e2, skinny) << name << " skinny gemm " << s;
+      EXPECT_GE(e3, attn) << name << " attention " << s;
+      EXPECT_GE(e4, mem) << name << " norm " << s;
+      EXPECT_LE(e1, 1.0);
+      cube = e1, skinny = e2, attn = e3, mem = e4;
+    }
+    EXPECT_NEAR(cube, m.gpu().gemm_efficiency, 0.01) << name;  // the curves approach their maxima
+    EXPECT_NEAR(attn, m.gpu().attention_efficiency, 0.01) << name;
+  }
+}
+
+TEST(ComputeModel, TimeNeverBelowLaunchOverhead) {
+  const ComputeModel h100(gpu_preset("h100"));
+  EXPECT_EQ(h100.time(Kernel::elementwise(KernelKind::Memcpy, 0, 0, 2)), us(4));
+  EXPECT_GE(h100.time(Kernel::gemm(1, 1, 1, 2)), us(4));
+  EXPECT_GE(h100.time(Kernel::attention(1, 1, 1, 64, 2, false)), us(4));
+  EXPECT_GE(h100.time(Kernel::elementwise(KernelKind::Optimizer, 10, 40, 4)), us(4));
+  // A measured point faster than the launch overhead is clamped to it.
+  const MachineProfile p = parse_machine_profile(
+      "gpu: {preset: h100}\ngemm: [{m: 64, n: 64, k: 64, dtype: bf16, achieved: 500TFLOP/s}]\n", "fast.yaml");
+  const ComputeModel fast(p.gpu, p.compute);
+  EXPECT_EQ(fast.time(Kernel::gemm(64, 64, 64, 2)), us(4));
+  EXPECT_GE(fast.time(Kernel::gemm(32, 32, 32, 2)), us(4));
+}
+
+TEST(ComputeModel, LargerGpuIsFasterOnTheSameKernel) {
+  const Kernel g = Kernel::gemm(4096, 4096, 4096, 2);
+  const Kernel n = Kernel::elementwise(KernelKind::Norm, 5.0 * (1 << 24), 4.0 * (1 << 24), 2);
+  EXPECT_LT(ComputeModel(gpu_preset("h100")).time(g), ComputeModel(gpu_preset("a100")).time(g));
+  EXPECT_LT(ComputeModel(gpu_preset("a100")).time(g), ComputeModel(gpu_preset("v100")).time(g));
+  EXPECT_LT(ComputeModel(gpu_preset("h200")).time(n), ComputeModel(gpu_preset("h100")).time(n));
+  EXPECT_LT(ComputeModel(gpu_preset("v100")).time(n), ComputeModel(gpu_preset("rtx5000")).time(n));
+}
+
+constexpr const char* kTwoPoints =
+    "gpu: {preset: h100}\n"
+    "gemm:\n"
+    "  - {m: 1024, n: 1024, k: 1024, dtype: bf16, achieved: 300TFLOP/s}\n"
+    "  - {m: 4096, n: 4096, k: 4096, dtype: bf16, achieved: 700TFLOP/s}\n";
+
+TEST(ComputeModel, MeasuredGemmPointIsReproducedExactly) {
+  const MachineProfile p = parse_machine_profile(kTwoPoints, "two.yaml");
+  const ComputeModel m(p.gpu, p.compute);
+  for (const auto& [s, rate] : {std::pair{std::int64_t{1024}, 300e12}, std::pair{std::int64_t{4096}, 700e12}}) {
+    const Kernel g = Kernel::gemm(s, s, s, 2);
+    EXPECT_NEAR(static_cast<double>(m.time(g).ps()), g.flops / rate * 1e12, 0.5) << s;
+    // efficiency scales with the same correction: curve efficiency * curve time / measured time.
+    const ComputeModel curve(gpu_preset("h100"));
+    const double measured_ps = g.flops / rate * 1e12;
+    EXPECT_NEAR(m.efficiency(g), curve.efficiency(g) * static_cast<double>(curve.time(g).ps()) / measured_ps, 1e-6);
+  }
+}
+
+// 2048^3 lies at the same log-space distance (sqrt(3) octaves) from both points, so its
+// correction is the geometric mean of theirs: time = curve(2048) * sqrt(r1024 * r4096),
+// r = measured time / curve time.
+TEST(ComputeModel, GemmBetweenMeasuredPointsIsInterpolatedInLogSpace) {
+  const MachineProfile p = parse_machine_profile(kTwoPoints, "two.yaml");
+  const ComputeModel m(p.gpu, p.compute);
+  const ComputeModel curve(gpu_preset("h100"));
+  auto ratio = [&](std::int64_t s, double rate) {
+    const Kernel g = Kernel::gemm(s, s, s, 2);
+    return g.flops / rate * 1e12 / static_cast<double>(curve.time(g).ps());
+  };
+  const Kernel mid = Kernel::gemm(2048, 2048, 2048, 2);
+  const double expected = static_cast<double>(curve.time(mid).ps()) * std::sqrt(ratio(1024, 300e12) * ratio(4096, 700e12));
+  EXPECT_NEAR(static_cast<double>(m.time(mid).ps()), expected, 2.0);
+  const double achieved = mid.flops / m.time(mid).seconds();
+  EXPECT_GT(achieved, 300e12);
+  EXPECT_LT(achieved, 700e12);
+  // Points of one width leave the other alone.
+  const Kernel fp32 = Kernel::gemm(4096, 4096, 4096, 4);
+  EXPECT_EQ(m.time(fp32), curve.time(fp32));
+  // Non-GEMM kernels ignore GEMM points.
+  const Kernel attn = Kernel::attention(32, 2048, 2048, 128, 2, true);
+  EXPECT_EQ(m.time(attn), curve.time(attn));
+}
+
+TEST(MachineProfile, OverridesGpuFiguresAndMemoryEfficiency) {
+  const MachineProfile p = parse_machine_profile(
+      "version: 1\n"
+      "gpu: {name: mine, peak_flops_bf16: 500TFLOP/s, peak_flops_fp32: 50TFLOPS, memory_bandwidth: 2TB/s,\n"
+      "      memory: 48GiB, launch_overhead: 3us}\n"
+      "memory_efficiency: {norm: 0.5}\n",
+      "mine.yaml");
+  EXPECT_EQ(p.gpu.name, "mine");
+  EXPECT_DOUBLE_EQ(p.gpu.peak_flops_bf16, 500e12);
+  EXPECT_DOUBLE_EQ(p.gpu.peak_flops_fp16, 0);
+  EXPECT_EQ(p.gpu.launch_overhead, us(3));
+  EXPECT_EQ(p.gpu.memory, GiB(48));
+  EXPECT_DOUBLE_EQ(p.gpu.gemm_efficiency, GpuSpec{}.gemm_efficiency);  // default when not given
+  const ComputeModel m(p.gpu, p.compute);
+  const Kernel norm = Kernel::elementwise(KernelKind::Norm, 0, 1e9, 2);
+  const Kernel add = Kernel::elementwise(KernelKind::Elementwise, 0, 1e9, 2);
+  EXPECT_NEAR(m.memory_efficiency(norm), 0.5 * 1e9 / (1e9 + 2e12 * 0.5e-6), 1e-12);
+  EXPECT_NEAR(m.memory_efficiency(add), 0.9 * 1e9 / (1e9 + 2e12 * 0.5e-6), 1e-12);
+}
+
+TEST(MachineProfile, ExampleProfileLoads) {
+  const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
+  const MachineProfile p = load_machine_profile(path);
+  EXPECT_EQ(p.gpu.name, "h100-sxm-example");
+  EXPECT_DOUBLE_EQ(p.gpu.peak_flops_bf16, 989e12);
+  EXPECT_EQ(p.compute.gemm_points.size(), 6u);
+  ASSERT_EQ(p.collectives.size(), 3u);
+  EXPECT_EQ(p.collectives[0].kind, CollKind::AllReduce);
+  EXPECT_EQ(p.collectives[0].ranks, 8);
+  EXPECT_EQ(p.collectives[0].alpha, us(15));
+  EXPECT_DOUBLE_EQ(p.collectives[0].bandwidth.bytes_per_s(), 250e9);
+  const ComputeModel m = ComputeModel::load_profile(path);
+  const Kernel g = Kernel::gemm(8192, 8192, 8192, 2);
+  EXPECT_NEAR(static_cast<double>(m.time(g).ps()), g.flops / 750e12 * 1e12, 0.5);
+}
+
+// Each broken profile gives one Error naming the file, the field and the fix.
+TEST(MachineProfile, MalformedProfilesNameTheField) {
+  struct Case {
+    const char* yaml;
+    std::vector<const char*> expect;
+  };
+  const Case cases[] = {
+      {"gpu: {preset: h100\n", {"bad.yaml:", "malformed YAML"}},
+      {"gpus: {preset: h100}\n", {"bad.yaml:1:", "unknown key 'gpus'", "valid keys"}},
+      {"version: 2\ngpu: {preset: h100}\n", {"version", "version: 1"}},
+      {"description: x\n", {"missing field 'gpu'"}},
+      {"gpu: {preset: h1000}\n", {"gpu.preset", "h100, h200"}},
+      {"gpu: {preset: h100, peak_flop_bf16: 1TFLOP/s}\n", {"gpu", "unknown key 'peak_flop_bf16'"}},
+      {"gpu: {preset: h100, memory_bandwidth: 3.35TB}\n", {"bad.yaml:1:", "gpu.memory_bandwidth", "GB/s"}},
+      {"gpu: {preset: h100, peak_flops_bf16: 989TFLOP}\n", {"gpu.peak_flops_bf16", "TFLOP/s"}},
+      {"gpu: {preset: h100, peak_flops_bf16: -989TFLOP/s}\n", {"gpu.peak_flops_bf16", "positive"}},
+      {"gpu: {preset: h100, launch_overhead: -4us}\n", {"gpu.launch_overhead", "negative"}},
+      {"gpu: {preset: h100, memory: -80GiB}\n", {"gpu.memory", "negative"}},
+      {"gpu: {preset: h100, gemm_efficiency: 1.5}\n", {"gpu.gemm_efficiency", "(0, 1]"}},
+      {"gpu: {preset: h100, attention_efficiency: lots}\n", {"gpu.attention_efficiency", "not a number"}},
+      {"gpu: {name: x, peak_flops_bf16: 1TFLOP/s, peak_flops_fp32: 1TFLOP/s, memory_bandwidth: 1TB/s, "
+       "launch_overhead: 4us}\n",
+       {"gpu", "missing field 'memory'", "80GiB"}},
+      {"gpu: {name: x, peak_flops_fp32: 1TFLOP/s, memory_bandwidth: 1TB/s, memory: 1GiB, launch_overhead: 4us}\n",
+       {"gpu", "peak_flops_bf16"}},
+      {"gpu: {preset: h100}\nmemory_efficiency: {norm: 1.2}\n", {"bad.yaml:2:", "memory_efficiency.norm", "(0, 1]"}},
+      {"gpu: {preset: h100}\nmemory_efficiency: {normz: 0.8}\n", {"unknown kernel kind 'normz'", "norm, elementwise"}},
+      {"gpu: {preset: h100}\ngemm: {m: 1}\n", {"gemm", "expected a list"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16}\n",
+       {"bad.yaml:3:", "gemm[0]", "missing field 'achieved'"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: -64, n: 64, k: 64, dtype: bf16, achieved: 1TFLOP/s}\n",
+       {"gemm[0].m", "positive integer"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf15, achieved: 1TFLOP/s}\n",
+       {"gemm[0].dtype", "bf16, fp16 or fp32"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16, achieved: 1TB/s}\n",
+       {"gemm[0].achieved", "TFLOP/s"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16, achieved: 1TFLOP/s}\n"
+       "  - {m: 64, n: 64, k: 64, dtype: fp16, achieved: 2TFLOP/s}\n",
+       {"gemm[1]", "measured twice"}},
+      {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16, achieved: 1TFLOP/s, time: 1us}\n",
+       {"gemm[0]", "unknown key 'time'"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduse, ranks: 8, alpha: 1us, bandwidth: 1GB/s}\n",
+       {"collectives[0].kind", "allreduce"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 1, alpha: 1us, bandwidth: 1GB/s}\n",
+       {"collectives[0].ranks", "[2, 1000000]"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 8, alpha: 1 us, bandwidth: 1GB}\n",
+       {"collectives[0].bandwidth", "GB/s"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 8, alpha: -1us, bandwidth: 1GB/s}\n",
+       {"collectives[0].alpha", "negative"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 8, bandwidth: 1GB/s}\n",
+       {"collectives[0]", "missing field 'alpha'"}},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error_of([&] { parse_machine_profile(c.yaml, "bad.yaml"); });
+    EXPECT_TRUE(contains(e, "bad.yaml")) << c.yaml << " -> " << e;
+    for (const char* part : c.expect) EXPECT_TRUE(contains(e, part)) << c.yaml << " -> " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+  }
+  const std::string missing = error_of([] { load_machine_profile("/nonexistent/profile.yaml"); });
+  EXPECT_TRUE(contains(missing, "'/nonexistent/profile.yaml' cannot be opened")) << missing;
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,263 @@
+// Machine profile YAML: reading and validating (format: docs/profile.md).
+#include "sim/machine_profile.h"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+namespace {
+
+// Reads one file's nodes, prefixing every error with "SOURCE:LINE: FIELD".
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
+    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
+                         : fmt::format("{}: {}: {}", source_, field, what));
+  }
+  // Runs a unit parser (whose error already names the field) and adds the file position.
+  template <typename F>
+  auto located(const YAML::Node& at, F&& parse) const {
+    try {
+      return parse();
+    } catch (const Error& e) {
+      const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+      throw Error(line > 0 ? fmt::format("{}:{}: {}", source_, line, e.what())
+                           : fmt::format("{}: {}", source_, e.what()));
+    }
+  }
+  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys,
+                 const char* example) const {
+    if (!map.IsMap()) fail(map, field, fmt::format("expected a mapping such as {}", example));
+    for (const auto& kv : map) {
+      const std::string k = kv.first.as<std::string>();
+      bool ok = false;
+      std::string list;
+      for (const char* key : keys) {
+        ok = ok || k == key;
+        list += (list.empty() ? "" : ", ") + std::string(key);
+      }
+      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
+    }
+  }
+  std::string text(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a single value");
+    return v.as<std::string>();
+  }
+  const YAML::Node required(const YAML::Node& map, const char* key, const std::string& field,
+                            const char* example) const {
+    const YAML::Node v = map[key];
+    if (!v) fail(map, field, fmt::format("missing field '{}'; write e.g. {}: {}", key, key, example));
+    return v;
+  }
+  std::int64_t positive_int(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a positive integer");
+    std::int64_t x = 0;
+    try {
+      x = v.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not an integer", v.as<std::string>()));
+    }
+    if (x <= 0) fail(v, field, fmt::format("{} must be a positive integer", x));
+    return x;
+  }
+  double fraction(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a number in (0, 1]");
+    double x = 0;
+    try {
+      x = v.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not a number; write a fraction such as 0.85", v.as<std::string>()));
+    }
+    if (!(x > 0 && x <= 1)) fail(v, field, fmt::format("{} must be in (0, 1]; e.g. 0.85 for 85% of peak", x));
+    return x;
+  }
+  double flops(const YAML::Node& v, const std::string& field) const {
+    const std::string t = text(v, field);
+    return located(v, [&] { return parse_flops(t, field); });
+  }
+  Bandwidth bandwidth(const YAML::Node& v, const std::string& field) const {
+    const std::string t = text(v, field);
+    return located(v, [&] { return parse_bandwidth(t, field); });
+  }
+  Time time(const YAML::Node& v, const std::string& field) const {
+    const std::string t = text(v, field);
+    return located(v, [&] { return parse_time(t, field); });
+  }
+  Bytes bytes(const YAML::Node& v, const std::string& field) const {
+    const std::string t = text(v, field);
+    const Bytes b = located(v, [&] { return parse_bytes(t, field); });
+    if (b <= 0) fail(v, field, fmt::format("'{}' must be positive; write e.g. 80GiB", t));
+    return b;
+  }
+  int dtype_bytes(const YAML::Node& v, const std::string& field) const {
+    const std::string t = text(v, field);
+    if (t == "bf16" || t == "fp16") return 2;
+    if (t == "fp32") return 4;
+    fail(v, field, fmt::format("unknown dtype '{}'; use bf16, fp16 or fp32", t));
+  }
+
+ private:
+  std::string source_;
+};
+
+GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {
+  r.only_keys(g, "gpu",
+              {"preset", "name", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp32", "memory_bandwidth",
+               "memory", "launch_overhead", "gemm_efficiency", "attention_efficiency"},
+              "{preset: h100} or {name: my-gpu, peak_flops_bf16: 989TFLOP/s, ...}");
+  GpuSpec spec;
+  const bool from_preset = static_cast<bool>(g["preset"]);
+  if (from_preset) {
+    const std::string preset = r.text(g["preset"], "gpu.preset");
+    spec = r.located(g["preset"], [&] {
+      try {
+        return gpu_preset(preset);
+      } catch (const Error& e) {
+        throw Error(std::string("gpu.preset: ") + e.what());
+      }
+    });
+  }
+  // Without a preset every figure is required (except the efficiencies, which have defaults).
+  auto field = [&](const char* key, const char* example) -> YAML::Node {
+    if (from_preset) return g[key];
+    return r.required(g, key, "gpu", example);
+  };
+  if (const YAML::Node v = field("name", "my-gpu")) spec.name = r.text(v, "gpu.name");
+  const YAML::Node bf16 = g["peak_flops_bf16"], fp16 = g["peak_flops_fp16"];
+  if (!from_preset && !bf16 && !fp16)
+    r.fail(g, "gpu", "missing field 'peak_flops_bf16' (or 'peak_flops_fp16'); write e.g. peak_flops_bf16: 989TFLOP/s");
+  if (bf16) spec.peak_flops_bf16 = r.flops(bf16, "gpu.peak_flops_bf16");
+  if (fp16) spec.peak_flops_fp16 = r.flops(fp16, "gpu.peak_flops_fp16");
+  if (const YAML::Node v = field("peak_flops_fp32", "67TFLOP/s")) spec.peak_flops_fp32 = r.flops(v, "gpu.peak_flops_fp32");
+  if (const YAML::Node v = field("memory_bandwidth", "3.35TB/s"))
+    spec.memory_bandwidth = r.bandwidth(v, "gpu.memory_bandwidth");
+  if (const YAML::Node v = field("memory", "80GiB")) spec.memory = r.bytes(v, "gpu.memory");
+  if (const YAML::Node v = field("launch_overhead", "4us")) spec.launch_overhead = r.time(v, "gpu.launch_overhead");
+  if (const YAML::Node v = g["gemm_efficiency"]) spec.gemm_efficiency = r.fraction(v, "gpu.gemm_efficiency");
+  if (const YAML::Node v = g["attention_efficiency"])
+    spec.attention_efficiency = r.fraction(v, "gpu.attention_efficiency");
+  return spec;
+}
+
+void read_memory_efficiency(const Reader& r, const YAML::Node& m, ComputeOverrides& out) {
+  if (!m.IsMap()) r.fail(m, "memory_efficiency", "expected a mapping such as {norm: 0.85, elementwise: 0.9}");
+  for (const auto& kv : m) {
+    const std::string name = kv.first.as<std::string>();
+    const auto kind = parse_kernel_kind(name);
+    if (!kind) {
+      std::string list;
+      for (int i = 0; i < kKernelKinds; ++i) list += (i ? ", " : "") + std::string(to_string(static_cast<KernelKind>(i)));
+      r.fail(kv.first, "memory_efficiency", fmt::format("unknown kernel kind '{}'; valid kinds: {}", name, list));
+    }
+    out.memory_efficiency[static_cast<int>(*kind)] = r.fraction(kv.second, "memory_efficiency." + name);
+  }
+}
+
+void read_gemm_points(const Reader& r, const YAML::Node& list, ComputeOverrides& out) {
+  if (!list.IsSequence())
+    r.fail(list, "gemm", "expected a list such as - {m: 4096, n: 4096, k: 4096, dtype: bf16, achieved: 700TFLOP/s}");
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>> seen;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node p = list[i];
+    const std::string field = fmt::format("gemm[{}]", i);
+    r.only_keys(p, field, {"m", "n", "k", "dtype", "achieved"}, "{m: 4096, n: 4096, k: 4096, dtype: bf16, achieved: 700TFLOP/s}");
+    GemmPoint g;
+    g.m = r.positive_int(r.required(p, "m", field, "4096"), field + ".m");
+    g.n = r.positive_int(r.required(p, "n", field, "4096"), field + ".n");
+    g.k = r.positive_int(r.required(p, "k", field, "4096"), field + ".k");
+    g.dtype_bytes = r.dtype_bytes(r.required(p, "dtype", field, "bf16"), field + ".dtype");
+    g.achieved_flops = r.flops(r.required(p, "achieved", field, "700TFLOP/s"), field + ".achieved");
+    if (!seen.insert({g.m, g.n, g.k, g.dtype_bytes}).second)
+      r.fail(p, field, fmt::format("shape {}x{}x{} is measured twice for {}-byte types (bf16 and fp16 share one "
+                                   "curve); keep one point",
+                                   g.m, g.n, g.k, g.dtype_bytes));
+    out.gemm_points.push_back(g);
+  }
+}
+
+void read_collectives(const Reader& r, const YAML::Node& list, std::vector<CollectiveProfile>& out) {
+  if (!list.IsSequence())
+    r.fail(list, "collectives", "expected a list such as - {kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node c = list[i];
+    const std::string field = fmt::format("collectives[{}]", i);
+    r.only_keys(c, field, {"kind", "ranks", "alpha", "bandwidth"},
+                "{kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}");
+    CollectiveProfile p;
+    const YAML::Node kind = r.required(c, "kind", field, "allreduce");
+    const std::string name = r.text(kind, field + ".kind");
+    const auto k = parse_coll_kind(name);
+    if (!k) {
+      std::string names;
+      for (CollKind ck : all_coll_kinds()) names += (names.empty() ? "" : ", ") + std::string(to_string(ck));
+      r.fail(kind, field + ".kind", fmt::format("unknown collective '{}'; use one of {}", name, names));
+    }
+    p.kind = *k;
+    const YAML::Node ranks = r.required(c, "ranks", field, "8");
+    const std::int64_t n = r.positive_int(ranks, field + ".ranks");
+    if (n < 2 || n > 1'000'000) r.fail(ranks, field + ".ranks", fmt::format("{} must be in [2, 1000000]", n));
+    p.ranks = static_cast<int>(n);
+    p.alpha = r.time(r.required(c, "alpha", field, "12us"), field + ".alpha");
+    p.bandwidth = r.bandwidth(r.required(c, "bandwidth", field, "180GB/s"), field + ".bandwidth");
+    out.push_back(p);
+  }
+}
+
+MachineProfile build(const YAML::Node& root, const Reader& r, const std::string& source) {
+  if (!root.IsMap()) r.fail(root, "profile", "expected a mapping with gpu: and optionally gemm:, collectives:");
+  r.only_keys(root, "profile", {"version", "description", "gpu", "memory_efficiency", "gemm", "collectives"},
+              "{version: 1, gpu: {preset: h100}}");
+  MachineProfile p;
+  p.source = source;
+  if (const YAML::Node v = root["version"]) {
+    if (r.text(v, "version") != "1") r.fail(v, "version", "this meshsim reads profile version 1; write version: 1");
+  }
+  if (const YAML::Node v = root["description"]) p.description = r.text(v, "description");
+  const YAML::Node gpu = root["gpu"];
+  if (!gpu) r.fail(root, "profile", "missing field 'gpu'; write e.g. gpu: {preset: h100}");
+  p.gpu = read_gpu(r, gpu);
+  if (const YAML::Node v = root["memory_efficiency"]) read_memory_efficiency(r, v, p.compute);
+  if (const YAML::Node v = root["gemm"]) read_gemm_points(r, v, p.compute);
+  if (const YAML::Node v = root["collectives"]) read_collectives(r, v, p.collectives);
+  // Whatever the fields above could not check alone (e.g. an fp32 point on a GPU without fp32).
+  r.located(gpu, [&] { return ComputeModel(p.gpu, p.compute); });
+  return p;
+}
+
+}  // namespace
+
+MachineProfile parse_machine_profile(const std::string& text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}:{}: malformed YAML: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  const Reader r(source_name);
+  try {
+    return build(root, r, source_name);
+  } catch (const YAML::Exception& e) {  // conversions we did not anticipate
+    throw Error(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
+  }
+}
+
+MachineProfile load_machine_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("profile file '{}' cannot be opened; check the path", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_machine_profile(ss.str(), path);
+}
+
+}  // namespace meshsim

@@ -1,0 +1,48 @@
+// Machine profiles: what `meshsim calibrate` measures on real hardware, in one YAML file
+// that `meshsim simulate --profile FILE` reads (format: docs/profile.md).
+//
+//   version: 1
+//   gpu: {preset: h100, memory_bandwidth: 3.1TB/s, launch_overhead: 3us}
+//   memory_efficiency: {norm: 0.8, optimizer: 0.75}
+//   gemm:
+//     - {m: 8192, n: 8192, k: 8192, dtype: bf16, achieved: 760TFLOP/s}
+//   collectives:
+//     - {kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}
+//
+//   MachineProfile p = load_machine_profile("examples/profiles/h100-example.yaml");
+//   ComputeModel model(p.gpu, p.compute);
+//
+// Every problem (missing file, malformed YAML, unknown key, unit typo, negative or
+// out-of-range value) throws one meshsim::Error naming the file, line and field.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "schedule/collective.h"
+#include "sim/compute_model.h"
+
+namespace meshsim {
+
+// A measured collective: time(bytes) = alpha + bytes / bandwidth for `ranks` ranks.
+// Parsed and kept for the calibrated network model; the compute model ignores it.
+struct CollectiveProfile {
+  CollKind kind = CollKind::AllReduce;
+  int ranks = 0;
+  Time alpha;
+  Bandwidth bandwidth;
+};
+
+struct MachineProfile {
+  std::string source;       // file name (or the name given to parse_machine_profile)
+  std::string description;  // free text, optional
+  GpuSpec gpu;
+  ComputeOverrides compute;
+  std::vector<CollectiveProfile> collectives;
+};
+
+MachineProfile parse_machine_profile(const std::string& text, const std::string& source_name);
+MachineProfile load_machine_profile(const std::string& path);
+
+}  // namespace meshsim
