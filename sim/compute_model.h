@@ -4,14 +4,14 @@
 //          + launch_overhead                                              (MATH.md section 2)
 //
 // efficiency depends on the kernel kind and size (docs/compute.md gives the curves and their
-// sources): GEMMs rise with their work towards a per-GPU maximum (~0.78 on H100 bf16),
+// sources): GEMMs rise with their work towards a per-GPU maximum (0.78 on H100 bf16),
 // flash attention rises with sequence length, and memory-bound kernels (norm, elementwise,
 // softmax, optimizer, memcpy) reach 0.85-0.9 of the memory bandwidth when large. A machine
 // profile (docs/profile.md) replaces the GPU figures, the per-kind memory efficiencies, and
 // corrects GEMM times with measured points.
 //
 //   ComputeModel h100(gpu_preset("h100"));
-//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // ~1.42 ms at ~0.77 of 989 TFLOP/s
+//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1436.87 us: 0.776 of 989.4 TFLOP/s
 //   ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
 #pragma once
 
