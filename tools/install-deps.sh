@@ -3,7 +3,8 @@
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is optional: CUDA parts build when it is found.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtbb-dev
-      libboost-dev libgtest-dev libgmock-dev libbenchmark-dev graphviz)
+      libboost-dev libgtest-dev libgmock-dev libbenchmark-dev graphviz
+      chromium)  # chromium: report_test renders the HTML report headlessly (skipped without it)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,332 @@
+// The timeline of the HTML report: the per-pixel-column downsampling (layout_timeline,
+// described in html_report.h) and its SVG.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/error.h"
+#include "report/html_internal.h"
+#include "report/html_report.h"
+
+namespace meshsim {
+
+namespace {
+
+std::vector<std::string> timeline_categories(const std::vector<HtmlSpan>& spans) {
+  std::vector<std::string> present;
+  for (const HtmlSpan& s : spans) {
+    if (std::find(present.begin(), present.end(), s.category) == present.end()) present.push_back(s.category);
+  }
+  std::vector<std::string> out;
+  for (const std::string& k : html::known_categories()) {
+    if (std::find(present.begin(), present.end(), k) != present.end()) out.push_back(k);
+  }
+  for (const std::string& p : present) {
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
+}
+
+// What one lane's spans of one category cover inside one column.
+struct Cell {
+  double cover = 0;                                        // columns (pixels)
+  double first = std::numeric_limits<double>::infinity();  // first start, offset in the column
+  int first_id = -1;                                       // first and last span (lane order)
+  int last_id = -1;
+  int count = 0;
+};
+
+// The part of a span at least a column wide that lies in one column.
+struct WidePiece {
+  int column;
+  int span;      // lane order
+  double first;  // offset in the column
+  double cover;
+};
+
+}  // namespace
+
+TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
+  if (columns <= 0) throw Error(fmt::format("html report: timeline columns must be positive, got {}", columns));
+  TimelineLayout layout;
+  layout.columns = columns;
+  layout.categories = timeline_categories(report.spans);
+  const int ncat = static_cast<int>(layout.categories.size());
+  const int nlanes = static_cast<int>(report.lanes.size());
+
+  double lo = 0, hi = 0;
+  std::vector<std::vector<int>> by_lane(nlanes);
+  for (std::size_t i = 0; i < report.spans.size(); ++i) {
+    const HtmlSpan& s = report.spans[i];
+    if (s.lane < 0 || s.lane >= nlanes) {
+      throw Error(fmt::format("html report: span {} ('{}') has lane {}, but there are {} lanes; add the lane name to "
+                              "HtmlReport::lanes", i, s.label, s.lane, nlanes));
+    }
+    if (!(s.end_s >= s.start_s) || !std::isfinite(s.start_s) || !std::isfinite(s.end_s)) {
+      throw Error(fmt::format("html report: span {} ('{}') runs from {} s to {} s; end must be finite and >= start",
+                              i, s.label, s.start_s, s.end_s));
+    }
+    lo = std::min(lo, s.start_s);
+    hi = std::max(hi, s.end_s);
+    by_lane[s.lane].push_back(static_cast<int>(i));
+  }
+  if (hi <= lo) hi = lo + 1e-3;
+  layout.t0_s = lo;
+  layout.t1_s = hi;
+  const double scale = columns / (hi - lo);
+
+  std::vector<int> cat_of(report.spans.size());
+  for (std::size_t i = 0; i < report.spans.size(); ++i) {
+    cat_of[i] = static_cast<int>(std::find(layout.categories.begin(), layout.categories.end(),
+                                           report.spans[i].category) - layout.categories.begin());
+  }
+
+  std::vector<Cell> cells;
+  std::vector<WidePiece> wide;
+  for (int lane = 0; lane < nlanes; ++lane) {
+    std::vector<int>& ids = by_lane[lane];
+    if (ids.empty()) continue;
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return report.spans[a].start_s < report.spans[b].start_s; });
+    cells.assign(static_cast<std::size_t>(columns) * ncat, Cell{});
+    wide.clear();
+
+    for (int k = 0; k < static_cast<int>(ids.size()); ++k) {
+      const HtmlSpan& s = report.spans[ids[k]];
+      const double a = std::clamp((s.start_s - lo) * scale, 0.0, static_cast<double>(columns));
+      const double b = std::clamp((s.end_s - lo) * scale, 0.0, static_cast<double>(columns));
+      if (b <= a) continue;  // zero-length spans cover nothing
+      const bool is_wide = b - a >= 1;
+      const int c0 = std::clamp(static_cast<int>(std::floor(a)), 0, columns - 1);
+      const int c1 = std::clamp(static_cast<int>(std::ceil(b)) - 1, c0, columns - 1);
+      for (int c = c0; c <= c1; ++c) {
+        const double from = std::max(a, static_cast<double>(c));
+        const double to = std::min(b, static_cast<double>(c + 1));
+        if (to <= from) continue;
+        if (is_wide) {
+          wide.push_back({c, k, from - c, to - from});
+          continue;
+        }
+        Cell& cell = cells[static_cast<std::size_t>(c) * ncat + cat_of[ids[k]]];
+        cell.cover += to - from;
+        cell.first = std::min(cell.first, from - c);
+        if (cell.count == 0) cell.first_id = k;
+        cell.last_id = k;
+        ++cell.count;
+      }
+    }
+    std::stable_sort(wide.begin(), wide.end(), [](const WidePiece& x, const WidePiece& y) { return x.column < y.column; });
+
+    // Lay each column out: wide-span pieces and one piece per category of narrow spans,
+    // side by side in order of first start. A wide span's pieces join into one exact
+    // rectangle; touching narrow pieces of a category join too (run-length).
+    std::vector<TimelineRect> lane_rects;
+    std::vector<TimelineRect> open(ncat);     // narrow, per category; spans == 0: none
+    std::vector<int> open_last(ncat, -1);     // last span (lane order) of the open rect
+    std::vector<TimelineRect> open_wide;      // wide, a few at a time
+    auto flush = [&](int cat) {
+      if (open[cat].spans > 0) lane_rects.push_back(open[cat]);
+      open[cat].spans = 0;
+    };
+    struct Part {
+      double first;
+      double cover;
+      int cat;   // narrow: category
+      int span;  // wide: span (lane order); narrow: -1
+    };
+    std::vector<Part> parts;
+    std::size_t w = 0;
+    for (int c = 0; c < columns; ++c) {
+      parts.clear();
+      double total = 0;
+      for (; w < wide.size() && wide[w].column == c; ++w) {
+        parts.push_back({wide[w].first, wide[w].cover, cat_of[ids[wide[w].span]], wide[w].span});
+        total += wide[w].cover;
+      }
+      for (int cat = 0; cat < ncat; ++cat) {
+        const Cell& cell = cells[static_cast<std::size_t>(c) * ncat + cat];
+        if (cell.count > 0 && cell.cover > 0) {
+          parts.push_back({cell.first, cell.cover, cat, -1});
+          total += cell.cover;
+        }
+      }
+      if (parts.empty()) continue;
+      std::stable_sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) { return x.first < y.first; });
+      const double shrink = total > 1 ? 1 / total : 1;
+      double remaining = std::min(total, 1.0);
+      double cursor = c;
+      for (const Part& p : parts) {
+        const double pw = p.cover * shrink;
+        const double x = std::min(std::max(cursor, c + p.first), c + 1 - remaining);
+        cursor = x + pw;
+        remaining -= pw;
+        if (p.span >= 0) {
+          auto it = std::find_if(open_wide.begin(), open_wide.end(), [&](const TimelineRect& r) {
+            return r.span == ids[p.span] && std::abs(r.x1 - x) < 1e-9;
+          });
+          if (it != open_wide.end()) {
+            it->x1 = x + pw;
+          } else {
+            open_wide.push_back(TimelineRect{lane, p.cat, x, x + pw, 1, ids[p.span]});
+          }
+          continue;
+        }
+        const Cell& cell = cells[static_cast<std::size_t>(c) * ncat + p.cat];
+        TimelineRect& r = open[p.cat];
+        if (r.spans > 0 && std::abs(r.x1 - x) < 1e-9) {
+          r.x1 = x + pw;
+          r.spans += cell.count - (open_last[p.cat] == cell.first_id ? 1 : 0);
+        } else {
+          flush(p.cat);
+          r = TimelineRect{lane, p.cat, x, x + pw, cell.count, -1};
+        }
+        r.span = r.spans == 1 ? ids[cell.first_id] : -1;
+        open_last[p.cat] = cell.last_id;
+      }
+      // A wide rectangle that stops short of the column's right edge cannot continue.
+      auto stop = std::stable_partition(open_wide.begin(), open_wide.end(),
+                                        [&](const TimelineRect& r) { return r.x1 >= c + 1 - 1e-9; });
+      lane_rects.insert(lane_rects.end(), stop, open_wide.end());
+      open_wide.erase(stop, open_wide.end());
+    }
+    lane_rects.insert(lane_rects.end(), open_wide.begin(), open_wide.end());
+    open_wide.clear();
+    for (int cat = 0; cat < ncat; ++cat) flush(cat);
+    std::stable_sort(lane_rects.begin(), lane_rects.end(), [](const TimelineRect& x, const TimelineRect& y) {
+      return x.x0 < y.x0 || (x.x0 == y.x0 && x.category < y.category);
+    });
+    layout.rects.insert(layout.rects.end(), lane_rects.begin(), lane_rects.end());
+  }
+  return layout;
+}
+
+namespace html {
+
+namespace {
+
+// Dark text on light fills, white text on dark ones.
+std::string text_color_for(const std::string& fill) {
+  const auto hex = [&](int i) { return std::stoi(fill.substr(i, 2), nullptr, 16); };
+  const double lum = 0.299 * hex(1) + 0.587 * hex(3) + 0.114 * hex(5);
+  return lum > 150 ? "#1a1a1a" : "#ffffff";
+}
+
+constexpr double kLabelW = 170;   // lane names
+constexpr double kPlotW = 1000;   // time axis
+constexpr double kRightW = 40;
+constexpr double kTopH = 8;
+constexpr double kRowH = 18;
+constexpr double kBarH = 14;
+constexpr double kCharW = 6.2;    // of the 10px span labels, for deciding what fits
+
+}  // namespace
+
+std::string timeline_section(const HtmlReport& report) {
+  if (report.lanes.empty() || report.spans.empty()) return "";
+  const TimelineLayout layout = layout_timeline(report);
+  const int ncat = static_cast<int>(layout.categories.size());
+  const int nlanes = static_cast<int>(report.lanes.size());
+  const double px = kPlotW / layout.columns;
+  const double rows_h = nlanes * kRowH;
+  const double axis_y = kTopH + rows_h;
+  const double legend_y = axis_y + 40;
+  const double height = legend_y + 24;
+  const double width = kLabelW + kPlotW + kRightW;
+
+  std::vector<std::string> fills(ncat);
+  int fallback = 0;
+  for (int i = 0; i < ncat; ++i) {
+    const bool known = std::find(known_categories().begin(), known_categories().end(), layout.categories[i]) !=
+                       known_categories().end();
+    fills[i] = category_color(layout.categories[i], known ? 0 : fallback++);
+  }
+
+  std::string s;
+  s += "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
+  s += fmt::format("<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
+                   "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
+                   report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
+  s += fmt::format("<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+                   "xmlns=\"http://www.w3.org/2000/svg\">\n", num(width, 0), num(height, 0));
+  s += "<style>";
+  for (int i = 0; i < ncat; ++i) s += fmt::format(".k{}{{fill:{}}}", i, fills[i]);
+  s += "rect.s{stroke:#fff;stroke-width:0.6}</style>\n";
+
+  // Lane stripes and names.
+  for (int l = 0; l < nlanes; ++l) {
+    const double y = kTopH + l * kRowH;
+    if (l % 2 == 0) {
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f3f4f6\"/>\n", num(kLabelW, 0),
+                       num(y, 0), num(kPlotW, 0), num(kRowH, 0));
+    }
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"lane\">{}</text>\n", num(kLabelW - 8, 0),
+                     num(y + kRowH / 2 + 4, 0), html_escape(report.lanes[l]));
+  }
+
+  // Grid lines and tick labels.
+  const std::vector<AxisTick> ticks = time_ticks(layout.t0_s, layout.t1_s, 10);
+  for (const AxisTick& t : ticks) {
+    const double x = kLabelW + (t.value - layout.t0_s) / (layout.t1_s - layout.t0_s) * kPlotW;
+    if (x < kLabelW - 0.01 || x > kLabelW + kPlotW + 0.01) continue;
+    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
+                     "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
+                     num(x, 1), num(kTopH, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), html_escape(t.label));
+  }
+  s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"axis\"/>\n", num(kLabelW, 0),
+                   num(axis_y, 0), num(kLabelW + kPlotW, 0));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">time</text>\n",
+                   num(kLabelW + kPlotW / 2, 0), num(axis_y + 32, 0));
+
+  // Spans: single-span rectangles at least a pixel wide get their own element, tooltip
+  // and label; everything else goes into one path per lane and category.
+  std::vector<std::string> paths(static_cast<std::size_t>(nlanes) * ncat);
+  std::vector<int> path_spans(paths.size(), 0);
+  std::vector<double> path_time(paths.size(), 0);
+  const double spc = layout.seconds_per_column();
+  for (const TimelineRect& r : layout.rects) {
+    const double x = kLabelW + r.x0 * px;
+    const double w = (r.x1 - r.x0) * px;
+    const double y = kTopH + r.lane * kRowH + (kRowH - kBarH) / 2;
+    if (r.spans == 1 && w >= 1) {
+      const HtmlSpan& sp = report.spans[r.span];
+      s += fmt::format("<rect class=\"k{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{} · {} · {} to {} "
+                       "({})</title></rect>\n", r.category, w >= 4 ? " s" : "", num(x, 2), num(y, 0), num(w, 2), num(kBarH, 0),
+                       html_escape(sp.label), html_escape(sp.category), format_seconds(sp.start_s),
+                       format_seconds(sp.end_s), format_seconds(sp.end_s - sp.start_s));
+      if (!sp.label.empty() && w >= sp.label.size() * kCharW + 4) {
+        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"sl\" fill=\"{}\">{}</text>\n",
+                         num(x + w / 2, 2), num(y + kBarH - 3.5, 1), text_color_for(fills[r.category]),
+                         html_escape(sp.label));
+      }
+    } else {
+      const std::size_t k = static_cast<std::size_t>(r.lane) * ncat + r.category;
+      paths[k] += fmt::format("M{} {}h{}v{}h-{}z", num(x, 2), num(y, 0), num(w, 3), num(kBarH, 0), num(w, 3));
+      path_spans[k] += r.spans;
+      path_time[k] += (r.x1 - r.x0) * spc;
+    }
+  }
+  for (int l = 0; l < nlanes; ++l) {
+    for (int c = 0; c < ncat; ++c) {
+      const std::size_t k = static_cast<std::size_t>(l) * ncat + c;
+      if (paths[k].empty()) continue;
+      s += fmt::format("<path class=\"k{}\" d=\"{}\"><title>{} · {}: {} spans merged, {} covered</title></path>\n", c,
+                       paths[k], html_escape(report.lanes[l]), html_escape(layout.categories[c]), path_spans[k],
+                       format_seconds(path_time[k]));
+    }
+  }
+
+  // Legend.
+  double lx = kLabelW;
+  for (int i = 0; i < ncat; ++i) {
+    s += fmt::format("<rect class=\"k{}\" x=\"{}\" y=\"{}\" width=\"12\" height=\"12\"/>"
+                     "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
+                     i, num(lx, 0), num(legend_y, 0), num(lx + 16, 0), num(legend_y + 10, 0),
+                     html_escape(layout.categories[i]));
+    lx += 16 + layout.categories[i].size() * 7.0 + 18;
+  }
+  s += "</svg>\n</section>\n";
+  return s;
+}
+
+}  // namespace html
+}  // namespace meshsim
