@@ -34,6 +34,8 @@ struct ModelSpec {
   int top_k = 1;
   std::string dtype = "bf16";  // bf16 | fp16 | fp32
   AttentionKind attention = AttentionKind::Plain;
+  bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models
+  bool tied_embeddings = true;  // output projection shares the embedding table
 
   int dtype_bytes() const;     // P
   int head_dim() const { return hidden / heads; }
@@ -41,7 +43,11 @@ struct ModelSpec {
   bool moe() const { return experts > 0; }
   // Parameters of one layer (weights and biases, LayerNorms included; all experts).
   double params_per_layer() const;
-  // Embedding (vocab x hidden, tied with the output projection) + final LayerNorm.
+  // The part of params_per_layer() held by the experts (0 for a dense layer); the rest
+  // (attention, LayerNorms, router) is replicated across expert-parallel ranks.
+  double expert_params_per_layer() const;
+  // Embedding (vocab x hidden, tied with the output projection; twice that when
+  // tied_embeddings is false) + final LayerNorm (2h).
   double embedding_params() const;
   double total_params() const;
 };

@@ -31,6 +31,7 @@ struct ParallelSpec {
   int dp = 1;
   int zero = 0;            // ZeRO stage 0..3 (sharding over dp)
   int tp = 1;              // Megatron 1D tensor parallel
+  bool kv_replicate = false;  // GQA: allow tp > kv_heads by replicating K/V heads
   bool sp = false;         // sequence parallel (with tp)
   int cp = 1;              // context parallel, ring attention
   bool cp_balance = true;  // causal load balancing (chunks i and 2c-1-i)
@@ -50,7 +51,18 @@ struct ParallelSpec {
 };
 
 // Checks the layout against the model and the GPU count; throws Error naming the field
-// (e.g. "parallel.tp: 12 does not divide heads = 96 ...") and the fix.
+// (e.g. "parallel.tp: 12 does not divide heads = 96 ...") and the fix. The model is
+// checked first (validate_model with field "model"). Requirements, in order:
+//   sizes dp, tp, cp, pp, vchunks, microbatches, micro_batch_size, ep >= 1; mesh2d >= 0;
+//   zero in 0..3; ep_imbalance >= 1; dp_bucket_mib > 0; every:K with K >= 1;
+//   sp needs tp > 1; mesh2d excludes tp > 1, sp and cp > 1;
+//   tp divides heads; tp <= kv_heads and divides them, or (kv_replicate) a multiple of them;
+//   mesh2d q divides heads, hidden, ffn_hidden, vocab and micro_batch_size (the b x h
+//   split of Optimus: each device holds b/q sequences, h/q columns, heads/q heads);
+//   dp x pp x cp x (tp or q^2) == gpus;
+//   seq divisible by cp x (tp when sp) x (2 when cp > 1 and cp_balance);
+//   layers divisible by pp x vchunks; microbatches >= pp; vchunks > 1 needs pp > 1 and
+//   microbatches a multiple of pp; ep > 1 needs experts, ep divides experts and dp.
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus);
 
 }  // namespace meshsim

@@ -1,0 +1,251 @@
+// Memory model against the closed forms of MATH.md section 5 (Korthikanti et al. 2022),
+// written out independently here. GPT-3 175B, one sequence per micro-batch:
+//   s = 2048, b = 1, h = 12288, a = 96, t = 8, L = 96, V = 51200, P = 2 (so 5as/h = 80).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "schedule/memory.h"
+
+namespace meshsim {
+namespace {
+
+constexpr double s = 2048, b = 1, h = 12288, a = 96, t = 8, L = 96, V = 51200;
+constexpr double sbh = s * b * h;
+
+ParallelSpec layout(int tp, bool sp, RecomputeMode mode) {
+  ParallelSpec p;
+  p.tp = tp;
+  p.sp = sp;
+  p.recompute.mode = mode;
+  return p;
+}
+
+Bytes layer(int tp, bool sp, RecomputeMode mode) {
+  return layer_activation_bytes(model_preset("gpt3-175b"), layout(tp, sp, mode));
+}
+
+Bytes item(const std::vector<MemoryItem>& items, const std::string& name) {
+  for (const MemoryItem& i : items)
+    if (i.name == name) return i.bytes;
+  ADD_FAILURE() << "no item " << name;
+  return -1;
+}
+
+// One test per row of the table in MATH.md section 5.
+TEST(ActivationTable, None) {
+  EXPECT_EQ(layer(1, false, RecomputeMode::None), static_cast<Bytes>(sbh * (34 + 5 * a * s / h)));
+}
+TEST(ActivationTable, TensorParallel) {
+  EXPECT_EQ(layer(8, false, RecomputeMode::None), static_cast<Bytes>(sbh * (10 + 24 / t + 5 * a * s / (h * t))));
+}
+TEST(ActivationTable, TensorAndSequenceParallel) {
+  EXPECT_EQ(layer(8, true, RecomputeMode::None), static_cast<Bytes>(sbh / t * (34 + 5 * a * s / h)));
+}
+TEST(ActivationTable, TensorParallelSelective) {
+  EXPECT_EQ(layer(8, false, RecomputeMode::Selective), static_cast<Bytes>(sbh * (10 + 24 / t)));
+}
+TEST(ActivationTable, TensorSequenceParallelSelective) {
+  EXPECT_EQ(layer(8, true, RecomputeMode::Selective), static_cast<Bytes>(34 * sbh / t));
+}
+TEST(ActivationTable, Full) {
+  EXPECT_EQ(layer(1, false, RecomputeMode::Full), static_cast<Bytes>(2 * sbh));
+  EXPECT_EQ(layer(8, false, RecomputeMode::Full), static_cast<Bytes>(2 * sbh));
+}
+TEST(ActivationTable, FullWithSequenceParallel) {
+  EXPECT_EQ(layer(8, true, RecomputeMode::Full), static_cast<Bytes>(2 * sbh / t));
+}
+
+TEST(ActivationItems, GptLayerBlocks) {
+  // Attention 11sbh + 5as^2b, MLP 19sbh, two LayerNorm inputs 4sbh.
+  const auto items = layer_activation_items(model_preset("gpt3-175b"), layout(1, false, RecomputeMode::None));
+  EXPECT_EQ(items.size(), 14u);
+  Bytes attn = 0, mlp = 0, norms = 0;
+  for (const MemoryItem& i : items) {
+    EXPECT_EQ(i.category, "activations");
+    EXPECT_FALSE(i.formula.empty());
+    if (i.name.find("layernorm") != std::string::npos) norms += i.bytes;
+    else if (i.name.rfind("attn.", 0) == 0) attn += i.bytes;
+    else if (i.name.rfind("mlp.", 0) == 0) mlp += i.bytes;
+  }
+  EXPECT_EQ(attn, static_cast<Bytes>(11 * sbh + 5 * a * s * s * b));
+  EXPECT_EQ(mlp, static_cast<Bytes>(19 * sbh));
+  EXPECT_EQ(norms, static_cast<Bytes>(4 * sbh));
+  EXPECT_EQ(item(items, "attn.softmax_output"), static_cast<Bytes>(2 * a * s * s * b));
+  EXPECT_EQ(item(items, "attn.softmax_dropout_mask"), static_cast<Bytes>(a * s * s * b));
+  EXPECT_EQ(item(items, "mlp.gelu_input"), static_cast<Bytes>(8 * sbh));
+}
+
+TEST(Pipeline, FirstStageHoldsLLayersPlain1F1B) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, true, RecomputeMode::None);
+  p.pp = 4;
+  p.microbatches = 8;
+  EXPECT_EQ(inflight_chunks(p, 0), 4);
+  EXPECT_EQ(inflight_chunks(p, 3), 1);
+  const double per_layer = sbh / t * (34 + 5 * a * s / h);
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(L * per_layer));
+  EXPECT_EQ(rank_memory(m, p, 3).bytes("activations"), static_cast<Bytes>(L / 4 * per_layer));
+  p.microbatches = 2;  // fewer micro-batches than stages: only m in flight
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(2 * L / 4 * per_layer));
+}
+
+TEST(Pipeline, FirstStageFactorInterleaved) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, true, RecomputeMode::None);
+  const double pp = 4, v = 3;
+  p.pp = 4;
+  p.vchunks = 3;
+  p.microbatches = 8;
+  const double per_layer = sbh / t * (34 + 5 * a * s / h);
+  const double expected = L * per_layer * (1 + (pp - 1) / (pp * v));  // 1.25 L layers
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(expected));
+}
+
+ModelSpec llama_128k() {
+  ModelSpec m = model_preset("llama2-70b");
+  m.seq = 131072;
+  return m;
+}
+
+TEST(ModernLayer, SixItemsAndTheirSum) {
+  const double S = 131072, B = 1, H = 8192, Hkv = 1024, Hi = 28672, P = 2, T = 8;
+  for (int c : {1, 2}) {
+    ParallelSpec p = layout(8, true, RecomputeMode::None);
+    p.cp = c;
+    const auto items = layer_activation_items(llama_128k(), p);
+    ASSERT_EQ(items.size(), 6u);
+    EXPECT_EQ(item(items, "attn.norm_input"), static_cast<Bytes>(B * S / (c * T) * H * P));
+    EXPECT_EQ(item(items, "attn.qkv"), static_cast<Bytes>(B * S / c * (H + 2 * Hkv) / T * P));
+    EXPECT_EQ(item(items, "attn.output"), static_cast<Bytes>(B * S / c * H / T * P));
+    EXPECT_EQ(item(items, "mlp.norm_input"), static_cast<Bytes>(B * S / (c * T) * H * P));
+    EXPECT_EQ(item(items, "mlp.up_gate_input"), static_cast<Bytes>(B * S / c * H / T * P));
+    EXPECT_EQ(item(items, "mlp.down_input"), static_cast<Bytes>(B * S / c * 2 * Hi / T * P));
+    EXPECT_EQ(total_bytes(items), static_cast<Bytes>(B * S * (5 * H + 2 * Hkv + 2 * Hi) * P / (c * T)));
+  }
+}
+
+TEST(ModernLayer, Llama70bAt128kIs245GiBItemized) {
+  // The itemized sum (5H form) over 80 layers, B = 1, S = 128k, t = 8, c = 1: exactly 245 GiB.
+  // The slide's 4H form gives 80 x 131072 x 92160 x 2 / 8 bytes = 225 GiB (its "~225 GB").
+  const Bytes per_layer = layer_activation_bytes(llama_128k(), layout(8, true, RecomputeMode::None));
+  EXPECT_EQ(80 * per_layer, GiB(245));
+}
+
+TEST(ModernLayer, SelectiveDropsNothingFullKeepsInput) {
+  const ModelSpec m = llama_128k();
+  EXPECT_EQ(layer_activation_bytes(m, layout(8, true, RecomputeMode::Selective)),
+            layer_activation_bytes(m, layout(8, true, RecomputeMode::None)));
+  EXPECT_EQ(layer_activation_bytes(m, layout(8, true, RecomputeMode::Full)),
+            static_cast<Bytes>(131072.0 * 8192 * 2 / 8));
+}
+
+TEST(ModernLayer, MoeItemsScaleWithTopK) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  const double S = 4096, H = 4096, Hi = 14336, k = 2, E = 8;
+  const auto items = layer_activation_items(m, layout(1, false, RecomputeMode::None));
+  EXPECT_EQ(item(items, "mlp.up_gate_input"), static_cast<Bytes>(k * S * H * 2));
+  EXPECT_EQ(item(items, "mlp.down_input"), static_cast<Bytes>(k * S * 2 * Hi * 2));
+  EXPECT_EQ(item(items, "moe.router_probs"), static_cast<Bytes>(4 * S * E));
+}
+
+TEST(Extras, EmbeddingDropoutOnFirstStageOutputSideOnLast) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, true, RecomputeMode::None);
+  const double pp = 4;
+  p.pp = 4;
+  p.microbatches = 8;
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("extras"), static_cast<Bytes>(sbh * pp / t));
+  EXPECT_EQ(rank_memory(m, p, 1).bytes("extras"), 0);
+  EXPECT_EQ(rank_memory(m, p, 3).bytes("extras"), static_cast<Bytes>(2 * sbh / t + 2 * sbh / t + 4 * s * b * V / t));
+  p.pp = 1;
+  p.microbatches = 1;
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("extras"),
+            static_cast<Bytes>(sbh / t + 2 * sbh / t + 2 * sbh / t + 4 * s * b * V / t));
+}
+
+TEST(ModelState, SixteenBytesPerParameterAndZeroStages) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  const double N = L * (12 * h * h + 13 * h) + V * h + 2 * h;  // tied embedding, pp = 1
+  ParallelSpec p;
+  RankMemory r = rank_memory(m, p, 0);
+  EXPECT_EQ(r.bytes("weights"), static_cast<Bytes>(2 * N));
+  EXPECT_EQ(r.bytes("gradients"), static_cast<Bytes>(2 * N));
+  EXPECT_EQ(r.bytes("optimizer"), static_cast<Bytes>(12 * N));
+  p.dp = 8;
+  const double tol = 8;  // per-item rounding
+  for (int zero : {1, 2, 3}) {
+    p.zero = zero;
+    r = rank_memory(m, p, 0);
+    EXPECT_NEAR(r.bytes("optimizer"), 12 * N / 8, tol) << zero;
+    EXPECT_NEAR(r.bytes("gradients"), zero >= 2 ? 2 * N / 8 : 2 * N, tol) << zero;
+    EXPECT_NEAR(r.bytes("weights"), zero >= 3 ? 2 * N / 8 : 2 * N, tol) << zero;
+  }
+}
+
+TEST(ModelState, PipelineStagesSplitLayersAndPlaceEmbeddings) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, true, RecomputeMode::None);
+  p.pp = 4;
+  p.microbatches = 8;
+  const double layers = L / 4 * (12 * h * h + 13 * h) / t, table = V * h / t;
+  EXPECT_NEAR(rank_memory(m, p, 0).bytes("weights"), 2 * (layers + table), 2);
+  EXPECT_NEAR(rank_memory(m, p, 1).bytes("weights"), 2 * layers, 2);
+  EXPECT_NEAR(rank_memory(m, p, 3).bytes("weights"), 2 * (layers + table + 2 * h), 2);  // head copy + final LN
+}
+
+TEST(ModelState, ExpertsDividedByEp) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  ParallelSpec p;
+  p.dp = 8;
+  p.ep = 8;
+  const double H = 4096, Hkv = 1024, Hi = 14336, E = 8, Lm = 32, Vm = 32000;
+  const double dense = Lm * (H * (H + 2 * Hkv) + H * H + H * E + 4 * H) + 2 * Vm * H + 2 * H;
+  const double experts = Lm * E * 3 * H * Hi / 8;
+  EXPECT_NEAR(rank_memory(m, p, 0).bytes("weights"), 2 * (dense + experts), 4);
+}
+
+TEST(Recompute, EveryKSqrtAndFullAtStageLevel) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  const double ckpt = 2 * sbh / t, whole = sbh / t * (34 + 5 * a * s / h);
+  ParallelSpec p = layout(8, true, RecomputeMode::EveryK);
+  p.recompute.every_k = 4;
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(24 * ckpt + 4 * whole));
+  p.recompute.mode = RecomputeMode::Sqrt;  // K = round(sqrt(96)) = 10, ceil(96/10) = 10 checkpoints
+  EXPECT_EQ(recompute_segment_layers(m, p), 10);
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(10 * ckpt + 10 * whole));
+  p.recompute.mode = RecomputeMode::Full;
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(96 * ckpt + whole));
+  p.recompute.mode = RecomputeMode::Selective;
+  EXPECT_EQ(rank_memory(m, p, 0).bytes("activations"), static_cast<Bytes>(96 * 34 * sbh / t));
+}
+
+TEST(RankMemoryTest, TotalsRolesWorkspaceAndBadStage) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, true, RecomputeMode::Selective);
+  p.pp = 8;
+  p.vchunks = 2;
+  p.dp = 16;
+  p.microbatches = 64;
+  p.zero = 1;
+  const RankMemory r = rank_memory(m, p, 0);
+  Bytes sum = 0;
+  for (const char* c : {"weights", "gradients", "optimizer", "activations", "extras", "temporaries", "workspace"})
+    sum += r.bytes(c);
+  EXPECT_EQ(sum, r.total());
+  EXPECT_NE(r.role.find("first"), std::string::npos) << r.role;
+  EXPECT_NE(rank_memory(m, p, 7).role.find("last"), std::string::npos);
+  // Workspace: the largest of DP bucket 25 MiB, TP gather 2sbh = 48 MiB, PP send+recv 2 x 2sbh/t.
+  EXPECT_EQ(r.bytes("workspace"), static_cast<Bytes>(2 * sbh));
+  EXPECT_GT(r.bytes("temporaries"), 0);
+  EXPECT_THROW(rank_memory(m, p, 8), Error);
+  try {
+    rank_memory(m, p, -1);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("stage:", 0), 0u) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,149 @@
+// Parallel layouts: recomputation modes and the checks a layout must pass.
+//
+//   Recompute r = Recompute::parse("every:4", "parallel.recompute");   // EveryK, K = 4
+//   validate_parallel(p, model, 1024);   // throws "parallel.pp: ..." on the first misfit
+//
+// Each check throws one Error whose message starts with the field, gives the values
+// involved and says how to fix it. The order of the checks is listed in parallel.h.
+#include "schedule/parallel.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace meshsim {
+
+const char* to_string(RecomputeMode m) {
+  switch (m) {
+    case RecomputeMode::None: return "none";
+    case RecomputeMode::Full: return "full";
+    case RecomputeMode::Selective: return "selective";
+    case RecomputeMode::EveryK: return "every";
+    case RecomputeMode::Sqrt: return "sqrt";
+  }
+  return "?";
+}
+
+Recompute Recompute::parse(const std::string& text, const std::string& field) {
+  Recompute r;
+  if (text == "none") return r;
+  if (text == "full") { r.mode = RecomputeMode::Full; return r; }
+  if (text == "selective") { r.mode = RecomputeMode::Selective; return r; }
+  if (text == "sqrt") { r.mode = RecomputeMode::Sqrt; return r; }
+  if (text.rfind("every:", 0) == 0) {
+    const std::optional<int> k = parse_int(std::string_view(text).substr(6));
+    if (!k || *k < 1)
+      throw Error(fmt::format("{}: '{}' needs a whole number of layers K >= 1 after 'every:', e.g. every:4", field, text));
+    r.mode = RecomputeMode::EveryK;
+    r.every_k = *k;
+    return r;
+  }
+  throw Error(fmt::format("{}: '{}' is not a recompute mode; write none, full, selective, every:K or sqrt", field, text));
+}
+
+std::string Recompute::to_string() const {
+  if (mode == RecomputeMode::EveryK) return fmt::format("every:{}", every_k);
+  return meshsim::to_string(mode);
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& field, const std::string& what) {
+  throw Error(fmt::format("parallel.{}: {}", field, what));
+}
+
+void at_least(int v, int lo, const char* field) {
+  if (v < lo) fail(field, fmt::format("{} must be at least {}", v, lo));
+}
+
+}  // namespace
+
+void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus) {
+  validate_model(m, "model");
+  at_least(p.dp, 1, "dp");
+  at_least(p.tp, 1, "tp");
+  at_least(p.cp, 1, "cp");
+  at_least(p.pp, 1, "pp");
+  at_least(p.vchunks, 1, "vchunks");
+  at_least(p.microbatches, 1, "microbatches");
+  at_least(p.micro_batch_size, 1, "micro_batch_size");
+  at_least(p.ep, 1, "ep");
+  at_least(p.mesh2d, 0, "mesh2d");
+  if (gpus < 1) throw Error(fmt::format("gpus: {} must be at least 1", gpus));
+  if (p.zero < 0 || p.zero > 3) fail("zero", fmt::format("stage {} does not exist; use 0, 1, 2 or 3", p.zero));
+  if (!(p.ep_imbalance >= 1.0))
+    fail("ep_imbalance", fmt::format("{} must be >= 1 (busiest expert rank / mean; 1 = balanced)", p.ep_imbalance));
+  if (!(p.dp_bucket_mib > 0)) fail("dp_bucket_mib", fmt::format("{} must be positive, e.g. 25", p.dp_bucket_mib));
+  if (p.recompute.mode == RecomputeMode::EveryK && p.recompute.every_k < 1)
+    fail("recompute", fmt::format("every:{} needs K >= 1 layers, e.g. every:4", p.recompute.every_k));
+
+  if (p.sp && p.tp < 2 && p.mesh2d == 0)
+    fail("sp", fmt::format("sequence parallelism needs tp > 1 (tp = {}); set tp or drop sp", p.tp));
+  if (p.mesh2d > 0) {
+    const int q = p.mesh2d;
+    if (p.tp > 1) fail("mesh2d", fmt::format("q = {} replaces 1D tensor parallelism; set tp = 1 (tp = {})", q, p.tp));
+    if (p.sp) fail("sp", fmt::format("mesh2d = {} already splits the sequence dimension; drop sp", q));
+    if (p.cp > 1) fail("cp", fmt::format("context parallelism is not modelled with mesh2d = {}; set cp = 1", q));
+    auto divides = [&](int v, const char* what) {
+      if (v % q != 0)
+        fail("mesh2d", fmt::format("q = {} does not divide {} = {}; choose q dividing it", q, what, v));
+    };
+    divides(m.heads, "heads");
+    divides(m.hidden, "hidden");
+    divides(m.ffn_hidden, "ffn_hidden");
+    divides(m.vocab, "vocab");
+    divides(p.micro_batch_size, "micro_batch_size (each mesh row holds b/q sequences)");
+  }
+  if (m.heads % p.tp != 0)
+    fail("tp", fmt::format("{} does not divide heads = {}; use a divisor of the head count", p.tp, m.heads));
+  if (p.tp > m.kv_heads) {
+    if (!p.kv_replicate)
+      fail("tp", fmt::format("{} exceeds kv_heads = {} (GQA); lower tp to at most {} or set kv_replicate = true",
+                             p.tp, m.kv_heads, m.kv_heads));
+    if (p.tp % m.kv_heads != 0)
+      fail("tp", fmt::format("{} is not a multiple of kv_heads = {}, so K/V heads cannot be replicated evenly",
+                             p.tp, m.kv_heads));
+  } else if (m.kv_heads % p.tp != 0) {
+    fail("tp", fmt::format("{} does not divide kv_heads = {}; use a divisor of the K/V head count", p.tp, m.kv_heads));
+  }
+
+  if (p.world_size() != gpus) {
+    const std::string tensor = p.mesh2d > 0 ? fmt::format("q^2 = {}", p.tensor_size()) : fmt::format("tp = {}", p.tp);
+    fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} uses {} GPUs but there are {}; "
+                           "change the sizes so that their product is {}",
+                           p.dp, p.pp, p.cp, tensor, p.world_size(), gpus, gpus));
+  }
+
+  const int seq_div = p.cp * (p.sp ? p.tp : 1) * (p.cp > 1 && p.cp_balance ? 2 : 1);
+  if (m.seq % seq_div != 0)
+    fail(p.cp > 1 ? "cp" : "sp",
+         fmt::format("seq = {} is not divisible by {} (cp = {}{}{}); choose a sequence length that is", m.seq,
+                     seq_div, p.cp, p.sp ? fmt::format(" x tp = {}", p.tp) : "",
+                     p.cp > 1 && p.cp_balance ? " x 2 for cp_balance" : ""));
+
+  if (m.layers % (p.pp * p.vchunks) != 0)
+    fail("pp", fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the layers",
+                           m.layers, p.pp, p.vchunks));
+  if (p.microbatches < p.pp)
+    fail("microbatches", fmt::format("{} is fewer than pp = {} stages; use at least {} micro-batches",
+                                     p.microbatches, p.pp, p.pp));
+  if (p.vchunks > 1) {
+    if (p.pp < 2) fail("vchunks", fmt::format("{} model chunks need pp > 1 (pp = {}); set vchunks = 1", p.vchunks, p.pp));
+    if (p.microbatches % p.pp != 0)
+      fail("microbatches", fmt::format("{} is not a multiple of pp = {}, which interleaving (vchunks = {}) needs",
+                                       p.microbatches, p.pp, p.vchunks));
+  }
+
+  if (p.ep > 1) {
+    if (!m.moe()) fail("ep", fmt::format("{} needs a mixture-of-experts model (model.experts = 0); set ep = 1", p.ep));
+    if (m.experts % p.ep != 0)
+      fail("ep", fmt::format("{} does not divide experts = {}; use a divisor of the expert count", p.ep, m.experts));
+    if (p.dp % p.ep != 0)
+      fail("ep", fmt::format("{} does not divide dp = {}; expert-parallel ranks are carved out of the data-parallel "
+                             "ranks, so make dp a multiple of ep",
+                             p.ep, p.dp));
+  }
+}
+
+}  // namespace meshsim
