@@ -3,6 +3,9 @@
 //   meshsim collective allreduce --ranks 8 --bytes 1GiB --topology dgx-h100
 //   meshsim topology show frontera-rtx:nodes=4 --dot cluster.dot
 //   meshsim algorithms
+//   meshsim simulate examples/gpt3-175b-1024.yaml --fidelity flow
+//   meshsim memory examples/llama3-70b-128k.yaml
+//   meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --vary placement=natural,bunched:2x2
 //
 // Each add_* function declares a subcommand's flags and returns the callback that runs
 // it after parsing; user errors surface as meshsim::Error and main() prints them.
@@ -18,5 +21,8 @@ using Run = std::function<int()>;
 Run add_collective_command(CLI::App& app);
 Run add_topology_command(CLI::App& app);
 Run add_algorithms_command(CLI::App& app);
+Run add_simulate_command(CLI::App& app);
+Run add_memory_command(CLI::App& app);
+Run add_sweep_command(CLI::App& app);
 
 }  // namespace meshsim::cli

@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   meshsim::cli::Run collective = meshsim::cli::add_collective_command(app);
   meshsim::cli::Run topology = meshsim::cli::add_topology_command(app);
   meshsim::cli::Run algorithms = meshsim::cli::add_algorithms_command(app);
+  meshsim::cli::Run simulate = meshsim::cli::add_simulate_command(app);
+  meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
+  meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -21,6 +24,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("collective")) return collective();
     if (app.got_subcommand("topology")) return topology();
     if (app.got_subcommand("algorithms")) return algorithms();
+    if (app.got_subcommand("simulate")) return simulate();
+    if (app.got_subcommand("memory")) return memory();
+    if (app.got_subcommand("sweep")) return sweep();
   } catch (const meshsim::Error& e) {
     std::fprintf(stderr, "meshsim: error: %s\n", e.what());
     return 2;

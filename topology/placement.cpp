@@ -209,18 +209,32 @@ Placement Placement::parse(const std::string& spec, const Mesh& mesh, const Topo
 
 std::vector<std::vector<int>> Placement::groups_along(const std::string& dim) const {
   if (dim == "all") return {gpus_};
-  const int k = mesh_.dim_index(dim);
-  const int size = mesh_.dims[k].second;
+  // "a+b": ranks that differ only in a and b, ordered row-major over (a, b) in mesh order.
+  std::vector<int> ks;
+  for (std::size_t pos = 0;;) {
+    const std::size_t plus = dim.find('+', pos);
+    ks.push_back(mesh_.dim_index(dim.substr(pos, plus == std::string::npos ? std::string::npos : plus - pos)));
+    if (plus == std::string::npos) break;
+    pos = plus + 1;
+  }
+  std::sort(ks.begin(), ks.end());
+  int size = 1;
+  for (int k : ks) size *= mesh_.dims[static_cast<std::size_t>(k)].second;
   std::vector<std::vector<int>> groups;
-  // Ranks with coordinate k == 0, in row-major order, each start one group.
+  // Ranks whose varying coordinates are all 0, in row-major order, each start one group.
   for (int r = 0; r < mesh_.size(); ++r) {
     std::vector<int> c = mesh_.coords(r);
-    if (c[k] != 0) continue;
+    if (std::any_of(ks.begin(), ks.end(), [&](int k) { return c[static_cast<std::size_t>(k)] != 0; })) continue;
     std::vector<int> g;
     g.reserve(static_cast<std::size_t>(size));
     for (int v = 0; v < size; ++v) {
-      c[k] = v;
-      g.push_back(gpus_[mesh_.rank_of(c)]);
+      int rest = v;
+      for (auto it = ks.rbegin(); it != ks.rend(); ++it) {
+        const int n = mesh_.dims[static_cast<std::size_t>(*it)].second;
+        c[static_cast<std::size_t>(*it)] = rest % n;
+        rest /= n;
+      }
+      g.push_back(gpus_[static_cast<std::size_t>(mesh_.rank_of(c))]);
     }
     groups.push_back(std::move(g));
   }

@@ -58,7 +58,8 @@ class Placement {
   int gpu_of(int mesh_rank) const { return gpus_[mesh_rank]; }
   const std::vector<int>& gpus() const { return gpus_; }
   // Groups of GPU indices, each ordered by the varying coordinate; groups ordered by
-  // the remaining coordinates row-major. "all" gives one group with every mesh rank.
+  // the remaining coordinates row-major. "all" gives one group with every mesh rank;
+  // "a+b" the ranks that differ only in dimensions a and b (row-major over a, b).
   std::vector<std::vector<int>> groups_along(const std::string& dim) const;
 
  private:

@@ -56,6 +56,16 @@ TEST(Placement, NaturalFillsRowsOntoNodes) {
   EXPECT_EQ(p.groups_along("all")[0].size(), 16u);
 }
 
+TEST(Placement, GroupsAlongSeveralDimensions) {
+  const Topology t = make_preset("frontera-rtx", {{"nodes", "4"}});
+  // a=2, b=2, c=4: ranks differing only in a and c; with b fixed, (a, c) row-major.
+  const Placement p = Placement::natural(parse_mesh("a=2,b=2,c=4", "m"), t);
+  EXPECT_EQ(p.groups_along("a+c"), (Grid{{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}));
+  EXPECT_EQ(p.groups_along("c+a"), p.groups_along("a+c"));
+  EXPECT_EQ(p.groups_along("a+b+c"), p.groups_along("all"));
+  EXPECT_NE(error_of([&] { p.groups_along("a+x"); }), "");
+}
+
 TEST(Placement, NaturalWithFewerRanksUsesTheFirstGpus) {
   const Topology t = make_preset("frontera-rtx", {{"nodes", "4"}});
   const Placement p = Placement::natural(parse_mesh("dp=6", "m"), t);

@@ -1,0 +1,238 @@
+// Training-iteration reports; see the header.
+#include "report/training_report.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <sstream>
+
+#include "report/collective_report.h"
+
+namespace meshsim {
+
+namespace {
+
+std::string gib(Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024)); }
+std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
+
+std::string op_category(const Op& op) {
+  if (op.kind == OpKind::Compute) {
+    if (op.phase == Phase::Recompute) return "recompute";
+    if (op.phase == Phase::Optimizer) return "optimizer";
+    return "compute";
+  }
+  return comm_category(op);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b) {
+  std::vector<std::pair<std::string, Time>> rows{{"compute", b.compute}, {"recompute", b.recompute}};
+  for (const char* dim : {"tp", "cp", "ep", "2d", "pp", "dp"}) {
+    auto it = b.exposed.find(dim);
+    if (it != b.exposed.end()) rows.emplace_back(std::string("exposed ") + dim + " comm", it->second);
+  }
+  rows.emplace_back("pipeline bubble", b.bubble);
+  rows.emplace_back("optimizer", b.optimizer);
+  return rows;
+}
+
+std::string layout_text(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  std::string t = fmt::format("dp {} x pp {} x cp {} x ", p.dp, p.pp, p.cp);
+  t += p.mesh2d > 0 ? fmt::format("2D {}x{}", p.mesh2d, p.mesh2d) : fmt::format("tp {}{}", p.tp, p.sp ? " (sp)" : "");
+  t += fmt::format(" = {} GPUs", p.world_size());
+  if (p.ep > 1) t += fmt::format(", ep {}", p.ep);
+  if (p.vchunks > 1) t += fmt::format(", interleaved v={}", p.vchunks);
+  t += fmt::format(", {} micro-batches of {}, global batch {}, ZeRO-{}, recompute {}", p.microbatches,
+                   p.micro_batch_size, p.global_batch(), p.zero, p.recompute.to_string());
+  return t;
+}
+
+std::string training_summary_text(const TrainingResult& r) {
+  const Scenario& s = r.scenario;
+  const ModelSpec& m = s.model;
+  std::ostringstream o;
+  o << fmt::format("meshsim simulate: {}\n", s.name);
+  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {:.1f}B params\n",
+                   m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
+                   m.moe() ? fmt::format(", {} experts top-{}", m.experts, m.top_k) : "", m.total_params() * 1e-9);
+  o << fmt::format("  layout     {}\n", layout_text(s));
+  o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({:.0f} TFLOP/s {}, {}), fidelity {}\n",
+                   r.topology_name, r.gpus, r.placement, r.gpu.name, r.gpu.peak_flops_bf16 * 1e-12, m.dtype,
+                   gib(r.gpu.memory), to_string(s.fidelity));
+  o << "\n";
+  o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));
+  o << fmt::format("  tokens/s         {:.0f}\n", r.tokens_per_s);
+  o << fmt::format("  MFU / HFU        {} / {}\n", pct(r.mfu), pct(r.hfu));
+  o << fmt::format("  breakdown of stage {} (the last to finish):\n", r.sim.critical_role);
+  const double total = static_cast<double>(r.sim.iteration.ps());
+  for (const auto& [label, t] : breakdown_rows(r.sim.breakdown)) {
+    if (t == Time{} && label != "compute") continue;
+    o << fmt::format("    {:<22} {:>12}  {:>6}\n", label, format_time(t),
+                     total > 0 ? pct(static_cast<double>(t.ps()) / total) : "-");
+  }
+  o << fmt::format("  memory per rank (peak on the simulated timeline; capacity {}):\n", gib(r.capacity));
+  for (std::size_t st = 0; st < r.stages.size(); ++st) {
+    const StageMemory& sm = r.stages[st];
+    std::map<std::string, Bytes> by_cat;
+    for (const MemoryItem& it : sm.model.items)
+      if (!is_layer_activation(it)) by_cat[it.category] += it.bytes;
+    std::string parts;
+    for (const auto& [cat, b] : by_cat) parts += fmt::format("{} {}, ", cat, gib(b));
+    o << fmt::format("    stage {:<3} {}layer activations {} -> peak {}  {}\n", st, parts, gib(sm.activation_peak),
+                     gib(sm.peak), sm.peak <= r.capacity ? "fits" : "DOES NOT FIT");
+  }
+  if (!r.sim.top_links.empty()) {
+    o << "  busiest links over the iteration (flow):\n";
+    for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
+      o << fmt::format("    {:<40} {:>10} carried, {} utilized\n", r.link_names[i],
+                       format_bytes(static_cast<Bytes>(r.sim.top_links[i].bytes)), pct(r.sim.top_links[i].utilization));
+  } else if (s.fidelity == Fidelity::Formula) {
+    o << "  busiest links: run with --fidelity flow to see link load and contention\n";
+  }
+  o << fmt::format("  ({} ops in {} stage programs; {} distinct collective timings)\n", [&] {
+    std::size_t n = 0;
+    for (const Role& role : r.schedule.roles) n += role.ops.size();
+    return n;
+  }(), r.schedule.roles.size(), r.sim.distinct_collectives);
+  return o.str();
+}
+
+std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const std::vector<RankMemory>& stages,
+                              Bytes capacity) {
+  std::ostringstream o;
+  o << fmt::format("memory per rank: {} on dp {} x pp {} x cp {} x {}; micro-batch {} x seq {}\n", m.name, p.dp, p.pp,
+                   p.cp, p.mesh2d > 0 ? fmt::format("2D {}x{}", p.mesh2d, p.mesh2d) : fmt::format("tp {}", p.tp),
+                   p.micro_batch_size, m.seq);
+  for (const RankMemory& rm : stages) {
+    o << fmt::format("\n{}\n", rm.role);
+    o << fmt::format("  {:<12} {:<36} {:>12}  {}\n", "category", "item", "bytes", "formula");
+    for (const MemoryItem& it : rm.items)
+      o << fmt::format("  {:<12} {:<36} {:>12}  {}\n", it.category, it.name, gib(it.bytes), it.formula);
+    o << fmt::format("  {:<49} {:>12}  {}\n", "total", gib(rm.total()),
+                     capacity > 0 ? (rm.total() <= capacity ? fmt::format("fits in {}", gib(capacity))
+                                                             : fmt::format("DOES NOT FIT in {}", gib(capacity)))
+                                  : "");
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json training_json(const TrainingResult& r) {
+  using J = nlohmann::ordered_json;
+  J j;
+  j["scenario"] = r.scenario.name;
+  j["model"] = r.scenario.model.name;
+  j["layout"] = layout_text(r.scenario);
+  j["topology"] = r.topology_name;
+  j["placement"] = r.placement;
+  j["gpu"] = r.gpu.name;
+  j["fidelity"] = to_string(r.scenario.fidelity);
+  j["gpus"] = r.gpus;
+  j["iteration_s"] = r.sim.iteration.seconds();
+  j["iteration_ps"] = r.sim.iteration.ps();
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["model_flops"] = r.model_flops;
+  j["hardware_flops"] = r.hardware_flops;
+  j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
+  J bd = J::object();
+  for (const auto& [label, t] : breakdown_rows(r.sim.breakdown)) bd[label] = t.seconds();
+  j["breakdown_s"] = bd;
+  j["critical_stage"] = r.sim.critical_role;
+  J mem = J::array();
+  for (std::size_t st = 0; st < r.stages.size(); ++st) {
+    J s;
+    s["stage"] = st;
+    J items = J::array();
+    for (const MemoryItem& it : r.stages[st].model.items)
+      items.push_back(J{{"category", it.category}, {"name", it.name}, {"formula", it.formula}, {"bytes", it.bytes}});
+    s["items"] = items;
+    s["activation_peak_bytes"] = r.stages[st].activation_peak;
+    s["peak_bytes"] = r.stages[st].peak;
+    mem.push_back(s);
+  }
+  j["memory"] = mem;
+  j["capacity_bytes"] = r.capacity;
+  j["fits"] = r.fits;
+  J links = J::array();
+  for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
+    links.push_back(J{{"link", r.link_names[i]}, {"bytes", r.sim.top_links[i].bytes}, {"utilization", r.sim.top_links[i].utilization}});
+  j["busiest_links"] = links;
+  std::size_t ops = 0;
+  for (const Role& role : r.schedule.roles) ops += role.ops.size();
+  j["ops"] = ops;
+  j["distinct_collectives"] = r.sim.distinct_collectives;
+  return j;
+}
+
+nlohmann::ordered_json training_trace(const TrainingResult& r) {
+  using J = nlohmann::ordered_json;
+  J events = J::array();
+  for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
+    events.push_back(J{{"ph", "M"}, {"pid", role}, {"tid", 0}, {"name", "process_name"},
+                       {"args", J{{"name", r.schedule.roles[role].name}}}});
+    for (int st = 0; st < kStreams; ++st)
+      events.push_back(J{{"ph", "M"}, {"pid", role}, {"tid", st}, {"name", "thread_name"},
+                         {"args", J{{"name", to_string(static_cast<Stream>(st))}}}});
+  }
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind == OpKind::Recv) continue;
+    J ev{{"ph", "X"}, {"pid", e.role}, {"tid", static_cast<int>(op.stream)}, {"name", op.name},
+         {"cat", op_category(op)}, {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}};
+    J args{{"op", e.op}, {"phase", to_string(op.phase)}};
+    if (op.layer >= 0) args["layer"] = op.layer;
+    if (op.microbatch >= 0) args["microbatch"] = op.microbatch;
+    if (op.kind == OpKind::Compute) {
+      args["flops"] = op.kernel.flops;
+      args["bytes"] = op.kernel.bytes;
+    } else {
+      args["bytes"] = op.bytes;
+      args["axis"] = op.axis;
+      if (op.kind == OpKind::Collective) args["collective"] = to_string(op.coll);
+    }
+    ev["args"] = args;
+    events.push_back(ev);
+  }
+  return J{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+HtmlReport training_html(const TrainingResult& r) {
+  HtmlReport h;
+  h.title = "meshsim simulate: " + r.scenario.name;
+  h.summary = {{"model", r.scenario.model.name},
+               {"layout", layout_text(r.scenario)},
+               {"cluster", fmt::format("{} ({} GPUs), placement {}, GPU {}", r.topology_name, r.gpus, r.placement, r.gpu.name)},
+               {"fidelity", to_string(r.scenario.fidelity)},
+               {"iteration time", format_time(r.sim.iteration)},
+               {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
+               {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
+               {"fits in memory", r.fits ? "yes" : "NO"}};
+  for (std::size_t role = 0; role < r.schedule.roles.size(); ++role)
+    for (int st = 0; st < kStreams; ++st)
+      h.lanes.push_back(fmt::format("{} · {}", r.schedule.roles[role].name, to_string(static_cast<Stream>(st))));
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind == OpKind::Recv || e.end <= e.start) continue;
+    h.spans.push_back({e.role * kStreams + static_cast<int>(op.stream), e.start.seconds(), e.end.seconds(), op.name,
+                       op_category(op)});
+  }
+  for (const auto& [label, t] : breakdown_rows(r.sim.breakdown))
+    if (t > Time{}) h.breakdown.emplace_back(label, t.seconds());
+  for (std::size_t st = 0; st < r.stages.size(); ++st) {
+    HtmlMemoryBar bar;
+    bar.role = "stage " + std::to_string(st);
+    std::map<std::string, double> by_cat;
+    for (const MemoryItem& it : r.stages[st].model.items)
+      if (!is_layer_activation(it)) by_cat[it.category] += static_cast<double>(it.bytes);
+    for (const auto& [cat, b] : by_cat) bar.items_bytes.emplace_back(cat, b);
+    bar.items_bytes.emplace_back("layer activations (timeline peak)", static_cast<double>(r.stages[st].activation_peak));
+    bar.capacity_bytes = static_cast<double>(r.capacity);
+    bar.peak_bytes = static_cast<double>(r.stages[st].peak);
+    h.memory.push_back(bar);
+  }
+  return h;
+}
+
+}  // namespace meshsim

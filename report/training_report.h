@@ -1,0 +1,32 @@
+// Reporting a simulated training iteration: terminal summary, itemized memory table,
+// JSON, Perfetto trace (one process per stage, one track per stream), and the data the
+// HTML report draws.
+//
+//   TrainingResult r = simulate_training(scenario, registry);
+//   std::cout << training_summary_text(r);
+//   write_json(training_json(r));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/html_report.h"
+#include "sim/training_sim.h"
+
+namespace meshsim {
+
+std::string layout_text(const Scenario& s);
+std::string training_summary_text(const TrainingResult& r);
+// The itemized memory table per pipeline stage (meshsim memory).
+std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const std::vector<RankMemory>& stages,
+                              Bytes capacity);
+nlohmann::ordered_json training_json(const TrainingResult& r);
+nlohmann::ordered_json training_trace(const TrainingResult& r);
+HtmlReport training_html(const TrainingResult& r);
+
+// Breakdown rows in a fixed order: (label, time).
+std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b);
+
+}  // namespace meshsim

@@ -1,0 +1,91 @@
+// The schedule IR: one training iteration as ordered ops per rank role, with streams and
+// dependencies. Executors (the sim backend, later the cpu and cuda backends) turn a
+// Schedule into a Trace; reporters read Traces.
+//
+// Symmetry: ranks that run the same program share one op list (a Role). In a training
+// layout the role is the pipeline stage: every rank of stage s (all its dp, cp and tp
+// coordinates) runs the same ops on its own group, so a 16k-GPU layout with 8 stages
+// holds 8 op lists, not 16k. A collective op names the mesh axis of its group
+// ("tp", "dp", "row", ...); each rank resolves it to its own group through the placement.
+//
+//   Schedule s = plan_iteration(model, parallel);          // schedule/plan.h
+//   for (const Role& r : s.roles) for (const Op& op : r.ops) ...
+//   op.deps: indices of ops of the same role that must finish first
+//   Send/Recv: matched across roles by (tag); a Recv finishes when its Send has delivered
+//
+// Streams: each op runs on one stream of its role; a stream runs its ops one at a time in
+// list order; ops on different streams overlap (compute vs DP gradient reduction, say).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "schedule/collective.h"
+#include "schedule/kernel.h"
+
+namespace meshsim {
+
+enum class OpKind { Compute, Collective, Send, Recv };
+enum class Phase { Forward, Backward, Recompute, Optimizer };
+const char* to_string(OpKind k);
+const char* to_string(Phase p);
+
+// Streams of a role. Comm streams are per parallel dimension, as frameworks keep them.
+enum class Stream { Compute, Tp, Cp, Ep, Pp, Dp };
+inline constexpr int kStreams = 6;
+const char* to_string(Stream s);
+
+struct Op {
+  OpKind kind = OpKind::Compute;
+  Phase phase = Phase::Forward;
+  Stream stream = Stream::Compute;
+  std::string name;        // "attn.qkv", "mlp.fc1.wgrad", "tp.allreduce", ...
+  int layer = -1;          // global layer index, -1 outside layers
+  int microbatch = -1;
+  // Compute
+  Kernel kernel;
+  // Collective: kind, bytes (n of MATH.md section 1), the mesh axis of the group
+  // ("tp", "dp", "cp", "ep", "row", "col", "edp", or "a+b" for several axes) and its size.
+  CollKind coll = CollKind::AllReduce;
+  Bytes bytes = 0;
+  std::string axis;
+  int group_size = 1;
+  int root = 0;
+  double imbalance = 1.0;  // all-to-all: busiest destination receives imbalance x mean
+  // Send/Recv: the peer role (pipeline stage) and a tag unique per message in the schedule.
+  int peer = -1;
+  std::int64_t tag = -1;
+  // Memory: bytes allocated when the op starts, freed when it ends (activation stash).
+  Bytes alloc = 0;
+  Bytes free = 0;
+  std::vector<int> deps;  // ops of the same role
+};
+
+struct Role {
+  std::string name;  // "stage 0"
+  int stage = 0;
+  std::vector<Op> ops;
+};
+
+struct Schedule {
+  std::vector<Role> roles;
+  // Mesh axes, outermost first ("dp", "pp", "cp", "tp"): the mesh the placement maps.
+  std::vector<std::pair<std::string, int>> axes;
+  std::string pp_axis = "pp";  // the axis roles are cut along ("" when one role)
+};
+
+// One executed op, as timed by an executor. rank = -1: the role's representative rank.
+struct TraceEvent {
+  int role = 0;
+  int op = 0;
+  int rank = -1;
+  Time start, end;
+};
+struct Trace {
+  std::string source;  // "sim:formula", "sim:flow", "cpu", "cuda"
+  std::vector<TraceEvent> events;
+};
+
+}  // namespace meshsim

@@ -1,0 +1,402 @@
+// plan_iteration: pipeline order, stage boundaries, data-parallel buckets and the optimizer
+// around the per-layer builders of plan_layer.cpp / plan_summa.cpp. See plan.h.
+//
+// 1F1B on p = 4 stages, m = 6 micro-batches (F = forward, B = backward, by micro-batch):
+//   stage 0: F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5
+//   stage 3: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5
+// Interleaved (v chunks): Megatron's order; forward unit k runs chunk (k / p) % v of
+// micro-batch (k / (p v)) p + k % p; warm-up 2(p - s - 1) + (v - 1) p units.
+#include "schedule/plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "schedule/memory.h"
+#include "schedule/plan_internal.h"
+
+namespace meshsim {
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::Compute: return "compute";
+    case OpKind::Collective: return "collective";
+    case OpKind::Send: return "send";
+    case OpKind::Recv: return "recv";
+  }
+  return "?";
+}
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Recompute: return "recompute";
+    case Phase::Optimizer: return "optimizer";
+  }
+  return "?";
+}
+const char* to_string(Stream s) {
+  switch (s) {
+    case Stream::Compute: return "compute";
+    case Stream::Tp: return "tp";
+    case Stream::Cp: return "cp";
+    case Stream::Ep: return "ep";
+    case Stream::Pp: return "pp";
+    case Stream::Dp: return "dp";
+  }
+  return "?";
+}
+
+double ring_bytes_moved(CollKind kind, Bytes n, int p) {
+  const double f = p > 1 ? static_cast<double>(p - 1) / p : 0.0;
+  switch (kind) {
+    case CollKind::AllReduce: return 2 * f * static_cast<double>(n);
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll: return f * static_cast<double>(n);
+    default: return static_cast<double>(n);
+  }
+}
+
+std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p) {
+  std::vector<std::pair<std::string, int>> axes;
+  if (p.ep > 1) {
+    axes.emplace_back("edp", p.dp / p.ep);
+    axes.emplace_back("ep", p.ep);
+  } else {
+    axes.emplace_back("dp", p.dp);
+  }
+  axes.emplace_back("pp", p.pp);
+  axes.emplace_back("cp", p.cp);
+  if (p.mesh2d > 0) {
+    axes.emplace_back("row", p.mesh2d);
+    axes.emplace_back("col", p.mesh2d);
+  } else {
+    axes.emplace_back("tp", p.tp);
+  }
+  return axes;
+}
+
+namespace plan {
+
+int Emitter::push(Op op) {
+  role_.ops.push_back(std::move(op));
+  return size() - 1;
+}
+
+int Emitter::compute(Phase phase, const std::string& name, int layer, int mb, const Kernel& k) {
+  Op op;
+  op.kind = OpKind::Compute;
+  op.phase = phase;
+  op.stream = Stream::Compute;
+  op.name = name;
+  op.layer = layer;
+  op.microbatch = mb;
+  op.kernel = k;
+  op.deps = std::move(pending_);
+  pending_.clear();
+  last_compute_ = push(std::move(op));
+  return last_compute_;
+}
+
+int Emitter::blocking(Op op) {
+  op.deps = std::move(pending_);
+  pending_.clear();
+  if (last_compute_ >= 0) op.deps.push_back(last_compute_);
+  const int i = push(std::move(op));
+  pending_.push_back(i);
+  return i;
+}
+
+int Emitter::async(Op op) {
+  if (last_compute_ >= 0) op.deps.push_back(last_compute_);
+  return push(std::move(op));
+}
+
+int Emitter::recv(Op op) {
+  const int i = push(std::move(op));
+  pending_.push_back(i);
+  return i;
+}
+
+Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis, int group, Bytes bytes,
+              const std::string& name, int layer, int mb) {
+  Op op;
+  op.kind = OpKind::Collective;
+  op.phase = phase;
+  op.stream = stream;
+  op.coll = kind;
+  op.axis = axis;
+  op.group_size = group;
+  op.bytes = bytes;
+  op.name = name;
+  op.layer = layer;
+  op.microbatch = mb;
+  return op;
+}
+
+namespace {
+
+struct Unit {
+  bool forward = true;
+  int mb = 0;
+  int chunk = 0;
+};
+
+// The order of forward and backward units on stage s (see the file comment).
+std::vector<Unit> pipeline_order(int p, int v, int m, int s) {
+  const int total = m * v;
+  auto unit = [&](int k, bool fwd) {
+    const int chunk = (k / p) % v;
+    return Unit{fwd, (k / (p * v)) * p + k % p, fwd ? chunk : v - 1 - chunk};
+  };
+  int warmup = v == 1 ? p - s - 1 : 2 * (p - s - 1) + (v - 1) * p;
+  warmup = std::min(warmup, total);
+  std::vector<Unit> order;
+  order.reserve(static_cast<std::size_t>(2 * total));
+  for (int k = 0; k < warmup; ++k) order.push_back(unit(k, true));
+  for (int i = 0; i < total - warmup; ++i) {
+    order.push_back(unit(warmup + i, true));
+    order.push_back(unit(i, false));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(unit(k, false));
+  return order;
+}
+
+struct Planner {
+  const ModelSpec& m;
+  const ParallelSpec& p;
+  Ctx ctx;
+  int P;
+  int V;        // virtual stages = pp * vchunks
+  int Lc;       // layers per virtual stage
+  Bytes stash;  // activation bytes one layer keeps from forward to backward
+  Bytes checkpoint = 0;  // a segment input kept under whole-layer recomputation
+  Bytes full;   // the same without recomputation (held while a recomputed segment runs)
+  Bytes boundary;  // activation crossing a stage boundary
+  Bytes bucket;
+
+  Planner(const ModelSpec& model, const ParallelSpec& par)
+      : m(model), p(par), ctx{model, par, model.dtype_bytes(), 0, ""}, P(model.dtype_bytes()) {
+    ctx.tokens = static_cast<double>(p.micro_batch_size) * m.seq / p.cp;
+    ctx.dp_axis = p.ep > 1 ? "edp+ep" : "dp";
+    V = p.pp * p.vchunks;
+    Lc = m.layers / V;
+    full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
+    // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint).
+    checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
+    stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
+    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp ? p.tp : 1);
+    boundary = static_cast<Bytes>(ctx.tokens * m.hidden / shard) * P;
+    bucket = static_cast<Bytes>(p.dp_bucket_mib * 1024 * 1024);
+  }
+
+  // Gradient bytes of one layer on one rank: dense parameters over the tensor group,
+  // experts also over ep.
+  std::pair<Bytes, Bytes> layer_grad_bytes() const {
+    const double experts = m.expert_params_per_layer();
+    const double dense = m.params_per_layer() - experts;
+    const double t = p.tensor_size();
+    const double expert_shard = p.ep > 1 ? p.ep : t;
+    return {static_cast<Bytes>(dense / t) * P, static_cast<Bytes>(experts / expert_shard) * P};
+  }
+
+  // What layer i of a chunk keeps between its forward and backward.
+  Bytes stash_of(int i) const {
+    if (!recompute_whole_layers()) return stash;
+    return i % segment() == 0 ? checkpoint : 0;
+  }
+
+  bool recompute_whole_layers() const {
+    return p.recompute.mode == RecomputeMode::Full || p.recompute.mode == RecomputeMode::EveryK ||
+           p.recompute.mode == RecomputeMode::Sqrt;
+  }
+  int segment() const {
+    if (p.recompute.mode == RecomputeMode::EveryK || p.recompute.mode == RecomputeMode::Sqrt)
+      return std::max(1, std::min(recompute_segment_layers(m, p), Lc));
+    return 1;
+  }
+
+  void forward_layer(Emitter& e, int layer, int mb, Phase phase) {
+    if (p.mesh2d > 0) plan::summa_layer_forward(ctx, e, layer, mb, phase);
+    else plan::layer_forward(ctx, e, layer, mb, phase);
+  }
+  void backward_layer(Emitter& e, int layer, int mb) {
+    if (p.mesh2d > 0) plan::summa_layer_backward(ctx, e, layer, mb);
+    else plan::layer_backward(ctx, e, layer, mb);
+  }
+
+  void zero3_gather(Emitter& e, int layer, int mb, Phase phase) {
+    if (p.zero < 3 || p.dp == 1) return;
+    const auto [dense, experts] = layer_grad_bytes();
+    Op op = collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, (dense + experts) * p.dp,
+                       "zero3.allgather.params", layer, mb);
+    e.blocking(std::move(op));
+  }
+
+  struct DpState {
+    Bytes dense = 0, experts = 0;
+    std::vector<int> ops;
+  };
+
+  void flush(Emitter& e, DpState& dp, bool force) {
+    auto emit = [&](Bytes& acc, const std::string& axis, int group) {
+      if (acc == 0 || group == 1 || (!force && acc < bucket)) return;
+      const CollKind kind = p.zero >= 1 ? CollKind::ReduceScatter : CollKind::AllReduce;
+      // Reduce-scatter input is the whole bucket; sizes are rounded to whole elements per rank.
+      Bytes n = acc;
+      if (kind == CollKind::ReduceScatter) n = (acc + group - 1) / group * group;
+      dp.ops.push_back(e.async(collective(Phase::Backward, Stream::Dp, kind, axis, group, n,
+                                          p.zero >= 1 ? "dp.reduce_scatter.grads" : "dp.allreduce.grads", -1, -1)));
+      acc = 0;
+    };
+    emit(dp.dense, ctx.dp_axis, p.dp);
+    emit(dp.experts, p.ep > 1 ? "edp" : ctx.dp_axis, p.ep > 1 ? p.dp / p.ep : p.dp);
+  }
+
+  Op p2p(OpKind kind, Phase phase, int peer, std::int64_t tag, int mb, const std::string& name) const {
+    Op op;
+    op.kind = kind;
+    op.phase = phase;
+    op.stream = Stream::Pp;
+    op.bytes = boundary;
+    op.peer = peer;
+    op.tag = tag;
+    op.microbatch = mb;
+    op.name = name;
+    op.axis = "pp";
+    op.group_size = 2;
+    return op;
+  }
+
+  void embedding(Emitter& e, int mb, bool backward) {
+    const double bytes = 2.0 * ctx.tokens * m.hidden * P / (p.mesh2d > 0 ? p.mesh2d : 1);
+    e.compute(backward ? Phase::Backward : Phase::Forward, backward ? "embedding.bwd" : "embedding", -1, mb,
+              Kernel::elementwise(backward ? KernelKind::Elementwise : KernelKind::Memcpy, 0, bytes, P));
+  }
+
+  void logits(Emitter& e, int mb, bool backward) {
+    const double t = p.tensor_size();
+    const double rows = p.mesh2d > 0 ? ctx.tokens / p.mesh2d : ctx.tokens;
+    const double vocab = p.mesh2d > 0 ? static_cast<double>(m.vocab) / p.mesh2d : m.vocab / t;
+    const auto T = static_cast<std::int64_t>(std::llround(rows));
+    const auto Vn = static_cast<std::int64_t>(std::llround(vocab));
+    const std::int64_t H = m.hidden;
+    const double ce_bytes = 2.0 * 4 * rows * vocab;  // fp32 logits read and written
+    const std::string axis = p.mesh2d > 0 ? "col" : "tp";
+    const int group = p.mesh2d > 0 ? p.mesh2d : p.tp;
+    if (!backward) {
+      e.compute(Phase::Forward, "logits", -1, mb, Kernel::gemm(T, Vn, H, P));
+      e.compute(Phase::Forward, "cross_entropy", -1, mb,
+                Kernel::elementwise(KernelKind::Softmax, 5 * rows * vocab, ce_bytes, 4));
+      if (group > 1)  // vocab-parallel cross-entropy: max and sum of exp over the vocabulary shards
+        e.blocking(collective(Phase::Forward, Stream::Tp, CollKind::AllReduce, axis, group,
+                              static_cast<Bytes>(rows) * 4 * 2, axis + ".cross_entropy", -1, mb));
+    } else {
+      e.compute(Phase::Backward, "cross_entropy.bwd", -1, mb,
+                Kernel::elementwise(KernelKind::Softmax, 2 * rows * vocab, ce_bytes, 4));
+      e.compute(Phase::Backward, "logits.dgrad", -1, mb, Kernel::gemm(T, H, Vn, P));
+      e.compute(Phase::Backward, "logits.wgrad", -1, mb, Kernel::gemm(H, Vn, T, P));
+    }
+  }
+
+  std::int64_t tag(int mb, int vs, bool grad) const { return (static_cast<std::int64_t>(mb) * V + vs) * 2 + (grad ? 1 : 0); }
+
+  Role role(int s) {
+    Role r;
+    r.name = "stage " + std::to_string(s);
+    r.stage = s;
+    Emitter e(r);
+    DpState dp;
+    // Each (micro-batch, chunk, layer) forward allocates its stash; its backward frees it.
+    std::vector<int> stash_op;
+    auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
+    for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) {
+      const int vs = u.chunk * p.pp + s;
+      if (u.forward) {
+        if (vs > 0) e.recv(p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
+        if (vs == 0) embedding(e, u.mb, false);
+        for (int i = 0; i < Lc; ++i) {
+          const int layer = layer_of(u.chunk, i);
+          zero3_gather(e, layer, u.mb, Phase::Forward);
+          const int first = e.size();
+          forward_layer(e, layer, u.mb, Phase::Forward);
+          if (first < e.size()) e.op(first).alloc += stash_of(i);
+        }
+        if (vs == V - 1) logits(e, u.mb, false);
+        else e.async(p2p(OpKind::Send, Phase::Forward, (vs + 1) % p.pp, tag(u.mb, vs, false), u.mb, "pp.send.activation"));
+      } else {
+        if (vs == V - 1) logits(e, u.mb, true);
+        else e.recv(p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
+        const bool last_mb = u.mb == p.microbatches - 1;
+        const int seg = segment();
+        for (int i = Lc - 1; i >= 0; --i) {
+          const int layer = layer_of(u.chunk, i);
+          if (recompute_whole_layers() && (i == Lc - 1 || (i + 1) % seg == 0)) {
+            // Recompute the segment ending at layer i (its first layer's input was kept).
+            const int begin = (i / seg) * seg;
+            for (int j = begin; j <= i; ++j) {
+              zero3_gather(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
+              const int first = e.size();
+              forward_layer(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
+              if (first < e.size()) e.op(first).alloc += full;
+            }
+          }
+          zero3_gather(e, layer, u.mb, Phase::Backward);
+          backward_layer(e, layer, u.mb);
+          Op& last = e.op(e.size() - 1);
+          last.free += stash_of(i) + (recompute_whole_layers() ? full : 0);
+          if (last_mb) {
+            const auto [dense, experts] = layer_grad_bytes();
+            dp.dense += dense;
+            dp.experts += experts;
+            flush(e, dp, false);
+          }
+        }
+        if (vs > 0) e.async(p2p(OpKind::Send, Phase::Backward, (vs - 1) % p.pp, tag(u.mb, vs - 1, true), u.mb, "pp.send.grad"));
+        if (vs == 0) embedding(e, u.mb, true);
+      }
+    }
+    // Embedding (first stage) and output projection (last stage) gradients, then the last bucket.
+    const Bytes emb = static_cast<Bytes>(static_cast<double>(m.vocab) * m.hidden / p.tensor_size()) * P;
+    if (s == 0) dp.dense += emb;
+    if (s == p.pp - 1 && p.pp > 1) dp.dense += emb;
+    flush(e, dp, true);
+    optimizer(e, dp, s);
+    return r;
+  }
+
+  void optimizer(Emitter& e, DpState& dp, int s) {
+    for (int op : dp.ops) e.wait_for(op);
+    const RankMemory mem = rank_memory(m, p, s);
+    double weights = 0;
+    for (const MemoryItem& it : mem.items)
+      if (it.category == "weights") weights += static_cast<double>(it.bytes);
+    const double params = weights / P;  // parameters this rank updates (sharded under ZeRO >= 1)
+    const double updated = p.zero >= 1 && p.zero < 3 ? params / p.dp : params;
+    // Mixed-precision Adam: read fp32 master + 2 moments + gradient, write them and the weights.
+    e.compute(Phase::Optimizer, "optimizer.adam", -1, -1,
+              Kernel::elementwise(KernelKind::Optimizer, 12 * updated, 28 * updated, 4));
+    if ((p.zero == 1 || p.zero == 2) && p.dp > 1) {
+      const Bytes shard = static_cast<Bytes>(updated) * P;
+      e.blocking(collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,
+                            "zero.allgather.params", -1, -1));
+    }
+  }
+};
+
+}  // namespace
+}  // namespace plan
+
+Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p) {
+  validate_model(m, "model");
+  validate_parallel(p, m, p.world_size());
+  plan::Planner planner(m, p);
+  Schedule s;
+  s.axes = mesh_axes(p);
+  s.roles.reserve(static_cast<std::size_t>(p.pp));
+  for (int stage = 0; stage < p.pp; ++stage) s.roles.push_back(planner.role(stage));
+  return s;
+}
+
+}  // namespace meshsim

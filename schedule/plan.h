@@ -1,0 +1,43 @@
+// Planning one training iteration: model + parallel layout -> Schedule (schedule/ir.h).
+//
+//   ModelSpec m = model_preset("gpt3-175b");
+//   ParallelSpec p;  p.tp = 8;  p.pp = 8;  p.vchunks = 2;  p.dp = 16;  p.microbatches = 64;
+//   Schedule s = plan_iteration(m, p);    // 8 roles (pipeline stages), ops per stage
+//
+// What each role runs, in order (MATH.md sections 3-10):
+//   - pipeline order: 1F1B (warm-up forwards, steady one-forward-one-backward, cool-down
+//     backwards) or Megatron's interleaved order with v model chunks per device; stage
+//     boundaries are Send/Recv ops of b*s*h*P/c bytes (/t with SP);
+//   - per layer forward: LayerNorm, QKV, attention (local, or a ring of c steps with K/V
+//     passed along the cp axis and a log-sum-exp merge per step), output projection,
+//     MLP (dense, or router + experts with dispatch/combine all-to-alls on the ep axis),
+//     with Megatron's f / f-bar all-reduces on the tp axis (SP: g / g-bar all-gather and
+//     reduce-scatter); or, with mesh2d, the SUMMA broadcasts/reduces on the row and col
+//     axes (plan_summa.cpp);
+//   - per layer backward: the conjugates (dgrad and wgrad GEMMs, the collectives that f and
+//     g turn into), preceded by the recomputed forward when the recompute mode asks;
+//   - data parallel: gradients of the last micro-batch's backward reduced in buckets on
+//     the dp axis, overlapped with backward (ZeRO 1-2: reduce-scatter, then an all-gather
+//     of parameters after the optimizer; ZeRO 3: also an all-gather of each layer's
+//     parameters before its forward and backward); then the optimizer step.
+#pragma once
+
+#include "schedule/ir.h"
+#include "schedule/model.h"
+#include "schedule/parallel.h"
+
+namespace meshsim {
+
+// The mesh axes of the layout, outermost first: dp (or edp, ep with expert parallelism),
+// pp, cp, tp (or row, col with mesh2d). Axes of size 1 are kept, so axis names are stable.
+std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p);
+
+// Validates (validate_parallel with gpus = p.world_size()) and plans the iteration.
+Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p);
+
+// Bytes each rank of a ring moves for one collective of `n` bytes over `p` ranks
+// (2(p-1)/p n for all-reduce, (p-1)/p n for all-gather, reduce-scatter and all-to-all,
+// n for the rest): the accounting MATH.md's per-layer communication figures use.
+double ring_bytes_moved(CollKind kind, Bytes n, int p);
+
+}  // namespace meshsim

@@ -1,0 +1,259 @@
+// One Megatron-family transformer layer (tp, sp, cp, moe/ep) as a list of steps, emitted
+// forward in order and backward in reverse (MATH.md sections 3, 4, 7, 8).
+//
+//   forward (tp = t, no SP)                       backward (reverse, conjugates)
+//   ln1 ─ f ─ qkv ─ attention ─ proj ─ f̄ ─ drop    ... proj dgrad/wgrad ─ attention bwd ─ qkv ─ AR(f) ─ ln1
+//   ln2 ─ f ─ fc1 ─ act ─ fc2 ─ f̄ ─ drop
+//   f: identity forward, all-reduce backward; f̄: all-reduce forward, identity backward.
+//   With SP, f becomes all-gather / reduce-scatter (g) and f̄ reduce-scatter / all-gather (ḡ).
+#include <cmath>
+#include <optional>
+
+#include "schedule/plan_internal.h"
+
+namespace meshsim::plan {
+namespace {
+
+struct LayerStep {
+  enum class Type { Gemm, Kern, Coll, Ring } type = Type::Kern;
+  std::string name;
+  Kernel k;
+  bool core = false;  // attention core: what selective recomputation recomputes
+  std::optional<CollKind> fwd, bwd;
+  std::string axis;
+  int group = 1;
+  Bytes bytes = 0;
+  Stream stream = Stream::Tp;
+  double imbalance = 1.0;
+};
+
+std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
+
+LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
+  LayerStep s;
+  s.type = LayerStep::Type::Gemm;
+  s.name = name;
+  s.k = Kernel::gemm(i64(m), i64(n), i64(k), P);
+  s.core = core;
+  return s;
+}
+LayerStep kern(const std::string& name, KernelKind kind, double flops, double bytes, int P, bool core = false) {
+  LayerStep s;
+  s.type = LayerStep::Type::Kern;
+  s.name = name;
+  s.k = Kernel::elementwise(kind, flops, bytes, P);
+  s.core = core;
+  return s;
+}
+LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd,
+               const std::string& axis, int group, Bytes bytes, Stream stream) {
+  LayerStep s;
+  s.type = LayerStep::Type::Coll;
+  s.name = name;
+  s.fwd = fwd;
+  s.bwd = bwd;
+  s.axis = axis;
+  s.group = group;
+  s.bytes = bytes;
+  s.stream = stream;
+  return s;
+}
+
+// The steps of one layer's forward for micro-batch tokens c.tokens (= b*s/c).
+std::vector<LayerStep> layer_steps(const Ctx& c) {
+  const ModelSpec& m = c.m;
+  const ParallelSpec& p = c.p;
+  const int P = c.P, t = p.tp, cp = p.cp;
+  const double T = c.tokens, h = m.hidden;
+  const double Tn = p.sp ? T / t : T;  // tokens LayerNorm and dropout run on
+  const double b = p.micro_batch_size, s_local = static_cast<double>(m.seq) / cp;
+  const double heads_local = static_cast<double>(m.heads) / t;
+  const double hd = m.head_dim();
+  const double kv_local = hd * std::max(1.0, static_cast<double>(m.kv_heads) / t);  // K/V width per rank
+  const Bytes act = static_cast<Bytes>(T * h) * P;                                    // b*s/c*h*P
+  std::vector<LayerStep> v;
+
+  auto tp_in = [&](const std::string& where) {  // f (or g with SP) before a column-parallel GEMM
+    if (t == 1) return;
+    if (p.sp) v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
+    else v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
+  };
+  auto tp_out = [&](const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
+    if (t == 1) return;
+    if (p.sp) v.push_back(coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, "tp", t, act, Stream::Tp));
+    else v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
+  };
+  auto norm = [&](const std::string& name) {
+    v.push_back(kern(name, KernelKind::Norm, 8 * Tn * h, 2.0 * P * Tn * h, P));
+  };
+  auto dropout_residual = [&](const std::string& name) {
+    v.push_back(kern(name, KernelKind::Elementwise, 3 * Tn * h, 4.0 * P * Tn * h, P));
+  };
+
+  // --- attention block ---
+  norm("ln1");
+  tp_in("attn");
+  v.push_back(gemm("attn.qkv", T, h / t + 2 * kv_local, h, P));
+  const bool causal_skip = m.attention == AttentionKind::Flash;
+  if (cp > 1) {
+    LayerStep r;
+    r.type = LayerStep::Type::Ring;
+    r.name = "attn.ring";
+    r.core = true;
+    r.axis = "cp";
+    r.group = cp;
+    r.stream = Stream::Cp;
+    r.bytes = static_cast<Bytes>(2 * b * s_local * kv_local) * P;  // this rank's K and V block
+    // One step's attention: b*(s/c) queries against s/c keys, heads/t heads, full block.
+    const double fl = 4 * b * s_local * s_local * heads_local * hd;
+    r.k = Kernel::elementwise(KernelKind::Attention, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
+    v.push_back(r);
+  } else if (m.attention == AttentionKind::Flash) {
+    const double fl = 4 * b * s_local * s_local * heads_local * hd * (causal_skip ? 0.5 : 1.0);
+    v.push_back(kern("attn.flash", KernelKind::Attention, fl, P * (2 * T * h / t + 2 * T * kv_local), P, true));
+  } else {
+    const double rows = b * heads_local * s_local;  // score rows
+    v.push_back(gemm("attn.scores", rows, s_local, hd, P, true));
+    v.push_back(kern("attn.softmax", KernelKind::Softmax, 5 * rows * s_local, 2.0 * P * rows * s_local, P, true));
+    v.push_back(kern("attn.dropout", KernelKind::Elementwise, rows * s_local, 3.0 * P * rows * s_local, P, true));
+    v.push_back(gemm("attn.sv", rows, hd, s_local, P, true));
+  }
+  v.push_back(gemm("attn.proj", T, h, h / t, P));
+  tp_out("attn");
+  dropout_residual("attn.dropout_residual");
+
+  // --- MLP block ---
+  norm("ln2");
+  const double ffn = m.ffn_hidden;
+  const double up = m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn;  // gate + up for SwiGLU
+  const double act_bytes_per = m.ffn == FfnKind::SwiGLU ? 3.0 : 2.0;
+  if (!m.moe()) {
+    tp_in("mlp");
+    v.push_back(gemm("mlp.fc1", T, up / t, h, P));
+    v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, 8 * T * ffn / t,
+                     act_bytes_per * P * T * ffn / t, P));
+    v.push_back(gemm("mlp.fc2", T, h, ffn / t, P));
+    tp_out("mlp");
+  } else if (p.ep == 1) {
+    // Every rank holds every expert, split over tp like a dense MLP.
+    tp_in("moe");
+    v.push_back(gemm("moe.router", T, m.experts, h, P));
+    v.push_back(kern("moe.topk", KernelKind::Elementwise, T * m.experts, 2.0 * P * T * m.experts, P));
+    const double routed = T * m.top_k;
+    v.push_back(gemm("moe.fc1", routed, up / t, h, P));
+    v.push_back(kern("moe.act", KernelKind::Elementwise, 8 * routed * ffn / t, act_bytes_per * P * routed * ffn / t, P));
+    v.push_back(gemm("moe.fc2", routed, h, ffn / t, P));
+    tp_out("moe");
+  } else {
+    // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that
+    // own their top-k experts; experts are whole (not split over tp).
+    const double Te = T / t;
+    const Bytes a2a = static_cast<Bytes>(Te * m.top_k * h) * P;
+    v.push_back(gemm("moe.router", Te, m.experts, h, P));
+    v.push_back(kern("moe.topk", KernelKind::Elementwise, Te * m.experts, 2.0 * P * Te * m.experts, P));
+    LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, "ep", p.ep, a2a, Stream::Ep);
+    d.imbalance = p.ep_imbalance;
+    v.push_back(d);
+    const double routed = Te * m.top_k * p.ep_imbalance;  // tokens at the busiest expert rank
+    v.push_back(gemm("moe.fc1", routed, up, h, P));
+    v.push_back(kern("moe.act", KernelKind::Elementwise, 8 * routed * ffn, act_bytes_per * P * routed * ffn, P));
+    v.push_back(gemm("moe.fc2", routed, h, ffn, P));
+    LayerStep cmb = d;
+    cmb.name = "ep.combine";
+    v.push_back(cmb);
+    if (t > 1 && !p.sp)  // restore the tp-replicated activation
+      v.push_back(coll("tp.gather.moe", CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
+  }
+  dropout_residual("mlp.dropout_residual");
+  return v;
+}
+
+Op make_op(Phase phase, const LayerStep& s, CollKind kind, int layer, int mb) {
+  Op op = collective(phase, s.stream, kind, s.axis, s.group, s.bytes, s.name, layer, mb);
+  op.imbalance = s.imbalance;
+  return op;
+}
+
+// Ring attention (MATH.md section 7): c steps; at step j the rank computes its queries
+// against the K/V block in hand while passing that block to the next rank; a log-sum-exp
+// merge folds each step into the running output. Causal masks: with load balancing every
+// rank does half a block per step; without it the ranks run in lockstep behind the one
+// that computes a full block at every step but the first.
+void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, int mb, bool backward) {
+  const int steps = c.p.cp;
+  const bool causal_skip = c.m.attention == AttentionKind::Flash;
+  const double merge_bytes = 4.0 * 4 * c.tokens * c.m.hidden / c.p.tp;  // fp32 (v, lse) read+write
+  int arrived = -1;
+  for (int j = 0; j < steps; ++j) {
+    if (arrived >= 0) e.wait_for(arrived);
+    int transfer = -1;
+    if (j + 1 < steps) {
+      Op op = make_op(phase, s, CollKind::SendRecv, layer, mb);
+      op.name = backward ? "cp.ring.kv+dkv" : "cp.ring.kv";
+      if (backward) op.bytes *= 2;  // K, V forward along the ring; dK, dV travel with them
+      transfer = e.async(std::move(op));
+    }
+    double factor = 1.0;
+    if (causal_skip) factor = (c.p.cp_balance || j == 0) ? 0.5 : 1.0;
+    Kernel k = s.k;
+    k.flops *= factor * (backward ? 2 : 1);
+    k.bytes *= backward ? 2 : 1;
+    e.compute(phase, std::string(backward ? "attn.ring.bwd" : "attn.ring") + "." + std::to_string(j), layer, mb, k);
+    if (j > 0 && !backward)
+      e.compute(phase, "attn.lse_merge", layer, mb,
+                Kernel::elementwise(KernelKind::Elementwise, 3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
+    arrived = transfer;
+  }
+}
+
+void emit_forward(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, int mb) {
+  switch (s.type) {
+    case LayerStep::Type::Gemm:
+    case LayerStep::Type::Kern: e.compute(phase, s.name, layer, mb, s.k); break;
+    case LayerStep::Type::Coll:
+      if (s.fwd) e.blocking(make_op(phase, s, *s.fwd, layer, mb));
+      break;
+    case LayerStep::Type::Ring: ring(c, e, s, phase, layer, mb, false); break;
+  }
+}
+
+void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int mb) {
+  const Phase ph = Phase::Backward;
+  switch (s.type) {
+    case LayerStep::Type::Gemm: {
+      // C[m,n] = A[m,k] B[k,n]: dA = dC B^T (m x k, inner n), dB = A^T dC (k x n, inner m).
+      const Kernel& f = s.k;
+      e.compute(ph, s.name + ".dgrad", layer, mb, Kernel::gemm(f.m, f.k, f.n, f.dtype_bytes));
+      e.compute(ph, s.name + ".wgrad", layer, mb, Kernel::gemm(f.k, f.n, f.m, f.dtype_bytes));
+      break;
+    }
+    case LayerStep::Type::Kern: {
+      Kernel k = s.k;
+      k.flops *= 2;
+      k.bytes *= 2;
+      e.compute(ph, s.name + ".bwd", layer, mb, k);
+      break;
+    }
+    case LayerStep::Type::Coll:
+      if (s.bwd) e.blocking(make_op(ph, s, *s.bwd, layer, mb));
+      break;
+    case LayerStep::Type::Ring: ring(c, e, s, ph, layer, mb, true); break;
+  }
+}
+
+}  // namespace
+
+void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
+  for (const LayerStep& s : layer_steps(c)) emit_forward(c, e, s, phase, layer, mb);
+}
+
+void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
+  const std::vector<LayerStep> steps = layer_steps(c);
+  if (c.p.recompute.mode == RecomputeMode::Selective) {
+    for (const LayerStep& s : steps)
+      if (s.core) emit_forward(c, e, s, Phase::Recompute, layer, mb);
+  }
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) emit_backward(c, e, *it, layer, mb);
+}
+
+}  // namespace meshsim::plan

@@ -1,0 +1,248 @@
+// The planned schedule against MATH.md: communication per layer per device (sections 3, 4,
+// 6, 7, 8), FLOPs per iteration (section 2), the pipeline order, and symmetry (one op list
+// per stage, whatever the number of ranks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "schedule/plan.h"
+
+namespace meshsim {
+namespace {
+
+ModelSpec gpt(int layers, int h, int heads, int seq, int vocab = 51200) {
+  ModelSpec m;
+  m.name = "gpt-test";
+  m.layers = layers;
+  m.hidden = h;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * h;
+  m.seq = seq;
+  m.vocab = vocab;
+  return m;
+}
+
+// Bytes one device moves on `axis` (ring accounting) over ops of `layer` in the phases given.
+double moved(const Schedule& s, int stage, int layer, const std::string& axis, std::vector<Phase> phases,
+             int microbatch = 0) {
+  double total = 0;
+  for (const Op& op : s.roles[static_cast<std::size_t>(stage)].ops) {
+    if (op.kind != OpKind::Collective || op.layer != layer || op.axis != axis || op.microbatch != microbatch) continue;
+    if (std::find(phases.begin(), phases.end(), op.phase) == phases.end()) continue;
+    total += ring_bytes_moved(op.coll, op.bytes, op.group_size);
+  }
+  return total;
+}
+
+TEST(Plan, TensorParallelMovesFourBshPerLayerEachWay) {
+  // MATH.md section 3: forward 4(t-1)/t bsh, backward the same without recomputation.
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (int t : {2, 4, 8}) {
+    ParallelSpec p;
+    p.tp = t;
+    p.micro_batch_size = 2;
+    const Schedule s = plan_iteration(m, p);
+    const double bsh_bytes = 2.0 * 512 * 1024 * 2;  // b s h P
+    const double want = 4.0 * (t - 1) / t * bsh_bytes;
+    EXPECT_DOUBLE_EQ(moved(s, 0, 1, "tp", {Phase::Forward}), want) << "t=" << t;
+    EXPECT_DOUBLE_EQ(moved(s, 0, 1, "tp", {Phase::Backward, Phase::Recompute}), want) << "t=" << t;
+  }
+}
+
+TEST(Plan, FullRecomputationDoublesTheBackwardTensorParallelBytes) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  p.recompute = Recompute::parse("full", "test");
+  const Schedule s = plan_iteration(m, p);
+  const double bsh_bytes = 1.0 * 512 * 1024 * 2;
+  EXPECT_DOUBLE_EQ(moved(s, 0, 2, "tp", {Phase::Forward}), 4.0 * 3 / 4 * bsh_bytes);
+  EXPECT_DOUBLE_EQ(moved(s, 0, 2, "tp", {Phase::Backward, Phase::Recompute}), 8.0 * 3 / 4 * bsh_bytes);
+}
+
+TEST(Plan, SequenceParallelMovesTheSameBytesAsTensorParallel) {
+  const ModelSpec m = gpt(2, 2048, 16, 1024);
+  ParallelSpec tp, sp;
+  tp.tp = sp.tp = 8;
+  sp.sp = true;
+  const Schedule a = plan_iteration(m, tp), b = plan_iteration(m, sp);
+  for (Phase ph : {Phase::Forward, Phase::Backward})
+    EXPECT_DOUBLE_EQ(moved(a, 0, 0, "tp", {ph}), moved(b, 0, 0, "tp", {ph}));
+  // ... as all-gathers and reduce-scatters instead of all-reduces.
+  int ag = 0, rs = 0, ar = 0;
+  for (const Op& op : b.roles[0].ops)
+    if (op.kind == OpKind::Collective && op.layer == 0 && op.microbatch == 0) {
+      ag += op.coll == CollKind::AllGather;
+      rs += op.coll == CollKind::ReduceScatter;
+      ar += op.coll == CollKind::AllReduce;
+    }
+  EXPECT_EQ(ag, 4);
+  EXPECT_EQ(rs, 4);
+  EXPECT_EQ(ar, 0);
+}
+
+// MATH.md section 6: elements moved per device per layer, broadcasts and reduces counted
+// as log2(q) x size (the paper's model): forward log2(p)/(2 sqrt p) (7bsh + 12h^2),
+// backward with checkpointing log2(p)/(2 sqrt p) (21bsh + 36h^2).
+TEST(Plan, SummaMovesThePapersElementsPerLayer) {
+  for (int q : {2, 4}) {
+    const int h = 1024, seq = 256, b = 4;
+    const ModelSpec m = gpt(2, h, 16, seq);
+    ParallelSpec p;
+    p.mesh2d = q;
+    p.micro_batch_size = b;
+    p.recompute = Recompute::parse("full", "test");
+    const Schedule s = plan_iteration(m, p);
+    double fwd = 0, bwd = 0;
+    for (const Op& op : s.roles[0].ops) {
+      if (op.kind != OpKind::Collective || op.layer != 0 || op.microbatch != 0) continue;
+      if (op.name.find("bias") != std::string::npos || op.name.find(".ln") != std::string::npos) continue;
+      const double elems = std::log2(q) * static_cast<double>(op.bytes) / 2;
+      (op.phase == Phase::Forward ? fwd : bwd) += elems;
+    }
+    const double pdev = q * q, bsh = 1.0 * b * seq * h, h2 = 1.0 * h * h;
+    EXPECT_NEAR(fwd, std::log2(pdev) / (2 * std::sqrt(pdev)) * (7 * bsh + 12 * h2), 1e-6) << "q=" << q;
+    EXPECT_NEAR(bwd, std::log2(pdev) / (2 * std::sqrt(pdev)) * (21 * bsh + 36 * h2), 1e-6) << "q=" << q;
+  }
+}
+
+// MATH.md section 8: per layer, pure EP moves 4BSkh bytes (dispatch + combine, bf16),
+// pure TP 4BSh (two all-reduces of BSh elements).
+TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
+  ModelSpec m = gpt(2, 1024, 16, 512);
+  m.experts = 8;
+  m.top_k = 2;
+  const double B = 1, S = 512, h = 1024, k = 2;
+  ParallelSpec ep;
+  ep.dp = 4;
+  ep.ep = 4;
+  const Schedule se = plan_iteration(m, ep);
+  double a2a = 0;
+  for (const Op& op : se.roles[0].ops)
+    if (op.kind == OpKind::Collective && op.layer == 0 && op.microbatch == 0 && op.phase == Phase::Forward &&
+        op.coll == CollKind::AllToAll)
+      a2a += static_cast<double>(op.bytes);
+  EXPECT_DOUBLE_EQ(a2a, 4 * B * S * k * h);
+
+  ParallelSpec tp;
+  tp.tp = 4;
+  const Schedule st = plan_iteration(m, tp);
+  double ar = 0;
+  for (const Op& op : st.roles[0].ops)
+    if (op.kind == OpKind::Collective && op.layer == 0 && op.microbatch == 0 && op.phase == Phase::Forward &&
+        op.axis == "tp")
+      ar += static_cast<double>(op.bytes);
+  EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
+}
+
+// MATH.md section 7: each cp rank passes its K/V block c-1 times per layer forward.
+TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
+  ModelSpec m = gpt(2, 1024, 16, 4096);
+  m.kv_heads = 4;  // GQA: H_kv = 256
+  m.attention = AttentionKind::Flash;
+  for (int c : {2, 4}) {
+    ParallelSpec p;
+    p.cp = c;
+    const Schedule s = plan_iteration(m, p);
+    double bytes = 0;
+    int merges = 0;
+    for (const Op& op : s.roles[0].ops) {
+      if (op.layer != 0 || op.microbatch != 0 || op.phase != Phase::Forward) continue;
+      if (op.kind == OpKind::Collective && op.axis == "cp") bytes += static_cast<double>(op.bytes);
+      merges += op.name == "attn.lse_merge";
+    }
+    EXPECT_DOUBLE_EQ(bytes, (c - 1) * 2.0 * (4096.0 / c) * 256 * 2) << "c=" << c;
+    EXPECT_EQ(merges, c - 1);
+  }
+}
+
+double matmul_flops(const Schedule& s, const ParallelSpec& p) {
+  double f = 0;
+  const double ranks_per_stage = static_cast<double>(p.world_size()) / p.pp;
+  for (const Role& r : s.roles)
+    for (const Op& op : r.ops)
+      if (op.kind == OpKind::Compute &&
+          (op.kernel.kind == KernelKind::Gemm || op.kernel.kind == KernelKind::Attention))
+        f += op.kernel.flops * ranks_per_stage;
+  return f;
+}
+
+// MATH.md section 2: 72 B s L h^2 (1 + s/(6h) + V/(12 h L)); with full recomputation
+// 96 B s L h^2 (1 + s/(6h) + V/(16 h L)).
+TEST(Plan, IterationFlopsEqualTheModelFlopsFormula) {
+  const ModelSpec m = gpt(8, 1024, 16, 512, 32768);
+  ParallelSpec p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;
+  p.microbatches = 4;
+  p.micro_batch_size = 2;
+  const double B = p.global_batch(), s = 512, L = 8, h = 1024, V = 32768;
+  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))), 1.0,
+              1e-9);
+  p.recompute = Recompute::parse("full", "test");
+  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * h * L))), 1.0,
+              1e-9);
+}
+
+TEST(Plan, OneFOneBOrderOnTheFirstAndLastStage) {
+  const ModelSpec m = gpt(4, 256, 4, 128);
+  ParallelSpec p;
+  p.pp = 4;
+  p.microbatches = 6;
+  const Schedule s = plan_iteration(m, p);
+  auto order = [&](int stage) {
+    std::string o;
+    for (const Op& op : s.roles[static_cast<std::size_t>(stage)].ops)
+      if (op.kind == OpKind::Recv || (op.kind == OpKind::Compute && (op.name == "logits" || op.name == "embedding")))
+        o += (op.phase == Phase::Forward ? "F" : "B") + std::to_string(op.microbatch) + " ";
+    return o;
+  };
+  // Stage 0 starts each forward with the embedding and each backward with a received gradient.
+  EXPECT_EQ(order(0), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
+  // The last stage receives an activation, then runs forward and backward back to back.
+  std::string last;
+  for (const Op& op : s.roles[3].ops)
+    if (op.kind == OpKind::Recv) last += "F" + std::to_string(op.microbatch) + " ";
+  EXPECT_EQ(last, "F0 F1 F2 F3 F4 F5 ");
+}
+
+TEST(Plan, OpListsDoNotGrowWithDataParallelRanks) {
+  const ModelSpec m = gpt(8, 1024, 16, 512);
+  ParallelSpec small, big;
+  small.tp = big.tp = 8;
+  small.pp = big.pp = 2;
+  small.microbatches = big.microbatches = 4;
+  small.dp = 1;
+  big.dp = 1024;  // 16k ranks
+  const Schedule a = plan_iteration(m, small), b = plan_iteration(m, big);
+  ASSERT_EQ(b.roles.size(), 2u);
+  // The same ops per stage; dp only adds the gradient buckets.
+  std::size_t dp_ops = 0;
+  for (const Op& op : b.roles[0].ops) dp_ops += op.axis == "dp";
+  EXPECT_EQ(b.roles[0].ops.size(), a.roles[0].ops.size() + dp_ops);
+  EXPECT_GT(dp_ops, 0u);
+}
+
+TEST(Plan, DataParallelBucketsCarryEveryGradientOnce) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (int zero : {0, 1, 3}) {
+    ParallelSpec p;
+    p.dp = 4;
+    p.tp = 2;
+    p.zero = zero;
+    p.dp_bucket_mib = 8;
+    const Schedule s = plan_iteration(m, p);
+    double grads = 0;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Collective && op.axis == "dp" && op.name.find("grads") != std::string::npos)
+        grads += static_cast<double>(op.bytes);
+    const double want = (m.layers * std::floor(m.params_per_layer() / 2) + std::floor(m.vocab * 1024.0 / 2)) * 2;
+    EXPECT_NEAR(grads, want, 4.0 * 8) << "zero=" << zero;  // reduce-scatter rounds buckets up to whole elements per rank
+  }
+}
+
+}  // namespace
+}  // namespace meshsim

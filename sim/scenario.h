@@ -1,0 +1,67 @@
+// Scenario files: what to simulate (model, parallel layout, topology, placement, run
+// options), as YAML with units written out, plus `--set path=value` overrides.
+//
+//   model: gpt3-175b                 # a preset, or {preset: llama3-70b, seq: 131072},
+//                                    # or explicit fields (layers, hidden, heads, ...)
+//   parallel: {dp: 16, tp: 8, sp: true, pp: 8, vchunks: 2, microbatches: 64,
+//              micro_batch_size: 1, zero: 1, recompute: selective, dp_bucket: 25MiB}
+//   topology: dgx-h100:nodes=128     # preset spec or a topology YAML path
+//   placement: natural               # natural | bunched:RxC | list:0,1,...
+//   order: [dp, pp, cp, tp]          # mesh axes outermost first (default as shown)
+//   gpu: h100                        # compute preset (default: the topology's GPU)
+//   run: {fidelity: formula, algorithm: auto, profile: my-h100.yaml}
+//
+//   ScenarioNode n = ScenarioNode::load("s.yaml");
+//   n.set("parallel.tp=4");  n.set("placement=bunched:2x2");
+//   Scenario s = n.resolve();   // validated; unknown fields are errors naming the path
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "schedule/model.h"
+#include "schedule/parallel.h"
+#include "sim/collective_sim.h"
+
+namespace YAML { class Node; }
+
+namespace meshsim {
+
+struct Scenario {
+  std::string name = "scenario";
+  ModelSpec model;
+  ParallelSpec parallel;
+  std::string topology = "dgx-h100";
+  std::string placement = "natural";
+  std::vector<std::string> order;  // empty: mesh_axes() order
+  std::string gpu;                 // empty: default_gpu_for(topology)
+  Fidelity fidelity = Fidelity::Formula;
+  std::string algorithm = "auto";
+  std::string profile;             // machine profile YAML (calibrate's output)
+};
+
+// The YAML tree of a scenario before it is resolved: --set and --vary edit it.
+class ScenarioNode {
+ public:
+  static ScenarioNode load(const std::string& path);
+  static ScenarioNode parse(const std::string& text, const std::string& source);
+  static ScenarioNode builtin_default();
+  ScenarioNode(const ScenarioNode& other);
+  ScenarioNode& operator=(const ScenarioNode& other);
+  ~ScenarioNode();
+  // "path.to.key=value"; a model preset name becomes {preset: name} when a field is set.
+  void set(const std::string& assignment);
+  Scenario resolve() const;
+  const std::string& source() const { return source_; }
+
+ private:
+  ScenarioNode();
+  std::string source_;
+  std::unique_ptr<YAML::Node> node_;
+};
+
+// The compute preset a topology's GPUs are (h100 for dgx-h100, rtx5000 for frontera-rtx, ...).
+std::string default_gpu_for(const std::string& topology_spec);
+
+}  // namespace meshsim

@@ -1,0 +1,77 @@
+// The sim backend: executes a Schedule (schedule/ir.h) on a modeled cluster and returns
+// its Trace, the iteration time, a breakdown of where the time went, and the activation
+// memory timeline.
+//
+//   Schedule s = plan_iteration(model, parallel);
+//   Placement pl = Placement::natural(Mesh{s.axes}, topo);
+//   ScheduleSimResult r = simulate_schedule(s, topo, router, pl, ComputeModel(gpu_preset("h100")),
+//                                           AlgorithmRegistry::builtin(), {});
+//   r.iteration, r.breakdown, r.peak_activation[stage]
+//
+// Execution rules: every role (pipeline stage) is simulated once, standing for all its
+// ranks. Each stream runs its ops one at a time in list order; an op starts when its
+// stream is free and its dependencies have finished. A Recv occupies no stream: it
+// finishes as soon as its local dependencies and its matching Send (same tag) have.
+// Op durations:
+//   compute     ComputeModel::time(kernel) (roofline with efficiency curves, or a profile)
+//   collective  `formula`: the chosen algorithm's closed form for the role's first group
+//               (alpha/beta read off its routes); `flow`: all groups of the role along the
+//               op's axis run the step program at once as flows on the routed topology,
+//               so groups that share links (a node's uplink, an oversubscribed spine) slow
+//               each other down. A SendRecv on an axis is a ring shift (each rank sends to
+//               the next along the axis), as ring attention does.
+//   send        point-to-point between corresponding ranks of two stages, all pairs at once.
+// Durations are computed once per distinct (role, kind, axis, bytes, root) and reused.
+// Collectives of different ops do not contend with each other (each is timed alone with
+// its own concurrent groups); the report says so.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "schedule/collective.h"
+#include "schedule/ir.h"
+#include "sim/collective_sim.h"
+#include "sim/compute_model.h"
+#include "topology/placement.h"
+
+namespace meshsim {
+
+struct ScheduleSimOptions {
+  Fidelity fidelity = Fidelity::Formula;
+  std::string algorithm = "auto";  // collective algorithm for every collective op
+  double gamma_ps = 0;             // reduction time per byte
+};
+
+// Where the critical role's time went; the parts add up to the iteration time exactly.
+struct Breakdown {
+  Time compute;     // forward and backward kernels
+  Time recompute;   // recomputed forward kernels
+  Time optimizer;
+  Time bubble;      // waiting for another stage's compute (pipeline bubble)
+  std::map<std::string, Time> exposed;  // communication the compute stream waited for, by
+                                        // dimension: tp, cp, ep, pp, dp, 2d
+  Time total() const;
+};
+
+struct ScheduleSimResult {
+  Time iteration;
+  Trace trace;                         // one event per op of every role
+  std::vector<Time> role_end;
+  std::vector<Bytes> peak_activation;  // per role: peak of the activation stash over the timeline
+  int critical_role = 0;
+  Breakdown breakdown;                 // of the critical role
+  double executed_flops_per_rank = 0;  // summed over the critical role's compute ops
+  std::vector<BusiestLink> top_links;  // flow fidelity: up to 5, by utilization over the iteration
+  int distinct_collectives = 0;        // collective timings computed (the rest reused)
+};
+
+ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,
+                                    const Placement& placement, const ComputeModel& compute,
+                                    const AlgorithmRegistry& registry, const ScheduleSimOptions& options);
+
+// The breakdown category of an op's communication: "tp", "cp", "ep", "pp", "dp", "2d".
+std::string comm_category(const Op& op);
+
+}  // namespace meshsim

@@ -1,0 +1,142 @@
+// The sim backend on planned schedules: invariants of MATH.md sections 6 and 9, the
+// activation-memory timeline against the closed forms of section 5, and the breakdown.
+#include <gtest/gtest.h>
+
+#include "schedule/memory.h"
+#include "schedule/plan.h"
+#include "sim/schedule_sim.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+namespace {
+
+ModelSpec gpt(int layers, int h, int heads, int seq, int vocab = 51200) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = h;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * h;
+  m.seq = seq;
+  m.vocab = vocab;
+  return m;
+}
+
+ScheduleSimResult run(const ModelSpec& m, const ParallelSpec& p, const std::string& topo_spec,
+                      const std::string& placement = "natural", Fidelity f = Fidelity::Formula,
+                      const std::string& gpu = "h100") {
+  const Topology topo = resolve_topology(topo_spec);
+  const Schedule s = plan_iteration(m, p);
+  Mesh mesh;
+  mesh.dims = s.axes;
+  const Placement pl = Placement::parse(placement, mesh, topo, "placement");
+  Router router(topo);
+  ScheduleSimOptions opt;
+  opt.fidelity = f;
+  return simulate_schedule(s, topo, router, pl, ComputeModel(gpu_preset(gpu)), AlgorithmRegistry::builtin(), opt);
+}
+
+TEST(ScheduleSim, BreakdownAddsUpToTheIterationTime) {
+  ParallelSpec p;
+  p.tp = 4;
+  p.pp = 2;
+  p.dp = 2;
+  p.microbatches = 4;
+  p.sp = true;
+  for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
+    const ScheduleSimResult r = run(gpt(8, 2048, 16, 1024), p, "dgx-h100:nodes=2", "natural", f);
+    EXPECT_EQ(r.breakdown.total(), r.iteration);
+    EXPECT_GT(r.breakdown.compute, Time{});
+    EXPECT_GT(r.breakdown.exposed.at("tp"), Time{});
+    EXPECT_GT(r.breakdown.bubble, Time{});
+  }
+}
+
+// MATH.md section 9: with (almost) free communication the 1F1B bubble is (p-1)/m of the
+// ideal, i.e. the first stage idles (p-1) micro-batch-times out of m.
+TEST(ScheduleSim, OneFOneBBubbleIsPMinusOneOverM) {
+  // Large layers and a tiny vocabulary: the stages are nearly equal (the closed form assumes so).
+  const ModelSpec m = gpt(16, 4096, 32, 2048, 256);
+  for (auto [pp, mb] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 16}}) {
+    ParallelSpec p;
+    p.pp = pp;
+    p.microbatches = mb;
+    const ScheduleSimResult r =
+        run(m, p, "switch:gpus_per_node=8,bandwidth=1000000GB/s,latency=0us");
+    const double bubble = static_cast<double>(r.breakdown.bubble.ps());
+    const double busy = static_cast<double>((r.breakdown.compute + r.breakdown.recompute).ps());
+    EXPECT_NEAR(bubble / busy, static_cast<double>(pp - 1) / mb, 0.02 * (pp - 1) / mb) << pp << " stages, " << mb;
+  }
+}
+
+TEST(ScheduleSim, MoreBandwidthNeverSlowsAnIteration) {
+  ParallelSpec p;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 2;
+  p.microbatches = 4;
+  p.zero = 1;
+  const ModelSpec m = gpt(8, 4096, 32, 2048);
+  for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
+    // Raise NVLink and NIC bandwidth in turn; the iteration time never goes up.
+    Time prev = Time::max();
+    for (const char* bw : {"100GB/s,nic_bandwidth=100Gb/s", "100GB/s,nic_bandwidth=400Gb/s", "450GB/s,nic_bandwidth=400Gb/s",
+                           "900GB/s,nic_bandwidth=400Gb/s", "900GB/s,nic_bandwidth=800Gb/s"}) {
+      const Time t = run(m, p, std::string("dgx-h100:nodes=4,nvlink_bandwidth=") + bw, "natural", f).iteration;
+      EXPECT_LE(t, prev) << bw << " " << to_string(f);
+      prev = t;
+    }
+  }
+}
+
+// MATH.md section 6: column broadcasts of SUMMA cross nodes under `natural`, with 4 GPUs
+// crowding each node's uplink; `bunched` keeps half of each column on a node. Contention
+// is what decides it, so this holds at flow fidelity (the formula is blind to crowding).
+TEST(ScheduleSim, BunchedNeverLosesToNaturalForSumma) {
+  const ModelSpec m = gpt(4, 2048, 16, 512);
+  for (int b : {4, 8}) {
+    ParallelSpec p;
+    p.mesh2d = 4;
+    p.micro_batch_size = b;
+    p.recompute = Recompute::parse("full", "test");
+    const Time natural = run(m, p, "frontera-rtx:nodes=4", "natural", Fidelity::Flow, "rtx5000").iteration;
+    const Time bunched = run(m, p, "frontera-rtx:nodes=4", "bunched:2x2", Fidelity::Flow, "rtx5000").iteration;
+    EXPECT_LT(bunched, natural) << "b=" << b;
+  }
+}
+
+// MATH.md section 5: the first 1F1B stage holds p micro-batches of L/p layers, L layers'
+// worth; interleaving with v chunks multiplies it by (1 + (p-1)/(p v)).
+TEST(ScheduleSim, ActivationPeakOnTheTimelineMatchesThePipelineClosedForm) {
+  const ModelSpec m = gpt(24, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 2;
+  p.sp = true;
+  p.pp = 4;
+  p.microbatches = 8;
+  const Bytes layer = layer_activation_bytes(m, p);
+  EXPECT_EQ(run(m, p, "dgx-h100").peak_activation[0], 24 * layer);
+  p.vchunks = 2;
+  // 24 layers x (1 + 3/8) = 33 layers' worth.
+  EXPECT_EQ(run(m, p, "dgx-h100").peak_activation[0], 33 * layer);
+}
+
+TEST(ScheduleSim, SameInputSameTrace) {
+  ParallelSpec p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;
+  p.microbatches = 4;
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  const ScheduleSimResult a = run(m, p, "dgx-h100", "natural", Fidelity::Flow);
+  const ScheduleSimResult b = run(m, p, "dgx-h100", "natural", Fidelity::Flow);
+  ASSERT_EQ(a.trace.events.size(), b.trace.events.size());
+  for (std::size_t i = 0; i < a.trace.events.size(); ++i) {
+    EXPECT_EQ(a.trace.events[i].start, b.trace.events[i].start);
+    EXPECT_EQ(a.trace.events[i].end, b.trace.events[i].end);
+  }
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -1,0 +1,76 @@
+// simulate_training: scenario -> topology, placement, schedule, sim backend, figures.
+#include "sim/training_sim.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+
+bool is_layer_activation(const MemoryItem& item) { return item.category == "activations"; }
+
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry) {
+  TrainingResult r;
+  r.scenario = s;
+  const Topology topo = resolve_topology(s.topology);
+  r.topology_name = topo.name();
+  r.gpus = topo.num_gpus();
+  validate_model(s.model, "model");
+  validate_parallel(s.parallel, s.model, topo.num_gpus());
+
+  Mesh mesh;
+  mesh.dims = mesh_axes(s.parallel);
+  if (!s.order.empty()) {
+    Mesh ordered;
+    for (const std::string& name : s.order) ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
+    mesh = ordered;
+  }
+  const Placement placement = Placement::parse(s.placement, mesh, topo, "placement");
+  r.placement = placement.kind();
+
+  r.schedule = plan_iteration(s.model, s.parallel);
+  r.gpu = gpu_preset(s.gpu);
+  ComputeModel compute(r.gpu);
+  if (!s.profile.empty()) compute = ComputeModel::load_profile(s.profile);
+  r.gpu = compute.gpu();
+
+  Router router(topo);
+  ScheduleSimOptions opt;
+  opt.fidelity = s.fidelity;
+  opt.algorithm = s.algorithm;
+  r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
+
+  const ParallelSpec& p = s.parallel;
+  const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
+  for (const Role& role : r.schedule.roles)
+    for (const Op& op : role.ops) r.hardware_flops += op.kernel.flops * ranks_per_role;
+  r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
+  const double secs = r.sim.iteration.seconds();
+  const double peak = compute.peak_flops(s.model.dtype_bytes()) * p.world_size();
+  if (secs > 0) {
+    r.mfu = r.model_flops / (secs * peak);
+    r.hfu = r.hardware_flops / (secs * peak);
+    r.tokens_per_s = static_cast<double>(p.global_batch()) * s.model.seq / secs;
+  }
+
+  r.capacity = r.gpu.memory;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    StageMemory m;
+    m.model = rank_memory(s.model, p, stage);
+    m.activation_peak = r.sim.peak_activation[static_cast<std::size_t>(stage)];
+    m.peak = m.activation_peak;
+    for (const MemoryItem& it : m.model.items)
+      if (!is_layer_activation(it)) m.peak += it.bytes;
+    r.fits = r.fits && m.peak <= r.capacity;
+    r.stages.push_back(std::move(m));
+  }
+  for (const BusiestLink& l : r.sim.top_links) {
+    const DirLink& dl = topo.link(l.link);
+    r.link_names.push_back(topo.device(dl.from).name + " -> " + topo.device(dl.to).name);
+  }
+  return r;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,50 @@
+// One training iteration of a Scenario, end to end: topology, placement, plan, the sim
+// backend, and the figures a researcher plans with (MFU/HFU, tokens/s, memory per stage).
+//
+//   Scenario s = ScenarioNode::builtin_default().resolve();
+//   TrainingResult r = simulate_training(s, AlgorithmRegistry::builtin());
+//   r.sim.iteration, r.mfu, r.tokens_per_s, r.stages[0].peak, r.fits
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/memory.h"
+#include "schedule/plan.h"
+#include "sim/compute_model.h"
+#include "sim/scenario.h"
+#include "sim/schedule_sim.h"
+
+namespace meshsim {
+
+struct StageMemory {
+  RankMemory model;        // the itemized closed-form table (schedule/memory.h)
+  Bytes activation_peak;   // read off the simulated timeline (layer activations)
+  Bytes peak;              // model's non-layer-activation items + activation_peak
+};
+
+struct TrainingResult {
+  Scenario scenario;
+  std::string topology_name;
+  std::string placement;   // placement kind actually used
+  Schedule schedule;
+  ScheduleSimResult sim;
+  GpuSpec gpu;
+  int gpus = 0;
+  double model_flops = 0;      // per iteration, all GPUs (MATH.md section 2)
+  double hardware_flops = 0;   // executed, recomputation included, all GPUs
+  double mfu = 0, hfu = 0;
+  double tokens_per_s = 0;
+  std::vector<StageMemory> stages;
+  Bytes capacity = 0;
+  bool fits = true;
+  std::vector<std::string> link_names;  // names of sim.top_links
+};
+
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry);
+
+// The layers' activation items of rank_memory() (category "activations"): the part the
+// simulated timeline replaces with its measured peak.
+bool is_layer_activation(const MemoryItem& item);
+
+}  // namespace meshsim
