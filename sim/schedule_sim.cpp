@@ -117,6 +117,8 @@ struct Costing {
       if (kind == CollKind::AllToAll && op.imbalance != 1.0)
         req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
     }
+    // The closed form reads alpha/beta off the first group's routes only.
+    if (opt.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);
     std::pair<Time, int> result{Time{}, -1};
     if (!req.groups.empty() && req.groups.front().size() > 1 && op.bytes > 0) {
       CollectiveOutcome out = run_collective(topo, router, registry, req);

@@ -44,9 +44,16 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
 
   const ParallelSpec& p = s.parallel;
   const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
+  // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
+  // (MATH.md section 2): model FLOPs x (executed with recomputation / executed without).
+  double executed = 0, recomputed = 0;
   for (const Role& role : r.schedule.roles)
-    for (const Op& op : role.ops) r.hardware_flops += op.kernel.flops * ranks_per_role;
+    for (const Op& op : role.ops) {
+      executed += op.kernel.flops * ranks_per_role;
+      if (op.phase == Phase::Recompute) recomputed += op.kernel.flops * ranks_per_role;
+    }
   r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
+  r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;
   const double secs = r.sim.iteration.seconds();
   const double peak = compute.peak_flops(s.model.dtype_bytes()) * p.world_size();
   if (secs > 0) {
