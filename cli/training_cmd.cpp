@@ -44,7 +44,10 @@ struct ScenarioFlags {
   ScenarioNode node() const {
     ScenarioNode n = file.empty() ? ScenarioNode::builtin_default() : ScenarioNode::load(file);
     for (const auto& s : sets) n.set(s);
-    if (!fidelity.empty()) n.set("run.fidelity=" + fidelity);
+    if (!fidelity.empty()) {
+      parse_fidelity(fidelity, "--fidelity");  // a typo is the flag's error, not run.fidelity's
+      n.set("run.fidelity=" + fidelity);
+    }
     if (!profile.empty()) n.set("run.profile=" + profile);
     return n;
   }

@@ -59,7 +59,7 @@ void at_least(int v, int lo, const char* field) {
 
 }  // namespace
 
-void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus) {
+void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
   validate_model(m, "model");
   at_least(p.dp, 1, "dp");
   at_least(p.tp, 1, "tp");
@@ -110,9 +110,11 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus) {
 
   if (p.world_size() != gpus) {
     const std::string tensor = p.mesh2d > 0 ? fmt::format("q^2 = {}", p.tensor_size()) : fmt::format("tp = {}", p.tp);
-    fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} uses {} GPUs but there are {}; "
+    const std::string have = gpus_from.empty() ? fmt::format("there are {}", gpus)
+                                               : fmt::format("{} has {}", gpus_from, gpus);
+    fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} uses {} GPUs but {}; "
                            "change the sizes so that their product is {}",
-                           p.dp, p.pp, p.cp, tensor, p.world_size(), gpus, gpus));
+                           p.dp, p.pp, p.cp, tensor, p.world_size(), have, gpus));
   }
 
   const int seq_div = p.cp * (p.sp ? p.tp : 1) * (p.cp > 1 && p.cp_balance ? 2 : 1);

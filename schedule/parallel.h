@@ -63,6 +63,7 @@ struct ParallelSpec {
 //   seq divisible by cp x (tp when sp) x (2 when cp > 1 and cp_balance);
 //   layers divisible by pp x vchunks; microbatches >= pp; vchunks > 1 needs pp > 1 and
 //   microbatches a multiple of pp; ep > 1 needs experts, ep divides experts and dp.
-void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus);
+// `gpus_from` names where the GPU count comes from in messages (e.g. "topology dgx-h100:nodes=2").
+void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from = "");
 
 }  // namespace meshsim

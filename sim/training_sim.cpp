@@ -18,7 +18,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   r.topology_name = topo.name();
   r.gpus = topo.num_gpus();
   validate_model(s.model, "model");
-  validate_parallel(s.parallel, s.model, topo.num_gpus());
+  validate_parallel(s.parallel, s.model, topo.num_gpus(), "topology " + topo.name());
 
   Mesh mesh;
   mesh.dims = mesh_axes(s.parallel);

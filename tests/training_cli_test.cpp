@@ -1,0 +1,455 @@
+// End-to-end tests of `meshsim simulate`, `meshsim memory` and `meshsim sweep`: what a
+// user types, what they see. Scenario files are written into a temp dir by each test.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+fs::path temp_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("meshsim_training_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+Result meshsim(const std::string& args) {
+  const char* bin = MESHSIM_BINARY;  // absolute path, set by CMake
+  static int counter = 0;
+  const fs::path err = temp_dir() / ("stderr" + std::to_string(counter++));
+  const std::string cmd = std::string(bin) + " " + args + " 2>" + err.string();
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path write_file(const std::string& name, const std::string& text) {
+  const fs::path p = temp_dir() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) v.push_back(line);
+  return v;
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + what.size())) ++n;
+  return n;
+}
+
+// A user error: exit code 2, one line on stderr, naming `field` and (optionally) the fix.
+void expect_user_error(const Result& r, const std::string& field, const std::string& fix = "") {
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("meshsim: error:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(field), std::string::npos) << "missing '" << field << "' in: " << r.err;
+  if (!fix.empty()) {
+    EXPECT_NE(r.err.find(fix), std::string::npos) << "missing '" << fix << "' in: " << r.err;
+  }
+}
+
+// A small dense model on one 8-GPU switch: dp 2 x pp 2 x tp 2, milliseconds to simulate.
+const char* kSmall = R"(name: small
+model: {layers: 8, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1024}
+parallel: {dp: 2, tp: 2, pp: 2, microbatches: 4}
+topology: switch:gpus_per_node=8
+placement: natural
+)";
+
+// Llama-2 70B on 8 RTX 5000s (16 GiB each): about 150 GiB per rank, far from fitting.
+const char* kTooBig = R"(name: too-big
+model: llama2-70b
+parallel: {dp: 1, tp: 4, pp: 2, microbatches: 4}
+topology: frontera-rtx:nodes=2
+gpu: rtx5000
+)";
+
+// For sweeps: a ~1.2B-parameter model with 12 heads on 8 RTX 5000s. Varying tp and dp gives
+// layouts that fit (tp 2 and 4), one out of memory (tp 1, dp 8: ~17 GiB without ZeRO) and
+// invalid ones (tp 8 does not divide 12 heads; dp x tp != 8 GPUs).
+const char* kSweep = R"(name: sweep-small
+model: {layers: 8, hidden: 3072, heads: 12, ffn_hidden: 12288, vocab: 50304, seq: 1024}
+parallel: {dp: 1, tp: 1, pp: 1, microbatches: 2}
+topology: switch:gpus_per_node=8
+gpu: rtx5000
+)";
+
+const char* kSweepVary = " --vary parallel.tp=1,2,4,8 --vary parallel.dp=1,2,4,8 --vary placement=natural";
+
+std::string layout_line(const std::string& out) {
+  for (const auto& line : split_lines(out))
+    if (line.find("  layout ") == 0) return line;
+  return "";
+}
+
+// Every "http://" or "https://" in `html` that is not the SVG xmlns namespace.
+std::vector<std::string> external_refs(const std::string& html) {
+  std::vector<std::string> refs;
+  for (const std::string scheme : {"http://", "https://"})
+    for (auto pos = html.find(scheme); pos != std::string::npos; pos = html.find(scheme, pos + 1))
+      if (html.compare(pos, 26, "http://www.w3.org/2000/svg") != 0) refs.push_back(html.substr(pos, 60));
+  return refs;
+}
+
+void expect_self_contained_html(const fs::path& file) {
+  ASSERT_TRUE(fs::exists(file)) << file;
+  const std::string html = slurp(file);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  const std::vector<std::string> refs = external_refs(html);
+  EXPECT_TRUE(refs.empty()) << "external reference: " << (refs.empty() ? "" : refs.front());
+}
+
+// ---- meshsim simulate ----
+
+TEST(Simulate, BuiltInDefaultScenario) {
+  const Result r = meshsim("simulate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const char* s : {"iteration time", "tokens/s", "MFU / HFU", "breakdown of stage", "compute", "exposed tp comm",
+                        "exposed dp comm", "pipeline bubble", "optimizer", "memory per rank"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << " in:\n" << r.out;
+  // The default is GPT-3 175B on dp 2 x pp 8 x tp 8: one memory line per pipeline stage.
+  EXPECT_NE(r.out.find("dp 2 x pp 8 x cp 1 x tp 8 (sp) = 128 GPUs"), std::string::npos) << r.out;
+  for (int st = 0; st < 8; ++st)
+    EXPECT_NE(r.out.find("    stage " + std::to_string(st) + " "), std::string::npos) << "stage " << st;
+  EXPECT_EQ(count(r.out, " -> peak "), 8) << r.out;
+}
+
+void expect_consistent_json(const nlohmann::json& j, std::size_t stages) {
+  const double it = j["iteration_s"].get<double>();
+  EXPECT_GT(it, 0);
+  EXPECT_EQ(j["iteration_ps"].get<std::int64_t>() > 0, true);
+  EXPECT_GT(j["mfu"].get<double>(), 0);
+  EXPECT_LT(j["mfu"].get<double>(), 1);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+  double sum = 0;
+  ASSERT_TRUE(j["breakdown_s"].is_object());
+  for (const auto& [label, t] : j["breakdown_s"].items()) {
+    EXPECT_GE(t.get<double>(), 0) << label;
+    sum += t.get<double>();
+  }
+  EXPECT_NEAR(sum, it, 1e-9 * it) << j["breakdown_s"].dump();
+  ASSERT_EQ(j["memory"].size(), stages);
+  for (std::size_t st = 0; st < stages; ++st) {
+    const auto& m = j["memory"][st];
+    EXPECT_EQ(m["stage"], st);
+    EXPECT_FALSE(m["items"].empty());
+    EXPECT_GT(m["peak_bytes"].get<double>(), 0);
+  }
+}
+
+TEST(Simulate, JsonIsConsistentAndByteIdenticalAcrossRuns) {
+  const Result a = meshsim("simulate --json");
+  const Result b = meshsim("simulate --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["fidelity"], "formula");
+  EXPECT_EQ(j["gpus"], 128);
+  expect_consistent_json(j, 8);
+}
+
+TEST(Simulate, FlowFidelityJsonIsDeterministic) {
+  const fs::path f = write_file("small_flow.yaml", kSmall);
+  const std::string args = "simulate " + f.string() + " --fidelity flow --json";
+  const Result a = meshsim(args);
+  const Result b = meshsim(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["fidelity"], "flow");
+  EXPECT_EQ(j["gpus"], 8);
+  expect_consistent_json(j, 2);
+  EXPECT_FALSE(j["busiest_links"].empty()) << "flow fidelity reports link load";
+}
+
+TEST(Simulate, SetOverridesTheLayout) {
+  const Result base = meshsim("simulate");
+  const Result r = meshsim("simulate --set parallel.tp=4 --set parallel.dp=4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(layout_line(base.out), layout_line(r.out));
+  EXPECT_NE(layout_line(r.out).find("dp 4 x pp 8 x cp 1 x tp 4 (sp) = 128 GPUs"), std::string::npos) << r.out;
+}
+
+TEST(Simulate, SetOnAnUnknownFieldNamesItAndListsTheKnownOnes) {
+  const Result r = meshsim("simulate --set parallel.tpp=4");
+  expect_user_error(r, "parallel.tpp", "known fields");
+  for (const char* known : {"dp", "tp", "pp", "microbatches", "dp_bucket"})
+    EXPECT_NE(r.err.find(known), std::string::npos) << known << " in: " << r.err;
+}
+
+// ---- bad input: one line naming the field and the fix, exit code 2 ----
+
+TEST(TrainingBadInput, TpNotDividingHeads) {
+  const fs::path f = write_file("heads.yaml",
+                                "model: {layers: 4, hidden: 768, heads: 12, ffn_hidden: 3072, vocab: 50304, seq: 1024}\n"
+                                "parallel: {tp: 8}\n"
+                                "topology: switch:gpus_per_node=8\n");
+  expect_user_error(meshsim("simulate " + f.string()), "parallel.tp", "heads = 12");
+  expect_user_error(meshsim("memory " + f.string()), "parallel.tp", "heads = 12");
+}
+
+TEST(TrainingBadInput, TpAboveKvHeadsWithoutReplication) {
+  const fs::path f = write_file("gqa.yaml", "model: llama2-70b\nparallel: {tp: 16}\ntopology: dgx-h100:nodes=2\n");
+  expect_user_error(meshsim("simulate " + f.string()), "parallel.tp", "kv_replicate");
+}
+
+TEST(TrainingBadInput, LayoutThatDoesNotUseTheTopologysGpus) {
+  const fs::path f = write_file("count.yaml", "model: gpt3-175b\nparallel: {tp: 8, pp: 8, microbatches: 8}\n"
+                                              "topology: dgx-h100:nodes=2\n");
+  const Result r = meshsim("simulate " + f.string());
+  expect_user_error(r, "parallel.dp", "product is 16");
+  EXPECT_NE(r.err.find("uses 64 GPUs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("topology dgx-h100:nodes=2 has 16"), std::string::npos) << r.err;
+}
+
+TEST(TrainingBadInput, SeqNotDivisibleBySequenceParallelism) {
+  const fs::path f = write_file("sp.yaml",
+                                "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1020}\n"
+                                "parallel: {tp: 8, sp: true}\n"
+                                "topology: switch:gpus_per_node=8\n");
+  expect_user_error(meshsim("simulate " + f.string()), "parallel.sp", "seq = 1020");
+}
+
+TEST(TrainingBadInput, FewerMicroBatchesThanStages) {
+  const fs::path f = write_file("mb.yaml",
+                                "model: {layers: 8, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1024}\n"
+                                "parallel: {pp: 4, dp: 2, microbatches: 2}\n"
+                                "topology: switch:gpus_per_node=8\n");
+  expect_user_error(meshsim("simulate " + f.string()), "parallel.microbatches", "at least 4");
+}
+
+TEST(TrainingBadInput, UnknownFields) {
+  const fs::path top = write_file("top.yaml", "model: gpt3-175b\nmodle: gpt3-175b\n");
+  expect_user_error(meshsim("simulate " + top.string()), "modle", "known fields: gpu, model");
+  const fs::path model = write_file("model.yaml", "model: {preset: gpt3-175b, layerz: 4}\n");
+  expect_user_error(meshsim("simulate " + model.string()), "model.layerz", "layers");
+  const fs::path par = write_file("par.yaml", "model: gpt3-175b\nparallel: {tp: 8, dpp: 2}\n");
+  expect_user_error(meshsim("simulate " + par.string()), "parallel.dpp", "known fields");
+  const fs::path run = write_file("run.yaml", "model: gpt3-175b\nrun: {fidelty: flow}\n");
+  expect_user_error(meshsim("simulate " + run.string()), "run.fidelty", "fidelity");
+}
+
+TEST(TrainingBadInput, MalformedYaml) {
+  const fs::path f = write_file("malformed.yaml", "model: {preset: gpt3-175b\nparallel: ]]\n");
+  expect_user_error(meshsim("simulate " + f.string()), "malformed.yaml", "malformed YAML");
+  expect_user_error(meshsim("memory " + f.string()), "malformed.yaml", "malformed YAML");
+}
+
+TEST(TrainingBadInput, MissingScenarioFile) {
+  const fs::path f = temp_dir() / "no-such-scenario.yaml";
+  expect_user_error(meshsim("simulate " + f.string()), "no-such-scenario.yaml", "cannot open");
+  expect_user_error(meshsim("sweep " + f.string() + " --vary parallel.tp=1,2"), "no-such-scenario.yaml", "cannot open");
+}
+
+TEST(TrainingBadInput, UnitTypo) {
+  const fs::path f = write_file("bucket.yaml", kSmall);
+  expect_user_error(meshsim("simulate " + f.string() + " --set parallel.dp_bucket=25MBB"), "parallel.dp_bucket", "MiB");
+  const fs::path g = write_file("bucket2.yaml",
+                                "model: gpt3-175b\nparallel: {dp: 2, tp: 8, sp: true, pp: 8, microbatches: 16, "
+                                "dp_bucket: 25MBB}\ntopology: dgx-h100:nodes=16\n");
+  expect_user_error(meshsim("simulate " + g.string()), "parallel.dp_bucket", "25MBB");
+}
+
+TEST(TrainingBadInput, UnknownModelPreset) {
+  const fs::path f = write_file("preset.yaml", "model: gpt5-1t\n");
+  expect_user_error(meshsim("simulate " + f.string()), "gpt5-1t", "gpt3-175b");
+  expect_user_error(meshsim("simulate --set model=gpt5-1t"), "gpt5-1t", "llama2-70b");
+}
+
+TEST(TrainingBadInput, UnknownFidelity) {
+  expect_user_error(meshsim("simulate --fidelity exact"), "--fidelity", "formula or flow");
+  const fs::path f = write_file("fidelity.yaml", std::string(kSmall) + "run: {fidelity: exact}\n");
+  expect_user_error(meshsim("simulate " + f.string()), "run.fidelity", "formula or flow");
+}
+
+// ---- meshsim memory ----
+
+TEST(Memory, ItemizedTablePerStage) {
+  const fs::path f = write_file("small_mem.yaml", kSmall);
+  const Result r = meshsim("memory " + f.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("stage 0 of 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 1 of 2"), std::string::npos) << r.out;
+  for (const char* cat : {"  weights ", "  gradients ", "  optimizer ", "  activations "})
+    EXPECT_EQ(count(r.out, cat) >= 2, true) << cat << " in:\n" << r.out;
+  EXPECT_EQ(count(r.out, "  total "), 2) << r.out;
+  EXPECT_EQ(count(r.out, "fits in 80.00 GiB"), 2) << r.out;
+  EXPECT_EQ(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+}
+
+TEST(Memory, BigModelOnSmallGpusDoesNotFit) {
+  const fs::path f = write_file("too_big.yaml", kTooBig);
+  const Result r = meshsim("memory " + f.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count(r.out, "DOES NOT FIT in 16.00 GiB"), 2) << r.out;
+  // simulate agrees: every stage is over capacity.
+  const Result s = meshsim("simulate " + f.string() + " --json");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto j = nlohmann::json::parse(s.out);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  for (const auto& st : j["memory"]) EXPECT_GT(st["peak_bytes"].get<double>(), j["capacity_bytes"].get<double>());
+  EXPECT_NE(meshsim("simulate " + f.string()).out.find("DOES NOT FIT"), std::string::npos);
+}
+
+// ---- meshsim sweep ----
+
+TEST(Sweep, RankedTableAndCsv) {
+  const fs::path f = write_file("sweep.yaml", kSweep);
+  const fs::path csv = temp_dir() / "sweep.csv";
+  const Result r = meshsim("sweep " + f.string() + kSweepVary + " --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;  // no progress bar when stderr is not a terminal
+  const std::vector<std::string> rows = split_lines(r.out);
+  ASSERT_EQ(rows.size(), 17u) << r.out;  // header + 4 x 4 x 1 variants
+  EXPECT_EQ(rows[0].rfind("rank", 0), 0u) << rows[0];
+  // Ranks 1..16 in order; fitting layouts, then out-of-memory ones, then invalid ones.
+  int last_class = 0, fits = 0, oom = 0, invalid = 0;
+  std::vector<std::string> fit_labels;
+  for (std::size_t k = 1; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k].rfind(std::to_string(k) + " ", 0), 0u) << rows[k];
+    const int cls = rows[k].find("invalid: ") != std::string::npos              ? 2
+                    : rows[k].find("NO (out of memory)") != std::string::npos ? 1
+                                                                                : 0;
+    EXPECT_GE(cls, last_class) << "row out of order: " << rows[k] << "\n" << r.out;
+    last_class = cls;
+    (cls == 0 ? fits : cls == 1 ? oom : invalid)++;
+    if (cls == 0) {
+      EXPECT_NE(rows[k].find("  yes"), std::string::npos) << rows[k];
+      std::istringstream in(rows[k]);
+      std::string rank, tp, dp;
+      in >> rank >> tp >> dp;
+      fit_labels.push_back(tp + " " + dp);
+    }
+  }
+  EXPECT_EQ(fits, 2) << r.out;     // tp 2 x dp 4, tp 4 x dp 2
+  EXPECT_EQ(oom, 1) << r.out;      // tp 1 x dp 8
+  EXPECT_EQ(invalid, 13) << r.out;
+  EXPECT_NE(r.out.find("invalid: parallel.tp: 8 does not divide heads = 12"), std::string::npos) << r.out;
+
+  // CSV: a header and one row per variant, in --vary order.
+  const std::vector<std::string> csv_rows = split_lines(slurp(csv));
+  ASSERT_EQ(csv_rows.size(), 17u) << slurp(csv);
+  EXPECT_EQ(csv_rows[0], "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error");
+  EXPECT_EQ(csv_rows[1].rfind("parallel.tp=1 parallel.dp=1 placement=natural,", 0), 0u) << csv_rows[1];
+  std::map<std::string, double> iteration;  // fitting variants' iteration_s
+  for (std::size_t k = 1; k < csv_rows.size(); ++k) {
+    std::vector<std::string> cells;
+    std::istringstream in(csv_rows[k]);
+    for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
+    if (csv_rows[k].back() == ',') cells.emplace_back();
+    ASSERT_EQ(cells.size(), 9u) << csv_rows[k];
+    if (cells[7] == "yes") {
+      std::istringstream label(cells[0]);
+      std::string tp, dp;
+      label >> tp >> dp;
+      iteration[tp + " " + dp] = std::stod(cells[2]);
+    }
+    if (cells[1].empty()) {
+      EXPECT_FALSE(cells[8].empty()) << "an invalid variant gives its error: " << csv_rows[k];
+    }
+  }
+  // The fitting variants are ranked by iteration time.
+  ASSERT_EQ(fit_labels.size(), 2u);
+  ASSERT_EQ(iteration.size(), 2u);
+  EXPECT_LE(iteration.at(fit_labels[0]), iteration.at(fit_labels[1]));
+}
+
+TEST(Sweep, OutputDoesNotDependOnJobs) {
+  const fs::path f = write_file("sweep_jobs.yaml", kSweep);
+  const Result one = meshsim("sweep " + f.string() + kSweepVary + " --jobs 1");
+  const Result two = meshsim("sweep " + f.string() + kSweepVary + " --jobs 2");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(one.out, two.out);
+}
+
+TEST(Sweep, VaryWithoutValuesIsAClearError) {
+  const fs::path f = write_file("sweep_bad.yaml", kSweep);
+  expect_user_error(meshsim("sweep " + f.string() + " --vary parallel.tp"), "--vary", "parallel.tp=1,2,4,8");
+}
+
+// ---- reports and traces ----
+
+TEST(Reports, SimulateHtmlIsSelfContained) {
+  const fs::path f = write_file("small_report.yaml", kSmall);
+  const fs::path html = temp_dir() / "simulate.html";
+  const Result r = meshsim("simulate " + f.string() + " --report " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_self_contained_html(html);
+}
+
+TEST(Reports, SweepHtmlIsSelfContained) {
+  const fs::path f = write_file("sweep_report.yaml", kSweep);
+  const fs::path html = temp_dir() / "sweep.html";
+  const Result r = meshsim("sweep " + f.string() + kSweepVary + " --report " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_self_contained_html(html);
+}
+
+TEST(Reports, TraceHasTimedSlicesPerStage) {
+  const fs::path f = write_file("small_trace.yaml", kSmall);
+  const fs::path trace = temp_dir() / "training_trace.json";
+  const Result r = meshsim("simulate " + f.string() + " --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(trace));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  int slices = 0, processes = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] != "X") continue;
+    ++slices;
+    ASSERT_TRUE(e.contains("ts") && e["ts"].is_number()) << e.dump();
+    ASSERT_TRUE(e.contains("dur") && e["dur"].is_number()) << e.dump();
+    EXPECT_GE(e["ts"].get<double>(), 0) << e.dump();
+    EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+  }
+  EXPECT_EQ(processes, 2);  // one per pipeline stage
+  EXPECT_GT(slices, 0);
+}
+
+}  // namespace
