@@ -160,13 +160,14 @@ int run_sweep(const SweepFlags& f) {
     }
   });
 
-  // Ranked: layouts that fit first, by iteration time; then those that do not fit; then invalid ones.
+  // Ranked: layouts that fit first, by throughput (tokens/s: variants may differ in global
+  // batch, so iteration time alone would mislead); then those that do not fit; then invalid ones.
   std::vector<int> order(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
   auto key = [&](int i) {
     const Variant& v = variants[static_cast<std::size_t>(i)];
     const int cls = !v.result ? 2 : (v.result->fits ? 0 : 1);
-    return std::make_tuple(cls, v.result ? v.result->sim.iteration.ps() : 0, i);
+    return std::make_tuple(cls, v.result ? -v.result->tokens_per_s : 0.0, i);
   };
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
 
