@@ -209,14 +209,23 @@ HtmlReport training_html(const TrainingResult& r) {
                {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
                {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
                {"fits in memory", r.fits ? "yes" : "NO"}};
-  for (std::size_t role = 0; role < r.schedule.roles.size(); ++role)
-    for (int st = 0; st < kStreams; ++st)
+  // One lane per (stage, stream) that runs anything; unused streams (cp without CP, ...) are left out.
+  std::vector<int> lane_of(r.schedule.roles.size() * kStreams, -1);
+  for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
+    std::vector<bool> used(kStreams, false);
+    for (const Op& op : r.schedule.roles[role].ops)
+      if (op.kind != OpKind::Recv) used[static_cast<std::size_t>(op.stream)] = true;
+    for (int st = 0; st < kStreams; ++st) {
+      if (!used[static_cast<std::size_t>(st)]) continue;
+      lane_of[role * kStreams + static_cast<std::size_t>(st)] = static_cast<int>(h.lanes.size());
       h.lanes.push_back(fmt::format("{} · {}", r.schedule.roles[role].name, to_string(static_cast<Stream>(st))));
+    }
+  }
   for (const TraceEvent& e : r.sim.trace.events) {
     const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
     if (op.kind == OpKind::Recv || e.end <= e.start) continue;
-    h.spans.push_back({e.role * kStreams + static_cast<int>(op.stream), e.start.seconds(), e.end.seconds(), op.name,
-                       op_category(op)});
+    h.spans.push_back({lane_of[static_cast<std::size_t>(e.role) * kStreams + static_cast<std::size_t>(op.stream)],
+                       e.start.seconds(), e.end.seconds(), op.name, op_category(op)});
   }
   for (const auto& [label, t] : breakdown_rows(r.sim.breakdown))
     if (t > Time{}) h.breakdown.emplace_back(label, t.seconds());
