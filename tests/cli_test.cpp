@@ -1,6 +1,8 @@
 // End-to-end tests of the `meshsim` command: what a user types, what they see.
 #include <gtest/gtest.h>
 
+#include "cli_util.h"
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -13,65 +15,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("meshsim_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-Result meshsim(const std::string& args) {
-  const char* bin = MESHSIM_BINARY;  // absolute path, set by CMake
-  static int counter = 0;
-  const fs::path err = temp_dir() / ("stderr" + std::to_string(counter++));
-  const std::string cmd = std::string(bin) + " " + args + " 2>" + err.string();
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err);
-  return r;
-}
-
-fs::path write_file(const std::string& name, const std::string& text) {
-  const fs::path p = temp_dir() / name;
-  std::ofstream(p) << text;
-  return p;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-// A user error: non-zero exit, one line on stderr, naming `field` and (optionally) the fix.
-void expect_user_error(const Result& r, const std::string& field, const std::string& fix = "") {
-  EXPECT_EQ(r.code, 2) << r.err << r.out;
-  EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("meshsim: error:"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(field), std::string::npos) << "missing '" << field << "' in: " << r.err;
-  if (!fix.empty()) {
-    EXPECT_NE(r.err.find(fix), std::string::npos) << "missing '" << fix << "' in: " << r.err;
-  }
-}
+using namespace cli_testing;
 
 TEST(Cli, DefaultCollectiveRuns) {
   const Result r = meshsim("collective allreduce");

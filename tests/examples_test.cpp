@@ -2,32 +2,24 @@
 // command and its key figures are checked against MATH.md and the papers' claims.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
+
+#include "cli_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string run(const std::string& args, int* code = nullptr) {
-  const std::string cmd = std::string(MESHSIM_BINARY) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code) *code = rc;
-  else EXPECT_EQ(rc, 0) << args << "\n" << out;
-  return out;
+std::string run(const std::string& args) {
+  const cli_testing::Result r = cli_testing::meshsim(args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.out;
 }
 
 std::string scenario(const std::string& name) {
