@@ -54,6 +54,7 @@ struct Op {
   int group_size = 1;
   int root = 0;
   double imbalance = 1.0;  // all-to-all: busiest destination receives imbalance x mean
+  std::string algorithm;   // collective algorithm by name; empty: the executor's choice (auto)
   // Send/Recv: the peer role (pipeline stage) and a tag unique per message in the schedule.
   int peer = -1;
   std::int64_t tag = -1;

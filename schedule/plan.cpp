@@ -388,6 +388,27 @@ struct Planner {
 }  // namespace
 }  // namespace plan
 
+Schedule plan_collectives(const CollectiveWorkload& w) {
+  if (w.ranks < 1) throw Error("workload.ranks: " + std::to_string(w.ranks) + " must be >= 1");
+  if (w.bytes < 0) throw Error("workload.bytes: must be >= 0");
+  if (w.iterations < 1) throw Error("workload.iterations: " + std::to_string(w.iterations) + " must be >= 1");
+  Schedule s;
+  s.axes = {{"rank", w.ranks}};
+  s.pp_axis = "";
+  Role r;
+  r.name = "all ranks";
+  for (int i = 0; i < w.iterations; ++i) {
+    Op op = plan::collective(Phase::Forward, Stream::Dp, w.kind, "rank", w.ranks, w.bytes,
+                             std::string(to_string(w.kind)) + "." + std::to_string(i), -1, i);
+    op.root = w.root;
+    op.algorithm = w.algorithm;
+    if (i > 0) op.deps.push_back(i - 1);
+    r.ops.push_back(std::move(op));
+  }
+  s.roles.push_back(std::move(r));
+  return s;
+}
+
 Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p) {
   validate_model(m, "model");
   validate_parallel(p, m, p.world_size());

@@ -35,6 +35,19 @@ std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p);
 // Validates (validate_parallel with gpus = p.world_size()) and plans the iteration.
 Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p);
 
+// A collective benchmark as a schedule: `iterations` back-to-back collectives over every
+// rank (one role, mesh axis "rank"), the workload `meshsim run|validate` time for real and
+// in the simulator alike.
+struct CollectiveWorkload {
+  CollKind kind = CollKind::AllReduce;
+  Bytes bytes = 0;
+  int ranks = 2;
+  int iterations = 5;
+  int root = 0;
+  std::string algorithm;  // empty: the executor picks (auto)
+};
+Schedule plan_collectives(const CollectiveWorkload& w);
+
 // Bytes each rank of a ring moves for one collective of `n` bytes over `p` ranks
 // (2(p-1)/p n for all-reduce, (p-1)/p n for all-gather, reduce-scatter and all-to-all,
 // n for the rest): the accounting MATH.md's per-layer communication figures use.

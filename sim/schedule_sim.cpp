@@ -94,14 +94,15 @@ struct Costing {
   std::pair<Time, int> time(int role, const Op& op) {
     const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
     const int peer = op.kind == OpKind::Send ? op.peer : -1;
-    const auto key = std::make_tuple(role, static_cast<int>(kind), op.axis, op.bytes, op.root, op.imbalance, peer);
+    const auto key = std::make_tuple(role, static_cast<int>(kind), op.axis + "/" + op.algorithm, op.bytes, op.root,
+                                     op.imbalance, peer);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     CollectiveRequest req;
     req.kind = kind;
     req.bytes = op.bytes;
     req.fidelity = opt.fidelity;
-    req.algorithm = kind == CollKind::SendRecv ? "auto" : opt.algorithm;
+    req.algorithm = kind == CollKind::SendRecv ? "auto" : (op.algorithm.empty() ? opt.algorithm : op.algorithm);
     req.gamma_ps = opt.gamma_ps;
     req.root = op.root;
     if (op.kind == OpKind::Send) {

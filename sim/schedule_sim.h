@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "schedule/collective.h"
+#include "schedule/executor.h"
 #include "schedule/ir.h"
 #include "sim/collective_sim.h"
 #include "sim/compute_model.h"
@@ -70,6 +71,29 @@ struct ScheduleSimResult {
 ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,
                                     const Placement& placement, const ComputeModel& compute,
                                     const AlgorithmRegistry& registry, const ScheduleSimOptions& options);
+
+// The sim backend behind the Executor interface (for code that treats backends alike).
+class SimExecutor : public Executor {
+ public:
+  SimExecutor(const Topology& topo, const Placement& placement, const ComputeModel& compute,
+              const AlgorithmRegistry& registry, ScheduleSimOptions options)
+      : topo_(topo), router_(topo), placement_(placement), compute_(compute), registry_(registry), options_(options) {}
+  std::string name() const override { return std::string("sim:") + to_string(options_.fidelity); }
+  Trace execute(const Schedule& schedule) override {
+    last_ = simulate_schedule(schedule, topo_, router_, placement_, compute_, registry_, options_);
+    return last_.trace;
+  }
+  const ScheduleSimResult& last() const { return last_; }
+
+ private:
+  const Topology& topo_;
+  Router router_;
+  const Placement& placement_;
+  const ComputeModel& compute_;
+  const AlgorithmRegistry& registry_;
+  ScheduleSimOptions options_;
+  ScheduleSimResult last_;
+};
 
 // The breakdown category of an op's communication: "tp", "cp", "ep", "pp", "dp", "2d".
 std::string comm_category(const Op& op);
