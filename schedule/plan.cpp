@@ -135,8 +135,6 @@ Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis
   return op;
 }
 
-namespace {
-
 struct Unit {
   bool forward = true;
   int mb = 0;
@@ -302,67 +300,73 @@ struct Planner {
 
   std::int64_t tag(int mb, int vs, bool grad) const { return (static_cast<std::int64_t>(mb) * V + vs) * 2 + (grad ? 1 : 0); }
 
+  // One pipeline unit of stage s: micro-batch u.mb's forward or backward of chunk u.chunk.
+  void unit(Emitter& e, int s, const Unit& u, DpState& dp) {
+    auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
+    const int vs = u.chunk * p.pp + s;
+    if (u.forward) {
+      if (vs > 0) e.recv(p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
+      if (vs == 0) embedding(e, u.mb, false);
+      for (int i = 0; i < Lc; ++i) {
+        const int layer = layer_of(u.chunk, i);
+        zero3_gather(e, layer, u.mb, Phase::Forward);
+        const int first = e.size();
+        forward_layer(e, layer, u.mb, Phase::Forward);
+        if (first < e.size()) e.op(first).alloc += stash_of(i);
+      }
+      if (vs == V - 1) logits(e, u.mb, false);
+      else e.async(p2p(OpKind::Send, Phase::Forward, (vs + 1) % p.pp, tag(u.mb, vs, false), u.mb, "pp.send.activation"));
+      return;
+    }
+    if (vs == V - 1) logits(e, u.mb, true);
+    else e.recv(p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
+    const bool last_mb = u.mb == p.microbatches - 1;
+    const int seg = segment();
+    for (int i = Lc - 1; i >= 0; --i) {
+      const int layer = layer_of(u.chunk, i);
+      if (recompute_whole_layers() && (i == Lc - 1 || (i + 1) % seg == 0)) {
+        // Recompute the segment ending at layer i (its first layer's input was kept).
+        const int begin = (i / seg) * seg;
+        for (int j = begin; j <= i; ++j) {
+          zero3_gather(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
+          const int first = e.size();
+          forward_layer(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
+          if (first < e.size()) e.op(first).alloc += full;
+        }
+      }
+      zero3_gather(e, layer, u.mb, Phase::Backward);
+      backward_layer(e, layer, u.mb);
+      Op& last = e.op(e.size() - 1);
+      last.free += stash_of(i) + (recompute_whole_layers() ? full : 0);
+      if (last_mb) {
+        const auto [dense, experts] = layer_grad_bytes();
+        dp.dense += dense;
+        dp.experts += experts;
+        flush(e, dp, false);
+      }
+    }
+    if (vs > 0) e.async(p2p(OpKind::Send, Phase::Backward, (vs - 1) % p.pp, tag(u.mb, vs - 1, true), u.mb, "pp.send.grad"));
+    if (vs == 0) embedding(e, u.mb, true);
+  }
+
+  // After the last unit: embedding (first stage) and output projection (last stage)
+  // gradients, the last bucket, the optimizer.
+  void epilogue(Emitter& e, int s, DpState& dp) {
+    const Bytes emb = static_cast<Bytes>(static_cast<double>(m.vocab) * m.hidden / p.tensor_size()) * P;
+    if (s == 0) dp.dense += emb;
+    if (s == p.pp - 1 && p.pp > 1) dp.dense += emb;
+    flush(e, dp, true);
+    optimizer(e, dp, s);
+  }
+
   Role role(int s) {
     Role r;
     r.name = "stage " + std::to_string(s);
     r.stage = s;
     Emitter e(r);
     DpState dp;
-    // Each (micro-batch, chunk, layer) forward allocates its stash; its backward frees it.
-    std::vector<int> stash_op;
-    auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
-    for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) {
-      const int vs = u.chunk * p.pp + s;
-      if (u.forward) {
-        if (vs > 0) e.recv(p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
-        if (vs == 0) embedding(e, u.mb, false);
-        for (int i = 0; i < Lc; ++i) {
-          const int layer = layer_of(u.chunk, i);
-          zero3_gather(e, layer, u.mb, Phase::Forward);
-          const int first = e.size();
-          forward_layer(e, layer, u.mb, Phase::Forward);
-          if (first < e.size()) e.op(first).alloc += stash_of(i);
-        }
-        if (vs == V - 1) logits(e, u.mb, false);
-        else e.async(p2p(OpKind::Send, Phase::Forward, (vs + 1) % p.pp, tag(u.mb, vs, false), u.mb, "pp.send.activation"));
-      } else {
-        if (vs == V - 1) logits(e, u.mb, true);
-        else e.recv(p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
-        const bool last_mb = u.mb == p.microbatches - 1;
-        const int seg = segment();
-        for (int i = Lc - 1; i >= 0; --i) {
-          const int layer = layer_of(u.chunk, i);
-          if (recompute_whole_layers() && (i == Lc - 1 || (i + 1) % seg == 0)) {
-            // Recompute the segment ending at layer i (its first layer's input was kept).
-            const int begin = (i / seg) * seg;
-            for (int j = begin; j <= i; ++j) {
-              zero3_gather(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
-              const int first = e.size();
-              forward_layer(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
-              if (first < e.size()) e.op(first).alloc += full;
-            }
-          }
-          zero3_gather(e, layer, u.mb, Phase::Backward);
-          backward_layer(e, layer, u.mb);
-          Op& last = e.op(e.size() - 1);
-          last.free += stash_of(i) + (recompute_whole_layers() ? full : 0);
-          if (last_mb) {
-            const auto [dense, experts] = layer_grad_bytes();
-            dp.dense += dense;
-            dp.experts += experts;
-            flush(e, dp, false);
-          }
-        }
-        if (vs > 0) e.async(p2p(OpKind::Send, Phase::Backward, (vs - 1) % p.pp, tag(u.mb, vs - 1, true), u.mb, "pp.send.grad"));
-        if (vs == 0) embedding(e, u.mb, true);
-      }
-    }
-    // Embedding (first stage) and output projection (last stage) gradients, then the last bucket.
-    const Bytes emb = static_cast<Bytes>(static_cast<double>(m.vocab) * m.hidden / p.tensor_size()) * P;
-    if (s == 0) dp.dense += emb;
-    if (s == p.pp - 1 && p.pp > 1) dp.dense += emb;
-    flush(e, dp, true);
-    optimizer(e, dp, s);
+    for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) unit(e, s, u, dp);
+    epilogue(e, s, dp);
     return r;
   }
 
@@ -385,8 +389,47 @@ struct Planner {
   }
 };
 
-}  // namespace
 }  // namespace plan
+
+std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage) {
+  std::vector<PipelineUnit> out;
+  for (const plan::Unit& u : plan::pipeline_order(p.pp, p.vchunks, p.microbatches, stage))
+    out.push_back({u.forward, u.mb, u.chunk});
+  return out;
+}
+
+struct UnitPlanner::Impl {
+  plan::Planner planner;
+  std::vector<plan::Planner::DpState> dp;
+  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}
+};
+
+UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) {
+  validate_model(m, "model");
+  validate_parallel(p, m, p.world_size());
+  impl_ = std::make_unique<Impl>(m, p);
+}
+UnitPlanner::~UnitPlanner() = default;
+
+Role UnitPlanner::unit(int stage, const PipelineUnit& u) {
+  Role r;
+  r.name = "stage " + std::to_string(stage);
+  r.stage = stage;
+  plan::Emitter e(r);
+  auto& dp = impl_->dp[static_cast<std::size_t>(stage)];
+  impl_->planner.unit(e, stage, plan::Unit{u.forward, u.microbatch, u.chunk}, dp);
+  dp.ops.clear();  // indices into this unit's role
+  return r;
+}
+
+Role UnitPlanner::epilogue(int stage) {
+  Role r;
+  r.name = "stage " + std::to_string(stage);
+  r.stage = stage;
+  plan::Emitter e(r);
+  impl_->planner.epilogue(e, stage, impl_->dp[static_cast<std::size_t>(stage)]);
+  return r;
+}
 
 Schedule plan_collectives(const CollectiveWorkload& w) {
   if (w.ranks < 1) throw Error("workload.ranks: " + std::to_string(w.ranks) + " must be >= 1");

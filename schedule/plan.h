@@ -22,6 +22,8 @@
 //     parameters before its forward and backward); then the optimizer step.
 #pragma once
 
+#include <memory>
+
 #include "schedule/ir.h"
 #include "schedule/model.h"
 #include "schedule/parallel.h"
@@ -34,6 +36,34 @@ std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p);
 
 // Validates (validate_parallel with gpus = p.world_size()) and plans the iteration.
 Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p);
+
+// Building blocks of plan_iteration for executors that exploit identical micro-batches
+// (sim/fast_formula.h): a stage's pipeline order and each unit's ops on their own.
+struct PipelineUnit {
+  bool forward = true;
+  int microbatch = 0;
+  int chunk = 0;
+};
+std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage);
+
+class UnitPlanner {
+ public:
+  UnitPlanner(const ModelSpec& m, const ParallelSpec& p);  // validates like plan_iteration
+  ~UnitPlanner();
+  UnitPlanner(const UnitPlanner&) = delete;
+  UnitPlanner& operator=(const UnitPlanner&) = delete;
+  // The ops of one unit as a fresh Role of `stage` (dependencies local to it), exactly as
+  // plan_iteration emits them. Units of the last micro-batch carry the data-parallel
+  // gradient buckets, so call those in pipeline order.
+  Role unit(int stage, const PipelineUnit& u);
+  // What follows the last unit (the final bucket, the optimizer); its optimizer waits only
+  // for the buckets the epilogue emits itself.
+  Role epilogue(int stage);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // A collective benchmark as a schedule: `iterations` back-to-back collectives over every
 // rank (one role, mesh axis "rank"), the workload `meshsim run|validate` time for real and

@@ -261,6 +261,86 @@ class Runner : public EventHandler {
   std::vector<Bytes> cur_mem_, peak_mem_;
 };
 
+// What a fused op of the fast path stood for, by breakdown category.
+struct Composition {
+  Time compute, recompute, optimizer;
+  std::map<std::string, Time> exposed;
+  Time bubble;
+};
+
+// Breakdown of role `crit`: compute-stream busy time by phase, and every gap on the compute
+// stream charged to what the next compute op waited for, in the order its dependencies
+// finished: each dependency takes the part of the gap up to its end. Waiting on a Recv is
+// pipeline bubble until the matching Send started and pp communication after. `macro`
+// (indexed by global op id, may be empty) gives the composition of fused ops.
+Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, int crit, Time iteration,
+                       const std::vector<const Composition*>& macro) {
+  const Role& role = schedule.roles[static_cast<std::size_t>(crit)];
+  auto at = [&](int i) { return static_cast<std::size_t>(runner.gid(crit, i)); };
+  std::unordered_map<std::int64_t, int> send_gid;
+  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i)
+      if (schedule.roles[r].ops[i].kind == OpKind::Send)
+        send_gid[schedule.roles[r].ops[i].tag] = runner.gid(static_cast<int>(r), static_cast<int>(i));
+  Breakdown b;
+  Time cursor;
+  auto charge = [&](Time from, Time to, int waited) {
+    if (to <= from) return;
+    if (waited < 0) {
+      b.bubble += to - from;
+      return;
+    }
+    const Op& w = role.ops[static_cast<std::size_t>(waited)];
+    if (w.kind == OpKind::Recv) {
+      const Time send_start = std::clamp(runner.start()[static_cast<std::size_t>(send_gid.at(w.tag))], from, to);
+      b.bubble += send_start - from;
+      b.exposed["pp"] += to - send_start;
+    } else {
+      b.exposed[comm_category(w)] += to - from;
+    }
+  };
+  auto charge_gap = [&](Time from, Time to, const std::vector<int>& deps) {
+    std::vector<std::pair<Time, int>> ends;
+    for (int d : deps) ends.emplace_back(runner.end()[at(d)], d);
+    std::sort(ends.begin(), ends.end());
+    Time t = from;
+    for (const auto& [end, d] : ends) {
+      if (end <= t) continue;
+      charge(t, std::min(end, to), d);
+      t = std::min(end, to);
+    }
+    charge(t, to, -1);
+  };
+  for (std::size_t i = 0; i < role.ops.size(); ++i) {
+    const Op& op = role.ops[i];
+    if (op.stream != Stream::Compute || op.kind != OpKind::Compute) continue;
+    const Time s = runner.start()[at(static_cast<int>(i))], e = runner.end()[at(static_cast<int>(i))];
+    if (s > cursor) charge_gap(cursor, s, op.deps);
+    const Composition* c = macro.empty() ? nullptr : macro[at(static_cast<int>(i))];
+    if (c != nullptr) {
+      b.compute += c->compute;
+      b.recompute += c->recompute;
+      b.optimizer += c->optimizer;
+      b.bubble += c->bubble;
+      for (const auto& [k, v] : c->exposed) b.exposed[k] += v;
+    } else if (op.phase == Phase::Recompute) {
+      b.recompute += e - s;
+    } else if (op.phase == Phase::Optimizer) {
+      b.optimizer += e - s;
+    } else {
+      b.compute += e - s;
+    }
+    cursor = e;
+  }
+  if (iteration > cursor) {
+    // The tail: the ops still running after the last compute op (trailing collectives).
+    std::vector<int> all(role.ops.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    charge_gap(cursor, iteration, all);
+  }
+  return b;
+}
+
 }  // namespace
 
 ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,
@@ -308,67 +388,14 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
     }
   }
 
-  // Breakdown of the critical role: compute-stream busy time by phase, and every gap on
-  // the compute stream charged to the dependency the next compute op waited for last.
-  const Role& crit = schedule.roles[static_cast<std::size_t>(res.critical_role)];
-  const int base = offset[static_cast<std::size_t>(res.critical_role)];
-  auto at = [&](int i) { return static_cast<std::size_t>(base + i); };
-  Breakdown& b = res.breakdown;
-  Time cursor;
-  auto charge_gap = [&](Time from, Time to, int waited) {
-    if (to <= from) return;
-    if (waited < 0) {
-      b.bubble += to - from;
-      return;
-    }
-    const Op& w = crit.ops[static_cast<std::size_t>(waited)];
-    b.exposed[comm_category(w)] += to - from;
-  };
-  // Sends matched to each Recv tag, for splitting a recv wait into bubble and transfer.
-  std::unordered_map<std::int64_t, int> send_gid;
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
-    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i)
-      if (schedule.roles[r].ops[i].kind == OpKind::Send)
-        send_gid[schedule.roles[r].ops[i].tag] = offset[r] + static_cast<int>(i);
-  for (std::size_t i = 0; i < crit.ops.size(); ++i) {
-    const Op& op = crit.ops[i];
-    if (op.stream != Stream::Compute || op.kind != OpKind::Compute) continue;
-    const Time s = runner.start()[at(static_cast<int>(i))], e = runner.end()[at(static_cast<int>(i))];
-    if (s > cursor) {
-      int waited = -1;
-      Time latest;
-      for (int d : op.deps)
-        if (runner.end()[at(d)] >= latest) {
-          latest = runner.end()[at(d)];
-          waited = d;
-        }
-      if (waited >= 0 && crit.ops[static_cast<std::size_t>(waited)].kind == OpKind::Recv) {
-        const int sg = send_gid[crit.ops[static_cast<std::size_t>(waited)].tag];
-        const Time send_start = std::clamp(runner.start()[static_cast<std::size_t>(sg)], cursor, s);
-        b.bubble += send_start - cursor;
-        b.exposed["pp"] += s - send_start;
-      } else {
-        charge_gap(cursor, s, waited);
-      }
-    }
-    const Time d = e - s;
-    if (op.phase == Phase::Recompute) b.recompute += d;
-    else if (op.phase == Phase::Optimizer) b.optimizer += d;
-    else b.compute += d;
+  res.breakdown = breakdown_of(schedule, runner, res.critical_role, res.iteration, {});
+  for (const Op& op : schedule.roles[static_cast<std::size_t>(res.critical_role)].ops)
     res.executed_flops_per_rank += op.kernel.flops;
-    cursor = e;
-  }
-  if (res.iteration > cursor) {
-    // The tail: whatever finished last on this role (a trailing collective).
-    int last = -1;
-    Time latest;
-    for (std::size_t i = 0; i < crit.ops.size(); ++i)
-      if (runner.end()[at(static_cast<int>(i))] >= latest) {
-        latest = runner.end()[at(static_cast<int>(i))];
-        last = static_cast<int>(i);
-      }
-    charge_gap(cursor, res.iteration, last);
-  }
+  for (const Role& role : schedule.roles)
+    for (const Op& op : role.ops) {
+      res.flops_executed += op.kernel.flops;
+      if (op.phase == Phase::Recompute) res.flops_recomputed += op.kernel.flops;
+    }
 
   // Busiest links over the iteration (flow): bytes of every op's timing, summed.
   if (!costing.link_stats.empty() && res.iteration > Time{}) {

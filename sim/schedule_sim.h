@@ -64,6 +64,8 @@ struct ScheduleSimResult {
   int critical_role = 0;
   Breakdown breakdown;                 // of the critical role
   double executed_flops_per_rank = 0;  // summed over the critical role's compute ops
+  double flops_executed = 0;    // summed over every role's ops (one rank per role)
+  double flops_recomputed = 0;  // the recomputed part of flops_executed
   std::vector<BusiestLink> top_links;  // flow fidelity: up to 5, by utilization over the iteration
   int distinct_collectives = 0;        // collective timings computed (the rest reused)
 };

@@ -46,12 +46,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
   // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
   // (MATH.md section 2): model FLOPs x (executed with recomputation / executed without).
-  double executed = 0, recomputed = 0;
-  for (const Role& role : r.schedule.roles)
-    for (const Op& op : role.ops) {
-      executed += op.kernel.flops * ranks_per_role;
-      if (op.phase == Phase::Recompute) recomputed += op.kernel.flops * ranks_per_role;
-    }
+  const double executed = r.sim.flops_executed * ranks_per_role, recomputed = r.sim.flops_recomputed * ranks_per_role;
   r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
   r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;
   const double secs = r.sim.iteration.seconds();
