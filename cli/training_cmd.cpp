@@ -61,7 +61,9 @@ struct SimulateFlags : ScenarioFlags {
 int run_simulate(const SimulateFlags& f) {
   const Scenario s = f.node().resolve();
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  const TrainingResult r = simulate_training(s, registry);
+  // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
+  // the fast path (same figures).
+  const TrainingResult r = simulate_training(s, registry, !f.trace.empty() || !f.report.empty());
   if (f.json) std::cout << training_json(r).dump(2) << "\n";
   else std::cout << training_summary_text(r);
   if (!f.trace.empty()) write_file(f.trace, training_trace(r).dump(), "--trace");
@@ -146,7 +148,7 @@ int run_sweep(const SweepFlags& f) {
     try {
       ScenarioNode node = base;
       for (const auto& s : v.sets) node.set(s);
-      v.result = simulate_training(node.resolve(), registry);
+      v.result = simulate_training(node.resolve(), registry, /*keep_ops=*/false);
     } catch (const Error& e) {
       v.error = e.what();
     }

@@ -91,11 +91,15 @@ std::string training_summary_text(const TrainingResult& r) {
   } else if (s.fidelity == Fidelity::Formula) {
     o << "  busiest links: run with --fidelity flow to see link load and contention\n";
   }
-  o << fmt::format("  ({} ops in {} stage programs; {} distinct collective timings)\n", [&] {
+  if (r.fast) {
+    o << fmt::format("  (fast formula path: one simulation per distinct pipeline unit; {} distinct collective timings)\n",
+                     r.sim.distinct_collectives);
+  } else {
     std::size_t n = 0;
     for (const Role& role : r.schedule.roles) n += role.ops.size();
-    return n;
-  }(), r.schedule.roles.size(), r.sim.distinct_collectives);
+    o << fmt::format("  ({} ops in {} stage programs; {} distinct collective timings)\n", n, r.schedule.roles.size(),
+                     r.sim.distinct_collectives);
+  }
   return o.str();
 }
 
@@ -161,7 +165,8 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["busiest_links"] = links;
   std::size_t ops = 0;
   for (const Role& role : r.schedule.roles) ops += role.ops.size();
-  j["ops"] = ops;
+  j["engine"] = r.fast ? "fast-formula" : "op-level";
+  if (!r.fast) j["ops"] = ops;
   j["distinct_collectives"] = r.sim.distinct_collectives;
   return j;
 }

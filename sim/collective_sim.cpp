@@ -363,10 +363,12 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
       bw_out = std::min(bw_out, bw);
     }
   };
+  // Neighbour pairs both ways and root pairs both ways, asked source by source so that the
+  // router answers each source's queries from one BFS.
+  for (int i = 0; i < p; ++i) visit(0, i);
   for (int i = 0; i < p; ++i) {
     visit(i, (i + 1) % p);
-    visit((i + 1) % p, i);
-    visit(0, i);
+    visit(i, (i + p - 1) % p);
     visit(i, 0);
   }
   // Inter-node pairs the neighbour walk may have missed (hierarchical: same local index).

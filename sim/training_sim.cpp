@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "sim/fast_formula.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
@@ -11,7 +12,7 @@ namespace meshsim {
 
 bool is_layer_activation(const MemoryItem& item) { return item.category == "activations"; }
 
-TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry) {
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops) {
   TrainingResult r;
   r.scenario = s;
   const Topology topo = resolve_topology(s.topology);
@@ -30,7 +31,6 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   const Placement placement = Placement::parse(s.placement, mesh, topo, "placement");
   r.placement = placement.kind();
 
-  r.schedule = plan_iteration(s.model, s.parallel);
   r.gpu = gpu_preset(s.gpu);
   ComputeModel compute(r.gpu);
   if (!s.profile.empty()) compute = ComputeModel::load_profile(s.profile);
@@ -40,7 +40,15 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   ScheduleSimOptions opt;
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;
-  r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
+  std::optional<ScheduleSimResult> fast;
+  if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
+  if (fast) {
+    r.fast = true;
+    r.sim = std::move(*fast);
+  } else {
+    r.schedule = plan_iteration(s.model, s.parallel);
+    r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
+  }
 
   const ParallelSpec& p = s.parallel;
   const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;

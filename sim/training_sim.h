@@ -27,7 +27,8 @@ struct TrainingResult {
   Scenario scenario;
   std::string topology_name;
   std::string placement;   // placement kind actually used
-  Schedule schedule;
+  Schedule schedule;        // empty on the fast path
+  bool fast = false;        // figures from simulate_iteration_fast
   ScheduleSimResult sim;
   GpuSpec gpu;
   int gpus = 0;
@@ -41,7 +42,10 @@ struct TrainingResult {
   std::vector<std::string> link_names;  // names of sim.top_links
 };
 
-TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry);
+// keep_ops: plan and simulate every op (the Schedule and a per-op Trace are kept, for
+// --trace and --report). Otherwise formula fidelity takes the fast path of
+// sim/fast_formula.h where it applies (same figures, no per-op trace).
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true);
 
 // The layers' activation items of rank_memory() (category "activations"): the part the
 // simulated timeline replaces with its measured peak.

@@ -54,19 +54,31 @@ const Path& Router::path(int src_gpu, int dst_gpu) {
   const auto& links = topo_.links();
   const auto& devices = topo_.devices();
 
-  if (++epoch_ == 0) {  // wrapped around: old stamps could alias, clear once
-    std::fill(stamp_.begin(), stamp_.end(), 0u);
-    epoch_ = 1;
+  // The BFS from `src` resumes where the last query from the same source stopped: every
+  // device it has stamped already has its final hop count and least latency (its level's
+  // predecessors were all expanded before it was discovered), so consecutive queries from
+  // one source (derive_cost_params asks them in that order) cost one BFS in all.
+  if (src != bfs_src_ || stamp_[static_cast<std::size_t>(src)] != epoch_) {
+    if (++epoch_ == 0) {  // wrapped around: old stamps could alias, clear once
+      std::fill(stamp_.begin(), stamp_.end(), 0u);
+      epoch_ = 1;
+    }
+    bfs_src_ = src;
+    bfs_head_ = 0;
+    queue_.clear();
+    queue_.push_back(src);
+    stamp_[src] = epoch_;
+    dist_[src] = 0;
+    lat_[src] = 0;
   }
-  queue_.clear();
-  queue_.push_back(src);
-  stamp_[src] = epoch_;
-  dist_[src] = 0;
-  lat_[src] = 0;
-  bool found = false;
-  for (std::size_t h = 0; h < queue_.size() && !found; ++h) {
-    const int u = queue_[h];
-    if (u != src && !devices[u].forwards) continue;  // endpoints do not relay
+  bool found = stamp_[dst] == epoch_;
+  while (!found && bfs_head_ < queue_.size()) {
+    const int u = queue_[bfs_head_];
+    if (u != src && !devices[u].forwards) {
+      ++bfs_head_;
+      continue;  // endpoints do not relay
+    }
+    // Expand u completely before stopping, so a later query can resume after it.
     for (int l : topo_.out_links(u)) {
       const int v = links[l].to;
       const std::int64_t w = lat_[u] + links[l].spec.latency.ps();
@@ -75,14 +87,12 @@ const Path& Router::path(int src_gpu, int dst_gpu) {
         dist_[v] = dist_[u] + 1;
         lat_[v] = w;
         queue_.push_back(v);
-        if (v == dst) {
-          found = true;
-          break;
-        }
+        if (v == dst) found = true;
       } else if (dist_[v] == dist_[u] + 1 && w < lat_[v]) {
         lat_[v] = w;
       }
     }
+    ++bfs_head_;
   }
   MESHSIM_ASSERT(found);  // seal() guarantees every GPU reaches every other
 

@@ -1,0 +1,331 @@
+// Internals of the sim backend shared by simulate_schedule (schedule_sim.cpp) and the
+// fast formula path (fast_formula.cpp): process groups per role, collective costing with
+// a cache, the list-scheduling runner on the event engine, and the breakdown.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "sim/engine.h"
+#include "sim/schedule_sim.h"
+
+namespace meshsim::detail {
+
+// Process groups of each role along each axis, resolved through the placement.
+class Groups {
+ public:
+  Groups(const Schedule& s, const Placement& pl) : pl_(pl) {
+    const Mesh& mesh = pl.mesh();
+    pp_dim_ = s.pp_axis.empty() ? -1 : mesh.dim_index(s.pp_axis);
+    rank_of_gpu_.assign(static_cast<std::size_t>(*std::max_element(pl.gpus().begin(), pl.gpus().end()) + 1), -1);
+    for (int r = 0; r < mesh.size(); ++r) rank_of_gpu_[static_cast<std::size_t>(pl.gpu_of(r))] = r;
+  }
+  int stage_of_gpu(int gpu) const {
+    return pp_dim_ < 0 ? 0 : pl_.mesh().coords(rank_of_gpu_[static_cast<std::size_t>(gpu)])[static_cast<std::size_t>(pp_dim_)];
+  }
+  const std::vector<std::vector<int>>& along(int role, const std::string& axis) {
+    auto key = std::make_pair(role, axis);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    // All groups along the axis are computed once and dealt out to every role.
+    if (!split_.count(axis)) {
+      split_.insert(axis);
+      for (auto& g : pl_.groups_along(axis)) {
+        const int stage = stage_of_gpu(g.front());
+        cache_[std::make_pair(stage, axis)].push_back(std::move(g));
+      }
+    }
+    return cache_[key];
+  }
+  // Pairs (rank of stage `from`, the rank with the same other coordinates on stage `to`).
+  std::vector<std::vector<int>> stage_pairs(int from, int to) const {
+    std::vector<std::vector<int>> pairs;
+    const Mesh& mesh = pl_.mesh();
+    for (int r = 0; r < mesh.size(); ++r) {
+      std::vector<int> c = mesh.coords(r);
+      if (c[static_cast<std::size_t>(pp_dim_)] != from) continue;
+      c[static_cast<std::size_t>(pp_dim_)] = to;
+      pairs.push_back({pl_.gpu_of(r), pl_.gpu_of(mesh.rank_of(c))});
+    }
+    return pairs;
+  }
+
+ private:
+  const Placement& pl_;
+  int pp_dim_ = -1;
+  std::vector<int> rank_of_gpu_;
+  std::map<std::pair<int, std::string>, std::vector<std::vector<int>>> cache_;
+  std::set<std::string> split_;  // axes already dealt out
+};
+
+// Per-destination sizes of an all-to-all where destination 0 receives `imbalance` x the mean.
+inline std::vector<std::vector<Bytes>> skewed_alltoall(Bytes bytes, int e, double imbalance) {
+  std::vector<double> w(static_cast<std::size_t>(e), e > 1 ? (e - imbalance) / (e - 1) : 1.0);
+  w[0] = imbalance;
+  std::vector<std::vector<Bytes>> m(static_cast<std::size_t>(e), std::vector<Bytes>(static_cast<std::size_t>(e), 0));
+  for (int s = 0; s < e; ++s)
+    for (int d = 0; d < e; ++d)
+      m[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] =
+          static_cast<Bytes>(static_cast<double>(bytes) / e * w[static_cast<std::size_t>(d)]);
+  return m;
+}
+
+struct Costing {
+  const Topology& topo;
+  Router& router;
+  const AlgorithmRegistry& registry;
+  const ScheduleSimOptions& opt;
+  Groups& groups;
+  std::map<std::tuple<int, int, std::string, Bytes, int, double, int>, std::pair<Time, int>> cache;  // -> time, index
+  std::vector<std::vector<LinkStats>> link_stats;  // per distinct collective (flow)
+
+  // Returns the duration and the index of the distinct timing (for link accounting).
+  std::pair<Time, int> time(int role, const Op& op) {
+    const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
+    const int peer = op.kind == OpKind::Send ? op.peer : -1;
+    const auto key = std::make_tuple(role, static_cast<int>(kind), op.axis + "/" + op.algorithm, op.bytes, op.root,
+                                     op.imbalance, peer);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    CollectiveRequest req;
+    req.kind = kind;
+    req.bytes = op.bytes;
+    req.fidelity = opt.fidelity;
+    req.algorithm = kind == CollKind::SendRecv ? "auto" : (op.algorithm.empty() ? opt.algorithm : op.algorithm);
+    req.gamma_ps = opt.gamma_ps;
+    req.root = op.root;
+    if (op.kind == OpKind::Send) {
+      req.groups = groups.stage_pairs(role, op.peer);
+    } else {
+      const auto& gs = groups.along(role, op.axis);
+      if (kind == CollKind::SendRecv) {  // ring shift along the axis
+        for (const auto& g : gs)
+          for (std::size_t i = 0; i < g.size(); ++i) req.groups.push_back({g[i], g[(i + 1) % g.size()]});
+      } else {
+        req.groups = gs;
+      }
+      if (kind == CollKind::AllToAll && op.imbalance != 1.0)
+        req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
+    }
+    // The closed form reads alpha/beta off the first group's routes only.
+    if (opt.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);
+    std::pair<Time, int> result{Time{}, -1};
+    if (!req.groups.empty() && req.groups.front().size() > 1 && op.bytes > 0) {
+      CollectiveOutcome out = run_collective(topo, router, registry, req);
+      result.first = out.time;
+      if (out.flow) {
+        result.second = static_cast<int>(link_stats.size());
+        link_stats.push_back(std::move(out.flow->link_stats));
+      }
+    }
+    cache.emplace(key, result);
+    return result;
+  }
+};
+
+class Runner : public EventHandler {
+ public:
+  Runner(const Schedule& s, std::vector<Time> duration, std::vector<int> offset)
+      : s_(s), dur_(std::move(duration)), off_(std::move(offset)) {
+    const std::size_t n = dur_.size();
+    remaining_.assign(n, 0);
+    dependents_.assign(n, {});
+    start_.assign(n, Time{});
+    end_.assign(n, Time::max());
+    stream_of_.assign(n, -1);
+    streams_.assign(s.roles.size() * kStreams, {});
+    head_.assign(streams_.size(), 0);
+    busy_.assign(streams_.size(), false);
+    cur_mem_.assign(s.roles.size(), 0);
+    peak_mem_.assign(s.roles.size(), 0);
+    std::unordered_map<std::int64_t, int> send_of_tag;
+    for (std::size_t r = 0; r < s.roles.size(); ++r)
+      for (std::size_t i = 0; i < s.roles[r].ops.size(); ++i) {
+        const Op& op = s.roles[r].ops[i];
+        if (op.kind == OpKind::Send) send_of_tag[op.tag] = gid(static_cast<int>(r), static_cast<int>(i));
+      }
+    for (std::size_t r = 0; r < s.roles.size(); ++r) {
+      const auto& ops = s.roles[r].ops;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const int g = gid(static_cast<int>(r), static_cast<int>(i));
+        for (int d : ops[i].deps) {
+          MESHSIM_ASSERT(d >= 0 && d < static_cast<int>(i));
+          dependents_[static_cast<std::size_t>(gid(static_cast<int>(r), d))].push_back(g);
+          ++remaining_[static_cast<std::size_t>(g)];
+        }
+        if (ops[i].kind == OpKind::Recv) {
+          auto it = send_of_tag.find(ops[i].tag);
+          MESHSIM_ASSERT(it != send_of_tag.end());
+          dependents_[static_cast<std::size_t>(it->second)].push_back(g);
+          ++remaining_[static_cast<std::size_t>(g)];
+        } else {
+          const int st = static_cast<int>(r) * kStreams + static_cast<int>(ops[i].stream);
+          stream_of_[static_cast<std::size_t>(g)] = st;
+          streams_[static_cast<std::size_t>(st)].push_back(g);
+        }
+      }
+    }
+  }
+
+  void run() {
+    for (std::size_t r = 0; r < s_.roles.size(); ++r)
+      for (std::size_t i = 0; i < s_.roles[r].ops.size(); ++i) {
+        const int g = gid(static_cast<int>(r), static_cast<int>(i));
+        if (s_.roles[r].ops[i].kind == OpKind::Recv && remaining_[static_cast<std::size_t>(g)] == 0) finish_at(g, Time{});
+      }
+    for (std::size_t st = 0; st < streams_.size(); ++st) try_start(static_cast<int>(st));
+    engine_.run();
+    for (std::size_t g = 0; g < end_.size(); ++g)
+      if (end_[g] == Time::max()) {
+        const auto [r, i] = locate(static_cast<int>(g));
+        throw Error("schedule deadlocked: stage " + std::to_string(r) + " op " + std::to_string(i) + " ('" +
+                    s_.roles[static_cast<std::size_t>(r)].ops[static_cast<std::size_t>(i)].name +
+                    "') never ran; the pipeline order and its sends/recvs do not match");
+      }
+  }
+
+  void handle(const Event& e) override { finish(static_cast<int>(e.payload)); }
+
+  const std::vector<Time>& start() const { return start_; }
+  const std::vector<Time>& end() const { return end_; }
+  const std::vector<Bytes>& peak_mem() const { return peak_mem_; }
+  int gid(int role, int i) const { return off_[static_cast<std::size_t>(role)] + i; }
+  std::pair<int, int> locate(int g) const {
+    const auto it = std::upper_bound(off_.begin(), off_.end(), g) - 1;
+    const int r = static_cast<int>(it - off_.begin());
+    return {r, g - *it};
+  }
+
+ private:
+  const Op& op(int g) const {
+    const auto [r, i] = locate(g);
+    return s_.roles[static_cast<std::size_t>(r)].ops[static_cast<std::size_t>(i)];
+  }
+  void try_start(int st) {
+    auto& q = streams_[static_cast<std::size_t>(st)];
+    std::size_t& h = head_[static_cast<std::size_t>(st)];
+    if (busy_[static_cast<std::size_t>(st)] || h >= q.size()) return;
+    const int g = q[h];
+    if (remaining_[static_cast<std::size_t>(g)] > 0) return;
+    ++h;
+    busy_[static_cast<std::size_t>(st)] = true;
+    const Time now = engine_.now();
+    start_[static_cast<std::size_t>(g)] = now;
+    const int role = locate(g).first;
+    cur_mem_[static_cast<std::size_t>(role)] += op(g).alloc;
+    peak_mem_[static_cast<std::size_t>(role)] = std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
+    engine_.schedule(now + dur_[static_cast<std::size_t>(g)], this, 0, static_cast<std::uint64_t>(g));
+  }
+  void finish_at(int g, Time t) {
+    start_[static_cast<std::size_t>(g)] = t;
+    engine_.schedule(t, this, 0, static_cast<std::uint64_t>(g));
+  }
+  void finish(int g) {
+    const Time now = engine_.now();
+    end_[static_cast<std::size_t>(g)] = now;
+    const int role = locate(g).first;
+    cur_mem_[static_cast<std::size_t>(role)] -= op(g).free;
+    const int st = stream_of_[static_cast<std::size_t>(g)];
+    if (st >= 0) busy_[static_cast<std::size_t>(st)] = false;
+    for (int d : dependents_[static_cast<std::size_t>(g)]) {
+      if (--remaining_[static_cast<std::size_t>(d)] > 0) continue;
+      const int dst = stream_of_[static_cast<std::size_t>(d)];
+      if (dst < 0) finish_at(d, now);  // a Recv: done once its Send and deps are
+      else try_start(dst);
+    }
+    if (st >= 0) try_start(st);
+  }
+
+  const Schedule& s_;
+  std::vector<Time> dur_;
+  std::vector<int> off_;
+  Engine engine_;
+  std::vector<int> remaining_;
+  std::vector<std::vector<int>> dependents_;
+  std::vector<Time> start_, end_;
+  std::vector<int> stream_of_;
+  std::vector<std::vector<int>> streams_;
+  std::vector<std::size_t> head_;
+  std::vector<bool> busy_;
+  std::vector<Bytes> cur_mem_, peak_mem_;
+};
+
+// Breakdown of role `crit`: compute-stream busy time by phase, and every gap on the compute
+// stream charged to what the next compute op waited for, in the order its dependencies
+// finished: each dependency takes the part of the gap up to its end. Waiting on a Recv is
+// pipeline bubble until the matching Send started and pp communication after. `macro`
+// (indexed by global op id, may be empty) gives what each fused op of the fast path
+// (fast_formula.cpp) stood for.
+inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, int crit, Time iteration,
+                       const std::vector<const Breakdown*>& macro) {
+  const Role& role = schedule.roles[static_cast<std::size_t>(crit)];
+  auto at = [&](int i) { return static_cast<std::size_t>(runner.gid(crit, i)); };
+  std::unordered_map<std::int64_t, int> send_gid;
+  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i)
+      if (schedule.roles[r].ops[i].kind == OpKind::Send)
+        send_gid[schedule.roles[r].ops[i].tag] = runner.gid(static_cast<int>(r), static_cast<int>(i));
+  Breakdown b;
+  Time cursor;
+  auto charge = [&](Time from, Time to, int waited) {
+    if (to <= from) return;
+    if (waited < 0) {
+      b.bubble += to - from;
+      return;
+    }
+    const Op& w = role.ops[static_cast<std::size_t>(waited)];
+    if (w.kind == OpKind::Recv) {
+      const Time send_start = std::clamp(runner.start()[static_cast<std::size_t>(send_gid.at(w.tag))], from, to);
+      b.bubble += send_start - from;
+      b.exposed["pp"] += to - send_start;
+    } else {
+      b.exposed[comm_category(w)] += to - from;
+    }
+  };
+  auto charge_gap = [&](Time from, Time to, const std::vector<int>& deps) {
+    std::vector<std::pair<Time, int>> ends;
+    for (int d : deps) ends.emplace_back(runner.end()[at(d)], d);
+    std::sort(ends.begin(), ends.end());
+    Time t = from;
+    for (const auto& [end, d] : ends) {
+      if (end <= t) continue;
+      charge(t, std::min(end, to), d);
+      t = std::min(end, to);
+    }
+    charge(t, to, -1);
+  };
+  for (std::size_t i = 0; i < role.ops.size(); ++i) {
+    const Op& op = role.ops[i];
+    if (op.stream != Stream::Compute || op.kind != OpKind::Compute) continue;
+    const Time s = runner.start()[at(static_cast<int>(i))], e = runner.end()[at(static_cast<int>(i))];
+    if (s > cursor) charge_gap(cursor, s, op.deps);
+    const Breakdown* c = macro.empty() ? nullptr : macro[at(static_cast<int>(i))];
+    if (c != nullptr) {
+      b.compute += c->compute;
+      b.recompute += c->recompute;
+      b.optimizer += c->optimizer;
+      b.bubble += c->bubble;
+      for (const auto& [k, v] : c->exposed) b.exposed[k] += v;
+    } else if (op.phase == Phase::Recompute) {
+      b.recompute += e - s;
+    } else if (op.phase == Phase::Optimizer) {
+      b.optimizer += e - s;
+    } else {
+      b.compute += e - s;
+    }
+    cursor = e;
+  }
+  if (iteration > cursor) {
+    // The tail: the ops still running after the last compute op (trailing collectives).
+    std::vector<int> all(role.ops.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    charge_gap(cursor, iteration, all);
+  }
+  return b;
+}
+
+}  // namespace meshsim::detail
