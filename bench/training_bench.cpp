@@ -1,6 +1,7 @@
 // Simulator speed on training iterations (figures in docs/performance.md):
 //   Plan/...        plan_iteration alone (the schedule IR)
 //   Formula/...     formula fidelity, fast path (what a sweep runs per layout)
+//   FormulaInSweep/ the same with the cluster and its routes reused across runs, as a sweep does
 //   FormulaOps/...  formula fidelity, every op planned and simulated
 //   Flow/...        the same at flow fidelity (contention on the routed topology)
 // Layout: GPT-3 175B, TP 8 (SP), PP 8 interleaved v=2, 64 micro-batches, DP = GPUs / 64,
@@ -46,13 +47,14 @@ void Plan(benchmark::State& state) {
 }
 BENCHMARK(Plan)->Args({64, 2})->Args({16, 1})->Unit(benchmark::kMillisecond);
 
-void Simulate(benchmark::State& state, const char* fidelity, bool keep_ops) {
+void Simulate(benchmark::State& state, const char* fidelity, bool keep_ops, bool warm = false) {
   const Scenario s = gpt3(static_cast<int>(state.range(0)), fidelity, static_cast<int>(state.range(1)),
                           static_cast<int>(state.range(2)));
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   double iteration = 0;
+  ClusterCache clusters;  // warm: the cluster and its routes are reused, as in a sweep
   for (auto _ : state) {
-    const TrainingResult r = simulate_training(s, registry, keep_ops);
+    const TrainingResult r = simulate_training(s, registry, keep_ops, warm ? &clusters : nullptr);
     iteration = r.sim.iteration.seconds();
   }
   state.counters["iteration_s"] = iteration;
@@ -61,9 +63,11 @@ void Simulate(benchmark::State& state, const char* fidelity, bool keep_ops) {
 // Formula: the fast path (what sweeps and `simulate` without --trace/--report run);
 // FormulaOps: every op planned and simulated (what --trace and --report need).
 void Formula(benchmark::State& state) { Simulate(state, "formula", false); }
+void FormulaInSweep(benchmark::State& state) { Simulate(state, "formula", false, true); }
 void FormulaOps(benchmark::State& state) { Simulate(state, "formula", true); }
 void Flow(benchmark::State& state) { Simulate(state, "flow", true); }
 BENCHMARK(Formula)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(FormulaInSweep)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(FormulaOps)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(Flow)->Args({1024, 64, 2})->Args({16384, 64, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
 

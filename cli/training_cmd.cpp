@@ -3,6 +3,7 @@
 // meshsim memory SCENARIO.yaml [--set path=value ...]
 // meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html]
 #include <tbb/global_control.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <unistd.h>
 
@@ -142,13 +143,14 @@ int run_sweep(const SweepFlags& f) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::atomic<int> done{0};
   std::mutex progress;
+  tbb::enumerable_thread_specific<ClusterCache> clusters;  // topologies and routes, per worker
   const int n = static_cast<int>(variants.size());
   tbb::parallel_for(0, n, [&](int i) {
     Variant& v = variants[static_cast<std::size_t>(i)];
     try {
       ScenarioNode node = base;
       for (const auto& s : v.sets) node.set(s);
-      v.result = simulate_training(node.resolve(), registry, /*keep_ops=*/false);
+      v.result = simulate_training(node.resolve(), registry, /*keep_ops=*/false, &clusters.local());
     } catch (const Error& e) {
       v.error = e.what();
     }

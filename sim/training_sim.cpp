@@ -12,10 +12,25 @@ namespace meshsim {
 
 bool is_layer_activation(const MemoryItem& item) { return item.category == "activations"; }
 
-TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops) {
+ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec) {
+  auto it = entries_.find(topology_spec);
+  if (it == entries_.end()) {
+    Entry e;
+    e.topology = std::make_unique<Topology>(resolve_topology(topology_spec));
+    e.router = std::make_unique<Router>(*e.topology);
+    it = entries_.emplace(topology_spec, std::move(e)).first;
+  }
+  return it->second;
+}
+
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,
+                                 ClusterCache* clusters) {
   TrainingResult r;
   r.scenario = s;
-  const Topology topo = resolve_topology(s.topology);
+  ClusterCache local;
+  ClusterCache::Entry& cluster = (clusters ? *clusters : local).get(s.topology);
+  const Topology& topo = *cluster.topology;
+  Router& router = *cluster.router;
   r.topology_name = topo.name();
   r.gpus = topo.num_gpus();
   validate_model(s.model, "model");
@@ -36,7 +51,6 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   if (!s.profile.empty()) compute = ComputeModel::load_profile(s.profile);
   r.gpu = compute.gpu();
 
-  Router router(topo);
   ScheduleSimOptions opt;
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;

@@ -6,6 +6,8 @@
 //   r.sim.iteration, r.mfu, r.tokens_per_s, r.stages[0].peak, r.fits
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,10 +44,26 @@ struct TrainingResult {
   std::vector<std::string> link_names;  // names of sim.top_links
 };
 
+// Clusters already built, by topology spec, with their routers (whose route caches then
+// serve every layout on that cluster). Not thread-safe: one per thread (sweeps keep one
+// per worker). Results do not depend on what the cache held before.
+class ClusterCache {
+ public:
+  struct Entry {
+    std::unique_ptr<Topology> topology;
+    std::unique_ptr<Router> router;
+  };
+  Entry& get(const std::string& topology_spec);
+
+ private:
+  std::map<std::string, Entry> entries_;
+};
+
 // keep_ops: plan and simulate every op (the Schedule and a per-op Trace are kept, for
 // --trace and --report). Otherwise formula fidelity takes the fast path of
 // sim/fast_formula.h where it applies (same figures, no per-op trace).
-TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true);
+TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true,
+                                 ClusterCache* clusters = nullptr);
 
 // The layers' activation items of rank_memory() (category "activations"): the part the
 // simulated timeline replaces with its measured peak.
