@@ -22,7 +22,7 @@ struct Flavour {
 };
 
 constexpr Flavour kFlavours[] = {
-    {"meshsim", "MESHSIM_RANK", "MESHSIM_WORLD_SIZE", "MESHSIM_MASTER_ADDR", "MESHSIM_MASTER_PORT"},
+    {"meshsim", kRankVar, kWorldSizeVar, kMasterAddrVar, kMasterPortVar},
     {"torchrun", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"},
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", nullptr, nullptr},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", nullptr, nullptr},
@@ -76,21 +76,21 @@ LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv)
                               f.source, fix_rank));
 
     const char* addr_var = f.addr;
-    if (!addr_var) addr_var = vars.find("MESHSIM_MASTER_ADDR") ? "MESHSIM_MASTER_ADDR" : "MASTER_ADDR";
+    if (!addr_var) addr_var = vars.find(kMasterAddrVar) ? kMasterAddrVar : "MASTER_ADDR";
     env.master_addr = vars.require(
         addr_var, f.addr ? "set it to the host of rank 0 (e.g. 127.0.0.1 on one machine)"
                          : "this launcher does not say where rank 0 runs: set MESHSIM_MASTER_ADDR (or MASTER_ADDR) "
                            "to rank 0's host");
 
     const char* port_var = f.port;
-    if (!port_var) port_var = vars.find("MESHSIM_MASTER_PORT") ? "MESHSIM_MASTER_PORT" : "MASTER_PORT";
+    if (!port_var) port_var = vars.find(kMasterPortVar) ? kMasterPortVar : "MASTER_PORT";
     const std::string fix_port = fmt::format("set {} to a free TCP port on rank 0's host, 1..65535", port_var);
     if (f.port || vars.find(port_var))
       env.master_port = vars.integer(port_var, vars.require(port_var, fix_port), 1, 65535, fix_port);
     else
       env.master_port = kDefaultMasterPort;
 
-    if (const char* token = vars.find("MESHSIM_TOKEN")) env.token = token;
+    if (const char* token = vars.find(kTokenVar)) env.token = token;
     return env;
   }
   throw Error(

@@ -28,6 +28,13 @@ namespace meshsim::cpu {
 
 inline constexpr int kDefaultMasterPort = 29500;
 
+// The variables `meshsim launch` sets for each rank (the "meshsim" flavour).
+inline constexpr const char* kRankVar = "MESHSIM_RANK";
+inline constexpr const char* kWorldSizeVar = "MESHSIM_WORLD_SIZE";
+inline constexpr const char* kMasterAddrVar = "MESHSIM_MASTER_ADDR";
+inline constexpr const char* kMasterPortVar = "MESHSIM_MASTER_PORT";
+inline constexpr const char* kTokenVar = "MESHSIM_TOKEN";
+
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;

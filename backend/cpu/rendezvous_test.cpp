@@ -2,6 +2,8 @@
 // and a server that refuses wrong tokens and malformed messages but keeps serving.
 #include "backend/cpu/rendezvous.h"
 
+#include "backend/cpu/launch_env.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/connect.hpp>
@@ -11,6 +13,9 @@
 #include <boost/asio/write.hpp>
 
 #include <array>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -242,6 +247,25 @@ TEST(Rendezvous, PortInUseIsAnError) {
   const std::string msg = error_of([&] { RendezvousServer b({.port = a.port(), .token = ""}); });
   EXPECT_NE(msg.find(std::to_string(a.port())), std::string::npos) << msg;
   EXPECT_NE(msg.find("pick another port"), std::string::npos) << msg;
+}
+
+// Run by tests/launch_test.cpp under `meshsim launch -n 3`; skips itself otherwise.
+TEST(RendezvousLaunched, GatherAndBarrierAcrossProcesses) {
+  if (!std::getenv(kRankVar)) GTEST_SKIP() << "runs under `meshsim launch` only";
+  const LaunchEnv env = launch_env();
+  std::optional<RendezvousServer> server;
+  if (env.rank == 0) server.emplace(RendezvousServerOptions{.port = env.master_port, .token = env.token});
+  RendezvousClient c({.host = env.master_addr, .port = env.master_port, .token = env.token, .rank = env.rank});
+  const std::vector<std::string> all = c.gather("name", env.rank, env.world_size, "r" + std::to_string(env.rank), 20s);
+  c.barrier("done", env.world_size, 20s);
+  if (env.rank != 0) {
+    c.set("left/" + std::to_string(env.rank), "");  // rank 0 keeps serving until everyone is through
+    return;
+  }
+  for (int r = 1; r < env.world_size; ++r) c.get("left/" + std::to_string(r), 20s);
+  std::string joined;
+  for (const std::string& v : all) joined += (joined.empty() ? "" : ",") + v;
+  std::cout << "gathered: " << joined << std::endl;
 }
 
 }  // namespace
