@@ -10,6 +10,9 @@
 //   std::vector<std::string> addrs = rdzv.gather("addr", env.rank, env.world_size, my_addr, 30s);
 //   rdzv.barrier("ready", env.world_size, 30s);
 //
+// Rank 0 must keep its server up until every rank is done with it: after the last
+// barrier, ranks > 0 set "left/<rank>" and rank 0 waits for those keys before stopping.
+//
 // Every blocking call has a timeout and fails with a meshsim::Error that names the key or
 // the ranks it waited for, never a hang. Values are bytes (std::string is binary-safe).
 // A client is not thread-safe: use one per thread. The server serves any number of
