@@ -6,6 +6,7 @@
 //   meshsim simulate examples/gpt3-175b-1024.yaml --fidelity flow
 //   meshsim memory examples/llama3-70b-128k.yaml
 //   meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --vary placement=natural,bunched:2x2
+//   meshsim launch -n 4 -- ./my_rank_program --steps 10
 //
 // Each add_* function declares a subcommand's flags and returns the callback that runs
 // it after parsing; user errors surface as meshsim::Error and main() prints them.
@@ -24,5 +25,6 @@ Run add_algorithms_command(CLI::App& app);
 Run add_simulate_command(CLI::App& app);
 Run add_memory_command(CLI::App& app);
 Run add_sweep_command(CLI::App& app);
+Run add_launch_command(CLI::App& app);
 
 }  // namespace meshsim::cli

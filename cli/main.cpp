@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   meshsim::cli::Run simulate = meshsim::cli::add_simulate_command(app);
   meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
   meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
+  meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("simulate")) return simulate();
     if (app.got_subcommand("memory")) return memory();
     if (app.got_subcommand("sweep")) return sweep();
+    if (app.got_subcommand("launch")) return launch();
   } catch (const meshsim::Error& e) {
     std::fprintf(stderr, "meshsim: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,51 @@
+// Who am I in this run? The rank, world size and rendezvous address of a process started
+// by a launcher, read from the environment variables that launcher sets.
+//
+//   const LaunchEnv env = launch_env();           // this process's environment
+//   if (env.rank == 0) server.emplace(RendezvousServerOptions{.port = env.master_port, .token = env.token});
+//
+// Launchers recognized, first match wins (`source` says which):
+//
+//   source     rank / world size                           master address / port
+//   meshsim    MESHSIM_RANK, MESHSIM_WORLD_SIZE           MESHSIM_MASTER_ADDR, MESHSIM_MASTER_PORT
+//   torchrun   RANK, WORLD_SIZE                           MASTER_ADDR, MASTER_PORT
+//   slurm      SLURM_PROCID, SLURM_NTASKS                 MESHSIM_MASTER_ADDR or MASTER_ADDR,
+//   openmpi    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE MESHSIM_MASTER_PORT or MASTER_PORT
+//                                                         (port default 29500)
+//
+// `meshsim launch` sets the MESHSIM_* variables. Slurm and Open MPI do not say where
+// rank 0 listens, so the master address must be set by hand (e.g. the first host of
+// `scontrol show hostnames $SLURM_NODELIST`). The token is MESHSIM_TOKEN, else empty:
+// runs across hosts should set MESHSIM_TOKEN to the same secret on every rank, so that
+// stray connections to the rendezvous port are refused. A missing or inconsistent
+// variable is an Error naming it and the fix.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace meshsim::cpu {
+
+inline constexpr int kDefaultMasterPort = 29500;
+
+// The variables `meshsim launch` sets for each rank (the "meshsim" flavour).
+inline constexpr const char* kRankVar = "MESHSIM_RANK";
+inline constexpr const char* kWorldSizeVar = "MESHSIM_WORLD_SIZE";
+inline constexpr const char* kMasterAddrVar = "MESHSIM_MASTER_ADDR";
+inline constexpr const char* kMasterPortVar = "MESHSIM_MASTER_PORT";
+inline constexpr const char* kTokenVar = "MESHSIM_TOKEN";
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  std::string token;
+  std::string source;  // "meshsim", "torchrun", "slurm" or "openmpi"
+};
+
+// getenv returns the variable's value or nullptr when it is not set.
+LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv);
+LaunchEnv launch_env();  // from this process's environment
+
+}  // namespace meshsim::cpu

@@ -1,0 +1,105 @@
+// Launcher environments: meshsim, torchrun, Slurm and Open MPI variables, and the errors
+// for missing or inconsistent ones.
+#include "backend/cpu/launch_env.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/error.h"
+
+namespace meshsim::cpu {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+LaunchEnv parse(const Env& env) {
+  return launch_env_from([&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string error_of(const Env& env) {
+  try {
+    parse(env);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(LaunchEnv, Meshsim) {
+  const LaunchEnv e = parse({{"MESHSIM_RANK", "2"}, {"MESHSIM_WORLD_SIZE", "4"}, {"MESHSIM_MASTER_ADDR", "10.1.2.3"},
+                             {"MESHSIM_MASTER_PORT", "29600"}, {"MESHSIM_TOKEN", "abc"},
+                             // a torchrun environment around it loses: meshsim's own variables come first
+                             {"RANK", "0"}, {"WORLD_SIZE", "8"}});
+  EXPECT_EQ(e.source, "meshsim");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.world_size, 4);
+  EXPECT_EQ(e.master_addr, "10.1.2.3");
+  EXPECT_EQ(e.master_port, 29600);
+  EXPECT_EQ(e.token, "abc");
+}
+
+TEST(LaunchEnv, Torchrun) {
+  const LaunchEnv e =
+      parse({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"LOCAL_RANK", "3"}});
+  EXPECT_EQ(e.source, "torchrun");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.master_addr, "node0");
+  EXPECT_EQ(e.master_port, 1234);
+  EXPECT_EQ(e.token, "");  // no MESHSIM_TOKEN: empty
+}
+
+TEST(LaunchEnv, Slurm) {
+  const LaunchEnv e = parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"MASTER_ADDR", "gpu001"},
+                             {"SLURM_NODELIST", "gpu[001-004]"}, {"MESHSIM_TOKEN", "t"}});
+  EXPECT_EQ(e.source, "slurm");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world_size, 16);
+  EXPECT_EQ(e.master_addr, "gpu001");
+  EXPECT_EQ(e.master_port, kDefaultMasterPort);
+  EXPECT_EQ(e.token, "t");
+  // MESHSIM_MASTER_* win over MASTER_*.
+  const LaunchEnv m = parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "a"},
+                             {"MESHSIM_MASTER_ADDR", "b"}, {"MASTER_PORT", "1"}, {"MESHSIM_MASTER_PORT", "2"}});
+  EXPECT_EQ(m.master_addr, "b");
+  EXPECT_EQ(m.master_port, 2);
+}
+
+TEST(LaunchEnv, OpenMpi) {
+  const LaunchEnv e = parse({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"MESHSIM_MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "4000"}});
+  EXPECT_EQ(e.source, "openmpi");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.world_size, 2);
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+  EXPECT_EQ(e.master_port, 4000);
+}
+
+TEST(LaunchEnv, MissingOrInconsistentVariablesNameTheVariableAndTheFix) {
+  EXPECT_NE(error_of({}).find("meshsim launch"), std::string::npos) << error_of({});
+  const std::string no_world = error_of({{"RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(no_world.find("WORLD_SIZE is not set"), std::string::npos) << no_world;
+  EXPECT_NE(no_world.find("set WORLD_SIZE"), std::string::npos) << no_world;
+  const std::string no_addr = error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_NE(no_addr.find("MASTER_ADDR is not set"), std::string::npos) << no_addr;
+  EXPECT_NE(no_addr.find("MESHSIM_MASTER_ADDR"), std::string::npos) << no_addr;
+  const std::string no_port = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "1"}, {"MESHSIM_MASTER_ADDR", "h"}});
+  EXPECT_NE(no_port.find("MESHSIM_MASTER_PORT is not set"), std::string::npos) << no_port;
+  const std::string big_rank = error_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(big_rank.find("RANK=4 is not below WORLD_SIZE=4"), std::string::npos) << big_rank;
+  const std::string bad_num = error_of({{"OMPI_COMM_WORLD_RANK", "x1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_NE(bad_num.find("OMPI_COMM_WORLD_RANK='x1' is not an integer"), std::string::npos) << bad_num;
+  const std::string bad_port =
+      error_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}});
+  EXPECT_NE(bad_port.find("MASTER_PORT=70000 is out of range"), std::string::npos) << bad_port;
+  const std::string zero_world = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "0"}});
+  EXPECT_NE(zero_world.find("MESHSIM_WORLD_SIZE=0"), std::string::npos) << zero_world;
+}
+
+}  // namespace
+}  // namespace meshsim::cpu

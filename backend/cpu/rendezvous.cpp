@@ -1,0 +1,507 @@
+// The rendezvous store: an Asio server on its own thread, a blocking client with deadlines.
+// The protocol is documented in rendezvous.h.
+#include "backend/cpu/rendezvous.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace meshsim::cpu {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+namespace {
+
+constexpr std::uint64_t kMaxWaitMs = 24ull * 3600 * 1000;  // a GET waits at most a day
+
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint64_t get_be(const unsigned char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Reads the request fields in order; ok() turns false on a truncated body.
+struct Reader {
+  std::string_view s;
+  std::size_t pos = 0;
+  bool ok = true;
+  std::uint64_t num(int bytes) {
+    if (!ok || s.size() - pos < static_cast<std::size_t>(bytes)) return ok = false, 0;
+    const std::uint64_t v = get_be(reinterpret_cast<const unsigned char*>(s.data()) + pos, bytes);
+    pos += bytes;
+    return v;
+  }
+  std::string_view str(std::size_t n) {
+    if (!ok || s.size() - pos < n) return ok = false, std::string_view{};
+    const std::string_view v = s.substr(pos, n);
+    pos += n;
+    return v;
+  }
+};
+
+bool same_token(std::string_view a, std::string_view b) {  // no early exit on the first difference
+  unsigned char diff = a.size() != b.size();
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+std::string format_ms(Millis d) {
+  const auto ms = d.count();
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  if (ms > 1000) return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  const std::size_t shown = std::min<std::size_t>(ranks.size(), 16);
+  for (std::size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (shown < ranks.size()) s += fmt::format(", ... ({} in all)", ranks.size());
+  return s;
+}
+
+}  // namespace
+
+std::string encode_frame(std::string_view body) {
+  std::string out;
+  put_be(out, body.size(), 4);
+  out.append(body);
+  return out;
+}
+
+std::string encode_request(RdzvOp op, std::string_view token, std::string_view key, std::uint64_t arg,
+                           std::string_view value) {
+  std::string body;
+  body.push_back(static_cast<char>(op));
+  put_be(body, token.size(), 2);
+  body.append(token);
+  put_be(body, key.size(), 2);
+  body.append(key);
+  put_be(body, arg, 8);
+  body.append(value);
+  return encode_frame(body);
+}
+
+// ---------------------------------------------------------------------------------------
+// Server: one Session per connection; all state lives on the io thread (no locks).
+
+struct RendezvousServer::Impl {
+  struct Session;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::string host;
+  std::string token;
+  int port = 0;
+  std::unordered_map<std::string, std::string> store;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Session>>> waiters;  // GETs waiting per key
+  std::map<Session*, std::weak_ptr<Session>> sessions;
+  bool stopping = false;
+  std::thread thread;
+
+  void accept();
+  void set(const std::string& key, std::string_view value);
+  void shutdown();  // on the io thread
+};
+
+struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
+  Impl& srv;
+  tcp::socket sock;
+  asio::steady_timer timer;
+  std::array<unsigned char, 4> header{};
+  std::string body;
+  std::string out;
+  std::string waiting_key;  // non-empty while a GET waits
+  bool waiting = false;
+  bool closed = false;
+
+  Session(Impl& s, tcp::socket so) : srv(s), sock(std::move(so)), timer(s.io) {}
+
+  void start() {
+    srv.sessions[this] = weak_from_this();
+    read_header();
+  }
+
+  void read_header() {
+    asio::async_read(sock, asio::buffer(header), [self = shared_from_this()](error_code ec, std::size_t) {
+      if (ec || self->srv.stopping) return self->close();
+      const std::uint64_t len = get_be(self->header.data(), 4);
+      if (len > kMaxFrameBytes)
+        return self->fail(fmt::format("message of {} bytes exceeds the limit of {} bytes", len, kMaxFrameBytes));
+      self->body.resize(len);
+      asio::async_read(self->sock, asio::buffer(self->body), [self](error_code ec2, std::size_t) {
+        if (ec2 || self->srv.stopping) return self->close();
+        self->handle();
+      });
+    });
+  }
+
+  void handle() {
+    Reader r{body};
+    const auto op = static_cast<std::uint8_t>(r.num(1));
+    const std::string_view tok = r.str(r.num(2));
+    const std::string_view key = r.str(r.num(2));
+    const std::uint64_t arg = r.num(8);
+    if (!r.ok) return fail("malformed request: the body is shorter than its fields say");
+    if (!same_token(tok, srv.token))
+      return fail("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
+    const std::string_view value = std::string_view(body).substr(r.pos);
+    switch (static_cast<RdzvOp>(op)) {
+      case RdzvOp::kPing:
+        return reply(RdzvStatus::kOk, {});
+      case RdzvOp::kSet: {
+        const std::string k(key);
+        const std::string v(value);
+        srv.set(k, v);  // may reply to waiting sessions; our own reply follows
+        return reply(RdzvStatus::kOk, {});
+      }
+      case RdzvOp::kGet: {
+        const auto it = srv.store.find(std::string(key));
+        if (it != srv.store.end()) return reply(RdzvStatus::kOk, it->second);
+        if (arg == 0) return reply(RdzvStatus::kAbsent, {});
+        wait_for(std::string(key), Millis(std::min(arg, kMaxWaitMs)));
+        return;
+      }
+    }
+    fail(fmt::format("unknown op {}", op));
+  }
+
+  void wait_for(std::string key, Millis wait) {
+    waiting = true;
+    waiting_key = key;
+    srv.waiters[key].push_back(weak_from_this());
+    timer.expires_after(wait);
+    timer.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || !self->waiting) return;  // cancelled, or woken by a SET first
+      self->stop_waiting();
+      self->reply(RdzvStatus::kAbsent, {});
+    });
+  }
+
+  void stop_waiting() {
+    waiting = false;
+    auto it = srv.waiters.find(waiting_key);
+    if (it != srv.waiters.end()) {
+      std::erase_if(it->second, [this](const std::weak_ptr<Session>& w) {
+        auto s = w.lock();
+        return !s || s.get() == this;
+      });
+      if (it->second.empty()) srv.waiters.erase(it);
+    }
+    waiting_key.clear();
+  }
+
+  void wake(const std::string& value) {  // the key we wait for was set
+    waiting = false;
+    waiting_key.clear();
+    timer.cancel();
+    reply(RdzvStatus::kOk, value);
+  }
+
+  void reply(RdzvStatus status, std::string_view payload, bool then_close = false) {
+    std::string b;
+    b.push_back(static_cast<char>(status));
+    b.append(payload);
+    out = encode_frame(b);
+    asio::async_write(sock, asio::buffer(out), [self = shared_from_this(), then_close](error_code ec, std::size_t) {
+      if (ec || then_close || self->srv.stopping) return self->close();
+      self->read_header();
+    });
+  }
+
+  void fail(const std::string& message) { reply(RdzvStatus::kError, message, /*then_close=*/true); }
+
+  void close() {
+    if (closed) return;
+    closed = true;
+    if (waiting) stop_waiting();
+    error_code ignored;
+    timer.cancel();
+    sock.shutdown(tcp::socket::shutdown_both, ignored);
+    sock.close(ignored);
+    srv.sessions.erase(this);
+  }
+};
+
+void RendezvousServer::Impl::accept() {
+  acceptor.async_accept([this](error_code ec, tcp::socket sock) {
+    if (stopping || !acceptor.is_open()) return;
+    if (!ec) {
+      error_code ignored;
+      sock.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Session>(*this, std::move(sock))->start();
+    }
+    accept();
+  });
+}
+
+void RendezvousServer::Impl::set(const std::string& key, std::string_view value) {
+  store[key] = std::string(value);
+  const auto it = waiters.find(key);
+  if (it == waiters.end()) return;
+  std::vector<std::weak_ptr<Session>> woken = std::move(it->second);
+  waiters.erase(it);
+  for (auto& w : woken)
+    if (auto s = w.lock(); s && s->waiting && !s->closed) s->wake(store[key]);
+}
+
+void RendezvousServer::Impl::shutdown() {
+  stopping = true;
+  error_code ignored;
+  acceptor.close(ignored);
+  std::vector<std::shared_ptr<Session>> live;
+  for (auto& [ptr, weak] : sessions)
+    if (auto s = weak.lock()) live.push_back(std::move(s));
+  for (auto& s : live) s->close();
+  waiters.clear();
+}
+
+RendezvousServer::RendezvousServer(RendezvousServerOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.host = options.host;
+  m.token = options.token;
+  if (options.port < 0 || options.port > 65535)
+    throw Error(fmt::format("rendezvous: port {} is out of range; use 1..65535, or 0 to pick a free one", options.port));
+  error_code ec;
+  const auto addr = asio::ip::make_address(options.host, ec);
+  if (ec)
+    throw Error(fmt::format("rendezvous: cannot listen on '{}': not a numeric IP address; use e.g. 127.0.0.1 or 0.0.0.0",
+                            options.host));
+  const tcp::endpoint ep(addr, static_cast<unsigned short>(options.port));
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw Error(fmt::format("rendezvous: cannot listen on {}:{}: {}; pick another port (--port, MESHSIM_MASTER_PORT)",
+                            options.host, options.port, ec.message()));
+  m.port = m.acceptor.local_endpoint().port();
+  m.accept();
+  m.thread = std::thread([&m] { m.io.run(); });
+}
+
+RendezvousServer::~RendezvousServer() { stop(); }
+
+void RendezvousServer::stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  Impl& m = *impl_;
+  asio::post(m.io, [&m] { m.shutdown(); });
+  m.thread.join();  // run() returns once every cancelled operation has finished
+}
+
+int RendezvousServer::port() const { return impl_->port; }
+const std::string& RendezvousServer::host() const { return impl_->host; }
+
+// ---------------------------------------------------------------------------------------
+// Client: asynchronous operations run on a private io_context for at most a deadline.
+
+struct RendezvousClient::Impl {
+  RendezvousClientOptions o;
+  asio::io_context io;
+  tcp::socket sock{io};
+  std::string where;  // "host:port" for messages
+  std::string broken;  // why the connection can no longer be used
+  std::map<std::string, int, std::less<>> generation;  // per barrier/gather name
+
+  // Runs io until its work is done or the deadline passes; on the deadline, closes the
+  // socket (cancelling the operations) and returns false.
+  bool run_until(Clock::time_point deadline) {
+    io.restart();
+    io.run_until(deadline);
+    if (io.stopped()) return true;
+    error_code ignored;
+    sock.close(ignored);
+    io.restart();
+    io.run();
+    return false;
+  }
+
+  void connect() {
+    const auto deadline = Clock::now() + o.connect_timeout;
+    error_code last;
+    while (true) {
+      tcp::resolver resolver(io);
+      error_code ec = asio::error::would_block;
+      resolver.async_resolve(o.host, std::to_string(o.port),
+                             [&](error_code e, tcp::resolver::results_type results) {
+                               if (e) return void(ec = e);
+                               asio::async_connect(sock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
+                             });
+      if (!run_until(deadline)) ec = asio::error::timed_out;
+      if (!ec) break;
+      last = ec;
+      if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again)
+        throw Error(fmt::format("rendezvous: cannot resolve master address '{}': {}; set MESHSIM_MASTER_ADDR "
+                                "(or MASTER_ADDR) to rank 0's host",
+                                o.host, ec.message()));
+      error_code ignored;
+      sock.close(ignored);
+      if (Clock::now() + Millis(50) >= deadline)
+        throw Error(fmt::format("rendezvous: cannot reach the server at {} within {} ({}); is rank 0 running, and "
+                                "are MESHSIM_MASTER_ADDR/MESHSIM_MASTER_PORT right?",
+                                where, format_ms(o.connect_timeout), last.message()));
+      std::this_thread::sleep_for(Millis(50));  // the server may not be up yet
+    }
+    error_code ignored;
+    sock.set_option(tcp::no_delay(true), ignored);
+  }
+
+  // One request and its reply. Returns the status and fills payload.
+  RdzvStatus request(RdzvOp op, std::string_view key, std::uint64_t arg, std::string_view value, Millis wait,
+                     std::string& payload, std::string_view what) {
+    if (!broken.empty()) throw Error(fmt::format("rendezvous: {} on {}: {}", what, where, broken));
+    const std::string out = encode_request(op, o.token, key, arg, value);
+    std::array<unsigned char, 4> header{};
+    std::string body;
+    error_code ec = asio::error::would_block;
+    asio::async_write(sock, asio::buffer(out), [&](error_code e, std::size_t) {
+      if (e) return void(ec = e);
+      asio::async_read(sock, asio::buffer(header), [&](error_code e2, std::size_t) {
+        if (e2) return void(ec = e2);
+        const std::uint64_t len = get_be(header.data(), 4);
+        if (len == 0 || len > kMaxFrameBytes) return void(ec = asio::error::message_size);
+        body.resize(len);
+        asio::async_read(sock, asio::buffer(body), [&](error_code e3, std::size_t) { ec = e3; });
+      });
+    });
+    if (!run_until(Clock::now() + wait + o.io_timeout)) {
+      broken = fmt::format("no reply within {} (the connection was closed)", format_ms(wait + o.io_timeout));
+      throw Error(fmt::format("rendezvous: {} on {}: no reply within {}; is rank 0 alive?", what, where,
+                              format_ms(wait + o.io_timeout)));
+    }
+    if (ec) {
+      broken = fmt::format("the connection was lost ({})", ec.message());
+      throw Error(fmt::format("rendezvous: {} on {}: the server closed the connection ({}); did rank 0 exit?", what,
+                              where, ec.message()));
+    }
+    const auto status = static_cast<RdzvStatus>(static_cast<unsigned char>(body[0]));
+    payload.assign(body, 1);
+    if (status == RdzvStatus::kError) {
+      broken = "the server refused an earlier request: " + payload;
+      throw Error(fmt::format("rendezvous: {} on {} refused: {}", what, where, payload));
+    }
+    if (status != RdzvStatus::kOk && status != RdzvStatus::kAbsent)
+      throw Error(fmt::format("rendezvous: {} on {}: unknown reply status {}; is this a meshsim server?", what, where,
+                              static_cast<int>(status)));
+    return status;
+  }
+
+  // Waits for keys prefix/0 .. prefix/(world-1); returns their values or throws naming
+  // the ranks whose key is missing.
+  std::vector<std::string> wait_all(const std::string& prefix, int world, Clock::time_point deadline, Millis timeout,
+                                    std::string_view what, std::string_view missing_verb) {
+    std::vector<std::string> values(world);
+    for (int r = 0; r < world; ++r) {
+      const std::string key = fmt::format("{}/{}", prefix, r);
+      const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+      std::string v;
+      if (request(RdzvOp::kGet, key, static_cast<std::uint64_t>(left.count()), {}, left, v, what) == RdzvStatus::kOk) {
+        values[r] = std::move(v);
+        continue;
+      }
+      std::vector<int> missing{r};
+      for (int q = r + 1; q < world; ++q)
+        if (request(RdzvOp::kGet, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::kOk)
+          missing.push_back(q);
+      throw Error(fmt::format("rendezvous: {} timed out after {}: rank{} {} of {} {}; are they running, with the "
+                              "same MESHSIM_TOKEN and master address?",
+                              what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world,
+                              missing_verb));
+    }
+    return values;
+  }
+};
+
+RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->o = std::move(options);
+  impl_->where = fmt::format("{}:{}", impl_->o.host, impl_->o.port);
+  if (impl_->o.port <= 0 || impl_->o.port > 65535)
+    throw Error(fmt::format("rendezvous: master port {} is out of range; set MESHSIM_MASTER_PORT to 1..65535",
+                            impl_->o.port));
+  impl_->connect();
+  std::string ignored;
+  impl_->request(RdzvOp::kPing, {}, 0, {}, Millis(0), ignored, "connect");
+}
+
+RendezvousClient::~RendezvousClient() {
+  error_code ignored;
+  impl_->sock.shutdown(tcp::socket::shutdown_both, ignored);
+  impl_->sock.close(ignored);
+}
+
+int RendezvousClient::rank() const { return impl_->o.rank; }
+
+void RendezvousClient::set(std::string_view key, std::string_view value) {
+  const std::string what = fmt::format("set '{}'", key);
+  if (key.size() > 0xffff) throw Error(fmt::format("rendezvous: key of {} bytes is too long (limit 65535)", key.size()));
+  if (value.size() + key.size() + impl_->o.token.size() + 64 > kMaxFrameBytes)
+    throw Error(fmt::format("rendezvous: {}: value of {} bytes is over the {} MiB limit of a message; store it in parts",
+                            what, value.size(), kMaxFrameBytes >> 20));
+  std::string ignored;
+  impl_->request(RdzvOp::kSet, key, 0, value, Millis(0), ignored, what);
+}
+
+std::string RendezvousClient::get(std::string_view key, Millis timeout) {
+  const std::string what = fmt::format("get '{}'", key);
+  std::string value;
+  const auto wait = std::max(timeout, Millis(1));
+  if (impl_->request(RdzvOp::kGet, key, static_cast<std::uint64_t>(wait.count()), {}, wait, value, what) ==
+      RdzvStatus::kOk)
+    return value;
+  throw Error(fmt::format("rendezvous: timed out after {} waiting for key '{}' on {}; no rank set it (is the rank "
+                          "that publishes it running, with the same MESHSIM_TOKEN?)",
+                          format_ms(timeout), key, impl_->where));
+}
+
+bool RendezvousClient::try_get(std::string_view key, std::string& value) {
+  return impl_->request(RdzvOp::kGet, key, 0, {}, Millis(0), value, fmt::format("get '{}'", key)) == RdzvStatus::kOk;
+}
+
+void RendezvousClient::barrier(std::string_view name, int world_size, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const int rank = impl_->o.rank;
+  if (rank < 0 || rank >= world_size)
+    throw Error(fmt::format("rendezvous: barrier '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
+                            "MESHSIM_WORLD_SIZE",
+                            name, rank, world_size - 1));
+  const int gen = impl_->generation[fmt::format("barrier/{}", name)]++;
+  const std::string prefix = fmt::format("barrier/{}/{}", name, gen);
+  set(fmt::format("{}/{}", prefix, rank), {});
+  impl_->wait_all(prefix, world_size, deadline, timeout, fmt::format("barrier '{}'", name), "did not arrive");
+}
+
+std::vector<std::string> RendezvousClient::gather(std::string_view key_prefix, int rank, int world_size,
+                                                  std::string_view value, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  if (rank < 0 || rank >= world_size)
+    throw Error(fmt::format("rendezvous: gather '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
+                            "MESHSIM_WORLD_SIZE",
+                            key_prefix, rank, world_size - 1));
+  const int gen = impl_->generation[fmt::format("gather/{}", key_prefix)]++;
+  const std::string prefix = fmt::format("gather/{}/{}", key_prefix, gen);
+  set(fmt::format("{}/{}", prefix, rank), value);
+  return impl_->wait_all(prefix, world_size, deadline, timeout, fmt::format("gather '{}'", key_prefix),
+                         "did not publish a value");
+}
+
+}  // namespace meshsim::cpu

@@ -1,0 +1,130 @@
+// Rendezvous: a small TCP key-value store that ranks use to find each other.
+//
+// Rank 0 hosts a RendezvousServer; every rank (rank 0 included) talks to it through a
+// RendezvousClient: publish its listening address, wait for the others', meet at barriers,
+// and gather per-rank results at the end of a run.
+//
+//   RendezvousServer server({.port = env.master_port, .token = env.token});   // rank 0 only
+//   RendezvousClient rdzv({.host = env.master_addr, .port = env.master_port,
+//                          .token = env.token, .rank = env.rank});
+//   std::vector<std::string> addrs = rdzv.gather("addr", env.rank, env.world_size, my_addr, 30s);
+//   rdzv.barrier("ready", env.world_size, 30s);
+//
+// Rank 0 must keep its server up until every rank is done with it: after the last
+// barrier, ranks > 0 set "left/<rank>" and rank 0 waits for those keys before stopping.
+//
+// Every blocking call has a timeout and fails with a meshsim::Error that names the key or
+// the ranks it waited for, never a hang. Values are bytes (std::string is binary-safe).
+// A client is not thread-safe: use one per thread. The server serves any number of
+// clients on its own thread and stops (no thread left behind) when destroyed.
+//
+// Wire protocol (all integers big-endian). Every message in both directions is a frame:
+//
+//   u32 length | body[length]          length <= kMaxFrameBytes (4 MiB)
+//
+// Request body:
+//
+//   u8 op | u16 token_len | token | u16 key_len | key | u64 arg | value (rest of the body)
+//
+//   op 1 PING  check the token; key, arg and value are empty/0          -> OK
+//   op 2 SET   store value under key (replaces; wakes waiting GETs)      -> OK
+//   op 3 GET   the value of key; if absent wait up to arg milliseconds  -> OK value | ABSENT
+//
+// Reply body:   u8 status | payload
+//
+//   status 0 OK      payload = the value (GET) or empty
+//   status 1 ABSENT  GET found no value within its wait; payload empty
+//   status 2 ERROR   payload = one line of text; the server then closes the connection
+//
+// Every request carries the shared token (empty when none was set). A request with the
+// wrong token, an oversized length, a truncated body or an unknown op is answered with
+// ERROR and its connection closed; the server keeps serving everyone else. The token is
+// a guard against stray connections, not encryption: on multi-host runs set MESHSIM_TOKEN
+// to a secret and bind the server to the cluster-internal interface only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshsim::cpu {
+
+using Millis = std::chrono::milliseconds;
+
+inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
+
+enum class RdzvOp : std::uint8_t { kPing = 1, kSet = 2, kGet = 3 };
+enum class RdzvStatus : std::uint8_t { kOk = 0, kAbsent = 1, kError = 2 };
+
+struct RendezvousServerOptions {
+  std::string host = "127.0.0.1";  // the address to bind: "0.0.0.0" for every interface
+  int port = 0;                    // 0: pick a free port (see port())
+  std::string token;               // clients must send the same token
+};
+
+class RendezvousServer {
+ public:
+  // Binds and starts serving on a thread of its own. Throws Error when the address
+  // cannot be bound (port in use, bad address).
+  explicit RendezvousServer(RendezvousServerOptions options);
+  ~RendezvousServer();  // stops serving, closes every connection, joins the thread
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  int port() const;
+  const std::string& host() const;
+  void stop();  // idempotent; the destructor calls it
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RendezvousClientOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string token;
+  int rank = 0;                               // this client's rank (barrier names the missing ones)
+  Millis connect_timeout = Millis(30'000);    // retries while the server is not up yet
+  Millis io_timeout = Millis(10'000);         // a reply must come within this (plus any GET wait)
+};
+
+class RendezvousClient {
+ public:
+  // Connects (retrying until connect_timeout: rank 0 may start its server later than the
+  // others start their clients) and checks the token. Throws Error naming the address.
+  explicit RendezvousClient(RendezvousClientOptions options);
+  ~RendezvousClient();
+  RendezvousClient(const RendezvousClient&) = delete;
+  RendezvousClient& operator=(const RendezvousClient&) = delete;
+
+  void set(std::string_view key, std::string_view value);
+  // Blocks until key is set or the timeout passes: then Error naming the key.
+  std::string get(std::string_view key, Millis timeout);
+  // Without waiting: true and the value when key is set now, else false.
+  bool try_get(std::string_view key, std::string& value);
+  // All world_size ranks (each with its own client) meet; a barrier name may be reused,
+  // the n-th call with a name meets the other ranks' n-th call. Error names missing ranks.
+  void barrier(std::string_view name, int world_size, Millis timeout);
+  // Publishes value for this rank and returns every rank's value, in rank order. Like a
+  // barrier, the n-th gather with a prefix meets the other ranks' n-th one (the keys are
+  // internal: "gather/<prefix>/<n>/<rank>"). Error names the ranks whose value did not arrive.
+  std::vector<std::string> gather(std::string_view key_prefix, int rank, int world_size,
+                                  std::string_view value, Millis timeout);
+
+  int rank() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Encoding helpers, public so tests can craft (bad) messages byte by byte.
+std::string encode_request(RdzvOp op, std::string_view token, std::string_view key, std::uint64_t arg,
+                           std::string_view value);
+std::string encode_frame(std::string_view body);  // prepends the u32 length
+
+}  // namespace meshsim::cpu

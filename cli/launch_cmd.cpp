@@ -1,0 +1,306 @@
+// meshsim launch -n N [--port P] [--timeout S] -- COMMAND ARGS...
+//
+// Starts N ranks of COMMAND on this machine, each with MESHSIM_RANK, MESHSIM_WORLD_SIZE,
+// MESHSIM_MASTER_ADDR (127.0.0.1), MESHSIM_MASTER_PORT (a free port unless --port) and
+// MESHSIM_TOKEN (random per run) set, as backend/cpu/launch_env.h reads them (see its
+// kRankVar etc.). The ranks
+// share the launcher's stdout and stderr. The ranks run in a process group of their own:
+// when one fails (non-zero exit or a signal), the run times out, or the launcher gets
+// SIGINT/SIGTERM/SIGHUP, the whole group gets SIGTERM, then SIGKILL after a grace period,
+// so no rank or child of a rank is left behind (on Linux the launcher is a subreaper, so it
+// also reaps the orphaned children of ranks).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string_view>
+#include <thread>
+
+#include "backend/cpu/launch_env.h"
+#include "cli/commands.h"
+#include "core/error.h"
+
+extern char** environ;
+
+namespace meshsim::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto kGrace = 3s;       // SIGTERM, then SIGKILL after this
+constexpr auto kPoll = 10ms;      // how often the launcher looks at its ranks
+
+struct LaunchOptions {
+  int nprocs = 0;
+  int port = 0;
+  double timeout_s = 0;
+  std::vector<std::string> command;
+};
+
+volatile std::sig_atomic_t g_stop_signal = 0;  // set by the handler below; read by the wait loop
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Catches SIGINT, SIGTERM and SIGHUP while the ranks run (so the launcher can stop them)
+// and restores the previous handlers afterwards.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~StopSignals() {
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
+};
+
+std::string signal_name(int sig) {
+  const char* d = strsignal(sig);
+  return fmt::format("signal {} ({})", sig, d ? d : "unknown");
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "exited with " + signal_name(WTERMSIG(status));
+  return fmt::format("stopped with wait status {}", status);
+}
+
+// A TCP port that was free a moment ago on 127.0.0.1 (rank 0 binds it with SO_REUSEADDR).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(fmt::format("launch: cannot open a socket to pick a port ({}); pass --port", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw Error("launch: cannot find a free port on 127.0.0.1; pass --port");
+  return ntohs(addr.sin_port);
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string t;
+  for (int i = 0; i < 4; ++i) t += fmt::format("{:08x}", rd());
+  return t;
+}
+
+// The ranks: children in one process group (the first rank's pid is the group id).
+class Ranks {
+ public:
+  ~Ranks() { kill_all(); }  // on an exception: SIGKILL and reap, never leave anything behind
+
+  void spawn(const std::vector<std::string>& command, const std::vector<std::string>& env, int rank) {
+    std::vector<char*> argv;
+    for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigset_t defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&defaults, s);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, pgid_);  // 0 for the first rank: a new group
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    if (rank > 0) posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);  // one reader of stdin
+
+    pid_t pid = 0;
+    const int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0)
+      throw Error(fmt::format("launch: cannot start rank {}: '{}': {}; check the command after --", rank, command[0],
+                              std::strerror(err)));
+    if (pgid_ == 0) pgid_ = pid;
+    live_[pid] = rank;
+  }
+
+  bool empty() const { return live_.empty(); }
+
+  // Reaps every child that has exited: ranks, returned as (rank, status) in rank order, and
+  // orphaned children of ranks (the launcher is their subreaper), dropped.
+  std::vector<std::pair<int, int>> reap() {
+    std::vector<std::pair<int, int>> done;
+    while (true) {
+      int status = 0;
+      const pid_t r = ::waitpid(-1, &status, WNOHANG);
+      if (r < 0 && errno == ECHILD) {  // no children at all: nothing is running
+        for (const auto& [pid, rank] : live_) done.emplace_back(rank, 0);
+        live_.clear();
+      }
+      if (r <= 0) break;
+      if (const auto it = live_.find(r); it != live_.end()) {
+        done.emplace_back(it->second, status);
+        live_.erase(it);
+      }
+    }
+    std::sort(done.begin(), done.end());
+    return done;
+  }
+
+  std::vector<int> running_ranks() const {
+    std::vector<int> v;
+    for (const auto& [pid, rank] : live_) v.push_back(rank);
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+  // SIGTERM to the group (ranks and their children), SIGKILL to what is left after the grace period.
+  void stop() {
+    signal_all(SIGTERM);
+    const auto deadline = Clock::now() + kGrace;
+    while (!live_.empty() && Clock::now() < deadline) {
+      reap();
+      if (!live_.empty()) std::this_thread::sleep_for(kPoll);
+    }
+    kill_all();
+  }
+
+ private:
+  void signal_all(int sig) {
+    if (pgid_ > 0) ::kill(-pgid_, sig);
+    for (const auto& [pid, rank] : live_) ::kill(pid, sig);  // also ranks that left the group
+  }
+
+  void kill_all() {
+    signal_all(SIGKILL);
+    for (const auto& [pid, rank] : live_) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    live_.clear();
+    if (pgid_ > 0) ::kill(-pgid_, SIGKILL);  // children of ranks that outlived their rank
+    pgid_ = 0;
+    // As a subreaper we inherit those orphans: reap them, for a bounded time (one that left
+    // the group and ignores us must not hang the launcher).
+    const auto deadline = Clock::now() + 1s;
+    while (Clock::now() < deadline) {
+      int status = 0;
+      const pid_t r = ::waitpid(-1, &status, WNOHANG);
+      if (r < 0 && errno == ECHILD) break;
+      if (r <= 0) std::this_thread::sleep_for(kPoll);
+    }
+  }
+
+  pid_t pgid_ = 0;
+  std::map<pid_t, int> live_;  // pid -> rank
+};
+
+std::vector<std::string> rank_environment(int rank, int world, int port, const std::string& token) {
+  using namespace meshsim::cpu;
+  const std::vector<std::pair<const char*, std::string>> ours = {{kRankVar, std::to_string(rank)},
+                                                                  {kWorldSizeVar, std::to_string(world)},
+                                                                  {kMasterAddrVar, "127.0.0.1"},
+                                                                  {kMasterPortVar, std::to_string(port)},
+                                                                  {kTokenVar, token}};
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : ours) replaced = replaced || v.starts_with(std::string(name) + "=");
+    if (!replaced) env.emplace_back(v);
+  }
+  for (const auto& [name, value] : ours) env.push_back(fmt::format("{}={}", name, value));
+  return env;
+}
+
+int launch(const LaunchOptions& o) {
+  if (o.command.empty()) throw Error("launch: no command given; write `meshsim launch -n N -- COMMAND ARGS...`");
+  if (o.timeout_s < 0) throw Error(fmt::format("--timeout {}: must be >= 0 seconds (0: no limit)", o.timeout_s));
+  const int port = o.port > 0 ? o.port : free_port();
+  const std::string token = random_token();
+  std::fflush(stdout);
+  std::fflush(stderr);
+
+  const StopSignals signals;
+#ifdef __linux__
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned children of ranks come to us, to be reaped
+#endif
+  Ranks ranks;
+  for (int r = 0; r < o.nprocs; ++r) ranks.spawn(o.command, rank_environment(r, o.nprocs, port, token), r);
+
+  const auto start = Clock::now();
+  std::optional<std::string> failure;
+  while (!ranks.empty() && !failure) {
+    for (const auto& [rank, status] : ranks.reap()) {
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        failure = fmt::format("rank {} {}; stopped the other ranks", rank, describe_exit(status));
+        break;
+      }
+    }
+    if (failure || ranks.empty()) break;
+    if (g_stop_signal != 0) {
+      failure = fmt::format("launch interrupted by {}; stopped all ranks", signal_name(g_stop_signal));
+    } else if (o.timeout_s > 0 && Clock::now() - start > std::chrono::duration<double>(o.timeout_s)) {
+      const std::vector<int> running = ranks.running_ranks();
+      std::string list;
+      for (std::size_t i = 0; i < running.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(running[i]);
+      if (running.size() > 16) list += ", ...";
+      failure = fmt::format("--timeout {}s passed with rank{} {} still running; stopped all ranks (raise --timeout, "
+                            "or 0 for no limit)",
+                            o.timeout_s, running.size() > 1 ? "s" : "", list);
+    } else {
+      std::this_thread::sleep_for(kPoll);
+    }
+  }
+  if (!failure) return 0;
+  ranks.stop();
+  throw Error(*failure);
+}
+
+}  // namespace
+
+Run add_launch_command(CLI::App& app) {
+  auto o = std::make_shared<LaunchOptions>();
+  CLI::App* l = app.add_subcommand("launch", "Start N ranks of a command here (MESHSIM_RANK etc. set); one failing stops all");
+  l->add_option("-n,--nprocs", o->nprocs, "Number of ranks to start")->required()->check(CLI::Range(1, 65536));
+  l->add_option("--port", o->port, "Rendezvous port for rank 0 (default: a free one)")->check(CLI::Range(0, 65535));
+  l->add_option("--timeout", o->timeout_s, "Stop all ranks and fail after this many seconds (default 0: no limit)");
+  l->add_option("command", o->command, "COMMAND ARGS... (write -- before the command)")->required();
+  return [o] { return launch(*o); };
+}
+
+}  // namespace meshsim::cli
