@@ -17,8 +17,12 @@
 // caller's memory with writev, a Copy receive is read straight into the destination, a
 // SumFloat receive is read in cache-sized pieces and added as they arrive).
 //
+// A Transport belongs to one thread at a time (it has no internal threads or locks).
+//
 // Failures never hang: a peer that closes (EOF, reset) or is silent for longer than
 // `timeout` makes the call throw Error("rank R: lost connection to rank P during ...").
+// A rank that fails closes all its connections after telling the peers why (best effort),
+// so their errors name the rank that failed first rather than the messenger.
 //
 //   InMemoryDirectory dir;                        // ranks as threads in one process
 //   Transport t(rank, world, dir, TransportOptions{.token = "job-42"});
