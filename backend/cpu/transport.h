@@ -1,0 +1,117 @@
+// Transport: full-duplex TCP connections between the `world` ranks of the cpu backend.
+//
+// Every pair of ranks shares one connection (the lower rank connects to the higher one),
+// set up in the constructor: each rank listens on `bind_addr` port 0, publishes
+// "host:port" in a PeerDirectory, looks its higher peers up and connects; a hello
+// (magic, version, both ranks, world size, token) is checked on both ends, so a stray or
+// misconfigured process is refused with an Error instead of corrupting a run.
+//
+// Messages are framed: a 16-byte header (magic, byte count) before the payload. A
+// receive whose expected size differs from the header's count is an Error naming both
+// ranks. Between one pair of ranks, messages arrive in the order they were sent (FIFO).
+//
+// exchange() posts several sends and receives at once (a collective step) and returns
+// when all sends are handed to the kernel and all receives have arrived. It runs
+// Boost.Asio asynchronous operations on the transport's own io_context in the calling
+// thread: no extra threads, no copies of payloads (a send is written straight from the
+// caller's memory with writev, a Copy receive is read straight into the destination, a
+// SumFloat receive is read in cache-sized pieces and added as they arrive).
+//
+// A Transport belongs to one thread at a time (it has no internal threads or locks).
+//
+// Failures never hang: a peer that closes (EOF, reset) or is silent for longer than
+// `timeout` makes the call throw Error("rank R: lost connection to rank P during ...").
+// A rank that fails closes all its connections after telling the peers why (best effort),
+// so their errors name the rank that failed first rather than the messenger.
+//
+//   InMemoryDirectory dir;                        // ranks as threads in one process
+//   Transport t(rank, world, dir, TransportOptions{.token = "job-42"});
+//   t.send(1, data, bytes);                       // blocking, framed
+//   t.exchange(sends, recvs);                     // one step: all at once
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+namespace meshsim::cpu {
+
+// Where ranks publish and find each other's listening address ("host:port").
+struct PeerDirectory {
+  virtual ~PeerDirectory() = default;
+  virtual void publish(int rank, const std::string& host_port) = 0;
+  // Blocks until `rank` has published; throws Error after `timeout`.
+  virtual std::string lookup(int rank, std::chrono::milliseconds timeout) = 0;
+};
+
+// Ranks as threads of one process: a map behind a mutex and a condition variable.
+class InMemoryDirectory : public PeerDirectory {
+ public:
+  void publish(int rank, const std::string& host_port) override;
+  std::string lookup(int rank, std::chrono::milliseconds timeout) override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, std::string> addrs_;
+};
+
+struct TransportOptions {
+  std::string bind_addr = "127.0.0.1";
+  std::string token;  // every rank of a job must use the same token
+  // Setup deadline, and the longest a call may go without any progress on its sockets.
+  std::chrono::milliseconds timeout{30000};
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF (0 = system default)
+};
+
+struct SendOp {
+  int peer = 0;
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+enum class RecvMode {
+  Copy,      // data arrives into `data`
+  SumFloat,  // `data` is float32; each arriving element is added to it (bytes % 4 == 0)
+};
+
+struct RecvOpDesc {
+  int peer = 0;
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  RecvMode mode = RecvMode::Copy;
+};
+
+class Transport {
+ public:
+  // Connects to all other ranks; throws Error naming the rank and the fix on failure.
+  Transport(int rank, int world, PeerDirectory& directory, TransportOptions options = {});
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  void send(int peer, const void* data, std::size_t bytes);
+  void recv(int peer, void* data, std::size_t bytes);
+  // All sends and receives run concurrently; several ops with one peer keep their order
+  // (sends in `sends` order, receives in `recvs` order). `what` names the caller's
+  // activity in error messages (e.g. "step 3 of ring allreduce").
+  void exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs, const std::string& what = "exchange");
+  // Closes every connection now (peers see EOF); later calls throw.
+  void close();
+
+ private:
+  struct Impl;
+  int rank_;
+  int world_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace meshsim::cpu

@@ -1,0 +1,179 @@
+// Transport: ranks as threads on loopback. Data arrives intact and in FIFO order, steps run
+// full duplex, summing receives add, and every failure (size mismatch, closed peer, silent
+// peer, wrong token, missing rank) is an Error naming the ranks, never a hang.
+#include "backend/cpu/transport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+
+#include "backend/cpu/test_util.h"
+#include "core/error.h"
+
+namespace meshsim::cpu {
+namespace {
+
+using testing::run_ranks;
+using namespace std::chrono_literals;
+
+TransportOptions opts(std::chrono::milliseconds timeout = 10s) {
+  TransportOptions o;
+  o.token = "transport-test";
+  o.timeout = timeout;
+  return o;
+}
+
+std::vector<float> iota_data(std::size_t n, float start) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(Transport, SendRecvSizesIncludingEmptyAndLarge) {
+  InMemoryDirectory dir;
+  const std::vector<std::size_t> sizes = {0, 1, 3, 4096, 1 << 20, 40'000'003};
+  const auto errs = run_ranks(2, [&](int r) {
+    Transport t(r, 2, dir, opts());
+    for (std::size_t n : sizes) {
+      std::vector<char> buf(n);
+      if (r == 0) {
+        for (std::size_t i = 0; i < n; ++i) buf[i] = static_cast<char>(i * 7 + n);
+        t.send(1, buf.data(), n);
+      } else {
+        t.recv(0, buf.data(), n);
+        for (std::size_t i = 0; i < n; ++i)
+          if (buf[i] != static_cast<char>(i * 7 + n)) FAIL() << "byte " << i << " of " << n;
+      }
+    }
+  });
+  EXPECT_EQ(errs, std::vector<std::string>(2));
+}
+
+TEST(Transport, ExchangeIsFullDuplexAndFifoPerPair) {
+  // Every rank sends two messages to every other rank and receives both, in one step,
+  // with messages larger than the socket buffers (so the step must run concurrently).
+  const int p = 4;
+  const std::size_t n = 3'000'001;
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(p, [&](int r) {
+    TransportOptions o = opts();
+    o.socket_buffer_bytes = 64 << 10;
+    Transport t(r, p, dir, o);
+    std::vector<std::vector<float>> out, in;
+    std::vector<SendOp> sends;
+    std::vector<RecvOpDesc> recvs;
+    for (int q = 0; q < p; ++q)
+      for (int k = 0; k < 2 && q != r; ++k) {
+        out.push_back(iota_data(n, static_cast<float>(r * 100 + q * 10 + k)));
+        in.emplace_back(n);
+      }
+    std::size_t i = 0;
+    for (int q = 0; q < p; ++q)
+      for (int k = 0; k < 2 && q != r; ++k, ++i) {
+        sends.push_back(SendOp{q, out[i].data(), n * 4});
+        recvs.push_back(RecvOpDesc{q, in[i].data(), n * 4, RecvMode::Copy});
+      }
+    t.exchange(sends, recvs, "test step");
+    i = 0;
+    for (int q = 0; q < p; ++q)
+      for (int k = 0; k < 2 && q != r; ++k, ++i)
+        ASSERT_EQ(in[i], iota_data(n, static_cast<float>(q * 100 + r * 10 + k))) << r << " from " << q << " #" << k;
+  });
+  EXPECT_EQ(errs, std::vector<std::string>(p));
+}
+
+TEST(Transport, SumFloatAddsWhatArrives) {
+  InMemoryDirectory dir;
+  const std::size_t n = 1'000'003;  // not a multiple of the reduce chunk
+  const auto errs = run_ranks(2, [&](int r) {
+    Transport t(r, 2, dir, opts());
+    std::vector<float> mine = iota_data(n, static_cast<float>(r));
+    std::vector<float> orig = mine;
+    const SendOp s{1 - r, orig.data(), n * 4};
+    const RecvOpDesc v{1 - r, mine.data(), n * 4, RecvMode::SumFloat};
+    t.exchange(std::span(&s, 1), std::span(&v, 1));
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(mine[i], static_cast<float>(i) * 2 + 1) << i;
+  });
+  EXPECT_EQ(errs, std::vector<std::string>(2));
+}
+
+TEST(Transport, SizeMismatchNamesBothRanks) {
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(2, [&](int r) {
+    Transport t(r, 2, dir, opts());
+    std::vector<char> buf(100);
+    if (r == 0) t.send(1, buf.data(), 100);
+    if (r == 1) t.recv(0, buf.data(), 64);
+  });
+  EXPECT_NE(errs[1].find("rank 1: receive from rank 0: rank 0 sent a 100-byte message where rank 1 expects 64 bytes"),
+            std::string::npos)
+      << errs[1];
+}
+
+TEST(Transport, ClosedPeerFailsFastNamingIt) {
+  InMemoryDirectory dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errs = run_ranks(3, [&](int r) {
+    Transport t(r, 3, dir, opts(20s));
+    std::vector<float> buf(1 << 20);
+    if (r == 2) return t.close();
+    // rank 0 waits for rank 2; rank 1 waits for rank 0, which gives up and tells it why.
+    if (r == 0) t.recv(2, buf.data(), buf.size() * 4);
+    if (r == 1) t.recv(0, buf.data(), buf.size() * 4);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_NE(errs[0].find("rank 0: lost connection to rank 2 during receive from rank 2"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[1].find("rank 1: receive from rank 0 stopped because rank 0 gave up: rank 0: lost connection to rank 2"),
+            std::string::npos)
+      << errs[1];
+  EXPECT_EQ(errs[2], "");
+}
+
+TEST(Transport, SilentPeerTimesOut) {
+  InMemoryDirectory dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errs = run_ranks(2, [&](int r) {
+    Transport t(r, 2, dir, opts(300ms));
+    std::vector<float> buf(16);
+    if (r == 0) t.recv(1, buf.data(), 64);
+    if (r == 1) std::this_thread::sleep_for(1s);  // alive but never sends
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_NE(errs[0].find("rank 0: lost connection to rank 1 during receive from rank 1: no progress for 300 ms"),
+            std::string::npos)
+      << errs[0];
+}
+
+TEST(Transport, WrongTokenIsRefused) {
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(2, [&](int r) {
+    TransportOptions o = opts(2s);
+    if (r == 1) o.token = "other-job";
+    Transport t(r, 2, dir, o);
+  });
+  EXPECT_NE(errs[0].find("rank 0: setup: rank 1 refused our hello"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[1].find("rank 1: setup: wrong token in hello"), std::string::npos) << errs[1];
+}
+
+TEST(Transport, MissingRankFailsSetupWithinTimeout) {
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(2, [&](int r) { Transport t(r, 3, dir, opts(300ms)); });  // rank 2 never starts
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errs[r].find("rank 2"), std::string::npos) << errs[r];
+}
+
+TEST(Transport, BadPeerAndClosedUseAreErrors) {
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(1, [&](int r) {
+    Transport t(r, 1, dir, opts());
+    char c = 0;
+    EXPECT_THROW(t.send(0, &c, 1), Error);  // itself
+    EXPECT_THROW(t.send(5, &c, 1), Error);
+    t.close();
+    EXPECT_THROW(t.send(0, &c, 1), Error);
+  });
+  EXPECT_EQ(errs[0], "");
+}
+
+}  // namespace
+}  // namespace meshsim::cpu
