@@ -293,6 +293,14 @@ int launch(const LaunchOptions& o) {
 
 }  // namespace
 
+int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s) {
+  LaunchOptions o;
+  o.nprocs = nprocs;
+  o.timeout_s = timeout_s;
+  o.command = command;
+  return launch(o);
+}
+
 Run add_launch_command(CLI::App& app) {
   auto o = std::make_shared<LaunchOptions>();
   CLI::App* l = app.add_subcommand("launch", "Start N ranks of a command here (MESHSIM_RANK etc. set); one failing stops all");

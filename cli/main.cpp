@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
   meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
   meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
+  meshsim::cli::Run validate;
+  meshsim::cli::Run run = meshsim::cli::add_run_commands(app, &validate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,6 +31,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("memory")) return memory();
     if (app.got_subcommand("sweep")) return sweep();
     if (app.got_subcommand("launch")) return launch();
+    if (app.got_subcommand("run")) return run();
+    if (app.got_subcommand("validate")) return validate();
   } catch (const meshsim::Error& e) {
     std::fprintf(stderr, "meshsim: error: %s\n", e.what());
     return 2;

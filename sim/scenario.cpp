@@ -211,12 +211,38 @@ void ScenarioNode::set(const std::string& assignment) {
 
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
-  check_keys(n, "", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run"});
+  check_keys(n, "", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run", "workload"});
   Scenario s;
   if (n["name"]) s.name = scalar(n["name"], "name");
-  s.model = resolve_model(n["model"]);
+  if (const YAML::Node& w = n["workload"]) {
+    check_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks"});
+    CollectiveWorkload cw;
+    cw.ranks = 0;
+    if (!w["collective"]) throw Error("workload.collective: missing; e.g. collective: allreduce");
+    const std::string kind = scalar(w["collective"], "workload.collective");
+    const auto k = parse_coll_kind(kind);
+    if (!k || *k == CollKind::SendRecv)
+      throw Error("workload.collective: '" + kind +
+                  "' is not one of allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
+    cw.kind = *k;
+    if (!w["bytes"]) throw Error("workload.bytes: missing; e.g. bytes: 64MiB");
+    cw.bytes = parse_bytes(scalar(w["bytes"], "workload.bytes"), "workload.bytes");
+    if (w["algorithm"]) cw.algorithm = scalar(w["algorithm"], "workload.algorithm");
+    if (cw.algorithm == "auto") cw.algorithm.clear();
+    if (w["iterations"]) cw.iterations = as_int(w["iterations"], "workload.iterations");
+    if (w["root"]) cw.root = as_int(w["root"], "workload.root");
+    if (w["ranks"]) cw.ranks = as_int(w["ranks"], "workload.ranks");
+    if (cw.iterations < 1) throw Error("workload.iterations: must be >= 1");
+    s.workload = cw;
+    if (n["model"]) s.model = resolve_model(n["model"]);
+  } else {
+    s.model = resolve_model(n["model"]);
+  }
   s.parallel = resolve_parallel(n["parallel"]);
-  if (n["topology"]) s.topology = scalar(n["topology"], "topology");
+  if (n["topology"]) {
+    s.topology = scalar(n["topology"], "topology");
+    s.topology_given = true;
+  }
   if (n["placement"]) s.placement = scalar(n["placement"], "placement");
   if (n["gpu"]) s.gpu = scalar(n["gpu"], "gpu");
   if (n["order"]) {

@@ -11,16 +11,21 @@
 //   gpu: h100                        # compute preset (default: the topology's GPU)
 //   run: {fidelity: formula, algorithm: auto, profile: my-h100.yaml}
 //
+// Instead of a model, a collective workload (what `meshsim run|validate` time for real):
+//   workload: {collective: allreduce, bytes: 64MiB, algorithm: ring, iterations: 5}
+//
 //   ScenarioNode n = ScenarioNode::load("s.yaml");
 //   n.set("parallel.tp=4");  n.set("placement=bunched:2x2");
 //   Scenario s = n.resolve();   // validated; unknown fields are errors naming the path
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "schedule/model.h"
+#include "schedule/plan.h"
 #include "schedule/parallel.h"
 #include "sim/collective_sim.h"
 
@@ -33,12 +38,15 @@ struct Scenario {
   ModelSpec model;
   ParallelSpec parallel;
   std::string topology = "dgx-h100";
+  bool topology_given = false;     // the file (or --set) named one
   std::string placement = "natural";
   std::vector<std::string> order;  // empty: mesh_axes() order
   std::string gpu;                 // empty: default_gpu_for(topology)
   Fidelity fidelity = Fidelity::Formula;
   std::string algorithm = "auto";
   std::string profile;             // machine profile YAML (calibrate's output)
+  // A collective workload instead of a training iteration; ranks 0 = as many as run.
+  std::optional<CollectiveWorkload> workload;
 };
 
 // The YAML tree of a scenario before it is resolved: --set and --vary edit it.

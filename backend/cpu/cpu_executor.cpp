@@ -1,0 +1,118 @@
+// CpuExecutor: collective workloads over real sockets. See the header.
+#include "backend/cpu/cpu_executor.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "backend/cpu/collective_exec.h"
+#include "core/error.h"
+#include "schedule/reference_executor.h"
+
+namespace meshsim::cpu {
+
+void StoreDirectory::publish(int rank, const std::string& host_port) {
+  store_.set("addr/" + std::to_string(rank), host_port);
+}
+
+std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) {
+  return store_.get("addr/" + std::to_string(rank), timeout);
+}
+
+namespace {
+
+// splitmix64: a small, well-mixed counter-based generator (same values on every rank).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {
+  std::size_t n = static_cast<std::size_t>(spec.bytes / 4);
+  if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
+    Bytes total = 0;
+    for (Bytes b : spec.alltoall_bytes[static_cast<std::size_t>(rank)]) total += b;
+    n = static_cast<std::size_t>(total / 4);
+  }
+  std::vector<float> v(n);
+  const std::uint64_t base = mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
+  for (std::size_t i = 0; i < n; ++i)  // small integers in [-8, 8): sums stay exact in float32
+    v[i] = static_cast<float>(static_cast<int>(mix(base + i) % 16) - 8);
+  return v;
+}
+
+CpuExecutor::CpuExecutor(Transport& transport, const AlgorithmRegistry& registry, CpuExecutorOptions options)
+    : t_(transport), registry_(registry), opt_(options) {}
+
+Trace CpuExecutor::execute(const Schedule& schedule) {
+  if (schedule.roles.size() != 1)
+    throw Error("backend cpu: this schedule has " + std::to_string(schedule.roles.size()) +
+                " roles (a training schedule); the cpu backend runs collective workloads so far (workload: in the scenario)");
+  const Role& role = schedule.roles.front();
+  const int world = t_.world(), rank = t_.rank();
+  Trace trace;
+  trace.source = "cpu";
+  checks_.clear();
+  // A common start: every rank sends a token to every other before the clock starts.
+  {
+    std::vector<char> out(static_cast<std::size_t>(world), 1), in(static_cast<std::size_t>(world), 0);
+    std::vector<SendOp> sends;
+    std::vector<RecvOpDesc> recvs;
+    for (int p = 0; p < world; ++p)
+      if (p != rank) {
+        sends.push_back({p, &out[static_cast<std::size_t>(p)], 1});
+        recvs.push_back({p, &in[static_cast<std::size_t>(p)], 1, RecvMode::Copy});
+      }
+    t_.exchange(sends, recvs, "start barrier");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < role.ops.size(); ++i) {
+    const Op& op = role.ops[i];
+    if (op.kind != OpKind::Collective || op.axis != "rank")
+      throw Error("backend cpu: op " + std::to_string(i) + " ('" + op.name +
+                  "') is not a collective over every rank; the cpu backend runs collective workloads so far");
+    if (op.group_size != world)
+      throw Error("backend cpu: op '" + op.name + "' is planned for " + std::to_string(op.group_size) + " ranks but " +
+                  std::to_string(world) + " are running; launch with -n " + std::to_string(op.group_size));
+    CollectiveSpec spec;
+    spec.kind = op.coll;
+    spec.ranks = world;
+    spec.bytes = op.bytes / 4 * 4;
+    spec.root = op.root;
+    spec.element_bytes = 4;
+    const Algorithm* alg = op.algorithm.empty() ? nullptr : registry_.find(op.algorithm, op.coll);
+    if (alg == nullptr)
+      throw Error("backend cpu: op '" + op.name + "' names no algorithm ('" + op.algorithm +
+                  "'); the caller resolves auto before running");
+    const auto program = alg->build(spec);
+    std::vector<float> buffer = seeded_input(spec, rank, opt_.seed, static_cast<int>(i));
+    const auto begin = std::chrono::steady_clock::now();
+    run_collective_cpu(t_, *program, spec, buffer);
+    const auto end = std::chrono::steady_clock::now();
+    auto ps = [&](std::chrono::steady_clock::time_point t) {
+      return Time::from_ps(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count() * 1000);
+    };
+    trace.events.push_back({0, static_cast<int>(i), rank, ps(begin), ps(end)});
+    NumericsCheck c;
+    c.op = static_cast<int>(i);
+    if (spec.bytes * world <= opt_.check_limit_bytes) {
+      std::vector<std::vector<float>> inputs;
+      for (int r = 0; r < world; ++r) inputs.push_back(seeded_input(spec, r, opt_.seed, static_cast<int>(i)));
+      const auto expected = run_reference(*program, spec, std::move(inputs))[static_cast<std::size_t>(rank)];
+      c.checked = true;
+      if (expected.size() != buffer.size()) {
+        c.max_abs_error = INFINITY;
+      } else {
+        for (std::size_t k = 0; k < buffer.size(); ++k)
+          c.max_abs_error = std::max(c.max_abs_error, static_cast<double>(std::fabs(expected[k] - buffer[k])));
+      }
+    }
+    checks_.push_back(c);
+  }
+  return trace;
+}
+
+}  // namespace meshsim::cpu

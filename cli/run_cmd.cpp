@@ -1,0 +1,364 @@
+// meshsim run SCENARIO.yaml --backend cpu [-n N] [--set path=value ...] [--trace FILE] [--json]
+// meshsim validate SCENARIO.yaml --backend cpu [-n N] [--set ...] [--trace FILE] [--json]
+//
+// Executes the scenario's schedule for real, one process per rank, and reports the
+// measured time of every op (the slowest rank's end minus the earliest start) with
+// algbw/busbw and a numerics check against the serial reference executor. `validate` also
+// simulates the same schedule on a topology describing this machine (the scenario's
+// `topology:`, or, when it has none, a switch whose latency (ping-pong between ranks 0
+// and 1) and bandwidth (a ring shift of every rank at once) are measured before the run,
+// with the reduction cost per byte measured on rank 0) and prints predicted vs measured.
+//
+// Without a launcher environment (MESHSIM_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)
+// the command starts its own ranks, as `meshsim launch -n N -- meshsim run ...` would.
+// So far the cpu backend runs collective workloads (`workload:` in the scenario).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/launch_env.h"
+#include "backend/cpu/rendezvous.h"
+#include "backend/cpu/transport.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "report/collective_report.h"
+#include "sim/scenario.h"
+#include "sim/schedule_sim.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace meshsim::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RunFlags {
+  bool validate = false;
+  std::string file;
+  std::vector<std::string> sets;
+  std::string backend = "cpu";
+  int nprocs = 0;
+  std::string trace;
+  bool json = false;
+  double timeout_s = 120;
+};
+
+bool under_launcher() {
+  for (const char* v : {cpu::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+std::string self_exe() {
+  std::string buf(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) throw Error("run: cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+// Latency (one way, ping-pong between ranks 0 and 1) and per-rank bandwidth under load,
+// measured over the transport. Rank 0's figures are the ones used.
+std::pair<double, double> measure_link(cpu::Transport& t) {
+  if (t.world() < 2) return {1e-6, 10e9};
+  const int rank = t.rank();
+  char byte = 0;
+  const int rounds = 200;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    if (rank == 0) {
+      t.send(1, &byte, 1);
+      t.recv(1, &byte, 1);
+    } else if (rank == 1) {
+      t.recv(0, &byte, 1);
+      t.send(0, &byte, 1);
+    }
+  }
+  const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / (2.0 * rounds);
+  // Bandwidth under load: every rank sends to the next and receives from the previous at
+  // once (a ring shift, the pattern of ring collectives), so ranks sharing cores and memory
+  // on one host see the rate they will really get.
+  const int world = t.world();
+  std::vector<char> out(16 << 20), in(16 << 20);
+  const int reps = 4;
+  const cpu::SendOp send{(rank + 1) % world, out.data(), out.size()};
+  const cpu::RecvOpDesc recv{(rank + world - 1) % world, in.data(), in.size(), cpu::RecvMode::Copy};
+  t.exchange(std::span(&send, 1), std::span(&recv, 1), "bandwidth probe");  // warm-up
+  start = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) t.exchange(std::span(&send, 1), std::span(&recv, 1), "bandwidth probe");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<char>& block = out;
+  return {latency, static_cast<double>(block.size()) * reps / secs};
+}
+
+// Reduction time per byte on this host (float32 sums over 16 MiB), in picoseconds.
+double measure_gamma_ps() {
+  std::vector<float> a(4 << 20, 1.0f), b(4 << 20, 2.0f);
+  const auto start = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < 4; ++rep)
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  volatile float sink = a[a.size() / 2];
+  (void)sink;
+  return secs * 1e12 / (4.0 * static_cast<double>(a.size()) * 4);
+}
+
+std::string encode_events(const Trace& t, const std::vector<cpu::NumericsCheck>& checks) {
+  std::ostringstream o;
+  for (std::size_t i = 0; i < t.events.size(); ++i)
+    o << t.events[i].start.ps() << ' ' << t.events[i].end.ps() << ' ' << (checks[i].checked ? 1 : 0) << ' '
+      << checks[i].max_abs_error << '\n';
+  return o.str();
+}
+
+struct Measured {
+  std::vector<Time> start, end;  // per op: earliest start, latest end over ranks
+  std::vector<std::vector<TraceEvent>> per_rank;
+  bool all_checked = true;
+  double max_error = 0;
+};
+
+Measured decode(const std::vector<std::string>& all, std::size_t ops) {
+  Measured m;
+  m.start.assign(ops, Time::max());
+  m.end.assign(ops, Time{});
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    std::istringstream in(all[r]);
+    std::vector<TraceEvent> evs;
+    for (std::size_t i = 0; i < ops; ++i) {
+      std::int64_t s = 0, e = 0;
+      int checked = 0;
+      double err = 0;
+      in >> s >> e >> checked >> err;
+      evs.push_back({0, static_cast<int>(i), static_cast<int>(r), Time::from_ps(s), Time::from_ps(e)});
+      m.start[i] = std::min(m.start[i], Time::from_ps(s));
+      m.end[i] = std::max(m.end[i], Time::from_ps(e));
+      m.all_checked = m.all_checked && checked;
+      m.max_error = std::max(m.max_error, err);
+    }
+    m.per_rank.push_back(std::move(evs));
+  }
+  return m;
+}
+
+Error no_workload(const std::string& file) {
+  return Error(file + ": no workload: section; the cpu backend runs collective workloads so far (add workload: "
+                      "{collective: allreduce, bytes: 64MiB}); training schedules on real processes are not implemented yet");
+}
+
+int run_rank(const RunFlags& f) {
+  ScenarioNode node = ScenarioNode::load(f.file);
+  for (const auto& s : f.sets) node.set(s);
+  const Scenario sc = node.resolve();
+  if (!sc.workload) throw no_workload(f.file);
+  const cpu::LaunchEnv env = cpu::launch_env();
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000));
+  std::unique_ptr<cpu::RendezvousServer> server;
+  if (env.rank == 0) server = std::make_unique<cpu::RendezvousServer>(cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
+  cpu::RendezvousClient store({env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
+  cpu::StoreDirectory dir(store);
+  cpu::TransportOptions topt;
+  topt.token = env.token;
+  topt.timeout = timeout;
+  cpu::Transport transport(env.rank, env.world_size, dir, topt);
+
+  CollectiveWorkload w = *sc.workload;
+  if (w.ranks != 0 && w.ranks != env.world_size)
+    throw Error(fmt::format("workload.ranks: {} but {} ranks are running; launch with -n {}", w.ranks, env.world_size, w.ranks));
+  w.ranks = env.world_size;
+
+  // The machine model for predictions (and for choosing `auto`): the scenario's topology,
+  // or a switch with the latency and bandwidth measured between ranks 0 and 1.
+  const auto [latency, bandwidth] = measure_link(transport);
+  std::string topo_spec = sc.topology;
+  if (!sc.topology_given) {
+    const std::string measured =
+        env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
+                                    env.world_size, bandwidth * 1e-9, latency * 1e6 / 2)
+                      : std::string();
+    topo_spec = store.gather("model", env.rank, env.world_size, measured, timeout).front();
+  }
+  const double gamma_ps = env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
+  const Topology topo = resolve_topology(topo_spec);
+  if (topo.num_gpus() < w.ranks)
+    throw Error(fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
+                            "one GPU per rank", topo_spec, topo.num_gpus(), w.ranks));
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  Schedule schedule = plan_collectives(w);
+  Mesh mesh;
+  mesh.dims = schedule.axes;
+  const Placement placement = Placement::natural(mesh, topo);
+  if (w.algorithm.empty()) {  // resolve auto the way the simulator does, for this machine
+    Router router(topo);
+    CollectiveRequest req;
+    req.kind = w.kind;
+    req.bytes = w.bytes / 4 * 4;
+    req.fidelity = Fidelity::Formula;
+    req.groups = placement.groups_along("rank");
+    req.root = w.root;
+    w.algorithm = run_collective(topo, router, registry, req).algorithm->name;
+    schedule = plan_collectives(w);
+  }
+
+  cpu::CpuExecutor executor(transport, registry, {});
+  const Trace mine = executor.execute(schedule);
+  const std::vector<std::string> all =
+      store.gather("trace", env.rank, env.world_size, encode_events(mine, executor.checks()), timeout);
+  store.barrier("done", env.world_size, timeout);
+  if (env.rank != 0) {
+    store.set("left/" + std::to_string(env.rank), "1");
+    return 0;
+  }
+
+  // Rank 0 reports.
+  const std::size_t ops = schedule.roles[0].ops.size();
+  const Measured m = decode(all, ops);
+  std::optional<ScheduleSimResult> predicted;
+  if (f.validate) {
+    const ComputeModel compute(gpu_preset("h100"));  // no compute ops in a collective workload
+    Router router(topo);
+    ScheduleSimOptions opt;
+    opt.fidelity = sc.fidelity;
+    opt.gamma_ps = gamma_ps;
+    predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, opt);
+  }
+  const double factor = busbw_factor(w.kind, w.ranks);
+  double measured_total = 0, predicted_total = 0;
+  nlohmann::ordered_json j;
+  j["backend"] = "cpu";
+  j["ranks"] = w.ranks;
+  j["collective"] = to_string(w.kind);
+  j["algorithm"] = w.algorithm;
+  j["bytes"] = w.bytes;
+  j["machine_model"] = topo_spec;
+  j["gamma_ps_per_byte"] = gamma_ps;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::ostringstream text;
+  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend cpu\n", f.validate ? "validate" : "run",
+                      to_string(w.kind), format_bytes(w.bytes), w.ranks, w.algorithm);
+  text << fmt::format("  machine model: {}{}\n", topo_spec,
+                      gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
+  text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");
+  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
+  text << "\n";
+  for (std::size_t i = 0; i < ops; ++i) {
+    const Time t = m.end[i] - m.start[i];
+    const double secs = t.seconds();
+    const double algbw = secs > 0 ? static_cast<double>(w.bytes) / secs : 0;
+    measured_total += secs;
+    nlohmann::ordered_json row{{"op", schedule.roles[0].ops[i].name}, {"measured_s", secs},
+                               {"algbw_GBps", algbw * 1e-9}, {"busbw_GBps", algbw * factor * 1e-9}};
+    text << fmt::format("  {:<16} {:>12} {:>9.2f}GB/s {:>9.2f}GB/s", schedule.roles[0].ops[i].name, format_time(t),
+                        algbw * 1e-9, algbw * factor * 1e-9);
+    if (predicted) {
+      const TraceEvent& e = predicted->trace.events[i];
+      const double p = (e.end - e.start).seconds();
+      predicted_total += p;
+      row["predicted_s"] = p;
+      row["error_pct"] = p > 0 ? 100.0 * (secs - p) / p : 0.0;
+      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(e.end - e.start), p > 0 ? 100.0 * (secs - p) / p : 0.0);
+    }
+    text << "\n";
+    rows.push_back(row);
+  }
+  j["ops"] = rows;
+  j["measured_total_s"] = measured_total;
+  text << fmt::format("  total measured {}", format_time(Time::from_ps(static_cast<std::int64_t>(measured_total * 1e12))));
+  if (predicted) {
+    j["predicted_total_s"] = predicted_total;
+    j["error_pct"] = 100.0 * (measured_total - predicted_total) / predicted_total;
+    text << fmt::format(", predicted {} ({:+.1f}%)", format_time(Time::from_ps(static_cast<std::int64_t>(predicted_total * 1e12))),
+                        100.0 * (measured_total - predicted_total) / predicted_total);
+  }
+  text << "\n";
+  j["numerics_checked"] = m.all_checked;
+  j["max_abs_error"] = m.max_error;
+  text << (m.all_checked ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n", m.max_error)
+                         : std::string("  numerics: not checked (buffers above the check limit)\n"));
+  std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
+
+  if (!f.trace.empty()) {
+    using J = nlohmann::ordered_json;
+    J events = J::array();
+    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (cpu)"}}}});
+    for (const auto& evs : m.per_rank)
+      for (const TraceEvent& e : evs)
+        events.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
+                           {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+    if (predicted) {
+      events.push_back(J{{"ph", "M"}, {"pid", 2}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "predicted (sim)"}}}});
+      for (const TraceEvent& e : predicted->trace.events)
+        events.push_back(J{{"ph", "X"}, {"pid", 2}, {"tid", 0}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
+                           {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+    }
+    std::ofstream out(f.trace);
+    if (!out) throw Error("--trace: cannot write '" + f.trace + "'");
+    out << J{{"traceEvents", events}}.dump();
+  }
+  for (int r = 1; r < env.world_size; ++r) store.get("left/" + std::to_string(r), timeout);
+  if (m.all_checked && m.max_error != 0)
+    throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
+                            "cpu backend, please report it", m.max_error));
+  return 0;
+}
+
+int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
+  if (f.backend != "cpu")
+    throw Error("--backend: '" + f.backend + "' is not available here; use --backend cpu (the cuda backend is not built yet)");
+  if (under_launcher()) return run_rank(f);
+  // Check the scenario once here, so a bad file is one error, not one per rank.
+  ScenarioNode node = ScenarioNode::load(f.file);
+  for (const auto& s : f.sets) node.set(s);
+  const Scenario sc = node.resolve();
+  if (!sc.workload) throw no_workload(f.file);
+  int n = f.nprocs > 0 ? f.nprocs : sc.workload->ranks;
+  if (n < 1)
+    throw Error("-n: how many ranks? give -n N (or workload.ranks), or start the ranks with meshsim launch, torchrun, "
+                "srun or mpirun");
+  std::vector<std::string> cmd{self_exe()};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  const int rc = launch_ranks(n, cmd, f.timeout_s * 2);
+  return rc;
+}
+
+}  // namespace
+
+Run add_run_commands(CLI::App& app, Run* validate) {
+  auto make = [&](bool is_validate) {
+    auto f = std::make_shared<RunFlags>();
+    f->validate = is_validate;
+    CLI::App* c = app.add_subcommand(is_validate ? "validate" : "run",
+                                     is_validate ? "run a scenario for real and compare with the simulator"
+                                                 : "run a scenario for real (cpu backend: processes over TCP)");
+    c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
+    c->add_option("--set", f->sets, "override a field: path=value, repeatable");
+    c->add_option("--backend", f->backend, "cpu (processes over TCP)");
+    c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
+    c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
+    c->add_flag("--json", f->json, "print the result as JSON");
+    c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 120)");
+    // The arguments to pass on to the ranks: the same command without -n.
+    auto argv = std::make_shared<std::vector<std::string>>();
+    return Run([f, argv, is_validate] {
+      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend, "--timeout",
+                                 fmt::format("{}", f->timeout_s)};
+      for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
+      if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
+      if (f->json) a.push_back("--json");
+      return run_command(*f, a);
+    });
+  };
+  Run run = make(false);
+  *validate = make(true);
+  return run;
+}
+
+}  // namespace meshsim::cli

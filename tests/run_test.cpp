@@ -1,0 +1,84 @@
+// End-to-end tests of `meshsim run` and `meshsim validate` on the cpu backend: real
+// processes over loopback TCP, results checked against the serial reference executor.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace {
+
+using namespace cli_testing;
+using Json = nlohmann::json;
+
+fs::path workload(const std::string& name, const std::string& kind, const std::string& bytes, int iterations,
+                  const std::string& algorithm = "auto") {
+  return write_file(name + ".yaml", "name: " + name + "\nworkload: {collective: " + kind + ", bytes: " + bytes +
+                                        ", algorithm: " + algorithm + ", iterations: " + std::to_string(iterations) +
+                                        "}\n");
+}
+
+TEST(Run, AllReduceOverRealSocketsEqualsTheSerialReference) {
+  const Result r = meshsim("run " + workload("ar", "allreduce", "4MiB", 3, "ring").string() + " -n 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["ranks"], 3);
+  EXPECT_EQ(j["algorithm"], "ring");
+  ASSERT_EQ(j["ops"].size(), 3u);
+  for (const auto& op : j["ops"]) EXPECT_GT(op["measured_s"].get<double>(), 0.0);
+  EXPECT_TRUE(j["numerics_checked"].get<bool>());
+  EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0);
+}
+
+TEST(Run, EveryCollectiveKindWithItsAutoAlgorithm) {
+  for (const char* kind : {"allgather", "reducescatter", "broadcast", "reduce", "alltoall"}) {
+    const Result r = meshsim("run " + workload(std::string("k_") + kind, kind, "1MiB", 1).string() + " -n 4 --json");
+    ASSERT_EQ(r.code, 0) << kind << ": " << r.err << r.out;
+    const Json j = Json::parse(r.out);
+    EXPECT_TRUE(j["numerics_checked"].get<bool>()) << kind;
+    EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0) << kind;
+    EXPECT_FALSE(j["algorithm"].get<std::string>().empty()) << kind;
+  }
+}
+
+TEST(Validate, PrintsPredictedAgainstMeasured) {
+  const fs::path trace = temp_dir() / "validate_trace.json";
+  const Result r =
+      meshsim("validate " + workload("v", "allreduce", "8MiB", 2, "ring").string() + " -n 2 --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("machine model: switch:gpus_per_node=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("equals the serial reference"), std::string::npos) << r.out;
+  const Json t = Json::parse(slurp(trace));
+  int measured = 0, predicted = 0;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X") (e["pid"] == 1 ? measured : predicted) += 1;
+  EXPECT_EQ(measured, 2 * 2);  // 2 ranks x 2 ops
+  EXPECT_EQ(predicted, 2);
+}
+
+TEST(Run, ATrainingScenarioIsRefusedClearly) {
+  const fs::path f = write_file("train.yaml", "model: gpt3-175b\n");
+  expect_user_error(meshsim("run " + f.string() + " -n 2"), "workload");
+}
+
+TEST(Run, UnknownBackendIsAClearError) {
+  expect_user_error(meshsim("run " + workload("b", "allreduce", "1MiB", 1).string() + " -n 2 --backend tpu"), "--backend");
+}
+
+// A rank killed mid-run: the run stops within a bounded time, naming the rank, and
+// leaves no process behind (the launcher's process group).
+TEST(Run, ARankKilledMidRunStopsEveryRank) {
+  const fs::path f = workload("long", "allreduce", "64MiB", 200, "ring");
+  const std::string cmd = "launch -n 3 -- sh -c '" + std::string(MESHSIM_BINARY) + " run " + f.string() +
+                          " & pid=$!; if [ \"$MESHSIM_RANK\" = 2 ]; then sleep 2; kill -9 $pid; fi; wait $pid'";
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = meshsim(cmd);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.err.find("rank 2"), std::string::npos) << r.err;
+  EXPECT_LT(secs, 60.0);
+}
+
+}  // namespace
