@@ -148,4 +148,15 @@ TEST(Examples, RecomputationModesTradeMemoryForTime) {
   EXPECT_NEAR(r["sqrt"].first, r["full"].first, r["full"].first * 1e-9);
 }
 
+// The collective workload runs for real on 2 processes: every op timed, every result equal
+// to the serial reference.
+TEST(Examples, AllReduceOnTheCpuBackend) {
+  const Json j = Json::parse(run("run " + scenario("allreduce-cpu") + " -n 2 --json"));
+  EXPECT_EQ(j["algorithm"], "ring");
+  EXPECT_EQ(j["ops"].size(), 5u);
+  EXPECT_TRUE(j["numerics_checked"].get<bool>());
+  EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0);
+  EXPECT_GT(j["measured_total_s"].get<double>(), 0.0);
+}
+
 }  // namespace
