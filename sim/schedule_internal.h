@@ -21,12 +21,16 @@ class Groups {
   Groups(const Schedule& s, const Placement& pl) : pl_(pl) {
     const Mesh& mesh = pl.mesh();
     pp_dim_ = s.pp_axis.empty() ? -1 : mesh.dim_index(s.pp_axis);
+    // Mesh rank r's pp coordinate is (r / stride) % size, row-major.
+    if (pp_dim_ >= 0) {
+      pp_size_ = mesh.dims[static_cast<std::size_t>(pp_dim_)].second;
+      for (std::size_t d = static_cast<std::size_t>(pp_dim_) + 1; d < mesh.dims.size(); ++d) pp_stride_ *= mesh.dims[d].second;
+    }
     rank_of_gpu_.assign(static_cast<std::size_t>(*std::max_element(pl.gpus().begin(), pl.gpus().end()) + 1), -1);
     for (int r = 0; r < mesh.size(); ++r) rank_of_gpu_[static_cast<std::size_t>(pl.gpu_of(r))] = r;
   }
-  int stage_of_gpu(int gpu) const {
-    return pp_dim_ < 0 ? 0 : pl_.mesh().coords(rank_of_gpu_[static_cast<std::size_t>(gpu)])[static_cast<std::size_t>(pp_dim_)];
-  }
+  int stage_of_rank(int r) const { return pp_dim_ < 0 ? 0 : (r / pp_stride_) % pp_size_; }
+  int stage_of_gpu(int gpu) const { return stage_of_rank(rank_of_gpu_[static_cast<std::size_t>(gpu)]); }
   const std::vector<std::vector<int>>& along(int role, const std::string& axis) {
     auto key = std::make_pair(role, axis);
     auto it = cache_.find(key);
@@ -44,19 +48,15 @@ class Groups {
   // Pairs (rank of stage `from`, the rank with the same other coordinates on stage `to`).
   std::vector<std::vector<int>> stage_pairs(int from, int to) const {
     std::vector<std::vector<int>> pairs;
-    const Mesh& mesh = pl_.mesh();
-    for (int r = 0; r < mesh.size(); ++r) {
-      std::vector<int> c = mesh.coords(r);
-      if (c[static_cast<std::size_t>(pp_dim_)] != from) continue;
-      c[static_cast<std::size_t>(pp_dim_)] = to;
-      pairs.push_back({pl_.gpu_of(r), pl_.gpu_of(mesh.rank_of(c))});
-    }
+    for (int r = 0; r < pl_.mesh().size(); ++r)
+      if (stage_of_rank(r) == from) pairs.push_back({pl_.gpu_of(r), pl_.gpu_of(r + (to - from) * pp_stride_)});
     return pairs;
   }
 
  private:
   const Placement& pl_;
   int pp_dim_ = -1;
+  int pp_size_ = 1, pp_stride_ = 1;
   std::vector<int> rank_of_gpu_;
   std::map<std::pair<int, std::string>, std::vector<std::vector<int>>> cache_;
   std::set<std::string> split_;  // axes already dealt out

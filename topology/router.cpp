@@ -36,6 +36,18 @@ Router::Router(const Topology& topo) : topo_(topo) {
   lat_.assign(n, 0);
   stamp_.assign(n, 0);
   queue_.reserve(n);
+  // The graph as compact arrays for the BFS: per device, its outgoing (neighbour, latency),
+  // and whether it relays. Endpoints that do not forward have their edges kept too (a
+  // source expands them); the BFS skips relaying through them.
+  adj_begin_.assign(n + 1, 0);
+  for (std::size_t d = 0; d < n; ++d)
+    adj_begin_[d + 1] = adj_begin_[d] + static_cast<int>(topo.out_links(static_cast<int>(d)).size());
+  adj_.reserve(static_cast<std::size_t>(adj_begin_[n]));
+  for (std::size_t d = 0; d < n; ++d)
+    for (int l : topo.out_links(static_cast<int>(d)))
+      adj_.push_back({topo.links()[static_cast<std::size_t>(l)].to, topo.links()[static_cast<std::size_t>(l)].spec.latency.ps()});
+  forwards_.assign(n, 0);
+  for (std::size_t d = 0; d < n; ++d) forwards_[d] = topo.devices()[d].forwards ? 1 : 0;
 }
 
 const Path& Router::path(int src_gpu, int dst_gpu) {
@@ -74,14 +86,16 @@ const Path& Router::path(int src_gpu, int dst_gpu) {
   bool found = stamp_[dst] == epoch_;
   while (!found && bfs_head_ < queue_.size()) {
     const int u = queue_[bfs_head_];
-    if (u != src && !devices[u].forwards) {
+    if (u != src && !forwards_[static_cast<std::size_t>(u)]) {
       ++bfs_head_;
       continue;  // endpoints do not relay
     }
     // Expand u completely before stopping, so a later query can resume after it.
-    for (int l : topo_.out_links(u)) {
-      const int v = links[l].to;
-      const std::int64_t w = lat_[u] + links[l].spec.latency.ps();
+    const Edge* e = adj_.data() + adj_begin_[static_cast<std::size_t>(u)];
+    const Edge* e_end = adj_.data() + adj_begin_[static_cast<std::size_t>(u) + 1];
+    for (; e != e_end; ++e) {
+      const int v = e->to;
+      const std::int64_t w = lat_[u] + e->latency_ps;
       if (stamp_[v] != epoch_) {
         stamp_[v] = epoch_;
         dist_[v] = dist_[u] + 1;

@@ -140,6 +140,13 @@ class Router {
   std::vector<std::int64_t> lat_;       // least latency (ps) over shortest-hop paths
   std::vector<std::uint32_t> stamp_;
   std::uint32_t epoch_ = 0;
+  struct Edge {
+    int to;
+    std::int64_t latency_ps;
+  };
+  std::vector<int> adj_begin_;  // CSR: device d's edges are adj_[adj_begin_[d] .. adj_begin_[d+1])
+  std::vector<Edge> adj_;
+  std::vector<char> forwards_;
   int bfs_src_ = -1;            // the source of the BFS held in the scratch
   std::size_t bfs_head_ = 0;    // next queue entry to expand
   std::vector<int> candidates_;
