@@ -3,6 +3,8 @@
 // per stage, whatever the number of ranks).
 #include <gtest/gtest.h>
 
+#include "schedule/test_models.h"
+
 #include <cmath>
 #include <map>
 
@@ -12,16 +14,7 @@ namespace meshsim {
 namespace {
 
 ModelSpec gpt(int layers, int h, int heads, int seq, int vocab = 51200) {
-  ModelSpec m;
-  m.name = "gpt-test";
-  m.layers = layers;
-  m.hidden = h;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.ffn_hidden = 4 * h;
-  m.seq = seq;
-  m.vocab = vocab;
-  return m;
+  return testing::gpt_model(layers, h, heads, seq, vocab);
 }
 
 // Bytes one device moves on `axis` (ring accounting) over ops of `layer` in the phases given.

@@ -2,6 +2,8 @@
 // breakdown, activation peaks and FLOPs, to the picosecond, across layouts.
 #include <gtest/gtest.h>
 
+#include "schedule/test_models.h"
+
 #include "schedule/plan.h"
 #include "sim/fast_formula.h"
 #include "topology/placement.h"
@@ -17,17 +19,7 @@ struct Case {
   const char* topology;
 };
 
-ModelSpec gpt(int layers, int h, int heads, int seq) {
-  ModelSpec m;
-  m.layers = layers;
-  m.hidden = h;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.ffn_hidden = 4 * h;
-  m.seq = seq;
-  m.vocab = 32768;
-  return m;
-}
+ModelSpec gpt(int layers, int h, int heads, int seq) { return testing::gpt_model(layers, h, heads, seq, 32768); }
 
 std::vector<Case> cases() {
   std::vector<Case> v;

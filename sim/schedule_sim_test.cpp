@@ -2,6 +2,8 @@
 // activation-memory timeline against the closed forms of section 5, and the breakdown.
 #include <gtest/gtest.h>
 
+#include "schedule/test_models.h"
+
 #include "schedule/memory.h"
 #include "schedule/plan.h"
 #include "sim/schedule_sim.h"
@@ -12,15 +14,7 @@ namespace meshsim {
 namespace {
 
 ModelSpec gpt(int layers, int h, int heads, int seq, int vocab = 51200) {
-  ModelSpec m;
-  m.layers = layers;
-  m.hidden = h;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.ffn_hidden = 4 * h;
-  m.seq = seq;
-  m.vocab = vocab;
-  return m;
+  return testing::gpt_model(layers, h, heads, seq, vocab);
 }
 
 ScheduleSimResult run(const ModelSpec& m, const ParallelSpec& p, const std::string& topo_spec,

@@ -14,20 +14,10 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "topology/topology.h"
 
 namespace meshsim {
-
-namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 Router::Router(const Topology& topo) : topo_(topo) {
   if (!topo.sealed()) throw Error(fmt::format("router: topology '{}' must be sealed before routing", topo.name()));

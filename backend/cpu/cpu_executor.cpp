@@ -6,6 +6,7 @@
 
 #include "backend/cpu/collective_exec.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "schedule/reference_executor.h"
 
 namespace meshsim::cpu {
@@ -18,18 +19,6 @@ std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) 
   return store_.get("addr/" + std::to_string(rank), timeout);
 }
 
-namespace {
-
-// splitmix64: a small, well-mixed counter-based generator (same values on every rank).
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {
   std::size_t n = static_cast<std::size_t>(spec.bytes / 4);
   if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
@@ -38,9 +27,9 @@ std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint6
     n = static_cast<std::size_t>(total / 4);
   }
   std::vector<float> v(n);
-  const std::uint64_t base = mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
+  const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
   for (std::size_t i = 0; i < n; ++i)  // small integers in [-8, 8): sums stay exact in float32
-    v[i] = static_cast<float>(static_cast<int>(mix(base + i) % 16) - 8);
+    v[i] = static_cast<float>(static_cast<int>(splitmix64(base + i) % 16) - 8);
   return v;
 }
 
