@@ -10,46 +10,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "core/yaml_reader.h"
 
 namespace meshsim {
 
 namespace {
 
 // Reads one file's nodes, prefixing every error with "SOURCE:LINE: FIELD".
-class Reader {
+class Reader : public YamlReader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
-                         : fmt::format("{}: {}: {}", source_, field, what));
-  }
-  // Runs a unit parser (whose error already names the field) and adds the file position.
-  template <typename F>
-  auto located(const YAML::Node& at, F&& parse) const {
-    try {
-      return parse();
-    } catch (const Error& e) {
-      const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-      throw Error(line > 0 ? fmt::format("{}:{}: {}", source_, line, e.what())
-                           : fmt::format("{}: {}", source_, e.what()));
-    }
-  }
-  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys,
-                 const char* example) const {
-    if (!map.IsMap()) fail(map, field, fmt::format("expected a mapping such as {}", example));
-    for (const auto& kv : map) {
-      const std::string k = kv.first.as<std::string>();
-      bool ok = false;
-      std::string list;
-      for (const char* key : keys) {
-        ok = ok || k == key;
-        list += (list.empty() ? "" : ", ") + std::string(key);
-      }
-      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
-    }
-  }
+  using YamlReader::YamlReader;
   std::string text(const YAML::Node& v, const std::string& field) const {
     if (!v.IsScalar()) fail(v, field, "expected a single value");
     return v.as<std::string>();
@@ -106,9 +76,6 @@ class Reader {
     if (t == "fp32") return 4;
     fail(v, field, fmt::format("unknown dtype '{}'; use bf16, fp16 or fp32", t));
   }
-
- private:
-  std::string source_;
 };
 
 GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {

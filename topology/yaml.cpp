@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "core/yaml_reader.h"
 #include "topology/presets.h"
 
 namespace meshsim {
@@ -33,38 +34,12 @@ constexpr Named kLinkKinds[] = {{"nvlink", static_cast<int>(LinkKind::NvLink)},
                                 {"generic", static_cast<int>(LinkKind::Generic)}};
 
 // Reads one file's nodes, prefixing every error with "SOURCE:LINE: FIELD".
-class Reader {
+class Reader : public YamlReader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
-                         : fmt::format("{}: {}: {}", source_, field, what));
-  }
-  // Runs a unit parser and rethrows its error with the file position.
-  template <typename F>
-  auto located(const YAML::Node& at, F&& parse) const {
-    try {
-      return parse();
-    } catch (const Error& e) {
-      const int line = at.Mark().line + 1;
-      throw Error(fmt::format("{}:{}: {}", source_, line, e.what()));
-    }
-  }
-
+  using YamlReader::YamlReader;
+  // Every mapping in a topology file is shown with the same example.
   void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys) const {
-    if (!map.IsMap()) fail(map, field, "expected a mapping such as {name: gpu0, kind: gpu}");
-    for (const auto& kv : map) {
-      const std::string k = kv.first.as<std::string>();
-      bool ok = false;
-      std::string list;
-      for (const char* key : keys) {
-        ok = ok || k == key;
-        list += (list.empty() ? "" : ", ") + std::string(key);
-      }
-      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
-    }
+    YamlReader::only_keys(map, field, keys, "{name: gpu0, kind: gpu}");
   }
   std::string scalar(const YAML::Node& map, const char* key, const std::string& field) const {
     const YAML::Node v = map[key];
@@ -98,10 +73,6 @@ class Reader {
     }
     fail(map["kind"], field + ".kind", fmt::format("unknown kind '{}'; use one of {}", k, list));
   }
-  const std::string& source() const { return source_; }
-
- private:
-  std::string source_;
 };
 
 LinkSpec read_direction(const Reader& r, const YAML::Node& link, const std::string& field, LinkKind kind,

@@ -1,0 +1,64 @@
+// Reading a YAML file's nodes with errors that say where: every message starts with
+// "SOURCE:LINE: FIELD:". The base of the topology and machine-profile readers; each adds
+// the field parsers of its format. Header-only: users link yaml-cpp themselves.
+//
+//   YamlReader r("cluster.yaml");
+//   r.only_keys(node, "links[3]", {"a", "b", "bandwidth"}, "{a: gpu0, b: sw, bandwidth: 25GB/s}");
+//   Bandwidth bw = r.located(node, [&] { return parse_bandwidth(text, "links[3].bandwidth"); });
+#pragma once
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+class YamlReader {
+ public:
+  explicit YamlReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
+    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
+                         : fmt::format("{}: {}: {}", source_, field, what));
+  }
+
+  // Runs a unit parser (whose error already names the field) and adds the file position.
+  template <typename F>
+  auto located(const YAML::Node& at, F&& parse) const {
+    try {
+      return parse();
+    } catch (const Error& e) {
+      const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+      throw Error(line > 0 ? fmt::format("{}:{}: {}", source_, line, e.what())
+                           : fmt::format("{}: {}", source_, e.what()));
+    }
+  }
+
+  // `map` must be a mapping whose keys are all among `keys`; `example` shows a valid one.
+  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys,
+                 const char* example) const {
+    if (!map.IsMap()) fail(map, field, fmt::format("expected a mapping such as {}", example));
+    for (const auto& kv : map) {
+      const std::string k = kv.first.as<std::string>();
+      bool ok = false;
+      std::string list;
+      for (const char* key : keys) {
+        ok = ok || k == key;
+        list += (list.empty() ? "" : ", ") + std::string(key);
+      }
+      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
+    }
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace meshsim
