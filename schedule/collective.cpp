@@ -100,6 +100,24 @@ Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst) {
   return (spec.bytes / spec.element_bytes / spec.ranks) * spec.element_bytes;
 }
 
+RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
+  RankBuffers b;
+  if (spec.kind != CollKind::AllToAll) {
+    b.send = b.recv = spec.bytes;
+    return b;
+  }
+  for (int q = 0; q < spec.ranks; ++q) {
+    if (q == rank) {
+      b.self_recv = b.recv;
+      b.self_send = b.send;
+    }
+    b.recv += alltoall_block(spec, q, rank);
+    b.send += alltoall_block(spec, rank, q);
+  }
+  b.own = alltoall_block(spec, rank, rank);
+  return b;
+}
+
 bool Algorithm::supports(CollKind k) const { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); }
 
 std::unique_ptr<StepProgram> Algorithm::build(const CollectiveSpec& spec) const {

@@ -72,6 +72,16 @@ void validate_spec(const CollectiveSpec& spec);
 // for even all-to-all floor(e/p) elements of e = bytes/element_bytes.
 Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst);
 
+// The buffers of one rank, as every executor lays them out (see the buffer rules above):
+// the input (send) and output (receive) sizes, and, for all-to-all, where the block the
+// rank keeps for itself sits in each (the executor copies it before step 0). Other kinds
+// work in place on one buffer of `bytes`: send = recv = bytes, own = 0.
+struct RankBuffers {
+  Bytes send = 0, recv = 0;
+  Bytes self_send = 0, self_recv = 0, own = 0;
+};
+RankBuffers rank_buffers(const CollectiveSpec& spec, int rank);
+
 // [begin, end) of slice i when `bytes` is split into `parts` nearly equal slices.
 struct Range { Bytes begin = 0, end = 0; Bytes size() const { return end - begin; } };
 Range slice(Bytes bytes, int parts, int i);

@@ -78,12 +78,7 @@ Buffers random_inputs(const CollectiveSpec& s, std::uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   Buffers in(s.ranks);
   for (int r = 0; r < s.ranks; ++r) {
-    Bytes bytes = s.bytes;
-    if (s.kind == CollKind::AllToAll) {
-      bytes = 0;
-      for (int q = 0; q < s.ranks; ++q) bytes += alltoall_block(s, r, q);
-    }
-    in[r].resize(static_cast<std::size_t>(bytes / 4));
+    in[r].resize(static_cast<std::size_t>(rank_buffers(s, r).send / 4));
     for (float& x : in[r]) x = dist(gen);
   }
   return in;
@@ -229,6 +224,40 @@ TEST(Alltoall, UnevenSizesMoveExactlyTheRequestedBytes) {
   EXPECT_EQ(out[3].size(), (12u + 4 + 40 + 0) / 4);
   EXPECT_EQ(out[3][0], in[0][3]);   // block 0->3 starts at rank 0's offset 12 = float 3
   EXPECT_EQ(out[3][3], in[1][5]);   // block 1->3 (rank 1's offset 16+0+4 = float 5) after it
+}
+
+TEST(RankBuffers, LayoutOfEachKind) {
+  // All-reduce: one buffer of `bytes`, in place.
+  CollectiveSpec ar;
+  ar.ranks = 3;
+  ar.bytes = 40;
+  const RankBuffers a = rank_buffers(ar, 1);
+  EXPECT_EQ(a.send, 40);
+  EXPECT_EQ(a.recv, 40);
+  EXPECT_EQ(a.own, 0);
+  // Even all-to-all of 10 floats over 3 ranks: floor(10/3) = 3 floats per block, so 36
+  // bytes each way; rank 1's own block is its second one, at byte 12 of both buffers.
+  CollectiveSpec even;
+  even.kind = CollKind::AllToAll;
+  even.ranks = 3;
+  even.bytes = 40;
+  even.element_bytes = 4;
+  const RankBuffers e = rank_buffers(even, 1);
+  EXPECT_EQ(e.send, 36);
+  EXPECT_EQ(e.recv, 36);
+  EXPECT_EQ(e.self_send, 12);
+  EXPECT_EQ(e.self_recv, 12);
+  EXPECT_EQ(e.own, 12);
+  // Uneven: rank 1 sends 4, 8, 12 bytes and receives 16, 8, 0 (column 1).
+  CollectiveSpec uneven = even;
+  uneven.bytes = 0;
+  uneven.alltoall_bytes = {{0, 16, 4}, {4, 8, 12}, {8, 0, 4}};
+  const RankBuffers u = rank_buffers(uneven, 1);
+  EXPECT_EQ(u.send, 24);
+  EXPECT_EQ(u.recv, 24);
+  EXPECT_EQ(u.self_send, 4);
+  EXPECT_EQ(u.self_recv, 16);
+  EXPECT_EQ(u.own, 8);
 }
 
 TEST(Validation, ErrorsNameTheField) {

@@ -64,17 +64,10 @@ class Executor {
     // All-to-all: separate receive buffers, blocks by source; copy the local block now.
     recv_store_.resize(static_cast<std::size_t>(p_));
     for (int r = 0; r < p_; ++r) {
-      Bytes total = 0, self_recv = 0, self_send = 0, sent = 0;
-      for (int q = 0; q < p_; ++q) {
-        if (q == r) self_recv = total;
-        total += alltoall_block(spec_, q, r);
-        if (q == r) self_send = sent;
-        sent += alltoall_block(spec_, r, q);
-      }
-      check_size(r, send_[r], sent);
-      recv_store_[r].assign(static_cast<std::size_t>(total / kFloat), 0.0f);
-      const Bytes own = alltoall_block(spec_, r, r);
-      std::copy_n(send_[r].begin() + self_send / kFloat, own / kFloat, recv_store_[r].begin() + self_recv / kFloat);
+      const RankBuffers b = rank_buffers(spec_, r);
+      check_size(r, send_[r], b.send);
+      recv_store_[r].assign(static_cast<std::size_t>(b.recv / kFloat), 0.0f);
+      std::copy_n(send_[r].begin() + b.self_send / kFloat, b.own / kFloat, recv_store_[r].begin() + b.self_recv / kFloat);
     }
     recv_ = &recv_store_;
   }

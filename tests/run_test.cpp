@@ -42,6 +42,16 @@ TEST(Run, EveryCollectiveKindWithItsAutoAlgorithm) {
   }
 }
 
+// An even all-to-all whose size does not split into equal blocks: each rank sends
+// floor(e/p) elements per destination (collective.h), and the inputs are laid out so.
+TEST(Run, AllToAllWithASizeThatDoesNotSplitEvenly) {
+  const Result r = meshsim("run " + workload("a2a_odd", "alltoall", "1048580", 1).string() + " -n 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_TRUE(j["numerics_checked"].get<bool>());
+  EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0);
+}
+
 TEST(Validate, PrintsPredictedAgainstMeasured) {
   const fs::path trace = temp_dir() / "validate_trace.json";
   const Result r =

@@ -56,16 +56,10 @@ class RankRunner {
       check_size(buffer_.size(), spec_.bytes);
       return;
     }
-    Bytes total = 0, self_recv = 0, self_send = 0, sent = 0;
-    for (int q = 0; q < p_; ++q) {
-      if (q == r_) self_recv = total, self_send = sent;
-      total += alltoall_block(spec_, q, r_);
-      sent += alltoall_block(spec_, r_, q);
-    }
-    check_size(buffer_.size(), sent);
-    recv_store_.assign(static_cast<std::size_t>(total / kFloat), 0.0f);
-    const Bytes own = alltoall_block(spec_, r_, r_);
-    std::copy_n(buffer_.begin() + self_send / kFloat, own / kFloat, recv_store_.begin() + self_recv / kFloat);
+    const RankBuffers b = rank_buffers(spec_, r_);
+    check_size(buffer_.size(), b.send);
+    recv_store_.assign(static_cast<std::size_t>(b.recv / kFloat), 0.0f);
+    std::copy_n(buffer_.begin() + b.self_send / kFloat, b.own / kFloat, recv_store_.begin() + b.self_recv / kFloat);
     recv_ = &recv_store_;
   }
 

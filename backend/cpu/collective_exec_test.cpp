@@ -81,12 +81,7 @@ Buffers random_inputs(const CollectiveSpec& s, std::uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   Buffers in(s.ranks);
   for (int r = 0; r < s.ranks; ++r) {
-    Bytes bytes = s.bytes;
-    if (s.kind == CollKind::AllToAll) {
-      bytes = 0;
-      for (int q = 0; q < s.ranks; ++q) bytes += alltoall_block(s, r, q);
-    }
-    in[r].resize(static_cast<std::size_t>(bytes / 4));
+    in[r].resize(static_cast<std::size_t>(rank_buffers(s, r).send / 4));
     for (float& x : in[r]) x = dist(gen);
   }
   return in;

@@ -20,15 +20,9 @@ std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) 
 }
 
 std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {
-  std::size_t n = static_cast<std::size_t>(spec.bytes / 4);
-  if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
-    Bytes total = 0;
-    for (Bytes b : spec.alltoall_bytes[static_cast<std::size_t>(rank)]) total += b;
-    n = static_cast<std::size_t>(total / 4);
-  }
-  std::vector<float> v(n);
+  std::vector<float> v(static_cast<std::size_t>(rank_buffers(spec, rank).send / 4));
   const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
-  for (std::size_t i = 0; i < n; ++i)  // small integers in [-8, 8): sums stay exact in float32
+  for (std::size_t i = 0; i < v.size(); ++i)  // small integers in [-8, 8): sums stay exact in float32
     v[i] = static_cast<float>(static_cast<int>(splitmix64(base + i) % 16) - 8);
   return v;
 }
