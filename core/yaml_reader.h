@@ -1,6 +1,7 @@
-// Reading a YAML file's nodes with errors that say where: every message starts with
-// "SOURCE:LINE: FIELD:". The base of the topology and machine-profile readers; each adds
-// the field parsers of its format. Header-only: users link yaml-cpp themselves.
+// Reading YAML files with errors that say where: every message starts with
+// "SOURCE:LINE: FIELD:". Shared by the topology, machine-profile and scenario loaders;
+// YamlReader is the base of the first two, which add the field parsers of their formats.
+// Header-only: users link yaml-cpp themselves.
 //
 //   YamlReader r("cluster.yaml");
 //   r.only_keys(node, "links[3]", {"a", "b", "bandwidth"}, "{a: gpu0, b: sw, bandwidth: 25GB/s}");
@@ -10,12 +11,45 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
 #include <initializer_list>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
 
 namespace meshsim {
+
+// The whole of a text file, or nullopt when it cannot be opened (the caller says which
+// file it was and what to do).
+inline std::optional<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...".
+inline YAML::Node parse_yaml_text(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.msg));
+  }
+}
+
+// Runs `build` (which reads a parsed file), turning yaml-cpp conversion errors nobody
+// anticipated into Error "SOURCE:LINE: ...".
+template <typename F>
+auto with_yaml_errors(const std::string& source, F&& build) {
+  try {
+    return build();
+  } catch (const YAML::Exception& e) {
+    throw Error(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+}
 
 class YamlReader {
  public:

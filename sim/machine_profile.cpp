@@ -2,10 +2,8 @@
 #include "sim/machine_profile.h"
 
 #include <fmt/format.h>
-#include <fstream>
 #include <initializer_list>
 #include <set>
-#include <sstream>
 #include <tuple>
 #include <yaml-cpp/yaml.h>
 
@@ -205,26 +203,15 @@ MachineProfile build(const YAML::Node& root, const Reader& r, const std::string&
 }  // namespace
 
 MachineProfile parse_machine_profile(const std::string& text, const std::string& source_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(fmt::format("{}:{}: malformed YAML: {}", source_name, e.mark.line + 1, e.msg));
-  }
+  const YAML::Node root = parse_yaml_text(text, source_name);
   const Reader r(source_name);
-  try {
-    return build(root, r, source_name);
-  } catch (const YAML::Exception& e) {  // conversions we did not anticipate
-    throw Error(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
-  }
+  return with_yaml_errors(source_name, [&] { return build(root, r, source_name); });
 }
 
 MachineProfile load_machine_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("profile file '{}' cannot be opened; check the path", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_machine_profile(ss.str(), path);
+  const auto text = read_text_file(path);
+  if (!text) throw Error(fmt::format("profile file '{}' cannot be opened; check the path", path));
+  return parse_machine_profile(*text, path);
 }
 
 }  // namespace meshsim

@@ -3,11 +3,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/yaml_reader.h"
 #include "core/units.h"
 #include "schedule/plan.h"
 
@@ -137,14 +137,6 @@ ParallelSpec resolve_parallel(const YAML::Node& n) {
   return p;
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(source + ": malformed YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-}
-
 }  // namespace
 
 ScenarioNode::ScenarioNode() : node_(std::make_unique<YAML::Node>()) {}
@@ -161,17 +153,15 @@ ScenarioNode& ScenarioNode::operator=(const ScenarioNode& o) {
 ScenarioNode ScenarioNode::parse(const std::string& text, const std::string& source) {
   ScenarioNode s;
   s.source_ = source;
-  *s.node_ = parse_yaml(text, source);
+  *s.node_ = parse_yaml_text(text, source);
   if (!s.node_->IsMap()) throw Error(source + ": a scenario is a map with model:, parallel:, topology:, ...");
   return s;
 }
 
 ScenarioNode ScenarioNode::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the scenario file; check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  const auto text = read_text_file(path);
+  if (!text) throw Error(path + ": cannot open the scenario file; check the path");
+  return parse(*text, path);
 }
 
 ScenarioNode ScenarioNode::builtin_default() { return parse(kDefault, "built-in scenario"); }

@@ -1,6 +1,5 @@
 // Topology YAML files, topology specs ("PRESET:k=v,..."), and the Graphviz picture.
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <yaml-cpp/yaml.h>
@@ -178,26 +177,15 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
 }  // namespace
 
 Topology parse_topology_yaml(const std::string& text, const std::string& source_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(fmt::format("{}:{}: malformed YAML: {}", source_name, e.mark.line + 1, e.msg));
-  }
+  const YAML::Node root = parse_yaml_text(text, source_name);
   const Reader r(source_name);
-  try {
-    return build_from_yaml(root, r);
-  } catch (const YAML::Exception& e) {  // conversions we did not anticipate
-    throw Error(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
-  }
+  return with_yaml_errors(source_name, [&] { return build_from_yaml(root, r); });
 }
 
 Topology load_topology_yaml(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("topology file '{}' cannot be opened; check the path", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_topology_yaml(ss.str(), path);
+  const auto text = read_text_file(path);
+  if (!text) throw Error(fmt::format("topology file '{}' cannot be opened; check the path", path));
+  return parse_topology_yaml(*text, path);
 }
 
 Topology resolve_topology(const std::string& spec) {
