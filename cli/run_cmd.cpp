@@ -95,8 +95,7 @@ std::pair<double, double> measure_link(cpu::Transport& t) {
   start = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) t.exchange(std::span(&send, 1), std::span(&recv, 1), "bandwidth probe");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<char>& block = out;
-  return {latency, static_cast<double>(block.size()) * reps / secs};
+  return {latency, static_cast<double>(out.size()) * reps / secs};
 }
 
 // Reduction time per byte on this host (float32 sums over 16 MiB), in picoseconds.
@@ -176,17 +175,18 @@ int run_rank(const RunFlags& f) {
   w.ranks = env.world_size;
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
-  // or a switch with the latency and bandwidth measured between ranks 0 and 1.
-  const auto [latency, bandwidth] = measure_link(transport);
+  // or a switch with the latency and loaded bandwidth measured here (every rank takes part).
   std::string topo_spec = sc.topology;
   if (!sc.topology_given) {
+    const auto [latency, bandwidth] = measure_link(transport);
     const std::string measured =
         env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
                                     env.world_size, bandwidth * 1e-9, latency * 1e6 / 2)
                       : std::string();
     topo_spec = store.gather("model", env.rank, env.world_size, measured, timeout).front();
   }
-  const double gamma_ps = env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
+  // The reduction cost only matters to validate's prediction, made on rank 0.
+  const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
   const Topology topo = resolve_topology(topo_spec);
   if (topo.num_gpus() < w.ranks)
     throw Error(fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "

@@ -75,11 +75,8 @@ std::string training_summary_text(const TrainingResult& r) {
   o << fmt::format("  memory per rank (peak on the simulated timeline; capacity {}):\n", gib(r.capacity));
   for (std::size_t st = 0; st < r.stages.size(); ++st) {
     const StageMemory& sm = r.stages[st];
-    std::map<std::string, Bytes> by_cat;
-    for (const MemoryItem& it : sm.model.items)
-      if (!is_layer_activation(it)) by_cat[it.category] += it.bytes;
     std::string parts;
-    for (const auto& [cat, b] : by_cat) parts += fmt::format("{} {}, ", cat, gib(b));
+    for (const auto& [cat, b] : sm.other_by_category()) parts += fmt::format("{} {}, ", cat, gib(b));
     o << fmt::format("    stage {:<3} {}layer activations {} -> peak {}  {}\n", st, parts, gib(sm.activation_peak),
                      gib(sm.peak), sm.peak <= r.capacity ? "fits" : "DOES NOT FIT");
   }
@@ -237,10 +234,7 @@ HtmlReport training_html(const TrainingResult& r) {
   for (std::size_t st = 0; st < r.stages.size(); ++st) {
     HtmlMemoryBar bar;
     bar.role = "stage " + std::to_string(st);
-    std::map<std::string, double> by_cat;
-    for (const MemoryItem& it : r.stages[st].model.items)
-      if (!is_layer_activation(it)) by_cat[it.category] += static_cast<double>(it.bytes);
-    for (const auto& [cat, b] : by_cat) bar.items_bytes.emplace_back(cat, b);
+    for (const auto& [cat, b] : r.stages[st].other_by_category()) bar.items_bytes.emplace_back(cat, static_cast<double>(b));
     bar.items_bytes.emplace_back("layer activations (timeline peak)", static_cast<double>(r.stages[st].activation_peak));
     bar.capacity_bytes = static_cast<double>(r.capacity);
     bar.peak_bytes = static_cast<double>(r.stages[st].peak);

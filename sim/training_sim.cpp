@@ -12,6 +12,13 @@ namespace meshsim {
 
 bool is_layer_activation(const MemoryItem& item) { return item.category == "activations"; }
 
+std::map<std::string, Bytes> StageMemory::other_by_category() const {
+  std::map<std::string, Bytes> by;
+  for (const MemoryItem& it : model.items)
+    if (!is_layer_activation(it)) by[it.category] += it.bytes;
+  return by;
+}
+
 ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec) {
   auto it = entries_.find(topology_spec);
   if (it == entries_.end()) {
@@ -85,8 +92,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
     m.model = rank_memory(s.model, p, stage);
     m.activation_peak = r.sim.peak_activation[static_cast<std::size_t>(stage)];
     m.peak = m.activation_peak;
-    for (const MemoryItem& it : m.model.items)
-      if (!is_layer_activation(it)) m.peak += it.bytes;
+    for (const auto& [category, bytes] : m.other_by_category()) m.peak += bytes;
     r.fits = r.fits && m.peak <= r.capacity;
     r.stages.push_back(std::move(m));
   }

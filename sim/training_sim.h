@@ -23,6 +23,9 @@ struct StageMemory {
   RankMemory model;        // the itemized closed-form table (schedule/memory.h)
   Bytes activation_peak;   // read off the simulated timeline (layer activations)
   Bytes peak;              // model's non-layer-activation items + activation_peak
+  // The model's items other than the layer activations (which the timeline peak replaces),
+  // summed by category.
+  std::map<std::string, Bytes> other_by_category() const;
 };
 
 struct TrainingResult {
