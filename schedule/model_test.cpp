@@ -10,19 +10,13 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/test_util.h"
 #include "schedule/model.h"
 
 namespace meshsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(ModelPresets, AllTenExistValidateAndAreUnique) {
   const std::vector<std::string> names = {"gpt3-175b",   "gpt-22b",      "gpt-530b",    "gpt-1t",     "llama2-70b",

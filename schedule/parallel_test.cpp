@@ -5,19 +5,13 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/test_util.h"
 #include "schedule/parallel.h"
 
 namespace meshsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(Recompute, ParsesAndPrintsEveryMode) {
   for (const char* text : {"none", "full", "selective", "every:4", "sqrt"})

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "sim/machine_profile.h"
-#include "topology/test_util.h"
+#include "core/test_util.h"
 
 namespace meshsim {
 namespace {

@@ -3,7 +3,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 
-#include "topology/test_util.h"
+#include "core/test_util.h"
 #include <string>
 
 #include "core/error.h"

@@ -4,7 +4,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 
-#include "topology/test_util.h"
+#include "core/test_util.h"
 #include <set>
 #include <string>
 

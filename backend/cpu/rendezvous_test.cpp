@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/test_util.h"
 
 namespace meshsim::cpu {
 namespace {
@@ -35,14 +36,7 @@ RendezvousClientOptions client_of(const RendezvousServer& s, int rank = 0, std::
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::error_of;
 
 // Sends raw bytes on a fresh connection, then says it is done sending; returns what the
 // server answered before closing.

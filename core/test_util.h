@@ -1,4 +1,4 @@
-// Helpers shared by the topology tests: the message of the meshsim::Error a call throws.
+// Helpers shared by the tests: the message of the meshsim::Error a call throws.
 //
 //   EXPECT_TRUE(contains(error_of([] { make_preset("nope"); }), "unknown preset"));
 #pragma once
