@@ -4,6 +4,7 @@
 // reference, the cuda backend the kernel, and a test holds the two against each other.
 //
 //   reduce_sum_cpu(dst, src, n);                    // dst[i] += src[i]
+//   reduce_max_cpu(dst, src, n);                    // dst[i] = max(dst[i], src[i]) (cross-entropy max)
 //   reduce_sum_cuda(d_dst, d_src, n, stream);       // same on device memory (CUDA builds)
 #pragma once
 
@@ -12,6 +13,7 @@
 namespace meshsim::kernels {
 
 void reduce_sum_cpu(float* dst, const float* src, std::size_t n);
+void reduce_max_cpu(float* dst, const float* src, std::size_t n);
 
 // True when this build contains the CUDA kernels.
 bool cuda_kernels_built();

@@ -1,0 +1,149 @@
+#include "kernels/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/parallel.h"
+
+namespace meshsim::kernels {
+namespace {
+
+// dgamma[j] += sum_r dy[r, j] * xhat[r, j]; dbeta[j] += sum_r dy[r, j], per column serially
+// over rows. xhat is recomputed from x, mean, rstd. Columns are those of the local slice.
+void accumulate_param_grads(const float* dy, const float* x, const float* mean, const float* rstd,
+                            float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols) {
+  detail::for_each_column_block(cols, [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<double> dg(c1 - c0, 0.0), db(c1 - c0, 0.0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* dyr = dy + r * cols;
+      const float* xr = x + r * cols;
+      for (std::int64_t j = c0; j < c1; ++j) {
+        const double xhat = (static_cast<double>(xr[j]) - mean[r]) * rstd[r];
+        dg[j - c0] += dyr[j] * xhat;
+        db[j - c0] += dyr[j];
+      }
+    }
+    for (std::int64_t j = c0; j < c1; ++j) {
+      dgamma[j] += static_cast<float>(dg[j - c0]);
+      dbeta[j] += static_cast<float>(db[j - c0]);
+    }
+  });
+}
+
+}  // namespace
+
+void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t h, float eps) {
+  MESHSIM_ASSERT(rows >= 0 && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const float* xr = x + r * h;
+    double s = 0;
+    for (std::int64_t j = 0; j < h; ++j) s += xr[j];
+    const double mu = s / static_cast<double>(h);
+    double v = 0;
+    for (std::int64_t j = 0; j < h; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+    const double rs = 1.0 / std::sqrt(v / static_cast<double>(h) + eps);
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = static_cast<float>(rs);
+    float* yr = y + r * h;
+    for (std::int64_t j = 0; j < h; ++j)
+      yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
+  });
+}
+
+void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma,
+                            const float* mean, const float* rstd, float* dx, float* dgamma,
+                            float* dbeta, std::int64_t rows, std::int64_t h) {
+  MESHSIM_ASSERT(rows >= 0 && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const float* dyr = dy + r * h;
+    const float* xr = x + r * h;
+    double sg = 0, sgx = 0;
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double g = static_cast<double>(dyr[j]) * gamma[j];
+      sg += g;
+      sgx += g * ((xr[j] - static_cast<double>(mean[r])) * rstd[r]);
+    }
+    const double mg = sg / static_cast<double>(h), mgx = sgx / static_cast<double>(h);
+    float* dxr = dx + r * h;
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double xhat = (xr[j] - static_cast<double>(mean[r])) * rstd[r];
+      const double g = static_cast<double>(dyr[j]) * gamma[j];
+      dxr[j] = static_cast<float>(rstd[r] * (g - mg - xhat * mgx));
+    }
+  });
+  accumulate_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h);
+}
+
+void layernorm2d_stats_cpu(const float* x, float* stats, std::int64_t rows, std::int64_t h_local) {
+  MESHSIM_ASSERT(rows >= 0 && h_local >= 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const float* xr = x + r * h_local;
+    double s1 = 0, s2 = 0;
+    for (std::int64_t j = 0; j < h_local; ++j) {
+      s1 += xr[j];
+      s2 += static_cast<double>(xr[j]) * xr[j];
+    }
+    stats[2 * r] = static_cast<float>(s1);
+    stats[2 * r + 1] = static_cast<float>(s2);
+  });
+}
+
+void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamma,
+                           const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps) {
+  MESHSIM_ASSERT(rows >= 0 && h_local >= 0 && h >= h_local && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const double mu = static_cast<double>(stats[2 * r]) / static_cast<double>(h);
+    const double var = std::max(0.0, static_cast<double>(stats[2 * r + 1]) / static_cast<double>(h) - mu * mu);
+    const double rs = 1.0 / std::sqrt(var + eps);
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = static_cast<float>(rs);
+    const float* xr = x + r * h_local;
+    float* yr = y + r * h_local;
+    for (std::int64_t j = 0; j < h_local; ++j)
+      yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
+  });
+}
+
+void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* rstd, float* dstats,
+                                    std::int64_t rows, std::int64_t h_local) {
+  MESHSIM_ASSERT(rows >= 0 && h_local >= 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const float* dyr = dy + r * h_local;
+    const float* xr = x + r * h_local;
+    double sg = 0, sgx = 0;
+    for (std::int64_t j = 0; j < h_local; ++j) {
+      const double g = static_cast<double>(dyr[j]) * gamma[j];
+      sg += g;
+      sgx += g * ((xr[j] - static_cast<double>(mean[r])) * rstd[r]);
+    }
+    dstats[2 * r] = static_cast<float>(sg);
+    dstats[2 * r + 1] = static_cast<float>(sgx);
+  });
+}
+
+void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* rstd, const float* dstats,
+                                    float* dx, float* dgamma, float* dbeta, std::int64_t rows,
+                                    std::int64_t h_local, std::int64_t h) {
+  MESHSIM_ASSERT(rows >= 0 && h_local >= 0 && h >= h_local && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const double mg = static_cast<double>(dstats[2 * r]) / static_cast<double>(h);
+    const double mgx = static_cast<double>(dstats[2 * r + 1]) / static_cast<double>(h);
+    const float* dyr = dy + r * h_local;
+    const float* xr = x + r * h_local;
+    float* dxr = dx + r * h_local;
+    for (std::int64_t j = 0; j < h_local; ++j) {
+      const double xhat = (xr[j] - static_cast<double>(mean[r])) * rstd[r];
+      const double g = static_cast<double>(dyr[j]) * gamma[j];
+      dxr[j] = static_cast<float>(rstd[r] * (g - mg - xhat * mgx));
+    }
+  });
+  accumulate_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h_local);
+}
+
+}  // namespace meshsim::kernels
