@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/kernels.h"  // the umbrella header compiles on its own
 #include "kernels/kernels_test_util.h"
 
 namespace meshsim::kernels {

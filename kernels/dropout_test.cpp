@@ -59,7 +59,9 @@ TEST(Dropout, BackwardRegeneratesTheForwardMaskAndSeedsDiffer) {
   dropout_backward_cpu(dy.data(), dx.data(), n, 0.1f, 9, 0);
   for (std::size_t i = 0; i < n; ++i) {
     ASSERT_EQ(y[i] == 0.f, dx[i] == 0.f) << i;
-    if (dx[i] != 0.f) ASSERT_EQ(dx[i], dy[i] * (1 / 0.9f)) << i;
+    if (dx[i] != 0.f) {
+      ASSERT_EQ(dx[i], dy[i] * (1.f / (1 - 0.1f))) << i;
+    }
   }
   dropout_forward_cpu(x.data(), other.data(), n, 0.1f, 10, 0);
   EXPECT_NE(y, other);
