@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "kernels/reduce.h"
@@ -19,8 +20,19 @@ bool overlaps(const Transfer& a, const Transfer& b) {
 
 class RankRunner {
  public:
-  RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer)
-      : t_(t), prog_(prog), spec_(spec), r_(t.rank()), p_(prog.ranks()), buffer_(buffer) {}
+  RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer,
+             std::span<const int> members)
+      : t_(t), prog_(prog), spec_(spec), members_(members.begin(), members.end()), p_(prog.ranks()), buffer_(buffer) {
+    if (members_.empty())
+      for (int q = 0; q < t.world(); ++q) members_.push_back(q);
+    r_ = static_cast<int>(std::find(members_.begin(), members_.end(), t.rank()) - members_.begin());
+    if (r_ == static_cast<int>(members_.size()))
+      throw Error(fmt::format("rank {}: not a member of the group {}; run the collective on the group's ranks only",
+                              t.rank(), fmt::join(members_, ",")));
+    for (int q : members_)
+      if (q < 0 || q >= t.world())
+        throw Error(fmt::format("rank {}: group member {} is not a rank of the {}-rank transport", t.rank(), q, t.world()));
+  }
 
   CollectiveRun run() {
     const auto t0 = Clock::now();
@@ -44,10 +56,10 @@ class RankRunner {
 
  private:
   void setup_buffers() {
-    if (prog_.ranks() != spec_.ranks || t_.world() != spec_.ranks)
-      throw Error(fmt::format("rank {}: the program has {} ranks, the spec {} and the transport {}; run the "
-                              "collective on a transport of the group's size",
-                              r_, prog_.ranks(), spec_.ranks, t_.world()));
+    if (prog_.ranks() != spec_.ranks || static_cast<int>(members_.size()) != spec_.ranks)
+      throw Error(fmt::format("rank {}: the program has {} ranks, the spec {} and the group {}; run the "
+                              "collective on a group of the program's size",
+                              r_, prog_.ranks(), spec_.ranks, members_.size()));
     if (spec_.bytes % kFloat != 0)
       throw Error(fmt::format("rank {}: bytes = {} is not a whole number of float32 values", r_, spec_.bytes));
     send_ = &buffer_;
@@ -102,7 +114,7 @@ class RankRunner {
         snapshots_[i].assign(src, src + t.bytes / kFloat);
         src = snapshots_[i].data();
       }
-      sends_.push_back(SendOp{t.peer, src, static_cast<std::size_t>(t.bytes)});
+      sends_.push_back(SendOp{members_[static_cast<std::size_t>(t.peer)], src, static_cast<std::size_t>(t.bytes)});
     }
     recvs_.clear();
     stage_bufs_.resize(std::max(stage_bufs_.size(), nr));
@@ -111,10 +123,10 @@ class RankRunner {
       float* dst = at(*recv_, t, s, "receive");
       if (staged_[i]) {
         stage_bufs_[i].resize(static_cast<std::size_t>(t.bytes / kFloat));
-        recvs_.push_back(RecvOpDesc{t.peer, stage_bufs_[i].data(), static_cast<std::size_t>(t.bytes), RecvMode::Copy});
+        recvs_.push_back(RecvOpDesc{members_[static_cast<std::size_t>(t.peer)], stage_bufs_[i].data(), static_cast<std::size_t>(t.bytes), RecvMode::Copy});
       } else {
         const RecvMode mode = st.op == RecvOp::Reduce ? RecvMode::SumFloat : RecvMode::Copy;
-        recvs_.push_back(RecvOpDesc{t.peer, dst, static_cast<std::size_t>(t.bytes), mode});
+        recvs_.push_back(RecvOpDesc{members_[static_cast<std::size_t>(t.peer)], dst, static_cast<std::size_t>(t.bytes), mode});
       }
     }
     t_.exchange(sends_, recvs_, fmt::format("step {} of {} of {} {}", s, steps, p_, to_string(spec_.kind)));
@@ -133,7 +145,8 @@ class RankRunner {
   Transport& t_;
   const StepProgram& prog_;
   const CollectiveSpec& spec_;
-  int r_;
+  std::vector<int> members_;  // group rank -> transport rank
+  int r_ = 0;                 // this rank's index in the group
   int p_;
   std::vector<float>& buffer_;
   std::vector<float>* send_ = nullptr;
@@ -149,9 +162,9 @@ class RankRunner {
 }  // namespace
 
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer) {
+                                 std::vector<float>& buffer, std::span<const int> members) {
   validate_spec(spec);
-  RankRunner runner(transport, program, spec, buffer);
+  RankRunner runner(transport, program, spec, buffer, members);
   return runner.run();
 }
 

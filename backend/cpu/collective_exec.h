@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/transport.h"
@@ -40,9 +41,11 @@ struct CollectiveRun {
   std::chrono::nanoseconds total{0};     // from entry (buffer setup included) to return
 };
 
-// Throws Error naming the rank and step on a malformed program, a size mismatch or a
-// lost peer (see Transport).
+// members: the transport ranks of the group, in group-rank order (program rank i runs on
+// transport rank members[i]); empty = every rank of the transport, in order. The calling
+// rank must be a member. Throws Error naming the rank and step on a malformed program, a
+// size mismatch or a lost peer (see Transport).
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer);
+                                 std::vector<float>& buffer, std::span<const int> members = {});
 
 }  // namespace meshsim::cpu

@@ -229,3 +229,57 @@ TEST(CpuCollectiveFailure, WrongBufferSizeIsAnError) {
 
 }  // namespace
 }  // namespace meshsim::cpu
+
+namespace meshsim::cpu {
+namespace {
+
+// Sub-groups of one transport: 6 ranks hold two groups {4,0,2} and {5,1,3} (group rank i
+// runs on transport rank members[i]); both run a ring all-reduce at once, and every member
+// ends with the serial reference's buffer for its group rank.
+TEST(CpuCollectiveGroups, DisjointSubGroupsOfOneTransport) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CollectiveSpec s = spec_of(Case{"ring", CollKind::AllReduce, 3, 1001});
+  auto prog = reg.find("ring", CollKind::AllReduce)->build(s);
+  const std::vector<std::vector<int>> groups{{4, 0, 2}, {5, 1, 3}};
+  std::vector<Buffers> in{random_inputs(s, 11), random_inputs(s, 12)};
+  std::vector<Buffers> want{run_reference(*prog, s, in[0]), run_reference(*prog, s, in[1])};
+  std::vector<std::vector<float>> out(6);
+  InMemoryDirectory dir;
+  const auto errors = run_ranks(6, [&](int r) {
+    TransportOptions o;
+    o.timeout = 10s;
+    Transport t(r, 6, dir, o);
+    const std::size_t g = static_cast<std::size_t>(r % 2 == 0 ? 0 : 1);
+    const auto& m = groups[g];
+    const std::size_t idx = static_cast<std::size_t>(std::find(m.begin(), m.end(), r) - m.begin());
+    out[r] = in[g][idx];
+    run_collective_cpu(t, *prog, s, out[r], m);
+  });
+  for (int r = 0; r < 6; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    const std::size_t g = static_cast<std::size_t>(r % 2 == 0 ? 0 : 1);
+    const auto& m = groups[g];
+    const std::size_t idx = static_cast<std::size_t>(std::find(m.begin(), m.end(), r) - m.begin());
+    ASSERT_EQ(std::memcmp(out[r].data(), want[g][idx].data(), out[r].size() * 4), 0) << "rank " << r;
+  }
+}
+
+TEST(CpuCollectiveGroups, ANonMemberIsRefused) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CollectiveSpec s = spec_of(Case{"ring", CollKind::AllReduce, 2, 8});
+  auto prog = reg.find("ring", CollKind::AllReduce)->build(s);
+  InMemoryDirectory dir;
+  const auto errors = run_ranks(3, [&](int r) {
+    TransportOptions o;
+    o.timeout = 5s;
+    Transport t(r, 3, dir, o);
+    if (r != 2) return;
+    std::vector<float> buf(2, 1.0f);
+    const std::vector<int> members{0, 1};
+    run_collective_cpu(t, *prog, s, buf, members);
+  });
+  EXPECT_NE(errors[2].find("rank 2: not a member of the group 0,1"), std::string::npos) << errors[2];
+}
+
+}  // namespace
+}  // namespace meshsim::cpu
