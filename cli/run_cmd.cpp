@@ -27,8 +27,10 @@
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
 #include "cli/commands.h"
+#include "cli/run_internal.h"
 #include "core/error.h"
 #include "report/collective_report.h"
+#include "report/training_report.h"
 #include "sim/scenario.h"
 #include "sim/schedule_sim.h"
 #include "topology/placement.h"
@@ -40,16 +42,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct RunFlags {
-  bool validate = false;
-  std::string file;
-  std::vector<std::string> sets;
-  std::string backend = "cpu";
-  int nprocs = 0;
-  std::string trace;
-  bool json = false;
-  double timeout_s = 120;
-};
 
 bool under_launcher() {
   for (const char* v : {cpu::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
@@ -148,26 +140,52 @@ Measured decode(const std::vector<std::string>& all, std::size_t ops) {
   return m;
 }
 
-Error no_workload(const std::string& file) {
-  return Error(file + ": no workload: section; the cpu backend runs collective workloads so far (add workload: "
-                      "{collective: allreduce, bytes: 64MiB}); training schedules on real processes are not implemented yet");
+}  // namespace
+
+RankSession::RankSession(const RunFlags& f)
+    : env(cpu::launch_env()), timeout(static_cast<std::int64_t>(f.timeout_s * 1000)) {
+  if (env.rank == 0)
+    server = std::make_unique<cpu::RendezvousServer>(cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
+  store = std::make_unique<cpu::RendezvousClient>(
+      cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
+  dir = std::make_unique<cpu::StoreDirectory>(*store);
+  cpu::TransportOptions topt;
+  topt.token = env.token;
+  topt.timeout = timeout;
+  transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
 }
+
+void RankSession::finish() {
+  store->barrier("done", env.world_size, timeout);
+  if (env.rank != 0) {
+    store->set("left/" + std::to_string(env.rank), "1");
+    return;
+  }
+  for (int r = 1; r < env.world_size; ++r) store->get("left/" + std::to_string(r), timeout);
+}
+
+std::string machine_topology(RankSession& s, const Scenario& sc) {
+  if (sc.topology_given) return sc.topology;
+  const auto [latency, bandwidth] = measure_link(*s.transport);
+  const std::string measured =
+      s.env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
+                                    s.env.world_size, bandwidth * 1e-9, latency * 1e6 / 2)
+                      : std::string();
+  return s.store->gather("model", s.env.rank, s.env.world_size, measured, s.timeout).front();
+}
+
+namespace {
 
 int run_rank(const RunFlags& f) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
   const Scenario sc = node.resolve();
-  if (!sc.workload) throw no_workload(f.file);
-  const cpu::LaunchEnv env = cpu::launch_env();
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000));
-  std::unique_ptr<cpu::RendezvousServer> server;
-  if (env.rank == 0) server = std::make_unique<cpu::RendezvousServer>(cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
-  cpu::RendezvousClient store({env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
-  cpu::StoreDirectory dir(store);
-  cpu::TransportOptions topt;
-  topt.token = env.token;
-  topt.timeout = timeout;
-  cpu::Transport transport(env.rank, env.world_size, dir, topt);
+  RankSession session(f);
+  if (!sc.workload) return run_training_rank(f, sc, session);
+  const cpu::LaunchEnv& env = session.env;
+  const auto timeout = session.timeout;
+  cpu::RendezvousClient& store = *session.store;
+  cpu::Transport& transport = *session.transport;
 
   CollectiveWorkload w = *sc.workload;
   if (w.ranks != 0 && w.ranks != env.world_size)
@@ -176,15 +194,7 @@ int run_rank(const RunFlags& f) {
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
   // or a switch with the latency and loaded bandwidth measured here (every rank takes part).
-  std::string topo_spec = sc.topology;
-  if (!sc.topology_given) {
-    const auto [latency, bandwidth] = measure_link(transport);
-    const std::string measured =
-        env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
-                                    env.world_size, bandwidth * 1e-9, latency * 1e6 / 2)
-                      : std::string();
-    topo_spec = store.gather("model", env.rank, env.world_size, measured, timeout).front();
-  }
+  const std::string topo_spec = machine_topology(session, sc);
   // The reduction cost only matters to validate's prediction, made on rank 0.
   const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
   const Topology topo = resolve_topology(topo_spec);
@@ -212,9 +222,8 @@ int run_rank(const RunFlags& f) {
   const Trace mine = executor.execute(schedule);
   const std::vector<std::string> all =
       store.gather("trace", env.rank, env.world_size, encode_events(mine, executor.checks()), timeout);
-  store.barrier("done", env.world_size, timeout);
   if (env.rank != 0) {
-    store.set("left/" + std::to_string(env.rank), "1");
+    session.finish();
     return 0;
   }
 
@@ -303,7 +312,7 @@ int run_rank(const RunFlags& f) {
     if (!out) throw Error("--trace: cannot write '" + f.trace + "'");
     out << J{{"traceEvents", events}}.dump();
   }
-  for (int r = 1; r < env.world_size; ++r) store.get("left/" + std::to_string(r), timeout);
+  session.finish();
   if (m.all_checked && m.max_error != 0)
     throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
                             "cpu backend, please report it", m.max_error));
@@ -318,8 +327,17 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
   const Scenario sc = node.resolve();
-  if (!sc.workload) throw no_workload(f.file);
-  int n = f.nprocs > 0 ? f.nprocs : sc.workload->ranks;
+  // Collective workloads run on -n ranks (or workload.ranks); a training layout on its size.
+  int n = f.nprocs;
+  if (!sc.workload) {
+    const int world = sc.parallel.world_size();
+    if (n > 0 && n != world)
+      throw Error(fmt::format("-n: the scenario's layout has {} ranks ({}); give -n {} or change parallel:", world,
+                              layout_text(sc), world));
+    n = world;
+  } else if (n <= 0) {
+    n = sc.workload->ranks;
+  }
   if (n < 1)
     throw Error("-n: how many ranks? give -n N (or workload.ranks), or start the ranks with meshsim launch, torchrun, "
                 "srun or mpirun");

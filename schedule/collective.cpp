@@ -100,6 +100,19 @@ Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst) {
   return (spec.bytes / spec.element_bytes / spec.ranks) * spec.element_bytes;
 }
 
+std::vector<std::vector<Bytes>> skewed_alltoall(Bytes bytes, int ranks, double imbalance, Bytes element_bytes) {
+  const std::size_t e = static_cast<std::size_t>(ranks);
+  std::vector<double> w(e, ranks > 1 ? (ranks - imbalance) / (ranks - 1) : 1.0);
+  w[0] = imbalance;
+  std::vector<std::vector<Bytes>> m(e, std::vector<Bytes>(e, 0));
+  for (std::size_t s = 0; s < e; ++s)
+    for (std::size_t d = 0; d < e; ++d) {
+      const Bytes b = static_cast<Bytes>(static_cast<double>(bytes) / ranks * w[d]);
+      m[s][d] = b / element_bytes * element_bytes;
+    }
+  return m;
+}
+
 RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   RankBuffers b;
   if (spec.kind != CollKind::AllToAll) {

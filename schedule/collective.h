@@ -72,6 +72,11 @@ void validate_spec(const CollectiveSpec& spec);
 // for even all-to-all floor(e/p) elements of e = bytes/element_bytes.
 Bytes alltoall_block(const CollectiveSpec& spec, int src, int dst);
 
+// Per-destination sizes of an all-to-all among `ranks` where destination 0 receives
+// `imbalance` x the mean block of bytes/ranks and the others share the rest evenly (the
+// busiest expert of a skewed MoE routing); blocks are cut down to whole element_bytes.
+std::vector<std::vector<Bytes>> skewed_alltoall(Bytes bytes, int ranks, double imbalance, Bytes element_bytes = 1);
+
 // The buffers of one rank, as every executor lays them out (see the buffer rules above):
 // the input (send) and output (receive) sizes, and, for all-to-all, where the block the
 // rank keeps for itself sits in each (the executor copies it before step 0). Other kinds

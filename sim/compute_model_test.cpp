@@ -1,6 +1,7 @@
 #include "sim/compute_model.h"
 
 #include <cmath>
+#include <tuple>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -256,6 +257,46 @@ TEST(MachineProfile, MalformedProfilesNameTheField) {
   }
   const std::string missing = error_of([] { load_machine_profile("/nonexistent/profile.yaml"); });
   EXPECT_TRUE(contains(missing, "'/nonexistent/profile.yaml' cannot be opened")) << missing;
+}
+
+// format_machine_profile writes what parse_machine_profile reads back: the example
+// profile (a preset plus overrides, points and collectives) survives a round trip with
+// every figure equal to 6 significant digits and the integers exact.
+TEST(MachineProfile, FormatRoundTrips) {
+  const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
+  MachineProfile a = load_machine_profile(path);
+  a.description = "node \"17\"";
+  const MachineProfile b = parse_machine_profile(format_machine_profile(a), "round-trip");
+  auto near = [](double x, double y) { return std::fabs(x - y) <= 1e-5 * std::fabs(x); };
+  EXPECT_EQ(b.description, a.description);
+  EXPECT_EQ(b.gpu.name, a.gpu.name);
+  EXPECT_TRUE(near(b.gpu.peak_flops_bf16, a.gpu.peak_flops_bf16));
+  EXPECT_TRUE(near(b.gpu.peak_flops_fp16, a.gpu.peak_flops_fp16));
+  EXPECT_TRUE(near(b.gpu.peak_flops_fp32, a.gpu.peak_flops_fp32));
+  EXPECT_TRUE(near(b.gpu.memory_bandwidth.bytes_per_s(), a.gpu.memory_bandwidth.bytes_per_s()));
+  EXPECT_EQ(b.gpu.memory, a.gpu.memory);
+  EXPECT_EQ(b.gpu.launch_overhead, a.gpu.launch_overhead);
+  EXPECT_TRUE(near(b.gpu.gemm_efficiency, a.gpu.gemm_efficiency));
+  EXPECT_TRUE(near(b.gpu.attention_efficiency, a.gpu.attention_efficiency));
+  for (int i = 0; i < kKernelKinds; ++i) {
+    ASSERT_EQ(b.compute.memory_efficiency[i].has_value(), a.compute.memory_efficiency[i].has_value()) << i;
+    if (a.compute.memory_efficiency[i]) EXPECT_TRUE(near(*b.compute.memory_efficiency[i], *a.compute.memory_efficiency[i]));
+  }
+  ASSERT_EQ(b.compute.gemm_points.size(), a.compute.gemm_points.size());
+  ASSERT_FALSE(a.compute.gemm_points.empty());
+  for (std::size_t i = 0; i < a.compute.gemm_points.size(); ++i) {
+    const GemmPoint &x = a.compute.gemm_points[i], &y = b.compute.gemm_points[i];
+    EXPECT_EQ(std::tie(x.m, x.n, x.k, x.dtype_bytes), std::tie(y.m, y.n, y.k, y.dtype_bytes));
+    EXPECT_TRUE(near(x.achieved_flops, y.achieved_flops));
+  }
+  ASSERT_EQ(b.collectives.size(), a.collectives.size());
+  ASSERT_FALSE(a.collectives.empty());
+  for (std::size_t i = 0; i < a.collectives.size(); ++i) {
+    EXPECT_EQ(b.collectives[i].kind, a.collectives[i].kind);
+    EXPECT_EQ(b.collectives[i].ranks, a.collectives[i].ranks);
+    EXPECT_EQ(b.collectives[i].alpha, a.collectives[i].alpha);
+    EXPECT_TRUE(near(b.collectives[i].bandwidth.bytes_per_s(), a.collectives[i].bandwidth.bytes_per_s()));
+  }
 }
 
 }  // namespace

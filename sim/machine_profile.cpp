@@ -214,4 +214,43 @@ MachineProfile load_machine_profile(const std::string& path) {
   return parse_machine_profile(*text, path);
 }
 
+std::string format_machine_profile(const MachineProfile& p) {
+  auto dtype = [](int bytes) { return bytes == 4 ? "fp32" : "bf16"; };
+  auto flops = [](double f) { return fmt::format("{:.6g}GFLOP/s", f * 1e-9); };
+  auto yaml_text = [](const std::string& t) {  // a double-quoted YAML scalar
+    std::string out = "\"";
+    for (char c : t) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    return out + "\"";
+  };
+  std::string o = "version: 1\n";
+  if (!p.description.empty()) o += "description: " + yaml_text(p.description) + "\n";
+  const GpuSpec& g = p.gpu;
+  o += "gpu:\n";
+  o += "  name: " + yaml_text(g.name) + "\n";
+  if (g.peak_flops_bf16 > 0) o += "  peak_flops_bf16: " + flops(g.peak_flops_bf16) + "\n";
+  if (g.peak_flops_fp16 > 0) o += "  peak_flops_fp16: " + flops(g.peak_flops_fp16) + "\n";
+  o += "  peak_flops_fp32: " + flops(g.peak_flops_fp32) + "\n";
+  o += fmt::format("  memory_bandwidth: {:.6g}GB/s\n", g.memory_bandwidth.bytes_per_s() * 1e-9);
+  o += fmt::format("  memory: {}\n", g.memory);
+  o += fmt::format("  launch_overhead: {}ps\n", g.launch_overhead.ps());
+  o += fmt::format("  gemm_efficiency: {:.6g}\n", g.gemm_efficiency);
+  o += fmt::format("  attention_efficiency: {:.6g}\n", g.attention_efficiency);
+  bool any = false;
+  for (int i = 0; i < kKernelKinds; ++i)
+    if (const auto& e = p.compute.memory_efficiency[static_cast<std::size_t>(i)]) {
+      if (!any) o += "memory_efficiency:\n";
+      any = true;
+      o += fmt::format("  {}: {:.6g}\n", to_string(static_cast<KernelKind>(i)), *e);
+    }
+  if (!p.compute.gemm_points.empty()) o += "gemm:\n";
+  for (const GemmPoint& q : p.compute.gemm_points)
+    o += fmt::format("  - {{m: {}, n: {}, k: {}, dtype: {}, achieved: {}}}\n", q.m, q.n, q.k, dtype(q.dtype_bytes),
+                     flops(q.achieved_flops));
+  if (!p.collectives.empty()) o += "collectives:\n";
+  for (const CollectiveProfile& c : p.collectives)
+    o += fmt::format("  - {{kind: {}, ranks: {}, alpha: {}ps, bandwidth: {:.6g}GB/s}}\n", to_string(c.kind), c.ranks,
+                     c.alpha.ps(), c.bandwidth.bytes_per_s() * 1e-9);
+  return o;
+}
+
 }  // namespace meshsim

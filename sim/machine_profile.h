@@ -45,4 +45,9 @@ struct MachineProfile {
 MachineProfile parse_machine_profile(const std::string& text, const std::string& source_name);
 MachineProfile load_machine_profile(const std::string& path);
 
+// The profile as YAML in the format above (every figure written out, no preset), so that
+// parse_machine_profile(format_machine_profile(p)) gives p back (rates to 6 significant
+// digits). `meshsim calibrate` writes its measurements with it.
+std::string format_machine_profile(const MachineProfile& profile);
+
 }  // namespace meshsim

@@ -62,18 +62,6 @@ class Groups {
   std::set<std::string> split_;  // axes already dealt out
 };
 
-// Per-destination sizes of an all-to-all where destination 0 receives `imbalance` x the mean.
-inline std::vector<std::vector<Bytes>> skewed_alltoall(Bytes bytes, int e, double imbalance) {
-  std::vector<double> w(static_cast<std::size_t>(e), e > 1 ? (e - imbalance) / (e - 1) : 1.0);
-  w[0] = imbalance;
-  std::vector<std::vector<Bytes>> m(static_cast<std::size_t>(e), std::vector<Bytes>(static_cast<std::size_t>(e), 0));
-  for (int s = 0; s < e; ++s)
-    for (int d = 0; d < e; ++d)
-      m[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] =
-          static_cast<Bytes>(static_cast<double>(bytes) / e * w[static_cast<std::size_t>(d)]);
-  return m;
-}
-
 struct Costing {
   const Topology& topo;
   Router& router;

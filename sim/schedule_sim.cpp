@@ -3,6 +3,7 @@
 #include "sim/schedule_sim.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <unordered_map>
 
@@ -106,6 +107,33 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
     res.top_links = std::move(used);
   }
   return res;
+}
+
+void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,
+                        const AlgorithmRegistry& registry, const std::string& algorithm) {
+  detail::Groups groups(schedule, placement);
+  std::map<std::tuple<int, int, std::string, Bytes, int>, std::string> chosen;
+  for (std::size_t role = 0; role < schedule.roles.size(); ++role)
+    for (Op& op : schedule.roles[role].ops) {
+      if (op.kind != OpKind::Collective || op.coll == CollKind::SendRecv || !op.algorithm.empty()) continue;
+      const auto key = std::make_tuple(static_cast<int>(role), static_cast<int>(op.coll), op.axis, op.bytes, op.root);
+      auto it = chosen.find(key);
+      if (it == chosen.end()) {
+        CollectiveRequest req;
+        req.kind = op.coll;
+        req.bytes = std::max<Bytes>(op.bytes, 1);
+        req.fidelity = Fidelity::Formula;
+        req.algorithm = algorithm;
+        req.root = op.root;
+        req.groups = {groups.along(static_cast<int>(role), op.axis).front()};
+        if (op.coll == CollKind::AllToAll && op.imbalance != 1.0)
+          req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
+        std::string name;  // a group of one runs nothing
+        if (req.groups.front().size() > 1) name = run_collective(topo, router, registry, req).algorithm->name;
+        it = chosen.emplace(key, name).first;
+      }
+      op.algorithm = it->second;
+    }
 }
 
 }  // namespace meshsim

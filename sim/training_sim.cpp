@@ -30,6 +30,17 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec) {
   return it->second;
 }
 
+Placement training_placement(const Scenario& s, const Topology& topo) {
+  Mesh mesh;
+  mesh.dims = mesh_axes(s.parallel);
+  if (!s.order.empty()) {
+    Mesh ordered;
+    for (const std::string& name : s.order) ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
+    mesh = ordered;
+  }
+  return Placement::parse(s.placement, mesh, topo, "placement");
+}
+
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,
                                  ClusterCache* clusters) {
   TrainingResult r;
@@ -43,14 +54,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   validate_model(s.model, "model");
   validate_parallel(s.parallel, s.model, topo.num_gpus(), "topology " + topo.name());
 
-  Mesh mesh;
-  mesh.dims = mesh_axes(s.parallel);
-  if (!s.order.empty()) {
-    Mesh ordered;
-    for (const std::string& name : s.order) ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
-    mesh = ordered;
-  }
-  const Placement placement = Placement::parse(s.placement, mesh, topo, "placement");
+  const Placement placement = training_placement(s, topo);
   r.placement = placement.kind();
 
   r.gpu = gpu_preset(s.gpu);

@@ -68,6 +68,10 @@ class ClusterCache {
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true,
                                  ClusterCache* clusters = nullptr);
 
+// The scenario's device mesh (mesh_axes of its layout, in `order:` when given) placed on
+// `topo` as `placement:` says; what simulate_training and the real backends both use.
+Placement training_placement(const Scenario& s, const Topology& topo);
+
 // The layers' activation items of rank_memory() (category "activations"): the part the
 // simulated timeline replaces with its measured peak.
 bool is_layer_activation(const MemoryItem& item);

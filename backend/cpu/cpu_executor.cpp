@@ -12,11 +12,11 @@
 namespace meshsim::cpu {
 
 void StoreDirectory::publish(int rank, const std::string& host_port) {
-  store_.set("addr/" + std::to_string(rank), host_port);
+  store_.set(prefix_ + std::to_string(rank), host_port);
 }
 
 std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) {
-  return store_.get("addr/" + std::to_string(rank), timeout);
+  return store_.get(prefix_ + std::to_string(rank), timeout);
 }
 
 std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/rendezvous.h"
@@ -24,15 +25,18 @@
 
 namespace meshsim::cpu {
 
-// Address exchange through the rendezvous store: keys "addr/<rank>".
+// Address exchange through the rendezvous store: keys "<prefix><rank>". Several transports
+// of one job (one per comm stream, say) use different prefixes.
 class StoreDirectory : public PeerDirectory {
  public:
-  explicit StoreDirectory(RendezvousClient& store) : store_(store) {}
+  explicit StoreDirectory(RendezvousClient& store, std::string prefix = "addr/")
+      : store_(store), prefix_(std::move(prefix)) {}
   void publish(int rank, const std::string& host_port) override;
   std::string lookup(int rank, std::chrono::milliseconds timeout) override;
 
  private:
   RendezvousClient& store_;
+  std::string prefix_;
 };
 
 struct CpuExecutorOptions {

@@ -1,6 +1,8 @@
 // TCP transport of the cpu backend (see transport.h): setup, framing, concurrent steps.
 #include "backend/cpu/transport.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -83,6 +85,7 @@ struct Transport::Impl {
   TransportOptions opt;
   asio::io_context io;
   std::vector<std::optional<tcp::socket>> socks;  // by peer
+  std::vector<int> fds;                           // their descriptors, fixed after setup (interrupt())
   std::vector<std::vector<float>> scratch;        // by peer: SumFloat staging
   bool closed = false;
   // First failure of the running call. Lost: the connection to `peer` broke (text says
@@ -354,6 +357,8 @@ void Transport::Impl::setup(PeerDirectory& dir) {
     bail(why);
   }
   failure.reset();
+  for (auto& sk : socks)
+    if (sk) fds.push_back(sk->native_handle());
 }
 
 // ---- steps -------------------------------------------------------------------------
@@ -527,6 +532,11 @@ Transport::~Transport() { close(); }
 void Transport::close() {
   if (!impl_ || impl_->closed) return;
   impl_->abandon();
+}
+
+void Transport::interrupt() {
+  if (!impl_) return;
+  for (const int fd : impl_->fds) ::shutdown(fd, SHUT_RDWR);  // wakes the owner's pending operations
 }
 
 void Transport::send(int peer, const void* data, std::size_t bytes) {

@@ -106,6 +106,10 @@ class Transport {
   void exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs, const std::string& what = "exchange");
   // Closes every connection now (peers see EOF); later calls throw.
   void close();
+  // The one call that is safe from any thread: shuts every connection down for reading and
+  // writing, so a call blocked on this transport in its owning thread fails at once (and
+  // the peers see the connection end). Used to stop a rank's other streams after an error.
+  void interrupt();
 
  private:
   struct Impl;

@@ -1,0 +1,63 @@
+// measure_cpu: this host's GEMM rates, memory bandwidth, per-op overhead and attention
+// rate (see cpu_calibrate.h).
+#include "backend/cpu/cpu_calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_compute.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+
+namespace meshsim::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Best (shortest) time of `repeats` calls after one warm-up, in seconds.
+template <class F>
+double best_of(int repeats, F&& f) {
+  f();
+  double best = INFINITY;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+CpuMeasurements measure_cpu(const CpuCalibrateOptions& opt) {
+  CpuMeasurements out;
+  const std::int64_t largest = *std::max_element(opt.gemm_sizes.begin(), opt.gemm_sizes.end());
+  std::vector<float> a(static_cast<std::size_t>(largest * largest), 0.5f), b = a, c = a;
+  for (std::int64_t m : opt.gemm_sizes)
+    for (std::int64_t n : opt.gemm_sizes)
+      for (std::int64_t k : opt.gemm_sizes) {
+        const double t = best_of(opt.repeats, [&] {
+          kernels::gemm_cpu(kernels::Trans::kNo, kernels::Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                            c.data(), n);
+        });
+        out.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m * n * k) / t});
+      }
+  std::vector<float> x(16 << 20, 1.0f), y(16 << 20);  // 64 MiB each
+  const double big = best_of(opt.repeats, [&] { memory_pass(x.data(), y.data(), x.size()); });
+  out.memory_bandwidth = 2.0 * static_cast<double>(x.size()) * 4 / big;
+  std::vector<double> small;
+  for (int i = 0; i < 101; ++i) small.push_back(best_of(1, [&] { memory_pass(x.data(), y.data(), 256); }));
+  std::nth_element(small.begin(), small.begin() + 50, small.end());
+  out.launch_overhead_s = small[50];
+  const kernels::AttentionShape shape{8, 512, 512, 64};
+  std::vector<float> q(8 * 512 * 64, 0.25f), kv = q, v = q, o = q, lse(8 * 512);
+  const double t = best_of(opt.repeats, [&] {
+    kernels::attention_forward_cpu(q.data(), kv.data(), v.data(), o.data(), lse.data(), shape, 0.125f, {});
+  });
+  out.attention_flops_per_s = 4.0 * 8 * 512 * 512 * 64 / t;
+  return out;
+}
+
+}  // namespace meshsim::cpu

@@ -1,0 +1,57 @@
+// Shared by `meshsim run|validate` (run_cmd.cpp: collective workloads, launching) and its
+// training path (run_training.cpp): the flags, one rank's connections, the machine model.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_calibrate.h"
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/launch_env.h"
+#include "backend/cpu/rendezvous.h"
+#include "backend/cpu/transport.h"
+#include "sim/machine_profile.h"
+#include "sim/scenario.h"
+
+namespace meshsim::cli {
+
+struct RunFlags {
+  bool validate = false;
+  std::string file;
+  std::vector<std::string> sets;
+  std::string backend = "cpu";
+  int nprocs = 0;
+  std::string trace;
+  bool json = false;
+  double timeout_s = 120;
+};
+
+// One rank of a run: its launcher environment, the rendezvous store (served by rank 0)
+// and a transport between all ranks (for measuring the machine and collective workloads).
+struct RankSession {
+  explicit RankSession(const RunFlags& f);
+  cpu::LaunchEnv env;
+  std::chrono::milliseconds timeout;
+  std::unique_ptr<cpu::RendezvousServer> server;
+  std::unique_ptr<cpu::RendezvousClient> store;
+  std::unique_ptr<cpu::StoreDirectory> dir;
+  std::unique_ptr<cpu::Transport> transport;
+  // Rank 0 waits until every other rank has left (so the store outlives them).
+  void finish();
+};
+
+// The topology predictions use: the scenario's, or, when it names none, a switch whose
+// latency and loaded bandwidth are measured here (every rank takes part; rank 0's figures).
+std::string machine_topology(RankSession& s, const Scenario& sc);
+
+// This host's compute as a machine profile: the measured GEMM grid (as points for 2- and
+// 4-byte GEMMs: the cpu backend computes in fp32 whatever the model's dtype), memory
+// bandwidth, per-op overhead and attention rate.
+MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m);
+
+// The training path of run/validate (the scenario has no workload: section).
+int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s);
+
+}  // namespace meshsim::cli

@@ -1,0 +1,221 @@
+// meshsim run|validate of a training scenario on the cpu backend: every rank runs its
+// pipeline stage's ops for real (backend/cpu/training_exec.h), rank 0 gathers the
+// measured trace and, for validate, simulates the same schedule (same algorithms) on the
+// machine model: the scenario's topology or a measured switch, with this host's compute
+// measured (or the scenario's `profile:`), and prints predicted vs measured per op kind.
+#include <algorithm>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "backend/cpu/training_exec.h"
+#include "cli/run_internal.h"
+#include "core/error.h"
+#include "report/training_report.h"
+#include "sim/schedule_sim.h"
+#include "sim/training_sim.h"
+#include "topology/presets.h"
+
+namespace meshsim::cli {
+namespace {
+
+// The kind an op is compared under: "gemm", "attention", ... for compute; "tp allreduce",
+// "cp sendrecv", ... for collectives; "pp send" / "pp recv" for pipeline messages.
+std::string kind_of(const Op& op) {
+  switch (op.kind) {
+    case OpKind::Compute: return to_string(op.kernel.kind);
+    case OpKind::Collective: return op.axis + " " + to_string(op.coll);
+    case OpKind::Send: return "pp send";
+    case OpKind::Recv: return "pp recv";
+  }
+  return "?";
+}
+
+std::string encode(const Trace& t) {
+  std::ostringstream o;
+  for (const TraceEvent& e : t.events) o << e.role << ' ' << e.op << ' ' << e.start.ps() << ' ' << e.end.ps() << '\n';
+  return o.str();
+}
+
+}  // namespace
+
+MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m) {
+  MachineProfile p;
+  p.description = "this host's CPU, measured by meshsim (float32 kernels of the cpu backend)";
+  GpuSpec& g = p.gpu;
+  g.name = "cpu";
+  double peak = 0;
+  for (const auto& q : m.gemm) peak = std::max(peak, q.flops_per_s);
+  g.peak_flops_bf16 = g.peak_flops_fp16 = g.peak_flops_fp32 = peak;
+  g.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
+  g.memory = GiB(1);
+  g.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
+  g.gemm_efficiency = 1.0;
+  g.attention_efficiency = std::clamp(m.attention_flops_per_s / peak, 1e-3, 1.0);
+  for (int dtype : {2, 4})
+    for (const auto& q : m.gemm) p.compute.gemm_points.push_back({q.m, q.n, q.k, dtype, q.flops_per_s});
+  for (KernelKind k : {KernelKind::Norm, KernelKind::Elementwise, KernelKind::Softmax, KernelKind::Optimizer,
+                       KernelKind::Memcpy})
+    p.compute.memory_efficiency[static_cast<std::size_t>(k)] = 1.0;
+  return p;
+}
+
+int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
+  const int world = sc.parallel.world_size();
+  const int rank = s.env.rank;
+  if (s.env.world_size != world)
+    throw Error(fmt::format("the scenario's layout ({}) has {} ranks but {} are running; launch with -n {}",
+                            layout_text(sc), world, s.env.world_size, world));
+  const std::string topo_spec = machine_topology(s, sc);
+  const Topology topo = resolve_topology(topo_spec);
+  validate_model(sc.model, "model");
+  validate_parallel(sc.parallel, sc.model, topo.num_gpus(), "topology " + topo.name());
+  const Placement placement = training_placement(sc, topo);
+  Router router(topo);
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  Schedule schedule = plan_iteration(sc.model, sc.parallel);
+  resolve_algorithms(schedule, topo, router, placement, registry, sc.algorithm);
+
+  // The compute model for validate: the scenario's profile, or this host measured with
+  // every rank measuring at once (rank 0's figures).
+  std::optional<MachineProfile> measured_profile;
+  if (f.validate && sc.profile.empty()) {
+    const cpu::CpuMeasurements m = cpu::measure_cpu({});
+    if (rank == 0) measured_profile = cpu_machine_profile(m);
+    s.store->barrier("train/measured", world, s.timeout);
+  }
+
+  cpu::TrainingExecOptions opt;
+  opt.token = s.env.token;
+  opt.timeout = s.timeout;
+  cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
+  const Trace mine = executor.execute(schedule);
+  const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode(mine), s.timeout);
+  if (rank != 0) {
+    s.finish();
+    return 0;
+  }
+
+  // Per (role, op): the earliest start and the latest end over the role's ranks.
+  std::vector<std::vector<std::pair<Time, Time>>> span(schedule.roles.size());
+  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+    span[r].assign(schedule.roles[r].ops.size(), {Time::max(), Time{}});
+  std::vector<TraceEvent> events;
+  for (const std::string& text : all) {
+    std::istringstream in(text);
+    TraceEvent e;
+    std::int64_t a = 0, b = 0;
+    while (in >> e.role >> e.op >> a >> b) {
+      e.start = Time::from_ps(a);
+      e.end = Time::from_ps(b);
+      auto& sp = span[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)];
+      sp.first = std::min(sp.first, e.start);
+      sp.second = std::max(sp.second, e.end);
+      e.rank = static_cast<int>(&text - all.data());
+      events.push_back(e);
+    }
+  }
+  Time measured_iter;
+  for (const TraceEvent& e : events) measured_iter = std::max(measured_iter, e.end);
+
+  std::optional<ScheduleSimResult> predicted;
+  std::string compute_source;
+  if (f.validate) {
+    const ComputeModel compute = measured_profile ? ComputeModel(measured_profile->gpu, measured_profile->compute)
+                                                  : ComputeModel::load_profile(sc.profile);
+    compute_source = measured_profile ? fmt::format("this host measured (GEMM up to {}, memory {})",
+                                                    format_flops(compute.gpu().peak_flops_fp32),
+                                                    format_bandwidth(compute.gpu().memory_bandwidth))
+                                      : "profile " + sc.profile;
+    ScheduleSimOptions sopt;
+    sopt.fidelity = sc.fidelity;
+    sopt.algorithm = sc.algorithm;
+    predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, sopt);
+  }
+
+  struct Row {
+    int ops = 0;
+    double measured = 0, predicted = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
+      Row& row = rows[kind_of(schedule.roles[r].ops[i])];
+      ++row.ops;
+      row.measured += (span[r][i].second - span[r][i].first).seconds();
+    }
+  if (predicted)
+    for (const TraceEvent& e : predicted->trace.events)
+      rows[kind_of(schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)])].predicted +=
+          (e.end - e.start).seconds();
+
+  auto pct = [](double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; };
+  nlohmann::ordered_json j;
+  j["backend"] = "cpu";
+  j["scenario"] = sc.name;
+  j["layout"] = layout_text(sc);
+  j["ranks"] = world;
+  j["machine_model"] = topo_spec;
+  if (predicted) j["compute_model"] = compute_source;
+  std::ostringstream text;
+  text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend cpu\n", f.validate ? "validate" : "run", sc.name,
+                      layout_text(sc), world);
+  text << fmt::format("  machine model: {}\n", topo_spec);
+  if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
+  text << fmt::format("  {:<22} {:>6} {:>12}", "op kind (summed)", "ops", "measured");
+  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
+  text << "\n";
+  nlohmann::ordered_json jrows = nlohmann::ordered_json::array();
+  for (const auto& [kind, row] : rows) {
+    nlohmann::ordered_json jr{{"kind", kind}, {"ops", row.ops}, {"measured_s", row.measured}};
+    text << fmt::format("  {:<22} {:>6} {:>12}", kind, row.ops,
+                        format_time(Time::from_ps(static_cast<std::int64_t>(row.measured * 1e12))));
+    if (predicted) {
+      jr["predicted_s"] = row.predicted;
+      jr["error_pct"] = pct(row.measured, row.predicted);
+      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(Time::from_ps(static_cast<std::int64_t>(row.predicted * 1e12))),
+                          pct(row.measured, row.predicted));
+    }
+    text << "\n";
+    jrows.push_back(jr);
+  }
+  j["kinds"] = jrows;
+  j["measured_iteration_s"] = measured_iter.seconds();
+  text << fmt::format("  {:<22} {:>6} {:>12}", "iteration", "", format_time(measured_iter));
+  if (predicted) {
+    j["predicted_iteration_s"] = predicted->iteration.seconds();
+    j["error_pct"] = pct(measured_iter.seconds(), predicted->iteration.seconds());
+    text << fmt::format(" {:>12} {:>+7.1f}%", format_time(predicted->iteration),
+                        pct(measured_iter.seconds(), predicted->iteration.seconds()));
+  }
+  text << "\n  (op kinds: the time of every op summed over ops and stages, each op from its first rank's start to its "
+          "last rank's end)\n";
+  std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
+
+  if (!f.trace.empty()) {
+    using J = nlohmann::ordered_json;
+    J out = J::array();
+    out.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (cpu), a track per rank"}}}});
+    for (const TraceEvent& e : events)
+      out.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank},
+                      {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
+                      {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+    if (predicted) {
+      out.push_back(J{{"ph", "M"}, {"pid", 2}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "predicted (sim), a track per stage"}}}});
+      for (const TraceEvent& e : predicted->trace.events)
+        out.push_back(J{{"ph", "X"}, {"pid", 2}, {"tid", e.role},
+                        {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
+                        {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+    }
+    std::ofstream file(f.trace);
+    if (!file) throw Error("--trace: cannot write '" + f.trace + "'");
+    file << J{{"traceEvents", out}}.dump();
+  }
+  s.finish();
+  return 0;
+}
+
+}  // namespace meshsim::cli
