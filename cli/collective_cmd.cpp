@@ -1,6 +1,8 @@
 // meshsim collective KIND --ranks N --bytes SIZE[:MAX] [--algo NAME|auto] [--topology PRESET|FILE]
 //   [--mesh row=4,col=4] [--placement natural|bunched:RxC|list:...] [--group all|row|col|DIM]
-//   [--fidelity formula|flow] [--explain] [--trace FILE] [--json]
+//   [--fidelity formula|flow|nccl] [--nccl-arch SM] [--nccl-channels N] [--explain] [--trace FILE] [--json]
+// --algo nccl (or --fidelity nccl): NCCL's tuning model picks the algorithm and protocol
+// (sim/nccl_model.h) and prints its candidate table.
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "core/error.h"
 #include "report/collective_report.h"
 #include "sim/collective_sim.h"
+#include "sim/scenario.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
@@ -27,7 +30,9 @@ struct Options {
   std::string mesh;
   std::string placement = "natural";
   std::string group = "all";
-  std::string fidelity = "flow";
+  std::string fidelity;  // empty: flow, or nccl with --algo nccl
+  std::string nccl_arch;  // empty: from the topology preset's GPU
+  int nccl_channels = 0;
   int root = 0;
   int chunks = 0;
   std::string reduce_bw;
@@ -118,7 +123,12 @@ int run(const Options& o) {
   CollectiveRequest req;
   req.kind = *kind;
   req.algorithm = o.algo;
-  req.fidelity = parse_fidelity(o.fidelity, "--fidelity");
+  req.fidelity = parse_fidelity(o.fidelity.empty() ? (o.algo == "nccl" ? "nccl" : "flow") : o.fidelity, "--fidelity");
+  if (req.fidelity != Fidelity::Nccl && (!o.nccl_arch.empty() || o.nccl_channels != 0))
+    throw Error("--nccl-arch/--nccl-channels: only apply to NCCL's model; add --algo nccl");
+  if (o.nccl_channels < 0) throw Error("--nccl-channels: must be >= 1 (or 0 = derived from the topology)");
+  req.nccl.sm = nccl_sm(o.nccl_arch.empty() ? default_gpu_for(o.topology) : o.nccl_arch, "--nccl-arch");
+  req.nccl.channels = o.nccl_channels;
   req.groups = choose_groups(pl, o.group);
   req.root = o.root;
   req.chunks = o.chunks;
@@ -130,7 +140,9 @@ int run(const Options& o) {
     req.alltoall_bytes = read_alltoall_sizes(o.alltoall_sizes, group_size);
   }
   const bool small = group_size <= 16;
-  req.record = !o.trace.empty() || (o.explain && small);
+  req.record = req.fidelity != Fidelity::Nccl && (!o.trace.empty() || (o.explain && small));
+  if (req.fidelity == Fidelity::Nccl && !o.trace.empty())
+    throw Error("--trace: NCCL's model predicts a time, not steps; drop --trace or use --fidelity flow");
 
   CollectiveContext ctx;
   ctx.topology = o.topology;
@@ -163,7 +175,7 @@ int run(const Options& o) {
     if (o.explain && sizes.size() == 1 && !o.json) {
       const CollectiveOutcome* shown = &out;
       CollectiveOutcome flow_view;
-      if (!out.flow && small) {
+      if (!out.flow && !out.nccl && small) {
         // The step table comes from the flow model even when the headline is the formula.
         CollectiveRequest fr = req;
         fr.fidelity = Fidelity::Flow;
@@ -197,7 +209,9 @@ Run add_collective_command(CLI::App& app) {
   c->add_option("--ranks,-n", o->ranks, "Ranks in the mesh (default: every GPU of the topology)");
   c->add_option("--bytes,-b", o->bytes, "Size, e.g. 64MiB, or a doubling sweep MIN:MAX, e.g. 1KiB:4GiB")
       ->capture_default_str();
-  std::string algo_help = "Algorithm, or auto (lowest closed-form time). Available:";
+  std::string algo_help =
+      "Algorithm, auto (lowest closed-form time), or nccl (NCCL 2.20's tuning model picks algorithm and protocol). "
+      "Available:";
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   for (const auto& a : registry.all()) {
     std::string kinds;
@@ -212,8 +226,12 @@ Run add_collective_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--group,-g", o->group, "all, row, col, or a mesh dimension name; every group runs at once")
       ->capture_default_str();
-  c->add_option("--fidelity,-f", o->fidelity, "formula (closed form) or flow (routed flows, contention)")
-      ->capture_default_str();
+  c->add_option("--fidelity,-f", o->fidelity,
+                "formula (closed form), flow (routed flows, contention; the default) or nccl (NCCL's tuning model, "
+                "the default with --algo nccl)");
+  c->add_option("--nccl-arch", o->nccl_arch, "GPU architecture for --algo nccl: sm70, sm80, sm90 (default: the "
+                "topology's GPU, e.g. sm90 for dgx-h100)");
+  c->add_option("--nccl-channels", o->nccl_channels, "Channels for --algo nccl (default: derived from the topology)");
   c->add_option("--root", o->root, "Root rank of broadcast/reduce")->capture_default_str();
   c->add_option("--chunks", o->chunks, "Chunks for pipelined algorithms (0 = algorithm default)");
   c->add_option("--reduce-bw", o->reduce_bw, "Reduction speed, e.g. 100GB/s (default: fused with transfers, free)");

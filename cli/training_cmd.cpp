@@ -1,4 +1,4 @@
-// meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow] [--profile FILE]
+// meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
 //   [--trace FILE] [--json] [--report FILE.html]
 // meshsim memory SCENARIO.yaml [--set path=value ...]
 // meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html]
@@ -246,7 +246,7 @@ Run add_simulate_command(CLI::App& app) {
   auto f = std::make_shared<SimulateFlags>();
   CLI::App* c = app.add_subcommand("simulate", "time one training iteration of a scenario (built-in default without one)");
   f->add(c, false);
-  c->add_option("--fidelity", f->fidelity, "formula (closed forms) or flow (contention on routed links)");
+  c->add_option("--fidelity", f->fidelity, "formula (closed forms), flow (contention on routed links) or nccl (NCCL's tuning model for its collectives)");
   c->add_option("--profile", f->profile, "machine profile YAML (from meshsim calibrate)");
   c->add_option("--trace", f->trace, "write a Perfetto/Chrome trace (one process per stage, a track per stream)");
   c->add_flag("--json", f->json, "print the result as JSON");
@@ -266,7 +266,7 @@ Run add_sweep_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("sweep", "simulate every combination of --vary values, ranked");
   f->add(c, true);
   c->add_option("--vary", f->vary, "path=v1,v2,... (use | between values that contain commas), repeatable")->required();
-  c->add_option("--fidelity", f->fidelity, "formula or flow for every variant");
+  c->add_option("--fidelity", f->fidelity, "formula, flow or nccl for every variant");
   c->add_option("--jobs", f->jobs, "parallel workers (default: all cores)");
   c->add_option("--csv", f->csv, "write every variant as CSV");
   c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");

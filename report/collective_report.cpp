@@ -44,6 +44,12 @@ std::string busiest_text(const Topology& topo, const CollectiveOutcome& out) {
                      100.0 * out.busiest.utilization);
 }
 
+// The registry algorithm's name, or NCCL's choice at fidelity nccl ("nccl:Ring/LL128").
+std::string algorithm_label(const CollectiveOutcome& out) {
+  if (out.nccl) return "nccl:" + out.nccl->choice_name();
+  return out.algorithm->name;
+}
+
 }  // namespace
 
 std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out) {
@@ -51,7 +57,7 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
   std::string s;
   s += fmt::format("meshsim collective {}: {} ranks x {} group{}, {}, algorithm {}{}, fidelity {}\n",
                    to_string(out.spec.kind), out.spec.ranks, ctx.groups, ctx.groups == 1 ? "" : "s",
-                   format_bytes(out.spec.bytes), out.algorithm->name,
+                   format_bytes(out.spec.bytes), algorithm_label(out),
                    ctx.requested_algorithm == "auto" ? " (auto)" : "", to_string(ctx.fidelity));
   s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology,
                    topo.num_gpus(), topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
@@ -64,6 +70,10 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
                              : 1.0;
     s += fmt::format("  formula   {} (closed form, one group, no contention; simulated/formula = {:.4f})\n",
                      format_time(out.formula_time), ratio);
+  }
+  if (out.nccl) {
+    s += nccl_table_text(*out.nccl);
+    return s;
   }
   s += fmt::format("  busiest   {}\n", busiest_text(topo, out));
   return s;
@@ -82,11 +92,12 @@ std::string sweep_header(const CollectiveContext& ctx, CollKind kind) {
 std::string sweep_row(const CollectiveOutcome& out) {
   const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
   return fmt::format(" {:>12} {:>12} {:>20} {:>12.2f} {:>10.2f} {:>10.2f} {:>12.2f}\n", out.spec.bytes,
-                     out.spec.bytes / 4, out.algorithm->name, out.time.us(), bw.algbw_GBps, bw.busbw_GBps,
+                     out.spec.bytes / 4, algorithm_label(out), out.time.us(), bw.algbw_GBps, bw.busbw_GBps,
                      out.formula_time.us());
 }
 
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
+  if (out.nccl) return nccl_explain_text(*out.nccl);
   std::string s = "\nFormula (MATH.md section 1):\n";
   s += out.algorithm->explain(out.spec, out.params);
   if (s.back() != '\n') s += '\n';
@@ -136,7 +147,7 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
   j["ranks"] = out.spec.ranks;
   j["groups"] = ctx.groups;
   j["bytes"] = out.spec.bytes;
-  j["algorithm"] = out.algorithm->name;
+  j["algorithm"] = algorithm_label(out);
   j["algorithm_requested"] = ctx.requested_algorithm;
   j["fidelity"] = to_string(ctx.fidelity);
   j["topology"] = ctx.topology;
@@ -168,6 +179,37 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
     nlohmann::ordered_json groups = nlohmann::ordered_json::array();
     for (Time t : out.flow->group_time) groups.push_back(t.ps());
     j["group_time_ps"] = groups;
+  }
+  if (out.nccl) {
+    const NcclPrediction& np = *out.nccl;
+    nlohmann::ordered_json n;
+    n["model"] = "NCCL 2.20.3 src/graph/tuning.cc";
+    n["algorithm"] = to_string(np.chosen().algo);
+    n["protocol"] = to_string(np.chosen().proto);
+    n["sm"] = np.config.sm;
+    n["nodes"] = np.shape.nodes;
+    n["ranks_per_node"] = np.shape.ranks / np.shape.nodes;
+    n["intra"] = to_string(np.shape.intra);
+    n["channels"] = np.graph.channels;
+    n["channel_bw_GBps"] = np.graph.bw_GBps;
+    nlohmann::ordered_json cands = nlohmann::ordered_json::array();
+    for (const NcclCandidate& c : np.candidates) {
+      nlohmann::ordered_json e;
+      e["algorithm"] = to_string(c.algo);
+      e["protocol"] = to_string(c.proto);
+      e["enabled"] = c.enabled;
+      if (c.enabled) {
+        e["latency_us"] = c.latency_us;
+        e["busbw_GBps"] = c.busbw_GBps;
+        e["algbw_GBps"] = c.algbw_GBps;
+        e["time_us"] = c.time_us;
+      } else {
+        e["disabled"] = c.disabled_why;
+      }
+      cands.push_back(e);
+    }
+    n["candidates"] = cands;
+    j["nccl"] = n;
   }
   return j;
 }
@@ -202,7 +244,7 @@ nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveCont
       e["ph"] = "X";
       e["pid"] = 1;
       e["tid"] = tid;
-      e["name"] = fmt::format("{} step {}", out.algorithm->name, st.step);
+      e["name"] = fmt::format("{} step {}", algorithm_label(out), st.step);
       e["ts"] = offset_us + st.start.us();
       e["dur"] = (st.end - st.start).us();
       e["args"] = J{{"bytes", out.spec.bytes}};

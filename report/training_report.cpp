@@ -85,7 +85,7 @@ std::string training_summary_text(const TrainingResult& r) {
     for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
       o << fmt::format("    {:<40} {:>10} carried, {} utilized\n", r.link_names[i],
                        format_bytes(static_cast<Bytes>(r.sim.top_links[i].bytes)), pct(r.sim.top_links[i].utilization));
-  } else if (s.fidelity == Fidelity::Formula) {
+  } else if (s.fidelity != Fidelity::Flow) {
     o << "  busiest links: run with --fidelity flow to see link load and contention\n";
   }
   if (r.fast) {

@@ -15,10 +15,18 @@ namespace meshsim {
 Fidelity parse_fidelity(const std::string& s, const std::string& field) {
   if (s == "flow") return Fidelity::Flow;
   if (s == "formula") return Fidelity::Formula;
-  throw Error(fmt::format("{}: unknown fidelity '{}'; use formula or flow", field, s));
+  if (s == "nccl") return Fidelity::Nccl;
+  throw Error(fmt::format("{}: unknown fidelity '{}'; use formula, flow or nccl", field, s));
 }
 
-const char* to_string(Fidelity f) { return f == Fidelity::Flow ? "flow" : "formula"; }
+const char* to_string(Fidelity f) {
+  switch (f) {
+    case Fidelity::Flow: return "flow";
+    case Fidelity::Formula: return "formula";
+    case Fidelity::Nccl: return "nccl";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -407,6 +415,27 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   }
   out.spec = specs.front();
   out.params = derive_cost_params(router, req.groups.front(), req.gamma_ps);
+  if (req.fidelity == Fidelity::Nccl || req.algorithm == "nccl") {
+    if (req.fidelity != Fidelity::Nccl)
+      throw Error(fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
+                              "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
+                              to_string(req.fidelity)));
+    if (req.algorithm != "nccl" && req.algorithm != "auto")
+      throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
+                              req.algorithm));
+    for (std::size_t i = 0; i < req.groups.size(); ++i) {
+      const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
+      NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
+      if (i == 0) {
+        out.time = pred.time;
+        out.nccl = std::move(pred);
+      } else {
+        out.time = std::max(out.time, pred.time);
+      }
+    }
+    out.formula_time = out.nccl->time;
+    return out;
+  }
   if (req.algorithm == "auto") {
     out.algorithm = &choose_algorithm(registry, out.spec, out.params);
   } else {

@@ -6,6 +6,10 @@
 // along every column of a mesh), so their flows contend for shared links.
 // `formula`: the algorithm's closed form with alpha/beta read off the topology for the
 // group (CostParams): the teaching baseline, blind to contention.
+// `nccl`: NCCL's own tuning model (sim/nccl_model.h): NCCL picks the algorithm and
+// protocol, the time is its prediction; no step program runs (algorithm is nullptr and
+// `nccl` holds the choice). Requested with fidelity nccl or algorithm "nccl" (the two
+// imply each other; another algorithm name with fidelity nccl is an error).
 //
 //   Router router(topo);
 //   CollectiveRequest req{CollKind::AllReduce, GiB(1)};
@@ -20,11 +24,12 @@
 
 #include "schedule/collective.h"
 #include "sim/flow_network.h"
+#include "sim/nccl_model.h"
 #include "topology/topology.h"
 
 namespace meshsim {
 
-enum class Fidelity { Formula, Flow };
+enum class Fidelity { Formula, Flow, Nccl };
 Fidelity parse_fidelity(const std::string& s, const std::string& field);
 const char* to_string(Fidelity f);
 
@@ -91,6 +96,7 @@ struct CollectiveRequest {
   bool record = false;
   bool fast_forward = true;
   std::vector<std::vector<Bytes>> alltoall_bytes;
+  NcclConfig nccl;  // fidelity nccl: GPU arch and channel override
 };
 
 struct BusiestLink {
@@ -100,10 +106,11 @@ struct BusiestLink {
 };
 
 struct CollectiveOutcome {
-  const Algorithm* algorithm = nullptr;
+  const Algorithm* algorithm = nullptr;  // nullptr at fidelity nccl (see `nccl`)
+  std::optional<NcclPrediction> nccl;    // fidelity nccl: NCCL's choice for group 0
   CollectiveSpec spec;       // of group 0
   CostParams params;         // of group 0
-  Time time;                 // simulated (flow) or closed-form (formula)
+  Time time;                 // simulated (flow), closed-form (formula) or NCCL's model (nccl)
   Time formula_time;         // closed form of group 0, always computed
   std::optional<FlowSimResult> flow;  // present at flow fidelity
   BusiestLink busiest;
@@ -111,7 +118,8 @@ struct CollectiveOutcome {
 };
 
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
-// algorithm (`auto`: lowest closed-form time for group 0), and times it.
+// algorithm (`auto`: lowest closed-form time for group 0), and times it. At fidelity
+// nccl every group is predicted by NCCL's model and the slowest one is the time.
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
                                  const CollectiveRequest& req);
 

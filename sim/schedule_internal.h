@@ -84,6 +84,14 @@ struct Costing {
     req.bytes = op.bytes;
     req.fidelity = opt.fidelity;
     req.algorithm = kind == CollKind::SendRecv ? "auto" : (op.algorithm.empty() ? opt.algorithm : op.algorithm);
+    if (opt.fidelity == Fidelity::Nccl) {
+      // NCCL's model covers its collectives; point-to-point (send/recv, all-to-all) falls
+      // back to the closed form of the auto algorithm.
+      const bool p2p = kind == CollKind::SendRecv || kind == CollKind::AllToAll;
+      req.fidelity = p2p ? Fidelity::Formula : Fidelity::Nccl;
+      req.algorithm = p2p ? "auto" : "nccl";
+      req.nccl = opt.nccl;
+    }
     req.gamma_ps = opt.gamma_ps;
     req.root = op.root;
     if (op.kind == OpKind::Send) {
@@ -100,7 +108,7 @@ struct Costing {
         req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
     }
     // The closed form reads alpha/beta off the first group's routes only.
-    if (opt.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);
+    if (req.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);
     std::pair<Time, int> result{Time{}, -1};
     if (!req.groups.empty() && req.groups.front().size() > 1 && op.bytes > 0) {
       CollectiveOutcome out = run_collective(topo, router, registry, req);

@@ -18,7 +18,9 @@
 //               (alpha/beta read off its routes); `flow`: all groups of the role along the
 //               op's axis run the step program at once as flows on the routed topology,
 //               so groups that share links (a node's uplink, an oversubscribed spine) slow
-//               each other down. A SendRecv on an axis is a ring shift (each rank sends to
+//               each other down; `nccl`: NCCL's tuning model for every group of the role
+//               (the slowest counts), with send/recv and all-to-all at `formula`.
+//               A SendRecv on an axis is a ring shift (each rank sends to
 //               the next along the axis), as ring attention does.
 //   send        point-to-point between corresponding ranks of two stages, all pairs at once.
 // Durations are computed once per distinct (role, kind, axis, bytes, root) and reused.
@@ -43,6 +45,7 @@ struct ScheduleSimOptions {
   Fidelity fidelity = Fidelity::Formula;
   std::string algorithm = "auto";  // collective algorithm for every collective op
   double gamma_ps = 0;             // reduction time per byte
+  NcclConfig nccl;                 // fidelity nccl: GPU arch (set from the scenario's GPU) and channels
 };
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.

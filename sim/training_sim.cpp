@@ -65,6 +65,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   ScheduleSimOptions opt;
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;
+  if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
   std::optional<ScheduleSimResult> fast;
   if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
   if (fast) {

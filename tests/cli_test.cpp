@@ -175,6 +175,36 @@ TEST(CliBadInput, AlgorithmThatDoesNotSupportN) {
                     "recursive_doubling", "power");
 }
 
+TEST(Cli, AlgoNcclNamesAlgorithmAndProtocol) {
+  const Result r = meshsim("collective allreduce --algo nccl --bytes 64MiB --topology dgx-h100:nodes=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fidelity nccl"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL picks "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<- chosen"), std::string::npos) << r.out;
+  for (const char* col : {"Tree", "Ring", "LL128", "Simple", "busbw"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << "\n" << r.out;
+
+  const Result j = meshsim("collective allreduce --algo nccl --bytes 4KiB --topology dgx-h100:nodes=16 --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["algorithm"], "nccl:Tree/LL");
+  EXPECT_EQ(doc["nccl"]["algorithm"], "Tree");
+  EXPECT_EQ(doc["nccl"]["protocol"], "LL");
+  EXPECT_EQ(doc["nccl"]["candidates"].size(), 6u);
+  EXPECT_EQ(j.out, meshsim("collective allreduce --algo nccl --bytes 4KiB --topology dgx-h100:nodes=16 --json").out);
+
+  const Result e = meshsim("collective allgather --algo nccl --bytes 1MiB --explain");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("Ring/Simple:"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("latency = base"), std::string::npos) << e.out;
+}
+
+TEST(CliBadInput, AlgoNcclOnKindsItDoesNotCover) {
+  expect_user_error(meshsim("collective alltoall --algo nccl"), "--algo nccl", "--algo auto");
+  expect_user_error(meshsim("collective allreduce --algo nccl --fidelity flow"), "--algo nccl", "--fidelity nccl");
+  expect_user_error(meshsim("collective allreduce --algo nccl --nccl-arch sm9x"), "--nccl-arch", "sm90");
+}
+
 TEST(CliBadInput, UnknownCollectiveAndAlgorithm) {
   expect_user_error(meshsim("collective allsum"), "allsum", "allreduce");
   expect_user_error(meshsim("collective allreduce --algo fastest"), "--algo", "ring");

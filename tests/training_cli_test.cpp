@@ -238,9 +238,9 @@ TEST(TrainingBadInput, UnknownModelPreset) {
 }
 
 TEST(TrainingBadInput, UnknownFidelity) {
-  expect_user_error(meshsim("simulate --fidelity exact"), "--fidelity", "formula or flow");
+  expect_user_error(meshsim("simulate --fidelity exact"), "--fidelity", "formula, flow or nccl");
   const fs::path f = write_file("fidelity.yaml", std::string(kSmall) + "run: {fidelity: exact}\n");
-  expect_user_error(meshsim("simulate " + f.string()), "run.fidelity", "formula or flow");
+  expect_user_error(meshsim("simulate " + f.string()), "run.fidelity", "formula, flow or nccl");
 }
 
 // ---- meshsim memory ----

@@ -1,0 +1,406 @@
+// NCCL's tuning model (see nccl_model.h). Constants: NCCL 2.20.3, src/graph/tuning.cc and
+// src/graph/search.cc; the formulas are restated in docs/nccl-model.md.
+#include "sim/nccl_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+namespace {
+
+constexpr int kAlgos = 2;   // Tree, Ring (NCCL's order)
+constexpr int kProtos = 3;  // LL, LL128, Simple
+
+// Base latency (us) per algorithm and protocol (tuning.cc baseLat).
+constexpr double kBaseLat[kAlgos][kProtos] = {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}};
+// Per-hop latency (us) per hop kind, algorithm, protocol (tuning.cc hwLat).
+constexpr double kHwLat[3][kAlgos][kProtos] = {
+    {{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}},   // NVLink
+    {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}},    // PCI
+    {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}}};  // network
+// Rows: Volta, Ampere, Hopper (by sm); columns: 1 node, 2 nodes, more (tuning.cc).
+// llMaxBws: for one node the row is the GPU's; across nodes it is the CPU's (row 0: Intel).
+constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
+constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
+constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
+constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+// Tree bandwidth correction by log2(bytes / 64), 64 B .. 256 MiB (tuning.cc treeCorrectionFactor).
+constexpr double kTreeCorrection[kProtos][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// Network post overhead (us) on an Intel x86 host (tuning.cc getNetOverhead); x3 for Simple.
+constexpr double kNetOverhead = 1.0;
+// Per-channel speeds the topology search tries, fastest first (search.cc).
+constexpr std::array kSpeedIntra = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+constexpr std::array kSpeedInter = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                    7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr std::array kSpeedIntraSm90 = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
+constexpr std::array kSpeedInterSm90 = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                        15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr int kMaxRingChannels = 16;  // MAXCHANNELS / 2
+
+int log2i(std::int64_t n) {
+  int l = 0;
+  while (n >>= 1) ++l;
+  return l;
+}
+
+int arch_row(int sm) { return sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
+
+}  // namespace
+
+const char* to_string(NcclAlgo a) { return a == NcclAlgo::Tree ? "Tree" : "Ring"; }
+const char* to_string(NcclProto p) {
+  switch (p) {
+    case NcclProto::LL: return "LL";
+    case NcclProto::LL128: return "LL128";
+    case NcclProto::Simple: return "Simple";
+  }
+  return "?";
+}
+const char* to_string(NcclHw h) {
+  switch (h) {
+    case NcclHw::NvLink: return "NVLink";
+    case NcclHw::Pci: return "PCI";
+    case NcclHw::Net: return "NET";
+  }
+  return "?";
+}
+
+std::string NcclPrediction::choice_name() const {
+  return fmt::format("{}/{}", to_string(chosen().algo), to_string(chosen().proto));
+}
+
+int nccl_sm(const std::string& text, const std::string& field) {
+  if (text == "h100" || text == "h200") return 90;
+  if (text == "a100") return 80;
+  if (text == "v100") return 70;
+  if (text == "rtx5000") return 75;
+  std::string digits = text.rfind("sm", 0) == 0 ? text.substr(2) : text;
+  if (!digits.empty() && digits.size() <= 3 && std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+    const int sm = std::stoi(digits);
+    if (sm >= 60) return sm;
+  }
+  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or h100, a100, v100, rtx5000)",
+                          field, text));
+}
+
+double nccl_link_bw(const LinkSpec& link, int sm) {
+  const double raw = link.raw.bytes_per_ps() * 1e3;  // GB/s
+  switch (link.kind) {
+    case LinkKind::NvLink: {
+      const double lane = sm >= 90 ? 20.6 : sm == 86 ? 12.0 : sm >= 70 ? 20.0 : 18.0;
+      return raw / 25.0 * lane;
+    }
+    case LinkKind::Pcie: return raw * 0.75;
+    default: return raw;
+  }
+}
+
+NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int>& gpus, int sm) {
+  if (gpus.size() < 2)
+    throw Error(fmt::format("--algo nccl: NCCL's tuning model needs at least 2 ranks (got {}); use --ranks N with N >= 2",
+                            gpus.size()));
+  NcclShape s;
+  s.ranks = static_cast<int>(gpus.size());
+  std::set<int> nodes;
+  for (int g : gpus) nodes.insert(topo.node_of_gpu(g));
+  s.nodes = static_cast<int>(nodes.size());
+  const int g0 = gpus.front();
+  const int node0 = topo.node_of_gpu(g0);
+  auto path_bw = [&](int a, int b, bool* all_nvlink) {
+    double bw = std::numeric_limits<double>::infinity();
+    if (all_nvlink) *all_nvlink = true;
+    for (int l : router.path(a, b).links) {
+      const LinkSpec& spec = topo.link(l).spec;
+      bw = std::min(bw, nccl_link_bw(spec, sm));
+      if (all_nvlink && spec.kind != LinkKind::NvLink) *all_nvlink = false;
+    }
+    return bw;
+  };
+  // Intra-node: the first pair of group GPUs sharing a node.
+  bool found = false;
+  for (std::size_t i = 0; i < gpus.size() && !found; ++i)
+    for (std::size_t j = i + 1; j < gpus.size() && !found; ++j)
+      if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
+        bool nv = false;
+        s.intra_path_GBps = path_bw(gpus[i], gpus[j], &nv);
+        s.intra = nv ? NcclHw::NvLink : NcclHw::Pci;
+        found = true;
+      }
+  double nvlink_total = 0;
+  for (int l : topo.out_links(topo.gpu_device(g0)))
+    if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink_total += nccl_link_bw(topo.link(l).spec, sm);
+  if (!found) s.intra = nvlink_total > 0 ? NcclHw::NvLink : NcclHw::Pci;
+  s.intra_total_GBps = nvlink_total > 0 ? nvlink_total : s.intra_path_GBps;
+  if (s.nodes > 1) {
+    for (int g : gpus)
+      if (topo.node_of_gpu(g) != node0) {
+        s.nic_path_GBps = path_bw(g0, g, nullptr);
+        break;
+      }
+    for (int id = 0; id < topo.num_devices(); ++id) {
+      const Device& d = topo.device(id);
+      if (d.kind != DeviceKind::Nic || d.node != node0) continue;
+      double bw = 0;
+      for (int l : topo.out_links(id))
+        if (topo.link(l).spec.kind == LinkKind::InfiniBand || topo.link(l).spec.kind == LinkKind::Ethernet)
+          bw += nccl_link_bw(topo.link(l).spec, sm);
+      if (bw <= 0) continue;
+      s.nic_GBps = s.nics_per_node == 0 ? bw : std::min(s.nic_GBps, bw);
+      ++s.nics_per_node;
+    }
+    if (s.nics_per_node == 0) {  // no NIC devices: the route's bottleneck stands for one NIC
+      s.nic_GBps = s.nic_path_GBps;
+      s.nics_per_node = 1;
+    }
+  }
+  return s;
+}
+
+NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
+  const bool multi = shape.nodes > 1;
+  std::vector<double> speeds;
+  if (config.sm >= 90) {
+    if (multi) speeds.assign(kSpeedInterSm90.begin(), kSpeedInterSm90.end());
+    else speeds.assign(kSpeedIntraSm90.begin(), kSpeedIntraSm90.end());
+  } else {
+    if (multi) speeds.assign(kSpeedInter.begin(), kSpeedInter.end());
+    else speeds.assign(kSpeedIntra.begin(), kSpeedIntra.end());
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  const bool one_per_node = shape.intra_path_GBps <= 0;
+  double max_bw = one_per_node ? inf : shape.intra_path_GBps;
+  if (multi) max_bw = std::min(max_bw, std::min(shape.nic_path_GBps, shape.nic_GBps));
+  const double total = one_per_node ? inf : shape.intra_total_GBps;
+  auto channels_at = [&](double s) {
+    double c = kMaxRingChannels;
+    if (std::isfinite(total)) c = std::min(c, std::floor(total / s + 1e-9));
+    if (multi) c = std::min(c, shape.nics_per_node * std::floor(shape.nic_GBps / s + 1e-9));
+    return static_cast<int>(c);
+  };
+  NcclGraph g;
+  for (double s : speeds) {
+    if (s > max_bw + 1e-9) continue;
+    const int c = channels_at(s);
+    if (c >= 1 && c * s > g.channels * g.bw_GBps + 1e-9) {
+      g.channels = c;
+      g.bw_GBps = s;
+    }
+  }
+  if (g.channels == 0) {
+    g.channels = 1;
+    g.bw_GBps = speeds.back();
+  }
+  g.how = fmt::format("search: {} x {} GB/s (speed from NCCL's {} list maximizing channels x speed under {}{})",
+                      g.channels, g.bw_GBps, multi ? "inter-node" : "intra-node",
+                      std::isfinite(total) ? fmt::format("GPU {:.1f} GB/s", total) : std::string("no intra limit"),
+                      multi ? fmt::format(", {} NIC(s) x {:.1f} GB/s, path {:.1f} GB/s", shape.nics_per_node,
+                                          shape.nic_GBps, shape.nic_path_GBps)
+                            : std::string());
+  // Channel duplication (search.cc ncclTopoDupChannels).
+  if (g.bw_GBps >= 25.0 && !(config.sm > 80 && g.bw_GBps < 50.0 && g.channels > 4)) {
+    const int dup = std::min(2 * g.channels, kMaxRingChannels);
+    const int div = (dup + g.channels - 1) / g.channels;
+    g.bw_GBps /= div;
+    g.channels = dup;
+    g.how += fmt::format("; duplicated to {} x {} GB/s", g.channels, g.bw_GBps);
+  }
+  if (config.channels > 0) {
+    g.channels = config.channels;
+    g.how += fmt::format("; --nccl-channels {} (bandwidth scales with channels)", config.channels);
+  }
+  return g;
+}
+
+NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config) {
+  if (kind == CollKind::AllToAll || kind == CollKind::SendRecv)
+    throw Error(fmt::format("--algo nccl: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
+                            "reduce; {} is point-to-point in NCCL (no algorithm or protocol to choose); use --algo auto",
+                            to_string(kind)));
+  if (shape.ranks < 2)
+    throw Error(fmt::format("--algo nccl: NCCL's tuning model needs at least 2 ranks (got {})", shape.ranks));
+  if (bytes <= 0) throw Error("--bytes: NCCL launches nothing for 0 bytes; use --bytes > 0 with --algo nccl");
+  if (shape.nodes < 1 || shape.ranks < shape.nodes)
+    throw Error(fmt::format("nccl model: {} ranks on {} nodes is not a group shape", shape.ranks, shape.nodes));
+  NcclPrediction p;
+  p.kind = kind;
+  p.bytes = bytes;
+  p.shape = shape;
+  p.config = config;
+  p.graph = nccl_graph(shape, config);
+
+  const int n = shape.ranks, nodes = shape.nodes, sm = config.sm;
+  const bool ar = kind == CollKind::AllReduce;
+  const bool ag_rs = kind == CollKind::AllGather || kind == CollKind::ReduceScatter;
+  const int nsteps = ar ? 2 * (n - 1) : ag_rs ? n - 1 : n;
+  const int inter_steps = ar ? (nodes > 1 ? 2 * nodes : 0) : ag_rs ? nodes - 1 : nodes;
+  const int row = arch_row(sm);
+  const int col = nodes <= 2 ? nodes - 1 : 2;
+  const double ll_max = kLlMaxBw[nodes == 1 ? row : 0][col];
+  const double ppn = static_cast<double>(n) / nodes;
+  const int ch = p.graph.channels;
+  const double bw = p.graph.bw_GBps;
+  const int intra_hw = shape.intra == NcclHw::NvLink ? 0 : 1;
+  const bool ll128_ok = (sm == 70 || sm == 80 || sm == 90) && (shape.intra == NcclHw::NvLink || ppn < 2);
+  const double d = static_cast<double>(bytes);
+
+  for (int a = 0; a < kAlgos; ++a) {
+    for (int pr = 0; pr < kProtos; ++pr) {
+      NcclCandidate c;
+      c.algo = a == 0 ? NcclAlgo::Tree : NcclAlgo::Ring;
+      c.proto = static_cast<NcclProto>(pr);
+      if (c.algo == NcclAlgo::Tree && !ar) {
+        c.disabled_why = "NCCL runs Tree for allreduce only";
+        p.candidates.push_back(std::move(c));
+        continue;
+      }
+      if (c.proto == NcclProto::LL128 && !ll128_ok) {
+        c.disabled_why = "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
+        p.candidates.push_back(std::move(c));
+        continue;
+      }
+      c.enabled = true;
+      auto& st = c.steps;
+      // Bandwidth.
+      double bus = ch * bw;
+      st.push_back(fmt::format("busbw = channels x bw = {} x {} = {:.2f} GB/s", ch, bw, bus));
+      if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
+        const double f = (nodes > 1 || ar || kind == CollKind::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
+        bus = std::min(ll_max, bus * f);
+        st.push_back(fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", ll_max, f == 0.25 ? "1/4" : "1/3", bus));
+      }
+      if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL128) {
+        const double f = ppn < 2 ? 0.7 : 0.92;
+        const double cap = ch * kPerChMaxRingLL128Bw[row][col];
+        bus = std::min(bus * f, cap);
+        st.push_back(fmt::format("  Ring/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", f, ch, kPerChMaxRingLL128Bw[row][col], bus));
+      }
+      if (c.algo == NcclAlgo::Tree) {
+        bus = std::min(bus * 0.92, ch * kPerChMaxTreeBw[row][col]);
+        st.push_back(fmt::format("  Tree: min(busbw x 0.92, {} ch x {}) = {:.2f}", ch, kPerChMaxTreeBw[row][col], bus));
+        if (c.proto == NcclProto::LL) {
+          bus = std::min(bus / 3.8, ll_max);
+          st.push_back(fmt::format("  Tree/LL: min(busbw / 3.8, llMaxBw {}) = {:.2f}", ll_max, bus));
+        } else if (c.proto == NcclProto::LL128) {
+          const double f = nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+          bus = std::min(bus * f, ch * kPerChMaxTreeLL128Bw[row][col]);
+          st.push_back(fmt::format("  Tree/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", nodes == 1 ? "7/9" : "120/128",
+                                   ch, kPerChMaxTreeLL128Bw[row][col], bus));
+        }
+      }
+      c.busbw_GBps = bus;
+      const double ratio = c.algo == NcclAlgo::Ring ? static_cast<double>(n) / nsteps : 0.5;
+      double alg = bus * ratio;
+      st.push_back(fmt::format("algbw = busbw x {} = {:.2f} GB/s", c.algo == NcclAlgo::Ring
+                                                                      ? fmt::format("ranks/nsteps {}/{}", n, nsteps)
+                                                                      : std::string("1/2"),
+                               alg));
+      const int log_size = log2i(bytes >> 6);
+      if (c.algo == NcclAlgo::Tree && log_size < 23) {
+        alg *= kTreeCorrection[pr][log_size];
+        st.push_back(fmt::format("  tree correction for 2^{} x 64 B: x{} = {:.2f} GB/s", log_size,
+                                 kTreeCorrection[pr][log_size], alg));
+      }
+      c.algbw_GBps = alg;
+      // Latency.
+      double lat = kBaseLat[a][pr];
+      double intra = kHwLat[intra_hw][a][pr];
+      const double inter = kHwLat[2][a][pr];
+      if (c.algo == NcclAlgo::Ring) {
+        if (kind == CollKind::Broadcast || kind == CollKind::Reduce) {
+          const double hop = kHwLat[nodes == 1 ? intra_hw : 2][a][pr];
+          lat += hop;
+          st.push_back(fmt::format("latency = base {} + one {} hop {} = {:.2f} us (pipelined chain, same channels)",
+                                   kBaseLat[a][pr], nodes == 1 ? to_string(shape.intra) : "NET", hop, lat));
+        } else {
+          const double ovh = nodes > 1 ? kNetOverhead * (c.proto == NcclProto::Simple ? 3 : 1) : 0.0;
+          intra = std::max(intra, ovh);
+          lat += (nsteps - inter_steps) * intra + inter_steps * inter;
+          st.push_back(fmt::format("latency = base {} + {} intra steps x {} + {} inter steps x {} = {:.2f} us",
+                                   kBaseLat[a][pr], nsteps - inter_steps, intra, inter_steps, inter, lat));
+        }
+        if (c.proto == NcclProto::Simple && nodes > 1 && ar && bytes / (static_cast<Bytes>(ch) * n) >= 64) {
+          const double f = sm < 80 ? 1.9 : 1.4;
+          lat *= f;
+          st.push_back(fmt::format("  ring plateau (multi-node allreduce): latency x {} = {:.2f} us", f, lat));
+        }
+      } else {
+        const int per_node = n / nodes;
+        lat += 2 * ((per_node - 1) * intra + log2i(nodes) * inter);
+        st.push_back(fmt::format("latency = base {} + 2 x (({} - 1) x {} + log2i({}) {} x {}) = {:.2f} us",
+                                 kBaseLat[a][pr], per_node, intra, nodes, log2i(nodes), inter, lat));
+      }
+      c.latency_us = lat;
+      c.time_us = lat + d / (1000.0 * alg);
+      st.push_back(fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", lat, bytes, alg, c.time_us));
+      p.candidates.push_back(std::move(c));
+    }
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < p.candidates.size(); ++i)
+    if (p.candidates[i].enabled && p.candidates[i].time_us < best) {
+      best = p.candidates[i].time_us;
+      p.chosen_index = static_cast<int>(i);
+    }
+  p.time = Time::from_ps(static_cast<std::int64_t>(std::llround(best * 1e6)));
+  return p;
+}
+
+std::string nccl_table_text(const NcclPrediction& p) {
+  const NcclShape& s = p.shape;
+  std::string out = fmt::format(
+      "NCCL 2.20 tuning model: {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n", s.ranks, s.nodes,
+      s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
+  out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
+  out += fmt::format("  {:<6} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",
+                     "algbw(GB/s)", "time(us)");
+  for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+    const NcclCandidate& c = p.candidates[i];
+    if (!c.enabled) {
+      out += fmt::format("  {:<6} {:<7} {:>12}   off: {}\n", to_string(c.algo), to_string(c.proto), "-", c.disabled_why);
+      continue;
+    }
+    out += fmt::format("  {:<6} {:<7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}{}\n", to_string(c.algo),
+                       to_string(c.proto), c.latency_us, c.busbw_GBps, c.algbw_GBps, c.time_us,
+                       static_cast<int>(i) == p.chosen_index ? "  <- chosen" : "");
+  }
+  // Why: the runner-up and by how much.
+  int second = -1;
+  for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+    const auto& c = p.candidates[i];
+    if (!c.enabled || static_cast<int>(i) == p.chosen_index) continue;
+    if (second < 0 || c.time_us < p.candidates[static_cast<std::size_t>(second)].time_us) second = static_cast<int>(i);
+  }
+  const NcclCandidate& ch = p.chosen();
+  const double lat_share = ch.time_us > 0 ? ch.latency_us / ch.time_us : 0;
+  out += fmt::format("  NCCL picks {}: lowest predicted time ({} bound: latency is {:.0f}% of it)", p.choice_name(),
+                     lat_share >= 0.5 ? "latency" : "bandwidth", 100 * lat_share);
+  if (second >= 0) {
+    const auto& r = p.candidates[static_cast<std::size_t>(second)];
+    out += fmt::format("; next {}/{} at {:.2f} us (+{:.1f}%)", to_string(r.algo), to_string(r.proto), r.time_us,
+                       100.0 * (r.time_us / ch.time_us - 1.0));
+  }
+  out += "\n";
+  return out;
+}
+
+std::string nccl_explain_text(const NcclPrediction& p) {
+  std::string out = "\nNCCL model formulas (NCCL 2.20.3 src/graph/tuning.cc; docs/nccl-model.md), bytes in B, bw in GB/s:\n";
+  for (const NcclCandidate& c : p.candidates) {
+    if (!c.enabled) continue;
+    out += fmt::format(" {}/{}:\n", to_string(c.algo), to_string(c.proto));
+    for (const auto& line : c.steps) out += "    " + line + "\n";
+  }
+  return out;
+}
+
+}  // namespace meshsim

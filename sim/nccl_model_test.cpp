@@ -1,0 +1,215 @@
+// The `nccl` cost mode against numbers worked out by hand from NCCL 2.20.3's published
+// tuning model (src/graph/tuning.cc; restated in docs/nccl-model.md), its choice
+// switching as NCCL's does, monotonicity, the shape read off presets, and bad input.
+#include "sim/nccl_model.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/test_util.h"
+#include "sim/collective_sim.h"
+#include "topology/presets.h"
+
+namespace meshsim {
+namespace {
+
+using testing_util::contains;
+using testing_util::error_of;
+
+// One DGX H100 as NCCL sees it: 18 NVLink4 lanes x 20.6 GB/s = 370.8 GB/s per GPU.
+NcclShape h100_node() {
+  NcclShape s;
+  s.ranks = 8;
+  s.nodes = 1;
+  s.intra = NcclHw::NvLink;
+  s.intra_path_GBps = 370.8;
+  s.intra_total_GBps = 370.8;
+  return s;
+}
+
+// 16 DGX H100: plus 8 NICs of 400 Gb/s = 50 GB/s, GPU->NIC over PCIe Gen5 (63 x 0.75).
+NcclShape h100_16_nodes() {
+  NcclShape s = h100_node();
+  s.ranks = 128;
+  s.nodes = 16;
+  s.nic_GBps = 50;
+  s.nics_per_node = 8;
+  s.nic_path_GBps = 47.25;
+  return s;
+}
+
+const NcclCandidate& find(const NcclPrediction& p, NcclAlgo a, NcclProto pr) {
+  for (const auto& c : p.candidates)
+    if (c.algo == a && c.proto == pr) return c;
+  throw std::logic_error("no such candidate");
+}
+
+TEST(NcclModel, ShapeAndChannelsOfDgxH100) {
+  const Topology one = make_preset("dgx-h100", {});
+  Router r1(one);
+  std::vector<int> g(8);
+  std::iota(g.begin(), g.end(), 0);
+  const NcclShape s1 = nccl_shape(one, r1, g, 90);
+  EXPECT_EQ(s1.nodes, 1);
+  EXPECT_EQ(s1.intra, NcclHw::NvLink);
+  EXPECT_NEAR(s1.intra_total_GBps, 370.8, 1e-9);  // 450 / 25 lanes x 20.6
+  // Intra speeds (sm90): 60 -> floor(370.8/60) = 6 channels = 360 GB/s, the largest
+  // product (40 x 9 and 30 x 12 tie at 360 but come later); 60 >= 50 so NCCL duplicates
+  // the channels: 12 x 30.
+  const NcclGraph g1 = nccl_graph(s1, {.sm = 90});
+  EXPECT_EQ(g1.channels, 12);
+  EXPECT_DOUBLE_EQ(g1.bw_GBps, 30.0);
+
+  const Topology many = make_preset("dgx-h100", {{"nodes", "16"}});
+  Router r16(many);
+  std::vector<int> g16(128);
+  std::iota(g16.begin(), g16.end(), 0);
+  const NcclShape s16 = nccl_shape(many, r16, g16, 90);
+  EXPECT_EQ(s16.nodes, 16);
+  EXPECT_EQ(s16.nics_per_node, 8);
+  EXPECT_NEAR(s16.nic_GBps, 50.0, 1e-9);
+  EXPECT_NEAR(s16.nic_path_GBps, 47.25, 1e-9);  // PCIe Gen5 63 GB/s x 0.75
+  // Inter speeds (sm90) under 47.25: 45 -> min(floor(370.8/45) = 8, 8 NICs x 1) = 8
+  // channels = 360 GB/s (42 x 8 = 336, 40 x 8 = 320 are less); 45 < 50 with 8 > 4
+  // channels on sm90: no duplication.
+  const NcclGraph g16g = nccl_graph(s16, {.sm = 90});
+  EXPECT_EQ(g16g.channels, 8);
+  EXPECT_DOUBLE_EQ(g16g.bw_GBps, 45.0);
+  // An override keeps the per-channel speed.
+  EXPECT_EQ(nccl_graph(s16, {.sm = 90, .channels = 4}).channels, 4);
+}
+
+TEST(NcclModel, HandWorkedSingleNodeAllReduce) {
+  // 64 MiB = 67108864 B on 8 H100s, 12 channels x 30 GB/s (busbw 360).
+  // Ring/Simple: algbw = 360 x 8/14 = 205.714 GB/s; latency = 8.4 + 14 x 3.4 = 56.0 us;
+  //   time = 56.0 + 67108864 / (1000 x 205.714) = 56.0 + 326.224 = 382.2236 us.
+  // Ring/LL128: busbw = min(360 x 0.92, 12 x 36.7) = 331.2; algbw = 189.257;
+  //   latency = 14 + 14 x 1.9 = 40.6; time = 40.6 + 354.591 = 395.191 us.
+  const NcclPrediction p = nccl_predict(CollKind::AllReduce, 67108864, h100_node(), {.sm = 90});
+  const auto& simple = find(p, NcclAlgo::Ring, NcclProto::Simple);
+  EXPECT_NEAR(simple.latency_us, 56.0, 1e-9);
+  EXPECT_NEAR(simple.algbw_GBps, 360.0 * 8 / 14, 1e-9);
+  EXPECT_NEAR(simple.time_us, 382.2236, 1e-4);
+  EXPECT_NEAR(find(p, NcclAlgo::Ring, NcclProto::LL128).time_us, 395.191, 1e-3);
+  EXPECT_EQ(p.choice_name(), "Ring/Simple");
+  EXPECT_EQ(p.time.ps(), 382223644);  // 382.2236444 us, rounded to ps
+
+  // 4 KiB: Ring/LL: busbw = min(llMaxBw 87.7, 360/4) = 87.7, algbw = 50.114;
+  //   latency = 6.6 + 14 x 0.6 = 15.0; time = 15.0 + 4096 / 50114.3 = 15.0817 us.
+  // Tree/LL: busbw = min(360 x .92, 12 x 38.7) = 331.2 -> /3.8 = 87.158 (< 87.7);
+  //   algbw = 43.579 x tree correction (log2(4096/64) = 6: LL 0.7) = 30.505;
+  //   latency = 6.8 + 2 x 7 x 0.6 = 15.2; time = 15.2 + 0.1343 = 15.334 us.
+  const NcclPrediction s = nccl_predict(CollKind::AllReduce, 4096, h100_node(), {.sm = 90});
+  EXPECT_NEAR(find(s, NcclAlgo::Ring, NcclProto::LL).time_us, 15.0817, 1e-4);
+  EXPECT_NEAR(find(s, NcclAlgo::Tree, NcclProto::LL).time_us, 15.3343, 1e-4);
+  EXPECT_EQ(s.choice_name(), "Ring/LL");
+}
+
+TEST(NcclModel, HandWorkedSixteenNodes) {
+  // 128 ranks, 16 nodes, 8 channels x 45 GB/s (busbw 360).
+  // 4 KiB, Tree/LL: busbw = min(360 x .92, 8 x 36.0) = 288 -> min(288/3.8, llMaxBw 20.4)
+  //   = 20.4; algbw 10.2 x 0.7 (correction) = 7.14; latency = 6.8 + 2 x (7 x 0.6 +
+  //   log2(16) x 5.0) = 55.2; time = 55.2 + 4096 / 7140 = 55.7737 us.
+  // Ring/LL latency = 6.6 + (254 - 32) x max(0.6, net overhead 1.0) + 32 x 2.7 = 315.0.
+  const NcclPrediction s = nccl_predict(CollKind::AllReduce, 4096, h100_16_nodes(), {.sm = 90});
+  EXPECT_NEAR(find(s, NcclAlgo::Tree, NcclProto::LL).time_us, 55.7737, 1e-4);
+  EXPECT_NEAR(find(s, NcclAlgo::Ring, NcclProto::LL).latency_us, 315.0, 1e-9);
+  EXPECT_EQ(s.choice_name(), "Tree/LL");
+  // 4 GiB, Ring/Simple: latency = 8.4 + 222 x max(3.4, 3 x 1.0) + 32 x 14 = 1211.2, x 1.4
+  //   (ring plateau: 2^32 / (8 x 128) >= 64) = 1695.68; algbw = 360 x 128/254 = 181.417;
+  //   time = 1695.68 + 4294967296 / 181417.3 = 25370.20 us.
+  // Tree/LL128: busbw = 288 x 120/128 = 270 -> min(270, 8 x 29.0) = 232, algbw 116, no
+  //   correction above 256 MiB; latency = 14 + 2 x (7 x 1.25 + 4 x 8.5) = 99.5;
+  //   time = 99.5 + 37025.58 = 37125.08 us.
+  const NcclPrediction l = nccl_predict(CollKind::AllReduce, Bytes{1} << 32, h100_16_nodes(), {.sm = 90});
+  EXPECT_NEAR(find(l, NcclAlgo::Ring, NcclProto::Simple).latency_us, 1695.68, 1e-6);
+  EXPECT_NEAR(find(l, NcclAlgo::Ring, NcclProto::Simple).time_us, 25370.20, 1e-2);
+  EXPECT_NEAR(find(l, NcclAlgo::Tree, NcclProto::LL128).time_us, 37125.08, 1e-2);
+  EXPECT_EQ(l.choice_name(), "Ring/Simple");
+}
+
+TEST(NcclModel, ChoiceSwitchesAsSizeGrows) {
+  // Single node: LL for tiny sizes, then LL128 or Simple.
+  EXPECT_EQ(nccl_predict(CollKind::AllReduce, 1024, h100_node(), {}).chosen().proto, NcclProto::LL);
+  EXPECT_NE(nccl_predict(CollKind::AllReduce, Bytes{1} << 30, h100_node(), {}).chosen().proto, NcclProto::LL);
+  // Multi-node all-reduce: Tree for small and medium sizes, Ring at large ones; once
+  // it leaves LL it never goes back, once it leaves Tree it never goes back.
+  bool left_ll = false, left_tree = false;
+  for (Bytes b = 64; b <= (Bytes{1} << 33); b *= 2) {
+    const NcclPrediction p = nccl_predict(CollKind::AllReduce, b, h100_16_nodes(), {});
+    if (p.chosen().proto != NcclProto::LL) left_ll = true;
+    else EXPECT_FALSE(left_ll) << b;
+    if (p.chosen().algo == NcclAlgo::Ring) left_tree = true;
+    else EXPECT_FALSE(left_tree) << b;
+  }
+  EXPECT_TRUE(left_ll);
+  EXPECT_TRUE(left_tree);
+  EXPECT_EQ(nccl_predict(CollKind::AllReduce, MiB(1), h100_16_nodes(), {}).chosen().algo, NcclAlgo::Tree);
+  EXPECT_EQ(nccl_predict(CollKind::AllReduce, GiB(4), h100_16_nodes(), {}).chosen().algo, NcclAlgo::Ring);
+  // Other collectives run Ring only.
+  for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast, CollKind::Reduce})
+    EXPECT_EQ(nccl_predict(k, MiB(1), h100_16_nodes(), {}).chosen().algo, NcclAlgo::Ring) << to_string(k);
+}
+
+TEST(NcclModel, MoreBytesNeverFaster) {
+  // NCCL's tree correction is piecewise in log2(size), so the model is monotone over
+  // doublings (the factor never grows 2x between neighbours); ring-only kinds are
+  // monotone at every size.
+  for (const NcclShape& s : {h100_node(), h100_16_nodes()}) {
+    Time last;
+    for (Bytes b = 1; b <= (Bytes{1} << 34); b *= 2) {
+      const Time t = nccl_predict(CollKind::AllReduce, b, s, {}).time;
+      EXPECT_GE(t, last) << b;
+      last = t;
+    }
+    for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast, CollKind::Reduce}) {
+      Time prev;
+      for (Bytes b = 1; b <= GiB(8); b = b * 3 + 7) {
+        const Time t = nccl_predict(k, b, s, {}).time;
+        EXPECT_GE(t, prev) << to_string(k) << " " << b;
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST(NcclModel, Ll128OffWithoutNvlinkOrOnOtherArchs) {
+  NcclShape pcie = h100_node();
+  pcie.intra = NcclHw::Pci;
+  const NcclPrediction p = nccl_predict(CollKind::AllReduce, MiB(8), pcie, {.sm = 80});
+  EXPECT_FALSE(find(p, NcclAlgo::Ring, NcclProto::LL128).enabled);
+  const NcclPrediction t = nccl_predict(CollKind::AllReduce, MiB(8), h100_node(), {.sm = 75});
+  EXPECT_FALSE(find(t, NcclAlgo::Ring, NcclProto::LL128).enabled);
+  EXPECT_NE(t.chosen().proto, NcclProto::LL128);
+}
+
+TEST(NcclModel, BadInputGetsOneClearError) {
+  EXPECT_TRUE(contains(error_of([] { nccl_predict(CollKind::AllToAll, MiB(1), h100_node(), {}); }), "point-to-point"));
+  EXPECT_TRUE(contains(error_of([] { nccl_predict(CollKind::SendRecv, MiB(1), h100_node(), {}); }), "--algo auto"));
+  EXPECT_TRUE(contains(error_of([] { nccl_predict(CollKind::AllReduce, 0, h100_node(), {}); }), "--bytes"));
+  EXPECT_TRUE(contains(error_of([] { nccl_sm("sm9x", "--nccl-arch"); }), "--nccl-arch"));
+  EXPECT_EQ(nccl_sm("sm90", "f"), 90);
+  EXPECT_EQ(nccl_sm("a100", "f"), 80);
+
+  const Topology topo = make_preset("dgx-h100", {});
+  Router router(topo);
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  CollectiveRequest req;
+  req.bytes = MiB(1);
+  req.groups = {{0, 1, 2, 3}};
+  req.algorithm = "nccl";
+  req.fidelity = Fidelity::Flow;
+  EXPECT_TRUE(contains(error_of([&] { run_collective(topo, router, reg, req); }), "--fidelity nccl"));
+  req.fidelity = Fidelity::Nccl;
+  req.algorithm = "ring";
+  EXPECT_TRUE(contains(error_of([&] { run_collective(topo, router, reg, req); }), "NCCL chooses"));
+  req.algorithm = "auto";
+  const CollectiveOutcome out = run_collective(topo, router, reg, req);
+  ASSERT_TRUE(out.nccl.has_value());
+  EXPECT_EQ(out.algorithm, nullptr);
+  EXPECT_EQ(out.time, out.nccl->time);
+}
+
+}  // namespace
+}  // namespace meshsim
