@@ -22,6 +22,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_executor.h"
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
@@ -335,6 +336,8 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
       throw Error(fmt::format("-n: the scenario's layout has {} ranks ({}); give -n {} or change parallel:", world,
                               layout_text(sc), world));
     n = world;
+    // A model too large for this host is one error here, not one per rank.
+    for (const Role& role : plan_iteration(sc.model, sc.parallel).roles) cpu::CpuCompute::workspace_for(role.ops);
   } else if (n <= 0) {
     n = sc.workload->ranks;
   }

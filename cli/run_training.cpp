@@ -99,10 +99,10 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     return 0;
   }
 
-  // Per (role, op): the earliest start and the latest end over the role's ranks.
-  std::vector<std::vector<std::pair<Time, Time>>> span(schedule.roles.size());
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
-    span[r].assign(schedule.roles[r].ops.size(), {Time::max(), Time{}});
+  // Per (role, op): the duration summed over the role's ranks (each rank's own start to end).
+  std::vector<std::vector<double>> busy(schedule.roles.size());
+  for (std::size_t r = 0; r < schedule.roles.size(); ++r) busy[r].assign(schedule.roles[r].ops.size(), 0.0);
+  const double ranks_per_role = static_cast<double>(world) / static_cast<double>(schedule.roles.size());
   std::vector<TraceEvent> events;
   for (const std::string& text : all) {
     std::istringstream in(text);
@@ -111,9 +111,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     while (in >> e.role >> e.op >> a >> b) {
       e.start = Time::from_ps(a);
       e.end = Time::from_ps(b);
-      auto& sp = span[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)];
-      sp.first = std::min(sp.first, e.start);
-      sp.second = std::max(sp.second, e.end);
+      busy[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)] += (e.end - e.start).seconds();
       e.rank = static_cast<int>(&text - all.data());
       events.push_back(e);
     }
@@ -145,7 +143,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
       Row& row = rows[kind_of(schedule.roles[r].ops[i])];
       ++row.ops;
-      row.measured += (span[r][i].second - span[r][i].first).seconds();
+      row.measured += busy[r][i] / ranks_per_role;
     }
   if (predicted)
     for (const TraceEvent& e : predicted->trace.events)
@@ -191,8 +189,8 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     text << fmt::format(" {:>12} {:>+7.1f}%", format_time(predicted->iteration),
                         pct(measured_iter.seconds(), predicted->iteration.seconds()));
   }
-  text << "\n  (op kinds: the time of every op summed over ops and stages, each op from its first rank's start to its "
-          "last rank's end)\n";
+  text << "\n  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a collective's "
+          "time includes waiting for its slowest member)\n";
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty()) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -68,9 +69,46 @@ TEST(Validate, PrintsPredictedAgainstMeasured) {
   EXPECT_EQ(predicted, 2);
 }
 
-TEST(Run, ATrainingScenarioIsRefusedClearly) {
-  const fs::path f = write_file("train.yaml", "model: gpt3-175b\n");
-  expect_user_error(meshsim("run " + f.string() + " -n 2"), "workload");
+fs::path tiny_training(const std::string& name) {
+  return write_file(name + ".yaml", "name: " + name +
+                                        "\nmodel: {layers: 2, hidden: 64, heads: 2, ffn_hidden: 256, vocab: 512, seq: 64, "
+                                        "dtype: fp32}\nparallel: {tp: 2, sp: true, pp: 2, micro_batch_size: 1, "
+                                        "microbatches: 2}\n");
+}
+
+// A training layout (TP 2 + SP, PP 2: 4 ranks) runs for real: every op of every stage runs on
+// every rank of that stage (the measured trace has 2 events per simulated op), and validate
+// compares per op kind, GEMMs and the tensor-parallel collectives among them.
+TEST(Validate, ATrainingScheduleRunsEveryOpOnEveryRank) {
+  const fs::path trace = temp_dir() / "train_trace.json";
+  const Result r = meshsim("validate " + tiny_training("tiny").string() + " --json --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["ranks"], 4);
+  std::set<std::string> kinds;
+  for (const auto& k : j["kinds"]) {
+    kinds.insert(k["kind"].get<std::string>());
+    EXPECT_GE(k["measured_s"].get<double>(), 0.0);
+  }
+  for (const char* k : {"gemm", "softmax", "norm", "tp allgather", "tp reducescatter", "pp send", "pp recv"})
+    EXPECT_TRUE(kinds.count(k)) << k << " missing from " << r.out;
+  EXPECT_GT(j["measured_iteration_s"].get<double>(), 0.0);
+  EXPECT_GT(j["predicted_iteration_s"].get<double>(), 0.0);
+  const Json t = Json::parse(slurp(trace));
+  int measured = 0, predicted = 0;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X") (e["pid"] == 1 ? measured : predicted) += 1;
+  EXPECT_GT(predicted, 100);
+  EXPECT_EQ(measured, 2 * predicted);
+}
+
+TEST(Run, ATrainingLayoutNeedsItsRankCount) {
+  expect_user_error(meshsim("run " + tiny_training("tiny_n").string() + " -n 3"), "give -n 4");
+}
+
+TEST(Run, AModelTooLargeForTheHostIsRefusedClearly) {
+  const fs::path f = write_file("huge.yaml", "model: gpt3-175b\n");
+  expect_user_error(meshsim("run " + f.string()), "run a smaller model on the cpu backend");
 }
 
 TEST(Run, UnknownBackendIsAClearError) {

@@ -59,8 +59,9 @@ CpuCompute::AttentionRun CpuCompute::attention_of(const Op& op) {
   return a;
 }
 
-void CpuCompute::reserve(const std::vector<Op>& ops, Bytes limit) {
+Bytes CpuCompute::workspace_for(const std::vector<Op>& ops, Bytes limit) {
   if (limit <= 0) limit = host_memory() / 4;
+  auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1 << 30)); };
   std::int64_t need = 0;
   for (const Op& op : ops) {
     if (op.kind != OpKind::Compute) continue;
@@ -70,9 +71,14 @@ void CpuCompute::reserve(const std::vector<Op>& ops, Bytes limit) {
                               "than the {} this host allows; run a smaller model on the cpu backend (e.g. --set "
                               "model.hidden=512 --set model.layers=4 --set model.seq=512)",
                               op.name, to_string(op.kernel.kind), op.kernel.m, op.kernel.n, op.kernel.k,
-                              format_bytes(f * 4), format_bytes(limit)));
+                              gib(static_cast<double>(f) * 4), gib(static_cast<double>(limit))));
     need = std::max(need, f);
   }
+  return need * 4;
+}
+
+void CpuCompute::reserve(const std::vector<Op>& ops, Bytes limit) {
+  const std::int64_t need = workspace_for(ops, limit) / 4;
   if (static_cast<std::int64_t>(ws_.size()) >= need) return;
   ws_.resize(static_cast<std::size_t>(need));
   // Seeded values in [-1, 1): finite inputs for every kernel.

@@ -33,6 +33,8 @@ class CpuCompute {
   // Sizes the workspace for the compute ops in `ops`. Throws Error when it would exceed
   // `limit` bytes (default: a quarter of this host's memory).
   void reserve(const std::vector<Op>& ops, Bytes limit = 0);
+  // The workspace reserve() would allocate for `ops`, with the same check (nothing allocated).
+  static Bytes workspace_for(const std::vector<Op>& ops, Bytes limit = 0);
   void run(const Op& op);
   Bytes workspace_bytes() const { return static_cast<Bytes>(ws_.size()) * 4; }
 
