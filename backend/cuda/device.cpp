@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/reduce.h"
+#include "kernels/stream_pass.h"
 #endif
 
 namespace meshsim::cuda {
@@ -48,6 +49,21 @@ std::string reduce_on_device(const std::vector<float>& a, const std::vector<floa
   cudaFree(db);
   return err;
 }
+
+std::string stream_pass_on_device(const std::vector<float>& in, float scale, std::vector<float>& out) {
+  const std::size_t n = in.size();
+  out.assign(n, 0.0f);
+  float* din = nullptr;
+  float* dout = nullptr;
+  std::string err = check(cudaMalloc(&din, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMalloc(&dout, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::stream_pass_cuda(dout, din, n, scale, nullptr)), "stream_pass");
+  if (err.empty()) err = check(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(din);
+  cudaFree(dout);
+  return err;
+}
 #else
 DeviceInfo probe_devices() {
   DeviceInfo info;
@@ -56,6 +72,10 @@ DeviceInfo probe_devices() {
 }
 
 std::string reduce_on_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) {
+  return "this build has no CUDA toolkit";
+}
+
+std::string stream_pass_on_device(const std::vector<float>&, float, std::vector<float>&) {
   return "this build has no CUDA toolkit";
 }
 #endif

@@ -22,5 +22,7 @@ DeviceInfo probe_devices();
 // Test helper: out = a + b computed by the reduction kernel on device 0. Returns "" on
 // success, else the CUDA error text.
 std::string reduce_on_device(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out);
+// Test helper: out = scale * in by the memory-bound pass kernel on device 0; "" or the CUDA error text.
+std::string stream_pass_on_device(const std::vector<float>& in, float scale, std::vector<float>& out);
 
 }  // namespace meshsim::cuda
