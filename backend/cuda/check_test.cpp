@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "backend/cuda/device.h"
 #include "backend/cuda/fake_gpu_api.h"
 #include "core/test_util.h"
 
@@ -137,6 +140,22 @@ TEST(Watchdog, FailedQueryIsAnErrorNamingTheOp) {
   EXPECT_EQ(error_of([&] { dog.wait(nullptr, "op 'mlp.fc2' (#9 of role 0)"); }),
             "backend cuda: rank 4: op 'mlp.fc2' (#9 of role 0): cudaEventQuery failed: CUDA error 700 (fake CUDA error "
             "700)");
+}
+
+TEST(LocalDevice, LauncherLocalRankElseGlobalRankModuloDevices) {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* v) -> const char* {
+    auto it = env.find(v);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(local_device(11, 8, get), 3);  // no launcher variable: rank 11 mod 8
+  env["SLURM_LOCALID"] = "2";
+  EXPECT_EQ(local_device(11, 8, get), 2);
+  env["LOCAL_RANK"] = "5";  // torchrun's wins
+  EXPECT_EQ(local_device(11, 8, get), 5);
+  env["LOCAL_RANK"] = "x";  // not a number: skipped
+  EXPECT_EQ(local_device(11, 8, get), 2);
+  EXPECT_EQ(local_device(3, 0, get), 0);
 }
 
 }  // namespace

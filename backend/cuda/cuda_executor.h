@@ -20,9 +20,11 @@
 //     after a device-side barrier (an all-reduce of one value over the world).
 // Every status goes through one Checker (check.h); the host waits only through the
 // Watchdog, so an asynchronous NCCL error or a stuck peer aborts the communicators and
-// throws an Error naming the rank and the op. Known limit: ncclCommInitRank and the first
+// throws an Error naming the rank and the op. Known limits: ncclCommInitRank and the first
 // connection between two ranks block inside NCCL; a rank that dies before that is caught
-// by the launcher (one failing rank stops all), not by the watchdog.
+// by the launcher (one failing rank stops all), not by the watchdog. Pipeline Send/Recv run
+// in schedule order on the pp stream and an NCCL send waits for its receive, where the
+// simulator's sends are eager. All-to-all ops run even (op.imbalance is not applied).
 //
 //   GpuApi& api = real_gpu_api();
 //   CudaExecutor ex(api, registry, placement, {.rank = env.rank, .device = local_rank,

@@ -1,5 +1,7 @@
 #include "backend/cuda/device.h"
 
+#include <cstdlib>
+
 #if defined(MESHSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
 
@@ -8,6 +10,21 @@
 #endif
 
 namespace meshsim::cuda {
+
+int local_device(int rank, int devices, const std::function<const char*(const char*)>& getenv) {
+  int local = rank;
+  for (const char* v : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MESHSIM_LOCAL_RANK"}) {
+    const char* text = getenv(v);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end == '\0' && value >= 0) {
+      local = static_cast<int>(value);
+      break;
+    }
+  }
+  return devices > 0 ? local % devices : 0;
+}
 
 #if defined(MESHSIM_HAVE_CUDA)
 namespace {
