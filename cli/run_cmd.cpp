@@ -1,7 +1,10 @@
-// meshsim run SCENARIO.yaml --backend cpu [-n N] [--set path=value ...] [--trace FILE] [--json]
-// meshsim validate SCENARIO.yaml --backend cpu [-n N] [--set ...] [--trace FILE] [--json]
+// meshsim run SCENARIO.yaml --backend cpu|cuda [--collectives ours|nccl] [-n N] [--set path=value ...]
+//                           [--trace FILE] [--json]
+// meshsim validate SCENARIO.yaml --backend cpu|cuda [...same flags]
 //
-// Executes the scenario's schedule for real, one process per rank, and reports the
+// Executes the scenario's schedule for real, one process per rank (cpu: over TCP; cuda:
+// one GPU per rank with NCCL, collectives as our step programs or, with --collectives
+// nccl, NCCL's own), and reports the
 // measured time of every op (the slowest rank's end minus the earliest start) with
 // algbw/busbw and a numerics check against the serial reference executor. `validate` also
 // simulates the same schedule on a topology describing this machine (the scenario's
@@ -11,11 +14,15 @@
 //
 // Without a launcher environment (MESHSIM_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)
 // the command starts its own ranks, as `meshsim launch -n N -- meshsim run ...` would.
-// So far the cpu backend runs collective workloads (`workload:` in the scenario).
+// So far both backends run collective workloads (`workload:` in the scenario). The cuda
+// backend needs a GPU: without one (or in a build without CUDA) it is one clear error.
+// With --backend cuda and no `topology:`, the machine model is the scenario's default
+// topology preset (nothing is measured).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
@@ -26,6 +33,9 @@
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/device.h"
+#include "schedule/reference_executor.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "report/collective_report.h"
@@ -45,6 +55,7 @@ struct RunFlags {
   std::string file;
   std::vector<std::string> sets;
   std::string backend = "cpu";
+  std::string collectives = "ours";
   int nprocs = 0;
   std::string trace;
   bool json = false;
@@ -153,6 +164,64 @@ Error no_workload(const std::string& file) {
                       "{collective: allreduce, bytes: 64MiB}); training schedules on real processes are not implemented yet");
 }
 
+std::string backend_label(const RunFlags& f) {
+  return f.backend == "cuda" ? fmt::format("cuda (collectives: {})", f.collectives) : f.backend;
+}
+
+// The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
+void check_backend(const RunFlags& f) {
+  if (f.backend != "cpu" && f.backend != "cuda")
+    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
+  if (f.collectives != "ours" && f.collectives != "nccl")
+    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
+  if (f.collectives == "nccl" && f.backend != "cuda")
+    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+  if (f.backend == "cuda") {
+    const cuda::DeviceInfo info = cuda::probe_devices();
+    if (info.count == 0)
+      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
+  }
+}
+
+// One rank of a collective workload on its GPU; fills `checks` with the numerics of each
+// op against the serial reference executor (inputs seeded as the cpu backend seeds them).
+Trace run_cuda_rank(const RunFlags& f, const cpu::LaunchEnv& env, cpu::RendezvousClient& store,
+                    std::chrono::milliseconds timeout, const AlgorithmRegistry& registry, const Placement& placement,
+                    const Schedule& schedule, std::vector<cpu::NumericsCheck>& checks) {
+  const cuda::DeviceInfo info = cuda::probe_devices();
+  const cpu::CpuExecutorOptions limits;
+  const std::vector<Op>& ops = schedule.roles.front().ops;
+  checks.assign(ops.size(), {});
+  for (std::size_t i = 0; i < ops.size(); ++i) checks[i].op = static_cast<int>(i);
+  cuda::CudaExecutorOptions o;
+  o.rank = env.rank;
+  o.device = cuda::local_device(env.rank, info.count, [](const char* v) { return std::getenv(v); });
+  o.share_id = cuda::store_id_exchange(store, env.rank, timeout);
+  o.native_collectives = f.collectives == "nccl";
+  o.watchdog.timeout = timeout;
+  o.data.input = [&](int op, const CollectiveSpec& spec, int grank) {
+    return cpu::seeded_input(spec, grank, limits.seed, op);
+  };
+  o.data.output = [&](int op, const CollectiveSpec& spec, int grank, std::vector<float> got) {
+    if (spec.bytes * spec.ranks > limits.check_limit_bytes) return;
+    const Algorithm* alg = registry.find(ops[static_cast<std::size_t>(op)].algorithm, spec.kind);
+    if (alg == nullptr) return;
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < spec.ranks; ++r) inputs.push_back(cpu::seeded_input(spec, r, limits.seed, op));
+    const auto expected = run_reference(*alg->build(spec), spec, std::move(inputs))[static_cast<std::size_t>(grank)];
+    cpu::NumericsCheck& c = checks[static_cast<std::size_t>(op)];
+    c.checked = true;
+    if (expected.size() != got.size()) {
+      c.max_abs_error = INFINITY;
+      return;
+    }
+    for (std::size_t k = 0; k < got.size(); ++k)
+      c.max_abs_error = std::max(c.max_abs_error, static_cast<double>(std::fabs(expected[k] - got[k])));
+  };
+  cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
+  return executor.execute(schedule);
+}
+
 int run_rank(const RunFlags& f) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
@@ -164,10 +233,13 @@ int run_rank(const RunFlags& f) {
   if (env.rank == 0) server = std::make_unique<cpu::RendezvousServer>(cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
   cpu::RendezvousClient store({env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
   cpu::StoreDirectory dir(store);
-  cpu::TransportOptions topt;
-  topt.token = env.token;
-  topt.timeout = timeout;
-  cpu::Transport transport(env.rank, env.world_size, dir, topt);
+  std::unique_ptr<cpu::Transport> transport;  // the cpu backend's; the cuda backend talks NCCL
+  if (f.backend == "cpu") {
+    cpu::TransportOptions topt;
+    topt.token = env.token;
+    topt.timeout = timeout;
+    transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, dir, topt);
+  }
 
   CollectiveWorkload w = *sc.workload;
   if (w.ranks != 0 && w.ranks != env.world_size)
@@ -175,10 +247,10 @@ int run_rank(const RunFlags& f) {
   w.ranks = env.world_size;
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
-  // or a switch with the latency and loaded bandwidth measured here (every rank takes part).
+  // or (cpu) a switch with the latency and loaded bandwidth measured here (every rank takes part).
   std::string topo_spec = sc.topology;
-  if (!sc.topology_given) {
-    const auto [latency, bandwidth] = measure_link(transport);
+  if (!sc.topology_given && transport) {
+    const auto [latency, bandwidth] = measure_link(*transport);
     const std::string measured =
         env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
                                     env.world_size, bandwidth * 1e-9, latency * 1e6 / 2)
@@ -186,7 +258,7 @@ int run_rank(const RunFlags& f) {
     topo_spec = store.gather("model", env.rank, env.world_size, measured, timeout).front();
   }
   // The reduction cost only matters to validate's prediction, made on rank 0.
-  const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
+  const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given && transport ? measure_gamma_ps() : 0.0;
   const Topology topo = resolve_topology(topo_spec);
   if (topo.num_gpus() < w.ranks)
     throw Error(fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
@@ -208,10 +280,16 @@ int run_rank(const RunFlags& f) {
     schedule = plan_collectives(w);
   }
 
-  cpu::CpuExecutor executor(transport, registry, {});
-  const Trace mine = executor.execute(schedule);
-  const std::vector<std::string> all =
-      store.gather("trace", env.rank, env.world_size, encode_events(mine, executor.checks()), timeout);
+  Trace mine;
+  std::vector<cpu::NumericsCheck> checks;
+  if (transport) {
+    cpu::CpuExecutor executor(*transport, registry, {});
+    mine = executor.execute(schedule);
+    checks = executor.checks();
+  } else {
+    mine = run_cuda_rank(f, env, store, timeout, registry, placement, schedule, checks);
+  }
+  const std::vector<std::string> all = store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
   store.barrier("done", env.world_size, timeout);
   if (env.rank != 0) {
     store.set("left/" + std::to_string(env.rank), "1");
@@ -233,7 +311,8 @@ int run_rank(const RunFlags& f) {
   const double factor = busbw_factor(w.kind, w.ranks);
   double measured_total = 0, predicted_total = 0;
   nlohmann::ordered_json j;
-  j["backend"] = "cpu";
+  j["backend"] = f.backend;
+  if (f.backend == "cuda") j["collectives"] = f.collectives;
   j["ranks"] = w.ranks;
   j["collective"] = to_string(w.kind);
   j["algorithm"] = w.algorithm;
@@ -242,8 +321,9 @@ int run_rank(const RunFlags& f) {
   j["gamma_ps_per_byte"] = gamma_ps;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::ostringstream text;
-  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend cpu\n", f.validate ? "validate" : "run",
-                      to_string(w.kind), format_bytes(w.bytes), w.ranks, w.algorithm);
+  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
+                      to_string(w.kind), format_bytes(w.bytes), w.ranks,
+                      f.collectives == "nccl" ? std::string("NCCL's own") : w.algorithm, backend_label(f));
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
   text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");
@@ -288,7 +368,7 @@ int run_rank(const RunFlags& f) {
   if (!f.trace.empty()) {
     using J = nlohmann::ordered_json;
     J events = J::array();
-    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (cpu)"}}}});
+    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (" + f.backend + ")"}}}});
     for (const auto& evs : m.per_rank)
       for (const TraceEvent& e : evs)
         events.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
@@ -306,13 +386,12 @@ int run_rank(const RunFlags& f) {
   for (int r = 1; r < env.world_size; ++r) store.get("left/" + std::to_string(r), timeout);
   if (m.all_checked && m.max_error != 0)
     throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
-                            "cpu backend, please report it", m.max_error));
+                            "{} backend, please report it", m.max_error, f.backend));
   return 0;
 }
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
-  if (f.backend != "cpu")
-    throw Error("--backend: '" + f.backend + "' is not available here; use --backend cpu (the cuda backend is not built yet)");
+  check_backend(f);
   if (under_launcher()) return run_rank(f);
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
@@ -337,10 +416,12 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     f->validate = is_validate;
     CLI::App* c = app.add_subcommand(is_validate ? "validate" : "run",
                                      is_validate ? "run a scenario for real and compare with the simulator"
-                                                 : "run a scenario for real (cpu backend: processes over TCP)");
+                                                 : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
     c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
     c->add_option("--set", f->sets, "override a field: path=value, repeatable");
-    c->add_option("--backend", f->backend, "cpu (processes over TCP)");
+    c->add_option("--backend", f->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
+    c->add_option("--collectives", f->collectives,
+                  "cuda: ours (our step programs over ncclSend/ncclRecv, as simulated) or nccl (NCCL's own)");
     c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
@@ -348,8 +429,8 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     // The arguments to pass on to the ranks: the same command without -n.
     auto argv = std::make_shared<std::vector<std::string>>();
     return Run([f, argv, is_validate] {
-      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend, "--timeout",
-                                 fmt::format("{}", f->timeout_s)};
+      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend,
+                                 "--collectives", f->collectives, "--timeout", fmt::format("{}", f->timeout_s)};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");
