@@ -1,7 +1,10 @@
-// meshsim run SCENARIO.yaml --backend cpu [-n N] [--set path=value ...] [--trace FILE] [--json]
-// meshsim validate SCENARIO.yaml --backend cpu [-n N] [--set ...] [--trace FILE] [--json]
+// meshsim run SCENARIO.yaml --backend cpu|cuda [--collectives ours|nccl] [-n N] [--set path=value ...]
+//                           [--trace FILE] [--json]
+// meshsim validate SCENARIO.yaml --backend cpu|cuda [...same flags]
 //
-// Executes the scenario's schedule for real, one process per rank, and reports the
+// Executes the scenario's schedule for real, one process per rank (cpu: over TCP; cuda:
+// one GPU per rank with NCCL, collectives as our step programs or, with --collectives
+// nccl, NCCL's own), and reports the
 // measured time of every op (the slowest rank's end minus the earliest start) with
 // algbw/busbw and a numerics check against the serial reference executor. `validate` also
 // simulates the same schedule on a topology describing this machine (the scenario's
@@ -11,11 +14,15 @@
 //
 // Without a launcher environment (MESHSIM_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)
 // the command starts its own ranks, as `meshsim launch -n N -- meshsim run ...` would.
-// So far the cpu backend runs collective workloads (`workload:` in the scenario).
+// So far both backends run collective workloads (`workload:` in the scenario). The cuda
+// backend needs a GPU: without one (or in a build without CUDA) it is one clear error.
+// With --backend cuda and no `topology:`, the machine model is the scenario's default
+// topology preset (nothing is measured).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
@@ -27,6 +34,9 @@
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/device.h"
+#include "schedule/reference_executor.h"
 #include "cli/commands.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
@@ -141,6 +151,64 @@ Measured decode(const std::vector<std::string>& all, std::size_t ops) {
   return m;
 }
 
+std::string backend_label(const RunFlags& f) {
+  return f.backend == "cuda" ? fmt::format("cuda (collectives: {})", f.collectives) : f.backend;
+}
+
+// The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
+void check_backend(const RunFlags& f) {
+  if (f.backend != "cpu" && f.backend != "cuda")
+    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
+  if (f.collectives != "ours" && f.collectives != "nccl")
+    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
+  if (f.collectives == "nccl" && f.backend != "cuda")
+    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+  if (f.backend == "cuda") {
+    const cuda::DeviceInfo info = cuda::probe_devices();
+    if (info.count == 0)
+      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
+  }
+}
+
+// One rank of a collective workload on its GPU; fills `checks` with the numerics of each
+// op against the serial reference executor (inputs seeded as the cpu backend seeds them).
+Trace run_cuda_rank(const RunFlags& f, const cpu::LaunchEnv& env, cpu::RendezvousClient& store,
+                    std::chrono::milliseconds timeout, const AlgorithmRegistry& registry, const Placement& placement,
+                    const Schedule& schedule, std::vector<cpu::NumericsCheck>& checks) {
+  const cuda::DeviceInfo info = cuda::probe_devices();
+  const cpu::CpuExecutorOptions limits;
+  const std::vector<Op>& ops = schedule.roles.front().ops;
+  checks.assign(ops.size(), {});
+  for (std::size_t i = 0; i < ops.size(); ++i) checks[i].op = static_cast<int>(i);
+  cuda::CudaExecutorOptions o;
+  o.rank = env.rank;
+  o.device = cuda::local_device(env.rank, info.count, [](const char* v) { return std::getenv(v); });
+  o.share_id = cuda::store_id_exchange(store, env.rank, timeout);
+  o.native_collectives = f.collectives == "nccl";
+  o.watchdog.timeout = timeout;
+  o.data.input = [&](int op, const CollectiveSpec& spec, int grank) {
+    return cpu::seeded_input(spec, grank, limits.seed, op);
+  };
+  o.data.output = [&](int op, const CollectiveSpec& spec, int grank, std::vector<float> got) {
+    if (spec.bytes * spec.ranks > limits.check_limit_bytes) return;
+    const Algorithm* alg = registry.find(ops[static_cast<std::size_t>(op)].algorithm, spec.kind);
+    if (alg == nullptr) return;
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < spec.ranks; ++r) inputs.push_back(cpu::seeded_input(spec, r, limits.seed, op));
+    const auto expected = run_reference(*alg->build(spec), spec, std::move(inputs))[static_cast<std::size_t>(grank)];
+    cpu::NumericsCheck& c = checks[static_cast<std::size_t>(op)];
+    c.checked = true;
+    if (expected.size() != got.size()) {
+      c.max_abs_error = INFINITY;
+      return;
+    }
+    for (std::size_t k = 0; k < got.size(); ++k)
+      c.max_abs_error = std::max(c.max_abs_error, static_cast<double>(std::fabs(expected[k] - got[k])));
+  };
+  cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
+  return executor.execute(schedule);
+}
+
 }  // namespace
 
 RankSession::RankSession(const RunFlags& f)
@@ -150,10 +218,12 @@ RankSession::RankSession(const RunFlags& f)
   store = std::make_unique<cpu::RendezvousClient>(
       cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
-  cpu::TransportOptions topt;
-  topt.token = env.token;
-  topt.timeout = timeout;
-  transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
+  if (f.backend == "cpu") {  // the cuda backend talks NCCL
+    cpu::TransportOptions topt;
+    topt.token = env.token;
+    topt.timeout = timeout;
+    transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
+  }
 }
 
 void RankSession::finish() {
@@ -166,7 +236,7 @@ void RankSession::finish() {
 }
 
 std::string machine_topology(RankSession& s, const Scenario& sc) {
-  if (sc.topology_given) return sc.topology;
+  if (sc.topology_given || !s.transport) return sc.topology;
   const auto [latency, bandwidth] = measure_link(*s.transport);
   const std::string measured =
       s.env.rank == 0 ? fmt::format("switch:gpus_per_node={},bandwidth={:.3f}GB/s,latency={:.3f}us,efficiency=1.0",
@@ -181,12 +251,15 @@ int run_rank(const RunFlags& f) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
   const Scenario sc = node.resolve();
+  if (!sc.workload && f.backend != "cpu")
+    throw Error("--backend " + f.backend + ": training schedules run on --backend cpu so far; the cuda backend runs "
+                "collective workloads (workload: in the scenario)");
   RankSession session(f);
   if (!sc.workload) return run_training_rank(f, sc, session);
   const cpu::LaunchEnv& env = session.env;
   const auto timeout = session.timeout;
   cpu::RendezvousClient& store = *session.store;
-  cpu::Transport& transport = *session.transport;
+  cpu::Transport* transport = session.transport.get();
 
   CollectiveWorkload w = *sc.workload;
   if (w.ranks != 0 && w.ranks != env.world_size)
@@ -194,10 +267,10 @@ int run_rank(const RunFlags& f) {
   w.ranks = env.world_size;
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
-  // or a switch with the latency and loaded bandwidth measured here (every rank takes part).
+  // or (cpu) a switch with the latency and loaded bandwidth measured here (every rank takes part).
   const std::string topo_spec = machine_topology(session, sc);
   // The reduction cost only matters to validate's prediction, made on rank 0.
-  const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given ? measure_gamma_ps() : 0.0;
+  const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given && transport ? measure_gamma_ps() : 0.0;
   const Topology topo = resolve_topology(topo_spec);
   if (topo.num_gpus() < w.ranks)
     throw Error(fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
@@ -219,10 +292,16 @@ int run_rank(const RunFlags& f) {
     schedule = plan_collectives(w);
   }
 
-  cpu::CpuExecutor executor(transport, registry, {});
-  const Trace mine = executor.execute(schedule);
-  const std::vector<std::string> all =
-      store.gather("trace", env.rank, env.world_size, encode_events(mine, executor.checks()), timeout);
+  Trace mine;
+  std::vector<cpu::NumericsCheck> checks;
+  if (transport) {
+    cpu::CpuExecutor executor(*transport, registry, {});
+    mine = executor.execute(schedule);
+    checks = executor.checks();
+  } else {
+    mine = run_cuda_rank(f, env, store, timeout, registry, placement, schedule, checks);
+  }
+  const std::vector<std::string> all = store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
   if (env.rank != 0) {
     session.finish();
     return 0;
@@ -243,7 +322,8 @@ int run_rank(const RunFlags& f) {
   const double factor = busbw_factor(w.kind, w.ranks);
   double measured_total = 0, predicted_total = 0;
   nlohmann::ordered_json j;
-  j["backend"] = "cpu";
+  j["backend"] = f.backend;
+  if (f.backend == "cuda") j["collectives"] = f.collectives;
   j["ranks"] = w.ranks;
   j["collective"] = to_string(w.kind);
   j["algorithm"] = w.algorithm;
@@ -252,8 +332,9 @@ int run_rank(const RunFlags& f) {
   j["gamma_ps_per_byte"] = gamma_ps;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::ostringstream text;
-  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend cpu\n", f.validate ? "validate" : "run",
-                      to_string(w.kind), format_bytes(w.bytes), w.ranks, w.algorithm);
+  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
+                      to_string(w.kind), format_bytes(w.bytes), w.ranks,
+                      f.collectives == "nccl" ? std::string("NCCL's own") : w.algorithm, backend_label(f));
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
   text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");
@@ -298,7 +379,7 @@ int run_rank(const RunFlags& f) {
   if (!f.trace.empty()) {
     using J = nlohmann::ordered_json;
     J events = J::array();
-    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (cpu)"}}}});
+    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (" + f.backend + ")"}}}});
     for (const auto& evs : m.per_rank)
       for (const TraceEvent& e : evs)
         events.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
@@ -316,13 +397,12 @@ int run_rank(const RunFlags& f) {
   session.finish();
   if (m.all_checked && m.max_error != 0)
     throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
-                            "cpu backend, please report it", m.max_error));
+                            "{} backend, please report it", m.max_error, f.backend));
   return 0;
 }
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
-  if (f.backend != "cpu")
-    throw Error("--backend: '" + f.backend + "' is not available here; use --backend cpu (the cuda backend is not built yet)");
+  check_backend(f);
   if (under_launcher()) return run_rank(f);
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
@@ -358,10 +438,12 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     f->validate = is_validate;
     CLI::App* c = app.add_subcommand(is_validate ? "validate" : "run",
                                      is_validate ? "run a scenario for real and compare with the simulator"
-                                                 : "run a scenario for real (cpu backend: processes over TCP)");
+                                                 : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
     c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
     c->add_option("--set", f->sets, "override a field: path=value, repeatable");
-    c->add_option("--backend", f->backend, "cpu (processes over TCP)");
+    c->add_option("--backend", f->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
+    c->add_option("--collectives", f->collectives,
+                  "cuda: ours (our step programs over ncclSend/ncclRecv, as simulated) or nccl (NCCL's own)");
     c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
@@ -369,8 +451,8 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     // The arguments to pass on to the ranks: the same command without -n.
     auto argv = std::make_shared<std::vector<std::string>>();
     return Run([f, argv, is_validate] {
-      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend, "--timeout",
-                                 fmt::format("{}", f->timeout_s)};
+      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend,
+                                 "--collectives", f->collectives, "--timeout", fmt::format("{}", f->timeout_s)};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");

@@ -22,6 +22,7 @@ struct RunFlags {
   std::string file;
   std::vector<std::string> sets;
   std::string backend = "cpu";
+  std::string collectives = "ours";  // cuda: our step programs, or nccl's own collectives
   int nprocs = 0;
   std::string trace;
   bool json = false;
@@ -37,7 +38,7 @@ struct RankSession {
   std::unique_ptr<cpu::RendezvousServer> server;
   std::unique_ptr<cpu::RendezvousClient> store;
   std::unique_ptr<cpu::StoreDirectory> dir;
-  std::unique_ptr<cpu::Transport> transport;
+  std::unique_ptr<cpu::Transport> transport;  // cpu backend only
   // Rank 0 waits until every other rank has left (so the store outlives them).
   void finish();
 };

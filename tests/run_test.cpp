@@ -115,6 +115,26 @@ TEST(Run, UnknownBackendIsAClearError) {
   expect_user_error(meshsim("run " + workload("b", "allreduce", "1MiB", 1).string() + " -n 2 --backend tpu"), "--backend");
 }
 
+// Without a GPU (no device, no driver, or a build without CUDA) --backend cuda is one
+// clear error before any rank starts, for run and validate alike.
+TEST(Run, CudaBackendWithoutAGpuIsOneClearError) {
+  const fs::path f = workload("cu", "allreduce", "1MiB", 1, "ring");
+  for (const char* cmd : {"run", "validate"}) {
+    const Result r = meshsim(std::string(cmd) + " " + f.string() + " -n 2 --backend cuda --collectives nccl");
+    if (r.code == 0) GTEST_SKIP() << "GPUs ran the workload; this tests the no-GPU path";
+    expect_user_error(r, "--backend cuda: no GPU found (");
+    EXPECT_NE(r.err.find("); use --backend cpu or run on a GPU machine"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("rank 1"), std::string::npos) << "one error, not one per rank: " << r.err;
+  }
+}
+
+TEST(Run, CollectivesFlagIsChecked) {
+  const fs::path f = workload("cf", "allreduce", "1MiB", 1, "ring");
+  expect_user_error(meshsim("run " + f.string() + " -n 2 --collectives nccl"),
+                    "--collectives nccl: native NCCL collectives need --backend cuda");
+  expect_user_error(meshsim("run " + f.string() + " -n 2 --backend cuda --collectives mpi"), "--collectives: 'mpi'");
+}
+
 // A rank killed mid-run: the run stops within a bounded time, naming the rank, and
 // leaves no process behind (the launcher's process group).
 TEST(Run, ARankKilledMidRunStopsEveryRank) {

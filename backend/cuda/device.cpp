@@ -1,12 +1,30 @@
 #include "backend/cuda/device.h"
 
+#include <cstdlib>
+
 #if defined(MESHSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
 
 #include "kernels/reduce.h"
+#include "kernels/stream_pass.h"
 #endif
 
 namespace meshsim::cuda {
+
+int local_device(int rank, int devices, const std::function<const char*(const char*)>& getenv) {
+  int local = rank;
+  for (const char* v : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MESHSIM_LOCAL_RANK"}) {
+    const char* text = getenv(v);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end == '\0' && value >= 0) {
+      local = static_cast<int>(value);
+      break;
+    }
+  }
+  return devices > 0 ? local % devices : 0;
+}
 
 #if defined(MESHSIM_HAVE_CUDA)
 namespace {
@@ -48,6 +66,21 @@ std::string reduce_on_device(const std::vector<float>& a, const std::vector<floa
   cudaFree(db);
   return err;
 }
+
+std::string stream_pass_on_device(const std::vector<float>& in, float scale, std::vector<float>& out) {
+  const std::size_t n = in.size();
+  out.assign(n, 0.0f);
+  float* din = nullptr;
+  float* dout = nullptr;
+  std::string err = check(cudaMalloc(&din, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMalloc(&dout, n * sizeof(float)), "cudaMalloc");
+  if (err.empty()) err = check(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::stream_pass_cuda(dout, din, n, scale, nullptr)), "stream_pass");
+  if (err.empty()) err = check(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(din);
+  cudaFree(dout);
+  return err;
+}
 #else
 DeviceInfo probe_devices() {
   DeviceInfo info;
@@ -56,6 +89,10 @@ DeviceInfo probe_devices() {
 }
 
 std::string reduce_on_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) {
+  return "this build has no CUDA toolkit";
+}
+
+std::string stream_pass_on_device(const std::vector<float>&, float, std::vector<float>&) {
   return "this build has no CUDA toolkit";
 }
 #endif

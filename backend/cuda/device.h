@@ -6,6 +6,7 @@
 // CUDA status codes are turned into strings here, inside backend/cuda, and never leak out.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,15 @@ struct DeviceInfo {
 
 DeviceInfo probe_devices();
 
+// The GPU of this rank: its local rank on the node (LOCAL_RANK from torchrun,
+// SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MESHSIM_LOCAL_RANK; first set wins), else
+// the global rank, modulo the devices seen. `getenv` returns a variable or nullptr.
+int local_device(int rank, int devices, const std::function<const char*(const char*)>& getenv);
+
 // Test helper: out = a + b computed by the reduction kernel on device 0. Returns "" on
 // success, else the CUDA error text.
 std::string reduce_on_device(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out);
+// Test helper: out = scale * in by the memory-bound pass kernel on device 0; "" or the CUDA error text.
+std::string stream_pass_on_device(const std::vector<float>& in, float scale, std::vector<float>& out);
 
 }  // namespace meshsim::cuda

@@ -1,0 +1,92 @@
+// Where CUDA, NCCL and cuBLAS statuses become meshsim::Error: the only place in the cuda
+// backend that reads a library status code, so no code leaks out of backend/cuda.
+//
+//   Checker check(api, /*rank=*/3);
+//   check.add_comm(world);                               // aborted when anything fails
+//   check.nccl(api.send(buf, n, 1, world, s), "ncclSend", "op 'tp.allreduce' (#17 of role 0)");
+//   // on failure: Error("backend cuda: rank 3: op 'tp.allreduce' (#17 of role 0): ncclSend failed:
+//   //   NCCL error 2 (unhandled system error); NCCL communicators aborted"), every added
+//   //   communicator aborted first
+//
+// Watchdog: the host never blocks in a CUDA call that may wait on a peer. It polls an
+// event (cudaEventQuery) and, between polls, every communicator's asynchronous error
+// (ncclCommGetAsyncError). An asynchronous error, or no finished op for `timeout`, aborts
+// the communicators (ncclCommAbort, which also releases the kernels waiting on peers) and
+// throws an Error naming the rank and the op that did not finish.
+//
+//   Watchdog dog(check, {.timeout = 120s});
+//   dog.wait(end_event_of_op, "op 'dp.allreduce' (#40 of role 0)");   // returns when it is done
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cuda/gpu_api.h"
+
+namespace meshsim::cuda {
+
+class Checker {
+ public:
+  Checker(GpuApi& api, int rank) : api_(api), rank_(rank) {}
+  // Communicators to abort when a call fails (so peers blocked on this rank are released).
+  void add_comm(CommH comm) { comms_.push_back(comm); }
+  const std::vector<CommH>& comms() const { return comms_; }
+
+  // Throw Error (after aborting the communicators) unless status is success.
+  // `call` is the library function, `op` where it happened: "op 'name' (#i of role r)", "setup", ...
+  void check(Lib lib, int status, std::string_view call, std::string_view op);
+  void cuda(int status, std::string_view call, std::string_view op) { check(Lib::Cuda, status, call, op); }
+  void nccl(int status, std::string_view call, std::string_view op) { check(Lib::Nccl, status, call, op); }
+  void cublas(int status, std::string_view call, std::string_view op) { check(Lib::Cublas, status, call, op); }
+
+  // Aborts every added communicator once (later calls do nothing); statuses ignored.
+  void abort_comms();
+  bool aborted() const { return aborted_; }
+  // Throws Error naming the rank and op, after aborting; `what` is the cause in words.
+  [[noreturn]] void fail(std::string_view op, const std::string& what);
+
+  int rank() const { return rank_; }
+  GpuApi& api() { return api_; }
+
+ private:
+  GpuApi& api_;
+  int rank_;
+  std::vector<CommH> comms_;
+  bool aborted_ = false;
+};
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct WatchdogOptions {
+  std::chrono::milliseconds timeout{120'000};  // no op finished for this long: abort
+  std::chrono::microseconds poll{50};          // sleep between polls
+};
+
+// The watchdog's view of time: real by default, a fake clock in tests.
+struct WatchClock {
+  std::function<SteadyTime()> now = [] { return std::chrono::steady_clock::now(); };
+  std::function<void(std::chrono::microseconds)> sleep;  // empty: std::this_thread::sleep_for
+};
+
+class Watchdog {
+ public:
+  Watchdog(Checker& check, WatchdogOptions options, WatchClock clock = {});
+  // Blocks until `event` has completed. Throws Error (communicators aborted) on an
+  // asynchronous NCCL error, a failed query, or when `timeout` passes without progress
+  // (progress = a wait that returned; the first wait counts from construction).
+  void wait(EventH event, std::string_view op);
+  // Restart the no-progress deadline (after host work that is not the GPU's fault).
+  void progress();
+
+ private:
+  void poll_comms(std::string_view op);
+  Checker& check_;
+  WatchdogOptions opt_;
+  WatchClock clock_;
+  SteadyTime last_progress_;
+};
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,163 @@
+// The real GpuApi: thin forwards to the CUDA runtime, NCCL, cuBLAS and kernels/. Built
+// only with the CUDA toolkit and NCCL (MESHSIM_HAVE_CUDA, MESHSIM_HAVE_NCCL). Statuses are
+// returned as they come; check.h turns them into errors.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <climits>
+#include <cstring>
+
+#include "backend/cuda/gpu_api.h"
+#include "kernels/reduce.h"
+#include "kernels/stream_pass.h"
+
+static_assert(sizeof(ncclUniqueId) == meshsim::cuda::kUniqueIdBytes, "ncclUniqueId size changed");
+
+namespace meshsim::cuda {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Bf16: return ncclBfloat16;
+    case DType::Fp16: return ncclFloat16;
+    case DType::Fp32: return ncclFloat32;
+  }
+  return ncclFloat32;
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::Bf16: return CUDA_R_16BF;
+    case DType::Fp16: return CUDA_R_16F;
+    case DType::Fp32: return CUDA_R_32F;
+  }
+  return CUDA_R_32F;
+}
+
+class RealGpuApi final : public GpuApi {
+ public:
+  std::string error_string(Lib lib, int status) override {
+    switch (lib) {
+      case Lib::Cuda: return cudaGetErrorString(static_cast<cudaError_t>(status));
+      case Lib::Cublas: return cublasGetStatusString(static_cast<cublasStatus_t>(status));
+      case Lib::Nccl: {
+        std::string s = ncclGetErrorString(static_cast<ncclResult_t>(status));
+        const char* last = ncclGetLastError(nullptr);
+        if (last != nullptr && *last != '\0') s += std::string(": ") + last;
+        return s;
+      }
+    }
+    return "unknown library";
+  }
+
+  int set_device(int device) override { return cudaSetDevice(device); }
+  int malloc(void** ptr, std::size_t bytes) override { return cudaMalloc(ptr, bytes); }
+  int free(void* ptr) override { return cudaFree(ptr); }
+  int memset_async(void* ptr, int value, std::size_t bytes, StreamH stream) override {
+    return cudaMemsetAsync(ptr, value, bytes, stream);
+  }
+  int memcpy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  }
+  int memcpy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+  }
+  int stream_create(StreamH* stream) override { return cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking); }
+  int stream_destroy(StreamH stream) override { return cudaStreamDestroy(stream); }
+  int event_create(EventH* event) override { return cudaEventCreate(event); }
+  int event_destroy(EventH event) override { return cudaEventDestroy(event); }
+  int event_record(EventH event, StreamH stream) override { return cudaEventRecord(event, stream); }
+  int stream_wait_event(StreamH stream, EventH event) override { return cudaStreamWaitEvent(stream, event, 0); }
+  int event_query(EventH event, bool* done) override {
+    const cudaError_t e = cudaEventQuery(event);
+    *done = e == cudaSuccess;
+    if (e == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not-ready is not sticky, but clear it so later checks see only real errors
+      return cudaSuccess;
+    }
+    return e;
+  }
+  int event_elapsed_ms(float* ms, EventH start, EventH end) override { return cudaEventElapsedTime(ms, start, end); }
+
+  int get_unique_id(std::string* id) override {
+    ncclUniqueId u;
+    const ncclResult_t r = ncclGetUniqueId(&u);
+    id->assign(u.internal, sizeof(u.internal));
+    return r;
+  }
+  int comm_init_rank(CommH* comm, int nranks, const std::string& id, int rank) override {
+    ncclUniqueId u;
+    if (id.size() != sizeof(u.internal)) return ncclInvalidArgument;
+    std::memcpy(u.internal, id.data(), sizeof(u.internal));
+    return ncclCommInitRank(comm, nranks, u, rank);
+  }
+  int comm_split(CommH comm, int color, int key, CommH* out) override {
+    return ncclCommSplit(comm, color, key, out, nullptr);
+  }
+  int comm_get_async_error(CommH comm, int* async_status) override {
+    ncclResult_t a = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &a);
+    *async_status = a;
+    return r;
+  }
+  int comm_abort(CommH comm) override { return ncclCommAbort(comm); }
+  int comm_destroy(CommH comm) override { return ncclCommDestroy(comm); }
+  int group_start() override { return ncclGroupStart(); }
+  int group_end() override { return ncclGroupEnd(); }
+  int send(const void* buf, std::size_t bytes, int peer, CommH comm, StreamH stream) override {
+    return ncclSend(buf, bytes, ncclChar, peer, comm, stream);
+  }
+  int recv(void* buf, std::size_t bytes, int peer, CommH comm, StreamH stream) override {
+    return ncclRecv(buf, bytes, ncclChar, peer, comm, stream);
+  }
+  int collective(CollKind kind, const void* send, void* recv, std::size_t count, DType type, int root, CommH comm,
+                 StreamH stream) override {
+    const ncclDataType_t t = nccl_type(type);
+    switch (kind) {
+      case CollKind::AllReduce: return ncclAllReduce(send, recv, count, t, ncclSum, comm, stream);
+      case CollKind::AllGather: return ncclAllGather(send, recv, count, t, comm, stream);
+      case CollKind::ReduceScatter: return ncclReduceScatter(send, recv, count, t, ncclSum, comm, stream);
+      case CollKind::Broadcast: return ncclBroadcast(send, recv, count, t, root, comm, stream);
+      case CollKind::Reduce: return ncclReduce(send, recv, count, t, ncclSum, root, comm, stream);
+      case CollKind::AllToAll: return ncclAlltoAll(send, recv, count, t, comm, stream);
+      case CollKind::SendRecv: break;
+    }
+    return ncclInvalidArgument;
+  }
+
+  int blas_create(BlasH* handle) override { return cublasCreate(handle); }
+  int blas_destroy(BlasH handle) override { return cublasDestroy(handle); }
+  int blas_set_stream(BlasH handle, StreamH stream) override { return cublasSetStream(handle, stream); }
+  int blas_set_workspace(BlasH handle, void* ptr, std::size_t bytes) override {
+    return cublasSetWorkspace(handle, ptr, bytes);
+  }
+  int gemm(BlasH handle, std::int64_t m, std::int64_t n, std::int64_t k, DType type, const void* a, const void* b,
+           void* c) override {
+    const float one = 1.0f, zero = 0.0f;
+    const cudaDataType_t t = cuda_type(type);
+    // Column-major: C (m x n, ld m) = A (m x k, ld m) * B (k x n, ld k).
+    if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX)
+      return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                          static_cast<int>(k), &one, a, t, static_cast<int>(m), b, t, static_cast<int>(k), &zero, c, t,
+                          static_cast<int>(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, t, m, b, t, k, &zero, c, t, m,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+
+  int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) override {
+    return kernels::reduce_sum_cuda(dst, src, n, stream);
+  }
+  int stream_pass(float* dst, const float* src, std::size_t n, StreamH stream) override {
+    return kernels::stream_pass_cuda(dst, src, n, 1.0f, stream);
+  }
+};
+
+}  // namespace
+
+GpuApi& real_gpu_api() {
+  static RealGpuApi api;  // stateless forwards; one per process is enough
+  return api;
+}
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,137 @@
+// Workspace planning (see workspace.h).
+#include "backend/cuda/workspace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace meshsim::cuda {
+
+std::int64_t align_up(std::int64_t bytes, std::int64_t align) { return (bytes + align - 1) / align * align; }
+
+const Region& WorkspacePlan::region(int op, const std::string& name) const {
+  if (op >= 0 && op < static_cast<int>(ops.size()))
+    for (const Region& r : ops[static_cast<std::size_t>(op)])
+      if (r.name == name) return r;
+  throw Error(fmt::format("backend cuda: workspace: op {} has no buffer '{}'", op, name));
+}
+
+WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vector<std::vector<BufferNeed>>& needs) {
+  MESHSIM_ASSERT(streams.size() == needs.size());
+  std::vector<std::int64_t> footprint(static_cast<std::size_t>(kStreams), 0);
+  std::vector<bool> used(static_cast<std::size_t>(kStreams), false);
+  for (std::size_t i = 0; i < needs.size(); ++i) {
+    std::int64_t size = 0;
+    for (const BufferNeed& n : needs[i]) {
+      if (n.bytes < 0)
+        throw Error(fmt::format("backend cuda: workspace: op {} buffer '{}' needs {} bytes", i, n.name, n.bytes));
+      size += align_up(n.bytes);
+    }
+    const auto s = static_cast<std::size_t>(streams[i]);
+    used[s] = true;
+    footprint[s] = std::max(footprint[s], size);
+  }
+  WorkspacePlan plan;
+  std::vector<std::int64_t> base(static_cast<std::size_t>(kStreams), 0);
+  for (int s = 0; s < kStreams; ++s) {
+    if (!used[static_cast<std::size_t>(s)]) continue;
+    base[static_cast<std::size_t>(s)] = plan.total;
+    plan.arenas.push_back({to_string(static_cast<Stream>(s)), plan.total, footprint[static_cast<std::size_t>(s)]});
+    plan.total += footprint[static_cast<std::size_t>(s)];
+  }
+  plan.ops.resize(needs.size());
+  for (std::size_t i = 0; i < needs.size(); ++i) {
+    std::int64_t at = base[static_cast<std::size_t>(streams[i])];
+    for (const BufferNeed& n : needs[i]) {
+      plan.ops[i].push_back({n.name, at, n.bytes});
+      at += align_up(n.bytes);
+    }
+  }
+  return plan;
+}
+
+namespace {
+bool overlaps(const Transfer& a, const Transfer& b) {
+  return a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+}  // namespace
+
+StepLayout layout_step(const Step& step, bool shared_buffer) {
+  StepLayout l;
+  const std::size_t nr = step.recvs.size();
+  l.recv_stage.assign(nr, -1);
+  l.send_snapshot.assign(step.sends.size(), -1);
+  std::vector<bool> staged(nr, step.op == RecvOp::Reduce);  // reductions apply after the group
+  for (std::size_t i = 0; i < nr; ++i)
+    for (std::size_t j = i + 1; j < nr; ++j)
+      if (overlaps(step.recvs[i], step.recvs[j])) staged[i] = staged[j] = true;
+  for (std::size_t i = 0; i < nr; ++i)
+    if (staged[i]) {
+      l.recv_stage[i] = l.stage_bytes;
+      l.stage_bytes += align_up(step.recvs[i].bytes);
+    }
+  if (shared_buffer)
+    for (std::size_t s = 0; s < step.sends.size(); ++s) {
+      bool clobbered = false;
+      for (std::size_t i = 0; i < nr && !clobbered; ++i) clobbered = !staged[i] && overlaps(step.sends[s], step.recvs[i]);
+      if (clobbered) {
+        l.send_snapshot[s] = l.snapshot_bytes;
+        l.snapshot_bytes += align_up(step.sends[s].bytes);
+      }
+    }
+  return l;
+}
+
+std::vector<BufferNeed> step_program_needs(const StepProgram& program, const CollectiveSpec& spec, int group_rank) {
+  const RankBuffers rb = rank_buffers(spec, group_rank);
+  const bool shared = spec.kind != CollKind::AllToAll;
+  std::vector<BufferNeed> needs;
+  if (shared) {
+    needs.push_back({"data", rb.send});
+  } else {
+    needs.push_back({"send", rb.send});
+    needs.push_back({"recv", rb.recv});
+  }
+  std::int64_t stage = 0, snapshot = 0;
+  Step st;
+  const int steps = program.num_steps(group_rank);
+  for (int s = 0; s < steps; ++s) {
+    st.clear();
+    program.step(group_rank, s, st);
+    const StepLayout l = layout_step(st, shared);
+    stage = std::max(stage, l.stage_bytes);
+    snapshot = std::max(snapshot, l.snapshot_bytes);
+  }
+  needs.push_back({"stage", stage});
+  needs.push_back({"snapshot", snapshot});
+  return needs;
+}
+
+std::vector<BufferNeed> native_collective_needs(const CollectiveSpec& spec) {
+  if (spec.kind == CollKind::AllToAll) return {{"send", spec.bytes}, {"recv", spec.bytes}};
+  if (spec.kind == CollKind::SendRecv) return {{"send", spec.bytes}, {"recv", spec.bytes}};
+  return {{"data", spec.bytes}};
+}
+
+std::vector<BufferNeed> op_needs(const Op& op) {
+  switch (op.kind) {
+    case OpKind::Send:
+    case OpKind::Recv:
+      return {{"data", op.bytes}};
+    case OpKind::Collective:
+      throw Error("backend cuda: workspace: op '" + op.name + "' is a collective; plan it from its step program");
+    case OpKind::Compute:
+      break;
+  }
+  const Kernel& k = op.kernel;
+  if (k.kind == KernelKind::Gemm) {
+    const std::int64_t d = k.dtype_bytes;
+    return {{"cublas", kCublasWorkspace}, {"a", k.m * k.k * d}, {"b", k.k * k.n * d}, {"c", k.m * k.n * d}};
+  }
+  const auto half = static_cast<std::int64_t>(k.bytes / 2) / 4 * 4;  // whole float32 values
+  return {{"in", half}, {"out", half}};
+}
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,150 @@
+#include "backend/cuda/workspace.h"
+
+#include <gtest/gtest.h>
+
+#include "core/test_util.h"
+
+namespace meshsim::cuda {
+namespace {
+
+// Every region aligned, inside its op's stream arena; regions of ops on different streams disjoint.
+void expect_sound(const WorkspacePlan& p, const std::vector<Stream>& streams) {
+  auto arena = [&](Stream s) {
+    for (const Region& a : p.arenas)
+      if (a.name == to_string(s)) return a;
+    ADD_FAILURE() << "no arena for " << to_string(s);
+    return Region{};
+  };
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const Region a = arena(streams[i]);
+    for (const Region& r : p.ops[i]) {
+      EXPECT_EQ(r.offset % kWorkspaceAlign, 0) << i << " " << r.name;
+      EXPECT_GE(r.offset, a.offset);
+      EXPECT_LE(r.end(), a.end());
+      EXPECT_LE(r.end(), p.total);
+    }
+    for (std::size_t j = 0; j < p.ops.size(); ++j) {
+      if (streams[i] == streams[j]) continue;  // one stream: never live together
+      for (const Region& x : p.ops[i])
+        for (const Region& y : p.ops[j])
+          EXPECT_TRUE(x.bytes == 0 || y.bytes == 0 || x.end() <= y.offset || y.end() <= x.offset)
+              << "op " << i << " " << x.name << " aliases op " << j << " " << y.name;
+    }
+  }
+}
+
+TEST(Workspace, ArenaPerStreamSizedByItsLargestOp) {
+  const std::vector<Stream> streams = {Stream::Compute, Stream::Dp, Stream::Compute, Stream::Tp};
+  const std::vector<std::vector<BufferNeed>> needs = {
+      {{"a", 100}, {"b", 300}},  // 256 + 512 = 768
+      {{"data", 1000}},          // 1024
+      {{"x", 256}, {"y", 1}},    // 256 + 256 = 512
+      {{"z", 0}},                // 0
+  };
+  const WorkspacePlan p = plan_workspace(streams, needs);
+  // Arenas in Stream order: Compute [0, 768), Tp [768, 768), Dp [768, 1792).
+  ASSERT_EQ(p.arenas.size(), 3u);
+  EXPECT_EQ(p.arenas[0].name, "compute");
+  EXPECT_EQ(p.arenas[0].bytes, 768);
+  EXPECT_EQ(p.arenas[1].name, "tp");
+  EXPECT_EQ(p.arenas[1].bytes, 0);
+  EXPECT_EQ(p.arenas[2].name, "dp");
+  EXPECT_EQ(p.arenas[2].offset, 768);
+  EXPECT_EQ(p.total, 1792);
+  EXPECT_EQ(p.region(0, "a").offset, 0);
+  EXPECT_EQ(p.region(0, "a").bytes, 100);
+  EXPECT_EQ(p.region(0, "b").offset, 256);
+  EXPECT_EQ(p.region(2, "x").offset, 0);  // same stream: reuses op 0's bytes
+  EXPECT_EQ(p.region(2, "y").offset, 256);
+  EXPECT_EQ(p.region(1, "data").offset, 768);
+  expect_sound(p, streams);
+  EXPECT_TRUE(testing_util::contains(testing_util::error_of([&] { p.region(1, "stage"); }), "op 1 has no buffer 'stage'"));
+  EXPECT_TRUE(testing_util::contains(testing_util::error_of([] { plan_workspace({Stream::Dp}, {{{"x", -1}}}); }),
+                                     "op 0 buffer 'x' needs -1 bytes"));
+}
+
+TEST(Workspace, GemmAndMemoryBoundNeeds) {
+  Op g;
+  g.kernel = Kernel::gemm(64, 32, 16, 2);
+  const auto n = op_needs(g);
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[0].name, "cublas");  // first: at the arena start for every GEMM of a stream
+  EXPECT_EQ(n[0].bytes, kCublasWorkspace);
+  EXPECT_EQ(n[1].bytes, 64 * 16 * 2);
+  EXPECT_EQ(n[2].bytes, 16 * 32 * 2);
+  EXPECT_EQ(n[3].bytes, 64 * 32 * 2);
+  Op e;
+  e.kernel = Kernel::elementwise(KernelKind::Norm, 10, 1002, 2);
+  const auto m = op_needs(e);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].bytes, 500);  // half of the bytes, whole floats
+  EXPECT_EQ(m[1].bytes, 500);
+  Op s;
+  s.kind = OpKind::Send;
+  s.bytes = 777;
+  EXPECT_EQ(op_needs(s)[0].bytes, 777);
+}
+
+TEST(Workspace, StepLayoutStagesReductionsAndSnapshotsClobberedSends) {
+  Step reduce;
+  reduce.op = RecvOp::Reduce;
+  reduce.sends = {{1, 0, 100, 0}};
+  reduce.recvs = {{1, 0, 100, 0}, {2, 512, 300, 1}};
+  const StepLayout r = layout_step(reduce, true);
+  EXPECT_EQ(r.recv_stage, (std::vector<std::int64_t>{0, 256}));
+  EXPECT_EQ(r.stage_bytes, 256 + 512);
+  EXPECT_EQ(r.send_snapshot, (std::vector<std::int64_t>{-1}));  // the receive lands in staging
+  Step copy;
+  copy.sends = {{1, 0, 64, 0}, {2, 128, 64, 1}};
+  copy.recvs = {{1, 32, 64, 0}};  // overwrites the second half of send 0
+  const StepLayout c = layout_step(copy, true);
+  EXPECT_EQ(c.recv_stage, (std::vector<std::int64_t>{-1}));
+  EXPECT_EQ(c.send_snapshot, (std::vector<std::int64_t>{0, -1}));
+  EXPECT_EQ(c.snapshot_bytes, 256);
+  EXPECT_EQ(layout_step(copy, false).snapshot_bytes, 0);  // separate send and receive buffers
+  Step overlap;
+  overlap.recvs = {{1, 0, 64, 0}, {2, 32, 64, 1}};
+  EXPECT_EQ(layout_step(overlap, true).recv_stage, (std::vector<std::int64_t>{0, 256}));
+}
+
+TEST(Workspace, RingAllReduceNeedsOneChunkOfStaging) {
+  // p = 4, 4096 bytes: chunks of 1024; reduce-scatter steps receive one chunk each and
+  // reduce it (staged); all-gather steps receive a chunk other than the one they send.
+  CollectiveSpec spec;
+  spec.kind = CollKind::AllReduce;
+  spec.ranks = 4;
+  spec.bytes = 4096;
+  spec.element_bytes = 4;
+  const auto prog = AlgorithmRegistry::builtin().find("ring", CollKind::AllReduce)->build(spec);
+  const auto n = step_program_needs(*prog, spec, 1);
+  ASSERT_EQ(n.size(), 3u);
+  EXPECT_EQ(n[0].name, "data");
+  EXPECT_EQ(n[0].bytes, 4096);
+  EXPECT_EQ(n[1].name, "stage");
+  EXPECT_EQ(n[1].bytes, 1024);
+  EXPECT_EQ(n[2].name, "snapshot");
+  EXPECT_EQ(n[2].bytes, 0);
+  spec.kind = CollKind::AllToAll;
+  const auto a2a = AlgorithmRegistry::builtin().find("pairwise", CollKind::AllToAll)->build(spec);
+  const auto m = step_program_needs(*a2a, spec, 0);
+  EXPECT_EQ(m[0].name, "send");
+  EXPECT_EQ(m[1].name, "recv");
+  EXPECT_EQ(native_collective_needs(spec).size(), 2u);
+}
+
+TEST(Workspace, ManyOpsOnSeveralStreamsNeverAlias) {
+  std::vector<Stream> streams;
+  std::vector<std::vector<BufferNeed>> needs;
+  for (int i = 0; i < 40; ++i) {
+    streams.push_back(static_cast<Stream>(i * 7 % kStreams));
+    needs.push_back({{"a", (i * 977) % 5000}, {"b", (i * 131) % 700 + 1}, {"c", i % 3 == 0 ? 0 : 4096 + i}});
+  }
+  const WorkspacePlan p = plan_workspace(streams, needs);
+  expect_sound(p, streams);
+  std::int64_t sum = 0;
+  for (const Region& a : p.arenas) sum += a.bytes;
+  EXPECT_EQ(sum, p.total);
+}
+
+}  // namespace
+}  // namespace meshsim::cuda
