@@ -19,8 +19,9 @@ bool overlaps(const Transfer& a, const Transfer& b) {
 
 class RankRunner {
  public:
-  RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer)
-      : t_(t), prog_(prog), spec_(spec), r_(t.rank()), p_(prog.ranks()), buffer_(buffer) {}
+  RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer,
+             std::span<const int> group)
+      : t_(t), prog_(prog), spec_(spec), group_(group), r_(local_rank(t, group)), p_(prog.ranks()), buffer_(buffer) {}
 
   CollectiveRun run() {
     const auto t0 = Clock::now();
@@ -43,11 +44,27 @@ class RankRunner {
   }
 
  private:
+  static int local_rank(const Transport& t, std::span<const int> group) {
+    if (group.empty()) return t.rank();
+    const auto it = std::find(group.begin(), group.end(), t.rank());
+    if (it == group.end())
+      throw Error(fmt::format("rank {}: not a member of the group it was asked to run a collective in", t.rank()));
+    return static_cast<int>(it - group.begin());
+  }
+
+  // The transport rank of group member `peer`.
+  int global(int peer) const { return group_.empty() ? peer : group_[static_cast<std::size_t>(peer)]; }
+
   void setup_buffers() {
-    if (prog_.ranks() != spec_.ranks || t_.world() != spec_.ranks)
-      throw Error(fmt::format("rank {}: the program has {} ranks, the spec {} and the transport {}; run the "
-                              "collective on a transport of the group's size",
-                              r_, prog_.ranks(), spec_.ranks, t_.world()));
+    const int members = group_.empty() ? t_.world() : static_cast<int>(group_.size());
+    if (prog_.ranks() != spec_.ranks || members != spec_.ranks)
+      throw Error(fmt::format("rank {}: the program has {} ranks, the spec {} and the group {}; run the "
+                              "collective on a group of the spec's size",
+                              r_, prog_.ranks(), spec_.ranks, members));
+    for (const int g : group_)
+      if (g < 0 || g >= t_.world())
+        throw Error(fmt::format("rank {}: group member {} is not a rank of the transport (world {})", t_.rank(), g,
+                                t_.world()));
     if (spec_.bytes % kFloat != 0)
       throw Error(fmt::format("rank {}: bytes = {} is not a whole number of float32 values", r_, spec_.bytes));
     send_ = &buffer_;
@@ -102,7 +119,7 @@ class RankRunner {
         snapshots_[i].assign(src, src + t.bytes / kFloat);
         src = snapshots_[i].data();
       }
-      sends_.push_back(SendOp{t.peer, src, static_cast<std::size_t>(t.bytes)});
+      sends_.push_back(SendOp{global(t.peer), src, static_cast<std::size_t>(t.bytes)});
     }
     recvs_.clear();
     stage_bufs_.resize(std::max(stage_bufs_.size(), nr));
@@ -111,10 +128,10 @@ class RankRunner {
       float* dst = at(*recv_, t, s, "receive");
       if (staged_[i]) {
         stage_bufs_[i].resize(static_cast<std::size_t>(t.bytes / kFloat));
-        recvs_.push_back(RecvOpDesc{t.peer, stage_bufs_[i].data(), static_cast<std::size_t>(t.bytes), RecvMode::Copy});
+        recvs_.push_back(RecvOpDesc{global(t.peer), stage_bufs_[i].data(), static_cast<std::size_t>(t.bytes), RecvMode::Copy});
       } else {
         const RecvMode mode = st.op == RecvOp::Reduce ? RecvMode::SumFloat : RecvMode::Copy;
-        recvs_.push_back(RecvOpDesc{t.peer, dst, static_cast<std::size_t>(t.bytes), mode});
+        recvs_.push_back(RecvOpDesc{global(t.peer), dst, static_cast<std::size_t>(t.bytes), mode});
       }
     }
     t_.exchange(sends_, recvs_, fmt::format("step {} of {} of {} {}", s, steps, p_, to_string(spec_.kind)));
@@ -133,6 +150,7 @@ class RankRunner {
   Transport& t_;
   const StepProgram& prog_;
   const CollectiveSpec& spec_;
+  std::span<const int> group_;  // group member -> transport rank (empty: identity)
   int r_;
   int p_;
   std::vector<float>& buffer_;
@@ -149,9 +167,9 @@ class RankRunner {
 }  // namespace
 
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer) {
+                                 std::vector<float>& buffer, std::span<const int> group) {
   validate_spec(spec);
-  RankRunner runner(transport, program, spec, buffer);
+  RankRunner runner(transport, program, spec, buffer, group);
   return runner.run();
 }
 

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/transport.h"
@@ -40,9 +41,12 @@ struct CollectiveRun {
   std::chrono::nanoseconds total{0};     // from entry (buffer setup included) to return
 };
 
+// `group` runs the collective among some of the transport's ranks: group[i] is the
+// transport rank of the program's rank i (this rank must be a member); empty means every
+// rank of the transport, in order. Groups that share no rank may run at once.
 // Throws Error naming the rank and step on a malformed program, a size mismatch or a
 // lost peer (see Transport).
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer);
+                                 std::vector<float>& buffer, std::span<const int> group = {});
 
 }  // namespace meshsim::cpu
