@@ -200,7 +200,7 @@ def scenario_yaml(name, topo, workload, placement=None):
 
 
 def iterations_for(size_mib):
-    return 3 if size_mib <= 16 else 2
+    return 3 if size_mib <= 4 else 2
 
 
 def main():
@@ -209,7 +209,7 @@ def main():
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--ci", action="store_true", help="4, 16, 64 MiB (the CTest run; the default)")
     mode.add_argument("--full", action="store_true", help="4, 16, 64, 256 MiB")
-    ap.add_argument("--rate", default="400mbit", help="every host link, per direction (tc syntax; default 400mbit)")
+    ap.add_argument("--rate", default="200mbit", help="every host link, per direction (tc syntax; default 200mbit)")
     ap.add_argument("--uplink-rate", default=None, help="the two-level uplink, per direction (default: --rate)")
     ap.add_argument("--burst", default="256kb", help="tbf burst (default 256kb: a 64 KiB GSO frame passes whole, see docs/validation/netns.md)")
     ap.add_argument("--queue", default="20ms", help="tbf latency, i.e. queue limit (default 20ms)")

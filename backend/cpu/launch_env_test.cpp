@@ -49,10 +49,10 @@ TEST(LaunchEnv, BindAddressIsReadForEveryLauncher) {
                    {"MESHSIM_MASTER_PORT", "29600"}, {"MESHSIM_BIND_ADDR", "10.77.0.2"}})
                 .bind_addr,
             "10.77.0.2");
-  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MESHSIM_BIND_ADDR", "192.168.1.5"}})
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", "192.168.1.5"}})
                 .bind_addr,
             "192.168.1.5");
-  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MESHSIM_BIND_ADDR", ""}}).bind_addr,
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", ""}}).bind_addr,
             "127.0.0.1");  // empty counts as unset
 }
 

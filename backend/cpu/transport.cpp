@@ -16,6 +16,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 
 #include "core/error.h"
@@ -382,7 +383,12 @@ int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
     long long total = 0;
     for (std::size_t i = 0; i < peers.size(); ++i) {
       int outq = 0;
-      if (::ioctl(socks[static_cast<std::size_t>(peers[i])]->native_handle(), SIOCOUTQ, &outq) != 0) outq = 0;
+      const int fd = socks[static_cast<std::size_t>(peers[i])]->native_handle();
+      if (::ioctl(fd, SIOCOUTQ, &outq) != 0) outq = 0;
+      if (outq > 0) {  // a peer that closed or reset will never acknowledge: fail now
+        pollfd pfd{fd, static_cast<short>(POLLRDHUP), 0};
+        if (::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP))) return peers[i];
+      }
       if (outq != last[i]) progress = Clock::now();
       last[i] = outq;
       total += outq;
@@ -551,8 +557,8 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
                       "failed -- check its log",
                       rank, failure->peer, what, failure->text, failure->peer);
   } else if (undelivered >= 0) {
-    msg = fmt::format("rank {}: lost connection to rank {} during {}: rank {} did not take delivery of the bytes sent "
-                      "to it for {} ms; it is stuck, dead or runs a different program -- check its log or raise "
+    msg = fmt::format("rank {}: lost connection to rank {} during {}: rank {} closed the connection or did not take "
+                      "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its log or raise "
                       "TransportOptions::timeout",
                       rank, undelivered, what, undelivered, opt.timeout.count());
   } else {
