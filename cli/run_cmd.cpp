@@ -151,6 +151,12 @@ Measured decode(const std::vector<std::string>& all, std::size_t ops) {
   return m;
 }
 
+std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
+  std::string s;
+  for (const auto& [name, n] : dims) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, n);
+  return s;
+}
+
 std::string backend_label(const RunFlags& f) {
   return f.backend == "cuda" ? fmt::format("cuda (collectives: {})", f.collectives) : f.backend;
 }
@@ -221,6 +227,7 @@ RankSession::RankSession(const RunFlags& f)
   if (f.backend == "cpu") {  // the cuda backend talks NCCL
     cpu::TransportOptions topt;
     topt.token = env.token;
+    topt.bind_addr = env.bind_addr;
     topt.timeout = timeout;
     transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
   }
@@ -263,7 +270,8 @@ int run_rank(const RunFlags& f) {
 
   CollectiveWorkload w = *sc.workload;
   if (w.ranks != 0 && w.ranks != env.world_size)
-    throw Error(fmt::format("workload.ranks: {} but {} ranks are running; launch with -n {}", w.ranks, env.world_size, w.ranks));
+    throw Error(fmt::format("workload.{}: {} ranks but {} are running; launch with -n {}", w.mesh.empty() ? "ranks" : "mesh",
+                            w.ranks, env.world_size, w.ranks));
   w.ranks = env.world_size;
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
@@ -279,14 +287,17 @@ int run_rank(const RunFlags& f) {
   Schedule schedule = plan_collectives(w);
   Mesh mesh;
   mesh.dims = schedule.axes;
-  const Placement placement = Placement::natural(mesh, topo);
+  // Rank r runs as GPU r of the topology; the placement says which mesh rank that is.
+  const Placement placement = w.mesh.empty() ? Placement::natural(mesh, topo)
+                                             : Placement::parse(sc.placement, mesh, topo, "placement");
+  const std::string axis = schedule.roles[0].ops[0].axis;
   if (w.algorithm.empty()) {  // resolve auto the way the simulator does, for this machine
     Router router(topo);
     CollectiveRequest req;
     req.kind = w.kind;
     req.bytes = w.bytes / 4 * 4;
     req.fidelity = Fidelity::Formula;
-    req.groups = placement.groups_along("rank");
+    req.groups = placement.groups_along(axis);
     req.root = w.root;
     w.algorithm = run_collective(topo, router, registry, req).algorithm->name;
     schedule = plan_collectives(w);
@@ -295,7 +306,9 @@ int run_rank(const RunFlags& f) {
   Trace mine;
   std::vector<cpu::NumericsCheck> checks;
   if (transport) {
-    cpu::CpuExecutor executor(*transport, registry, {});
+    cpu::CpuExecutorOptions eopt;
+    if (axis != "rank") eopt.groups[axis] = placement.groups_along(axis);
+    cpu::CpuExecutor executor(*transport, registry, eopt);
     mine = executor.execute(schedule);
     checks = executor.checks();
   } else {
@@ -328,6 +341,11 @@ int run_rank(const RunFlags& f) {
   j["collective"] = to_string(w.kind);
   j["algorithm"] = w.algorithm;
   j["bytes"] = w.bytes;
+  if (!w.mesh.empty()) {
+    j["mesh"] = format_mesh(w.mesh);
+    j["group"] = axis;
+    j["placement"] = sc.placement;
+  }
   j["machine_model"] = topo_spec;
   j["gamma_ps_per_byte"] = gamma_ps;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -335,6 +353,9 @@ int run_rank(const RunFlags& f) {
   text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
                       to_string(w.kind), format_bytes(w.bytes), w.ranks,
                       f.collectives == "nccl" ? std::string("NCCL's own") : w.algorithm, backend_label(f));
+  if (!w.mesh.empty())
+    text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh), sc.placement,
+                        placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
   text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");

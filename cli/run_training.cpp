@@ -90,6 +90,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   cpu::TrainingExecOptions opt;
   opt.token = s.env.token;
+  opt.bind_addr = s.env.bind_addr;
   opt.timeout = s.timeout;
   cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
   const Trace mine = executor.execute(schedule);

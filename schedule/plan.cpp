@@ -437,11 +437,34 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
   if (w.iterations < 1) throw Error("workload.iterations: " + std::to_string(w.iterations) + " must be >= 1");
   Schedule s;
   s.axes = {{"rank", w.ranks}};
+  std::string axis = "rank";
+  int group_size = w.ranks;
+  if (!w.mesh.empty()) {
+    s.axes = w.mesh;
+    int size = 1;
+    std::string names;
+    for (const auto& [name, n] : w.mesh) {
+      if (n < 1) throw Error("workload.mesh: dimension " + name + " has size " + std::to_string(n) + "; use >= 1");
+      size *= n;
+      names += name + ", ";
+    }
+    if (size != w.ranks)
+      throw Error("workload.mesh: " + std::to_string(size) + " ranks but workload.ranks is " + std::to_string(w.ranks) +
+                  "; make them agree");
+    axis = w.group;
+    group_size = size;
+    if (w.group != "all") {
+      const auto it = std::find_if(w.mesh.begin(), w.mesh.end(), [&](const auto& d) { return d.first == w.group; });
+      if (it == w.mesh.end())
+        throw Error("workload.group: '" + w.group + "' is not a dimension of workload.mesh; use one of " + names + "all");
+      group_size = it->second;
+    }
+  }
   s.pp_axis = "";
   Role r;
   r.name = "all ranks";
   for (int i = 0; i < w.iterations; ++i) {
-    Op op = plan::collective(Phase::Forward, Stream::Dp, w.kind, "rank", w.ranks, w.bytes,
+    Op op = plan::collective(Phase::Forward, Stream::Dp, w.kind, axis, group_size, w.bytes,
                              std::string(to_string(w.kind)) + "." + std::to_string(i), -1, i);
     op.root = w.root;
     op.algorithm = w.algorithm;

@@ -67,7 +67,9 @@ class UnitPlanner {
 
 // A collective benchmark as a schedule: `iterations` back-to-back collectives over every
 // rank (one role, mesh axis "rank"), the workload `meshsim run|validate` time for real and
-// in the simulator alike.
+// in the simulator alike. With a `mesh` (e.g. {{"row", 2}, {"col", 4}}), the schedule's
+// axes are the mesh's and each collective runs along dimension `group` ("all": every
+// rank), in every group of that dimension at once; a placement says where mesh ranks run.
 struct CollectiveWorkload {
   CollKind kind = CollKind::AllReduce;
   Bytes bytes = 0;
@@ -75,6 +77,8 @@ struct CollectiveWorkload {
   int iterations = 5;
   int root = 0;
   std::string algorithm;  // empty: the executor picks (auto)
+  std::vector<std::pair<std::string, int>> mesh;  // empty: one axis "rank" of `ranks`
+  std::string group = "all";                      // with a mesh: the dimension collectives run along
 };
 Schedule plan_collectives(const CollectiveWorkload& w);
 

@@ -10,6 +10,7 @@
 #include "core/yaml_reader.h"
 #include "core/units.h"
 #include "schedule/plan.h"
+#include "topology/placement.h"
 
 namespace meshsim {
 namespace {
@@ -205,7 +206,7 @@ Scenario ScenarioNode::resolve() const {
   Scenario s;
   if (n["name"]) s.name = scalar(n["name"], "name");
   if (const YAML::Node& w = n["workload"]) {
-    check_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks"});
+    check_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks", "mesh", "group"});
     CollectiveWorkload cw;
     cw.ranks = 0;
     if (!w["collective"]) throw Error("workload.collective: missing; e.g. collective: allreduce");
@@ -222,6 +223,22 @@ Scenario ScenarioNode::resolve() const {
     if (w["iterations"]) cw.iterations = as_int(w["iterations"], "workload.iterations");
     if (w["root"]) cw.root = as_int(w["root"], "workload.root");
     if (w["ranks"]) cw.ranks = as_int(w["ranks"], "workload.ranks");
+    if (w["mesh"]) {
+      cw.mesh = parse_mesh(scalar(w["mesh"], "workload.mesh"), "workload.mesh").dims;
+      const int size = Mesh{cw.mesh}.size();
+      if (cw.ranks != 0 && cw.ranks != size)
+        throw Error("workload.ranks: " + std::to_string(cw.ranks) + " but workload.mesh has " + std::to_string(size) +
+                    " ranks; drop ranks or make them agree");
+      cw.ranks = size;
+      if (w["group"]) cw.group = scalar(w["group"], "workload.group");
+      if (cw.group != "all") try {
+          Mesh{cw.mesh}.dim_index(cw.group);
+        } catch (const Error& e) {
+          throw Error(std::string("workload.group: ") + e.what());
+        }
+    } else if (w["group"]) {
+      throw Error("workload.group: needs workload.mesh (e.g. mesh: row=2,col=4, group: row)");
+    }
     if (cw.iterations < 1) throw Error("workload.iterations: must be >= 1");
     s.workload = cw;
     if (n["model"]) s.model = resolve_model(n["model"]);

@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtbb-dev
       libopenblas-dev pkg-config
       libboost-dev libgtest-dev libgmock-dev libbenchmark-dev graphviz
-      chromium)  # chromium: report_test renders the HTML report headlessly (skipped without it)
+      chromium   # chromium: report_test renders the HTML report headlessly (skipped without it)
+      iproute2 python3)  # netns_validate: ip netns, veth, tc tbf (tools/netns_validate.py; skipped without root)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

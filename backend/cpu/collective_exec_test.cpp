@@ -196,6 +196,37 @@ TEST(CpuCollectiveFailure, PeerClosingMidCollectiveNamesIt) {
   }
 }
 
+// Two groups of a 4-rank transport, {0, 2} and {3, 1} (mesh columns, one out of order),
+// run a ring all-reduce at once; each member ends with its own group's reference result.
+TEST(CpuCollective, GroupsOfTheTransportRunAtOnce) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CollectiveSpec s = spec_of(Case{"ring", CollKind::AllReduce, 2, 1000});
+  auto prog = reg.find("ring", CollKind::AllReduce)->build(s);
+  const std::vector<std::vector<int>> groups = {{0, 2}, {3, 1}};
+  Buffers in(4, std::vector<float>(1000));
+  for (int r = 0; r < 4; ++r)
+    for (std::size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>((r + 1) * 10 + static_cast<int>(i % 7));
+  Buffers out = in;
+  InMemoryDirectory dir;
+  const auto errs = run_ranks(4, [&](int r) {
+    Transport t(r, 4, dir);
+    const auto& g = r == 0 || r == 2 ? groups[0] : groups[1];
+    run_collective_cpu(t, *prog, s, out[static_cast<std::size_t>(r)], g);
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(errs[static_cast<std::size_t>(r)], "") << "rank " << r;
+  for (const auto& g : groups) {
+    const Buffers want = run_reference(*prog, s, {in[static_cast<std::size_t>(g[0])], in[static_cast<std::size_t>(g[1])]});
+    EXPECT_EQ(out[static_cast<std::size_t>(g[0])], want[0]);
+    EXPECT_EQ(out[static_cast<std::size_t>(g[1])], want[1]);
+  }
+  // A rank outside the group it is given is an Error, not a hang.
+  InMemoryDirectory dir1;
+  Transport solo(0, 1, dir1);
+  std::vector<float> buf(1000);
+  const std::vector<int> other = {1, 2};
+  EXPECT_THROW(run_collective_cpu(solo, *prog, s, buf, other), Error);
+}
+
 TEST(CpuCollectiveFailure, RanksDisagreeingOnSizeGetAnError) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   CollectiveSpec big = spec_of(Case{"ring", CollKind::AllGather, 2, 64});

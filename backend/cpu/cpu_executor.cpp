@@ -1,6 +1,7 @@
 // CpuExecutor: collective workloads over real sockets. See the header.
 #include "backend/cpu/cpu_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -39,8 +40,10 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
   Trace trace;
   trace.source = "cpu";
   checks_.clear();
-  // A common start: every rank sends a token to every other before the clock starts.
-  {
+  // A common start: every rank sends a token to every other before the clock starts, and
+  // again before every op, so a rank still checking the previous op's numerics does not
+  // stretch the next op's measured time (each op is timed from a common start).
+  auto barrier = [&] {
     std::vector<char> out(static_cast<std::size_t>(world), 1), in(static_cast<std::size_t>(world), 0);
     std::vector<SendOp> sends;
     std::vector<RecvOpDesc> recvs;
@@ -50,19 +53,43 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
         recvs.push_back({p, &in[static_cast<std::size_t>(p)], 1, RecvMode::Copy});
       }
     t_.exchange(sends, recvs, "start barrier");
-  }
+  };
+  barrier();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < role.ops.size(); ++i) {
     const Op& op = role.ops[i];
-    if (op.kind != OpKind::Collective || op.axis != "rank")
+    if (op.kind != OpKind::Collective)
       throw Error("backend cpu: op " + std::to_string(i) + " ('" + op.name +
-                  "') is not a collective over every rank; the cpu backend runs collective workloads so far");
-    if (op.group_size != world)
+                  "') is not a collective; the cpu backend runs collective workloads so far");
+    // This rank's group for the op's axis, and which group it is (seeds the inputs).
+    std::vector<int> group;
+    std::size_t group_index = 0;
+    if (op.axis == "rank") {
+      for (int r = 0; r < world; ++r) group.push_back(r);
+    } else {
+      const auto it = opt_.groups.find(op.axis);
+      if (it == opt_.groups.end())
+        throw Error("backend cpu: op '" + op.name + "' runs along mesh axis '" + op.axis +
+                    "' but the executor was given no groups for it");
+      for (std::size_t g = 0; g < it->second.size() && group.empty(); ++g)
+        if (std::find(it->second[g].begin(), it->second[g].end(), rank) != it->second[g].end()) {
+          group = it->second[g];
+          group_index = g;
+        }
+      if (group.empty())
+        throw Error("backend cpu: rank " + std::to_string(rank) + " is in no group along '" + op.axis +
+                    "'; the workload mesh must place every running rank");
+    }
+    const int members = static_cast<int>(group.size());
+    if (op.group_size != members)
       throw Error("backend cpu: op '" + op.name + "' is planned for " + std::to_string(op.group_size) + " ranks but " +
-                  std::to_string(world) + " are running; launch with -n " + std::to_string(op.group_size));
+                  std::to_string(members) + " are running" +
+                  (op.axis == "rank" ? "; launch with -n " + std::to_string(op.group_size) : std::string()));
+    const int local = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+    const std::uint64_t seed = opt_.seed + group_index;
     CollectiveSpec spec;
     spec.kind = op.coll;
-    spec.ranks = world;
+    spec.ranks = members;
     spec.bytes = op.bytes / 4 * 4;
     spec.root = op.root;
     spec.element_bytes = 4;
@@ -71,9 +98,10 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
       throw Error("backend cpu: op '" + op.name + "' names no algorithm ('" + op.algorithm +
                   "'); the caller resolves auto before running");
     const auto program = alg->build(spec);
-    std::vector<float> buffer = seeded_input(spec, rank, opt_.seed, static_cast<int>(i));
+    std::vector<float> buffer = seeded_input(spec, local, seed, static_cast<int>(i));
+    if (i > 0) barrier();
     const auto begin = std::chrono::steady_clock::now();
-    run_collective_cpu(t_, *program, spec, buffer);
+    run_collective_cpu(t_, *program, spec, buffer, group);
     const auto end = std::chrono::steady_clock::now();
     auto ps = [&](std::chrono::steady_clock::time_point t) {
       return Time::from_ps(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count() * 1000);
@@ -81,10 +109,10 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
     trace.events.push_back({0, static_cast<int>(i), rank, ps(begin), ps(end)});
     NumericsCheck c;
     c.op = static_cast<int>(i);
-    if (spec.bytes * world <= opt_.check_limit_bytes) {
+    if (spec.bytes * members <= opt_.check_limit_bytes) {
       std::vector<std::vector<float>> inputs;
-      for (int r = 0; r < world; ++r) inputs.push_back(seeded_input(spec, r, opt_.seed, static_cast<int>(i)));
-      const auto expected = run_reference(*program, spec, std::move(inputs))[static_cast<std::size_t>(rank)];
+      for (int r = 0; r < members; ++r) inputs.push_back(seeded_input(spec, r, seed, static_cast<int>(i)));
+      const auto expected = run_reference(*program, spec, std::move(inputs))[static_cast<std::size_t>(local)];
       c.checked = true;
       if (expected.size() != buffer.size()) {
         c.max_abs_error = INFINITY;

@@ -3,8 +3,9 @@
 // seeded generator, and the result is checked against the serial reference executor.
 //
 // So far the cpu backend runs collective workloads (schedule/plan.h plan_collectives:
-// every op a collective over the "rank" axis); training schedules (compute kernels,
-// sub-groups, pipeline sends) are refused with an Error saying so.
+// every op a collective over the "rank" axis, or over one axis of a workload mesh with the
+// groups given in the options); training schedules (compute kernels, pipeline sends) are
+// refused with an Error saying so.
 //
 //   RendezvousClient store(...);  StoreDirectory dir(store);
 //   Transport t(env.rank, env.world_size, dir, {.token = env.token});
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +46,10 @@ struct CpuExecutorOptions {
   // Check every op's result against run_reference when bytes x ranks is at most this
   // (the reference holds every rank's buffer); larger ops are not checked.
   std::int64_t check_limit_bytes = 256LL << 20;
+  // Process groups per mesh axis, as transport ranks (Placement::groups_along with one
+  // rank per GPU): a collective on axis A runs in every group of groups[A] at once, this
+  // rank in the one it belongs to. Axis "rank" needs no entry (every rank, in order).
+  std::map<std::string, std::vector<std::vector<int>>> groups;
 };
 
 struct NumericsCheck {
@@ -56,8 +62,9 @@ class CpuExecutor : public Executor {
  public:
   CpuExecutor(Transport& transport, const AlgorithmRegistry& registry, CpuExecutorOptions options);
   std::string name() const override { return "cpu"; }
-  // Runs role 0's ops in order; times are from a common start (all ranks leave a barrier
-  // of the transport first). Throws Error for ops the cpu backend cannot run yet.
+  // Runs role 0's ops in order; times are from a common start, and every op begins after
+  // a barrier of all ranks (so one rank's numerics check of the previous op does not
+  // count in the next op's time). Throws Error for ops the cpu backend cannot run yet.
   Trace execute(const Schedule& schedule) override;
   const std::vector<NumericsCheck>& checks() const { return checks_; }
 

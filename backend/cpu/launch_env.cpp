@@ -91,6 +91,7 @@ LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv)
       env.master_port = kDefaultMasterPort;
 
     if (const char* token = vars.find(kTokenVar)) env.token = token;
+    if (const char* bind = vars.find(kBindAddrVar)) env.bind_addr = bind;
     return env;
   }
   throw Error(

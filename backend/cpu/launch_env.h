@@ -19,6 +19,11 @@
 // runs across hosts should set MESHSIM_TOKEN to the same secret on every rank, so that
 // stray connections to the rendezvous port are refused. A missing or inconsistent
 // variable is an Error naming it and the fix.
+//
+// MESHSIM_BIND_ADDR (any launcher) is the address this rank's transport listens on and
+// publishes to its peers (default 127.0.0.1, ranks on one machine). Ranks on different
+// hosts (or network namespaces, tests/netns/) set it to their own host's address, e.g.
+// MESHSIM_BIND_ADDR=10.77.0.3; rank 0's rendezvous server listens on the master address.
 #pragma once
 
 #include <functional>
@@ -34,6 +39,8 @@ inline constexpr const char* kWorldSizeVar = "MESHSIM_WORLD_SIZE";
 inline constexpr const char* kMasterAddrVar = "MESHSIM_MASTER_ADDR";
 inline constexpr const char* kMasterPortVar = "MESHSIM_MASTER_PORT";
 inline constexpr const char* kTokenVar = "MESHSIM_TOKEN";
+inline constexpr const char* kBindAddrVar = "MESHSIM_BIND_ADDR";
+inline constexpr const char* kDefaultBindAddr = "127.0.0.1";
 
 struct LaunchEnv {
   int rank = 0;
@@ -41,6 +48,7 @@ struct LaunchEnv {
   std::string master_addr;
   int master_port = 0;
   std::string token;
+  std::string bind_addr = kDefaultBindAddr;  // MESHSIM_BIND_ADDR: where this rank's transport listens
   std::string source;  // "meshsim", "torchrun", "slurm" or "openmpi"
 };
 

@@ -41,6 +41,19 @@ TEST(LaunchEnv, Meshsim) {
   EXPECT_EQ(e.master_addr, "10.1.2.3");
   EXPECT_EQ(e.master_port, 29600);
   EXPECT_EQ(e.token, "abc");
+  EXPECT_EQ(e.bind_addr, "127.0.0.1");  // no MESHSIM_BIND_ADDR: loopback
+}
+
+TEST(LaunchEnv, BindAddressIsReadForEveryLauncher) {
+  EXPECT_EQ(parse({{"MESHSIM_RANK", "1"}, {"MESHSIM_WORLD_SIZE", "2"}, {"MESHSIM_MASTER_ADDR", "10.77.0.1"},
+                   {"MESHSIM_MASTER_PORT", "29600"}, {"MESHSIM_BIND_ADDR", "10.77.0.2"}})
+                .bind_addr,
+            "10.77.0.2");
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", "192.168.1.5"}})
+                .bind_addr,
+            "192.168.1.5");
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", ""}}).bind_addr,
+            "127.0.0.1");  // empty counts as unset
 }
 
 TEST(LaunchEnv, Torchrun) {

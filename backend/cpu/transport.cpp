@@ -12,7 +12,14 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <optional>
+#include <thread>
 #include <vector>
+
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 
 #include "core/error.h"
 #include "kernels/reduce.h"
@@ -183,6 +190,7 @@ struct Transport::Impl {
 
   void setup(PeerDirectory& dir);
   void exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs, const std::string& what);
+  int wait_delivered(std::span<const SendOp> sends);
 };
 
 // ---- setup -------------------------------------------------------------------------
@@ -363,6 +371,51 @@ void Transport::Impl::setup(PeerDirectory& dir) {
 
 // ---- steps -------------------------------------------------------------------------
 
+// Waits until the peer's TCP has acknowledged every byte sent to it (SIOCOUTQ, the unsent
+// plus unacknowledged bytes of the socket, is 0) for every peer of `sends`. Returns -1, or
+// a peer whose count made no progress for `timeout`.
+int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
+  std::vector<int> peers;
+  for (const SendOp& s : sends)
+    if (std::find(peers.begin(), peers.end(), s.peer) == peers.end()) peers.push_back(s.peer);
+  std::vector<int> last(peers.size(), -1);
+  auto progress = Clock::now();
+  // Poll with a sleep sized to the drain rate seen so far (about half the time the bytes
+  // still queued need), between 20 us and 2 ms, so a slow link costs few wake-ups.
+  long long prev_total = -1;
+  auto prev_time = Clock::now();
+  for (;;) {
+    long long total = 0;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      int outq = 0;
+      const int fd = socks[static_cast<std::size_t>(peers[i])]->native_handle();
+      if (::ioctl(fd, SIOCOUTQ, &outq) != 0) outq = 0;
+      if (outq > 0) {  // a peer that closed or reset will never acknowledge: fail now
+        pollfd pfd{fd, static_cast<short>(POLLRDHUP), 0};
+        if (::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP))) return peers[i];
+      }
+      if (outq != last[i]) progress = Clock::now();
+      last[i] = outq;
+      total += outq;
+    }
+    if (total == 0) return -1;
+    const auto now = Clock::now();
+    if (now - progress > opt.timeout)
+      for (std::size_t i = 0; i < peers.size(); ++i)
+        if (last[i] != 0) return peers[i];
+    auto nap = std::chrono::microseconds(20);
+    if (prev_total > total) {
+      const double rate = static_cast<double>(prev_total - total) /
+                          std::chrono::duration<double, std::micro>(now - prev_time).count();  // bytes per us
+      nap = std::clamp(std::chrono::microseconds(static_cast<long long>(0.5 * static_cast<double>(total) / rate)),
+                       std::chrono::microseconds(20), std::chrono::microseconds(2000));
+    }
+    prev_total = total;
+    prev_time = now;
+    std::this_thread::sleep_for(nap);
+  }
+}
+
 void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs,
                                const std::string& what) {
   for (const SendOp& s : sends) check_usable(s.peer, what + ": send");
@@ -428,6 +481,12 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
       if (ec)
         return fail(q, fmt::format("receiving {} bytes ({})", op.bytes,
                                    ec == asio::error::eof ? "the peer closed the connection" : ec.message()));
+      // Acknowledge now rather than after the delayed-ACK timer (40 ms on Linux): the
+      // sender's step waits for delivery (wait_delivered), so a late ACK is dead time.
+      if (opt.wait_delivered) {
+        const int one = 1;
+        ::setsockopt(socks[q]->native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+      }
       if (cc.got_frame < sizeof(Frame)) {
         cc.got_frame += k;
         if (cc.got_frame < sizeof(Frame)) return read_more(q);
@@ -485,7 +544,12 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
     read_more(q);
   }
   const bool in_time = drive([&] { return pending == 0; }, true);
-  if (in_time && !failure) return;
+  int undelivered = -1;  // a peer that did not acknowledge our bytes in time
+  if (in_time && !failure && opt.wait_delivered) {
+    undelivered = wait_delivered(sends);
+    if (undelivered < 0) return;
+  }
+  if (in_time && !failure && undelivered < 0) return;
   std::string msg;
   std::string root;  // what peers are told
   if (failure && failure->why == Why::Aborted) {
@@ -497,6 +561,11 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
     msg = fmt::format("rank {}: lost connection to rank {} during {}: {}; rank {} exited, closed its transport or "
                       "failed -- check its log",
                       rank, failure->peer, what, failure->text, failure->peer);
+  } else if (undelivered >= 0) {
+    msg = fmt::format("rank {}: lost connection to rank {} during {}: rank {} closed the connection or did not take "
+                      "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its log or raise "
+                      "TransportOptions::timeout",
+                      rank, undelivered, what, undelivered, opt.timeout.count());
   } else {
     int q = 0;
     std::string doing;

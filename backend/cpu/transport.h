@@ -11,7 +11,11 @@
 // ranks. Between one pair of ranks, messages arrive in the order they were sent (FIFO).
 //
 // exchange() posts several sends and receives at once (a collective step) and returns
-// when all sends are handed to the kernel and all receives have arrived. It runs
+// when all sends are delivered (the peer's TCP acknowledged every byte: SIOCOUTQ is 0)
+// and all receives have arrived: the step semantics of the simulator, where a send
+// completes when delivered. (With `wait_delivered = false` a send completes when the
+// kernel has taken it, which on a slow link lets a rank with only sends run ahead by up
+// to a socket buffer, e.g. 4 MiB = 84 ms at 400 Mbit/s.) It runs
 // Boost.Asio asynchronous operations on the transport's own io_context in the calling
 // thread: no extra threads, no copies of payloads (a send is written straight from the
 // caller's memory with writev, a Copy receive is read straight into the destination, a
@@ -67,6 +71,7 @@ struct TransportOptions {
   // Setup deadline, and the longest a call may go without any progress on its sockets.
   std::chrono::milliseconds timeout{30000};
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF (0 = system default)
+  bool wait_delivered = true;          // exchange() returns once the peers acknowledged the bytes sent
 };
 
 struct SendOp {
