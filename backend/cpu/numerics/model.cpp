@@ -421,32 +421,67 @@ double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, co
   return sum;
 }
 
-StepResult reference_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch) {
+StepResult partial_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, int first_seq, int nseq,
+                        AttentionCore& attn, FfnCore& ffn) {
   validate(cfg);
-  const std::int64_t T = cfg.tokens(), h = cfg.hidden;
-  if (std::int64_t(batch.ids.size()) != T || std::int64_t(batch.targets.size()) != T)
-    throw Error(fmt::format("batch: {} ids for {} tokens (batch x seq); build it with make_batch", batch.ids.size(), T));
+  const std::int64_t h = cfg.hidden, S = cfg.seq;
+  if (std::int64_t(batch.ids.size()) != cfg.tokens() || std::int64_t(batch.targets.size()) != cfg.tokens())
+    throw Error(fmt::format("batch: {} ids for {} tokens (batch x seq); build it with make_batch", batch.ids.size(),
+                            cfg.tokens()));
+  if (first_seq < 0 || nseq < 1 || first_seq + nseq > cfg.batch)
+    throw Error(fmt::format("partial_step: sequences [{}, {}) are outside the batch of {}", first_seq,
+                            first_seq + nseq, cfg.batch));
+  const std::int64_t T = std::int64_t(nseq) * S, g0 = std::int64_t(first_seq) * S;
   StepResult res;
   res.grads = zeros_like(params);
   res.logits = Tensor(T, cfg.vocab);
-  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
-  LocalFfn ffn(cfg, params);
-  const auto rows = row_range(0, T);
+  const auto rows = row_range(g0, T);
   std::vector<LayerCache> caches(cfg.layers);
   std::vector<float> x(T * h), y(T * h);
-  embed_forward(cfg, params, batch.ids.data(), T, x.data());
+  embed_forward(cfg, params, batch.ids.data() + g0, T, x.data());
   for (int l = 0; l < cfg.layers; ++l) {
     layer_forward(cfg, params, l, rows, x.data(), y.data(), attn, ffn, caches[l]);
     std::swap(x, y);
   }
-  res.loss = head_forward_backward(cfg, params, x.data(), T, batch.targets.data(), 1.f / float(T), res.logits.p(),
-                                   y.data(), res.grads) / double(T);
+  res.loss = head_forward_backward(cfg, params, x.data(), T, batch.targets.data() + g0, 1.f / float(cfg.tokens()),
+                                   res.logits.p(), y.data(), res.grads);
   for (int l = cfg.layers - 1; l >= 0; --l) {
     layer_backward(cfg, params, l, caches[l], y.data(), x.data(), attn, ffn, res.grads);
     std::swap(x, y);
   }
-  embed_backward(cfg, batch.ids.data(), T, y.data(), res.grads);
+  embed_backward(cfg, batch.ids.data() + g0, T, y.data(), res.grads);
   return res;
+}
+
+StepResult reference_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch) {
+  validate(cfg);
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
+  LocalFfn ffn(cfg, params);
+  StepResult res = partial_step(cfg, params, batch, 0, cfg.batch, attn, ffn);
+  res.loss /= double(cfg.tokens());
+  return res;
+}
+
+std::vector<float> flatten(const ModelConfig& cfg, const TensorMap& m) {
+  std::vector<float> flat;
+  for (const ParamInfo& p : param_infos(cfg)) {
+    const Tensor& t = m.at(p.name);
+    flat.insert(flat.end(), t.data.begin(), t.data.end());
+  }
+  return flat;
+}
+
+TensorMap unflatten(const ModelConfig& cfg, const std::vector<float>& flat) {
+  TensorMap m;
+  std::size_t at = 0;
+  for (const ParamInfo& p : param_infos(cfg)) {
+    Tensor t(p.rows, p.cols);
+    if (at + t.data.size() > flat.size()) throw Error("unflatten: the flat vector is shorter than the model");
+    std::copy(flat.begin() + at, flat.begin() + at + t.data.size(), t.data.begin());
+    at += t.data.size();
+    m.emplace(p.name, std::move(t));
+  }
+  return m;
 }
 
 }  // namespace meshsim::numerics

@@ -215,4 +215,15 @@ struct StepResult {
 // One forward and backward of the whole batch on this rank.
 StepResult reference_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch);
 
+// Forward and backward of sequences [first_seq, first_seq + nseq) of `batch` with the given
+// hooks (the token-local math of reference_step): loss is the SUM over those tokens,
+// logits [nseq*S, V], gradients scaled for the mean over ALL cfg.tokens() tokens, so that
+// summing partial_step over a split of the batch gives reference_step.
+StepResult partial_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, int first_seq, int nseq,
+                        AttentionCore& attn, FfnCore& ffn);
+
+// All parameters as one flat vector in param_infos order (the buckets of DP and ZeRO).
+std::vector<float> flatten(const ModelConfig& cfg, const TensorMap& m);
+TensorMap unflatten(const ModelConfig& cfg, const std::vector<float>& flat);
+
 }  // namespace meshsim::numerics
