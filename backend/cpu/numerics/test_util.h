@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -57,6 +59,7 @@ inline double worst_ratio(const std::vector<float>& got, const std::vector<float
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   EXPECT_LE(worst_ratio(got, want), 1.0) << what << ": outside the fp32 tolerance";
+  if (std::getenv("NUMERICS_PRINT_RATIO")) std::printf("%s %.3g\n", what.c_str(), worst_ratio(got, want));
 }
 
 // Every tensor of want must be in got (same shape) and close.
