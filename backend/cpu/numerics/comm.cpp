@@ -21,6 +21,12 @@ Comm::Comm(cpu::Transport& transport, std::vector<int> members, const AlgorithmR
                             transport.rank()));
 }
 
+Comm Comm::subgroup(const std::vector<int>& group_ranks) const {
+  std::vector<int> m;
+  for (int g : group_ranks) m.push_back(members_.at(g));
+  return Comm(transport_, std::move(m), registry_);
+}
+
 void Comm::run(const CollectiveSpec& spec, const char* algo, std::vector<float>& buffer) {
   const Algorithm* a = registry_.find(algo, spec.kind);
   if (!a) throw Error(fmt::format("Comm: no algorithm '{}' for {} in the registry", algo, to_string(spec.kind)));

@@ -31,6 +31,10 @@ class Comm {
   // members: transport ranks in group-rank order; must contain transport.rank().
   Comm(cpu::Transport& transport, std::vector<int> members, const AlgorithmRegistry& registry);
 
+  // A group of some of this group's ranks (group ranks, in the new group's order) on the
+  // same transport; the calling rank must be one of them.
+  Comm subgroup(const std::vector<int>& group_ranks) const;
+
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const { return members_; }
