@@ -423,33 +423,44 @@ double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, co
 
 StepResult partial_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, int first_seq, int nseq,
                         AttentionCore& attn, FfnCore& ffn) {
-  validate(cfg);
-  const std::int64_t h = cfg.hidden, S = cfg.seq;
-  if (std::int64_t(batch.ids.size()) != cfg.tokens() || std::int64_t(batch.targets.size()) != cfg.tokens())
-    throw Error(fmt::format("batch: {} ids for {} tokens (batch x seq); build it with make_batch", batch.ids.size(),
-                            cfg.tokens()));
   if (first_seq < 0 || nseq < 1 || first_seq + nseq > cfg.batch)
     throw Error(fmt::format("partial_step: sequences [{}, {}) are outside the batch of {}", first_seq,
                             first_seq + nseq, cfg.batch));
-  const std::int64_t T = std::int64_t(nseq) * S, g0 = std::int64_t(first_seq) * S;
+  return rows_step(cfg, params, batch, row_range(std::int64_t(first_seq) * cfg.seq, std::int64_t(nseq) * cfg.seq),
+                   attn, ffn);
+}
+
+StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch,
+                     const std::vector<std::int64_t>& rows, AttentionCore& attn, FfnCore& ffn) {
+  validate(cfg);
+  const std::int64_t h = cfg.hidden, T = std::int64_t(rows.size());
+  if (std::int64_t(batch.ids.size()) != cfg.tokens() || std::int64_t(batch.targets.size()) != cfg.tokens())
+    throw Error(fmt::format("batch: {} ids for {} tokens (batch x seq); build it with make_batch", batch.ids.size(),
+                            cfg.tokens()));
+  std::vector<std::int64_t> ids(T), targets(T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    if (rows[i] < 0 || rows[i] >= cfg.tokens())
+      throw Error(fmt::format("rows_step: token row {} is outside the batch of {} rows", rows[i], cfg.tokens()));
+    ids[i] = batch.ids[rows[i]];
+    targets[i] = batch.targets[rows[i]];
+  }
   StepResult res;
   res.grads = zeros_like(params);
   res.logits = Tensor(T, cfg.vocab);
-  const auto rows = row_range(g0, T);
   std::vector<LayerCache> caches(cfg.layers);
   std::vector<float> x(T * h), y(T * h);
-  embed_forward(cfg, params, batch.ids.data() + g0, T, x.data());
+  embed_forward(cfg, params, ids.data(), T, x.data());
   for (int l = 0; l < cfg.layers; ++l) {
     layer_forward(cfg, params, l, rows, x.data(), y.data(), attn, ffn, caches[l]);
     std::swap(x, y);
   }
-  res.loss = head_forward_backward(cfg, params, x.data(), T, batch.targets.data() + g0, 1.f / float(cfg.tokens()),
+  res.loss = head_forward_backward(cfg, params, x.data(), T, targets.data(), 1.f / float(cfg.tokens()),
                                    res.logits.p(), y.data(), res.grads);
   for (int l = cfg.layers - 1; l >= 0; --l) {
     layer_backward(cfg, params, l, caches[l], y.data(), x.data(), attn, ffn, res.grads);
     std::swap(x, y);
   }
-  embed_backward(cfg, batch.ids.data() + g0, T, y.data(), res.grads);
+  embed_backward(cfg, ids.data(), T, y.data(), res.grads);
   return res;
 }
 

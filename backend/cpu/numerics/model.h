@@ -222,6 +222,11 @@ StepResult reference_step(const ModelConfig& cfg, const TensorMap& params, const
 StepResult partial_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, int first_seq, int nseq,
                         AttentionCore& attn, FfnCore& ffn);
 
+// The same over any set of global token rows (each row g = b*S + s, in the order the
+// attention core expects them): embeddings, layers, head and loss on those rows only.
+StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch,
+                     const std::vector<std::int64_t>& rows, AttentionCore& attn, FfnCore& ffn);
+
 // All parameters as one flat vector in param_infos order (the buckets of DP and ZeRO).
 std::vector<float> flatten(const ModelConfig& cfg, const TensorMap& m);
 TensorMap unflatten(const ModelConfig& cfg, const std::vector<float>& flat);
