@@ -74,11 +74,9 @@ std::vector<ParamInfo> param_infos(const ModelConfig& c) {
   return out;
 }
 
-const ParamInfo& param_info(const ModelConfig& cfg, const std::string& name) {
-  // A small table rebuilt per call is fine at test sizes; cache per config if it grows.
-  static thread_local std::vector<ParamInfo> infos;
-  infos = param_infos(cfg);
-  for (const ParamInfo& p : infos)
+ParamInfo param_info(const ModelConfig& cfg, const std::string& name) {
+  // A small table rebuilt per call is fine at test sizes.
+  for (const ParamInfo& p : param_infos(cfg))
     if (p.name == name) return p;
   throw Error(fmt::format("parameter '{}': not in this model (layers {}, experts {}, tied {})", name, cfg.layers,
                           cfg.moe.experts, cfg.tied));
@@ -135,7 +133,6 @@ TensorMap zeros_like(const TensorMap& m) {
 Batch make_batch(const ModelConfig& cfg, std::uint64_t data_seed) {
   validate(cfg);
   Batch b;
-  const std::int64_t n = cfg.tokens();
   const std::uint64_t key = splitmix64(data_seed ^ 0x5eedda7aULL);
   auto token = [&](std::int64_t i) {
     return static_cast<std::int64_t>(k::dropout_uniform(key, static_cast<std::uint64_t>(i)) * float(cfg.vocab)) %
@@ -147,7 +144,6 @@ Batch make_batch(const ModelConfig& cfg, std::uint64_t data_seed) {
       b.ids.push_back(token(s * (cfg.seq + 1) + i));
       b.targets.push_back(token(s * (cfg.seq + 1) + i + 1));
     }
-  (void)n;
   return b;
 }
 

@@ -86,7 +86,7 @@ struct ParamInfo {
 // attn.bqkv attn.wo attn.bo ln2.g ln2.b, then mlp.w1 mlp.b1 mlp.w2 mlp.b2 (dense) or
 // moe.router and moe.e{k}.w1/b1/w2/b2 (MoE).
 std::vector<ParamInfo> param_infos(const ModelConfig& cfg);
-const ParamInfo& param_info(const ModelConfig& cfg, const std::string& name);  // Error if unknown
+ParamInfo param_info(const ModelConfig& cfg, const std::string& name);  // Error if unknown
 std::string layer_param(int layer, const std::string& leaf);  // "l1.attn.wo"
 std::string expert_param(int layer, int expert, const std::string& leaf);  // "l1.moe.e3.w1"
 

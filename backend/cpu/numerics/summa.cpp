@@ -28,7 +28,7 @@ MlpBlockResult reference_mlp_block(const ModelConfig& cfg, const MlpBlockData& d
   const std::int64_t T = cfg.tokens(), h = cfg.hidden, f = cfg.ffn;
   TensorMap w;
   for (const char* n : kNames) {
-    const ParamInfo& info = param_info(cfg, n);
+    const ParamInfo info = param_info(cfg, n);
     w.emplace(n, init_block(cfg, n, 0, info.rows, 0, info.cols));
   }
   MlpBlockResult r{Tensor(T, h), Tensor(T, h), zeros_like(w)};
