@@ -1,0 +1,93 @@
+// DP and ZeRO-1/2 against the single-rank step: loss, logits, gradients, updated parameters.
+#include "backend/cpu/numerics/data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "backend/cpu/numerics/test_util.h"
+#include "core/error.h"
+
+namespace meshsim::numerics {
+namespace {
+using testing::expect_close;
+using testing::expect_maps_close;
+using testing::run_world;
+
+ModelConfig small() {
+  ModelConfig c;
+  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 4, c.vocab = 32, c.ffn = 32;
+  c.dropout = 0.1f, c.seed = 21;
+  return c;
+}
+
+void check_dp(int d, ZeroStage stage) {
+  const ModelConfig cfg = small();
+  const TensorMap params = init_params(cfg);
+  const Batch batch = make_batch(cfg, 5);
+  const AdamConfig adam;
+  const StepResult ref = reference_step(cfg, params, batch);
+  const TensorMap ref_updated = reference_adam_step(cfg, params, ref.grads, adam);
+  const std::vector<float> ref_flat = flatten(cfg, ref.grads);
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  std::vector<DpStep> steps(d);
+  std::vector<int> members(d);
+  for (int i = 0; i < d; ++i) members[i] = i;
+  testing::expect_no_errors(run_world(d, [&](int r, cpu::Transport& t) {
+    Comm dp(t, members, reg);
+    steps[r] = data_parallel_step(cfg, params, batch, dp, stage, adam);
+  }));
+  const std::int64_t V = cfg.vocab, rows = std::int64_t(cfg.batch / d) * cfg.seq;
+  for (int r = 0; r < d; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_NEAR(steps[r].loss, ref.loss, 1e-5 * ref.loss);
+    expect_close(steps[r].logits.data,
+                 std::vector<float>(ref.logits.data.begin() + r * rows * V, ref.logits.data.begin() + (r + 1) * rows * V),
+                 "logits");
+    if (stage != ZeroStage::kTwo) expect_maps_close(steps[r].grads, ref.grads, "grads");
+    // the rank's gradient shard (ZeRO-2: all it ever holds) against the reference slice
+    const std::int64_t b = steps[r].shard_begin;
+    std::vector<float> want(steps[r].grad_shard.size(), 0.f);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (b + std::int64_t(i) < std::int64_t(ref_flat.size())) want[i] = ref_flat[b + i];
+    expect_close(steps[r].grad_shard, want, "gradient shard");
+    expect_maps_close(steps[r].updated, ref_updated, "updated parameters");
+  }
+}
+
+TEST(DataParallel, TwoRanksMatchSingleRank) { check_dp(2, ZeroStage::kNone); }
+TEST(DataParallel, Zero1FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::kOne); }
+TEST(DataParallel, Zero2TwoRanksMatchesSingleRankAdamStep) { check_dp(2, ZeroStage::kTwo); }
+TEST(DataParallel, Zero2FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::kTwo); }
+
+// The comparison can fail: one rank's gradients before the all-reduce (what a missing
+// all-reduce would leave) are far outside the tolerance, and so is the Adam step on them.
+TEST(DataParallel, MissingAllReduceWouldFail) {
+  const ModelConfig cfg = small();
+  const TensorMap params = init_params(cfg);
+  const Batch batch = make_batch(cfg, 5);
+  const StepResult ref = reference_step(cfg, params, batch);
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
+  LocalFfn ffn(cfg, params);
+  const StepResult half = partial_step(cfg, params, batch, 0, cfg.batch / 2, attn, ffn);
+  EXPECT_GT(testing::worst_map_ratio(half.grads, ref.grads), 100.0);
+  EXPECT_GT(testing::worst_map_ratio(reference_adam_step(cfg, params, half.grads, {}),
+                                     reference_adam_step(cfg, params, ref.grads, {})),
+            100.0);
+}
+
+TEST(DataParallel, RejectsBatchThatDoesNotSplit) {
+  ModelConfig cfg = small();
+  cfg.batch = 3;
+  const TensorMap params = init_params(cfg);
+  const Batch batch = make_batch(cfg, 5);
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const auto errors = run_world(2, [&](int, cpu::Transport& t) {
+    Comm dp(t, {0, 1}, reg);
+    data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, {});
+  });
+  for (const auto& e : errors) EXPECT_NE(e.find("does not split over 2 ranks"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace meshsim::numerics

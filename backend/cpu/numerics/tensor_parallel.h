@@ -1,0 +1,51 @@
+// Megatron tensor parallelism (MATH.md section 3) and sequence parallelism on top of it
+// (section 4) for the numerics tests: every layer of the reference model on the t ranks of
+// `tp`, each holding its shard of every weight (built with init_block, no communication).
+//
+//   shard of rank r (t ranks):  attn.wqkv/bqkv columns of heads [r n/t, (r+1) n/t) of each of
+//     Q, K, V;  attn.wo rows of the same heads;  mlp.w1/b1 columns [r f/t, (r+1) f/t);
+//     mlp.w2 rows of the same;  embed (and head) rows [r V/t, (r+1) V/t) (vocab-parallel);
+//     LayerNorms, attn.bo, mlp.b2: replicated.
+//   attention: xn -> f -> QKV (column-parallel) -> local heads -> proj (row-parallel) -> g-bar
+//   MLP:       xn -> f -> fc1 (column) -> GeLU -> fc2 (row) -> g-bar
+//   TP:  f = identity fwd / all-reduce bwd;  g-bar = all-reduce fwd / identity bwd; every rank
+//        holds all B*S token rows for LayerNorm, dropout and the residual.
+//   SP:  tokens rows are split in t contiguous blocks of B*S/t (with B = 1 exactly the sequence
+//        split of Korthikanti et al.; here over the flattened batch-outer rows); LayerNorm,
+//        dropout and residual run on the block; f = all-gather fwd / reduce-scatter bwd,
+//        g-bar = reduce-scatter fwd / all-gather bwd; gradients of the replicated LayerNorm
+//        and bias parameters are partial per rank and all-reduced at the end.
+//   embedding: vocab-parallel lookup (zeros outside the shard) -> g-bar;  head: LN_f on the
+//   local rows -> f -> logits shard [B*S, V/t] -> vocab-parallel cross-entropy (all-reduce of
+//   the row max, then of {sum exp, target logit}) -> dlogits shard -> dx partial -> f backward.
+//
+//   Comm tp(transport, {0, 1}, registry);
+//   TensorMap shard = tp_shard_params(cfg, tp.size(), tp.rank());
+//   TpStep s = tensor_parallel_step(cfg, shard, batch, tp, /*sequence_parallel=*/true);
+//   TensorMap full = tp_assemble(cfg, {grads of rank 0, grads of rank 1, ...});
+#pragma once
+
+#include <vector>
+
+#include "backend/cpu/numerics/comm.h"
+#include "backend/cpu/numerics/model.h"
+
+namespace meshsim::numerics {
+
+// Throws Error when heads, ffn or vocab (and with SP the B*S token rows) do not divide by t.
+void validate_tp(const ModelConfig& cfg, int t, bool sequence_parallel);
+
+TensorMap tp_shard_params(const ModelConfig& cfg, int t, int rank);
+// Full-shape tensors from the t ranks' shards (replicated ones taken from rank 0).
+TensorMap tp_assemble(const ModelConfig& cfg, const std::vector<TensorMap>& shards);
+
+struct TpStep {
+  double loss = 0;   // mean over the batch
+  Tensor logits;     // [B*S, V/t]: this rank's vocabulary columns
+  TensorMap grads;   // this rank's shards (replicated tensors: the full gradient)
+};
+
+TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& shard, const Batch& batch, Comm& tp,
+                            bool sequence_parallel);
+
+}  // namespace meshsim::numerics
