@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cpu_compute.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/stream_pass.h"
 
 namespace meshsim::cpu {
 namespace {
@@ -45,10 +45,10 @@ CpuMeasurements measure_cpu(const CpuCalibrateOptions& opt) {
         out.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m * n * k) / t});
       }
   std::vector<float> x(16 << 20, 1.0f), y(16 << 20);  // 64 MiB each
-  const double big = best_of(opt.repeats, [&] { memory_pass(x.data(), y.data(), x.size()); });
+  const double big = best_of(opt.repeats, [&] { kernels::stream_pass_cpu(y.data(), x.data(), x.size(), 0.5f); });
   out.memory_bandwidth = 2.0 * static_cast<double>(x.size()) * 4 / big;
   std::vector<double> small;
-  for (int i = 0; i < 101; ++i) small.push_back(best_of(1, [&] { memory_pass(x.data(), y.data(), 256); }));
+  for (int i = 0; i < 101; ++i) small.push_back(best_of(1, [&] { kernels::stream_pass_cpu(y.data(), x.data(), 256, 0.5f); }));
   std::nth_element(small.begin(), small.begin() + 50, small.end());
   out.launch_overhead_s = small[50];
   const kernels::AttentionShape shape{8, 512, 512, 64};

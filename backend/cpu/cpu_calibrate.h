@@ -19,8 +19,8 @@ struct MeasuredGemm {
 
 struct CpuMeasurements {
   std::vector<MeasuredGemm> gemm;  // a grid of shapes, fp32 through kernels::gemm_cpu
-  double memory_bandwidth = 0;     // bytes read + written per second by memory_pass on 64 MiB
-  double launch_overhead_s = 0;    // time of a 1 KiB memory_pass (the fixed cost per op)
+  double memory_bandwidth = 0;     // bytes read + written per second by kernels::stream_pass_cpu on 64 MiB
+  double launch_overhead_s = 0;    // time of a 1 KiB stream_pass_cpu (the fixed cost per op)
   double attention_flops_per_s = 0;  // attention_forward_cpu, 8 heads x 512 x 512 x 64
 };
 

@@ -1,8 +1,6 @@
 // CpuCompute: a schedule's compute ops on this CPU (see cpu_compute.h).
 #include "backend/cpu/cpu_compute.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include "core/hash.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/stream_pass.h"
 
 namespace meshsim::cpu {
 namespace {
@@ -39,12 +38,6 @@ Bytes host_memory() {
 }
 
 }  // namespace
-
-void memory_pass(const float* x, float* y, std::size_t floats) {
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, floats, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t i = r.begin(); i != r.end(); ++i) y[i] = x[i] * 0.5f;
-  });
-}
 
 CpuCompute::AttentionRun CpuCompute::attention_of(const Op& op) {
   const Kernel& k = op.kernel;
@@ -129,7 +122,7 @@ void CpuCompute::run(const Op& op) {
     }
     default: {
       const std::size_t half = static_cast<std::size_t>(need / 2);
-      memory_pass(w, w + half, half);
+      kernels::stream_pass_cpu(w + half, w, half, 0.5f);
       return;
     }
   }

@@ -8,7 +8,7 @@
 //               the op's FLOPs over the unmasked per-head FLOPs (a causal op with half the
 //               FLOPs runs as half the heads unmasked: the same work)
 //   others      norm, elementwise, softmax, optimizer, memcpy: a memory-bound pass that
-//               reads op.kernel.bytes / 2 and writes as many (y = x / 2, oneTBB threads)
+//               reads op.kernel.bytes / 2 and writes as many (kernels::stream_pass_cpu, y = x / 2)
 //
 // Operands live in one workspace sized once by reserve() for the role's largest op, and
 // hold seeded values (not a model's: this is for timing). An op too large for this host
@@ -49,8 +49,5 @@ class CpuCompute {
   std::uint64_t seed_;
   std::vector<float> ws_;
 };
-
-// The memory-bound pass of `bytes` (read half, write half): y[i] = x[i] / 2.
-void memory_pass(const float* x, float* y, std::size_t floats);
 
 }  // namespace meshsim::cpu
