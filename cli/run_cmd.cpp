@@ -252,6 +252,24 @@ std::string machine_topology(RankSession& s, const Scenario& sc) {
   return s.store->gather("model", s.env.rank, s.env.world_size, measured, s.timeout).front();
 }
 
+void write_side_by_side_trace(const std::string& path, const Schedule& schedule, const std::string& backend,
+                              const std::vector<TraceEvent>& measured, const Trace* predicted) {
+  using J = nlohmann::ordered_json;
+  J events = J::array();
+  auto add = [&](int pid, const std::string& process, const std::vector<TraceEvent>& evs, bool by_rank) {
+    events.push_back(J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", process}}}});
+    for (const TraceEvent& e : evs)
+      events.push_back(J{{"ph", "X"}, {"pid", pid}, {"tid", by_rank ? e.rank : e.role},
+                         {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
+                         {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+  };
+  add(1, "measured (" + backend + "), a track per rank", measured, true);
+  if (predicted) add(2, "predicted (sim), a track per stage", predicted->events, false);
+  std::ofstream out(path);
+  if (!out) throw Error("--trace: cannot write '" + path + "'");
+  out << J{{"traceEvents", events}}.dump();
+}
+
 namespace {
 
 int run_rank(const RunFlags& f) {
@@ -398,22 +416,9 @@ int run_rank(const RunFlags& f) {
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty()) {
-    using J = nlohmann::ordered_json;
-    J events = J::array();
-    events.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (" + f.backend + ")"}}}});
-    for (const auto& evs : m.per_rank)
-      for (const TraceEvent& e : evs)
-        events.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
-                           {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
-    if (predicted) {
-      events.push_back(J{{"ph", "M"}, {"pid", 2}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "predicted (sim)"}}}});
-      for (const TraceEvent& e : predicted->trace.events)
-        events.push_back(J{{"ph", "X"}, {"pid", 2}, {"tid", 0}, {"name", schedule.roles[0].ops[static_cast<std::size_t>(e.op)].name},
-                           {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
-    }
-    std::ofstream out(f.trace);
-    if (!out) throw Error("--trace: cannot write '" + f.trace + "'");
-    out << J{{"traceEvents", events}}.dump();
+    std::vector<TraceEvent> measured;
+    for (const auto& evs : m.per_rank) measured.insert(measured.end(), evs.begin(), evs.end());
+    write_side_by_side_trace(f.trace, schedule, f.backend, measured, predicted ? &predicted->trace : nullptr);
   }
   session.finish();
   if (m.all_checked && m.max_error != 0)

@@ -52,6 +52,11 @@ std::string machine_topology(RankSession& s, const Scenario& sc);
 // bandwidth, per-op overhead and attention rate.
 MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m);
 
+// Writes the measured events (a track per rank) and, for validate, the predicted ones (a
+// track per pipeline stage) into one Perfetto trace; op names come from the schedule.
+void write_side_by_side_trace(const std::string& path, const Schedule& schedule, const std::string& backend,
+                              const std::vector<TraceEvent>& measured, const Trace* predicted);
+
 // The training path of run/validate (the scenario has no workload: section).
 int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s);
 

@@ -5,7 +5,6 @@
 // measured (or the scenario's `profile:`), and prints predicted vs measured per op kind.
 #include <algorithm>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -194,25 +193,8 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
           "time includes waiting for its slowest member)\n";
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
-  if (!f.trace.empty()) {
-    using J = nlohmann::ordered_json;
-    J out = J::array();
-    out.push_back(J{{"ph", "M"}, {"pid", 1}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "measured (cpu), a track per rank"}}}});
-    for (const TraceEvent& e : events)
-      out.push_back(J{{"ph", "X"}, {"pid", 1}, {"tid", e.rank},
-                      {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
-                      {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
-    if (predicted) {
-      out.push_back(J{{"ph", "M"}, {"pid", 2}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "predicted (sim), a track per stage"}}}});
-      for (const TraceEvent& e : predicted->trace.events)
-        out.push_back(J{{"ph", "X"}, {"pid", 2}, {"tid", e.role},
-                        {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
-                        {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
-    }
-    std::ofstream file(f.trace);
-    if (!file) throw Error("--trace: cannot write '" + f.trace + "'");
-    file << J{{"traceEvents", out}}.dump();
-  }
+  if (!f.trace.empty())
+    write_side_by_side_trace(f.trace, schedule, "cpu", events, predicted ? &predicted->trace : nullptr);
   s.finish();
   return 0;
 }
