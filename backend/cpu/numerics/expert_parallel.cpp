@@ -129,15 +129,7 @@ std::unique_ptr<Saved> ExpertParallelFfn::forward(int layer, const float* xn, st
   std::vector<const float*> slot_out(static_cast<std::size_t>(rows * K), nullptr);
   for (std::size_t i = 0; i < s->order.size(); ++i)
     slot_out[s->order[i].row * K + s->order[i].slot] = s->returned.data() + i * h;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* y = out + r * h;
-    std::fill(y, y + h, 0.f);
-    for (int j = 0; j < K; ++j) {
-      const float w = s->routing.weight[r * K + j];
-      const float* o = slot_out[r * K + j];
-      for (std::int64_t c = 0; c < h; ++c) y[c] += w * o[c];
-    }
-  }
+  combine(s->routing, slot_out, h, out);
   return s;
 }
 

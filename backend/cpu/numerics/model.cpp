@@ -280,15 +280,7 @@ std::unique_ptr<Saved> LocalFfn::forward(int layer, const float* xn, std::int64_
     expert_forward(cfg_, params_, layer, e, packed.data(), std::int64_t(as.size()), s->runs[e]);
     for (std::size_t i = 0; i < as.size(); ++i) slot_out[as[i].row * K + as[i].slot] = s->runs[e].out.data() + i * h;
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* y = out + r * h;
-    std::fill(y, y + h, 0.f);
-    for (int j = 0; j < K; ++j) {
-      const float w = s->routing.weight[r * K + j];
-      const float* o = slot_out[r * K + j];
-      for (std::int64_t c = 0; c < h; ++c) y[c] += w * o[c];
-    }
-  }
+  combine(s->routing, slot_out, h, out);
   return s;
 }
 

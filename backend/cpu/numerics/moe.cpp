@@ -54,6 +54,19 @@ void route_backward(const Routing& r, const float* dweight, const float* xn, std
   add_into(dxn, dx.data(), r.rows * h);
 }
 
+void combine(const Routing& r, const std::vector<const float*>& slot_out, std::int64_t h, float* out) {
+  const int K = r.top_k;
+  for (std::int64_t row = 0; row < r.rows; ++row) {
+    float* y = out + row * h;
+    std::fill(y, y + h, 0.f);
+    for (int j = 0; j < K; ++j) {
+      const float w = r.weight[row * K + j];
+      const float* o = slot_out[row * K + j];
+      for (std::int64_t c = 0; c < h; ++c) y[c] += w * o[c];
+    }
+  }
+}
+
 std::vector<Assignment> assignments(const Routing& r, int e) {
   std::vector<Assignment> out;
   for (std::int64_t t = 0; t < r.rows; ++t)

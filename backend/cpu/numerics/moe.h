@@ -42,6 +42,10 @@ struct Assignment {
 };
 std::vector<Assignment> assignments(const Routing& r, int e);
 
+// out[row] = sum over slots j of weight[row, j] * slot_out[row * k + j] (h floats each), in
+// slot order: the single-rank and the expert-parallel layers combine identically.
+void combine(const Routing& r, const std::vector<const float*>& slot_out, std::int64_t h, float* out);
+
 // One expert's MLP on packed rows, parameters from `params` (names expert_param(layer, e, ..)).
 struct ExpertRun {
   MlpSaved saved;
