@@ -88,7 +88,7 @@ class Progress {
 // Where this rank sits: its mesh rank, stage, groups and pipeline peers.
 struct Layout {
   int mesh_rank = 0;
-  int stage = 0, stages = 1, pp_stride = 1;
+  int stage = 0, stages = 1, pp_dim = -1;
   std::map<std::string, std::vector<int>> group;  // axis -> process ranks, group order
 
   Layout(int rank, int world, const Schedule& s, const Placement& pl) {
@@ -107,10 +107,9 @@ struct Layout {
       if (g == rank) mesh_rank = r;
     }
     if (!s.pp_axis.empty()) {
-      const int d = mesh.dim_index(s.pp_axis);
-      stages = mesh.dims[static_cast<std::size_t>(d)].second;
-      for (std::size_t i = static_cast<std::size_t>(d) + 1; i < mesh.dims.size(); ++i) pp_stride *= mesh.dims[i].second;
-      stage = (mesh_rank / pp_stride) % stages;
+      pp_dim = mesh.dim_index(s.pp_axis);
+      stages = mesh.dims[static_cast<std::size_t>(pp_dim)].second;
+      stage = mesh.coords(mesh_rank)[static_cast<std::size_t>(pp_dim)];
     }
     if (static_cast<int>(s.roles.size()) != stages)
       throw Error(fmt::format("backend cpu: the schedule has {} roles for {} pipeline stages", s.roles.size(), stages));
@@ -120,7 +119,11 @@ struct Layout {
           if (std::find(g.begin(), g.end(), rank) != g.end()) group[op.axis] = std::move(g);
   }
   // The process running stage `to`'s part with this rank's other coordinates.
-  int peer(const Placement& pl, int to) const { return pl.gpu_of(mesh_rank + (to - stage) * pp_stride); }
+  int peer(const Placement& pl, int to) const {
+    std::vector<int> c = pl.mesh().coords(mesh_rank);
+    c[static_cast<std::size_t>(pp_dim)] = to;
+    return pl.gpu_of(pl.mesh().rank_of(c));
+  }
 };
 
 std::vector<float>& sized(std::vector<float>& v, Bytes bytes) {
