@@ -212,7 +212,7 @@ def main():
     ap.add_argument("--rate", default="200mbit", help="every host link, per direction (tc syntax; default 200mbit)")
     ap.add_argument("--uplink-rate", default=None, help="the two-level uplink, per direction (default: --rate)")
     ap.add_argument("--burst", default="256kb", help="tbf burst (default 256kb: a 64 KiB GSO frame passes whole, see docs/validation/netns.md)")
-    ap.add_argument("--queue", default="20ms", help="tbf latency, i.e. queue limit (default 20ms)")
+    ap.add_argument("--queue", default="5ms", help="tbf latency, i.e. queue limit (default 5ms; see docs/validation/netns.md)")
     ap.add_argument("--mtu", type=int, default=9000, help="veth MTU (default 9000: fewer packets, less CPU)")
     ap.add_argument("--tolerance", type=float, default=15.0, help="percent (default 15)")
     ap.add_argument("--only", choices=["flat", "placement"], help="run one part only")
