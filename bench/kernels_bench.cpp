@@ -163,9 +163,9 @@ int run(int argc, char** argv) {
                  "softmax_forward_cuda");
   });
   add("softmax_backward", 3 * big, false, [&] {
-    check_kernel(meshsim::kernels::softmax_backward_cuda(b.get(), c.get(), d.get(), sm_rows / seq_q, seq_q, seq_k,
-                                                         0.125f, s),
-                 "softmax_backward_cuda");
+    check_kernel(
+        meshsim::kernels::softmax_backward_cuda(b.get(), c.get(), d.get(), sm_rows / seq_q, seq_q, seq_k, 0.125f, s),
+        "softmax_backward_cuda");
   });
   add("dropout_forward p=0.1", 2 * big, false, [&] {
     check_kernel(meshsim::kernels::dropout_forward_cuda(a.get(), c.get(), n, 0.1f, 1234, 0, s), "dropout_forward_cuda");

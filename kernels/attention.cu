@@ -131,9 +131,9 @@ __global__ void attention_forward_kernel(const float* q, const float* k, const f
 
 // dQ pass. smem: Q[16] | dO[16] | K[32] | V[32], rows of ld = D + 1.
 template <int C>
-__global__ void attention_dq_kernel(const float* q, const float* k, const float* v, const float* o,
-                                    const float* dout, const float* lse, float* dq, std::int64_t bhs, std::int64_t sq,
-                                    std::int64_t skv, int d, float scale, Mask mask) {
+__global__ void attention_dq_kernel(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                                    const float* lse, float* dq, std::int64_t bhs, std::int64_t sq, std::int64_t skv,
+                                    int d, float scale, Mask mask) {
   extern __shared__ float smem[];
   const int ld = d + 1;
   float* qs = smem;
@@ -200,9 +200,9 @@ __global__ void attention_dq_kernel(const float* q, const float* k, const float*
 
 // dK/dV pass. smem: K[16] | V[16] | Q[32] | dO[32] (ld = D + 1) | lse[32] | delta[32].
 template <int C>
-__global__ void attention_dkv_kernel(const float* q, const float* k, const float* v, const float* o,
-                                     const float* dout, const float* lse, float* dk, float* dv, std::int64_t bhs,
-                                     std::int64_t sq, std::int64_t skv, int d, float scale, Mask mask) {
+__global__ void attention_dkv_kernel(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                                     const float* lse, float* dk, float* dv, std::int64_t bhs, std::int64_t sq,
+                                     std::int64_t skv, int d, float scale, Mask mask) {
   extern __shared__ float smem[];
   const int ld = d + 1;
   float* ks = smem;
@@ -317,7 +317,9 @@ struct ForwardLaunch {
   std::size_t smem;
   cudaStream_t stream;
   template <int C>
-  static auto kernel() { return &attention_forward_kernel<C>; }
+  static auto kernel() {
+    return &attention_forward_kernel<C>;
+  }
   template <class K>
   void operator()(K* kern) const {
     kern<<<grid, kWarps * kWarp, smem, stream>>>(q, k, v, o, lse, sh.batch_heads, sh.seq_q, sh.seq_kv,
@@ -335,7 +337,9 @@ struct DqLaunch {
   std::size_t smem;
   cudaStream_t stream;
   template <int C>
-  static auto kernel() { return &attention_dq_kernel<C>; }
+  static auto kernel() {
+    return &attention_dq_kernel<C>;
+  }
   template <class K>
   void operator()(K* kern) const {
     kern<<<grid, kWarps * kWarp, smem, stream>>>(q, k, v, o, dout, lse, dq, sh.batch_heads, sh.seq_q, sh.seq_kv,
@@ -353,17 +357,17 @@ struct DkvLaunch {
   std::size_t smem;
   cudaStream_t stream;
   template <int C>
-  static auto kernel() { return &attention_dkv_kernel<C>; }
+  static auto kernel() {
+    return &attention_dkv_kernel<C>;
+  }
   template <class K>
   void operator()(K* kern) const {
-    kern<<<grid, kWarps * kWarp, smem, stream>>>(q, k, v, o, dout, lse, dk, dv, sh.batch_heads, sh.seq_q,
-                                                 sh.seq_kv, static_cast<int>(sh.head_dim), scale, mask);
+    kern<<<grid, kWarps * kWarp, smem, stream>>>(q, k, v, o, dout, lse, dk, dv, sh.batch_heads, sh.seq_q, sh.seq_kv,
+                                                 static_cast<int>(sh.head_dim), scale, mask);
   }
 };
 
-int task_grid(std::int64_t bh, std::int64_t seq) {
-  return row_grid(bh * ((seq + kRowsPerBlock - 1) / kRowsPerBlock));
-}
+int task_grid(std::int64_t bh, std::int64_t seq) { return row_grid(bh * ((seq + kRowsPerBlock - 1) / kRowsPerBlock)); }
 
 }  // namespace
 
@@ -373,14 +377,23 @@ int attention_forward_cuda(const float* q, const float* k, const float* v, float
   if (shape.batch_heads == 0 || shape.seq_q == 0) return 0;
   const std::size_t ld = static_cast<std::size_t>(shape.head_dim) + 1;
   const std::size_t smem = (kRowsPerBlock + 2 * kTile) * ld * sizeof(float);
-  const ForwardLaunch launch{q, k, v, o, lse, shape, scale, to_device(mask),
-                             task_grid(shape.batch_heads, shape.seq_q), smem, as_stream(stream)};
+  const ForwardLaunch launch{q,
+                             k,
+                             v,
+                             o,
+                             lse,
+                             shape,
+                             scale,
+                             to_device(mask),
+                             task_grid(shape.batch_heads, shape.seq_q),
+                             smem,
+                             as_stream(stream)};
   return launch_by_head_dim(static_cast<int>(shape.head_dim), smem, launch);
 }
 
-int attention_backward_cuda(const float* q, const float* k, const float* v, const float* o,
-                            const float* dout, const float* lse, float* dq, float* dk, float* dv,
-                            const AttentionShape& shape, float scale, AttentionMask mask, void* stream) {
+int attention_backward_cuda(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                            const float* lse, float* dq, float* dk, float* dv, const AttentionShape& shape, float scale,
+                            AttentionMask mask, void* stream) {
   if (!valid(shape)) return kInvalidValue;
   if (shape.batch_heads == 0 || shape.seq_q == 0 || shape.seq_kv == 0) return 0;
   const std::size_t ld = static_cast<std::size_t>(shape.head_dim) + 1;
@@ -388,11 +401,23 @@ int attention_backward_cuda(const float* q, const float* k, const float* v, cons
   const Mask m = to_device(mask);
   const cudaStream_t s = as_stream(stream);
   const int d = static_cast<int>(shape.head_dim);
-  const DqLaunch dq_launch{q, k, v, o, dout, lse, dq, shape, scale, m, task_grid(shape.batch_heads, shape.seq_q),
+  const DqLaunch dq_launch{q,    k, v, o, dout, lse, dq, shape, scale, m, task_grid(shape.batch_heads, shape.seq_q),
                            smem, s};
   if (const int e = launch_by_head_dim(d, smem, dq_launch)) return e;
-  const DkvLaunch dkv_launch{q, k, v, o, dout, lse, dk, dv, shape, scale, m,
-                             task_grid(shape.batch_heads, shape.seq_kv), smem + 2 * kTile * sizeof(float), s};
+  const DkvLaunch dkv_launch{q,
+                             k,
+                             v,
+                             o,
+                             dout,
+                             lse,
+                             dk,
+                             dv,
+                             shape,
+                             scale,
+                             m,
+                             task_grid(shape.batch_heads, shape.seq_kv),
+                             smem + 2 * kTile * sizeof(float),
+                             s};
   return launch_by_head_dim(d, dkv_launch.smem, dkv_launch);
 }
 

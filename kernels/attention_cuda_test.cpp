@@ -71,9 +71,9 @@ TEST(AttentionCuda, SoftmaxMatchesCpu) {
     ASSERT_EQ(cuda_error(softmax_forward_cuda(d_x.get(), d_y.get(), c.batches, c.sq, c.sk, scale, c.mask, nullptr)),
               "");
     // The backward reads the CPU's y so both sides see identical inputs.
-    ASSERT_EQ(cuda_error(softmax_backward_cuda(d_dy.get(), d_ycpu.get(), d_dx.get(), c.batches, c.sq, c.sk, scale,
-                                               nullptr)),
-              "");
+    ASSERT_EQ(
+        cuda_error(softmax_backward_cuda(d_dy.get(), d_ycpu.get(), d_dx.get(), c.batches, c.sq, c.sk, scale, nullptr)),
+        "");
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_y.download(), y, 1e-6, 1e-4, "y");
     expect_near_all(d_dx.download(), dx, 1e-6, 1e-4, "dx");
@@ -123,9 +123,8 @@ TEST(AttentionCuda, ForwardAndBackwardMatchCpu) {
     // The backward gets the CPU's o and lse so both sides see identical inputs.
     d_o.upload(o);
     d_lse.upload(lse);
-    ASSERT_EQ(cuda_error(attention_backward_cuda(d_q.get(), d_k.get(), d_v.get(), d_o.get(), d_dout.get(),
-                                                 d_lse.get(), d_dq.get(), d_dk.get(), d_dv.get(), s, scale, c.mask,
-                                                 nullptr)),
+    ASSERT_EQ(cuda_error(attention_backward_cuda(d_q.get(), d_k.get(), d_v.get(), d_o.get(), d_dout.get(), d_lse.get(),
+                                                 d_dq.get(), d_dk.get(), d_dv.get(), s, scale, c.mask, nullptr)),
               "");
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_dq.download(), dq, 1e-4, 1e-3, "dq");

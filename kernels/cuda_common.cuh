@@ -4,8 +4,8 @@
 // as vectors of W floats (W = 4: float4 when cols % 4 == 0 and the pointers are 16-byte
 // aligned, else W = 1); thread t owns vectors t, t + blockDim.x, ..., K of them, held in
 // registers (RowRegs<K, W>), so a row is read from memory once however many passes the math
-// makes over it. plan_row picks K in {1, 2, 4, 8} and the block size; rows too long for that
-// fall back to kernels that loop over global memory.
+// makes over it. plan_row picks K in {1, 2, 4, 8} and the block size (<= 256); rows too long
+// for that fall back to kernels that loop over global memory.
 //
 //   const RowPlan plan = plan_row(cols, aligned16(x) && aligned16(y));
 //   if (plan.cached) dispatch_row(plan, [&](auto k, auto w) { kern<k.value, w.value><<<...>>>(...); });
@@ -38,9 +38,7 @@ inline int grid_for(std::int64_t work, int threads) {
   const std::int64_t want = (work + threads - 1) / threads;
   return static_cast<int>(want < 1 ? 1 : (want < kMaxBlocks ? want : kMaxBlocks));
 }
-inline int row_grid(std::int64_t rows) {
-  return static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks);
-}
+inline int row_grid(std::int64_t rows) { return static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -142,22 +140,23 @@ struct RowPlan {
   int threads = 32;
 };
 
+// Register-row kernels are declared __launch_bounds__(kMaxRowThreads): with K = 8 float4 they
+// need ~130 registers a thread, which 512 or 1024 threads per block could not get.
+constexpr int kMaxRowThreads = 256;
+
 // The register plan for rows of `cols` floats; `aligned`: every row pointer involved is 16-byte
-// aligned (rows then are too when cols % 4 == 0).
+// aligned (rows then are too when cols % 4 == 0). Cached up to 8192 floats (float4) or 2048.
 inline RowPlan plan_row(std::int64_t cols, bool aligned) {
   RowPlan p;
   p.w = aligned && cols % 4 == 0 ? 4 : 1;
   const std::int64_t nvec = cols / p.w;
-  auto warps_for = [&](int k) { return ((nvec + k - 1) / k + kWarp - 1) / kWarp; };
-  for (const int limit : {256, 1024}) {
-    for (const int k : {1, 2, 4, 8}) {
-      const std::int64_t threads = warps_for(k) * kWarp;
-      if (threads <= limit) {
-        p.cached = true;
-        p.k = k;
-        p.threads = static_cast<int>(threads < kWarp ? kWarp : threads);
-        return p;
-      }
+  for (const int k : {1, 2, 4, 8}) {
+    const std::int64_t threads = ((nvec + k - 1) / k + kWarp - 1) / kWarp * kWarp;
+    if (threads <= kMaxRowThreads) {
+      p.cached = true;
+      p.k = k;
+      p.threads = static_cast<int>(threads < kWarp ? kWarp : threads);
+      return p;
     }
   }
   return p;
@@ -173,10 +172,18 @@ void dispatch_row(const RowPlan& p, F&& f) {
       f(k, std::integral_constant<int, 1>{});
   };
   switch (p.k) {
-    case 1: with_w(std::integral_constant<int, 1>{}); break;
-    case 2: with_w(std::integral_constant<int, 2>{}); break;
-    case 4: with_w(std::integral_constant<int, 4>{}); break;
-    default: with_w(std::integral_constant<int, 8>{}); break;
+    case 1:
+      with_w(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      with_w(std::integral_constant<int, 2>{});
+      break;
+    case 4:
+      with_w(std::integral_constant<int, 4>{});
+      break;
+    default:
+      with_w(std::integral_constant<int, 8>{});
+      break;
   }
 }
 
@@ -184,7 +191,8 @@ void dispatch_row(const RowPlan& p, F&& f) {
 // 32 row lanes per column, a fixed tree over the lanes. `term` is a device functor.
 constexpr int kColRows = 32;
 template <class Term>
-__global__ void column_sum_kernel(Term term, float* out, std::int64_t rows, std::int64_t cols) {
+__global__ void __launch_bounds__(kWarp* kColRows)
+    column_sum_kernel(Term term, float* out, std::int64_t rows, std::int64_t cols) {
   __shared__ float part[kColRows][kWarp + 1];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kWarp + threadIdx.x;
   float acc = 0.f;

@@ -41,12 +41,11 @@ __device__ __forceinline__ bool keep(std::uint32_t bits, float p) {
 
 // Counter blocks [first, first + blocks); element i = 4 b + lane - offset when inside [0, n).
 // `vec`: offset % 4 == 0 and in/out 16-byte aligned, so a full block is one float4.
-__global__ void dropout_kernel(const float* in, float* out, std::size_t n, float p, float scale,
-                               std::uint32_t k0, std::uint32_t k1, std::uint64_t first,
-                               std::uint64_t blocks, std::uint64_t offset, bool vec) {
+__global__ void dropout_kernel(const float* in, float* out, std::size_t n, float p, float scale, std::uint32_t k0,
+                               std::uint32_t k1, std::uint64_t first, std::uint64_t blocks, std::uint64_t offset,
+                               bool vec) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < blocks;
-       t += stride) {
+  for (std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < blocks; t += stride) {
     const std::uint64_t b = first + t;
     const uint4 r = philox(b, k0, k1);
     const std::uint32_t bits[4] = {r.x, r.y, r.z, r.w};
@@ -70,8 +69,8 @@ __global__ void dropout_kernel(const float* in, float* out, std::size_t n, float
   }
 }
 
-int launch_dropout(const float* in, float* out, std::size_t n, float p, std::uint64_t seed,
-                   std::uint64_t offset, cudaStream_t s) {
+int launch_dropout(const float* in, float* out, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
+                   cudaStream_t s) {
   if (!(p >= 0.f && p <= 1.f)) return kInvalidValue;
   if (n == 0) return 0;
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
@@ -79,20 +78,20 @@ int launch_dropout(const float* in, float* out, std::size_t n, float p, std::uin
   const std::uint64_t blocks = last - first + 1;
   const bool vec = offset % 4 == 0 && aligned16(in) && aligned16(out);
   dropout_kernel<<<grid_for(static_cast<std::int64_t>(blocks), kThreads), kThreads, 0, s>>>(
-      in, out, n, p, scale, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), first,
-      blocks, offset, vec);
+      in, out, n, p, scale, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), first, blocks,
+      offset, vec);
   return launch_status();
 }
 
 }  // namespace
 
-int dropout_forward_cuda(const float* x, float* y, std::size_t n, float p, std::uint64_t seed,
-                         std::uint64_t offset, void* stream) {
+int dropout_forward_cuda(const float* x, float* y, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
+                         void* stream) {
   return launch_dropout(x, y, n, p, seed, offset, as_stream(stream));
 }
 
-int dropout_backward_cuda(const float* dy, float* dx, std::size_t n, float p, std::uint64_t seed,
-                          std::uint64_t offset, void* stream) {
+int dropout_backward_cuda(const float* dy, float* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
+                          void* stream) {
   return launch_dropout(dy, dx, n, p, seed, offset, as_stream(stream));
 }
 

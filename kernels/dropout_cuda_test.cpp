@@ -40,8 +40,8 @@ TEST(DropoutCuda, BitIdenticalToCpu) {
 #if defined(MESHSIM_HAVE_CUDA)
   const std::uint64_t seed = 0x0123456789abcdefull;
   for (const std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{1027}, (std::size_t{1} << 21) + 3})
-    for (const std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{3}, std::uint64_t{8},
-                                       (std::uint64_t{1} << 33) + 1})
+    for (const std::uint64_t offset :
+         {std::uint64_t{0}, std::uint64_t{3}, std::uint64_t{8}, (std::uint64_t{1} << 33) + 1})
       for (const float p : {0.f, 0.1f, 0.5f, 1.f})
         for (const std::size_t pad : {0, 1}) {
           SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(offset) + " p " + std::to_string(p) +
@@ -71,8 +71,8 @@ TEST(DropoutCuda, SlicesAndInPlaceReproduceTheWholeMask) {
   // Two shards [0, 4099) and [4099, n) at offset + start, in place on the device.
   DeviceBuffer<float> d_x(x);
   ASSERT_EQ(cuda_error(dropout_forward_cuda(d_x.get(), d_x.get(), 4099, 0.3f, seed, offset, nullptr)), "");
-  ASSERT_EQ(cuda_error(dropout_forward_cuda(d_x.get() + 4099, d_x.get() + 4099, n - 4099, 0.3f, seed, offset + 4099,
-                                            nullptr)),
+  ASSERT_EQ(cuda_error(
+                dropout_forward_cuda(d_x.get() + 4099, d_x.get() + 4099, n - 4099, 0.3f, seed, offset + 4099, nullptr)),
             "");
   ASSERT_EQ(synchronize(), "");
   expect_bitwise_equal(d_x.download(), whole, "sharded in place");

@@ -1,9 +1,9 @@
 // CUDA GeLU, SwiGLU and bias (kernels/elementwise.h has the math). Grid-stride loops, float4
 // where every pointer (and row stride) allows; outputs may alias inputs of the same shape.
+#include <initializer_list>
+
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_ops.h"
-
-#include <initializer_list>
 
 namespace meshsim::kernels {
 namespace {
@@ -63,8 +63,8 @@ int launch_map(F f, const float* a, const float* b, float* out, std::size_t n, c
 
 // Row-strided element-wise work over [rows, cols]: flat index over rows * (cols / W).
 template <int W>
-__global__ void swiglu_forward_kernel(const float* a, const float* b, std::int64_t ld_in, float* out,
-                                      std::int64_t rows, std::int64_t cols) {
+__global__ void swiglu_forward_kernel(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
+                                      std::int64_t cols) {
   const std::int64_t nvec = cols / W, total = rows * nvec;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -79,9 +79,8 @@ __global__ void swiglu_forward_kernel(const float* a, const float* b, std::int64
 }
 
 template <int W>
-__global__ void swiglu_backward_kernel(const float* dout, const float* a, const float* b,
-                                       std::int64_t ld_in, float* da, float* db, std::int64_t rows,
-                                       std::int64_t cols) {
+__global__ void swiglu_backward_kernel(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da,
+                                       float* db, std::int64_t rows, std::int64_t cols) {
   const std::int64_t nvec = cols / W, total = rows * nvec;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -140,8 +139,8 @@ int gelu_backward_cuda(const float* dy, const float* x, float* dx, std::size_t n
   return launch_map(GeluBwd{}, dy, x, dx, n, as_stream(stream));
 }
 
-int swiglu_forward_cuda(const float* a, const float* b, std::int64_t ld_in, float* out,
-                        std::int64_t rows, std::int64_t cols, void* stream) {
+int swiglu_forward_cuda(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
+                        std::int64_t cols, void* stream) {
   if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
   if (rows == 0 || cols == 0) return 0;
   const cudaStream_t s = as_stream(stream);
@@ -152,17 +151,17 @@ int swiglu_forward_cuda(const float* a, const float* b, std::int64_t ld_in, floa
   return launch_status();
 }
 
-int swiglu_backward_cuda(const float* dout, const float* a, const float* b, std::int64_t ld_in,
-                         float* da, float* db, std::int64_t rows, std::int64_t cols, void* stream) {
+int swiglu_backward_cuda(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da, float* db,
+                         std::int64_t rows, std::int64_t cols, void* stream) {
   if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
   if (rows == 0 || cols == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}))
-    swiglu_backward_kernel<4><<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db,
-                                                                                        rows, cols);
+    swiglu_backward_kernel<4>
+        <<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
   else
-    swiglu_backward_kernel<1><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows,
-                                                                                    cols);
+    swiglu_backward_kernel<1>
+        <<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
   return launch_status();
 }
 

@@ -59,8 +59,8 @@ TEST(ElementwiseCuda, SwigluMatchesCpuSeparateAndFused) {
     std::int64_t rows, cols;
     bool fused;
   };
-  for (const Case c : {Case{3, 5, false}, Case{3, 5, true}, Case{64, 256, false}, Case{64, 256, true},
-                       Case{512, 2816, true}}) {
+  for (const Case c :
+       {Case{3, 5, false}, Case{3, 5, true}, Case{64, 256, false}, Case{64, 256, true}, Case{512, 2816, true}}) {
     SCOPED_TRACE("rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) + (c.fused ? " fused" : ""));
     const std::int64_t ld = c.fused ? 2 * c.cols : c.cols;
     const std::size_t in_n = c.rows * ld, out_n = c.rows * c.cols;
@@ -77,9 +77,9 @@ TEST(ElementwiseCuda, SwigluMatchesCpuSeparateAndFused) {
     const float* gb = c.fused ? d_a.get() + c.cols : d_b.get();
     float* gdb = c.fused ? d_da.get() + c.cols : d_db.get();
     ASSERT_EQ(cuda_error(swiglu_forward_cuda(d_a.get(), gb, ld, d_out.get(), c.rows, c.cols, nullptr)), "");
-    ASSERT_EQ(cuda_error(swiglu_backward_cuda(d_dout.get(), d_a.get(), gb, ld, d_da.get(), gdb, c.rows, c.cols,
-                                              nullptr)),
-              "");
+    ASSERT_EQ(
+        cuda_error(swiglu_backward_cuda(d_dout.get(), d_a.get(), gb, ld, d_da.get(), gdb, c.rows, c.cols, nullptr)),
+        "");
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_out.download(), out, kTol, kTol, "out");
     // Fused: da holds da and db in its two halves; separate: two full tensors.

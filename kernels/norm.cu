@@ -11,8 +11,9 @@ using namespace cuda_detail;
 // ---- forward ----------------------------------------------------------------------------
 
 template <int K, int W>
-__global__ void ln_forward_cached(const float* x, const float* gamma, const float* beta, float* y,
-                                  float* mean, float* rstd, std::int64_t rows, int h, float eps) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    ln_forward_cached(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                      std::int64_t rows, int h, float eps) {
   const int nvec = h / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     RowRegs<K, W> xr;
@@ -47,8 +48,8 @@ __global__ void ln_forward_cached(const float* x, const float* gamma, const floa
   }
 }
 
-__global__ void ln_forward_loop(const float* x, const float* gamma, const float* beta, float* y,
-                                float* mean, float* rstd, std::int64_t rows, int h, float eps) {
+__global__ void ln_forward_loop(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                float* rstd, std::int64_t rows, int h, float eps) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * h;
     float s = 0.f;
@@ -68,9 +69,9 @@ __global__ void ln_forward_loop(const float* x, const float* gamma, const float*
 // ---- backward (dx) ----------------------------------------------------------------------
 
 template <int K, int W>
-__global__ void ln_backward_cached(const float* dy, const float* x, const float* gamma,
-                                   const float* mean, const float* rstd, float* dx,
-                                   std::int64_t rows, int h) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    ln_backward_cached(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                       float* dx, std::int64_t rows, int h) {
   const int nvec = h / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     RowRegs<K, W> g, xh;  // g = dy * gamma, xh = xhat
@@ -103,9 +104,9 @@ __global__ void ln_backward_cached(const float* dy, const float* x, const float*
 
 // dx for the whole form (dstats == nullptr: computes the sums) and the 2D apply (dstats given,
 // globally summed over the full row length h; this rank holds h_local columns).
-__global__ void ln_backward_loop(const float* dy, const float* x, const float* gamma,
-                                 const float* mean, const float* rstd, const float* dstats,
-                                 float* dx, std::int64_t rows, int h_local, float h) {
+__global__ void ln_backward_loop(const float* dy, const float* x, const float* gamma, const float* mean,
+                                 const float* rstd, const float* dstats, float* dx, std::int64_t rows, int h_local,
+                                 float h) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* dyr = dy + r * h_local;
     const float* xr = x + r * h_local;
@@ -147,8 +148,8 @@ struct PlainTerm {
   __device__ float operator()(std::int64_t r, std::int64_t c) const { return a[r * cols + c]; }
 };
 
-int param_grads(const float* dy, const float* x, const float* mean, const float* rstd,
-                float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+int param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma, float* dbeta,
+                std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   if (const int e = launch_column_sum(DgammaTerm{dy, x, mean, rstd, cols}, dgamma, rows, cols, s)) return e;
   return launch_column_sum(PlainTerm{dy, cols}, dbeta, rows, cols, s);
 }
@@ -156,9 +157,8 @@ int param_grads(const float* dy, const float* x, const float* mean, const float*
 // ---- 2D pieces --------------------------------------------------------------------------
 
 // stats[r] = {sum x, sum x^2} (dy == nullptr) or dstats[r] = {sum g, sum g xhat}, g = dy gamma.
-__global__ void row_stats_kernel(const float* dy, const float* x, const float* gamma,
-                                 const float* mean, const float* rstd, float* stats,
-                                 std::int64_t rows, int h_local) {
+__global__ void row_stats_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+                                 const float* rstd, float* stats, std::int64_t rows, int h_local) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * h_local;
     float2 s = make_float2(0.f, 0.f);
@@ -184,9 +184,8 @@ __global__ void row_stats_kernel(const float* dy, const float* x, const float* g
   }
 }
 
-__global__ void ln2d_apply_kernel(const float* x, const float* stats, const float* gamma,
-                                  const float* beta, float* y, float* mean, float* rstd,
-                                  std::int64_t rows, int h_local, double h, float eps) {
+__global__ void ln2d_apply_kernel(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                                  float* mean, float* rstd, std::int64_t rows, int h_local, double h, float eps) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     // Per-row scalars in double, as the reference does (one evaluation per thread, no traffic).
     const double mu = static_cast<double>(stats[2 * r]) / h;
@@ -207,9 +206,8 @@ constexpr int kLoopThreads = 256;
 
 }  // namespace
 
-int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta, float* y,
-                           float* mean, float* rstd, std::int64_t rows, std::int64_t h, float eps,
-                           void* stream) {
+int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps, void* stream) {
   if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
@@ -226,17 +224,16 @@ int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta
   return launch_status();
 }
 
-int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma,
-                            const float* mean, const float* rstd, float* dx, float* dgamma,
-                            float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
+int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
   if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   const RowPlan plan = plan_row(h, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx));
   const int hi = static_cast<int>(h);
   if (!plan.cached) {
-    ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows,
-                                                             hi, static_cast<float>(h));
+    ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows, hi,
+                                                             static_cast<float>(h));
   } else {
     dispatch_row(plan, [&](auto k, auto w) {
       ln_backward_cached<decltype(k)::value, decltype(w)::value>
@@ -247,18 +244,16 @@ int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma,
   return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h, s);
 }
 
-int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local,
-                           void* stream) {
+int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
   if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
   if (rows == 0) return 0;
-  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
-      nullptr, x, nullptr, nullptr, nullptr, stats, rows, static_cast<int>(h_local));
+  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(nullptr, x, nullptr, nullptr, nullptr, stats,
+                                                                           rows, static_cast<int>(h_local));
   return launch_status();
 }
 
-int layernorm2d_apply_cuda(const float* x, const float* stats, const float* gamma,
-                           const float* beta, float* y, float* mean, float* rstd,
-                           std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps,
+int layernorm2d_apply_cuda(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps,
                            void* stream) {
   if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
   if (rows == 0) return 0;
@@ -267,20 +262,19 @@ int layernorm2d_apply_cuda(const float* x, const float* stats, const float* gamm
   return launch_status();
 }
 
-int layernorm2d_backward_stats_cuda(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, float* dstats,
-                                    std::int64_t rows, std::int64_t h_local, void* stream) {
+int layernorm2d_backward_stats_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local,
+                                    void* stream) {
   if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
   if (rows == 0) return 0;
-  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
-      dy, x, gamma, mean, rstd, dstats, rows, static_cast<int>(h_local));
+  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(dy, x, gamma, mean, rstd, dstats, rows,
+                                                                           static_cast<int>(h_local));
   return launch_status();
 }
 
-int layernorm2d_backward_apply_cuda(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, const float* dstats,
-                                    float* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                    std::int64_t h_local, std::int64_t h, void* stream) {
+int layernorm2d_backward_apply_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, const float* dstats, float* dx, float* dgamma, float* dbeta,
+                                    std::int64_t rows, std::int64_t h_local, std::int64_t h, void* stream) {
   if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);

@@ -45,8 +45,8 @@ void check_forward_and_backward(std::int64_t rows, std::int64_t h, std::size_t p
   layernorm_backward_cpu(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
                          dbeta.data(), rows, h);
 
-  DeviceBuffer<float> d_x(x, pad), d_dy(dy, pad), d_gamma(gamma), d_beta(beta), d_y(n, pad), d_mean(rows),
-      d_rstd(rows), d_dx(n, pad), d_dgamma(dgamma0), d_dbeta(dbeta0);
+  DeviceBuffer<float> d_x(x, pad), d_dy(dy, pad), d_gamma(gamma), d_beta(beta), d_y(n, pad), d_mean(rows), d_rstd(rows),
+      d_dx(n, pad), d_dgamma(dgamma0), d_dbeta(dbeta0);
   ASSERT_EQ(cuda_error(layernorm_forward_cuda(d_x.get(), d_gamma.get(), d_beta.get(), d_y.get(), d_mean.get(),
                                               d_rstd.get(), rows, h, 1e-5f, nullptr)),
             "");
@@ -106,8 +106,8 @@ TEST(NormCuda, TwoDPiecesMatchCpu) {
     std::vector<float> global(2 * rows);
     for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(q) * stats[i];
     std::vector<float> y(n), mean(rows), rstd(rows);
-    layernorm2d_apply_cpu(x.data(), global.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
-                          rows, h_local, h, 1e-5f);
+    layernorm2d_apply_cpu(x.data(), global.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows,
+                          h_local, h, 1e-5f);
     DeviceBuffer<float> d_global(global), d_gamma(gamma), d_beta(beta), d_y(n), d_mean(rows), d_rstd(rows);
     ASSERT_EQ(cuda_error(layernorm2d_apply_cuda(d_x.get(), d_global.get(), d_gamma.get(), d_beta.get(), d_y.get(),
                                                 d_mean.get(), d_rstd.get(), rows, h_local, h, 1e-5f, nullptr)),

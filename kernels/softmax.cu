@@ -15,14 +15,15 @@ constexpr int kLoopThreads = 256;
 
 // Key j of row r (query i = r % seq_q) is visible iff j <= last_visible (the causal mask with
 // global offsets: masked when k0 + j > q0 + i).
-__device__ __forceinline__ std::int64_t last_visible(std::int64_t r, std::int64_t seq_q, int seq_k,
-                                                     bool causal, std::int64_t q0, std::int64_t k0) {
+__device__ __forceinline__ std::int64_t last_visible(std::int64_t r, std::int64_t seq_q, int seq_k, bool causal,
+                                                     std::int64_t q0, std::int64_t k0) {
   return causal ? q0 + r % seq_q - k0 : static_cast<std::int64_t>(seq_k) - 1;
 }
 
 template <int K, int W>
-__global__ void softmax_forward_cached(const float* x, float* y, std::int64_t rows, std::int64_t seq_q,
-                                       int seq_k, float scale, bool causal, std::int64_t q0, std::int64_t k0) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    softmax_forward_cached(const float* x, float* y, std::int64_t rows, std::int64_t seq_q, int seq_k, float scale,
+                           bool causal, std::int64_t q0, std::int64_t k0) {
   const int nvec = seq_k / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t lim = last_visible(r, seq_q, seq_k, causal, q0, k0);
@@ -60,8 +61,8 @@ __global__ void softmax_forward_cached(const float* x, float* y, std::int64_t ro
   }
 }
 
-__global__ void softmax_forward_loop(const float* x, float* y, std::int64_t rows, std::int64_t seq_q,
-                                     int seq_k, float scale, bool causal, std::int64_t q0, std::int64_t k0) {
+__global__ void softmax_forward_loop(const float* x, float* y, std::int64_t rows, std::int64_t seq_q, int seq_k,
+                                     float scale, bool causal, std::int64_t q0, std::int64_t k0) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t lim = last_visible(r, seq_q, seq_k, causal, q0, k0);
     const float* xr = x + r * seq_k;
@@ -82,8 +83,8 @@ __global__ void softmax_forward_loop(const float* x, float* y, std::int64_t rows
 }
 
 template <int K, int W>
-__global__ void softmax_backward_cached(const float* dy, const float* y, float* dx, std::int64_t rows, int seq_k,
-                                        float scale) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    softmax_backward_cached(const float* dy, const float* y, float* dx, std::int64_t rows, int seq_k, float scale) {
   const int nvec = seq_k / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     RowRegs<K, W> g, p;
@@ -120,8 +121,8 @@ __global__ void merge_kernel(const float* o1, const float* lse1, const float* o2
                              float* lse, std::int64_t rows, int head_dim) {
   const int lane = threadIdx.x % kWarp;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-       r < rows; r += warps) {
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows;
+       r += warps) {
     const float a = lse1[r], b = lse2[r];
     const float m = fmaxf(a, b);
     float w1 = 0.f, w2 = 0.f, out = -INFINITY;
@@ -160,8 +161,8 @@ __global__ void heads_kernel(const float* src, float* dst, std::int64_t ld, std:
 
 }  // namespace
 
-int softmax_forward_cuda(const float* x, float* y, std::int64_t batches, std::int64_t seq_q,
-                         std::int64_t seq_k, float scale, AttentionMask mask, void* stream) {
+int softmax_forward_cuda(const float* x, float* y, std::int64_t batches, std::int64_t seq_q, std::int64_t seq_k,
+                         float scale, AttentionMask mask, void* stream) {
   if (batches < 0 || seq_q < 0 || !fits_int(seq_k)) return kInvalidValue;
   const std::int64_t rows = batches * seq_q;
   if (rows == 0 || seq_k == 0) return 0;
@@ -169,8 +170,8 @@ int softmax_forward_cuda(const float* x, float* y, std::int64_t batches, std::in
   const int sk = static_cast<int>(seq_k);
   const RowPlan plan = plan_row(seq_k, aligned16(x) && aligned16(y));
   if (!plan.cached) {
-    softmax_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, y, rows, seq_q, sk, scale, mask.causal,
-                                                                 mask.q0, mask.k0);
+    softmax_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, y, rows, seq_q, sk, scale, mask.causal, mask.q0,
+                                                                 mask.k0);
     return launch_status();
   }
   dispatch_row(plan, [&](auto k, auto w) {
@@ -180,8 +181,8 @@ int softmax_forward_cuda(const float* x, float* y, std::int64_t batches, std::in
   return launch_status();
 }
 
-int softmax_backward_cuda(const float* dy, const float* y, float* dx, std::int64_t batches,
-                          std::int64_t seq_q, std::int64_t seq_k, float scale, void* stream) {
+int softmax_backward_cuda(const float* dy, const float* y, float* dx, std::int64_t batches, std::int64_t seq_q,
+                          std::int64_t seq_k, float scale, void* stream) {
   if (batches < 0 || seq_q < 0 || !fits_int(seq_k)) return kInvalidValue;
   const std::int64_t rows = batches * seq_q;
   if (rows == 0 || seq_k == 0) return 0;
@@ -199,8 +200,8 @@ int softmax_backward_cuda(const float* dy, const float* y, float* dx, std::int64
   return launch_status();
 }
 
-int attention_merge_cuda(const float* o1, const float* lse1, const float* o2, const float* lse2,
-                         float* o, float* lse, std::int64_t rows, std::int64_t head_dim, void* stream) {
+int attention_merge_cuda(const float* o1, const float* lse1, const float* o2, const float* lse2, float* o, float* lse,
+                         std::int64_t rows, std::int64_t head_dim, void* stream) {
   if (rows < 0 || head_dim <= 0 || !fits_int(head_dim)) return kInvalidValue;
   if (rows == 0) return 0;
   const int warps_per_block = kLoopThreads / kWarp;
@@ -209,23 +210,23 @@ int attention_merge_cuda(const float* o1, const float* lse1, const float* o2, co
   return launch_status();
 }
 
-int split_heads_cuda(const float* src, std::int64_t ld, float* dst, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim, void* stream) {
+int split_heads_cuda(const float* src, std::int64_t ld, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, void* stream) {
   if (batch < 0 || seq < 0 || heads < 0 || head_dim < 0 || ld < heads * head_dim) return kInvalidValue;
   const std::int64_t total = batch * seq * heads * head_dim;
   if (total == 0) return 0;
   heads_kernel<true><<<grid_for(total, kLoopThreads), kLoopThreads, 0, as_stream(stream)>>>(src, dst, ld, seq, heads,
-                                                                                         head_dim, total);
+                                                                                            head_dim, total);
   return launch_status();
 }
 
-int merge_heads_cuda(const float* src, float* dst, std::int64_t ld, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim, void* stream) {
+int merge_heads_cuda(const float* src, float* dst, std::int64_t ld, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, void* stream) {
   if (batch < 0 || seq < 0 || heads < 0 || head_dim < 0 || ld < heads * head_dim) return kInvalidValue;
   const std::int64_t total = batch * seq * heads * head_dim;
   if (total == 0) return 0;
   heads_kernel<false><<<grid_for(total, kLoopThreads), kLoopThreads, 0, as_stream(stream)>>>(src, dst, ld, seq, heads,
-                                                                                          head_dim, total);
+                                                                                             head_dim, total);
   return launch_status();
 }
 

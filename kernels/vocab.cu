@@ -60,10 +60,10 @@ __global__ void loss_kernel(const float* global_max, const float* stats, const s
                             std::int64_t rows) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride)
-    loss[r] = targets[r] < 0 ? 0.f
-                             : static_cast<float>(log(static_cast<double>(stats[2 * r])) +
-                                                  static_cast<double>(global_max[r]) -
-                                                  static_cast<double>(stats[2 * r + 1]));
+    loss[r] = targets[r] < 0
+                  ? 0.f
+                  : static_cast<float>(log(static_cast<double>(stats[2 * r])) + static_cast<double>(global_max[r]) -
+                                       static_cast<double>(stats[2 * r + 1]));
 }
 
 // Flat over rows * (v_local / W); dlogits may alias logits (each element read then written once).
@@ -112,8 +112,8 @@ __global__ void embedding_backward_kernel(const std::int64_t* ids, const float* 
 
 }  // namespace
 
-int cross_entropy_local_max_cuda(const float* logits, float* local_max, std::int64_t rows,
-                                 std::int64_t v_local, void* stream) {
+int cross_entropy_local_max_cuda(const float* logits, float* local_max, std::int64_t rows, std::int64_t v_local,
+                                 void* stream) {
   if (rows < 0 || !fits_int(v_local)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
@@ -125,9 +125,9 @@ int cross_entropy_local_max_cuda(const float* logits, float* local_max, std::int
   return launch_status();
 }
 
-int cross_entropy_local_stats_cuda(const float* logits, const float* global_max,
-                                   const std::int64_t* targets, float* stats, std::int64_t rows,
-                                   std::int64_t v_local, std::int64_t v0, void* stream) {
+int cross_entropy_local_stats_cuda(const float* logits, const float* global_max, const std::int64_t* targets,
+                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0,
+                                   void* stream) {
   if (rows < 0 || !fits_int(v_local) || v0 < 0) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
@@ -139,8 +139,8 @@ int cross_entropy_local_stats_cuda(const float* logits, const float* global_max,
   return launch_status();
 }
 
-int cross_entropy_loss_cuda(const float* global_max, const float* stats,
-                            const std::int64_t* targets, float* loss, std::int64_t rows, void* stream) {
+int cross_entropy_loss_cuda(const float* global_max, const float* stats, const std::int64_t* targets, float* loss,
+                            std::int64_t rows, void* stream) {
   if (rows < 0) return kInvalidValue;
   if (rows == 0) return 0;
   loss_kernel<<<grid_for(rows, kThreads), kThreads, 0, as_stream(stream)>>>(global_max, stats, targets, loss, rows);
@@ -148,8 +148,8 @@ int cross_entropy_loss_cuda(const float* global_max, const float* stats,
 }
 
 int cross_entropy_backward_cuda(const float* logits, const float* global_max, const float* stats,
-                                const std::int64_t* targets, float grad_scale, float* dlogits,
-                                std::int64_t rows, std::int64_t v_local, std::int64_t v0, void* stream) {
+                                const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
+                                std::int64_t v_local, std::int64_t v0, void* stream) {
   if (rows < 0 || v_local < 0 || v0 < 0) return kInvalidValue;
   if (rows == 0 || v_local == 0) return 0;
   const cudaStream_t s = as_stream(stream);
@@ -162,23 +162,21 @@ int cross_entropy_backward_cuda(const float* logits, const float* global_max, co
   return launch_status();
 }
 
-int embedding_forward_cuda(const std::int64_t* ids, const float* table, float* out,
-                           std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0,
-                           void* stream) {
+int embedding_forward_cuda(const std::int64_t* ids, const float* table, float* out, std::int64_t rows, std::int64_t h,
+                           std::int64_t v_local, std::int64_t v0, void* stream) {
   if (rows < 0 || h < 0 || v_local < 0) return kInvalidValue;
   if (rows == 0 || h == 0) return 0;
-  embedding_forward_kernel<<<grid_for(rows * h, kThreads), kThreads, 0, as_stream(stream)>>>(ids, table, out, rows,
-                                                                                          h, v_local, v0);
+  embedding_forward_kernel<<<grid_for(rows * h, kThreads), kThreads, 0, as_stream(stream)>>>(ids, table, out, rows, h,
+                                                                                             v_local, v0);
   return launch_status();
 }
 
-int embedding_backward_cuda(const std::int64_t* ids, const float* dout, float* dtable,
-                            std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0,
-                            void* stream) {
+int embedding_backward_cuda(const std::int64_t* ids, const float* dout, float* dtable, std::int64_t rows,
+                            std::int64_t h, std::int64_t v_local, std::int64_t v0, void* stream) {
   if (rows < 0 || h < 0 || v_local < 0) return kInvalidValue;
   if (rows == 0 || h == 0) return 0;
   embedding_backward_kernel<<<grid_for(h, kThreads), kThreads, 0, as_stream(stream)>>>(ids, dout, dtable, rows, h,
-                                                                                    v_local, v0);
+                                                                                       v_local, v0);
   return launch_status();
 }
 

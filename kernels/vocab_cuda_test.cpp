@@ -44,8 +44,8 @@ TEST(VocabCuda, CrossEntropyPiecesMatchCpu) {
   struct Case {
     std::int64_t rows, v_local, v0, vocab;
   };
-  for (const Case c : {Case{3, 5, 5, 15}, Case{64, 1000, 0, 4000}, Case{33, 12563, 12563, 50252},
-                       Case{16, 50257, 0, 50257}}) {
+  for (const Case c :
+       {Case{3, 5, 5, 15}, Case{64, 1000, 0, 4000}, Case{33, 12563, 12563, 50252}, Case{16, 50257, 0, 50257}}) {
     SCOPED_TRACE("rows " + std::to_string(c.rows) + " v_local " + std::to_string(c.v_local) + " v0 " +
                  std::to_string(c.v0));
     const std::size_t n = c.rows * c.v_local;
@@ -72,9 +72,9 @@ TEST(VocabCuda, CrossEntropyPiecesMatchCpu) {
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_stats.download(), stats, 1e-5, 1e-5, "stats");
     d_stats.upload(stats);  // identical inputs for the last two pieces
-    ASSERT_EQ(cuda_error(cross_entropy_loss_cuda(d_max.get(), d_stats.get(), d_targets.get(), d_loss.get(), c.rows,
-                                                 nullptr)),
-              "");
+    ASSERT_EQ(
+        cuda_error(cross_entropy_loss_cuda(d_max.get(), d_stats.get(), d_targets.get(), d_loss.get(), c.rows, nullptr)),
+        "");
     ASSERT_EQ(cuda_error(cross_entropy_backward_cuda(d_logits.get(), d_max.get(), d_stats.get(), d_targets.get(),
                                                      grad_scale, d_dlogits.get(), c.rows, c.v_local, c.v0, nullptr)),
               "");
@@ -105,9 +105,9 @@ TEST(VocabCuda, EmbeddingMatchesCpuExactly) {
   DeviceBuffer<float> d_table(table), d_out(rows * h), d_dout(dout), d_dtable(dtable0);
   ASSERT_EQ(cuda_error(embedding_forward_cuda(d_ids.get(), d_table.get(), d_out.get(), rows, h, v_local, v0, nullptr)),
             "");
-  ASSERT_EQ(cuda_error(embedding_backward_cuda(d_ids.get(), d_dout.get(), d_dtable.get(), rows, h, v_local, v0,
-                                               nullptr)),
-            "");
+  ASSERT_EQ(
+      cuda_error(embedding_backward_cuda(d_ids.get(), d_dout.get(), d_dtable.get(), rows, h, v_local, v0, nullptr)),
+      "");
   ASSERT_EQ(synchronize(), "");
   EXPECT_EQ(d_out.download(), out);
   EXPECT_EQ(d_dtable.download(), dtable);
