@@ -38,8 +38,8 @@
 // split_heads_cpu (and vice versa).
 //
 // Work is split over (batch*head, query block) or (batch*head, key row); every reduction
-// runs serially in a fixed order, so results do not depend on the thread count. CUDA
-// kernels will mirror these signatures.
+// runs serially in a fixed order, so results do not depend on the thread count. The CUDA
+// kernels in cuda_ops.h mirror these signatures.
 #pragma once
 
 #include <cstdint>

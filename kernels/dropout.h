@@ -17,7 +17,7 @@
 //   dropout_forward_cpu(x, y, n, 0.1f, seed, offset);
 //   dropout_backward_cpu(dy, dx, n, 0.1f, seed, offset);   // same seed and offset
 //
-// y may alias x, dx may alias dy. CUDA kernels will mirror these signatures (one thread per
+// y may alias x, dx may alias dy. The CUDA kernels in cuda_ops.h mirror these signatures (one thread per
 // Philox counter, i.e. four consecutive global indices).
 #pragma once
 

@@ -17,7 +17,7 @@
 //
 // Outputs are overwritten except dbias, which ACCUMULATES (+=) like every parameter
 // gradient here. Element-wise outputs may alias an input of the same shape (y may be x;
-// dx may be dy). CUDA kernels will mirror these signatures.
+// dx may be dy). The CUDA kernels in cuda_ops.h mirror these signatures.
 #pragma once
 
 #include <cstddef>

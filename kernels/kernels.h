@@ -1,8 +1,8 @@
 // The fp32 kernels of a GPT-style transformer, forward and backward, as one include.
 //
 // Each op is a free function on plain row-major pointers and int64 sizes (no ownership),
-// named *_cpu for the CPU reference that the cpu backend runs; CUDA kernels will mirror
-// the same signatures on device pointers (*_cuda) and be tested against these. Parameter
+// named *_cpu for the CPU reference that the cpu backend runs; the CUDA kernels in
+// cuda_ops.h mirror the same signatures on device pointers (*_cuda) and are tested against these. Parameter
 // gradients (dW via beta = 1, dgamma, dbeta, dbias, dtable) and attention's dQ/dK/dV
 // ACCUMULATE (+=); every other output is overwritten. Formulas live in each header and in
 // docs/kernels.md.

@@ -30,7 +30,7 @@
 //
 // All rows are independent; the CPU versions run rows in parallel (oneTBB) and reduce
 // within a row serially, and dgamma/dbeta per column serially over rows, so results do
-// not depend on the thread count. CUDA kernels will mirror these signatures.
+// not depend on the thread count. The CUDA kernels in cuda_ops.h mirror these signatures.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 //   reduce_sum_cpu(dst, src, n);                    // dst[i] += src[i]
 //   reduce_max_cpu(dst, src, n);                    // dst[i] = max(dst[i], src[i]) (cross-entropy max)
 //   reduce_sum_cuda(d_dst, d_src, n, stream);       // same on device memory (CUDA builds)
+//   reduce_max_cuda(d_dst, d_src, n, stream);
 #pragma once
 
 #include <cstddef>
@@ -21,6 +22,7 @@ bool cuda_kernels_built();
 #if defined(MESHSIM_HAVE_CUDA)
 // Returns a cudaError_t as int (0 = success) so this header needs no CUDA includes.
 int reduce_sum_cuda(float* dst, const float* src, std::size_t n, void* stream);
+int reduce_max_cuda(float* dst, const float* src, std::size_t n, void* stream);
 #endif
 
 }  // namespace meshsim::kernels

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/device.h"
+#include "kernels/cuda_test_util.h"
 
 namespace meshsim::kernels {
 namespace {
@@ -31,6 +34,25 @@ TEST(ReduceCuda, MatchesCpuReference) {
   std::vector<float> got(n);
   ASSERT_EQ(cuda::reduce_on_device(a, b, got), "");
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << i;
+#endif
+}
+
+TEST(ReduceCuda, MaxIsBitIdenticalToCpu) {
+  if (const std::string why = testing::gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+#if defined(MESHSIM_HAVE_CUDA)
+  const std::size_t n = (1 << 20) + 5;
+  std::vector<float> a(n), b(n);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto& x : a) x = u(rng);
+  for (auto& x : b) x = u(rng);
+  a[0] = -std::numeric_limits<float>::infinity();
+  b[1] = -std::numeric_limits<float>::infinity();
+  testing::DeviceBuffer<float> d_a(a), d_b(b);
+  reduce_max_cpu(a.data(), b.data(), n);
+  ASSERT_EQ(testing::cuda_error(reduce_max_cuda(d_a.get(), d_b.get(), n, nullptr)), "");
+  ASSERT_EQ(testing::synchronize(), "");
+  EXPECT_EQ(d_a.download(), a);
 #endif
 }
 

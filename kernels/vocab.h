@@ -22,7 +22,7 @@
 // Embedding: out[r, :] = table[id_r - v0, :] when id_r is in the shard, else 0 (summing
 // the shards' outputs, an all-reduce, gives the full lookup); the backward ACCUMULATES
 // dtable[id_r - v0, :] += dout[r, :] for in-shard ids, serially over r (deterministic).
-// CUDA kernels will mirror these signatures.
+// The CUDA kernels in cuda_ops.h mirror these signatures.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,219 @@
+// Internal to kernels/*.cu: warp and block reductions, register-held rows, launch helpers.
+//
+// Row kernels run one block per row (grid-stride over rows). A row of `cols` floats is read
+// as vectors of W floats (W = 4: float4 when cols % 4 == 0 and the pointers are 16-byte
+// aligned, else W = 1); thread t owns vectors t, t + blockDim.x, ..., K of them, held in
+// registers (RowRegs<K, W>), so a row is read from memory once however many passes the math
+// makes over it. plan_row picks K in {1, 2, 4, 8} and the block size (<= 256); rows too long
+// for that fall back to kernels that loop over global memory.
+//
+//   const RowPlan plan = plan_row(cols, aligned16(x) && aligned16(y));
+//   if (plan.cached) dispatch_row(plan, [&](auto k, auto w) { kern<k.value, w.value><<<...>>>(...); });
+//
+// Reductions use xor shuffles, so every lane ends with the same value, and a fixed tree, so
+// results are deterministic.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace meshsim::kernels::cuda_detail {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kInvalidValue = static_cast<int>(cudaErrorInvalidValue);
+// Grid-stride kernels launch at most this many blocks; row kernels at most this many rows at once.
+constexpr std::int64_t kMaxBlocks = 65535;
+constexpr std::int64_t kMaxRowBlocks = std::int64_t{1} << 20;
+
+inline int launch_status() { return static_cast<int>(cudaGetLastError()); }
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+inline bool fits_int(std::int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
+
+inline int grid_for(std::int64_t work, int threads) {
+  const std::int64_t want = (work + threads - 1) / threads;
+  return static_cast<int>(want < 1 ? 1 : (want < kMaxBlocks ? want : kMaxBlocks));
+}
+inline int row_grid(std::int64_t rows) { return static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+// Sum (kMax = false) or max (kMax = true) over the block, returned to every thread. Safe to
+// call repeatedly in one kernel; every thread of the block must call it.
+template <bool kMax>
+__device__ float block_reduce(float v) {
+  __shared__ float partial[kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // a previous call's readers are done with `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const float identity = kMax ? -INFINITY : 0.f;
+  v = lane < warps ? partial[lane] : identity;
+  return kMax ? warp_max(v) : warp_sum(v);
+}
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<false>(v); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce<true>(v); }
+
+// Two sums at once (one round of barriers).
+__device__ inline float2 block_sum2(float2 v) {
+  __shared__ float2 partial[kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  v.x = warp_sum(v.x);
+  v.y = warp_sum(v.y);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : make_float2(0.f, 0.f);
+  v.x = warp_sum(v.x);
+  v.y = warp_sum(v.y);
+  return v;
+}
+
+template <int W>
+__device__ __forceinline__ void load_vec(const float* p, float (&v)[W]) {
+  if constexpr (W == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x;
+    v[1] = t.y;
+    v[2] = t.z;
+    v[3] = t.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[i] = p[i];
+  }
+}
+template <int W>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) p[i] = v[i];
+  }
+}
+
+// Thread t's share of one row: vectors t + k * blockDim.x for k < K, zero past the row end.
+template <int K, int W>
+struct RowRegs {
+  float v[K][W];
+  __device__ __forceinline__ static int vec_index(int k) { return threadIdx.x + k * blockDim.x; }
+  // Element index of v[k][w] in the row.
+  __device__ __forceinline__ static int col(int k, int w) { return vec_index(k) * W + w; }
+  __device__ __forceinline__ void load(const float* row, int nvec) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (vec_index(k) < nvec) {
+        load_vec<W>(row + vec_index(k) * W, v[k]);
+      } else {
+#pragma unroll
+        for (int w = 0; w < W; ++w) v[k][w] = 0.f;
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* row, int nvec) const {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (vec_index(k) < nvec) store_vec<W>(row + vec_index(k) * W, v[k]);
+  }
+};
+
+struct RowPlan {
+  bool cached = false;  // false: use the global-memory fallback kernel
+  int k = 1;            // vectors per thread
+  int w = 1;            // floats per vector
+  int threads = 32;
+};
+
+// Register-row kernels are declared __launch_bounds__(kMaxRowThreads): with K = 8 float4 they
+// need ~130 registers a thread, which 512 or 1024 threads per block could not get.
+constexpr int kMaxRowThreads = 256;
+
+// The register plan for rows of `cols` floats; `aligned`: every row pointer involved is 16-byte
+// aligned (rows then are too when cols % 4 == 0). Cached up to 8192 floats (float4) or 2048.
+inline RowPlan plan_row(std::int64_t cols, bool aligned) {
+  RowPlan p;
+  p.w = aligned && cols % 4 == 0 ? 4 : 1;
+  const std::int64_t nvec = cols / p.w;
+  for (const int k : {1, 2, 4, 8}) {
+    const std::int64_t threads = ((nvec + k - 1) / k + kWarp - 1) / kWarp * kWarp;
+    if (threads <= kMaxRowThreads) {
+      p.cached = true;
+      p.k = k;
+      p.threads = static_cast<int>(threads < kWarp ? kWarp : threads);
+      return p;
+    }
+  }
+  return p;
+}
+
+// Calls f(std::integral_constant<int, K>{}, std::integral_constant<int, W>{}) for the plan.
+template <class F>
+void dispatch_row(const RowPlan& p, F&& f) {
+  auto with_w = [&](auto k) {
+    if (p.w == 4)
+      f(k, std::integral_constant<int, 4>{});
+    else
+      f(k, std::integral_constant<int, 1>{});
+  };
+  switch (p.k) {
+    case 1:
+      with_w(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      with_w(std::integral_constant<int, 2>{});
+      break;
+    case 4:
+      with_w(std::integral_constant<int, 4>{});
+      break;
+    default:
+      with_w(std::integral_constant<int, 8>{});
+      break;
+  }
+}
+
+// Deterministic column sums over rows: out[c] += sum_r term(r, c), one block per 32 columns,
+// 32 row lanes per column, a fixed tree over the lanes. `term` is a device functor.
+constexpr int kColRows = 32;
+template <class Term>
+__global__ void __launch_bounds__(kWarp* kColRows)
+    column_sum_kernel(Term term, float* out, std::int64_t rows, std::int64_t cols) {
+  __shared__ float part[kColRows][kWarp + 1];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  float acc = 0.f;
+  if (c < cols)
+    for (std::int64_t r = threadIdx.y; r < rows; r += kColRows) acc += term(r, c);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kColRows / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.y) < s) part[threadIdx.y][threadIdx.x] += part[threadIdx.y + s][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) out[c] += part[0][threadIdx.x];
+}
+
+template <class Term>
+int launch_column_sum(Term term, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (cols == 0) return 0;
+  const std::int64_t blocks = (cols + kWarp - 1) / kWarp;
+  if (!fits_int(blocks)) return kInvalidValue;
+  column_sum_kernel<<<static_cast<int>(blocks), dim3(kWarp, kColRows), 0, s>>>(term, out, rows, cols);
+  return launch_status();
+}
+
+}  // namespace meshsim::kernels::cuda_detail

@@ -1,0 +1,287 @@
+// CUDA LayerNorm, whole and 2D-split (kernels/norm.h has the math). One block per row; rows
+// that fit are held in registers (cuda_common.cuh), longer ones re-read global memory.
+#include "kernels/cuda_common.cuh"
+#include "kernels/cuda_ops.h"
+
+namespace meshsim::kernels {
+namespace {
+
+using namespace cuda_detail;
+
+// ---- forward ----------------------------------------------------------------------------
+
+template <int K, int W>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    ln_forward_cached(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                      std::int64_t rows, int h, float eps) {
+  const int nvec = h / W;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    RowRegs<K, W> xr;
+    xr.load(x + r * h, nvec);
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int w = 0; w < W; ++w) s += xr.v[k][w];
+    const float mu = block_sum(s) / static_cast<float>(h);
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (xr.vec_index(k) < nvec)
+#pragma unroll
+        for (int w = 0; w < W; ++w) ss += (xr.v[k][w] - mu) * (xr.v[k][w] - mu);
+    const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (xr.vec_index(k) >= nvec) continue;
+      float g[W], b[W];
+      load_vec<W>(gamma + xr.vec_index(k) * W, g);
+      load_vec<W>(beta + xr.vec_index(k) * W, b);
+#pragma unroll
+      for (int w = 0; w < W; ++w) xr.v[k][w] = (xr.v[k][w] - mu) * rs * g[w] + b[w];
+    }
+    xr.store(y + r * h, nvec);
+  }
+}
+
+__global__ void ln_forward_loop(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                float* rstd, std::int64_t rows, int h, float eps) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * h;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < h; j += blockDim.x) s += xr[j];
+    const float mu = block_sum(s) / static_cast<float>(h);
+    float ss = 0.f;
+    for (int j = threadIdx.x; j < h; j += blockDim.x) ss += (xr[j] - mu) * (xr[j] - mu);
+    const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    for (int j = threadIdx.x; j < h; j += blockDim.x) y[r * h + j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+  }
+}
+
+// ---- backward (dx) ----------------------------------------------------------------------
+
+template <int K, int W>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    ln_backward_cached(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                       float* dx, std::int64_t rows, int h) {
+  const int nvec = h / W;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    RowRegs<K, W> g, xh;  // g = dy * gamma, xh = xhat
+    g.load(dy + r * h, nvec);
+    xh.load(x + r * h, nvec);
+    const float mu = mean[r], rs = rstd[r];
+    float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (g.vec_index(k) >= nvec) continue;
+      float gm[W];
+      load_vec<W>(gamma + g.vec_index(k) * W, gm);
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        g.v[k][w] *= gm[w];
+        xh.v[k][w] = (xh.v[k][w] - mu) * rs;
+        s.x += g.v[k][w];
+        s.y += g.v[k][w] * xh.v[k][w];
+      }
+    }
+    s = block_sum2(s);
+    const float mg = s.x / static_cast<float>(h), mgx = s.y / static_cast<float>(h);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int w = 0; w < W; ++w) g.v[k][w] = rs * (g.v[k][w] - mg - xh.v[k][w] * mgx);
+    g.store(dx + r * h, nvec);
+  }
+}
+
+// dx for the whole form (dstats == nullptr: computes the sums) and the 2D apply (dstats given,
+// globally summed over the full row length h; this rank holds h_local columns).
+__global__ void ln_backward_loop(const float* dy, const float* x, const float* gamma, const float* mean,
+                                 const float* rstd, const float* dstats, float* dx, std::int64_t rows, int h_local,
+                                 float h) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* dyr = dy + r * h_local;
+    const float* xr = x + r * h_local;
+    const float mu = mean[r], rs = rstd[r];
+    float2 s;
+    if (dstats == nullptr) {
+      s = make_float2(0.f, 0.f);
+      for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
+        const float g = dyr[j] * gamma[j];
+        s.x += g;
+        s.y += g * ((xr[j] - mu) * rs);
+      }
+      s = block_sum2(s);
+    } else {
+      s = make_float2(dstats[2 * r], dstats[2 * r + 1]);
+    }
+    const float mg = s.x / h, mgx = s.y / h;
+    for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
+      const float g = dyr[j] * gamma[j];
+      dx[r * h_local + j] = rs * (g - mg - (xr[j] - mu) * rs * mgx);
+    }
+  }
+}
+
+// dgamma += sum_r dy * xhat, dbeta += sum_r dy (column sums, fixed order).
+struct DgammaTerm {
+  const float* dy;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  std::int64_t cols;
+  __device__ float operator()(std::int64_t r, std::int64_t c) const {
+    return dy[r * cols + c] * ((x[r * cols + c] - mean[r]) * rstd[r]);
+  }
+};
+struct PlainTerm {
+  const float* a;
+  std::int64_t cols;
+  __device__ float operator()(std::int64_t r, std::int64_t c) const { return a[r * cols + c]; }
+};
+
+int param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma, float* dbeta,
+                std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (const int e = launch_column_sum(DgammaTerm{dy, x, mean, rstd, cols}, dgamma, rows, cols, s)) return e;
+  return launch_column_sum(PlainTerm{dy, cols}, dbeta, rows, cols, s);
+}
+
+// ---- 2D pieces --------------------------------------------------------------------------
+
+// stats[r] = {sum x, sum x^2} (dy == nullptr) or dstats[r] = {sum g, sum g xhat}, g = dy gamma.
+__global__ void row_stats_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+                                 const float* rstd, float* stats, std::int64_t rows, int h_local) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * h_local;
+    float2 s = make_float2(0.f, 0.f);
+    if (dy == nullptr) {
+      for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
+        s.x += xr[j];
+        s.y += xr[j] * xr[j];
+      }
+    } else {
+      const float* dyr = dy + r * h_local;
+      const float mu = mean[r], rs = rstd[r];
+      for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
+        const float g = dyr[j] * gamma[j];
+        s.x += g;
+        s.y += g * ((xr[j] - mu) * rs);
+      }
+    }
+    s = block_sum2(s);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = s.x;
+      stats[2 * r + 1] = s.y;
+    }
+  }
+}
+
+__global__ void ln2d_apply_kernel(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                                  float* mean, float* rstd, std::int64_t rows, int h_local, double h, float eps) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    // Per-row scalars in double, as the reference does (one evaluation per thread, no traffic).
+    const double mu = static_cast<double>(stats[2 * r]) / h;
+    const double var = fmax(0.0, static_cast<double>(stats[2 * r + 1]) / h - mu * mu);
+    const float muf = static_cast<float>(mu);
+    const float rs = static_cast<float>(1.0 / sqrt(var + eps));
+    if (threadIdx.x == 0) {
+      mean[r] = muf;
+      rstd[r] = rs;
+    }
+    const float* xr = x + r * h_local;
+    for (int j = threadIdx.x; j < h_local; j += blockDim.x)
+      y[r * h_local + j] = (xr[j] - muf) * rs * gamma[j] + beta[j];
+  }
+}
+
+constexpr int kLoopThreads = 256;
+
+}  // namespace
+
+int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps, void* stream) {
+  if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
+  if (rows == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  const RowPlan plan = plan_row(h, aligned16(x) && aligned16(y) && aligned16(gamma) && aligned16(beta));
+  const int hi = static_cast<int>(h);
+  if (!plan.cached) {
+    ln_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    return launch_status();
+  }
+  dispatch_row(plan, [&](auto k, auto w) {
+    ln_forward_cached<decltype(k)::value, decltype(w)::value>
+        <<<row_grid(rows), plan.threads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+  });
+  return launch_status();
+}
+
+int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
+  if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
+  if (rows == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  const RowPlan plan = plan_row(h, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx));
+  const int hi = static_cast<int>(h);
+  if (!plan.cached) {
+    ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows, hi,
+                                                             static_cast<float>(h));
+  } else {
+    dispatch_row(plan, [&](auto k, auto w) {
+      ln_backward_cached<decltype(k)::value, decltype(w)::value>
+          <<<row_grid(rows), plan.threads, 0, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
+    });
+  }
+  if (const int e = launch_status()) return e;
+  return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h, s);
+}
+
+int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
+  if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
+  if (rows == 0) return 0;
+  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(nullptr, x, nullptr, nullptr, nullptr, stats,
+                                                                           rows, static_cast<int>(h_local));
+  return launch_status();
+}
+
+int layernorm2d_apply_cuda(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps,
+                           void* stream) {
+  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
+  if (rows == 0) return 0;
+  ln2d_apply_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
+      x, stats, gamma, beta, y, mean, rstd, rows, static_cast<int>(h_local), static_cast<double>(h), eps);
+  return launch_status();
+}
+
+int layernorm2d_backward_stats_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local,
+                                    void* stream) {
+  if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
+  if (rows == 0) return 0;
+  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(dy, x, gamma, mean, rstd, dstats, rows,
+                                                                           static_cast<int>(h_local));
+  return launch_status();
+}
+
+int layernorm2d_backward_apply_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, const float* dstats, float* dx, float* dgamma, float* dbeta,
+                                    std::int64_t rows, std::int64_t h_local, std::int64_t h, void* stream) {
+  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
+  if (rows == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, dstats, dx, rows,
+                                                           static_cast<int>(h_local), static_cast<float>(h));
+  if (const int e = launch_status()) return e;
+  return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h_local, s);
+}
+
+}  // namespace meshsim::kernels
