@@ -5,8 +5,13 @@
 //                       send()s the bytes, rank 1 recv()s them and acks with one byte.
 //   RawTcpDuplex/<MiB>  the same pair, both directions at once (each side a sender and a
 //                       receiver thread): the load one rank of a ring puts on its socket.
+//   RawTcpRing/<p>/<MiB> p processes in a ring of blocking TCP connections; every process
+//                       sends <MiB> to the next and receives <MiB> from the previous at once:
+//                       what raw TCP moves between the same p processes under a ring's load,
+//                       per process (bytes/time), the baseline for the ring's busbw.
 //   RingAllReduce/<p>/<MiB>  p processes (fork), Transport + run_collective_cpu, ring
-//                       algorithm; busbw = bytes/time * 2(p-1)/p (NCCL test definition).
+//                       algorithm; busbw = bytes/time * 2(p-1)/p (NCCL test definition): the
+//                       bytes every rank sends per second, comparable with RawTcpRing.
 //
 // Children are forked per benchmark and find each other through files in a temporary
 // folder (FileDirectory); rank 0 (this process) tells them, per iteration, to run one more
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -167,6 +173,86 @@ void raw_tcp(benchmark::State& state, bool duplex) {
       benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A loopback listener on a kernel-chosen port.
+int listen_loopback(sockaddr_in* a) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  *a = sockaddr_in{};
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *a;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(a), sizeof *a) != 0 || ::listen(lfd, 1) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(a), &len) != 0)
+    throw std::runtime_error("listen failed");
+  return lfd;
+}
+
+// p processes, process i connected to i+1 (mod p) by one TCP connection. Control goes over
+// pipes, not the measured sockets: the parent writes a command byte to every child (1 = one
+// more round, 0 = stop); each child answers a round with one byte on the shared ack pipe.
+void BM_RawTcpRing(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0));
+  const std::size_t bytes = static_cast<std::size_t>(state.range(1)) * kMiB;
+  std::vector<int> listeners(static_cast<std::size_t>(p));
+  std::vector<sockaddr_in> addrs(static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) listeners[i] = listen_loopback(&addrs[i]);
+  std::vector<std::array<int, 2>> cmd(static_cast<std::size_t>(p));
+  std::array<int, 2> ack{};
+  for (auto& c : cmd)
+    if (::pipe(c.data()) != 0) throw std::runtime_error("pipe failed");
+  if (::pipe(ack.data()) != 0) throw std::runtime_error("pipe failed");
+  std::vector<pid_t> kids;
+  int rank = 0;
+  for (int r = 1; r < p; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      rank = r;
+      break;
+    }
+    kids.push_back(pid);
+  }
+  const int out = ::socket(AF_INET, SOCK_STREAM, 0);
+  const auto& to = addrs[static_cast<std::size_t>((rank + 1) % p)];
+  if (::connect(out, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) throw std::runtime_error("connect");
+  const int in = ::accept(listeners[static_cast<std::size_t>(rank)], nullptr, nullptr);
+  for (int l : listeners) ::close(l);
+  const int one = 1;
+  ::setsockopt(out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> src(bytes, 1), dst(bytes);
+  auto round = [&] {
+    std::thread sender([&] { send_all(out, src.data(), bytes); });
+    recv_all(in, dst.data(), bytes);
+    sender.join();
+  };
+  if (rank != 0) {
+    char c = 0;
+    while (::read(cmd[static_cast<std::size_t>(rank)][0], &c, 1) == 1 && c == 1) {
+      round();
+      if (::write(ack[1], &c, 1) != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const char go = 1;
+    for (int r = 1; r < p; ++r)
+      if (::write(cmd[static_cast<std::size_t>(r)][1], &go, 1) != 1) throw std::runtime_error("pipe write");
+    round();
+    for (int r = 1; r < p; ++r) {
+      char c = 0;
+      if (::read(ack[0], &c, 1) != 1) throw std::runtime_error("a ring process died");
+    }
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const char stop = 0;
+  for (int r = 1; r < p; ++r)
+    if (::write(cmd[static_cast<std::size_t>(r)][1], &stop, 1) != 1) throw std::runtime_error("pipe write");
+  for (pid_t k : kids) ::waitpid(k, nullptr, 0);
+  for (auto& c : cmd) ::close(c[0]), ::close(c[1]);
+  ::close(ack[0]), ::close(ack[1]), ::close(in), ::close(out);
+  state.counters["GBps_per_process"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_RawTcp(benchmark::State& state) { raw_tcp(state, false); }
 void BM_RawTcpDuplex(benchmark::State& state) { raw_tcp(state, true); }
 
@@ -244,6 +330,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       const int mib = arg("MiB");
       const double b = static_cast<double>(mib) * kMiB;
       if (name.rfind("BM_RawTcpDuplex", 0) == 0) figures_[{"raw-duplex", 2, mib}].push_back(b / secs / 1e9);
+      else if (name.rfind("BM_RawTcpRing", 0) == 0) figures_[{"raw-ring", arg("p"), mib}].push_back(b / secs / 1e9);
       else if (name.rfind("BM_RawTcp", 0) == 0) figures_[{"raw", 2, mib}].push_back(b / secs / 1e9);
       else if (name.rfind("BM_RingAllReduce", 0) == 0) {
         const int p = arg("p");
@@ -251,7 +338,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       }
     }
   }
-  // Medians over --benchmark_repetitions; ring busbw against both raw baselines.
+  // Medians over --benchmark_repetitions; ring busbw against the raw baselines.
   void Finalize() override {
     ConsoleReporter::Finalize();
     auto median = [&](const std::tuple<std::string, int, int>& key) {
@@ -261,14 +348,16 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    fmt::print("\nmedians: {:>4} {:>7} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "p", "MiB", "raw GB/s", "duplex GB/s",
-               "busbw GB/s", "vs raw", "vs duplex");
+    fmt::print("\nmedians: {:>4} {:>7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10} {:>12}\n", "p", "MiB", "raw GB/s",
+               "duplex GB/s", "raw ring GB/s", "busbw GB/s", "vs raw", "vs duplex", "vs raw ring");
     for (const auto& [key, values] : figures_) {
       const auto& [what, p, mib] = key;
       if (what != "ring") continue;
       const double busbw = median(key), raw = median({"raw", 2, mib}), dup = median({"raw-duplex", 2, mib});
-      fmt::print("         {:>4} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>9.0f}% {:>9.0f}%\n", p, mib, raw, dup, busbw,
-                 raw > 0 ? 100 * busbw / raw : 0.0, dup > 0 ? 100 * busbw / dup : 0.0);
+      const double rring = median({"raw-ring", p, mib});
+      auto pct = [&](double base) { return base > 0 ? 100 * busbw / base : 0.0; };
+      fmt::print("         {:>4} {:>7} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>9.0f}% {:>9.0f}% {:>11.0f}%\n", p, mib,
+                 raw, dup, rring, busbw, pct(raw), pct(dup), pct(rring));
     }
   }
 
@@ -286,9 +375,12 @@ int main(int argc, char** argv) {
         benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_RawTcpDuplex", BM_RawTcpDuplex)
         ->ArgName("MiB")->Arg(mib)->UseManualTime()->Unit(benchmark::kMillisecond);
-    for (int p : {2, 3, 4})
+    for (int p : {2, 3, 4}) {
+      benchmark::RegisterBenchmark("BM_RawTcpRing", BM_RawTcpRing)
+          ->ArgNames({"p", "MiB"})->Args({p, mib})->UseManualTime()->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark("BM_RingAllReduce", BM_RingAllReduce)
           ->ArgNames({"p", "MiB"})->Args({p, mib})->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -42,18 +42,6 @@ struct Options {
   std::string trace;
 };
 
-std::vector<Bytes> parse_sizes(const std::string& text) {
-  const auto colon = text.find(':');
-  if (colon == std::string::npos) return {parse_bytes(text, "--bytes")};
-  const Bytes lo = parse_bytes(text.substr(0, colon), "--bytes");
-  const Bytes hi = parse_bytes(text.substr(colon + 1), "--bytes");
-  if (lo <= 0 || hi < lo)
-    throw Error(fmt::format("--bytes: sweep '{}' needs 0 < MIN <= MAX, e.g. 1KiB:4GiB", text));
-  std::vector<Bytes> sizes;
-  for (Bytes b = lo; b <= hi; b *= 2) sizes.push_back(b);
-  return sizes;
-}
-
 // Whitespace-separated p x p matrix of sizes (units allowed), one row per sender.
 std::vector<std::vector<Bytes>> read_alltoall_sizes(const std::string& path, int p) {
   std::ifstream in(path);
@@ -158,7 +146,7 @@ int run(const Options& o) {
 
   AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   Router router(topo);
-  const std::vector<Bytes> sizes = parse_sizes(o.bytes);
+  const std::vector<Bytes> sizes = parse_bytes_sweep(o.bytes, "--bytes");
   std::vector<CollectiveOutcome> outs;
   nlohmann::ordered_json json_out = nlohmann::ordered_json::array();
   if (sizes.size() > 1 && !o.json) std::cout << sweep_header(ctx, *kind) << std::flush;

@@ -69,6 +69,18 @@ Bytes parse_bytes(std::string_view text, std::string_view field) {
                           field, unit, text));
 }
 
+std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field) {
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return {parse_bytes(text, field)};
+  const Bytes lo = parse_bytes(text.substr(0, colon), field);
+  const Bytes hi = parse_bytes(text.substr(colon + 1), field);
+  if (lo <= 0 || hi < lo)
+    throw Error(std::string(field) + ": sweep '" + std::string(text) + "' needs 0 < MIN <= MAX, e.g. 1KiB:4GiB");
+  std::vector<Bytes> sizes;
+  for (Bytes b = lo; b <= hi; b *= 2) sizes.push_back(b);
+  return sizes;
+}
+
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "25GB/s or 200Gb/s");
   struct U { const char* name; double bytes_per_s; };

@@ -15,6 +15,7 @@
 #include <optional>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace meshsim {
@@ -79,6 +80,8 @@ Time transfer_time(Bytes bytes, Bandwidth bw);
 //   bandwidth: "25GB/s", "200Gb/s", "1.5TB/s", "100MB/s", "800Mb/s"  (B = bytes, b = bits)
 //   time:      "1.5us", "200ns", "3ms", "2s", "500ps"
 Bytes parse_bytes(std::string_view text, std::string_view field);
+// One size, or a doubling sweep MIN:MAX ("1KiB:4GiB" = 1KiB, 2KiB, ..., 4GiB).
+std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field);
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_time(std::string_view text, std::string_view field);
 //   flops:     "989TFLOP/s", "67TFLOPS", "1.2PFLOP/s", "500GFLOP/s"  (returns FLOP/s; must be positive)

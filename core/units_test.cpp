@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/test_util.h"
 
 namespace meshsim {
 namespace {
@@ -80,6 +81,22 @@ TEST(Units, ParsesWholeIntegersOnly) {
   EXPECT_FALSE(parse_int(""));
   EXPECT_FALSE(parse_int("99999999999"));
   EXPECT_FALSE(parse_int("2.5"));
+}
+
+}  // namespace
+}  // namespace meshsim
+
+namespace meshsim {
+namespace {
+using testing_util::contains;
+using testing_util::error_of;
+
+TEST(Units, ByteSweepsDouble) {
+  EXPECT_EQ(parse_bytes_sweep("1KiB:8KiB", "--bytes"), (std::vector<Bytes>{1024, 2048, 4096, 8192}));
+  EXPECT_EQ(parse_bytes_sweep("3KiB:8KiB", "--bytes"), (std::vector<Bytes>{3072, 6144}));
+  EXPECT_EQ(parse_bytes_sweep("64MiB", "--bytes"), (std::vector<Bytes>{64 << 20}));
+  EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("8KiB:1KiB", "--sizes"); }), "--sizes: sweep '8KiB:1KiB' needs 0 < MIN <= MAX"));
+  EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("1KiB:4Kb", "--sizes"); }), "--sizes"));
 }
 
 }  // namespace

@@ -248,6 +248,9 @@ TEST(MachineProfile, MalformedProfilesNameTheField) {
        {"collectives[0].alpha", "negative"}},
       {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 8, bandwidth: 1GB/s}\n",
        {"collectives[0]", "missing field 'alpha'"}},
+      {"gpu: {preset: h100}\ncollectives:\n  - {kind: allreduce, ranks: 8, alpha: 1us, bandwidth: 1GB/s}\n"
+       "  - {kind: allreduce, ranks: 8, alpha: 2us, bandwidth: 1GB/s}\n",
+       {"collectives[1]", "a second allreduce entry for 8 ranks"}},
   };
   for (const Case& c : cases) {
     const std::string e = error_of([&] { parse_machine_profile(c.yaml, "bad.yaml"); });
@@ -296,7 +299,29 @@ TEST(MachineProfile, FormatRoundTrips) {
     EXPECT_EQ(b.collectives[i].ranks, a.collectives[i].ranks);
     EXPECT_EQ(b.collectives[i].alpha, a.collectives[i].alpha);
     EXPECT_TRUE(near(b.collectives[i].bandwidth.bytes_per_s(), a.collectives[i].bandwidth.bytes_per_s()));
+    EXPECT_EQ(b.collectives[i].algorithm, a.collectives[i].algorithm);
   }
+}
+
+// The fit recovers alpha and bandwidth exactly from points on the line; noise-free
+// points of 5 us + bytes / 2 GB/s at 64 KiB .. 16 MiB (the calibrate sweep).
+TEST(MachineProfile, FitRecoversAlphaAndBandwidth) {
+  std::vector<std::pair<double, double>> pts;
+  for (double b = 65536; b <= 16777216; b *= 2) pts.emplace_back(b, 5e-6 + b / 2e9);
+  const AlphaBandwidth f = fit_alpha_bandwidth(pts, "allreduce 4 ranks");
+  EXPECT_NEAR(f.alpha_s, 5e-6, 1e-12);
+  EXPECT_NEAR(f.bytes_per_s, 2e9, 1e-3);
+  // A negative intercept (here -1 ms: points of a line through (0, -1 ms)) is refitted
+  // through the origin: alpha 0, slope = sum(xy) / sum(xx), by hand for x = 1, 2 MB,
+  // y = 0, 1 ms: slope = (2e6 * 1e-3) / (1e12 + 4e12) = 4e-10 s/B = 2.5 GB/s.
+  const AlphaBandwidth g = fit_alpha_bandwidth({{1e6, 0.0}, {2e6, 1e-3}}, "x");
+  EXPECT_EQ(g.alpha_s, 0.0);
+  EXPECT_NEAR(g.bytes_per_s, 2.5e9, 1.0);
+  EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 1e-3}}, "allgather 2 ranks"); }),
+                       "allgather 2 ranks: fitting time = alpha + bytes / bandwidth needs two or more distinct sizes"));
+  EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 1e-3}, {1e6, 2e-3}}, "x"); }), "distinct sizes"));
+  EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 2e-3}, {2e6, 1e-3}}, "x"); }),
+                       "does not grow with the size"));
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ void read_collectives(const Reader& r, const YAML::Node& list, std::vector<Colle
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string field = fmt::format("collectives[{}]", i);
-    r.only_keys(c, field, {"kind", "ranks", "alpha", "bandwidth"},
+    r.only_keys(c, field, {"kind", "ranks", "alpha", "bandwidth", "algorithm"},
                 "{kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}");
     CollectiveProfile p;
     const YAML::Node kind = r.required(c, "kind", field, "allreduce");
@@ -175,6 +175,11 @@ void read_collectives(const Reader& r, const YAML::Node& list, std::vector<Colle
     p.ranks = static_cast<int>(n);
     p.alpha = r.time(r.required(c, "alpha", field, "12us"), field + ".alpha");
     p.bandwidth = r.bandwidth(r.required(c, "bandwidth", field, "180GB/s"), field + ".bandwidth");
+    if (const YAML::Node a = c["algorithm"]) p.algorithm = r.text(a, field + ".algorithm");
+    for (const CollectiveProfile& q : out)
+      if (q.kind == p.kind && q.ranks == p.ranks)
+        r.fail(c, field, fmt::format("a second {} entry for {} ranks; keep one per kind and group size",
+                                     to_string(p.kind), p.ranks));
     out.push_back(p);
   }
 }
@@ -248,9 +253,27 @@ std::string format_machine_profile(const MachineProfile& p) {
                      flops(q.achieved_flops));
   if (!p.collectives.empty()) o += "collectives:\n";
   for (const CollectiveProfile& c : p.collectives)
-    o += fmt::format("  - {{kind: {}, ranks: {}, alpha: {}ps, bandwidth: {:.6g}GB/s}}\n", to_string(c.kind), c.ranks,
-                     c.alpha.ps(), c.bandwidth.bytes_per_s() * 1e-9);
+    o += fmt::format("  - {{kind: {}, ranks: {}, alpha: {}ps, bandwidth: {:.6g}GB/s{}}}\n", to_string(c.kind), c.ranks,
+                     c.alpha.ps(), c.bandwidth.bytes_per_s() * 1e-9,
+                     c.algorithm.empty() ? "" : ", algorithm: " + c.algorithm);
   return o;
+}
+
+AlphaBandwidth fit_alpha_bandwidth(const std::vector<std::pair<double, double>>& points, const std::string& what) {
+  const double n = static_cast<double>(points.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) sx += x, sy += y, sxx += x * x, sxy += x * y;
+  const double den = n * sxx - sx * sx;
+  if (points.size() < 2 || !(den > 1e-12 * n * sxx))
+    throw Error(what + ": fitting time = alpha + bytes / bandwidth needs two or more distinct sizes; give a wider "
+                "--sizes sweep, e.g. 64KiB:16MiB");
+  double slope = (n * sxy - sx * sy) / den;
+  double alpha = (sy - slope * sx) / n;
+  if (alpha < 0) alpha = 0, slope = sxy / sxx;  // through the origin
+  if (!(slope > 0))
+    throw Error(what + ": the measured time does not grow with the size (slope " + std::to_string(slope) +
+                " s/B); the sizes are too small to see the bandwidth; give larger --sizes");
+  return {alpha, 1.0 / slope};
 }
 
 }  // namespace meshsim

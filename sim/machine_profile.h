@@ -25,14 +25,28 @@
 
 namespace meshsim {
 
-// A measured collective: time(bytes) = alpha + bytes / bandwidth for `ranks` ranks.
-// Parsed and kept for the calibrated network model; the compute model ignores it.
+// A measured collective: time(bytes) = alpha + bytes / bandwidth for groups of `ranks`
+// ranks (bytes = the collective's buffer size, as `meshsim collective --bytes`). The
+// simulator times every collective op of that kind and group size with it
+// (ScheduleSimOptions::measured); `algorithm` says which one was measured (optional).
 struct CollectiveProfile {
   CollKind kind = CollKind::AllReduce;
   int ranks = 0;
   Time alpha;
   Bandwidth bandwidth;
+  std::string algorithm;
+  Time time(Bytes bytes) const { return alpha + transfer_time(bytes, bandwidth); }
 };
+
+// Least-squares fit of seconds = alpha + bytes / bandwidth to measured (bytes, seconds)
+// points. alpha is kept >= 0: a negative intercept (noise on a mostly bandwidth-bound
+// sweep) is refitted through the origin. Needs two distinct sizes and a positive slope;
+// `what` names the measurement in the error otherwise.
+struct AlphaBandwidth {
+  double alpha_s = 0;
+  double bytes_per_s = 0;
+};
+AlphaBandwidth fit_alpha_bandwidth(const std::vector<std::pair<double, double>>& points, const std::string& what);
 
 struct MachineProfile {
   std::string source;       // file name (or the name given to parse_machine_profile)

@@ -20,6 +20,7 @@
 //               so groups that share links (a node's uplink, an oversubscribed spine) slow
 //               each other down; `nccl`: NCCL's tuning model for every group of the role
 //               (the slowest counts), with send/recv and all-to-all at `formula`.
+//               A measured entry (options.measured) overrides all three.
 //               A SendRecv on an axis is a ring shift (each rank sends to
 //               the next along the axis), as ring attention does.
 //   send        point-to-point between corresponding ranks of two stages, all pairs at once.
@@ -37,6 +38,7 @@
 #include "schedule/ir.h"
 #include "sim/collective_sim.h"
 #include "sim/compute_model.h"
+#include "sim/machine_profile.h"
 #include "topology/placement.h"
 
 namespace meshsim {
@@ -46,6 +48,12 @@ struct ScheduleSimOptions {
   std::string algorithm = "auto";  // collective algorithm for every collective op
   double gamma_ps = 0;             // reduction time per byte
   NcclConfig nccl;                 // fidelity nccl: GPU arch (set from the scenario's GPU) and channels
+  // Measured collectives (a machine profile's `collectives:`): an op whose kind and group
+  // size match an entry takes alpha + bytes / bandwidth, at every fidelity, instead of
+  // the topology model (calibration measures every group of a size at once, so the
+  // entry already holds the contention between groups). All-to-alls with imbalance
+  // keep the topology model.
+  std::vector<CollectiveProfile> measured;
 };
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.

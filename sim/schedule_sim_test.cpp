@@ -31,6 +31,37 @@ ScheduleSimResult run(const ModelSpec& m, const ParallelSpec& p, const std::stri
   return simulate_schedule(s, topo, router, pl, ComputeModel(gpu_preset(gpu)), AlgorithmRegistry::builtin(), opt);
 }
 
+// A machine profile's measured collective replaces the topology model for ops of its kind
+// and group size: three back-to-back 16 MiB all-reduces over 4 ranks take 3 x (alpha +
+// bytes / bandwidth) exactly; an entry for another group size or kind changes nothing.
+TEST(ScheduleSim, MeasuredCollectivesTimeTheirKindAndGroupSize) {
+  const Topology topo = resolve_topology("switch:gpus_per_node=4");
+  Router router(topo);
+  CollectiveWorkload w;
+  w.kind = CollKind::AllReduce;
+  w.ranks = 4;
+  w.bytes = MiB(16);
+  w.iterations = 3;
+  w.algorithm = "ring";
+  const Schedule s = plan_collectives(w);
+  const Placement pl = Placement::natural(Mesh{s.axes}, topo);
+  const ComputeModel compute(gpu_preset("h100"));
+  auto iteration = [&](std::vector<CollectiveProfile> measured) {
+    ScheduleSimOptions opt;
+    opt.measured = std::move(measured);
+    return simulate_schedule(s, topo, router, pl, compute, AlgorithmRegistry::builtin(), opt).iteration;
+  };
+  CollectiveProfile m{CollKind::AllReduce, 4, us(10), GBps(1), "ring"};
+  // 16 MiB at 1 GB/s = 16.777216 ms, plus 10 us, three times.
+  EXPECT_EQ(iteration({m}), Time::from_ps(3 * (10'000'000 + 16'777'216'000)));
+  const Time modeled = iteration({});
+  EXPECT_NE(modeled, iteration({m}));
+  CollectiveProfile other_size = m, other_kind = m;
+  other_size.ranks = 8;
+  other_kind.kind = CollKind::AllGather;
+  EXPECT_EQ(iteration({other_size, other_kind}), modeled);
+}
+
 TEST(ScheduleSim, BreakdownAddsUpToTheIterationTime) {
   ParallelSpec p;
   p.tp = 4;

@@ -59,10 +59,14 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
 
   r.gpu = gpu_preset(s.gpu);
   ComputeModel compute(r.gpu);
-  if (!s.profile.empty()) compute = ComputeModel::load_profile(s.profile);
+  ScheduleSimOptions opt;
+  if (!s.profile.empty()) {
+    MachineProfile profile = load_machine_profile(s.profile);
+    compute = ComputeModel(std::move(profile.gpu), std::move(profile.compute));
+    opt.measured = std::move(profile.collectives);
+  }
   r.gpu = compute.gpu();
 
-  ScheduleSimOptions opt;
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
