@@ -49,11 +49,6 @@
 
 namespace meshsim::cli {
 
-namespace {
-
-using namespace std::chrono_literals;
-
-
 bool under_launcher() {
   for (const char* v : {cpu::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
     if (std::getenv(v) != nullptr) return true;
@@ -63,10 +58,15 @@ bool under_launcher() {
 std::string self_exe() {
   std::string buf(4096, '\0');
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) throw Error("run: cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
+  if (n <= 0) throw Error("cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
   buf.resize(static_cast<std::size_t>(n));
   return buf;
 }
+
+namespace {
+
+using namespace std::chrono_literals;
+
 
 // Latency (one way, ping-pong between ranks 0 and 1) and per-rank bandwidth under load,
 // measured over the transport. Rank 0's figures are the ones used.

@@ -29,6 +29,11 @@ struct RunFlags {
   double timeout_s = 120;
 };
 
+// Whether this process was started by a launcher (meshsim launch, torchrun, srun, mpirun).
+bool under_launcher();
+// This binary's path, to start ranks of the same command.
+std::string self_exe();
+
 // One rank of a run: its launcher environment, the rendezvous store (served by rank 0)
 // and a transport between all ranks (for measuring the machine and collective workloads).
 struct RankSession {

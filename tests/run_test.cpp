@@ -149,4 +149,37 @@ TEST(Run, ARankKilledMidRunStopsEveryRank) {
   EXPECT_LT(secs, 60.0);
 }
 
+// meshsim calibrate --backend cpu on 4 ranks: a profile with this host's compute and, per
+// group size (2 and 4) and kind, a fitted collective, which `simulate --profile` loads.
+TEST(Calibrate, CpuWritesAProfileWithEveryGroupSizeAndKind) {
+  const fs::path out = temp_dir() / "calibrated.yaml";
+  fs::remove(out);
+  const Result r = meshsim("calibrate --backend cpu -n 4 --out " + out.string() +
+                           " --sizes 1MiB:8MiB --kinds allreduce,broadcast --repeats 3");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const std::string yaml = slurp(out);
+  for (const char* line : {"name: \"cpu\"", "gemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16", "collectives:",
+                           "{kind: allreduce, ranks: 2, alpha: ", "{kind: allreduce, ranks: 4, alpha: ",
+                           "{kind: broadcast, ranks: 2, alpha: ", "{kind: broadcast, ranks: 4, alpha: "})
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " in\n" << yaml;
+  EXPECT_NE(yaml.find("algorithm: binomial"), std::string::npos) << yaml;
+  EXPECT_NE(r.out.find("allreduce          4 ring"), std::string::npos) << r.out;
+  // The tiny GPT's TP and DP groups have 2 ranks: its all-reduces take the measured figures.
+  const std::string tiny = std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/tiny-gpt-cpu.yaml";
+  const Result with = meshsim("simulate " + tiny + " --profile " + out.string() + " --json");
+  ASSERT_EQ(with.code, 0) << with.err << with.out;
+}
+
+TEST(Calibrate, BadFlagsAreOneClearError) {
+  const std::string out = " --out " + (temp_dir() / "bad.yaml").string();
+  expect_user_error(meshsim("calibrate --backend tpu" + out), "--backend: 'tpu'");
+  expect_user_error(meshsim("calibrate --kinds allreduce,sendrecv" + out), "--kinds: 'sendrecv'");
+  expect_user_error(meshsim("calibrate --sizes 1MiB" + out), "--sizes: one size cannot separate alpha from bandwidth");
+  expect_user_error(meshsim("calibrate --sizes 1MiB:1KiB" + out), "--sizes: sweep");
+  expect_user_error(meshsim("calibrate --collectives nccl" + out), "--collectives nccl: native NCCL collectives need");
+  expect_user_error(meshsim("calibrate --out /nonexistent-dir/p.yaml"), "--out: folder '/nonexistent-dir' does not exist");
+  const Result cuda = meshsim("calibrate --backend cuda" + out);
+  if (cuda.code != 0) expect_user_error(cuda, "--backend cuda: no GPU found (");
+}
+
 }  // namespace

@@ -1,0 +1,90 @@
+// measure_cuda: cuBLAS GEMM rates over a grid of shapes and dtypes, device memory
+// bandwidth and the per-kernel launch cost, timed with CUDA events on one stream.
+#include "backend/cuda/cuda_calibrate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+namespace meshsim::cuda {
+
+namespace {
+
+// Device resources released on every path (the Checker throws on a failed call).
+struct Scope {
+  GpuApi& api;
+  StreamH stream = nullptr;
+  EventH start = nullptr, stop = nullptr;
+  BlasH blas = nullptr;
+  std::vector<void*> buffers;
+  ~Scope() {
+    for (void* p : buffers) api.free(p);
+    if (blas) api.blas_destroy(blas);
+    if (start) api.event_destroy(start);
+    if (stop) api.event_destroy(stop);
+    if (stream) api.stream_destroy(stream);
+  }
+};
+
+}  // namespace
+
+CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& opt) {
+  const char* where = "calibrate";
+  check.cuda(api.set_device(device), "cudaSetDevice", where);
+  Scope s{api};
+  check.cuda(api.stream_create(&s.stream), "cudaStreamCreate", where);
+  check.cuda(api.event_create(&s.start), "cudaEventCreate", where);
+  check.cuda(api.event_create(&s.stop), "cudaEventCreate", where);
+  check.cublas(api.blas_create(&s.blas), "cublasCreate", where);
+  check.cublas(api.blas_set_stream(s.blas, s.stream), "cublasSetStream", where);
+
+  const std::int64_t largest = *std::max_element(opt.gemm_sizes.begin(), opt.gemm_sizes.end());
+  const std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
+  const std::size_t buf_bytes = std::max(gemm_bytes, opt.memory_bytes);
+  void* buf[3] = {};
+  for (void*& b : buf) {
+    check.cuda(api.malloc(&b, buf_bytes), "cudaMalloc", fmt::format("{} ({} bytes)", where, buf_bytes));
+    s.buffers.push_back(b);
+    check.cuda(api.memset_async(b, 0, buf_bytes, s.stream), "cudaMemsetAsync", where);
+  }
+
+  // Seconds per call of `body`: one warm-up call, then `repeats` between two events.
+  auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {
+    body();
+    check.cuda(api.event_record(s.start, s.stream), "cudaEventRecord", what);
+    for (int i = 0; i < opt.repeats; ++i) body();
+    check.cuda(api.event_record(s.stop, s.stream), "cudaEventRecord", what);
+    bool done = false;
+    while (!done) check.cuda(api.event_query(s.stop, &done), "cudaEventQuery", what);
+    float ms = 0;
+    check.cuda(api.event_elapsed_ms(&ms, s.start, s.stop), "cudaEventElapsedTime", what);
+    return static_cast<double>(ms) * 1e-3 / opt.repeats;
+  };
+
+  CudaMeasurements m;
+  for (DType t : opt.dtypes)
+    for (std::int64_t mm : opt.gemm_sizes)
+      for (std::int64_t nn : opt.gemm_sizes)
+        for (std::int64_t kk : opt.gemm_sizes) {
+          const std::string what = fmt::format("calibrate gemm {}x{}x{} {}", mm, nn, kk, to_string(t));
+          const double secs = time_per_call(what, [&] {
+            check.cublas(api.gemm(s.blas, mm, nn, kk, t, buf[0], buf[1], buf[2]), "cublasGemmEx", what);
+          });
+          m.gemm.push_back({mm, nn, kk, t, 2.0 * static_cast<double>(mm) * nn * kk / secs});
+        }
+
+  const std::size_t floats = opt.memory_bytes / 4;
+  const double pass = time_per_call("calibrate memory bandwidth", [&] {
+    check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), floats, s.stream),
+               "stream_pass", "calibrate memory bandwidth");
+  });
+  m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
+  m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
+    check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),
+               "stream_pass", "calibrate launch overhead");
+  });
+  return m;
+}
+
+}  // namespace meshsim::cuda

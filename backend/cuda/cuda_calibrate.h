@@ -1,0 +1,41 @@
+// What this rank's GPU does, measured through the GpuApi the cuda executor uses (cuBLAS
+// GEMMs, our memory-bound pass): the figures `meshsim calibrate --backend cuda` writes
+// into a machine profile. Every rank of a run measures at once (one GPU each).
+//
+//   Checker check(api, rank);
+//   CudaMeasurements m = measure_cuda(api, check, device, {});
+//   m.gemm[i] = {m, n, k, dtype, achieved FLOP/s}; m.memory_bandwidth (bytes read + written / s)
+//
+// Every status goes through `check` (one error naming the rank and the measurement).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gpu_api.h"
+
+namespace meshsim::cuda {
+
+struct MeasuredGemm {
+  std::int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::Bf16;
+  double flops_per_s = 0;  // 2mnk / time per call (back-to-back calls on one stream)
+};
+
+struct CudaMeasurements {
+  std::vector<MeasuredGemm> gemm;  // every (m, n, k) of gemm_sizes, per dtype
+  double memory_bandwidth = 0;     // bytes read + written per second by stream_pass on memory_bytes
+  double launch_overhead_s = 0;    // time per back-to-back stream_pass of 1 KiB
+};
+
+struct CudaCalibrateOptions {
+  std::vector<std::int64_t> gemm_sizes{1024, 4096, 8192};  // every (m, n, k) of these
+  std::vector<DType> dtypes{DType::Bf16, DType::Fp16, DType::Fp32};
+  int repeats = 10;                      // timed calls per figure, after one warm-up call
+  std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass
+};
+
+CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& options);
+
+}  // namespace meshsim::cuda

@@ -1,0 +1,54 @@
+// measure_cuda on the fake GpuApi: the grid it times, the figures it derives from the
+// event times, and a failing call that names the measurement and releases everything.
+#include "backend/cuda/cuda_calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/cuda/fake_gpu_api.h"
+#include "core/test_util.h"
+
+namespace meshsim::cuda {
+namespace {
+
+using testing_util::contains;
+using testing_util::error_of;
+
+CudaCalibrateOptions small() {
+  CudaCalibrateOptions o;
+  o.gemm_sizes = {64, 128};
+  o.dtypes = {DType::Bf16, DType::Fp32};
+  o.repeats = 2;
+  o.memory_bytes = 1 << 20;
+  return o;
+}
+
+// The fake stamps each event record 0.5 ms after the previous one, so every figure is
+// timed as 0.5 ms over `repeats` calls: 0.25 ms per call here.
+TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
+  FakeGpuApi api;
+  Checker check(api, 3);
+  const CudaMeasurements m = measure_cuda(api, check, 1, small());
+  EXPECT_TRUE(api.has("set_device 1"));
+  ASSERT_EQ(m.gemm.size(), 2u * 2 * 2 * 2);  // 2 dtypes x 2^3 shapes
+  EXPECT_EQ(api.count("gemm"), 16 * 3);    // a warm-up and 2 timed calls each
+  EXPECT_TRUE(api.has("gemm 128x64x128 fp32 blas#1"));
+  for (const MeasuredGemm& g : m.gemm)
+    EXPECT_DOUBLE_EQ(g.flops_per_s, 2.0 * static_cast<double>(g.m) * g.n * g.k / 0.25e-3) << g.m << g.n << g.k;
+  EXPECT_DOUBLE_EQ(m.memory_bandwidth, 2.0 * (1 << 20) / 0.25e-3);
+  EXPECT_DOUBLE_EQ(m.launch_overhead_s, 0.25e-3);
+  EXPECT_EQ(api.count("free"), 3);
+}
+
+TEST(CudaCalibrate, AFailingCallNamesRankAndMeasurementAndFreesBuffers) {
+  FakeGpuApi api;
+  api.fail("gemm", 13, 4);  // the fifth GEMM call fails
+  Checker check(api, 2);
+  const std::string e = error_of([&] { measure_cuda(api, check, 0, small()); });
+  EXPECT_TRUE(contains(e, "rank 2")) << e;
+  EXPECT_TRUE(contains(e, "calibrate gemm 64x64x128 bf16")) << e;
+  EXPECT_TRUE(contains(e, "cublasGemmEx")) << e;
+  EXPECT_EQ(api.count("free"), 3);
+}
+
+}  // namespace
+}  // namespace meshsim::cuda

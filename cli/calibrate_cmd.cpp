@@ -1,0 +1,347 @@
+// meshsim calibrate --backend cpu|cuda --out profile.yaml [-n N] [--sizes 256KiB:16MiB]
+//                   [--kinds allreduce,allgather,...] [--repeats 3] [--collectives ours|nccl]
+//
+// Measures the machine a backend runs on and writes the machine profile that `meshsim
+// simulate --profile` (and a scenario's run.profile) reads (docs/profile.md):
+//   - compute, on every rank at once (rank 0's figures): cpu: the GEMM grid, memory
+//     bandwidth, per-op overhead and attention rate of the cpu backend's kernels
+//     (measure_cpu); cuda: cuBLAS GEMMs over shapes and dtypes, memory bandwidth and
+//     launch overhead (measure_cuda);
+//   - collectives, with two or more ranks: for every group size g (the powers of two
+//     dividing N, and N), every kind, every size of the sweep, `repeats` times: the
+//     collective in every group of g ranks at once, as a training step runs its groups,
+//     through the backend's executor (cpu: our step programs over TCP; cuda: ours over
+//     NCCL send/recv or NCCL's own). An op's time is its slowest rank's; per size the
+//     median over repeats; then alpha and bandwidth fitted by least squares (an entry
+//     whose times do not grow with the size, noise on a busy host, is left out with a
+//     warning, and the simulator keeps the topology model for it).
+// Ranks start as for `meshsim run`: -n N on this machine, or under a launcher.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cuda/cuda_calibrate.h"
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/device.h"
+#include "cli/commands.h"
+#include "cli/run_internal.h"
+#include "core/error.h"
+#include "schedule/plan.h"
+#include "sim/machine_profile.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace meshsim::cli {
+
+namespace {
+
+struct CalibrateFlags {
+  std::string backend = "cpu";
+  std::string collectives = "ours";
+  std::string out;
+  std::string sizes = "256KiB:16MiB";
+  std::string kinds = "allreduce,allgather,reducescatter,broadcast,alltoall";
+  int nprocs = 0;
+  int repeats = 3;
+  double timeout_s = 300;
+};
+
+// The algorithm calibrated per kind: the bandwidth-optimal one the simulator's auto picks
+// for large buffers on one switch.
+std::string algorithm_for(CollKind k) {
+  switch (k) {
+    case CollKind::AllReduce:
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter: return "ring";
+    case CollKind::Broadcast:
+    case CollKind::Reduce: return "binomial";
+    case CollKind::AllToAll: return "pairwise";
+    case CollKind::SendRecv: break;
+  }
+  throw Error("--kinds: sendrecv cannot be calibrated as a collective; leave it out");
+}
+
+std::vector<CollKind> parse_kinds(const std::string& text) {
+  std::vector<CollKind> kinds;
+  std::stringstream in(text);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    const auto k = parse_coll_kind(name);
+    if (!k || *k == CollKind::SendRecv)
+      throw Error("--kinds: '" + name + "' is not a collective to calibrate; use allreduce, allgather, reducescatter, "
+                  "broadcast, reduce, alltoall (comma-separated)");
+    if (std::find(kinds.begin(), kinds.end(), *k) == kinds.end()) kinds.push_back(*k);
+  }
+  if (kinds.empty()) throw Error("--kinds: empty; e.g. --kinds allreduce,allgather");
+  return kinds;
+}
+
+// Group sizes: 2, 4, 8, ... while they divide the world, then the world itself.
+std::vector<int> group_sizes(int world) {
+  std::vector<int> g;
+  for (int s = 2; s < world && world % s == 0; s *= 2) g.push_back(s);
+  if (world >= 2) g.push_back(world);
+  return g;
+}
+
+struct Point {
+  CollKind kind;
+  Bytes bytes;
+};
+
+// Every (kind, size) `repeats` times, one after another, along mesh dimension "group" of
+// a (group = g, rest = world / g) mesh: every group of g ranks at once.
+Schedule calibration_schedule(int world, int g, const std::vector<CollKind>& kinds, const std::vector<Bytes>& sizes,
+                              int repeats, std::vector<Point>& points) {
+  Schedule all;
+  all.axes = {{"group", g}, {"rest", world / g}};
+  all.pp_axis = "";
+  all.roles.emplace_back();
+  all.roles[0].name = "all ranks";
+  std::vector<Op>& ops = all.roles[0].ops;
+  for (CollKind k : kinds)
+    for (Bytes b : sizes) {
+      CollectiveWorkload w;
+      w.kind = k;
+      w.bytes = b;
+      w.ranks = world;
+      w.iterations = repeats;
+      w.algorithm = algorithm_for(k);
+      w.mesh = all.axes;
+      w.group = "group";
+      const int offset = static_cast<int>(ops.size());
+      const Schedule one = plan_collectives(w);
+      for (Op op : one.roles[0].ops) {
+        for (int& d : op.deps) d += offset;
+        if (op.deps.empty() && offset > 0) op.deps.push_back(offset - 1);
+        op.name = fmt::format("{} {} g{} #{}", to_string(k), format_bytes(b), g, ops.size() - offset);
+        ops.push_back(std::move(op));
+        points.push_back({k, b});
+      }
+    }
+  return all;
+}
+
+std::string encode_durations(const Trace& t) {
+  std::string s;
+  for (const TraceEvent& e : t.events) s += fmt::format("{} {}\n", e.op, (e.end - e.start).ps());
+  return s;
+}
+
+std::string preset_for_device(const std::string& name) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* p : {"h200", "h100", "a100", "v100"})
+    if (n.find(p) != std::string::npos) return p;
+  if (n.find("rtx 5000") != std::string::npos) return "rtx5000";
+  return "";
+}
+
+MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::string& device) {
+  MachineProfile p;
+  const std::string preset = preset_for_device(device);
+  p.description = fmt::format("{}, measured by meshsim calibrate --backend cuda{}", device,
+                              preset.empty() ? "; memory capacity and efficiencies not measured (the h100 preset's)"
+                                             : "; peaks, memory capacity and efficiency curves from the " + preset +
+                                                   " preset");
+  p.gpu = gpu_preset(preset.empty() ? "h100" : preset);
+  p.gpu.name = device;
+  if (preset.empty()) {  // peaks: the best measured rate per width
+    p.gpu.peak_flops_bf16 = p.gpu.peak_flops_fp16 = p.gpu.peak_flops_fp32 = 0;
+    for (const auto& g : m.gemm) {
+      double& peak = g.dtype == cuda::DType::Fp32 ? p.gpu.peak_flops_fp32 : p.gpu.peak_flops_bf16;
+      peak = std::max(peak, g.flops_per_s);
+    }
+    p.gpu.peak_flops_fp16 = p.gpu.peak_flops_bf16;
+  }
+  p.gpu.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
+  p.gpu.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
+  p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
+  // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
+  for (const auto& g : m.gemm) {
+    const int width = cuda::dtype_bytes(g.dtype);
+    auto same = [&](const GemmPoint& q) { return q.m == g.m && q.n == g.n && q.k == g.k && q.dtype_bytes == width; };
+    auto it = std::find_if(p.compute.gemm_points.begin(), p.compute.gemm_points.end(), same);
+    if (it == p.compute.gemm_points.end()) p.compute.gemm_points.push_back({g.m, g.n, g.k, width, g.flops_per_s});
+    else it->achieved_flops = std::max(it->achieved_flops, g.flops_per_s);
+  }
+  return p;
+}
+
+int calibrate_rank(const CalibrateFlags& f) {
+  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
+  const std::vector<CollKind> kinds = parse_kinds(f.kinds);
+  RunFlags rf;
+  rf.backend = f.backend;
+  rf.collectives = f.collectives;
+  rf.timeout_s = f.timeout_s;
+  RankSession s(rf);
+  const int rank = s.env.rank, world = s.env.world_size;
+
+  // Compute: every rank at once; rank 0's figures.
+  MachineProfile profile;
+  cuda::DeviceInfo info;
+  int device = 0;
+  if (f.backend == "cpu") {
+    const cpu::CpuMeasurements m = cpu::measure_cpu({});
+    profile = cpu_machine_profile(m);
+  } else {
+    info = cuda::probe_devices();
+    device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
+    cuda::GpuApi& api = cuda::real_gpu_api();
+    cuda::Checker check(api, rank);
+    profile = cuda_machine_profile(cuda::measure_cuda(api, check, device, {}),
+                                   info.names.at(static_cast<std::size_t>(device)));
+  }
+  s.store->barrier("calibrate/compute", world, s.timeout);
+
+  // Collectives per group size.
+  const Topology topo = resolve_topology(fmt::format("switch:gpus_per_node={}", world));
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  for (int g : group_sizes(world)) {
+    std::vector<Point> points;
+    const Schedule schedule = calibration_schedule(world, g, kinds, sizes, f.repeats, points);
+    const Placement placement = Placement::natural(Mesh{schedule.axes}, topo);
+    Trace mine;
+    if (s.transport) {
+      cpu::CpuExecutorOptions eopt;
+      eopt.check_limit_bytes = 0;  // timing only; run and validate check the numerics
+      eopt.groups["group"] = placement.groups_along("group");
+      mine = cpu::CpuExecutor(*s.transport, registry, eopt).execute(schedule);
+    } else {
+      cuda::CudaExecutorOptions o;
+      o.rank = rank;
+      o.device = device;
+      o.native_collectives = f.collectives == "nccl";
+      o.watchdog.timeout = s.timeout;
+      const std::string key = fmt::format("calibrate/nccl_id/{}", g);  // a fresh id per group size
+      o.share_id = [&s, rank, key](const std::string& id) {
+        if (rank == 0) s.store->set(key, id);
+        return rank == 0 ? id : s.store->get(key, s.timeout);
+      };
+      mine = cuda::CudaExecutor(cuda::real_gpu_api(), registry, placement, std::move(o)).execute(schedule);
+    }
+    const std::vector<std::string> all =
+        s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_durations(mine), s.timeout);
+    if (rank != 0) continue;
+    std::vector<std::int64_t> slowest(points.size(), 0);  // per op: its slowest rank
+    for (const std::string& text : all) {
+      std::istringstream in(text);
+      std::size_t op = 0;
+      std::int64_t ps = 0;
+      while (in >> op >> ps) slowest.at(op) = std::max(slowest.at(op), ps);
+    }
+    for (CollKind k : kinds) {
+      std::vector<std::pair<double, double>> fit_points;
+      for (Bytes b : sizes) {
+        std::vector<double> t;
+        for (std::size_t i = 0; i < points.size(); ++i)
+          if (points[i].kind == k && points[i].bytes == b) t.push_back(static_cast<double>(slowest[i]) * 1e-12);
+        std::sort(t.begin(), t.end());
+        fit_points.emplace_back(static_cast<double>(b), t[t.size() / 2]);
+      }
+      AlphaBandwidth fit;
+      try {
+        fit = fit_alpha_bandwidth(fit_points, fmt::format("{} over {} ranks", to_string(k), g));
+      } catch (const Error& e) {  // noise on a busy host: leave this entry to the topology model
+        std::cerr << "meshsim calibrate: warning: not written: " << e.what() << "\n";
+        continue;
+      }
+      profile.collectives.push_back({k, g, Time::from_ps(static_cast<std::int64_t>(fit.alpha_s * 1e12)),
+                                     Bandwidth::from_bytes_per_s(fit.bytes_per_s), algorithm_for(k)});
+    }
+  }
+  if (rank != 0) {
+    s.finish();
+    return 0;
+  }
+
+  profile.description += fmt::format("; {} rank(s), collectives over {} ({}), sizes {}", world,
+                                     f.backend == "cpu" ? "TCP" : "NCCL",
+                                     f.backend == "cpu" ? "our step programs" : f.collectives, f.sizes);
+  const std::string yaml = format_machine_profile(profile);
+  parse_machine_profile(yaml, f.out);  // what we write must load
+  std::ofstream out(f.out);
+  if (!out || !(out << yaml)) throw Error("--out: cannot write '" + f.out + "'; check the folder exists");
+  out.close();
+
+  std::cout << fmt::format("meshsim calibrate --backend {}: {} rank(s) -> {}\n\n", f.backend, world, f.out);
+  double peak = 0;
+  for (const GemmPoint& q : profile.compute.gemm_points) peak = std::max(peak, q.achieved_flops);
+  std::cout << fmt::format("compute ({}): best GEMM {} over {} shapes, memory {}, launch overhead {}\n",
+                           profile.gpu.name, format_flops(peak), profile.compute.gemm_points.size(),
+                           format_bandwidth(profile.gpu.memory_bandwidth), format_time(profile.gpu.launch_overhead));
+  if (profile.collectives.empty()) {
+    std::cout << "collectives: not measured (one rank); give -n 2 or more\n";
+  } else {
+    std::cout << fmt::format("\n{:<14} {:>5} {:<10} {:>10} {:>12}\n", "collective", "ranks", "algorithm", "alpha",
+                             "bandwidth");
+    for (const CollectiveProfile& c : profile.collectives)
+      std::cout << fmt::format("{:<14} {:>5} {:<10} {:>10} {:>12}\n", to_string(c.kind), c.ranks, c.algorithm,
+                               format_time(c.alpha), format_bandwidth(c.bandwidth));
+  }
+  s.finish();
+  return 0;
+}
+
+int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& argv) {
+  if (f.backend != "cpu" && f.backend != "cuda")
+    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
+  if (f.collectives != "ours" && f.collectives != "nccl")
+    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
+  if (f.collectives == "nccl" && f.backend != "cuda")
+    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+  // Checked once here, so a typo is one error, not one per rank.
+  const std::filesystem::path dir = std::filesystem::path(f.out).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    throw Error("--out: folder '" + dir.string() + "' does not exist; create it or write elsewhere");
+  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
+  parse_kinds(f.kinds);
+  int n = f.nprocs;
+  if (f.backend == "cuda") {
+    const cuda::DeviceInfo info = cuda::probe_devices();
+    if (info.count == 0)
+      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
+    if (n == 0) n = info.count;
+  }
+  if (n == 0) n = 2;
+  if (n >= 2 && sizes.size() < 2)
+    throw Error("--sizes: one size cannot separate alpha from bandwidth; give a sweep such as 256KiB:16MiB");
+  if (under_launcher()) return calibrate_rank(f);
+  std::vector<std::string> cmd{self_exe()};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  return launch_ranks(n, cmd, f.timeout_s * 2);
+}
+
+}  // namespace
+
+Run add_calibrate_command(CLI::App& app) {
+  auto f = std::make_shared<CalibrateFlags>();
+  CLI::App* c = app.add_subcommand("calibrate", "measure this machine and write a machine profile (docs/profile.md)");
+  c->add_option("--backend", f->backend, "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
+  c->add_option("--out", f->out, "the profile to write, e.g. profile.yaml")->required();
+  c->add_option("-n,--nprocs", f->nprocs,
+                "ranks to start when not under a launcher (default: cpu 2, cuda every GPU); collectives need 2 or more")
+      ->check(CLI::Range(1, 4096));
+  c->add_option("--sizes", f->sizes, "collective sizes, MIN:MAX doubling (default 256KiB:16MiB)");
+  c->add_option("--kinds", f->kinds,
+                "collectives, comma-separated (default allreduce,allgather,reducescatter,broadcast,alltoall)");
+  c->add_option("--repeats", f->repeats, "runs per collective and size; the median counts (default 3)")
+      ->check(CLI::Range(1, 1000));
+  c->add_option("--collectives", f->collectives, "cuda: ours (our step programs over NCCL send/recv) or nccl");
+  c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 300)");
+  return [f] {
+    std::vector<std::string> a{"calibrate", "--backend", f->backend, "--out", f->out, "--sizes", f->sizes,
+                               "--kinds", f->kinds, "--repeats", std::to_string(f->repeats),
+                               "--collectives", f->collectives, "--timeout", fmt::format("{}", f->timeout_s)};
+    return calibrate_command(*f, a);
+  };
+}
+
+}  // namespace meshsim::cli
