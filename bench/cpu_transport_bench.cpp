@@ -173,6 +173,16 @@ void raw_tcp(benchmark::State& state, bool duplex) {
       benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Forks ranks 1..p-1 of p (their pids into `kids`); returns this process's rank (0: the parent).
+int fork_ranks(int p, std::vector<pid_t>& kids) {
+  for (int r = 1; r < p; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) return r;
+    kids.push_back(pid);
+  }
+  return 0;
+}
+
 // A loopback listener on a kernel-chosen port.
 int listen_loopback(sockaddr_in* a) {
   const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -201,15 +211,7 @@ void BM_RawTcpRing(benchmark::State& state) {
     if (::pipe(c.data()) != 0) throw std::runtime_error("pipe failed");
   if (::pipe(ack.data()) != 0) throw std::runtime_error("pipe failed");
   std::vector<pid_t> kids;
-  int rank = 0;
-  for (int r = 1; r < p; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      rank = r;
-      break;
-    }
-    kids.push_back(pid);
-  }
+  const int rank = fork_ranks(p, kids);
   const int out = ::socket(AF_INET, SOCK_STREAM, 0);
   const auto& to = addrs[static_cast<std::size_t>((rank + 1) % p)];
   if (::connect(out, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) throw std::runtime_error("connect");
@@ -270,15 +272,7 @@ void BM_RingAllReduce(benchmark::State& state) {
   const auto prog = reg.find("ring", CollKind::AllReduce)->build(spec);
   const fs::path dir = fresh_dir();
   std::vector<pid_t> kids;
-  int rank = 0;
-  for (int r = 1; r < p; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      rank = r;
-      break;
-    }
-    kids.push_back(pid);
-  }
+  const int rank = fork_ranks(p, kids);
   FileDirectory directory(dir);
   cpu::TransportOptions opt;
   opt.token = dir.string();

@@ -174,14 +174,18 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   return p;
 }
 
-int calibrate_rank(const CalibrateFlags& f) {
-  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
-  const std::vector<CollKind> kinds = parse_kinds(f.kinds);
+RunFlags run_flags(const CalibrateFlags& f) {
   RunFlags rf;
   rf.backend = f.backend;
   rf.collectives = f.collectives;
   rf.timeout_s = f.timeout_s;
-  RankSession s(rf);
+  return rf;
+}
+
+int calibrate_rank(const CalibrateFlags& f) {
+  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
+  const std::vector<CollKind> kinds = parse_kinds(f.kinds);
+  RankSession s(run_flags(f));
   const int rank = s.env.rank, world = s.env.world_size;
 
   // Compute: every rank at once; rank 0's figures.
@@ -291,12 +295,7 @@ int calibrate_rank(const CalibrateFlags& f) {
 }
 
 int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& argv) {
-  if (f.backend != "cpu" && f.backend != "cuda")
-    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
-  if (f.collectives != "ours" && f.collectives != "nccl")
-    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
-  if (f.collectives == "nccl" && f.backend != "cuda")
-    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+  check_backend(run_flags(f));
   // Checked once here, so a typo is one error, not one per rank.
   const std::filesystem::path dir = std::filesystem::path(f.out).parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir))
@@ -304,13 +303,7 @@ int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& a
   const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
   parse_kinds(f.kinds);
   int n = f.nprocs;
-  if (f.backend == "cuda") {
-    const cuda::DeviceInfo info = cuda::probe_devices();
-    if (info.count == 0)
-      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
-    if (n == 0) n = info.count;
-  }
-  if (n == 0) n = 2;
+  if (n == 0) n = f.backend == "cuda" ? cuda::probe_devices().count : 2;
   if (n >= 2 && sizes.size() < 2)
     throw Error("--sizes: one size cannot separate alpha from bandwidth; give a sweep such as 256KiB:16MiB");
   if (under_launcher()) return calibrate_rank(f);

@@ -63,6 +63,21 @@ std::string self_exe() {
   return buf;
 }
 
+// The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
+void check_backend(const RunFlags& f) {
+  if (f.backend != "cpu" && f.backend != "cuda")
+    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
+  if (f.collectives != "ours" && f.collectives != "nccl")
+    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
+  if (f.collectives == "nccl" && f.backend != "cuda")
+    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+  if (f.backend == "cuda") {
+    const cuda::DeviceInfo info = cuda::probe_devices();
+    if (info.count == 0)
+      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
+  }
+}
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -159,21 +174,6 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
 
 std::string backend_label(const RunFlags& f) {
   return f.backend == "cuda" ? fmt::format("cuda (collectives: {})", f.collectives) : f.backend;
-}
-
-// The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
-void check_backend(const RunFlags& f) {
-  if (f.backend != "cpu" && f.backend != "cuda")
-    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
-  if (f.collectives != "ours" && f.collectives != "nccl")
-    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
-  if (f.collectives == "nccl" && f.backend != "cuda")
-    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
-  if (f.backend == "cuda") {
-    const cuda::DeviceInfo info = cuda::probe_devices();
-    if (info.count == 0)
-      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
-  }
 }
 
 // One rank of a collective workload on its GPU; fills `checks` with the numerics of each

@@ -34,6 +34,10 @@ bool under_launcher();
 // This binary's path, to start ranks of the same command.
 std::string self_exe();
 
+// The checks the flags allow before any rank starts: backend and collectives known, a GPU
+// for cuda (one clear error otherwise).
+void check_backend(const RunFlags& f);
+
 // One rank of a run: its launcher environment, the rendezvous store (served by rank 0)
 // and a transport between all ranks (for measuring the machine and collective workloads).
 struct RankSession {
