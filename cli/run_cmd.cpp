@@ -14,8 +14,9 @@
 //
 // Without a launcher environment (MESHSIM_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)
 // the command starts its own ranks, as `meshsim launch -n N -- meshsim run ...` would.
-// So far both backends run collective workloads (`workload:` in the scenario). The cuda
-// backend needs a GPU: without one (or in a build without CUDA) it is one clear error.
+// Both backends run collective workloads (`workload:` in the scenario) and training
+// schedules (run_training.cpp). The cuda backend needs a GPU: without one (or in a build
+// without CUDA) it is one clear error.
 // With --backend cuda and no `topology:`, the machine model is the scenario's default
 // topology preset (nothing is measured).
 #include <unistd.h>
@@ -276,9 +277,6 @@ int run_rank(const RunFlags& f) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
   const Scenario sc = node.resolve();
-  if (!sc.workload && f.backend != "cpu")
-    throw Error("--backend " + f.backend + ": training schedules run on --backend cpu so far; the cuda backend runs "
-                "collective workloads (workload: in the scenario)");
   RankSession session(f);
   if (!sc.workload) return run_training_rank(f, sc, session);
   const cpu::LaunchEnv& env = session.env;
@@ -442,8 +440,10 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
       throw Error(fmt::format("-n: the scenario's layout has {} ranks ({}); give -n {} or change parallel:", world,
                               layout_text(sc), world));
     n = world;
-    // A model too large for this host is one error here, not one per rank.
-    for (const Role& role : plan_iteration(sc.model, sc.parallel).roles) cpu::CpuCompute::workspace_for(role.ops);
+    // A model too large for this host is one error here, not one per rank (cpu backend;
+    // the cuda backend plans its workspace per rank and cudaMalloc says when it does not fit).
+    if (f.backend == "cpu")
+      for (const Role& role : plan_iteration(sc.model, sc.parallel).roles) cpu::CpuCompute::workspace_for(role.ops);
   } else if (n <= 0) {
     n = sc.workload->ranks;
   }

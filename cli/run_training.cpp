@@ -1,9 +1,14 @@
-// meshsim run|validate of a training scenario on the cpu backend: every rank runs its
-// pipeline stage's ops for real (backend/cpu/training_exec.h), rank 0 gathers the
-// measured trace and, for validate, simulates the same schedule (same algorithms) on the
-// machine model: the scenario's topology or a measured switch, with this host's compute
-// measured (or the scenario's `profile:`), and prints predicted vs measured per op kind.
+// meshsim run|validate of a training scenario: every rank runs its pipeline stage's ops for
+// real, on the cpu backend (backend/cpu/training_exec.h) or on its GPU (--backend cuda:
+// CudaExecutor, one process per GPU, the ncclUniqueId shared through the rendezvous
+// store); rank 0 gathers the measured trace and, for validate, simulates the same schedule
+// (same algorithms) on the machine model: the scenario's topology (cpu: or a measured
+// switch), with the compute model of the scenario's `profile:`, else (cpu) this host
+// measured or (cuda) the GPU preset matching the device name; it prints predicted vs
+// measured per op kind and says which compute model it used.
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
@@ -11,6 +16,8 @@
 #include <sstream>
 
 #include "backend/cpu/training_exec.h"
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/device.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
 #include "report/training_report.h"
@@ -31,6 +38,14 @@ std::string kind_of(const Op& op) {
     case OpKind::Recv: return "pp recv";
   }
   return "?";
+}
+
+// The GPU preset for a device name ("NVIDIA H100 80GB HBM3" -> "h100"); "" when none matches.
+std::string preset_for_device(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const std::string& p : gpu_presets())
+    if (name.find(p) != std::string::npos) return p;
+  return "";
 }
 
 std::string encode(const Trace& t) {
@@ -80,19 +95,45 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   // The compute model for validate: the scenario's profile, or this host measured with
   // every rank measuring at once (rank 0's figures).
+  const bool cuda = f.backend == "cuda";
   std::optional<MachineProfile> measured_profile;
-  if (f.validate && sc.profile.empty()) {
+  std::string device_name, device_preset;
+  cuda::DeviceInfo gpus;
+  if (cuda) {
+    gpus = cuda::probe_devices();
+    if (gpus.count == 0)
+      throw Error("--backend cuda: no GPU found (" + gpus.reason + "); use --backend cpu or run on a GPU machine");
+    device_name = gpus.names.empty() ? std::string("?") : gpus.names.front();
+    device_preset = preset_for_device(device_name);
+    if (f.validate && sc.profile.empty() && device_preset.empty())
+      throw Error(fmt::format("validate --backend cuda: no GPU preset matches '{}' (presets: {}); give the scenario a "
+                              "profile: (meshsim calibrate) to predict its compute",
+                              device_name, fmt::join(gpu_presets(), ", ")));
+  }
+  if (!cuda && f.validate && sc.profile.empty()) {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
     if (rank == 0) measured_profile = cpu_machine_profile(m);
     s.store->barrier("train/measured", world, s.timeout);
   }
 
-  cpu::TrainingExecOptions opt;
-  opt.token = s.env.token;
-  opt.bind_addr = s.env.bind_addr;
-  opt.timeout = s.timeout;
-  cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
-  const Trace mine = executor.execute(schedule);
+  Trace mine;
+  if (cuda) {
+    cuda::CudaExecutorOptions o;
+    o.rank = rank;
+    o.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
+    o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout);
+    o.native_collectives = f.collectives == "nccl";
+    o.watchdog.timeout = s.timeout;
+    cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
+    mine = executor.execute(schedule);
+  } else {
+    cpu::TrainingExecOptions opt;
+    opt.token = s.env.token;
+    opt.bind_addr = s.env.bind_addr;
+    opt.timeout = s.timeout;
+    cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
+    mine = executor.execute(schedule);
+  }
   const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode(mine), s.timeout);
   if (rank != 0) {
     s.finish();
@@ -122,12 +163,15 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   std::optional<ScheduleSimResult> predicted;
   std::string compute_source;
   if (f.validate) {
+    const bool preset = cuda && sc.profile.empty();
     const ComputeModel compute = measured_profile ? ComputeModel(measured_profile->gpu, measured_profile->compute)
+                                 : preset         ? ComputeModel(gpu_preset(device_preset))
                                                   : ComputeModel::load_profile(sc.profile);
     compute_source = measured_profile ? fmt::format("this host measured (GEMM up to {}, memory {})",
                                                     format_flops(compute.gpu().peak_flops_fp32),
                                                     format_bandwidth(compute.gpu().memory_bandwidth))
-                                      : "profile " + sc.profile;
+                     : preset ? fmt::format("GPU preset {} (matches the detected device '{}')", device_preset, device_name)
+                              : "profile " + sc.profile;
     ScheduleSimOptions sopt;
     sopt.fidelity = sc.fidelity;
     sopt.algorithm = sc.algorithm;
@@ -152,15 +196,21 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   auto pct = [](double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; };
   nlohmann::ordered_json j;
-  j["backend"] = "cpu";
+  const std::string backend = cuda ? fmt::format("cuda (collectives: {})", f.collectives) : std::string("cpu");
+  j["backend"] = f.backend;
+  if (cuda) {
+    j["collectives"] = f.collectives;
+    j["device"] = device_name;
+  }
   j["scenario"] = sc.name;
   j["layout"] = layout_text(sc);
   j["ranks"] = world;
   j["machine_model"] = topo_spec;
   if (predicted) j["compute_model"] = compute_source;
   std::ostringstream text;
-  text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend cpu\n", f.validate ? "validate" : "run", sc.name,
-                      layout_text(sc), world);
+  text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend {}\n", f.validate ? "validate" : "run", sc.name,
+                      layout_text(sc), world, backend);
+  if (cuda) text << fmt::format("  device: {}\n", device_name);
   text << fmt::format("  machine model: {}\n", topo_spec);
   if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
   text << fmt::format("  {:<22} {:>6} {:>12}", "op kind (summed)", "ops", "measured");
@@ -194,7 +244,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty())
-    write_side_by_side_trace(f.trace, schedule, "cpu", events, predicted ? &predicted->trace : nullptr);
+    write_side_by_side_trace(f.trace, schedule, f.backend, events, predicted ? &predicted->trace : nullptr);
   s.finish();
   return 0;
 }

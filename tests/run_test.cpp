@@ -128,6 +128,19 @@ TEST(Run, CudaBackendWithoutAGpuIsOneClearError) {
   }
 }
 
+// A training scenario on --backend cuda: no longer refused as "cpu only"; without a GPU
+// it is the same one error as collective workloads.
+TEST(Run, CudaTrainingWithoutAGpuIsOneClearError) {
+  const fs::path f = tiny_training("tiny_cuda");
+  for (const char* cmd : {"run", "validate"}) {
+    const Result r = meshsim(std::string(cmd) + " " + f.string() + " --backend cuda");
+    if (r.code == 0) GTEST_SKIP() << "GPUs ran the training schedule; this tests the no-GPU path";
+    expect_user_error(r, "--backend cuda: no GPU found (");
+    EXPECT_EQ(r.err.find("training schedules run on --backend cpu"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("rank 1"), std::string::npos) << "one error, not one per rank: " << r.err;
+  }
+}
+
 TEST(Run, CollectivesFlagIsChecked) {
   const fs::path f = workload("cf", "allreduce", "1MiB", 1, "ring");
   expect_user_error(meshsim("run " + f.string() + " -n 2 --collectives nccl"),

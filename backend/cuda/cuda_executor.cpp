@@ -10,6 +10,7 @@
 #include "backend/cpu/rendezvous.h"
 #include "backend/cuda/comm_plan.h"
 #include "backend/cuda/event_trace.h"
+#include "backend/cuda/p2p_plan.h"
 #include "backend/cuda/workspace.h"
 #include "core/error.h"
 
@@ -91,6 +92,7 @@ class Run {
         opt_(opt),
         plan_(plan_comms(schedule, placement, opt.rank)),
         role_(schedule.roles[static_cast<std::size_t>(plan_.role)]),
+        schedule_(schedule),
         check_(api, opt.rank),
         res_(api, check_),
         dog_(check_, opt.watchdog, clock) {}
@@ -111,15 +113,18 @@ class Run {
         check_.cuda(api_.stream_wait_event(res_.streams[static_cast<std::size_t>(s)], start_event()),
                     "cudaStreamWaitEvent", "start barrier");
     dog_.progress();
-    std::size_t waited = 0;  // ops [0, waited) are known finished
-    for (std::size_t i = 0; i < n; ++i) {
-      issue(static_cast<int>(i));
-      while (static_cast<int>(i + 1 - waited) > std::max(opt_.max_in_flight, 1)) {
-        dog_.wait(end_event(static_cast<int>(waited)), label(static_cast<int>(waited)));
+    std::vector<int> issued;  // ops in issue order; issued[0, waited) are known finished
+    issued.reserve(n);
+    std::size_t waited = 0;
+    for (int op : order_) {
+      issue(op);
+      issued.push_back(op);
+      while (static_cast<int>(issued.size() - waited) > std::max(opt_.max_in_flight, 1)) {
+        dog_.wait(end_event(issued[waited]), label(issued[waited]));
         ++waited;
       }
     }
-    for (; waited < n; ++waited) dog_.wait(end_event(static_cast<int>(waited)), label(static_cast<int>(waited)));
+    for (; waited < issued.size(); ++waited) dog_.wait(end_event(issued[waited]), label(issued[waited]));
     std::vector<OpTiming> timings(n);
     for (std::size_t i = 0; i < n; ++i) {
       const int op = static_cast<int>(i);
@@ -198,6 +203,9 @@ class Run {
       needs[i] = step_program_needs(*programs_[i], spec, grank);
     }
     ws_ = plan_workspace(streams, needs);
+    // Pipeline messages in the global message order (p2p_plan.h), so blocking NCCL
+    // sends cannot deadlock.
+    order_ = issue_order(schedule_, plan_.role, plan_p2p_order(schedule_)[static_cast<std::size_t>(plan_.role)]);
   }
 
   void check_native(int i, const CollectiveSpec& spec) const {
@@ -287,19 +295,24 @@ class Run {
       case OpKind::Compute: issue_compute(i, s); break;
       case OpKind::Collective: issue_collective(i, s); break;
       case OpKind::Send:
-        check_.nccl(api_.send(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
-                              res_.world, s),
-                    "ncclSend", where);
-        break;
-      case OpKind::Recv:
-        check_.nccl(api_.recv(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
-                              res_.world, s),
-                    "ncclRecv", where);
-        break;
+      case OpKind::Recv: issue_p2p(i); break;
     }
     check_.cuda(api_.event_record(end_event(i), s), "cudaEventRecord", where);
     last_on_stream_[static_cast<std::size_t>(op.stream)] = i;
     if (numerics) read_output(i);
+  }
+
+  void issue_p2p(int i) {
+    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    StreamH s = stream(op.stream);
+    if (op.kind == OpKind::Send)
+      check_.nccl(api_.send(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
+                            res_.world, s),
+                  "ncclSend", label(i));
+    else
+      check_.nccl(api_.recv(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
+                            res_.world, s),
+                  "ncclRecv", label(i));
   }
 
   void issue_compute(int i, StreamH s) {
@@ -477,6 +490,8 @@ class Run {
   const CudaExecutorOptions& opt_;
   CommPlan plan_;
   const Role& role_;
+  const Schedule& schedule_;
+  std::vector<int> order_;  // host issue order (p2p_plan.h)
   Checker check_;
   Resources res_;
   Watchdog dog_;

@@ -22,9 +22,11 @@
 // Watchdog, so an asynchronous NCCL error or a stuck peer aborts the communicators and
 // throws an Error naming the rank and the op. Known limits: ncclCommInitRank and the first
 // connection between two ranks block inside NCCL; a rank that dies before that is caught
-// by the launcher (one failing rank stops all), not by the watchdog. Pipeline Send/Recv run
-// in schedule order on the pp stream and an NCCL send waits for its receive, where the
-// simulator's sends are eager. All-to-all ops run even (op.imbalance is not applied).
+// by the launcher (one failing rank stops all), not by the watchdog. Pipeline Send/Recv:
+// an NCCL send waits for its receive, where the simulator's sends are eager; so every rank
+// issues its messages in one global message order (p2p_plan.h: receives move ahead of
+// sends where the schedule crosses them, as 1F1B's steady state does), which cannot
+// deadlock; the host issues ops in that order, not always in schedule order. All-to-all ops run even (op.imbalance is not applied).
 //
 //   GpuApi& api = real_gpu_api();
 //   CudaExecutor ex(api, registry, placement, {.rank = env.rank, .device = local_rank,

@@ -10,7 +10,24 @@
 // record, in call order) and elapsed times are differences of those stamps. Events
 // finish at once unless `events_finish` is false; comm_get_async_error reports
 // `async_error` once `async_after_polls` polls have passed.
+//
+// Blocking point-to-point (FakeWire): fakes of several ranks, each driven by its own
+// thread, share one wire. Then an ncclSend/ncclRecv on the world communicator blocks the
+// calling thread until the peer has posted the other end (messages match in order per
+// direction, as NCCL's do), and a group blocks at group_end until every message in it is
+// matched: NCCL's GPU-side blocking with every operation of a rank run one after another,
+// the worst case NCCL allows. A wait longer than wire.timeout gives up and returns
+// kFakeDeadlock (ncclInternalError), so a deadlock fails a test instead of hanging it;
+// a size mismatch returns ncclInvalidArgument. Split communicators do not block.
+//
+//   FakeWire wire;                    // shared
+//   FakeGpuApi a, b;  a.wire = &wire;  b.wire = &wire;   // then run rank 0 on a, rank 1 on b
 #pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <tuple>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,8 +42,53 @@
 
 namespace meshsim::cuda {
 
+inline constexpr int kFakeDeadlock = 3;  // ncclInternalError
+
+class FakeWire {
+ public:
+  std::chrono::milliseconds timeout{2000};
+
+  // Posts the sends and receives of `me` (peer, bytes each), then waits until each is
+  // matched. Returns 0, kFakeDeadlock on timeout, 4 on a size mismatch.
+  int exchange(int me, const std::vector<std::pair<int, std::size_t>>& sends,
+               const std::vector<std::pair<int, std::size_t>>& recvs) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::vector<std::tuple<int, int, std::size_t>> mine;  // (from, to, index)
+    for (const auto& [peer, bytes] : sends) {
+      auto& q = sends_[{me, peer}];
+      q.push_back(bytes);
+      mine.emplace_back(me, peer, q.size() - 1);
+    }
+    for (const auto& [peer, bytes] : recvs) {
+      auto& q = recvs_[{peer, me}];
+      q.push_back(bytes);
+      mine.emplace_back(peer, me, q.size() - 1);
+    }
+    cv_.notify_all();
+    auto matched = [&] {
+      for (const auto& [from, to, k] : mine)
+        if (sends_[{from, to}].size() <= k || recvs_[{from, to}].size() <= k) return false;
+      return true;
+    };
+    if (!cv_.wait_for(lock, timeout, matched)) {
+      ++deadlocks;
+      return kFakeDeadlock;
+    }
+    for (const auto& [from, to, k] : mine)
+      if (sends_[{from, to}][k] != recvs_[{from, to}][k]) return 4;
+    return 0;
+  }
+  int deadlocks = 0;  // read after the threads have joined
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, int>, std::vector<std::size_t>> sends_, recvs_;  // (from, to) -> message sizes, in order
+};
+
 class FakeGpuApi : public GpuApi {
  public:
+  FakeWire* wire = nullptr;  // blocking point-to-point with other ranks' fakes (see above)
   std::vector<std::string> log;
   bool events_finish = true;
   int async_error = 0;
@@ -97,7 +159,10 @@ class FakeGpuApi : public GpuApi {
     return 0;
   }
   int comm_init_rank(CommH* c, int n, const std::string&, int rank) override {
-    return make("comm_init_rank n=" + std::to_string(n) + " rank=" + std::to_string(rank), "comm", c);
+    if (int e = make("comm_init_rank n=" + std::to_string(n) + " rank=" + std::to_string(rank), "comm", c)) return e;
+    world_ = *c;
+    rank_ = rank;
+    return 0;
   }
   int comm_split(CommH, int color, int key, CommH* out) override {
     return make("comm_split color=" + std::to_string(color) + " key=" + std::to_string(key), "comm", out);
@@ -109,13 +174,28 @@ class FakeGpuApi : public GpuApi {
   }
   int comm_abort(CommH c) override { return call("abort " + name(c)); }
   int comm_destroy(CommH c) override { return call("comm_destroy " + name(c)); }
-  int group_start() override { return call("group_start"); }
-  int group_end() override { return call("group_end"); }
+  int group_start() override {
+    ++depth_;
+    return call("group_start");
+  }
+  int group_end() override {
+    if (int e = call("group_end")) return e;
+    if (depth_ > 0 && --depth_ == 0 && wire != nullptr && (!group_sends_.empty() || !group_recvs_.empty())) {
+      const int r = wire->exchange(rank_, group_sends_, group_recvs_);
+      group_sends_.clear();
+      group_recvs_.clear();
+      if (r != 0) log.push_back("blocked");
+      return r;
+    }
+    return 0;
+  }
   int send(const void*, std::size_t bytes, int peer, CommH c, StreamH) override {
-    return call("send " + std::to_string(bytes) + " to " + std::to_string(peer) + " on " + name(c));
+    if (int e = call("send " + std::to_string(bytes) + " to " + std::to_string(peer) + " on " + name(c))) return e;
+    return p2p(true, peer, bytes, c);
   }
   int recv(void*, std::size_t bytes, int peer, CommH c, StreamH) override {
-    return call("recv " + std::to_string(bytes) + " from " + std::to_string(peer) + " on " + name(c));
+    if (int e = call("recv " + std::to_string(bytes) + " from " + std::to_string(peer) + " on " + name(c))) return e;
+    return p2p(false, peer, bytes, c);
   }
   int collective(CollKind kind, const void*, void*, std::size_t count, DType t, int root, CommH c, StreamH) override {
     return call("collective " + std::string(to_string(kind)) + " count=" + std::to_string(count) + " " + to_string(t) +
@@ -143,6 +223,18 @@ class FakeGpuApi : public GpuApi {
   }
 
  private:
+  int p2p(bool is_send, int peer, std::size_t bytes, CommH c) {
+    if (wire == nullptr || c != world_) return 0;
+    auto& list = is_send ? group_sends_ : group_recvs_;
+    if (depth_ > 0) {
+      list.emplace_back(peer, bytes);
+      return 0;
+    }
+    const std::vector<std::pair<int, std::size_t>> one{{peer, bytes}};
+    const int r = is_send ? wire->exchange(rank_, one, {}) : wire->exchange(rank_, {}, one);
+    if (r != 0) log.push_back("blocked");
+    return r;
+  }
   int call(const std::string& line) {
     log.push_back(line);
     const std::string key = line.substr(0, line.find(' '));
@@ -167,6 +259,10 @@ class FakeGpuApi : public GpuApi {
   std::uintptr_t handles_ = 0;
   int records_ = 0;
   int polls_ = 0;
+  CommH world_ = nullptr;
+  int rank_ = 0;
+  int depth_ = 0;
+  std::vector<std::pair<int, std::size_t>> group_sends_, group_recvs_;
 };
 
 }  // namespace meshsim::cuda
