@@ -5,8 +5,8 @@
 // simulate --profile` (and a scenario's run.profile) reads (docs/profile.md):
 //   - compute, on every rank at once (rank 0's figures): cpu: the GEMM grid, memory
 //     bandwidth, per-op overhead and attention rate of the cpu backend's kernels
-//     (measure_cpu); cuda: cuBLAS GEMMs over shapes and dtypes, memory bandwidth and
-//     launch overhead (measure_cuda);
+//     (measure_cpu); cuda: cuBLAS GEMMs over shapes and dtypes, memory bandwidth, launch
+//     overhead, and our LayerNorm, GeLU and softmax kernels as memory efficiencies (measure_cuda);
 //   - collectives, with two or more ranks: for every group size g (the powers of two
 //     dividing N, and N), every kind, every size of the sweep, `repeats` times: the
 //     collective in every group of g ranks at once, as a training step runs its groups,
@@ -163,6 +163,12 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   p.gpu.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
   p.gpu.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
   p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
+  for (const auto& k : m.kernels) {  // our kernels against the measured pass
+    const KernelKind kind = k.kernel == cuda::BoundKernel::LayerNorm ? KernelKind::Norm
+                            : k.kernel == cuda::BoundKernel::Gelu    ? KernelKind::Elementwise
+                                                                     : KernelKind::Softmax;
+    p.compute.memory_efficiency[static_cast<std::size_t>(kind)] = std::max(1e-3, k.efficiency);
+  }
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
   for (const auto& g : m.gemm) {
     const int width = cuda::dtype_bytes(g.dtype);

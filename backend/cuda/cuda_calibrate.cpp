@@ -41,7 +41,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
 
   const std::int64_t largest = *std::max_element(opt.gemm_sizes.begin(), opt.gemm_sizes.end());
   const std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
-  const std::size_t buf_bytes = std::max(gemm_bytes, opt.memory_bytes);
+  // The third buffer also holds LayerNorm's gamma, beta, mean and rstd.
+  const std::size_t buf_bytes = std::max(gemm_bytes, opt.memory_bytes + 2 * static_cast<std::size_t>(opt.row) * 4);
   void* buf[3] = {};
   for (void*& b : buf) {
     check.cuda(api.malloc(&b, buf_bytes), "cudaMalloc", fmt::format("{} ({} bytes)", where, buf_bytes));
@@ -80,6 +81,17 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
                "stream_pass", "calibrate memory bandwidth");
   });
   m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
+  const std::int64_t cols = opt.row, rows = static_cast<std::int64_t>(floats) / cols;
+  for (BoundKernel k : {BoundKernel::LayerNorm, BoundKernel::Gelu, BoundKernel::Softmax}) {
+    const std::string what = fmt::format("calibrate {} {}x{}", to_string(k), rows, cols);
+    const double secs = time_per_call(what, [&] {
+      check.cuda(api.bound_kernel(k, static_cast<const float*>(buf[0]), static_cast<float*>(buf[1]),
+                                  static_cast<float*>(buf[2]), rows, cols, s.stream),
+                 to_string(k), what);
+    });
+    const double bw = 2.0 * static_cast<double>(rows * cols) * 4 / secs;
+    m.kernels.push_back({k, bw, std::min(1.0, bw / m.memory_bandwidth)});
+  }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),
                "stream_pass", "calibrate launch overhead");

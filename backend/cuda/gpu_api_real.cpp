@@ -10,6 +10,7 @@
 
 #include "backend/cuda/gpu_api.h"
 #include "kernels/reduce.h"
+#include "kernels/cuda_ops.h"
 #include "kernels/stream_pass.h"
 
 static_assert(sizeof(ncclUniqueId) == meshsim::cuda::kUniqueIdBytes, "ncclUniqueId size changed");
@@ -147,6 +148,17 @@ class RealGpuApi final : public GpuApi {
 
   int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) override {
     return kernels::reduce_sum_cuda(dst, src, n, stream);
+  }
+  int bound_kernel(BoundKernel kernel, const float* x, float* y, float* aux, std::int64_t rows, std::int64_t cols,
+                   StreamH stream) override {
+    switch (kernel) {
+      case BoundKernel::LayerNorm:
+        return kernels::layernorm_forward_cuda(x, aux, aux + cols, y, aux + 2 * cols, aux + 2 * cols + rows, rows, cols,
+                                               1e-5f, stream);
+      case BoundKernel::Gelu: return kernels::gelu_forward_cuda(x, y, static_cast<std::size_t>(rows * cols), stream);
+      case BoundKernel::Softmax: return kernels::softmax_forward_cuda(x, y, 1, rows, cols, 1.0f, {}, stream);
+    }
+    return 1;  // cudaErrorInvalidValue
   }
   int stream_pass(float* dst, const float* src, std::size_t n, StreamH stream) override {
     return kernels::stream_pass_cuda(dst, src, n, 1.0f, stream);
