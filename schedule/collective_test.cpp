@@ -11,40 +11,18 @@
 #include "core/error.h"
 #include "schedule/collective.h"
 #include "schedule/reference_executor.h"
+#include "schedule/test_collectives.h"
 
 namespace meshsim {
 namespace {
 
-using Buffers = std::vector<std::vector<float>>;
+using testing::Buffers;
 
-struct Case {
-  std::string algo;
-  CollKind kind = CollKind::AllReduce;
-  int p = 2;
-  int floats = 8;  // buffer size in floats (all-to-all: what each rank sends in total)
-  int per_node = 1;
-  int chunks = 0;
-  bool uneven = false;  // all-to-all with a p x p size matrix
-};
+using Case = testing::CollectiveCase;
+using testing::random_inputs;
+using testing::spec_of;
 
-CollectiveSpec spec_of(const Case& c) {
-  CollectiveSpec s;
-  s.kind = c.kind;
-  s.ranks = c.p;
-  s.bytes = static_cast<Bytes>(c.floats) * 4;
-  s.root = c.p / 2;
-  s.ranks_per_node = c.per_node;
-  s.chunks = c.chunks;
-  s.element_bytes = 4;
-  if (c.uneven) {
-    s.alltoall_bytes.assign(c.p, std::vector<Bytes>(c.p, 0));
-    for (int a = 0; a < c.p; ++a)
-      for (int b = 0; b < c.p; ++b) s.alltoall_bytes[a][b] = 4 * ((a * 7 + b * 3) % 5);  // includes zeros
-  }
-  return s;
-}
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return c.algo + "_" + to_string(c.kind) + "_p" + std::to_string(c.p) + "_f" + std::to_string(c.floats) + "_g" +
          std::to_string(c.per_node) + "_k" + std::to_string(c.chunks) + (c.uneven ? "_uneven" : "");
@@ -73,17 +51,6 @@ std::vector<Case> all_cases() {
   return out;
 }
 
-Buffers random_inputs(const CollectiveSpec& s, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Buffers in(s.ranks);
-  for (int r = 0; r < s.ranks; ++r) {
-    in[r].resize(static_cast<std::size_t>(rank_buffers(s, r).send / 4));
-    for (float& x : in[r]) x = dist(gen);
-  }
-  return in;
-}
-
 // Sum over ranks of element i, and the sum of magnitudes (for the tolerance).
 struct Sum {
   double value = 0, magnitude = 0;
@@ -101,7 +68,7 @@ void expect_sum(float got, const Sum& want, const std::string& where) {
   ASSERT_NEAR(got, want.value, 1e-4 * want.magnitude + 1e-6) << where;
 }
 
-class AlgorithmCase : public testing::TestWithParam<Case> {};
+class AlgorithmCase : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AlgorithmCase, MatchesDirectComputation) {
   const Case& c = GetParam();
@@ -167,7 +134,7 @@ TEST_P(AlgorithmCase, MatchesDirectComputation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, AlgorithmCase, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Registry, AlgorithmCase, ::testing::ValuesIn(all_cases()), case_name);
 
 TEST(Registry, EveryKindHasAnAlgorithmAndNamesAreUnique) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();

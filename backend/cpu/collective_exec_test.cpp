@@ -16,38 +16,18 @@
 #include "backend/cpu/test_util.h"
 #include "core/error.h"
 #include "schedule/reference_executor.h"
+#include "schedule/test_collectives.h"
 
 namespace meshsim::cpu {
 namespace {
 
 using testing::run_ranks;
-using Buffers = std::vector<std::vector<float>>;
+using meshsim::testing::Buffers;
 using namespace std::chrono_literals;
 
-struct Case {
-  std::string algo;
-  CollKind kind = CollKind::AllReduce;
-  int p = 2;
-  int floats = 8;
-  int per_node = 1;
-  bool uneven = false;
-};
-
-CollectiveSpec spec_of(const Case& c) {
-  CollectiveSpec s;
-  s.kind = c.kind;
-  s.ranks = c.p;
-  s.bytes = static_cast<Bytes>(c.floats) * 4;
-  s.root = c.p / 2;
-  s.ranks_per_node = c.per_node;
-  s.element_bytes = 4;
-  if (c.uneven) {
-    s.alltoall_bytes.assign(c.p, std::vector<Bytes>(c.p, 0));
-    for (int a = 0; a < c.p; ++a)
-      for (int b = 0; b < c.p; ++b) s.alltoall_bytes[a][b] = 4 * ((a * 7 + b * 3) % 5);
-  }
-  return s;
-}
+using Case = meshsim::testing::CollectiveCase;
+using meshsim::testing::random_inputs;
+using meshsim::testing::spec_of;
 
 constexpr int kLarge = 300'007;  // floats; ~1.2 MB, far above the 16 KiB socket buffers
 
@@ -63,7 +43,7 @@ std::vector<Case> all_cases() {
           if (a.name == "hierarchical")
             for (int g : {2, 4})
               if (p % g == 0 && g < p) variants.push_back(Case{a.name, k, p, floats, g});
-          if (k == CollKind::AllToAll && floats == p * 8) variants.push_back(Case{a.name, k, p, floats, 1, true});
+          if (k == CollKind::AllToAll && floats == p * 8) variants.push_back(Case{a.name, k, p, floats, 1, 0, true});
           for (const Case& c : variants)
             if (!a.unsupported(spec_of(c))) out.push_back(c);
         }
@@ -74,17 +54,6 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return c.algo + "_" + to_string(c.kind) + "_p" + std::to_string(c.p) + "_f" + std::to_string(c.floats) + "_g" +
          std::to_string(c.per_node) + (c.uneven ? "_uneven" : "");
-}
-
-Buffers random_inputs(const CollectiveSpec& s, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Buffers in(s.ranks);
-  for (int r = 0; r < s.ranks; ++r) {
-    in[r].resize(static_cast<std::size_t>(rank_buffers(s, r).send / 4));
-    for (float& x : in[r]) x = dist(gen);
-  }
-  return in;
 }
 
 // Runs the program on p threads, each with its own Transport; returns buffers and errors.

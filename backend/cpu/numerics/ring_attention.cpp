@@ -39,6 +39,20 @@ struct RingSaved : Saved {
 
 // Local layout after split_heads over 2*batch "sequences" of n rows: slot (b, j) (j = 0: the
 // early chunk r, j = 1: the late chunk 2c-1-r) occupies heads consecutive [n, D] blocks.
+template <class Fn>
+void RingAttention::for_each_block_pair(int t, Fn&& fn) const {
+  const int c = cp_.size(), r = cp_.rank(), src = ((r - t) % c + c) % c;
+  auto chunk_of = [&](int rank, int j) { return j == 0 ? rank : 2 * c - 1 - rank; };
+  for (std::int64_t b = 0; b < batch_; ++b)
+    for (int j = 0; j < 2; ++j)
+      for (int jj = 0; jj < 2; ++jj) {
+        const int qc = chunk_of(r, j), kc = chunk_of(src, jj);
+        if (kc > qc) continue;  // entirely in the causal future
+        fn(b * 2 + j, b * 2 + jj,
+           k::AttentionMask{.causal = true, .q0 = std::int64_t(qc) * n_, .k0 = std::int64_t(kc) * n_});
+      }
+}
+
 std::unique_ptr<Saved> RingAttention::forward(const float* qkv, std::int64_t rows, float* ctx) {
   const int c = cp_.size(), r = cp_.rank();
   const std::int64_t hl = std::int64_t(heads_) * d_, slots = 2 * std::int64_t(batch_);
@@ -52,22 +66,15 @@ std::unique_ptr<Saved> RingAttention::forward(const float* qkv, std::int64_t row
   k::split_heads_cpu(qkv + 2 * hl, 3 * hl, s->kv.data() + n, slots, n_, heads_, d_);
   const float scale = 1.f / std::sqrt(float(d_));
   std::vector<float> held = s->kv, next(held.size()), ob(block), lb(lblock);
-  auto chunk_of = [&](int rank, int j) { return j == 0 ? rank : 2 * c - 1 - rank; };
   for (int t = 0; t < c; ++t) {
-    const int src = ((r - t) % c + c) % c;
-    for (std::int64_t b = 0; b < batch_; ++b)
-      for (int j = 0; j < 2; ++j)
-        for (int jj = 0; jj < 2; ++jj) {
-          const int qc = chunk_of(r, j), kc = chunk_of(src, jj);
-          if (kc > qc) continue;  // entirely in the causal future
-          const std::int64_t qoff = (b * 2 + j) * block, koff = (b * 2 + jj) * block;
-          const k::AttentionMask mask{.causal = true, .q0 = std::int64_t(qc) * n_, .k0 = std::int64_t(kc) * n_};
-          k::attention_forward_cpu(s->q.data() + qoff, held.data() + koff, held.data() + n + koff, ob.data(), lb.data(),
-                                   {heads_, n_, n_, d_}, scale, mask);
-          float* o = s->o.data() + qoff;
-          float* lse = s->lse.data() + (b * 2 + j) * lblock;
-          k::attention_merge_cpu(o, lse, ob.data(), lb.data(), o, lse, lblock, d_);
-        }
+    for_each_block_pair(t, [&](std::int64_t qslot, std::int64_t kslot, const k::AttentionMask& mask) {
+      const std::int64_t qoff = qslot * block, koff = kslot * block;
+      k::attention_forward_cpu(s->q.data() + qoff, held.data() + koff, held.data() + n + koff, ob.data(), lb.data(),
+                               {heads_, n_, n_, d_}, scale, mask);
+      float* o = s->o.data() + qoff;
+      float* lse = s->lse.data() + qslot * lblock;
+      k::attention_merge_cpu(o, lse, ob.data(), lb.data(), o, lse, lblock, d_);
+    });
     if (t + 1 < c) {
       cp_.sendrecv((r + 1) % c, held.data(), std::int64_t(held.size()), (r - 1 + c) % c, next.data(),
                    std::int64_t(next.size()));
@@ -89,21 +96,14 @@ void RingAttention::backward(const Saved& saved, const float* dctx, std::int64_t
   std::vector<float> held(4 * n, 0.f), next(4 * n);
   std::copy(s.kv.begin(), s.kv.end(), held.begin());
   const float scale = 1.f / std::sqrt(float(d_));
-  auto chunk_of = [&](int rank, int j) { return j == 0 ? rank : 2 * c - 1 - rank; };
   for (int t = 0; t < c; ++t) {
-    const int src = ((r - t) % c + c) % c;
-    for (std::int64_t b = 0; b < batch_; ++b)
-      for (int j = 0; j < 2; ++j)
-        for (int jj = 0; jj < 2; ++jj) {
-          const int qc = chunk_of(r, j), kc = chunk_of(src, jj);
-          if (kc > qc) continue;
-          const std::int64_t qoff = (b * 2 + j) * block, koff = (b * 2 + jj) * block;
-          const k::AttentionMask mask{.causal = true, .q0 = std::int64_t(qc) * n_, .k0 = std::int64_t(kc) * n_};
-          k::attention_backward_cpu(s.q.data() + qoff, held.data() + koff, held.data() + n + koff, s.o.data() + qoff,
-                                    dout.data() + qoff, s.lse.data() + (b * 2 + j) * lblock, dq.data() + qoff,
-                                    held.data() + 2 * n + koff, held.data() + 3 * n + koff, {heads_, n_, n_, d_},
-                                    scale, mask);
-        }
+    for_each_block_pair(t, [&](std::int64_t qslot, std::int64_t kslot, const k::AttentionMask& mask) {
+      const std::int64_t qoff = qslot * block, koff = kslot * block;
+      k::attention_backward_cpu(s.q.data() + qoff, held.data() + koff, held.data() + n + koff, s.o.data() + qoff,
+                                dout.data() + qoff, s.lse.data() + qslot * lblock, dq.data() + qoff,
+                                held.data() + 2 * n + koff, held.data() + 3 * n + koff, {heads_, n_, n_, d_}, scale,
+                                mask);
+    });
     if (c > 1) {  // c passes in all: the last one brings every block home
       cp_.sendrecv((r + 1) % c, held.data(), std::int64_t(held.size()), (r - 1 + c) % c, next.data(),
                    std::int64_t(next.size()));

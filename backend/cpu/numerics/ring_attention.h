@@ -44,6 +44,12 @@ class RingAttention : public AttentionCore {
   void backward(const Saved& saved, const float* dctx, std::int64_t rows, float* dqkv) override;
 
  private:
+  // Ring step t: for every sequence b and every pair (query chunk j of this rank, key chunk
+  // jj of the block held, rank r - t's) not entirely in the causal future, calls
+  // fn(query slot 2b + j, key slot 2b + jj, the causal mask at those chunks' positions).
+  template <class Fn>
+  void for_each_block_pair(int t, Fn&& fn) const;
+
   Comm& cp_;
   int heads_, d_, batch_, n_;
 };
