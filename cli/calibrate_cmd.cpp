@@ -128,24 +128,9 @@ Schedule calibration_schedule(int world, int g, const std::vector<CollKind>& kin
   return all;
 }
 
-std::string encode_durations(const Trace& t) {
-  std::string s;
-  for (const TraceEvent& e : t.events) s += fmt::format("{} {}\n", e.op, (e.end - e.start).ps());
-  return s;
-}
-
-std::string preset_for_device(const std::string& name) {
-  std::string n = name;
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* p : {"h200", "h100", "a100", "v100"})
-    if (n.find(p) != std::string::npos) return p;
-  if (n.find("rtx 5000") != std::string::npos) return "rtx5000";
-  return "";
-}
-
 MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::string& device) {
   MachineProfile p;
-  const std::string preset = preset_for_device(device);
+  const std::string preset = gpu_preset_for_device(device);
   p.description = fmt::format("{}, measured by meshsim calibrate --backend cuda{}", device,
                               preset.empty() ? "; memory capacity and efficiencies not measured (the h100 preset's)"
                                              : "; peaks, memory capacity and efficiency curves from the " + preset +
@@ -238,15 +223,12 @@ int calibrate_rank(const CalibrateFlags& f) {
       mine = cuda::CudaExecutor(cuda::real_gpu_api(), registry, placement, std::move(o)).execute(schedule);
     }
     const std::vector<std::string> all =
-        s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_durations(mine), s.timeout);
+        s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_trace(mine), s.timeout);
     if (rank != 0) continue;
     std::vector<std::int64_t> slowest(points.size(), 0);  // per op: its slowest rank
-    for (const std::string& text : all) {
-      std::istringstream in(text);
-      std::size_t op = 0;
-      std::int64_t ps = 0;
-      while (in >> op >> ps) slowest.at(op) = std::max(slowest.at(op), ps);
-    }
+    for (std::size_t r = 0; r < all.size(); ++r)
+      for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r)))
+        slowest.at(static_cast<std::size_t>(e.op)) = std::max(slowest.at(static_cast<std::size_t>(e.op)), (e.end - e.start).ps());
     for (CollKind k : kinds) {
       std::vector<std::pair<double, double>> fit_points;
       for (Bytes b : sizes) {

@@ -66,6 +66,11 @@ MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m);
 void write_side_by_side_trace(const std::string& path, const Schedule& schedule, const std::string& backend,
                               const std::vector<TraceEvent>& measured, const Trace* predicted);
 
+// A rank's measured events as text for the rendezvous store's gather, and back (role, op,
+// start, end per line; decode_trace sets the rank).
+std::string encode_trace(const Trace& t);
+std::vector<TraceEvent> decode_trace(const std::string& text, int rank);
+
 // The training path of run/validate (the scenario has no workload: section).
 int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s);
 

@@ -40,21 +40,28 @@ std::string kind_of(const Op& op) {
   return "?";
 }
 
-// The GPU preset for a device name ("NVIDIA H100 80GB HBM3" -> "h100"); "" when none matches.
-std::string preset_for_device(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const std::string& p : gpu_presets())
-    if (name.find(p) != std::string::npos) return p;
-  return "";
-}
 
-std::string encode(const Trace& t) {
+}  // namespace
+
+std::string encode_trace(const Trace& t) {
   std::ostringstream o;
   for (const TraceEvent& e : t.events) o << e.role << ' ' << e.op << ' ' << e.start.ps() << ' ' << e.end.ps() << '\n';
   return o.str();
 }
 
-}  // namespace
+std::vector<TraceEvent> decode_trace(const std::string& text, int rank) {
+  std::vector<TraceEvent> events;
+  std::istringstream in(text);
+  TraceEvent e;
+  e.rank = rank;
+  std::int64_t a = 0, b = 0;
+  while (in >> e.role >> e.op >> a >> b) {
+    e.start = Time::from_ps(a);
+    e.end = Time::from_ps(b);
+    events.push_back(e);
+  }
+  return events;
+}
 
 MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m) {
   MachineProfile p;
@@ -104,7 +111,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     if (gpus.count == 0)
       throw Error("--backend cuda: no GPU found (" + gpus.reason + "); use --backend cpu or run on a GPU machine");
     device_name = gpus.names.empty() ? std::string("?") : gpus.names.front();
-    device_preset = preset_for_device(device_name);
+    device_preset = gpu_preset_for_device(device_name);
     if (f.validate && sc.profile.empty() && device_preset.empty())
       throw Error(fmt::format("validate --backend cuda: no GPU preset matches '{}' (presets: {}); give the scenario a "
                               "profile: (meshsim calibrate) to predict its compute",
@@ -134,7 +141,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
     mine = executor.execute(schedule);
   }
-  const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode(mine), s.timeout);
+  const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode_trace(mine), s.timeout);
   if (rank != 0) {
     s.finish();
     return 0;
@@ -145,18 +152,11 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   for (std::size_t r = 0; r < schedule.roles.size(); ++r) busy[r].assign(schedule.roles[r].ops.size(), 0.0);
   const double ranks_per_role = static_cast<double>(world) / static_cast<double>(schedule.roles.size());
   std::vector<TraceEvent> events;
-  for (const std::string& text : all) {
-    std::istringstream in(text);
-    TraceEvent e;
-    std::int64_t a = 0, b = 0;
-    while (in >> e.role >> e.op >> a >> b) {
-      e.start = Time::from_ps(a);
-      e.end = Time::from_ps(b);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r))) {
       busy[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)] += (e.end - e.start).seconds();
-      e.rank = static_cast<int>(&text - all.data());
       events.push_back(e);
     }
-  }
   Time measured_iter;
   for (const TraceEvent& e : events) measured_iter = std::max(measured_iter, e.end);
 

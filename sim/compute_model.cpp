@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <fmt/format.h>
 #include <utility>
 
@@ -92,6 +93,15 @@ std::vector<std::string> gpu_presets() {
   std::vector<std::string> names;
   for (const GpuRow& r : kGpus) names.emplace_back(r.name);
   return names;
+}
+
+std::string gpu_preset_for_device(const std::string& device_name) {
+  std::string squashed;
+  for (unsigned char c : device_name)
+    if (!std::isspace(c)) squashed += static_cast<char>(std::tolower(c));
+  for (const std::string& p : gpu_presets())
+    if (squashed.find(p) != std::string::npos) return p;
+  return "";
 }
 
 ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)

@@ -45,6 +45,9 @@ struct GpuSpec {
 // "rtx5000" (Quadro RTX 5000, the Frontera RTX nodes). Unknown names throw Error listing these.
 GpuSpec gpu_preset(const std::string& name);
 std::vector<std::string> gpu_presets();
+// The preset a device reports itself as, by name, case and spaces ignored ("NVIDIA H100
+// 80GB HBM3" -> "h100", "Quadro RTX 5000" -> "rtx5000"); "" when none matches.
+std::string gpu_preset_for_device(const std::string& device_name);
 
 // A measured GEMM: C[m,n] = A[m,k] B[k,n] in dtype_bytes-wide elements ran at `achieved_flops`
 // FLOP/s (2mnk / measured kernel time, launch cost included).

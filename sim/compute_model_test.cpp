@@ -161,6 +161,15 @@ TEST(ComputeModel, GemmBetweenMeasuredPointsIsInterpolatedInLogSpace) {
   EXPECT_EQ(m.time(attn), curve.time(attn));
 }
 
+TEST(ComputeModel, DeviceNamesFindTheirPreset) {
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA H200"), "h200");
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA A100-SXM4-80GB"), "a100");
+  EXPECT_EQ(gpu_preset_for_device("Tesla V100-SXM2-32GB"), "v100");
+  EXPECT_EQ(gpu_preset_for_device("Quadro RTX 5000"), "rtx5000");
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA GeForce RTX 4090"), "");
+}
+
 TEST(MachineProfile, OverridesGpuFiguresAndMemoryEfficiency) {
   const MachineProfile p = parse_machine_profile(
       "version: 1\n"
