@@ -215,11 +215,8 @@ int calibrate_rank(const CalibrateFlags& f) {
       o.device = device;
       o.native_collectives = f.collectives == "nccl";
       o.watchdog.timeout = s.timeout;
-      const std::string key = fmt::format("calibrate/nccl_id/{}", g);  // a fresh id per group size
-      o.share_id = [&s, rank, key](const std::string& id) {
-        if (rank == 0) s.store->set(key, id);
-        return rank == 0 ? id : s.store->get(key, s.timeout);
-      };
+      // A fresh id per group size: each executor builds its own world communicator.
+      o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout, fmt::format("calibrate/nccl_id/{}", g));
       mine = cuda::CudaExecutor(cuda::real_gpu_api(), registry, placement, std::move(o)).execute(schedule);
     }
     const std::vector<std::string> all =

@@ -16,13 +16,14 @@
 
 namespace meshsim::cuda {
 
-IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout) {
-  return [&store, rank, timeout](const std::string& mine) {
+IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
+                             std::string key) {
+  return [&store, rank, timeout, key = std::move(key)](const std::string& mine) {
     if (rank == 0) {
-      store.set("nccl/unique_id", mine);
+      store.set(key, mine);
       return mine;
     }
-    return store.get("nccl/unique_id", timeout);
+    return store.get(key, timeout);
   };
 }
 

@@ -54,7 +54,10 @@ namespace meshsim::cuda {
 
 // Rank 0 passes its ncclUniqueId and gets it back; other ranks pass "" and get rank 0's.
 using IdExchange = std::function<std::string(const std::string& mine)>;
-IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout);
+// `key` names the id in the store: a process that builds several world communicators (one
+// per executor) passes a fresh key for each.
+IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
+                             std::string key = "nccl/unique_id");
 
 // Numerics of collective ops (collective workloads): fill the input before the op, check
 // the output after it. Filling and checking wait for the op's stream (host copies), so
