@@ -17,6 +17,21 @@ const char* to_string(KernelKind k) {
   return "?";
 }
 
+const char* to_string(KernelFn f) {
+  switch (f) {
+    case KernelFn::Pass: return "pass";
+    case KernelFn::LayerNorm: return "layernorm";
+    case KernelFn::Gelu: return "gelu";
+    case KernelFn::SwiGLU: return "swiglu";
+    case KernelFn::Dropout: return "dropout";
+    case KernelFn::DropoutAdd: return "dropout_add";
+    case KernelFn::Softmax: return "softmax";
+    case KernelFn::CrossEntropy: return "cross_entropy";
+    case KernelFn::LseMerge: return "lse_merge";
+  }
+  return "?";
+}
+
 std::optional<KernelKind> parse_kernel_kind(const std::string& s) {
   for (int i = 0; i < kKernelKinds; ++i) {
     const auto k = static_cast<KernelKind>(i);
@@ -48,6 +63,8 @@ Kernel Kernel::attention(std::int64_t batch_heads, std::int64_t seq_q, std::int6
   a.n = seq_kv;
   a.k = head_dim;
   a.dtype_bytes = dtype_bytes;
+  a.batch = batch_heads;
+  a.causal = causal;
   const double bh = static_cast<double>(batch_heads), sq = static_cast<double>(seq_q),
                skv = static_cast<double>(seq_kv), d = static_cast<double>(head_dim);
   a.flops = 4.0 * bh * sq * skv * d * (causal ? 0.5 : 1.0);  // Q K^T and P V, 2 FLOPs per multiply-add
@@ -63,6 +80,16 @@ Kernel Kernel::elementwise(KernelKind kind, double flops, double bytes, int dtyp
   e.bytes = bytes;
   e.dtype_bytes = dtype_bytes;
   return e;
+}
+
+Kernel Kernel::rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops,
+                       double bytes, int dtype_bytes) {
+  MESHSIM_ASSERT(rows > 0 && cols > 0);
+  Kernel r = elementwise(kind, flops, bytes, dtype_bytes);
+  r.fn = fn;
+  r.m = rows;
+  r.n = cols;
+  return r;
 }
 
 }  // namespace meshsim

@@ -6,6 +6,11 @@
 //   k.flops == 2.0 * 4096 * 36864 * 12288
 //   Kernel a = Kernel::attention(/*batch_heads=*/32, 2048, 2048, 128, 2, /*causal=*/true);
 //   Kernel n = Kernel::elementwise(KernelKind::Norm, 5.0 * elems, 2.0 * elems * 2, 2);
+//   Kernel ln = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, tokens, hidden, flops, bytes, 2);
+//
+// The simulator times a kernel by its kind, FLOPs and bytes (and a GEMM's or attention's
+// shape). The real backends also need to know which kernel to run and on what shape: GEMMs
+// and attention carry their shapes, row kernels name their function (`fn`) and rows x cols.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +24,24 @@ const char* to_string(KernelKind k);                            // "gemm", "atte
 std::optional<KernelKind> parse_kernel_kind(const std::string& s);  // inverse of to_string
 inline constexpr int kKernelKinds = 7;
 
+// The kernels/ function a row kernel runs on the real backends (forward or backward by the
+// op's phase). Pass: no function of its own, a memory-bound pass over its bytes (optimizer
+// steps, copies, MoE routing).
+enum class KernelFn { Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge };
+const char* to_string(KernelFn f);  // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
+inline constexpr int kKernelFns = 9;
+
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;
   double flops = 0;   // floating-point operations (multiply-add = 2)
   double bytes = 0;   // bytes read + written from device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (C[m,n] = A[m,k] B[k,n]); 0 otherwise
-                                     // (attention: m = seq_q, n = seq_kv, k = head_dim)
+                                     // (attention: m = seq_q, n = seq_kv, k = head_dim;
+                                     //  row kernels: m = rows, n = cols)
   int dtype_bytes = 2;
+  KernelFn fn = KernelFn::Pass;  // row kernels only
+  std::int64_t batch = 0;        // attention: batch x heads (0: no shape)
+  bool causal = false;           // attention: a causal mask over the block
 
   // flops = 2mnk, bytes = (mk + kn + mn) * dtype_bytes (each operand read once, C written once).
   static Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes);
@@ -34,8 +50,13 @@ struct Kernel {
   // The backward pass does 2.5x the forward FLOPs; a schedule may scale `flops` (the shape stays).
   static Kernel attention(std::int64_t batch_heads, std::int64_t seq_q, std::int64_t seq_kv, std::int64_t head_dim,
                           int dtype_bytes, bool causal);
-  // Any kind described only by its work (no shape): norms, activations, softmax, optimizer steps, copies.
+  // Any kind described only by its work (no shape): optimizer steps, copies, routing.
   static Kernel elementwise(KernelKind kind, double flops, double bytes, int dtype_bytes);
+  // A row kernel: the work as the schedule counts it, and the rows x cols that `fn` runs on
+  // (LayerNorm: tokens x hidden; softmax: score rows x keys; GeLU: tokens x ffn columns;
+  // SwiGLU: tokens x ffn output columns, reading twice as many; LseMerge: rows x head_dim).
+  static Kernel rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops,
+                        double bytes, int dtype_bytes);
 };
 
 }  // namespace meshsim

@@ -286,13 +286,13 @@ struct Planner {
     if (!backward) {
       e.compute(Phase::Forward, "logits", -1, mb, Kernel::gemm(T, Vn, H, P));
       e.compute(Phase::Forward, "cross_entropy", -1, mb,
-                Kernel::elementwise(KernelKind::Softmax, 5 * rows * vocab, ce_bytes, 4));
+                Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, T, Vn, 5 * rows * vocab, ce_bytes, 4));
       if (group > 1)  // vocab-parallel cross-entropy: max and sum of exp over the vocabulary shards
         e.blocking(collective(Phase::Forward, Stream::Tp, CollKind::AllReduce, axis, group,
                               static_cast<Bytes>(rows) * 4 * 2, axis + ".cross_entropy", -1, mb));
     } else {
       e.compute(Phase::Backward, "cross_entropy.bwd", -1, mb,
-                Kernel::elementwise(KernelKind::Softmax, 2 * rows * vocab, ce_bytes, 4));
+                Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, T, Vn, 2 * rows * vocab, ce_bytes, 4));
       e.compute(Phase::Backward, "logits.dgrad", -1, mb, Kernel::gemm(T, H, Vn, P));
       e.compute(Phase::Backward, "logits.wgrad", -1, mb, Kernel::gemm(H, Vn, T, P));
     }

@@ -37,13 +37,28 @@ LayerStep gemm(const std::string& name, double m, double n, double k, int P, boo
   s.core = core;
   return s;
 }
-LayerStep kern(const std::string& name, KernelKind kind, double flops, double bytes, int P, bool core = false) {
+std::int64_t dim(double v) { return std::max<std::int64_t>(i64(v), 1); }
+
+// A row kernel running `fn` on rows x cols (KernelFn::Pass: no shape).
+LayerStep kern(const std::string& name, KernelKind kind, KernelFn fn, double rows, double cols, double flops,
+               double bytes, int P, bool core = false) {
   LayerStep s;
   s.type = LayerStep::Type::Kern;
   s.name = name;
-  s.k = Kernel::elementwise(kind, flops, bytes, P);
+  s.k = fn == KernelFn::Pass ? Kernel::elementwise(kind, flops, bytes, P)
+                             : Kernel::rowwise(kind, fn, dim(rows), dim(cols), flops, bytes, P);
   s.core = core;
   return s;
+}
+
+// Attention of batch_heads x seq_q queries against seq_kv keys, with the FLOPs and bytes the
+// schedule counts (K/V of kv_heads, which may be fewer than the query heads).
+Kernel attention(double batch_heads, double seq_q, double seq_kv, double head_dim, bool causal, double flops,
+                 double bytes, int P) {
+  Kernel k = Kernel::attention(dim(batch_heads), dim(seq_q), dim(seq_kv), dim(head_dim), P, causal);
+  k.flops = flops;
+  k.bytes = bytes;
+  return k;
 }
 LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd,
                const std::string& axis, int group, Bytes bytes, Stream stream) {
@@ -84,10 +99,10 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     else v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
   };
   auto norm = [&](const std::string& name) {
-    v.push_back(kern(name, KernelKind::Norm, 8 * Tn * h, 2.0 * P * Tn * h, P));
+    v.push_back(kern(name, KernelKind::Norm, KernelFn::LayerNorm, Tn, h, 8 * Tn * h, 2.0 * P * Tn * h, P));
   };
   auto dropout_residual = [&](const std::string& name) {
-    v.push_back(kern(name, KernelKind::Elementwise, 3 * Tn * h, 4.0 * P * Tn * h, P));
+    v.push_back(kern(name, KernelKind::Elementwise, KernelFn::DropoutAdd, Tn, h, 3 * Tn * h, 4.0 * P * Tn * h, P));
   };
 
   // --- attention block ---
@@ -106,16 +121,23 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     r.bytes = static_cast<Bytes>(2 * b * s_local * kv_local) * P;  // this rank's K and V block
     // One step's attention: b*(s/c) queries against s/c keys, heads/t heads, full block.
     const double fl = 4 * b * s_local * s_local * heads_local * hd;
-    r.k = Kernel::elementwise(KernelKind::Attention, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
+    r.k = attention(b * heads_local, s_local, s_local, hd, false, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
     v.push_back(r);
   } else if (m.attention == AttentionKind::Flash) {
     const double fl = 4 * b * s_local * s_local * heads_local * hd * (causal_skip ? 0.5 : 1.0);
-    v.push_back(kern("attn.flash", KernelKind::Attention, fl, P * (2 * T * h / t + 2 * T * kv_local), P, true));
+    LayerStep a;
+    a.type = LayerStep::Type::Kern;
+    a.name = "attn.flash";
+    a.core = true;
+    a.k = attention(b * heads_local, s_local, s_local, hd, causal_skip, fl, P * (2 * T * h / t + 2 * T * kv_local), P);
+    v.push_back(a);
   } else {
     const double rows = b * heads_local * s_local;  // score rows
     v.push_back(gemm("attn.scores", rows, s_local, hd, P, true));
-    v.push_back(kern("attn.softmax", KernelKind::Softmax, 5 * rows * s_local, 2.0 * P * rows * s_local, P, true));
-    v.push_back(kern("attn.dropout", KernelKind::Elementwise, rows * s_local, 3.0 * P * rows * s_local, P, true));
+    v.push_back(kern("attn.softmax", KernelKind::Softmax, KernelFn::Softmax, rows, s_local, 5 * rows * s_local,
+                     2.0 * P * rows * s_local, P, true));
+    v.push_back(kern("attn.dropout", KernelKind::Elementwise, KernelFn::Dropout, rows, s_local, rows * s_local,
+                     3.0 * P * rows * s_local, P, true));
     v.push_back(gemm("attn.sv", rows, hd, s_local, P, true));
   }
   v.push_back(gemm("attn.proj", T, h, h / t, P));
@@ -127,21 +149,23 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
   const double ffn = m.ffn_hidden;
   const double up = m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn;  // gate + up for SwiGLU
   const double act_bytes_per = m.ffn == FfnKind::SwiGLU ? 3.0 : 2.0;
+  const KernelFn act_fn = m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu;
   if (!m.moe()) {
     tp_in("mlp");
     v.push_back(gemm("mlp.fc1", T, up / t, h, P));
-    v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, 8 * T * ffn / t,
-                     act_bytes_per * P * T * ffn / t, P));
+    v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, act_fn, T,
+                     ffn / t, 8 * T * ffn / t, act_bytes_per * P * T * ffn / t, P));
     v.push_back(gemm("mlp.fc2", T, h, ffn / t, P));
     tp_out("mlp");
   } else if (p.ep == 1) {
     // Every rank holds every expert, split over tp like a dense MLP.
     tp_in("moe");
     v.push_back(gemm("moe.router", T, m.experts, h, P));
-    v.push_back(kern("moe.topk", KernelKind::Elementwise, T * m.experts, 2.0 * P * T * m.experts, P));
+    v.push_back(kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, T * m.experts, 2.0 * P * T * m.experts, P));
     const double routed = T * m.top_k;
     v.push_back(gemm("moe.fc1", routed, up / t, h, P));
-    v.push_back(kern("moe.act", KernelKind::Elementwise, 8 * routed * ffn / t, act_bytes_per * P * routed * ffn / t, P));
+    v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / t, 8 * routed * ffn / t,
+                     act_bytes_per * P * routed * ffn / t, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / t, P));
     tp_out("moe");
   } else {
@@ -150,13 +174,14 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     const double Te = T / t;
     const Bytes a2a = static_cast<Bytes>(Te * m.top_k * h) * P;
     v.push_back(gemm("moe.router", Te, m.experts, h, P));
-    v.push_back(kern("moe.topk", KernelKind::Elementwise, Te * m.experts, 2.0 * P * Te * m.experts, P));
+    v.push_back(kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
     LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, "ep", p.ep, a2a, Stream::Ep);
     d.imbalance = p.ep_imbalance;
     v.push_back(d);
     const double routed = Te * m.top_k * p.ep_imbalance;  // tokens at the busiest expert rank
     v.push_back(gemm("moe.fc1", routed, up, h, P));
-    v.push_back(kern("moe.act", KernelKind::Elementwise, 8 * routed * ffn, act_bytes_per * P * routed * ffn, P));
+    v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn, 8 * routed * ffn,
+                     act_bytes_per * P * routed * ffn, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn, P));
     LayerStep cmb = d;
     cmb.name = "ep.combine";
@@ -198,10 +223,13 @@ void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, 
     Kernel k = s.k;
     k.flops *= factor * (backward ? 2 : 1);
     k.bytes *= backward ? 2 : 1;
+    k.causal = factor < 1;  // half a block's work: a causal mask over it
     e.compute(phase, std::string(backward ? "attn.ring.bwd" : "attn.ring") + "." + std::to_string(j), layer, mb, k);
     if (j > 0 && !backward)
       e.compute(phase, "attn.lse_merge", layer, mb,
-                Kernel::elementwise(KernelKind::Elementwise, 3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
+                Kernel::rowwise(KernelKind::Elementwise, KernelFn::LseMerge,
+                                dim(c.tokens * c.m.heads / c.p.tp), dim(c.m.head_dim()),
+                                3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
     arrived = transfer;
   }
 }

@@ -72,18 +72,22 @@ struct Summa {
   void layernorm(const std::string& name, bool backward) {
     const double elems = (T / q) * (h / q);
     e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
-              Kernel::elementwise(KernelKind::Norm, 8 * elems, (backward ? 4.0 : 2.0) * P * elems, P));
+              Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, rows(T / q), rows(h / q), 8 * elems,
+                              (backward ? 4.0 : 2.0) * P * elems, P));
     // Row sums of x and x^2 (backward: of dy and dy*x), fp32, all-reduced along the mesh row.
     e.blocking(collective(phase, Stream::Tp, CollKind::AllReduce, "col", q, static_cast<Bytes>(T / q) * 4 * 2,
                           "summa." + name + ".row_allreduce", layer, mb));
     if (backward) reduce("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_grad_reduce");
     else bcast("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_bcast");
   }
-  void elementwise(const std::string& name, double elems, double bytes_per, bool backward) {
-    const double f = backward ? 2 : 1;
+  // A row kernel on this device's [T/q, cols] block.
+  void elementwise(const std::string& name, KernelFn fn, double cols, double bytes_per, bool backward) {
+    const double f = backward ? 2 : 1, elems = (T / q) * cols;
     e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
-              Kernel::elementwise(KernelKind::Elementwise, 3 * elems * f, bytes_per * P * elems * f, P));
+              Kernel::rowwise(KernelKind::Elementwise, fn, rows(T / q), rows(cols), 3 * elems * f,
+                              bytes_per * P * elems * f, P));
   }
+  static std::int64_t rows(double v) { return std::max<std::int64_t>(i64(v), 1); }
   void attention(bool backward) {
     // b/q sequences and heads/q heads per device, the whole sequence: local.
     const double seqs = static_cast<double>(c.p.micro_batch_size) / q;
@@ -91,10 +95,13 @@ struct Summa {
     const double causal = c.m.attention == AttentionKind::Flash ? 0.5 : 1.0;
     const double fl = 4 * seqs * s * s * h / q * causal * (backward ? 2 : 1);
     const double bytes = P * 4 * (T / q) * (h / q) * (backward ? 2 : 1);
-    e.compute(backward ? Phase::Backward : phase, backward ? "attn.core.bwd" : "attn.core", layer, mb,
-              Kernel::elementwise(KernelKind::Attention, fl, bytes, P));
+    Kernel k = Kernel::attention(rows(seqs * c.m.heads / q), rows(s), rows(s), c.m.head_dim(), P, causal < 1);
+    k.flops = fl;
+    k.bytes = bytes;
+    e.compute(backward ? Phase::Backward : phase, backward ? "attn.core.bwd" : "attn.core", layer, mb, k);
   }
 
+  KernelFn act_fn() const { return c.m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu; }
   double up() const { return c.m.ffn == FfnKind::SwiGLU ? 2.0 * c.m.ffn_hidden : c.m.ffn_hidden; }
   double qkv() const { return h + 2.0 * c.m.kv_hidden(); }
 
@@ -103,12 +110,12 @@ struct Summa {
     linear_forward("qkv", h, qkv());
     attention(false);
     linear_forward("proj", h, h);
-    elementwise("attn.dropout_residual", (T / q) * (h / q), 4, false);
+    elementwise("attn.dropout_residual", KernelFn::DropoutAdd, h / q, 4, false);
     layernorm("ln2", false);
     linear_forward("fc1", h, up());
-    elementwise("mlp.act", (T / q) * (c.m.ffn_hidden / q), 2, false);
+    elementwise("mlp.act", act_fn(), c.m.ffn_hidden / q, 2, false);
     linear_forward("fc2", c.m.ffn_hidden, h);
-    elementwise("mlp.dropout_residual", (T / q) * (h / q), 4, false);
+    elementwise("mlp.dropout_residual", KernelFn::DropoutAdd, h / q, 4, false);
   }
   void backward() {
     if (c.p.recompute.mode == RecomputeMode::Selective) {
@@ -117,12 +124,12 @@ struct Summa {
       attention(false);
       phase = keep;
     }
-    elementwise("mlp.dropout_residual", (T / q) * (h / q), 4, true);
+    elementwise("mlp.dropout_residual", KernelFn::DropoutAdd, h / q, 4, true);
     linear_backward("fc2", c.m.ffn_hidden, h);
-    elementwise("mlp.act", (T / q) * (c.m.ffn_hidden / q), 2, true);
+    elementwise("mlp.act", act_fn(), c.m.ffn_hidden / q, 2, true);
     linear_backward("fc1", h, up());
     layernorm("ln2", true);
-    elementwise("attn.dropout_residual", (T / q) * (h / q), 4, true);
+    elementwise("attn.dropout_residual", KernelFn::DropoutAdd, h / q, 4, true);
     linear_backward("proj", h, h);
     attention(true);
     linear_backward("qkv", h, qkv());

@@ -151,6 +151,58 @@ TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
   }
 }
 
+// The real backends run each compute op on the shape it names: hand-worked for a TP=2 GPT
+// layer (b=2, s=512, h=1024, 16 heads of 64, ffn 4096) with plain and flash attention.
+TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
+  for (AttentionKind kind : {AttentionKind::Plain, AttentionKind::Flash}) {
+    ModelSpec m = gpt(2, 1024, 16, 512);
+    m.attention = kind;
+    ParallelSpec p;
+    p.tp = 2;
+    p.micro_batch_size = 2;
+    const Schedule s = plan_iteration(m, p);
+    std::map<std::string, Kernel> fwd, bwd;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Compute && op.layer == 1 && op.microbatch == 0)
+        (op.phase == Phase::Backward ? bwd : fwd)[op.name] = op.kernel;
+    auto row = [](const Kernel& k, KernelFn fn, std::int64_t rows, std::int64_t cols) {
+      EXPECT_EQ(k.fn, fn) << to_string(k.fn);
+      EXPECT_EQ(k.m, rows);
+      EXPECT_EQ(k.n, cols);
+    };
+    row(fwd.at("ln1"), KernelFn::LayerNorm, 1024, 1024);  // b*s tokens x h
+    row(bwd.at("ln1.bwd"), KernelFn::LayerNorm, 1024, 1024);
+    row(fwd.at("mlp.gelu"), KernelFn::Gelu, 1024, 2048);  // ffn / t columns
+    row(fwd.at("attn.dropout_residual"), KernelFn::DropoutAdd, 1024, 1024);
+    if (kind == AttentionKind::Flash) {
+      const Kernel& a = fwd.at("attn.flash");
+      EXPECT_EQ(a.kind, KernelKind::Attention);
+      EXPECT_EQ(a.batch, 2 * 8);  // b x heads / t
+      EXPECT_EQ(a.m, 512);
+      EXPECT_EQ(a.n, 512);
+      EXPECT_EQ(a.k, 64);
+      EXPECT_TRUE(a.causal);
+      EXPECT_DOUBLE_EQ(a.flops, 4.0 * 16 * 512 * 512 * 64 / 2);
+      EXPECT_EQ(bwd.at("attn.flash.bwd").batch, 16);
+    } else {
+      row(fwd.at("attn.softmax"), KernelFn::Softmax, 2 * 8 * 512, 512);  // score rows x keys
+      row(fwd.at("attn.dropout"), KernelFn::Dropout, 2 * 8 * 512, 512);
+    }
+  }
+  // Vocabulary-parallel cross-entropy: tokens x V/t.
+  const Schedule s = plan_iteration(gpt(2, 1024, 16, 512, 50000), [] {
+    ParallelSpec p;
+    p.tp = 2;
+    return p;
+  }());
+  for (const Op& op : s.roles[0].ops)
+    if (op.name == "cross_entropy") {
+      EXPECT_EQ(op.kernel.fn, KernelFn::CrossEntropy);
+      EXPECT_EQ(op.kernel.m, 512);
+      EXPECT_EQ(op.kernel.n, 25000);
+    }
+}
+
 double matmul_flops(const Schedule& s, const ParallelSpec& p) {
   double f = 0;
   const double ranks_per_stage = static_cast<double>(p.world_size()) / p.pp;

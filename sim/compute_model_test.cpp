@@ -292,7 +292,9 @@ TEST(MachineProfile, FormatRoundTrips) {
   EXPECT_TRUE(near(b.gpu.attention_efficiency, a.gpu.attention_efficiency));
   for (int i = 0; i < kKernelKinds; ++i) {
     ASSERT_EQ(b.compute.memory_efficiency[i].has_value(), a.compute.memory_efficiency[i].has_value()) << i;
-    if (a.compute.memory_efficiency[i]) EXPECT_TRUE(near(*b.compute.memory_efficiency[i], *a.compute.memory_efficiency[i]));
+    if (a.compute.memory_efficiency[i]) {
+      EXPECT_TRUE(near(*b.compute.memory_efficiency[i], *a.compute.memory_efficiency[i]));
+    }
   }
   ASSERT_EQ(b.compute.gemm_points.size(), a.compute.gemm_points.size());
   ASSERT_FALSE(a.compute.gemm_points.empty());
