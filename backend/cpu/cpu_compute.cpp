@@ -4,14 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "kernels/attention.h"
+#include "backend/kernel_call.h"
 #include "kernels/gemm.h"
-#include "kernels/stream_pass.h"
 
 namespace meshsim::cpu {
 namespace {
@@ -19,17 +17,8 @@ namespace {
 // Floats an op needs in the workspace.
 std::int64_t floats_of(const Op& op) {
   const Kernel& k = op.kernel;
-  switch (k.kind) {
-    case KernelKind::Gemm:
-      return k.m * k.k + k.k * k.n + k.m * k.n;
-    case KernelKind::Attention: {
-      const auto a = CpuCompute::attention_of(op);
-      const std::int64_t q = a.bh * a.sq * a.d, kv = a.bh * a.skv * a.d, lse = a.bh * a.sq;
-      return a.backward ? 4 * q + 4 * kv + lse : 2 * q + 2 * kv + lse;  // q o (do dq) k v (dk dv) lse
-    }
-    default:
-      return std::max<std::int64_t>(static_cast<std::int64_t>(k.bytes / 4), 2);  // x and y, half each
-  }
+  if (k.kind == KernelKind::Gemm) return k.m * k.k + k.k * k.n + k.m * k.n;
+  return kernel_call(k, op.phase).floats();
 }
 
 Bytes host_memory() {
@@ -38,19 +27,6 @@ Bytes host_memory() {
 }
 
 }  // namespace
-
-CpuCompute::AttentionRun CpuCompute::attention_of(const Op& op) {
-  const Kernel& k = op.kernel;
-  AttentionRun a;
-  a.sq = std::max<std::int64_t>(k.m, 1);
-  a.skv = std::max<std::int64_t>(k.n, 1);
-  a.d = std::max<std::int64_t>(k.k, 1);
-  a.backward = op.phase == Phase::Backward;
-  const double per_head = 4.0 * static_cast<double>(a.sq) * static_cast<double>(a.skv) * static_cast<double>(a.d) *
-                          (a.backward ? 2.5 : 1.0);
-  a.bh = std::max<std::int64_t>(static_cast<std::int64_t>(std::llround(k.flops / per_head)), 1);
-  return a;
-}
 
 Bytes CpuCompute::workspace_for(const std::vector<Op>& ops, Bytes limit) {
   if (limit <= 0) limit = host_memory() / 4;
@@ -86,46 +62,15 @@ void CpuCompute::run(const Op& op) {
     throw Error(fmt::format("backend cpu: compute op '{}' is larger than the reserved workspace; reserve() the role's "
                             "ops before running them", op.name));
   float* w = ws_.data();
-  switch (k.kind) {
-    case KernelKind::Gemm: {
-      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return;
-      float* a = w;
-      float* b = a + k.m * k.k;
-      float* c = b + k.k * k.n;
-      kernels::gemm_cpu(kernels::Trans::kNo, kernels::Trans::kNo, k.m, k.n, k.k, 1.0f, a, k.k, b, k.n, 0.0f, c, k.n);
-      return;
-    }
-    case KernelKind::Attention: {
-      const AttentionRun r = attention_of(op);
-      const kernels::AttentionShape shape{r.bh, r.sq, r.skv, r.d};
-      const std::int64_t q = r.bh * r.sq * r.d, kv = r.bh * r.skv * r.d;
-      float* qp = w;
-      float* o = qp + q;
-      float* kp = o + q;
-      float* v = kp + kv;
-      float* lse = v + kv;
-      const float scale = 1.0f / std::sqrt(static_cast<float>(r.d));
-      if (!r.backward) {
-        kernels::attention_forward_cpu(qp, kp, v, o, lse, shape, scale, {});
-        return;
-      }
-      float* dout = lse + r.bh * r.sq;
-      float* dq = dout + q;
-      float* dk = dq + q;
-      float* dv = dk + kv;
-      std::fill(dq, dv + kv, 0.0f);
-      // Any lse at least the largest score keeps every probability in (0, 1]: scores are
-      // at most sqrt(d) for inputs in [-1, 1) (the time does not depend on the values).
-      std::fill(lse, lse + r.bh * r.sq, std::sqrt(static_cast<float>(r.d)) + std::log(static_cast<float>(r.skv)));
-      kernels::attention_backward_cpu(qp, kp, v, o, dout, lse, dq, dk, dv, shape, scale, {});
-      return;
-    }
-    default: {
-      const std::size_t half = static_cast<std::size_t>(need / 2);
-      kernels::stream_pass_cpu(w + half, w, half, 0.5f);
-      return;
-    }
+  if (k.kind != KernelKind::Gemm) {
+    run_kernel_call_cpu(kernel_call(k, op.phase), w);
+    return;
   }
+  if (k.m <= 0 || k.n <= 0 || k.k <= 0) return;
+  float* a = w;
+  float* b = a + k.m * k.k;
+  float* c = b + k.k * k.n;
+  kernels::gemm_cpu(kernels::Trans::kNo, kernels::Trans::kNo, k.m, k.n, k.k, 1.0f, a, k.k, b, k.n, 0.0f, c, k.n);
 }
 
 }  // namespace meshsim::cpu

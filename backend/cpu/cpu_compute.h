@@ -3,12 +3,10 @@
 // simulator's compute model:
 //
 //   gemm        C[m,n] = A[m,k] B[k,n] through kernels::gemm_cpu (OpenBLAS)
-//   attention   kernels::attention_forward_cpu (forward, recompute) or _backward_cpu
-//               (backward) over [bh, seq_q, head_dim] x [bh, seq_kv, head_dim], with bh
-//               the op's FLOPs over the unmasked per-head FLOPs (a causal op with half the
-//               FLOPs runs as half the heads unmasked: the same work)
-//   others      norm, elementwise, softmax, optimizer, memcpy: a memory-bound pass that
-//               reads op.kernel.bytes / 2 and writes as many (kernels::stream_pass_cpu, y = x / 2)
+//   others      the CPU reference of the kernel the op names (backend/kernel_call.h):
+//               LayerNorm, GeLU, SwiGLU, dropout, softmax, cross-entropy, LSE merge,
+//               blocked attention, forward or backward by the op's phase; a memory-bound
+//               pass over the op's bytes for optimizer steps and copies
 //
 // Operands live in one workspace sized once by reserve() for the role's largest op, and
 // hold seeded values (not a model's: this is for timing). An op too large for this host
@@ -38,12 +36,7 @@ class CpuCompute {
   void run(const Op& op);
   Bytes workspace_bytes() const { return static_cast<Bytes>(ws_.size()) * 4; }
 
-  // The attention shape run for `op` (batch_heads, seq_q, seq_kv, head_dim).
-  struct AttentionRun {
-    std::int64_t bh = 0, sq = 0, skv = 0, d = 0;
-    bool backward = false;
-  };
-  static AttentionRun attention_of(const Op& op);
+  const float* workspace() const { return ws_.data(); }
 
  private:
   std::uint64_t seed_;

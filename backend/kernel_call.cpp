@@ -1,0 +1,190 @@
+// kernel_call: which kernels/ function a compute op runs, and its operands (kernel_call.h).
+#include "backend/kernel_call.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/norm.h"
+#include "kernels/reduce.h"
+#include "kernels/stream_pass.h"
+#include "kernels/vocab.h"
+
+namespace meshsim {
+namespace {
+
+using Fn = KernelCall::Fn;
+
+// Operands start on 16-byte boundaries (the CUDA kernels' float4 paths; int64 targets).
+void lay_out(KernelCall& c, std::initializer_list<std::int64_t> sizes) {
+  c.offsets.clear();
+  std::int64_t at = 0;
+  for (std::int64_t s : sizes) {
+    c.offsets.push_back(at);
+    at += (std::max<std::int64_t>(s, 1) + 3) / 4 * 4;
+  }
+  c.offsets.push_back(at);
+}
+
+void lay_out_rows(KernelCall& c) {
+  const std::int64_t r = c.rows, n = c.rows * c.cols, h = c.cols;
+  switch (c.fn) {
+    case Fn::Pass: lay_out(c, {h, h}); return;
+    case Fn::LayerNormFwd: lay_out(c, {n, h, h, n, r, r}); return;
+    case Fn::LayerNormBwd: lay_out(c, {n, n, h, r, r, n, h, h}); return;
+    case Fn::GeluFwd:
+    case Fn::DropoutFwd:
+    case Fn::DropoutBwd:
+    case Fn::SoftmaxFwd: lay_out(c, {n, n}); return;
+    case Fn::GeluBwd:
+    case Fn::SoftmaxBwd:
+    case Fn::DropoutAddFwd: lay_out(c, {n, n, n}); return;
+    case Fn::SwigluFwd: lay_out(c, {2 * n, n}); return;
+    case Fn::SwigluBwd: lay_out(c, {n, 2 * n, 2 * n}); return;
+    case Fn::CrossEntropyFwd: lay_out(c, {n, r, 2 * r, 2 * r, r}); return;
+    case Fn::CrossEntropyBwd: lay_out(c, {n, r, 2 * r, 2 * r, n}); return;
+    case Fn::LseMerge: lay_out(c, {n, r, n, r, n, r}); return;
+    case Fn::AttentionFwd:
+    case Fn::AttentionBwd: break;
+  }
+  MESHSIM_ASSERT(false);
+}
+
+}  // namespace
+
+const char* to_string(KernelCall::Fn fn) {
+  switch (fn) {
+    case Fn::Pass: return "pass";
+    case Fn::LayerNormFwd: return "layernorm_fwd";
+    case Fn::LayerNormBwd: return "layernorm_bwd";
+    case Fn::GeluFwd: return "gelu_fwd";
+    case Fn::GeluBwd: return "gelu_bwd";
+    case Fn::SwigluFwd: return "swiglu_fwd";
+    case Fn::SwigluBwd: return "swiglu_bwd";
+    case Fn::DropoutFwd: return "dropout_fwd";
+    case Fn::DropoutBwd: return "dropout_bwd";
+    case Fn::DropoutAddFwd: return "dropout_add_fwd";
+    case Fn::SoftmaxFwd: return "softmax_fwd";
+    case Fn::SoftmaxBwd: return "softmax_bwd";
+    case Fn::CrossEntropyFwd: return "cross_entropy_fwd";
+    case Fn::CrossEntropyBwd: return "cross_entropy_bwd";
+    case Fn::LseMerge: return "lse_merge";
+    case Fn::AttentionFwd: return "attention_fwd";
+    case Fn::AttentionBwd: return "attention_bwd";
+  }
+  return "?";
+}
+
+double KernelCall::scale() const {
+  if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
+    return 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(shape.head_dim, 1)));
+  return 1.0;
+}
+
+std::string KernelCall::text() const {
+  if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
+    return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv,
+                       shape.head_dim, causal ? " causal" : "");
+  if (fn == Fn::Pass) return fmt::format("pass {}", cols);
+  return fmt::format("{} {}x{}", to_string(fn), rows, cols);
+}
+
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols) {
+  MESHSIM_ASSERT(fn != Fn::AttentionFwd && fn != Fn::AttentionBwd && rows > 0 && cols > 0);
+  KernelCall c;
+  c.fn = fn;
+  c.rows = rows;
+  c.cols = cols;
+  lay_out_rows(c);
+  return c;
+}
+
+KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal) {
+  MESHSIM_ASSERT(shape.batch_heads > 0 && shape.seq_q > 0 && shape.seq_kv > 0 && shape.head_dim > 0);
+  KernelCall c;
+  c.fn = backward ? Fn::AttentionBwd : Fn::AttentionFwd;
+  c.shape = shape;
+  c.causal = causal;
+  const std::int64_t q = shape.batch_heads * shape.seq_q * shape.head_dim,
+                     kv = shape.batch_heads * shape.seq_kv * shape.head_dim, lse = shape.batch_heads * shape.seq_q;
+  if (backward) lay_out(c, {q, kv, kv, q, q, lse, q, kv, kv});
+  else lay_out(c, {q, kv, kv, q, lse});
+  return c;
+}
+
+KernelCall kernel_call(const Kernel& k, Phase phase) {
+  MESHSIM_ASSERT(k.kind != KernelKind::Gemm);
+  const bool bwd = phase == Phase::Backward;
+  if (k.kind == KernelKind::Attention && k.batch > 0 && k.m > 0 && k.n > 0 && k.k > 0)
+    return make_attention_call(bwd, {k.batch, k.m, k.n, k.k}, k.causal);
+  auto pick = [&](Fn f, Fn b) { return make_kernel_call(bwd ? b : f, k.m, k.n); };
+  if (k.m > 0 && k.n > 0) switch (k.fn) {
+      case KernelFn::LayerNorm: return pick(Fn::LayerNormFwd, Fn::LayerNormBwd);
+      case KernelFn::Gelu: return pick(Fn::GeluFwd, Fn::GeluBwd);
+      case KernelFn::SwiGLU: return pick(Fn::SwigluFwd, Fn::SwigluBwd);
+      case KernelFn::Dropout: return pick(Fn::DropoutFwd, Fn::DropoutBwd);
+      case KernelFn::DropoutAdd: return pick(Fn::DropoutAddFwd, Fn::DropoutBwd);
+      case KernelFn::Softmax: return pick(Fn::SoftmaxFwd, Fn::SoftmaxBwd);
+      case KernelFn::CrossEntropy: return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
+      case KernelFn::LseMerge: return make_kernel_call(Fn::LseMerge, k.m, k.n);
+      case KernelFn::Pass: break;
+    }
+  // A pass reading half the op's bytes and writing as many (at least one float each).
+  return make_kernel_call(Fn::Pass, 1, std::max<std::int64_t>(static_cast<std::int64_t>(k.bytes / 8), 1));
+}
+
+double kernel_call_bytes(const KernelCall& c) {
+  double b = 0;
+  for (int j = 0; j < c.operands(); ++j)
+    b += static_cast<double>(c.offsets[static_cast<std::size_t>(j + 1)] - c.offsets[static_cast<std::size_t>(j)]);
+  return 4 * b;
+}
+
+void run_kernel_call_cpu(const KernelCall& c, float* ws) {
+  auto op = [&](int j) { return c.operand(ws, j); };
+  auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(op(j)); };
+  const std::int64_t r = c.rows, h = c.cols;
+  const auto n = static_cast<std::size_t>(r * h);
+  const std::uint64_t seed = 1234;
+  namespace K = kernels;
+  switch (c.fn) {
+    case Fn::Pass: K::stream_pass_cpu(op(1), op(0), static_cast<std::size_t>(h), 0.5f); return;
+    case Fn::LayerNormFwd: K::layernorm_forward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f); return;
+    case Fn::LayerNormBwd:
+      K::layernorm_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h);
+      return;
+    case Fn::GeluFwd: K::gelu_forward_cpu(op(0), op(1), n); return;
+    case Fn::GeluBwd: K::gelu_backward_cpu(op(0), op(1), op(2), n); return;
+    case Fn::SwigluFwd: K::swiglu_forward_cpu(op(0), op(0) + h, 2 * h, op(1), r, h); return;
+    case Fn::SwigluBwd: K::swiglu_backward_cpu(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h); return;
+    case Fn::DropoutFwd: K::dropout_forward_cpu(op(0), op(1), n, kDropoutP, seed, 0); return;
+    case Fn::DropoutBwd: K::dropout_backward_cpu(op(0), op(1), n, kDropoutP, seed, 0); return;
+    case Fn::DropoutAddFwd:
+      K::dropout_forward_cpu(op(0), op(2), n, kDropoutP, seed, 0);
+      K::reduce_sum_cpu(op(2), op(1), n);
+      return;
+    case Fn::SoftmaxFwd: K::softmax_forward_cpu(op(0), op(1), 1, r, h, 1.0f, {}); return;
+    case Fn::SoftmaxBwd: K::softmax_backward_cpu(op(0), op(1), op(2), 1, r, h, 1.0f); return;
+    case Fn::CrossEntropyFwd:
+      K::cross_entropy_local_max_cpu(op(0), op(1), r, h);
+      K::cross_entropy_local_stats_cpu(op(0), op(1), ids(2), op(3), r, h, 0);
+      K::cross_entropy_loss_cpu(op(1), op(3), ids(2), op(4), r);
+      return;
+    case Fn::CrossEntropyBwd:
+      K::cross_entropy_backward_cpu(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h, 0);
+      return;
+    case Fn::LseMerge: K::attention_merge_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h); return;
+    case Fn::AttentionFwd:
+      K::attention_forward_cpu(op(0), op(1), op(2), op(3), op(4), c.shape, static_cast<float>(c.scale()),
+                               {c.causal, 0, 0});
+      return;
+    case Fn::AttentionBwd:
+      K::attention_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
+                                static_cast<float>(c.scale()), {c.causal, 0, 0});
+      return;
+  }
+}
+
+}  // namespace meshsim

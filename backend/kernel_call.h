@@ -1,0 +1,92 @@
+// How a real backend runs a schedule's non-GEMM compute op: which kernels/ function,
+// forward or backward, on what shape, and the float32 operands it reads and writes, laid
+// out back to back in one region of the backend's workspace. The cpu backend calls the
+// CPU references (run_kernel_call_cpu), the cuda backend their CUDA twins (GpuApi::kernel),
+// so both run the same kernel on the same shape for every op.
+//
+//   KernelCall c = kernel_call(op.kernel, op.phase);   // ln1: LayerNorm forward, 1024 x 1024
+//   std::vector<float> ws(c.floats());
+//   run_kernel_call_cpu(c, ws.data());
+//   c.operand(ws.data(), 0)                             // its first operand (x)
+//
+// Operands, in order (r = rows, c = cols, n = r * c; attention: q, k, v are [bh, seq, d]):
+//   layernorm fwd  x n, gamma c, beta c, y n, mean r, rstd r
+//   layernorm bwd  dy n, x n, gamma c, mean r, rstd r, dx n, dgamma c, dbeta c
+//   gelu fwd       x n, y n                 gelu bwd      dy n, x n, dx n
+//   swiglu fwd     x 2n (gate | up per row), out n
+//   swiglu bwd     dout n, x 2n, dx 2n
+//   dropout fwd    x n, y n                 dropout bwd   dy n, dx n
+//   dropout_add    x n, residual n, y n (y = dropout(x) + residual; its backward is dropout's)
+//   softmax fwd    x n, y n                 softmax bwd   dy n, y n, dx n
+//   cross_entropy fwd  logits n, max r, targets 2r (int64), stats 2r, loss r
+//   cross_entropy bwd  logits n, max r, targets 2r (int64), stats 2r, dlogits n
+//   lse_merge      o1 n, lse1 r, o2 n, lse2 r, o n, lse r
+//   attention fwd  q, k, v, o, lse [bh, sq]
+//   attention bwd  q, k, v, o, dout, lse, dq, dk, dv
+//   pass           in, out: half the op's bytes each (stream_pass: out = in / 2)
+// The values do not matter for timing: zeros and seeded values alike give finite results
+// (targets of 0 are valid class indices), and no kernel branches on them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "schedule/ir.h"
+
+namespace meshsim {
+
+struct KernelCall {
+  enum class Fn {
+    Pass,
+    LayerNormFwd,
+    LayerNormBwd,
+    GeluFwd,
+    GeluBwd,
+    SwigluFwd,
+    SwigluBwd,
+    DropoutFwd,
+    DropoutBwd,
+    DropoutAddFwd,
+    SoftmaxFwd,
+    SoftmaxBwd,
+    CrossEntropyFwd,
+    CrossEntropyBwd,
+    LseMerge,
+    AttentionFwd,
+    AttentionBwd,
+  };
+  Fn fn = Fn::Pass;
+  std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
+  kernels::AttentionShape shape;    // attention
+  bool causal = false;              // attention
+  std::vector<std::int64_t> offsets;  // float offset of each operand, then the total
+
+  std::int64_t floats() const { return offsets.empty() ? 0 : offsets.back(); }
+  int operands() const { return static_cast<int>(offsets.size()) - 1; }
+  float* operand(float* ws, int j) const { return ws + offsets.at(static_cast<std::size_t>(j)); }
+  double scale() const;  // attention and softmax: 1 / sqrt(head_dim), 1 for softmax
+  std::string text() const;  // "layernorm_fwd 1024x1024", "attention_bwd 16x512x512x64 causal"
+};
+
+const char* to_string(KernelCall::Fn fn);  // "layernorm_fwd", ...
+
+// The call for a compute op's kernel (not a GEMM) in `phase` (Recompute runs the forward).
+// Attention without a shape (batch 0) and KernelFn::Pass run as a pass over the op's bytes.
+KernelCall kernel_call(const Kernel& k, Phase phase);
+
+// A call built directly (calibrate): fn on rows x cols, or attention of `shape`.
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols);
+KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal);
+
+// Bytes the call reads and writes: every operand once (what calibrate turns into a
+// bandwidth; an in-place accumulate counts once).
+double kernel_call_bytes(const KernelCall& c);
+
+// The CPU reference of the call, on `ws` of c.floats() floats.
+void run_kernel_call_cpu(const KernelCall& c, float* ws);
+
+inline constexpr float kDropoutP = 0.1f;  // the rate real runs use (the time does not depend on it)
+
+}  // namespace meshsim

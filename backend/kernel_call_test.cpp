@@ -1,0 +1,134 @@
+// kernel_call: the function and operands a real backend runs for a compute op, checked
+// against hand-counted layouts, and the CPU run against independent formulas (LayerNorm
+// rows normalised, GeLU's tanh form, softmax rows summing to one, attention of one key).
+#include "backend/kernel_call.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+namespace meshsim {
+namespace {
+
+using Fn = KernelCall::Fn;
+
+std::int64_t sizes(const KernelCall& c, int j) {
+  return c.offsets[static_cast<std::size_t>(j + 1)] - c.offsets[static_cast<std::size_t>(j)];
+}
+
+TEST(KernelCall, OperandsAreLaidOutBackToBackOnSixteenByteBoundaries) {
+  const KernelCall ln = make_kernel_call(Fn::LayerNormFwd, 3, 6);  // x 18, gamma 6, beta 6, y 18, mean 3, rstd 3
+  ASSERT_EQ(ln.operands(), 6);
+  const std::int64_t want[] = {20, 8, 8, 20, 4, 4};  // rounded up to 4 floats
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(sizes(ln, j), want[j]) << j;
+  EXPECT_EQ(ln.floats(), 64);
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(ln), 64.0 * 4);
+  for (std::int64_t o : ln.offsets) EXPECT_EQ(o % 4, 0);
+
+  const KernelCall a = make_attention_call(true, {2, 8, 16, 4}, true);  // q 64, kv 128, lse 16
+  ASSERT_EQ(a.operands(), 9);
+  EXPECT_EQ(a.floats(), 64 + 128 + 128 + 64 + 64 + 16 + 64 + 128 + 128);
+  EXPECT_DOUBLE_EQ(a.scale(), 0.5);
+  EXPECT_EQ(a.text(), "attention_bwd 2x8x16x4 causal");
+}
+
+TEST(KernelCall, OpsMapToTheirKernelByPhase) {
+  const Kernel ln = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 128, 64, 1, 1, 2);
+  EXPECT_EQ(kernel_call(ln, Phase::Forward).fn, Fn::LayerNormFwd);
+  EXPECT_EQ(kernel_call(ln, Phase::Recompute).fn, Fn::LayerNormFwd);
+  EXPECT_EQ(kernel_call(ln, Phase::Backward).fn, Fn::LayerNormBwd);
+  EXPECT_EQ(kernel_call(ln, Phase::Backward).text(), "layernorm_bwd 128x64");
+  const Kernel drop = Kernel::rowwise(KernelKind::Elementwise, KernelFn::DropoutAdd, 4, 8, 1, 1, 2);
+  EXPECT_EQ(kernel_call(drop, Phase::Forward).fn, Fn::DropoutAddFwd);
+  EXPECT_EQ(kernel_call(drop, Phase::Backward).fn, Fn::DropoutBwd);  // the residual's gradient is dy itself
+  const Kernel att = Kernel::attention(16, 512, 512, 64, 2, true);
+  const KernelCall ac = kernel_call(att, Phase::Backward);
+  EXPECT_EQ(ac.fn, Fn::AttentionBwd);
+  EXPECT_EQ(ac.shape.batch_heads, 16);
+  EXPECT_TRUE(ac.causal);
+  // No function of its own: a pass reading half the bytes and writing half.
+  const KernelCall opt = kernel_call(Kernel::elementwise(KernelKind::Optimizer, 0, 8000, 4), Phase::Optimizer);
+  EXPECT_EQ(opt.fn, Fn::Pass);
+  EXPECT_EQ(opt.text(), "pass 1000");
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(opt), 8000);
+}
+
+// Seeded values in [-1, 1).
+void fill(std::vector<float>& ws) {
+  std::uint32_t s = 12345;
+  for (float& v : ws) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(s >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+}
+
+TEST(KernelCall, CpuRunsTheNamedKernel) {
+  {  // LayerNorm with gamma 1, beta 0: every row of y has mean 0 and variance 1.
+    const KernelCall c = make_kernel_call(Fn::LayerNormFwd, 5, 32);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    std::fill(c.operand(ws.data(), 1), c.operand(ws.data(), 1) + 32, 1.0f);
+    std::fill(c.operand(ws.data(), 2), c.operand(ws.data(), 2) + 32, 0.0f);
+    run_kernel_call_cpu(c, ws.data());
+    for (int r = 0; r < 5; ++r) {
+      const float* y = c.operand(ws.data(), 3) + r * 32;
+      const double mean = std::accumulate(y, y + 32, 0.0) / 32;
+      double var = 0;
+      for (int j = 0; j < 32; ++j) var += (y[j] - mean) * (y[j] - mean) / 32;
+      EXPECT_NEAR(mean, 0, 1e-5);
+      EXPECT_NEAR(var, 1, 1e-3);
+    }
+  }
+  {  // GeLU, tanh form.
+    const KernelCall c = make_kernel_call(Fn::GeluFwd, 2, 8);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    run_kernel_call_cpu(c, ws.data());
+    for (int i = 0; i < 16; ++i) {
+      const double x = c.operand(ws.data(), 0)[i];
+      const double want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      EXPECT_NEAR(c.operand(ws.data(), 1)[i], want, 1e-6);
+    }
+  }
+  {  // Softmax: rows of y sum to one.
+    const KernelCall c = make_kernel_call(Fn::SoftmaxFwd, 3, 10);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    run_kernel_call_cpu(c, ws.data());
+    for (int r = 0; r < 3; ++r) {
+      const float* y = c.operand(ws.data(), 1) + r * 10;
+      EXPECT_NEAR(std::accumulate(y, y + 10, 0.0), 1.0, 1e-6);
+    }
+  }
+  {  // Attention over a single key returns that key's value row.
+    const KernelCall c = make_attention_call(false, {2, 3, 1, 4}, false);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    run_kernel_call_cpu(c, ws.data());
+    for (int b = 0; b < 2; ++b)
+      for (int i = 0; i < 3; ++i)
+        for (int d = 0; d < 4; ++d)
+          EXPECT_FLOAT_EQ(c.operand(ws.data(), 3)[(b * 3 + i) * 4 + d], c.operand(ws.data(), 2)[b * 4 + d]);
+  }
+  {  // Dropout + residual: y = x / (1 - p) or 0, plus the residual.
+    const KernelCall c = make_kernel_call(Fn::DropoutAddFwd, 4, 64);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    run_kernel_call_cpu(c, ws.data());
+    int dropped = 0;
+    for (int i = 0; i < 256; ++i) {
+      const float x = c.operand(ws.data(), 0)[i], res = c.operand(ws.data(), 1)[i], y = c.operand(ws.data(), 2)[i];
+      const bool kept = std::fabs(y - (x / (1 - kDropoutP) + res)) < 1e-5f;
+      dropped += !kept;
+      if (!kept) {
+        EXPECT_FLOAT_EQ(y, res) << i;
+      }
+    }
+    EXPECT_GT(dropped, 5);   // p = 0.1 of 256: about 26
+    EXPECT_LT(dropped, 60);
+  }
+}
+
+}  // namespace
+}  // namespace meshsim
