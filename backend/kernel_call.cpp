@@ -142,6 +142,46 @@ double kernel_call_bytes(const KernelCall& c) {
   return 4 * b;
 }
 
+std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
+                                               const kernels::AttentionShape& attention) {
+  std::vector<CalibrationCall> v;
+  auto add = [&](KernelKind kind, Fn f, Fn b) {
+    v.push_back({kind, make_kernel_call(f, rows, row), 0});
+    v.push_back({kind, make_kernel_call(b, rows, row), 0});
+  };
+  add(KernelKind::Norm, Fn::LayerNormFwd, Fn::LayerNormBwd);
+  add(KernelKind::Elementwise, Fn::GeluFwd, Fn::GeluBwd);
+  add(KernelKind::Elementwise, Fn::SwigluFwd, Fn::SwigluBwd);
+  add(KernelKind::Elementwise, Fn::DropoutAddFwd, Fn::DropoutBwd);
+  add(KernelKind::Softmax, Fn::SoftmaxFwd, Fn::SoftmaxBwd);
+  add(KernelKind::Softmax, Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
+  const double fwd = Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim,
+                                       4, true).flops;
+  v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});
+  v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd});
+  return v;
+}
+
+KernelRates kernel_rates(const std::vector<MeasuredKernel>& measured) {
+  std::array<double, kKernelKinds> bytes{}, secs{};
+  double flops = 0, attention_secs = 0;
+  for (const MeasuredKernel& m : measured) {
+    MESHSIM_ASSERT(m.seconds > 0);
+    if (m.what.kind == KernelKind::Attention) {
+      flops += m.what.flops;
+      attention_secs += m.seconds;
+      continue;
+    }
+    bytes[static_cast<std::size_t>(m.what.kind)] += kernel_call_bytes(m.what.call);
+    secs[static_cast<std::size_t>(m.what.kind)] += m.seconds;
+  }
+  KernelRates r;
+  for (std::size_t k = 0; k < bytes.size(); ++k)
+    if (secs[k] > 0) r.bytes_per_s[k] = bytes[k] / secs[k];
+  if (attention_secs > 0) r.attention_flops_per_s = flops / attention_secs;
+  return r;
+}
+
 void run_kernel_call_cpu(const KernelCall& c, float* ws) {
   auto op = [&](int j) { return c.operand(ws, j); };
   auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(op(j)); };

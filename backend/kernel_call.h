@@ -28,7 +28,9 @@
 // (targets of 0 are valid class indices), and no kernel branches on them.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,33 @@ double kernel_call_bytes(const KernelCall& c);
 
 // The CPU reference of the call, on `ws` of c.floats() floats.
 void run_kernel_call_cpu(const KernelCall& c, float* ws);
+
+// What calibrate times of our kernels, tagged with the compute model's kernel kind they
+// stand for: LayerNorm (norm); GeLU, SwiGLU, dropout + residual, dropout (elementwise);
+// softmax, cross-entropy (softmax), each forward and backward on `rows` x `row`; attention
+// forward and backward of `attention` (causal), with FLOPs counted as the schedule counts
+// them (the backward twice the forward).
+struct CalibrationCall {
+  KernelKind kind = KernelKind::Elementwise;
+  KernelCall call;
+  double flops = 0;  // attention only
+};
+std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
+                                               const kernels::AttentionShape& attention);
+
+// A timed calibration call, and what calibrate writes from a set of them: per kernel kind
+// the bytes moved over the time taken (the memory efficiency is that over the measured
+// memory bandwidth), and attention's FLOP/s.
+struct MeasuredKernel {
+  CalibrationCall what;
+  double seconds = 0;
+  double bytes_per_s() const { return kernel_call_bytes(what.call) / seconds; }
+};
+struct KernelRates {
+  std::array<std::optional<double>, kKernelKinds> bytes_per_s{};
+  double attention_flops_per_s = 0;  // 0: not measured
+};
+KernelRates kernel_rates(const std::vector<MeasuredKernel>& measured);
 
 inline constexpr float kDropoutP = 0.1f;  // the rate real runs use (the time does not depend on it)
 

@@ -54,6 +54,21 @@ TEST(KernelCall, OpsMapToTheirKernelByPhase) {
   EXPECT_DOUBLE_EQ(kernel_call_bytes(opt), 8000);
 }
 
+TEST(KernelCall, RatesPoolBytesAndTimePerKindAndAttentionFlops) {
+  const std::vector<CalibrationCall> calls = calibration_calls(4, 8, {1, 16, 16, 8});
+  ASSERT_EQ(calls.size(), 14u);
+  std::vector<MeasuredKernel> m;
+  for (std::size_t i = 0; i < calls.size(); ++i) m.push_back({calls[i], 1e-3 * static_cast<double>(i + 1)});
+  const KernelRates r = kernel_rates(m);
+  // Norm: LayerNorm forward (1 ms) and backward (2 ms).
+  const double norm_bytes = kernel_call_bytes(calls[0].call) + kernel_call_bytes(calls[1].call);
+  EXPECT_EQ(calls[0].call.fn, Fn::LayerNormFwd);
+  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Norm)], norm_bytes / 3e-3);
+  EXPECT_FALSE(r.bytes_per_s[static_cast<std::size_t>(KernelKind::Optimizer)].has_value());
+  // Attention: causal forward 2 x 16 x 16 x 8 FLOPs (13 ms), backward twice that (14 ms).
+  EXPECT_DOUBLE_EQ(r.attention_flops_per_s, 3 * 2.0 * 16 * 16 * 8 / 27e-3);
+}
+
 // Seeded values in [-1, 1).
 void fill(std::vector<float>& ws) {
   std::uint32_t s = 12345;

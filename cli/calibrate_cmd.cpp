@@ -148,12 +148,9 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   p.gpu.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
   p.gpu.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
   p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
-  for (const auto& k : m.kernels) {  // our kernels against the measured pass
-    const KernelKind kind = k.kernel == cuda::BoundKernel::LayerNorm ? KernelKind::Norm
-                            : k.kernel == cuda::BoundKernel::Gelu    ? KernelKind::Elementwise
-                                                                     : KernelKind::Softmax;
-    p.compute.memory_efficiency[static_cast<std::size_t>(kind)] = std::max(1e-3, k.efficiency);
-  }
+  // Our kernels against the measured pass; attention (fp32 CUDA cores) against the
+  // tensor-core peak the schedule's bf16/fp16 attention ops are timed by.
+  apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_bf16 > 0 ? p.gpu.peak_flops_bf16 : p.gpu.peak_flops_fp32);
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
   for (const auto& g : m.gemm) {
     const int width = cuda::dtype_bytes(g.dtype);
@@ -183,16 +180,19 @@ int calibrate_rank(const CalibrateFlags& f) {
   MachineProfile profile;
   cuda::DeviceInfo info;
   int device = 0;
+  std::vector<MeasuredKernel> kernels;
   if (f.backend == "cpu") {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
     profile = cpu_machine_profile(m);
+    kernels = m.kernels;
   } else {
     info = cuda::probe_devices();
     device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
-    profile = cuda_machine_profile(cuda::measure_cuda(api, check, device, {}),
-                                   info.names.at(static_cast<std::size_t>(device)));
+    const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, device, {});
+    profile = cuda_machine_profile(m, info.names.at(static_cast<std::size_t>(device)));
+    kernels = m.kernels;
   }
   s.store->barrier("calibrate/compute", world, s.timeout);
 
@@ -266,6 +266,21 @@ int calibrate_rank(const CalibrateFlags& f) {
   std::cout << fmt::format("compute ({}): best GEMM {} over {} shapes, memory {}, launch overhead {}\n",
                            profile.gpu.name, format_flops(peak), profile.compute.gemm_points.size(),
                            format_bandwidth(profile.gpu.memory_bandwidth), format_time(profile.gpu.launch_overhead));
+  std::cout << fmt::format("\n{:<34} {:>11} {:>12} {:>14}\n", "our kernel (float32)", "time", "bandwidth",
+                           "of memory bw");
+  for (const MeasuredKernel& k : kernels) {
+    const double bw = k.bytes_per_s(), of = bw / profile.gpu.memory_bandwidth.bytes_per_s();
+    std::cout << fmt::format("{:<34} {:>11} ", k.what.call.text(), format_time(sec(k.seconds)));
+    if (k.what.kind == KernelKind::Attention)  // compute-bound: its FLOP rate instead
+      std::cout << fmt::format("{:>12}\n", format_flops(k.what.flops / k.seconds));
+    else
+      std::cout << fmt::format("{:>12} {:>13.0f}%\n", format_bandwidth(Bandwidth::from_bytes_per_s(bw)), 100 * of);
+  }
+  std::cout << "written: memory efficiency";
+  for (KernelKind kind : {KernelKind::Norm, KernelKind::Elementwise, KernelKind::Softmax})
+    if (const auto& e = profile.compute.memory_efficiency[static_cast<std::size_t>(kind)])
+      std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
+  std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
   if (profile.collectives.empty()) {
     std::cout << "collectives: not measured (one rank); give -n 2 or more\n";
   } else {

@@ -58,8 +58,13 @@ std::string machine_topology(RankSession& s, const Scenario& sc);
 
 // This host's compute as a machine profile: the measured GEMM grid (as points for 2- and
 // 4-byte GEMMs: the cpu backend computes in fp32 whatever the model's dtype), memory
-// bandwidth, per-op overhead and attention rate.
+// bandwidth, per-op overhead, and the reference kernels' rates (apply_kernel_rates).
 MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m);
+
+// Our timed kernels (calibration_calls) into a profile: per kernel kind the memory
+// efficiency (bytes per second over p.gpu.memory_bandwidth) and the attention efficiency
+// (FLOP/s over `attention_peak`), each kept within [0.001, 1].
+void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& kernels, double attention_peak);
 
 // Writes the measured events (a track per rank) and, for validate, the predicted ones (a
 // track per pipeline stage) into one Perfetto trace; op names come from the schedule.

@@ -75,13 +75,33 @@ MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m) {
   g.memory = GiB(1);
   g.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
   g.gemm_efficiency = 1.0;
-  g.attention_efficiency = std::clamp(m.attention_flops_per_s / peak, 1e-3, 1.0);
   for (int dtype : {2, 4})
     for (const auto& q : m.gemm) p.compute.gemm_points.push_back({q.m, q.n, q.k, dtype, q.flops_per_s});
-  for (KernelKind k : {KernelKind::Norm, KernelKind::Elementwise, KernelKind::Softmax, KernelKind::Optimizer,
-                       KernelKind::Memcpy})
+  for (KernelKind k : {KernelKind::Optimizer, KernelKind::Memcpy})  // memory passes, as the bandwidth was measured
     p.compute.memory_efficiency[static_cast<std::size_t>(k)] = 1.0;
+  apply_kernel_rates(p, m.kernels, peak);
   return p;
+}
+
+void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& kernels, double attention_peak) {
+  const KernelRates r = kernel_rates(kernels);
+  const double bw = p.gpu.memory_bandwidth.bytes_per_s();
+  for (std::size_t k = 0; k < r.bytes_per_s.size(); ++k)
+    if (r.bytes_per_s[k] && bw > 0) p.compute.memory_efficiency[k] = std::clamp(*r.bytes_per_s[k] / bw, 1e-3, 1.0);
+  if (!(r.attention_flops_per_s > 0 && attention_peak > 0)) return;
+  // The model scales attention_efficiency down for short sequences: divide that factor out
+  // at the measured shape, so the model gives back the measured rate there.
+  double shape_factor = 1.0;
+  for (const MeasuredKernel& m : kernels)
+    if (m.what.kind == KernelKind::Attention) {
+      const kernels::AttentionShape& a = m.what.call.shape;
+      GpuSpec unit = p.gpu;
+      unit.attention_efficiency = 1.0;
+      shape_factor = ComputeModel(unit).efficiency(Kernel::attention(a.batch_heads, a.seq_q, a.seq_kv, a.head_dim, 2,
+                                                                     m.what.call.causal));
+      break;
+    }
+  p.gpu.attention_efficiency = std::clamp(r.attention_flops_per_s / (attention_peak * shape_factor), 1e-3, 1.0);
 }
 
 int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {

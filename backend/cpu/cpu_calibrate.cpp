@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/stream_pass.h"
 
@@ -51,12 +50,10 @@ CpuMeasurements measure_cpu(const CpuCalibrateOptions& opt) {
   for (int i = 0; i < 101; ++i) small.push_back(best_of(1, [&] { kernels::stream_pass_cpu(y.data(), x.data(), 256, 0.5f); }));
   std::nth_element(small.begin(), small.begin() + 50, small.end());
   out.launch_overhead_s = small[50];
-  const kernels::AttentionShape shape{8, 512, 512, 64};
-  std::vector<float> q(8 * 512 * 64, 0.25f), kv = q, v = q, o = q, lse(8 * 512);
-  const double t = best_of(opt.repeats, [&] {
-    kernels::attention_forward_cpu(q.data(), kv.data(), v.data(), o.data(), lse.data(), shape, 0.125f, {});
-  });
-  out.attention_flops_per_s = 4.0 * 8 * 512 * 512 * 64 / t;
+  for (const CalibrationCall& c : calibration_calls(opt.kernel_rows, opt.row, opt.attention)) {
+    std::vector<float> ws(static_cast<std::size_t>(c.call.floats()), 0.25f);
+    out.kernels.push_back({c, best_of(opt.repeats, [&] { run_kernel_call_cpu(c.call, ws.data()); })});
+  }
   return out;
 }
 

@@ -1,6 +1,6 @@
 // What this host's CPU does, measured with the kernels the cpu backend runs: the rates a
 // compute model needs to predict the cpu backend (meshsim validate, meshsim calibrate
-// --backend cpu). Every rank of a run measures at once, so ranks sharing cores see the
+// --backend cpu), and the reference kernels it runs for every other op (kernel_call.h). Every rank of a run measures at once, so ranks sharing cores see the
 // rates they will get.
 //
 //   CpuMeasurements m = measure_cpu({});
@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "backend/kernel_call.h"
 
 namespace meshsim::cpu {
 
@@ -21,12 +23,14 @@ struct CpuMeasurements {
   std::vector<MeasuredGemm> gemm;  // a grid of shapes, fp32 through kernels::gemm_cpu
   double memory_bandwidth = 0;     // bytes read + written per second by kernels::stream_pass_cpu on 64 MiB
   double launch_overhead_s = 0;    // time of a 1 KiB stream_pass_cpu (the fixed cost per op)
-  double attention_flops_per_s = 0;  // attention_forward_cpu, 8 heads x 512 x 512 x 64
+  std::vector<MeasuredKernel> kernels;  // the CPU references the backend runs: calibration_calls
 };
 
 struct CpuCalibrateOptions {
   std::vector<std::int64_t> gemm_sizes{64, 256, 1024};  // every (m, n, k) of these
   int repeats = 3;                                      // best of
+  std::int64_t kernel_rows = 512, row = 1024;           // the row kernels' shape (2 MiB per operand)
+  kernels::AttentionShape attention{8, 256, 256, 64};
 };
 
 CpuMeasurements measure_cpu(const CpuCalibrateOptions& options);

@@ -41,8 +41,11 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
 
   const std::int64_t largest = *std::max_element(opt.gemm_sizes.begin(), opt.gemm_sizes.end());
   const std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
-  // The third buffer also holds LayerNorm's gamma, beta, mean and rstd.
-  const std::size_t buf_bytes = std::max(gemm_bytes, opt.memory_bytes + 2 * static_cast<std::size_t>(opt.row) * 4);
+  const std::int64_t rows = std::max<std::int64_t>(static_cast<std::int64_t>(opt.kernel_bytes / 4) / opt.row, 1);
+  const std::vector<CalibrationCall> calls = calibration_calls(rows, opt.row, opt.attention);
+  std::size_t kernel_floats = 0;  // the largest call, in the first buffer
+  for (const CalibrationCall& c : calls) kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
+  const std::size_t buf_bytes = std::max({gemm_bytes, opt.memory_bytes, kernel_floats * 4});
   void* buf[3] = {};
   for (void*& b : buf) {
     check.cuda(api.malloc(&b, buf_bytes), "cudaMalloc", fmt::format("{} ({} bytes)", where, buf_bytes));
@@ -81,16 +84,12 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
                "stream_pass", "calibrate memory bandwidth");
   });
   m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
-  const std::int64_t cols = opt.row, rows = static_cast<std::int64_t>(floats) / cols;
-  for (BoundKernel k : {BoundKernel::LayerNorm, BoundKernel::Gelu, BoundKernel::Softmax}) {
-    const std::string what = fmt::format("calibrate {} {}x{}", to_string(k), rows, cols);
+  for (const CalibrationCall& c : calls) {
+    const std::string what = "calibrate " + c.call.text();
     const double secs = time_per_call(what, [&] {
-      check.cuda(api.bound_kernel(k, static_cast<const float*>(buf[0]), static_cast<float*>(buf[1]),
-                                  static_cast<float*>(buf[2]), rows, cols, s.stream),
-                 to_string(k), what);
+      check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what);
     });
-    const double bw = 2.0 * static_cast<double>(rows * cols) * 4 / secs;
-    m.kernels.push_back({k, bw, std::min(1.0, bw / m.memory_bandwidth)});
+    m.kernels.push_back({c, secs});
   }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),

@@ -1,5 +1,6 @@
 // What this rank's GPU does, measured through the GpuApi the cuda executor uses (cuBLAS
-// GEMMs, our memory-bound pass, our LayerNorm, GeLU and softmax kernels): the figures `meshsim calibrate --backend cuda` writes
+// GEMMs, our memory-bound pass, and each of our kernels forward and backward, attention
+// included: backend/kernel_call.h's calibration_calls): the figures `meshsim calibrate --backend cuda` writes
 // into a machine profile. Every rank of a run measures at once (one GPU each).
 //
 //   Checker check(api, rank);
@@ -27,22 +28,17 @@ struct CudaMeasurements {
   std::vector<MeasuredGemm> gemm;  // every (m, n, k) of gemm_sizes, per dtype
   double memory_bandwidth = 0;     // bytes read + written per second by stream_pass on memory_bytes
   double launch_overhead_s = 0;    // time per back-to-back stream_pass of 1 KiB
-  // Our memory-bound kernels (kernels/cuda_ops.h) on memory_bytes of input: bytes read +
-  // written per second, and that as a fraction of memory_bandwidth.
-  struct Kernel {
-    BoundKernel kernel;
-    double bytes_per_s = 0;
-    double efficiency = 0;
-  };
-  std::vector<Kernel> kernels;
+  std::vector<MeasuredKernel> kernels;  // our kernels (kernels/cuda_ops.h): calibration_calls
 };
 
 struct CudaCalibrateOptions {
   std::vector<std::int64_t> gemm_sizes{1024, 4096, 8192};  // every (m, n, k) of these
   std::vector<DType> dtypes{DType::Bf16, DType::Fp16, DType::Fp32};
   int repeats = 10;                      // timed calls per figure, after one warm-up call
-  std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass and the kernels
+  std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass
+  std::size_t kernel_bytes = 256 << 20;  // the row kernels' rows x row floats
   std::int64_t row = 4096;               // the kernels' row length (a hidden size, a key count)
+  kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
 };
 
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& options);

@@ -19,6 +19,9 @@ CudaCalibrateOptions small() {
   o.dtypes = {DType::Bf16, DType::Fp32};
   o.repeats = 2;
   o.memory_bytes = 1 << 20;
+  o.kernel_bytes = 64 << 10;  // 64 rows of 256 floats
+  o.row = 256;
+  o.attention = {2, 64, 64, 32};
   return o;
 }
 
@@ -36,14 +39,13 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
     EXPECT_DOUBLE_EQ(g.flops_per_s, 2.0 * static_cast<double>(g.m) * g.n * g.k / 0.25e-3) << g.m << g.n << g.k;
   EXPECT_DOUBLE_EQ(m.memory_bandwidth, 2.0 * (1 << 20) / 0.25e-3);
   EXPECT_DOUBLE_EQ(m.launch_overhead_s, 0.25e-3);
-  // Each kernel moves as many bytes as the bandwidth pass in the same fake time.
-  ASSERT_EQ(m.kernels.size(), 3u);
-  for (const auto& k : m.kernels) {
-    EXPECT_DOUBLE_EQ(k.bytes_per_s, m.memory_bandwidth) << to_string(k.kernel);
-    EXPECT_DOUBLE_EQ(k.efficiency, 1.0);
-  }
-  EXPECT_EQ(api.count("bound_kernel layernorm 64x4096"), 3);  // 1 MiB = 64 rows of 4096 floats
-  EXPECT_EQ(api.count("bound_kernel softmax 64x4096"), 3);
+  // Every calibration call (each kernel forward and backward, attention too), 0.25 ms each.
+  ASSERT_EQ(m.kernels.size(), calibration_calls(64, 256, {2, 64, 64, 32}).size());
+  for (const MeasuredKernel& k : m.kernels) EXPECT_DOUBLE_EQ(k.seconds, 0.25e-3) << k.what.call.text();
+  EXPECT_EQ(api.count("kernel layernorm_fwd 64x256"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 64x256"), 3);
+  EXPECT_EQ(api.count("kernel softmax_bwd 64x256"), 3);
+  EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal"), 3);
   EXPECT_EQ(api.count("free"), 3);
 }
 

@@ -332,10 +332,8 @@ class Run {
                     "cublasGemmEx", label(i));
       return;
     }
-    const Region& in = ws_.region(i, "in");
-    check_.cuda(api_.stream_pass(reinterpret_cast<float*>(at(i, "out")), reinterpret_cast<const float*>(at(i, "in")),
-                                 static_cast<std::size_t>(in.bytes / kFloat), s),
-                "stream_pass kernel", label(i));
+    const KernelCall call = kernel_call(k, op.phase);
+    check_.cuda(api_.kernel(call, reinterpret_cast<float*>(at(i, "args")), s), call.text(), label(i));
   }
 
   void issue_collective(int i, StreamH s) {

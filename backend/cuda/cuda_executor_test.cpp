@@ -44,7 +44,7 @@ Schedule small() {
   s.pp_axis = "";
   Op norm;
   norm.name = "norm";
-  norm.kernel = Kernel::elementwise(KernelKind::Norm, 1, 4096, 2);
+  norm.kernel = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 8, 64, 1, 4096, 2);
   norm.deps = {0};
   s.roles = {Role{"all", 0,
                   {gemm("fc1", 64, 32, 16, 2, {}), norm, coll("dp", 2, 1024, Stream::Dp, {0}),
@@ -97,7 +97,7 @@ TEST(CudaExecutor, IssuesEveryOpOnItsStreamWithCrossStreamWaits) {
   EXPECT_TRUE(a.has("gemm 64x32x16 bf16 blas#1"));
   EXPECT_TRUE(a.has("gemm 8x8x8 fp32 blas#1"));
   EXPECT_TRUE(a.has("blas_set_workspace blas#1 " + std::to_string(kCublasWorkspace)));
-  EXPECT_TRUE(a.has("stream_pass 512"));  // norm: 4096 bytes, half read, half written
+  EXPECT_TRUE(a.has("kernel layernorm_fwd 8x64"));  // norm: our LayerNorm on its rows x cols
   // Ring all-reduce of 1024 bytes on 2 ranks: one reduce-scatter and one all-gather step,
   // each one NCCL group with a 512-byte send and receive; the reduction after the first.
   EXPECT_EQ(a.count("group_start"), 2);

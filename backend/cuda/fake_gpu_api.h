@@ -216,9 +216,11 @@ class FakeGpuApi : public GpuApi {
     kernels::reduce_sum_cpu(dst, src, n);
     return 0;
   }
-  int bound_kernel(BoundKernel k, const float*, float*, float*, std::int64_t rows, std::int64_t cols,
-                   StreamH) override {
-    return call("bound_kernel " + std::string(to_string(k)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+  // Runs the call's CPU reference on the (host) workspace.
+  int kernel(const KernelCall& c, float* ws, StreamH) override {
+    if (int e = call("kernel " + c.text())) return e;
+    run_kernel_call_cpu(c, ws);
+    return 0;
   }
   int stream_pass(float* dst, const float* src, std::size_t n, StreamH) override {
     if (int e = call("stream_pass " + std::to_string(n))) return e;

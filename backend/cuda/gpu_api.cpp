@@ -35,13 +35,4 @@ GpuApi& real_gpu_api() {
 }
 #endif
 
-const char* to_string(BoundKernel k) {
-  switch (k) {
-    case BoundKernel::LayerNorm: return "layernorm";
-    case BoundKernel::Gelu: return "gelu";
-    case BoundKernel::Softmax: return "softmax";
-  }
-  return "?";
-}
-
 }  // namespace meshsim::cuda

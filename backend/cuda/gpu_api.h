@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/kernel_call.h"
 #include "schedule/collective.h"
 
 struct CUstream_st;    // cudaStream_t
@@ -38,8 +39,6 @@ const char* to_string(Lib lib);  // "CUDA", "NCCL", "cuBLAS"
 
 // Element types of GEMMs and native collectives. Our step programs move bytes and reduce float32.
 enum class DType { Bf16, Fp16, Fp32 };
-enum class BoundKernel { LayerNorm, Gelu, Softmax };
-const char* to_string(BoundKernel k);  // "layernorm", "gelu", "softmax"
 const char* to_string(DType t);  // "bf16", "fp16", "fp32"
 int dtype_bytes(DType t);
 
@@ -98,12 +97,10 @@ class GpuApi {
   // Kernels (kernels/); status as cudaError_t.
   virtual int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) = 0;
   virtual int stream_pass(float* dst, const float* src, std::size_t n, StreamH stream) = 0;  // copy, kernels/stream_pass
-  // A memory-bound kernel of kernels/cuda_ops.h on rows x cols float32, reading x and
-  // writing y (what calibrate times per kernel kind): LayerNorm forward over rows of cols
-  // (gamma, beta, mean and rstd in `aux`: 2 cols + 2 rows floats), GeLU forward, softmax
-  // forward (one batch, rows queries of cols keys, no mask).
-  virtual int bound_kernel(BoundKernel kernel, const float* x, float* y, float* aux, std::int64_t rows,
-                           std::int64_t cols, StreamH stream) = 0;
+  // One of our kernels (kernels/cuda_ops.h) as `call` describes it (backend/kernel_call.h),
+  // its operands in `ws` (call.floats() floats, 16-byte aligned): what the executor runs for
+  // every non-GEMM compute op and calibrate times.
+  virtual int kernel(const KernelCall& call, float* ws, StreamH stream) = 0;
 };
 
 // The CUDA implementation. Throws Error in builds without the CUDA toolkit or NCCL.

@@ -149,14 +149,47 @@ class RealGpuApi final : public GpuApi {
   int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) override {
     return kernels::reduce_sum_cuda(dst, src, n, stream);
   }
-  int bound_kernel(BoundKernel kernel, const float* x, float* y, float* aux, std::int64_t rows, std::int64_t cols,
-                   StreamH stream) override {
-    switch (kernel) {
-      case BoundKernel::LayerNorm:
-        return kernels::layernorm_forward_cuda(x, aux, aux + cols, y, aux + 2 * cols, aux + 2 * cols + rows, rows, cols,
-                                               1e-5f, stream);
-      case BoundKernel::Gelu: return kernels::gelu_forward_cuda(x, y, static_cast<std::size_t>(rows * cols), stream);
-      case BoundKernel::Softmax: return kernels::softmax_forward_cuda(x, y, 1, rows, cols, 1.0f, {}, stream);
+  // The CUDA twin of run_kernel_call_cpu (backend/kernel_call.cpp), operand for operand.
+  int kernel(const KernelCall& c, float* ws, StreamH stream) override {
+    using Fn = KernelCall::Fn;
+    namespace K = kernels;
+    auto op = [&](int j) { return c.operand(ws, j); };
+    auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(op(j)); };
+    const std::int64_t r = c.rows, h = c.cols;
+    const auto n = static_cast<std::size_t>(r * h);
+    const std::uint64_t seed = 1234;
+    const auto scale = static_cast<float>(c.scale());
+    switch (c.fn) {
+      case Fn::Pass: return K::stream_pass_cuda(op(1), op(0), static_cast<std::size_t>(h), 0.5f, stream);
+      case Fn::LayerNormFwd:
+        return K::layernorm_forward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f, stream);
+      case Fn::LayerNormBwd:
+        return K::layernorm_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h, stream);
+      case Fn::GeluFwd: return K::gelu_forward_cuda(op(0), op(1), n, stream);
+      case Fn::GeluBwd: return K::gelu_backward_cuda(op(0), op(1), op(2), n, stream);
+      case Fn::SwigluFwd: return K::swiglu_forward_cuda(op(0), op(0) + h, 2 * h, op(1), r, h, stream);
+      case Fn::SwigluBwd:
+        return K::swiglu_backward_cuda(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h, stream);
+      case Fn::DropoutFwd: return K::dropout_forward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
+      case Fn::DropoutBwd: return K::dropout_backward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
+      case Fn::DropoutAddFwd:
+        if (int e = K::dropout_forward_cuda(op(0), op(2), n, kDropoutP, seed, 0, stream)) return e;
+        return K::reduce_sum_cuda(op(2), op(1), n, stream);
+      case Fn::SoftmaxFwd: return K::softmax_forward_cuda(op(0), op(1), 1, r, h, 1.0f, {}, stream);
+      case Fn::SoftmaxBwd: return K::softmax_backward_cuda(op(0), op(1), op(2), 1, r, h, 1.0f, stream);
+      case Fn::CrossEntropyFwd:
+        if (int e = K::cross_entropy_local_max_cuda(op(0), op(1), r, h, stream)) return e;
+        if (int e = K::cross_entropy_local_stats_cuda(op(0), op(1), ids(2), op(3), r, h, 0, stream)) return e;
+        return K::cross_entropy_loss_cuda(op(1), op(3), ids(2), op(4), r, stream);
+      case Fn::CrossEntropyBwd:
+        return K::cross_entropy_backward_cuda(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h,
+                                              0, stream);
+      case Fn::LseMerge: return K::attention_merge_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream);
+      case Fn::AttentionFwd:
+        return K::attention_forward_cuda(op(0), op(1), op(2), op(3), op(4), c.shape, scale, {c.causal, 0, 0}, stream);
+      case Fn::AttentionBwd:
+        return K::attention_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
+                                          scale, {c.causal, 0, 0}, stream);
     }
     return 1;  // cudaErrorInvalidValue
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backend/kernel_call.h"
 #include "core/error.h"
 
 namespace meshsim::cuda {
@@ -130,8 +131,7 @@ std::vector<BufferNeed> op_needs(const Op& op) {
     const std::int64_t d = k.dtype_bytes;
     return {{"cublas", kCublasWorkspace}, {"a", k.m * k.k * d}, {"b", k.k * k.n * d}, {"c", k.m * k.n * d}};
   }
-  const auto half = static_cast<std::int64_t>(k.bytes / 2) / 4 * 4;  // whole float32 values
-  return {{"in", half}, {"out", half}};
+  return {{"args", kernel_call(k, op.phase).floats() * 4}};  // the kernel's operands (kernel_call.h)
 }
 
 }  // namespace meshsim::cuda

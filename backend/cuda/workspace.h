@@ -40,7 +40,7 @@ inline constexpr std::int64_t kCublasWorkspace = 32LL << 20;  // per stream that
 std::int64_t align_up(std::int64_t bytes, std::int64_t align = kWorkspaceAlign);
 
 struct BufferNeed {
-  std::string name;  // "a", "b", "c", "cublas", "data", "send", "recv", "stage", "snapshot", "in", "out"
+  std::string name;  // "a", "b", "c", "cublas", "data", "send", "recv", "stage", "snapshot", "args"
   std::int64_t bytes = 0;
 };
 
@@ -77,8 +77,8 @@ std::vector<BufferNeed> step_program_needs(const StepProgram& program, const Col
 // Native NCCL: all-reduce, all-gather, reduce-scatter, broadcast and reduce work in place
 // on one buffer of spec.bytes; all-to-all has a send and a receive buffer of spec.bytes.
 std::vector<BufferNeed> native_collective_needs(const CollectiveSpec& spec);
-// Compute and point-to-point ops: a GEMM (cublas, a, b, c by shape and dtype_bytes), a
-// memory-bound pass (in, out: half of the kernel's bytes each), Send/Recv (data: op.bytes).
+// Compute and point-to-point ops: a GEMM (cublas, a, b, c by shape and dtype_bytes), any
+// other kernel (args: its operands, kernel_call.h), Send/Recv (data: op.bytes).
 // Collective ops: throws (use the two functions above).
 std::vector<BufferNeed> op_needs(const Op& op);
 
