@@ -135,6 +135,16 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
   return make_kernel_call(Fn::Pass, 1, std::max<std::int64_t>(static_cast<std::int64_t>(k.bytes / 8), 1));
 }
 
+Schedule as_run_by_our_kernels(Schedule s) {
+  for (Role& role : s.roles)
+    for (Op& op : role.ops)
+      if (op.kind == OpKind::Compute && op.kernel.kind != KernelKind::Gemm) {
+        op.kernel.bytes = kernel_call_bytes(kernel_call(op.kernel, op.phase));
+        op.kernel.dtype_bytes = 4;
+      }
+  return s;
+}
+
 double kernel_call_bytes(const KernelCall& c) {
   double b = 0;
   for (int j = 0; j < c.operands(); ++j)

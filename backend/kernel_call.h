@@ -78,6 +78,13 @@ const char* to_string(KernelCall::Fn fn);  // "layernorm_fwd", ...
 // Attention without a shape (batch 0) and KernelFn::Pass run as a pass over the op's bytes.
 KernelCall kernel_call(const Kernel& k, Phase phase);
 
+// The schedule as the real backends run it, for validate's prediction: every non-GEMM
+// compute op runs in float32 (dtype_bytes 4: attention is timed against the fp32 peak) and
+// moves what its call moves (kernel_call_bytes: the measure calibrate's memory efficiencies
+// are taken against), whatever the model's dtype. GEMMs (run in the model's dtype) and
+// every FLOP count are unchanged.
+Schedule as_run_by_our_kernels(Schedule s);
+
 // A call built directly (calibrate): fn on rows x cols, or attention of `shape`.
 KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols);
 KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal);

@@ -69,6 +69,25 @@ TEST(KernelCall, RatesPoolBytesAndTimePerKindAndAttentionFlops) {
   EXPECT_DOUBLE_EQ(r.attention_flops_per_s, 3 * 2.0 * 16 * 16 * 8 / 27e-3);
 }
 
+TEST(KernelCall, ValidatePredictsTheBytesOurKernelsMove) {
+  Schedule s;
+  s.roles.emplace_back();
+  Op ln;
+  ln.kind = OpKind::Compute;
+  ln.phase = Phase::Backward;
+  ln.kernel = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 4, 8, 320, 4 * 2 * 32, 2);  // bf16 as planned
+  Op g = ln;
+  g.kernel = Kernel::gemm(8, 8, 8, 2);
+  s.roles[0].ops = {ln, g};
+  const Schedule r = as_run_by_our_kernels(s);
+  // dy 32, x 32, gamma 8, mean 4, rstd 4, dx 32, dgamma 8, dbeta 8 floats.
+  EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.bytes, (32 + 32 + 8 + 4 + 4 + 32 + 8 + 8) * 4.0);
+  EXPECT_EQ(r.roles[0].ops[0].kernel.dtype_bytes, 4);
+  EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.flops, 320);
+  EXPECT_DOUBLE_EQ(r.roles[0].ops[1].kernel.bytes, g.kernel.bytes);  // GEMMs run in the model's dtype
+  EXPECT_EQ(r.roles[0].ops[1].kernel.dtype_bytes, 2);
+}
+
 // Seeded values in [-1, 1).
 void fill(std::vector<float>& ws) {
   std::uint32_t s = 12345;

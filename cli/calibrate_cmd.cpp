@@ -148,9 +148,9 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   p.gpu.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
   p.gpu.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
   p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
-  // Our kernels against the measured pass; attention (fp32 CUDA cores) against the
-  // tensor-core peak the schedule's bf16/fp16 attention ops are timed by.
-  apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_bf16 > 0 ? p.gpu.peak_flops_bf16 : p.gpu.peak_flops_fp32);
+  // Our kernels against the measured pass; our attention (float32, CUDA cores) against the
+  // fp32 peak: validate predicts attention ops as they run, in float32 (as_run_by_our_kernels).
+  apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_fp32);
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
   for (const auto& g : m.gemm) {
     const int width = cuda::dtype_bytes(g.dtype);

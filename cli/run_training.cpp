@@ -195,7 +195,8 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     ScheduleSimOptions sopt;
     sopt.fidelity = sc.fidelity;
     sopt.algorithm = sc.algorithm;
-    predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, sopt);
+    // Predicted as run: our float32 kernels' bytes for every non-GEMM op (kernel_call.h).
+    predicted = simulate_schedule(as_run_by_our_kernels(schedule), topo, router, placement, compute, registry, sopt);
   }
 
   struct Row {
