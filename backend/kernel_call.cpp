@@ -34,6 +34,8 @@ void lay_out_rows(KernelCall& c) {
     case Fn::Pass: lay_out(c, {h, h}); return;
     case Fn::LayerNormFwd: lay_out(c, {n, h, h, n, r, r}); return;
     case Fn::LayerNormBwd: lay_out(c, {n, n, h, r, r, n, h, h}); return;
+    case Fn::LayerNorm2dFwd: lay_out(c, {n, 2 * r, h, h, n, r, r}); return;
+    case Fn::LayerNorm2dBwd: lay_out(c, {n, n, h, r, r, 2 * r, n, h, h}); return;
     case Fn::GeluFwd:
     case Fn::DropoutFwd:
     case Fn::DropoutBwd:
@@ -59,6 +61,8 @@ const char* to_string(KernelCall::Fn fn) {
     case Fn::Pass: return "pass";
     case Fn::LayerNormFwd: return "layernorm_fwd";
     case Fn::LayerNormBwd: return "layernorm_bwd";
+    case Fn::LayerNorm2dFwd: return "layernorm2d_fwd";
+    case Fn::LayerNorm2dBwd: return "layernorm2d_bwd";
     case Fn::GeluFwd: return "gelu_fwd";
     case Fn::GeluBwd: return "gelu_bwd";
     case Fn::SwigluFwd: return "swiglu_fwd";
@@ -88,6 +92,7 @@ std::string KernelCall::text() const {
     return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv,
                        shape.head_dim, causal ? " causal" : "");
   if (fn == Fn::Pass) return fmt::format("pass {}", cols);
+  if (fn == Fn::LayerNorm2dFwd || fn == Fn::LayerNorm2dBwd) return fmt::format("{} {}x{}/{}", to_string(fn), rows, cols, full);
   return fmt::format("{} {}x{}", to_string(fn), rows, cols);
 }
 
@@ -129,6 +134,11 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
       case KernelFn::Softmax: return pick(Fn::SoftmaxFwd, Fn::SoftmaxBwd);
       case KernelFn::CrossEntropy: return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
       case KernelFn::LseMerge: return make_kernel_call(Fn::LseMerge, k.m, k.n);
+      case KernelFn::LayerNorm2d: {
+        KernelCall c = pick(Fn::LayerNorm2dFwd, Fn::LayerNorm2dBwd);
+        c.full = std::max(k.k, k.n);
+        return c;
+      }
       case KernelFn::Pass: break;
     }
   // A pass reading half the op's bytes and writing as many (at least one float each).
@@ -204,6 +214,14 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
     case Fn::LayerNormFwd: K::layernorm_forward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f); return;
     case Fn::LayerNormBwd:
       K::layernorm_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h);
+      return;
+    case Fn::LayerNorm2dFwd:
+      K::layernorm2d_stats_cpu(op(0), op(1), r, h);
+      K::layernorm2d_apply_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), r, h, c.full, 1e-5f);
+      return;
+    case Fn::LayerNorm2dBwd:
+      K::layernorm2d_backward_stats_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h);
+      K::layernorm2d_backward_apply_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), r, h, c.full);
       return;
     case Fn::GeluFwd: K::gelu_forward_cpu(op(0), op(1), n); return;
     case Fn::GeluBwd: K::gelu_backward_cpu(op(0), op(1), op(2), n); return;

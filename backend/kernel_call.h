@@ -12,6 +12,9 @@
 // Operands, in order (r = rows, c = cols, n = r * c; attention: q, k, v are [bh, seq, d]):
 //   layernorm fwd  x n, gamma c, beta c, y n, mean r, rstd r
 //   layernorm bwd  dy n, x n, gamma c, mean r, rstd r, dx n, dgamma c, dbeta c
+//   layernorm2d fwd  x n, stats 2r, gamma c, beta c, y n, mean r, rstd r (stats, then apply;
+//                    `full` = the whole row's length)
+//   layernorm2d bwd  dy n, x n, gamma c, mean r, rstd r, dstats 2r, dx n, dgamma c, dbeta c
 //   gelu fwd       x n, y n                 gelu bwd      dy n, x n, dx n
 //   swiglu fwd     x 2n (gate | up per row), out n
 //   swiglu bwd     dout n, x 2n, dx 2n
@@ -44,6 +47,8 @@ struct KernelCall {
     Pass,
     LayerNormFwd,
     LayerNormBwd,
+    LayerNorm2dFwd,
+    LayerNorm2dBwd,
     GeluFwd,
     GeluBwd,
     SwigluFwd,
@@ -61,6 +66,7 @@ struct KernelCall {
   };
   Fn fn = Fn::Pass;
   std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
+  std::int64_t full = 0;            // layernorm2d: the whole row's length (cols is this rank's part)
   kernels::AttentionShape shape;    // attention
   bool causal = false;              // attention
   std::vector<std::int64_t> offsets;  // float offset of each operand, then the total

@@ -28,6 +28,7 @@ const char* to_string(KernelFn f) {
     case KernelFn::Softmax: return "softmax";
     case KernelFn::CrossEntropy: return "cross_entropy";
     case KernelFn::LseMerge: return "lse_merge";
+    case KernelFn::LayerNorm2d: return "layernorm2d";
   }
   return "?";
 }

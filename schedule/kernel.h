@@ -27,9 +27,11 @@ inline constexpr int kKernelKinds = 7;
 // The kernels/ function a row kernel runs on the real backends (forward or backward by the
 // op's phase). Pass: no function of its own, a memory-bound pass over its bytes (optimizer
 // steps, copies, MoE routing).
-enum class KernelFn { Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge };
+// LayerNorm2d: the 2D (SUMMA) split, a [rows, cols] block of rows `k` long whose row sums are
+// all-reduced along the mesh row between its two halves (the schedule's separate collective).
+enum class KernelFn { Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge, LayerNorm2d };
 const char* to_string(KernelFn f);  // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
-inline constexpr int kKernelFns = 9;
+inline constexpr int kKernelFns = 10;
 
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;
@@ -37,7 +39,7 @@ struct Kernel {
   double bytes = 0;   // bytes read + written from device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (C[m,n] = A[m,k] B[k,n]); 0 otherwise
                                      // (attention: m = seq_q, n = seq_kv, k = head_dim;
-                                     //  row kernels: m = rows, n = cols)
+                                     //  row kernels: m = rows, n = cols; LayerNorm2d: k = full row)
   int dtype_bytes = 2;
   KernelFn fn = KernelFn::Pass;  // row kernels only
   std::int64_t batch = 0;        // attention: batch x heads (0: no shape)

@@ -72,8 +72,12 @@ struct Summa {
   void layernorm(const std::string& name, bool backward) {
     const double elems = (T / q) * (h / q);
     e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
-              Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, rows(T / q), rows(h / q), 8 * elems,
-                              (backward ? 4.0 : 2.0) * P * elems, P));
+              [&] {
+                Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, rows(T / q), rows(h / q),
+                                           8 * elems, (backward ? 4.0 : 2.0) * P * elems, P);
+                k.k = c.m.hidden;
+                return k;
+              }());
     // Row sums of x and x^2 (backward: of dy and dy*x), fp32, all-reduced along the mesh row.
     e.blocking(collective(phase, Stream::Tp, CollKind::AllReduce, "col", q, static_cast<Bytes>(T / q) * 4 * 2,
                           "summa." + name + ".row_allreduce", layer, mb));

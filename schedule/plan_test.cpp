@@ -203,6 +203,23 @@ TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
     }
 }
 
+TEST(Plan, SummaLayerNormIsTheTwoDSplitOfItsBlock) {
+  ParallelSpec p;
+  p.mesh2d = 2;
+  p.micro_batch_size = 4;
+  const Schedule s = plan_iteration(gpt(2, 1024, 16, 512), p);
+  int seen = 0;
+  for (const Op& op : s.roles[0].ops)
+    if (op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Norm) {
+      EXPECT_EQ(op.kernel.fn, KernelFn::LayerNorm2d) << op.name;
+      EXPECT_EQ(op.kernel.m, 4 * 512 / 2);  // this device's tokens
+      EXPECT_EQ(op.kernel.n, 1024 / 2);     // its share of the hidden size
+      EXPECT_EQ(op.kernel.k, 1024);         // the whole row
+      ++seen;
+    }
+  EXPECT_GT(seen, 0);
+}
+
 double matmul_flops(const Schedule& s, const ParallelSpec& p) {
   double f = 0;
   const double ranks_per_stage = static_cast<double>(p.world_size()) / p.pp;

@@ -13,6 +13,7 @@ namespace {
 
 // Device resources released on every path (the Checker throws on a failed call).
 struct Scope {
+  explicit Scope(GpuApi& a) : api(a) {}
   GpuApi& api;
   StreamH stream = nullptr;
   EventH start = nullptr, stop = nullptr;
@@ -32,7 +33,7 @@ struct Scope {
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& opt) {
   const char* where = "calibrate";
   check.cuda(api.set_device(device), "cudaSetDevice", where);
-  Scope s{api};
+  Scope s(api);
   check.cuda(api.stream_create(&s.stream), "cudaStreamCreate", where);
   check.cuda(api.event_create(&s.start), "cudaEventCreate", where);
   check.cuda(api.event_create(&s.stop), "cudaEventCreate", where);

@@ -165,6 +165,13 @@ class RealGpuApi final : public GpuApi {
         return K::layernorm_forward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f, stream);
       case Fn::LayerNormBwd:
         return K::layernorm_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h, stream);
+      case Fn::LayerNorm2dFwd:
+        if (int e = K::layernorm2d_stats_cuda(op(0), op(1), r, h, stream)) return e;
+        return K::layernorm2d_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), r, h, c.full, 1e-5f, stream);
+      case Fn::LayerNorm2dBwd:
+        if (int e = K::layernorm2d_backward_stats_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream)) return e;
+        return K::layernorm2d_backward_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), r, h,
+                                                  c.full, stream);
       case Fn::GeluFwd: return K::gelu_forward_cuda(op(0), op(1), n, stream);
       case Fn::GeluBwd: return K::gelu_backward_cuda(op(0), op(1), op(2), n, stream);
       case Fn::SwigluFwd: return K::swiglu_forward_cuda(op(0), op(0) + h, 2 * h, op(1), r, h, stream);
