@@ -97,46 +97,33 @@ void fill(std::vector<float>& ws) {
   }
 }
 
-TEST(KernelCall, CpuRunsTheNamedKernel) {
-  {  // LayerNorm with gamma 1, beta 0: every row of y has mean 0 and variance 1.
-    const KernelCall c = make_kernel_call(Fn::LayerNormFwd, 5, 32);
-    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
-    fill(ws);
-    std::fill(c.operand(ws.data(), 1), c.operand(ws.data(), 1) + 32, 1.0f);
-    std::fill(c.operand(ws.data(), 2), c.operand(ws.data(), 2) + 32, 0.0f);
-    run_kernel_call_cpu(c, ws.data());
-    for (int r = 0; r < 5; ++r) {
-      const float* y = c.operand(ws.data(), 3) + r * 32;
-      const double mean = std::accumulate(y, y + 32, 0.0) / 32;
-      double var = 0;
-      for (int j = 0; j < 32; ++j) var += (y[j] - mean) * (y[j] - mean) / 32;
-      EXPECT_NEAR(mean, 0, 1e-5);
-      EXPECT_NEAR(var, 1, 1e-3);
-    }
+// Runs a LayerNorm call (5 rows of 32) with gamma 1 and beta 0 (operands `gamma` and
+// gamma + 1, y at gamma + 2): every row of y must have mean 0 and variance 1.
+void expect_rows_normalised(const KernelCall& c, int gamma) {
+  std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+  fill(ws);
+  std::fill(c.operand(ws.data(), gamma), c.operand(ws.data(), gamma) + 32, 1.0f);
+  std::fill(c.operand(ws.data(), gamma + 1), c.operand(ws.data(), gamma + 1) + 32, 0.0f);
+  run_kernel_call_cpu(c, ws.data());
+  for (int r = 0; r < 5; ++r) {
+    const float* y = c.operand(ws.data(), gamma + 2) + r * 32;
+    const double mean = std::accumulate(y, y + 32, 0.0) / 32;
+    double var = 0;
+    for (int j = 0; j < 32; ++j) var += (y[j] - mean) * (y[j] - mean) / 32;
+    EXPECT_NEAR(mean, 0, 1e-5) << r;
+    EXPECT_NEAR(var, 1, 1e-3) << r;
   }
-  {  // The 2D split on a whole row (cols == full): stats then apply normalise every row too.
-    KernelCall c = kernel_call(
-        [] {
-          Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, 5, 32, 1, 1, 2);
-          k.k = 32;
-          return k;
-        }(),
-        Phase::Forward);
+}
+
+TEST(KernelCall, CpuRunsTheNamedKernel) {
+  expect_rows_normalised(make_kernel_call(Fn::LayerNormFwd, 5, 32), 1);
+  {  // The 2D split on a whole row (cols == full): stats, then apply.
+    Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, 5, 32, 1, 1, 2);
+    k.k = 32;
+    const KernelCall c = kernel_call(k, Phase::Forward);
     ASSERT_EQ(c.fn, Fn::LayerNorm2dFwd);
     EXPECT_EQ(c.text(), "layernorm2d_fwd 5x32/32");
-    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
-    fill(ws);
-    std::fill(c.operand(ws.data(), 2), c.operand(ws.data(), 2) + 32, 1.0f);
-    std::fill(c.operand(ws.data(), 3), c.operand(ws.data(), 3) + 32, 0.0f);
-    run_kernel_call_cpu(c, ws.data());
-    for (int r = 0; r < 5; ++r) {
-      const float* y = c.operand(ws.data(), 4) + r * 32;
-      const double mean = std::accumulate(y, y + 32, 0.0) / 32;
-      double var = 0;
-      for (int j = 0; j < 32; ++j) var += (y[j] - mean) * (y[j] - mean) / 32;
-      EXPECT_NEAR(mean, 0, 1e-5);
-      EXPECT_NEAR(var, 1, 1e-3);
-    }
+    expect_rows_normalised(c, 2);
   }
   {  // GeLU, tanh form.
     const KernelCall c = make_kernel_call(Fn::GeluFwd, 2, 8);
