@@ -119,6 +119,17 @@ int Emitter::recv(Op op) {
   return i;
 }
 
+std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
+std::int64_t dim(double v) { return std::max<std::int64_t>(i64(v), 1); }
+
+Kernel attention_kernel(double batch_heads, double seq_q, double seq_kv, double head_dim, bool causal, double flops,
+                        double bytes, int P) {
+  Kernel k = Kernel::attention(dim(batch_heads), dim(seq_q), dim(seq_kv), dim(head_dim), P, causal);
+  k.flops = flops;
+  k.bytes = bytes;
+  return k;
+}
+
 Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis, int group, Bytes bytes,
               const std::string& name, int layer, int mb) {
   Op op;

@@ -2,6 +2,7 @@
 // that appends ops to a role with the usual dependency pattern, and the per-layer builders.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,16 @@ class Emitter {
 
 Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis, int group, Bytes bytes,
               const std::string& name, int layer, int mb);
+
+// Sizes of kernel shapes: v rounded to the nearest whole number; dim() at least 1.
+std::int64_t i64(double v);
+std::int64_t dim(double v);
+
+// Attention of batch_heads x seq_q queries against seq_kv keys (each rounded, at least 1),
+// with the FLOPs and bytes the schedule counts (K/V of kv_heads, which may be fewer than the
+// query heads).
+Kernel attention_kernel(double batch_heads, double seq_q, double seq_kv, double head_dim, bool causal, double flops,
+                        double bytes, int P);
 
 // Shared context of one plan: sizes every layer builder needs.
 struct Ctx {

@@ -27,7 +27,6 @@ struct LayerStep {
   double imbalance = 1.0;
 };
 
-std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
 
 LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
   LayerStep s;
@@ -37,8 +36,6 @@ LayerStep gemm(const std::string& name, double m, double n, double k, int P, boo
   s.core = core;
   return s;
 }
-std::int64_t dim(double v) { return std::max<std::int64_t>(i64(v), 1); }
-
 // A row kernel running `fn` on rows x cols (KernelFn::Pass: no shape).
 LayerStep kern(const std::string& name, KernelKind kind, KernelFn fn, double rows, double cols, double flops,
                double bytes, int P, bool core = false) {
@@ -51,15 +48,7 @@ LayerStep kern(const std::string& name, KernelKind kind, KernelFn fn, double row
   return s;
 }
 
-// Attention of batch_heads x seq_q queries against seq_kv keys, with the FLOPs and bytes the
-// schedule counts (K/V of kv_heads, which may be fewer than the query heads).
-Kernel attention(double batch_heads, double seq_q, double seq_kv, double head_dim, bool causal, double flops,
-                 double bytes, int P) {
-  Kernel k = Kernel::attention(dim(batch_heads), dim(seq_q), dim(seq_kv), dim(head_dim), P, causal);
-  k.flops = flops;
-  k.bytes = bytes;
-  return k;
-}
+
 LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd,
                const std::string& axis, int group, Bytes bytes, Stream stream) {
   LayerStep s;
@@ -121,7 +110,7 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     r.bytes = static_cast<Bytes>(2 * b * s_local * kv_local) * P;  // this rank's K and V block
     // One step's attention: b*(s/c) queries against s/c keys, heads/t heads, full block.
     const double fl = 4 * b * s_local * s_local * heads_local * hd;
-    r.k = attention(b * heads_local, s_local, s_local, hd, false, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
+    r.k = attention_kernel(b * heads_local, s_local, s_local, hd, false, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
     v.push_back(r);
   } else if (m.attention == AttentionKind::Flash) {
     const double fl = 4 * b * s_local * s_local * heads_local * hd * (causal_skip ? 0.5 : 1.0);
@@ -129,7 +118,7 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     a.type = LayerStep::Type::Kern;
     a.name = "attn.flash";
     a.core = true;
-    a.k = attention(b * heads_local, s_local, s_local, hd, causal_skip, fl, P * (2 * T * h / t + 2 * T * kv_local), P);
+    a.k = attention_kernel(b * heads_local, s_local, s_local, hd, causal_skip, fl, P * (2 * T * h / t + 2 * T * kv_local), P);
     v.push_back(a);
   } else {
     const double rows = b * heads_local * s_local;  // score rows

@@ -18,7 +18,6 @@
 namespace meshsim::plan {
 namespace {
 
-std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
 
 struct Summa {
   const Ctx& c;
@@ -73,7 +72,7 @@ struct Summa {
     const double elems = (T / q) * (h / q);
     e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
               [&] {
-                Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, rows(T / q), rows(h / q),
+                Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, dim(T / q), dim(h / q),
                                            8 * elems, (backward ? 4.0 : 2.0) * P * elems, P);
                 k.k = c.m.hidden;
                 return k;
@@ -88,10 +87,9 @@ struct Summa {
   void elementwise(const std::string& name, KernelFn fn, double cols, double bytes_per, bool backward) {
     const double f = backward ? 2 : 1, elems = (T / q) * cols;
     e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
-              Kernel::rowwise(KernelKind::Elementwise, fn, rows(T / q), rows(cols), 3 * elems * f,
+              Kernel::rowwise(KernelKind::Elementwise, fn, dim(T / q), dim(cols), 3 * elems * f,
                               bytes_per * P * elems * f, P));
   }
-  static std::int64_t rows(double v) { return std::max<std::int64_t>(i64(v), 1); }
   void attention(bool backward) {
     // b/q sequences and heads/q heads per device, the whole sequence: local.
     const double seqs = static_cast<double>(c.p.micro_batch_size) / q;
@@ -99,10 +97,8 @@ struct Summa {
     const double causal = c.m.attention == AttentionKind::Flash ? 0.5 : 1.0;
     const double fl = 4 * seqs * s * s * h / q * causal * (backward ? 2 : 1);
     const double bytes = P * 4 * (T / q) * (h / q) * (backward ? 2 : 1);
-    Kernel k = Kernel::attention(rows(seqs * c.m.heads / q), rows(s), rows(s), c.m.head_dim(), P, causal < 1);
-    k.flops = fl;
-    k.bytes = bytes;
-    e.compute(backward ? Phase::Backward : phase, backward ? "attn.core.bwd" : "attn.core", layer, mb, k);
+    e.compute(backward ? Phase::Backward : phase, backward ? "attn.core.bwd" : "attn.core", layer, mb,
+              attention_kernel(seqs * c.m.heads / q, s, s, c.m.head_dim(), causal < 1, fl, bytes, P));
   }
 
   KernelFn act_fn() const { return c.m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu; }
