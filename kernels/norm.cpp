@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -32,6 +33,29 @@ void accumulate_param_grads(const float* dy, const float* x, const float* mean, 
   });
 }
 
+// The backward's row sums over a row's cols columns: {sum g, sum g * xhat}, g = dy * gamma.
+std::pair<double, double> backward_row_sums(const float* dyr, const float* xr, const float* gamma, float mean,
+                                            float rstd, std::int64_t cols) {
+  double sg = 0, sgx = 0;
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const double g = static_cast<double>(dyr[j]) * gamma[j];
+    sg += g;
+    sgx += g * ((xr[j] - static_cast<double>(mean)) * rstd);
+  }
+  return {sg, sgx};
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) over a row's cols columns, the means over
+// the whole row (mg, mgx).
+void backward_row_dx(const float* dyr, const float* xr, const float* gamma, float mean, float rstd, double mg,
+                     double mgx, float* dxr, std::int64_t cols) {
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const double xhat = (xr[j] - static_cast<double>(mean)) * rstd;
+    const double g = static_cast<double>(dyr[j]) * gamma[j];
+    dxr[j] = static_cast<float>(rstd * (g - mg - xhat * mgx));
+  }
+}
+
 }  // namespace
 
 void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
@@ -58,21 +82,9 @@ void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma,
                             float* dbeta, std::int64_t rows, std::int64_t h) {
   MESHSIM_ASSERT(rows >= 0 && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
-    const float* dyr = dy + r * h;
-    const float* xr = x + r * h;
-    double sg = 0, sgx = 0;
-    for (std::int64_t j = 0; j < h; ++j) {
-      const double g = static_cast<double>(dyr[j]) * gamma[j];
-      sg += g;
-      sgx += g * ((xr[j] - static_cast<double>(mean[r])) * rstd[r]);
-    }
-    const double mg = sg / static_cast<double>(h), mgx = sgx / static_cast<double>(h);
-    float* dxr = dx + r * h;
-    for (std::int64_t j = 0; j < h; ++j) {
-      const double xhat = (xr[j] - static_cast<double>(mean[r])) * rstd[r];
-      const double g = static_cast<double>(dyr[j]) * gamma[j];
-      dxr[j] = static_cast<float>(rstd[r] * (g - mg - xhat * mgx));
-    }
+    const auto [sg, sgx] = backward_row_sums(dy + r * h, x + r * h, gamma, mean[r], rstd[r], h);
+    backward_row_dx(dy + r * h, x + r * h, gamma, mean[r], rstd[r], sg / static_cast<double>(h),
+                    sgx / static_cast<double>(h), dx + r * h, h);
   });
   accumulate_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h);
 }
@@ -113,14 +125,7 @@ void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float
                                     std::int64_t rows, std::int64_t h_local) {
   MESHSIM_ASSERT(rows >= 0 && h_local >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
-    const float* dyr = dy + r * h_local;
-    const float* xr = x + r * h_local;
-    double sg = 0, sgx = 0;
-    for (std::int64_t j = 0; j < h_local; ++j) {
-      const double g = static_cast<double>(dyr[j]) * gamma[j];
-      sg += g;
-      sgx += g * ((xr[j] - static_cast<double>(mean[r])) * rstd[r]);
-    }
+    const auto [sg, sgx] = backward_row_sums(dy + r * h_local, x + r * h_local, gamma, mean[r], rstd[r], h_local);
     dstats[2 * r] = static_cast<float>(sg);
     dstats[2 * r + 1] = static_cast<float>(sgx);
   });
@@ -132,16 +137,9 @@ void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float
                                     std::int64_t h_local, std::int64_t h) {
   MESHSIM_ASSERT(rows >= 0 && h_local >= 0 && h >= h_local && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
-    const double mg = static_cast<double>(dstats[2 * r]) / static_cast<double>(h);
-    const double mgx = static_cast<double>(dstats[2 * r + 1]) / static_cast<double>(h);
-    const float* dyr = dy + r * h_local;
-    const float* xr = x + r * h_local;
-    float* dxr = dx + r * h_local;
-    for (std::int64_t j = 0; j < h_local; ++j) {
-      const double xhat = (xr[j] - static_cast<double>(mean[r])) * rstd[r];
-      const double g = static_cast<double>(dyr[j]) * gamma[j];
-      dxr[j] = static_cast<float>(rstd[r] * (g - mg - xhat * mgx));
-    }
+    backward_row_dx(dy + r * h_local, x + r * h_local, gamma, mean[r], rstd[r],
+                    static_cast<double>(dstats[2 * r]) / static_cast<double>(h),
+                    static_cast<double>(dstats[2 * r + 1]) / static_cast<double>(h), dx + r * h_local, h_local);
   });
   accumulate_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h_local);
 }
