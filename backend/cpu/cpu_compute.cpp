@@ -57,13 +57,15 @@ void CpuCompute::reserve(const std::vector<Op>& ops, Bytes limit) {
 
 void CpuCompute::run(const Op& op) {
   const Kernel& k = op.kernel;
-  const std::int64_t need = floats_of(op);
+  const bool gemm = k.kind == KernelKind::Gemm;
+  const KernelCall call = gemm ? KernelCall{} : kernel_call(k, op.phase);
+  const std::int64_t need = gemm ? floats_of(op) : call.floats();
   if (static_cast<std::int64_t>(ws_.size()) < need)
     throw Error(fmt::format("backend cpu: compute op '{}' is larger than the reserved workspace; reserve() the role's "
                             "ops before running them", op.name));
   float* w = ws_.data();
-  if (k.kind != KernelKind::Gemm) {
-    run_kernel_call_cpu(kernel_call(k, op.phase), w);
+  if (!gemm) {
+    run_kernel_call_cpu(call, w);
     return;
   }
   if (k.m <= 0 || k.n <= 0 || k.k <= 0) return;
