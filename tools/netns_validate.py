@@ -218,7 +218,7 @@ def main():
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--ci", action="store_true", help="4, 16, 64 MiB (the CTest run; the default)")
     mode.add_argument("--full", action="store_true", help="4, 16, 64, 256 MiB")
-    ap.add_argument("--rate", default="200mbit", help="every host link, per direction (tc syntax; default 200mbit)")
+    ap.add_argument("--rate", default="100mbit", help="every host link, per direction (tc syntax; default 100mbit)")
     ap.add_argument("--uplink-rate", default=None, help="the two-level uplink, per direction (default: --rate)")
     ap.add_argument("--burst", default="256kb", help="tbf burst (default 256kb: a 64 KiB GSO frame passes whole, see docs/validation/netns.md)")
     ap.add_argument("--queue", default="5ms", help="tbf latency, i.e. queue limit (default 5ms; see docs/validation/netns.md)")
