@@ -8,6 +8,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/norm.h"
+#include "kernels/optimizer.h"
 #include "kernels/reduce.h"
 #include "kernels/stream_pass.h"
 #include "kernels/vocab.h"
@@ -48,6 +49,7 @@ void lay_out_rows(KernelCall& c) {
     case Fn::CrossEntropyFwd: lay_out(c, {n, r, 2 * r, 2 * r, r}); return;
     case Fn::CrossEntropyBwd: lay_out(c, {n, r, 2 * r, 2 * r, n}); return;
     case Fn::LseMerge: lay_out(c, {n, r, n, r, n, r}); return;
+    case Fn::AdamW: lay_out(c, {n, n, n, n}); return;
     case Fn::AttentionFwd:
     case Fn::AttentionBwd: break;
   }
@@ -77,6 +79,7 @@ const char* to_string(KernelCall::Fn fn) {
     case Fn::LseMerge: return "lse_merge";
     case Fn::AttentionFwd: return "attention_fwd";
     case Fn::AttentionBwd: return "attention_bwd";
+    case Fn::AdamW: return "adamw";
   }
   return "?";
 }
@@ -134,6 +137,7 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
       case KernelFn::Softmax: return pick(Fn::SoftmaxFwd, Fn::SoftmaxBwd);
       case KernelFn::CrossEntropy: return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
       case KernelFn::LseMerge: return make_kernel_call(Fn::LseMerge, k.m, k.n);
+      case KernelFn::AdamW: return make_kernel_call(Fn::AdamW, k.m, k.n);
       case KernelFn::LayerNorm2d: {
         KernelCall c = pick(Fn::LayerNorm2dFwd, Fn::LayerNorm2dBwd);
         c.full = std::max(k.k, k.n);
@@ -159,6 +163,7 @@ double kernel_call_bytes(const KernelCall& c) {
   double b = 0;
   for (int j = 0; j < c.operands(); ++j)
     b += static_cast<double>(c.offsets[static_cast<std::size_t>(j + 1)] - c.offsets[static_cast<std::size_t>(j)]);
+  if (c.fn == Fn::AdamW) b += 3.0 * static_cast<double>(c.rows * c.cols);  // p, m, v written back
   return 4 * b;
 }
 
@@ -179,6 +184,7 @@ std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t r
                                        4, true).flops;
   v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});
   v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd});
+  v.push_back({KernelKind::Optimizer, make_kernel_call(Fn::AdamW, 1, rows * row), 0});
   return v;
 }
 
@@ -252,6 +258,7 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
       K::attention_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
                                 static_cast<float>(c.scale()), {c.causal, 0, 0});
       return;
+    case Fn::AdamW: K::adamw_step_cpu(op(0), op(1), op(2), op(3), n, {}, 1); return;
   }
 }
 

@@ -26,6 +26,7 @@
 //   lse_merge      o1 n, lse1 r, o2 n, lse2 r, o n, lse r
 //   attention fwd  q, k, v, o, lse [bh, sq]
 //   attention bwd  q, k, v, o, dout, lse, dq, dk, dv
+//   adamw          p n, g n, m n, v n (rows 1, cols = parameters; p, m, v updated in place)
 //   pass           in, out: half the op's bytes each (stream_pass: out = in / 2)
 // The values do not matter for timing: zeros and seeded values alike give finite results
 // (targets of 0 are valid class indices), and no kernel branches on them.
@@ -63,6 +64,7 @@ struct KernelCall {
     LseMerge,
     AttentionFwd,
     AttentionBwd,
+    AdamW,
   };
   Fn fn = Fn::Pass;
   std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
@@ -96,7 +98,8 @@ KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t c
 KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal);
 
 // Bytes the call reads and writes: every operand once (what calibrate turns into a
-// bandwidth; an in-place accumulate counts once).
+// bandwidth; an in-place accumulate counts once), except AdamW's p, m and v, which it
+// reads and writes whole: 28 bytes per parameter, as the schedule counts the step.
 double kernel_call_bytes(const KernelCall& c);
 
 // The CPU reference of the call, on `ws` of c.floats() floats.
@@ -106,7 +109,7 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws);
 // stand for: LayerNorm (norm); GeLU, SwiGLU, dropout + residual, dropout (elementwise);
 // softmax, cross-entropy (softmax), each forward and backward on `rows` x `row`; attention
 // forward and backward of `attention` (causal), with FLOPs counted as the schedule counts
-// them (the backward twice the forward).
+// them (the backward twice the forward); an AdamW step over rows x row parameters (optimizer).
 struct CalibrationCall {
   KernelKind kind = KernelKind::Elementwise;
   KernelCall call;

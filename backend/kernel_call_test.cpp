@@ -1,12 +1,15 @@
 // kernel_call: the function and operands a real backend runs for a compute op, checked
 // against hand-counted layouts, and the CPU run against independent formulas (LayerNorm
-// rows normalised, GeLU's tanh form, softmax rows summing to one, attention of one key).
+// rows normalised, GeLU's tanh form, softmax rows summing to one, attention of one key,
+// AdamW's first step).
 #include "backend/kernel_call.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
+
+#include "kernels/optimizer.h"
 
 namespace meshsim {
 namespace {
@@ -48,15 +51,23 @@ TEST(KernelCall, OpsMapToTheirKernelByPhase) {
   EXPECT_EQ(ac.shape.batch_heads, 16);
   EXPECT_TRUE(ac.causal);
   // No function of its own: a pass reading half the bytes and writing half.
-  const KernelCall opt = kernel_call(Kernel::elementwise(KernelKind::Optimizer, 0, 8000, 4), Phase::Optimizer);
-  EXPECT_EQ(opt.fn, Fn::Pass);
-  EXPECT_EQ(opt.text(), "pass 1000");
-  EXPECT_DOUBLE_EQ(kernel_call_bytes(opt), 8000);
+  const KernelCall copy = kernel_call(Kernel::elementwise(KernelKind::Memcpy, 0, 8000, 4), Phase::Forward);
+  EXPECT_EQ(copy.fn, Fn::Pass);
+  EXPECT_EQ(copy.text(), "pass 1000");
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(copy), 8000);
+  // The optimizer step: AdamW over its parameters, p, m and v read and written, g read: the
+  // 28 bytes per parameter the schedule counts.
+  const KernelCall adam = kernel_call(Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, 1000, 12e3, 28e3, 4),
+                                      Phase::Optimizer);
+  EXPECT_EQ(adam.fn, Fn::AdamW);
+  EXPECT_EQ(adam.text(), "adamw 1x1000");
+  EXPECT_EQ(adam.floats(), 4000);
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(adam), 28e3);
 }
 
 TEST(KernelCall, RatesPoolBytesAndTimePerKindAndAttentionFlops) {
   const std::vector<CalibrationCall> calls = calibration_calls(4, 8, {1, 16, 16, 8});
-  ASSERT_EQ(calls.size(), 14u);
+  ASSERT_EQ(calls.size(), 15u);
   std::vector<MeasuredKernel> m;
   for (std::size_t i = 0; i < calls.size(); ++i) m.push_back({calls[i], 1e-3 * static_cast<double>(i + 1)});
   const KernelRates r = kernel_rates(m);
@@ -64,7 +75,10 @@ TEST(KernelCall, RatesPoolBytesAndTimePerKindAndAttentionFlops) {
   const double norm_bytes = kernel_call_bytes(calls[0].call) + kernel_call_bytes(calls[1].call);
   EXPECT_EQ(calls[0].call.fn, Fn::LayerNormFwd);
   EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Norm)], norm_bytes / 3e-3);
-  EXPECT_FALSE(r.bytes_per_s[static_cast<std::size_t>(KernelKind::Optimizer)].has_value());
+  // Optimizer: the AdamW step over 4 x 8 parameters (15 ms), 28 bytes each.
+  EXPECT_EQ(calls[14].call.fn, Fn::AdamW);
+  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Optimizer)], 28.0 * 32 / 15e-3);
+  EXPECT_FALSE(r.bytes_per_s[static_cast<std::size_t>(KernelKind::Memcpy)].has_value());
   // Attention: causal forward 2 x 16 x 16 x 8 FLOPs (13 ms), backward twice that (14 ms).
   EXPECT_DOUBLE_EQ(r.attention_flops_per_s, 3 * 2.0 * 16 * 16 * 8 / 27e-3);
 }
@@ -172,6 +186,23 @@ TEST(KernelCall, CpuRunsTheNamedKernel) {
     }
     EXPECT_GT(dropped, 5);   // p = 0.1 of 256: about 26
     EXPECT_LT(dropped, 60);
+  }
+  {  // AdamW, first step from zero moments: p' = p (1 - lr wd) - lr g / (|g| + eps).
+    const KernelCall c = make_kernel_call(Fn::AdamW, 1, 16);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()), 0.f);
+    for (int i = 0; i < 16; ++i) {
+      c.operand(ws.data(), 0)[i] = 1.f + 0.25f * static_cast<float>(i);  // p
+      c.operand(ws.data(), 1)[i] = static_cast<float>(i) - 7.5f;         // g, never 0
+    }
+    run_kernel_call_cpu(c, ws.data());
+    const kernels::AdamW hp;
+    for (int i = 0; i < 16; ++i) {
+      const double p = 1.0 + 0.25 * i, g = i - 7.5;
+      EXPECT_NEAR(c.operand(ws.data(), 0)[i], p * (1 - double(hp.lr) * hp.weight_decay) - hp.lr * (g > 0 ? 1 : -1),
+                  1e-6)
+          << i;
+      EXPECT_NEAR(c.operand(ws.data(), 2)[i], (1 - double(hp.beta1)) * g, 1e-6) << i;  // m
+    }
   }
 }
 

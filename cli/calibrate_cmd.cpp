@@ -277,7 +277,7 @@ int calibrate_rank(const CalibrateFlags& f) {
       std::cout << fmt::format("{:>12} {:>13.0f}%\n", format_bandwidth(Bandwidth::from_bytes_per_s(bw)), 100 * of);
   }
   std::cout << "written: memory efficiency";
-  for (KernelKind kind : {KernelKind::Norm, KernelKind::Elementwise, KernelKind::Softmax})
+  for (KernelKind kind : {KernelKind::Norm, KernelKind::Elementwise, KernelKind::Softmax, KernelKind::Optimizer})
     if (const auto& e = profile.compute.memory_efficiency[static_cast<std::size_t>(kind)])
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);

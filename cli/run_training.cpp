@@ -77,8 +77,8 @@ MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m) {
   g.gemm_efficiency = 1.0;
   for (int dtype : {2, 4})
     for (const auto& q : m.gemm) p.compute.gemm_points.push_back({q.m, q.n, q.k, dtype, q.flops_per_s});
-  for (KernelKind k : {KernelKind::Optimizer, KernelKind::Memcpy})  // memory passes, as the bandwidth was measured
-    p.compute.memory_efficiency[static_cast<std::size_t>(k)] = 1.0;
+  // Copies run as the pass the bandwidth was measured with.
+  p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
   apply_kernel_rates(p, m.kernels, peak);
   return p;
 }

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/optimizer.h"
 
 namespace meshsim::kernels {
 
@@ -100,6 +101,10 @@ int embedding_forward_cuda(const std::int64_t* ids, const float* table, float* o
 // reference, but only h threads of parallelism).
 int embedding_backward_cuda(const std::int64_t* ids, const float* dout, float* dtable, std::int64_t rows,
                             std::int64_t h, std::int64_t v_local, std::int64_t v0, void* stream);
+
+// optimizer.h
+int adamw_step_cuda(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW& hp, std::int64_t step,
+                    void* stream);
 
 #endif  // MESHSIM_HAVE_CUDA
 

@@ -14,6 +14,7 @@
 //   attention.h    softmax_*, attention_*, attention_merge_cpu, split_heads/merge_heads
 //   vocab.h        cross_entropy_*_cpu, embedding_*_cpu   vocabulary-parallel
 //   reduce.h       reduce_sum_cpu, reduce_max_cpu    what collective step programs reduce with
+//   optimizer.h    adamw_step_cpu                    one AdamW step on fp32 master weights
 //
 // One pre-LN attention block on tokens x[T = batch * seq, H] (heads n, head_dim D = H / n):
 //
@@ -55,5 +56,6 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/optimizer.h"
 #include "kernels/reduce.h"
 #include "kernels/vocab.h"

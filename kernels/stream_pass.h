@@ -1,7 +1,7 @@
-// A memory-bound pass: out[i] = scale * in[i] over float32 values. The cuda backend runs
-// it for the ops it does not implement as real kernels yet (norms, activations, softmax,
-// attention, optimizer steps, copies): it moves the op's bytes through device memory,
-// half read and half written, so the op takes a memory-bound time of the right size.
+// A memory-bound pass: out[i] = scale * in[i] over float32 values. The real backends run
+// it for the ops that have no kernel of their own (copies, MoE routing): it moves the op's
+// bytes through memory, half read and half written, so the op takes a memory-bound time of
+// the right size. calibrate measures memory bandwidth with it.
 //
 //   stream_pass_cpu(out, in, n, 0.5f);                 // reference
 //   stream_pass_cuda(d_out, d_in, n, 0.5f, stream);    // same on device memory (CUDA builds)

@@ -29,6 +29,7 @@ const char* to_string(KernelFn f) {
     case KernelFn::CrossEntropy: return "cross_entropy";
     case KernelFn::LseMerge: return "lse_merge";
     case KernelFn::LayerNorm2d: return "layernorm2d";
+    case KernelFn::AdamW: return "adamw";
   }
   return "?";
 }

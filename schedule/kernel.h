@@ -25,13 +25,15 @@ std::optional<KernelKind> parse_kernel_kind(const std::string& s);  // inverse o
 inline constexpr int kKernelKinds = 7;
 
 // The kernels/ function a row kernel runs on the real backends (forward or backward by the
-// op's phase). Pass: no function of its own, a memory-bound pass over its bytes (optimizer
-// steps, copies, MoE routing).
+// op's phase). Pass: no function of its own, a memory-bound pass over its bytes (copies,
+// MoE routing). AdamW: the optimizer step over 1 x (parameters updated).
 // LayerNorm2d: the 2D (SUMMA) split, a [rows, cols] block of rows `k` long whose row sums are
 // all-reduced along the mesh row between its two halves (the schedule's separate collective).
-enum class KernelFn { Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge, LayerNorm2d };
+enum class KernelFn {
+  Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge, LayerNorm2d, AdamW
+};
 const char* to_string(KernelFn f);  // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
-inline constexpr int kKernelFns = 10;
+inline constexpr int kKernelFns = 11;
 
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;
@@ -52,7 +54,7 @@ struct Kernel {
   // The backward pass does 2.5x the forward FLOPs; a schedule may scale `flops` (the shape stays).
   static Kernel attention(std::int64_t batch_heads, std::int64_t seq_q, std::int64_t seq_kv, std::int64_t head_dim,
                           int dtype_bytes, bool causal);
-  // Any kind described only by its work (no shape): optimizer steps, copies, routing.
+  // Any kind described only by its work (no shape): copies, routing.
   static Kernel elementwise(KernelKind kind, double flops, double bytes, int dtype_bytes);
   // A row kernel: the work as the schedule counts it, and the rows x cols that `fn` runs on
   // (LayerNorm: tokens x hidden; softmax: score rows x keys; GeLU: tokens x ffn columns;

@@ -389,9 +389,11 @@ struct Planner {
       if (it.category == "weights") weights += static_cast<double>(it.bytes);
     const double params = weights / P;  // parameters this rank updates (sharded under ZeRO >= 1)
     const double updated = p.zero >= 1 && p.zero < 3 ? params / p.dp : params;
-    // Mixed-precision Adam: read fp32 master + 2 moments + gradient, write them and the weights.
+    // Mixed-precision AdamW: read fp32 master + 2 moments + gradient, write them and the weights.
+    const auto n = static_cast<std::int64_t>(std::ceil(updated));
     e.compute(Phase::Optimizer, "optimizer.adam", -1, -1,
-              Kernel::elementwise(KernelKind::Optimizer, 12 * updated, 28 * updated, 4));
+              n > 0 ? Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, n, 12 * updated, 28 * updated, 4)
+                    : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
     if ((p.zero == 1 || p.zero == 2) && p.dp > 1) {
       const Bytes shard = static_cast<Bytes>(updated) * P;
       e.blocking(collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,

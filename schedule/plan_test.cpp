@@ -203,6 +203,31 @@ TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
     }
 }
 
+// The optimizer step is AdamW over the parameters this rank updates: all of them, or its
+// 1/dp shard under ZeRO-1, at 28 bytes and 12 FLOPs each.
+TEST(Plan, OptimizerIsAdamWOverTheParametersThisRankUpdates) {
+  const ModelSpec m = gpt(2, 1024, 16, 512);
+  for (int zero : {0, 1}) {
+    ParallelSpec p;
+    p.dp = 4;
+    p.zero = zero;
+    const Schedule s = plan_iteration(m, p);
+    const double want = zero == 0 ? m.total_params() : m.total_params() / 4;
+    int seen = 0;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Compute && op.phase == Phase::Optimizer) {
+        ++seen;
+        EXPECT_EQ(op.kernel.kind, KernelKind::Optimizer);
+        EXPECT_EQ(op.kernel.fn, KernelFn::AdamW);
+        EXPECT_EQ(op.kernel.m, 1);
+        EXPECT_EQ(op.kernel.n, static_cast<std::int64_t>(std::ceil(want))) << "zero " << zero;
+        EXPECT_DOUBLE_EQ(op.kernel.bytes, 28 * want);
+        EXPECT_DOUBLE_EQ(op.kernel.flops, 12 * want);
+      }
+    EXPECT_EQ(seen, 1) << "zero " << zero;
+  }
+}
+
 TEST(Plan, SummaLayerNormIsTheTwoDSplitOfItsBlock) {
   ParallelSpec p;
   p.mesh2d = 2;

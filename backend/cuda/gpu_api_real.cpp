@@ -197,6 +197,7 @@ class RealGpuApi final : public GpuApi {
       case Fn::AttentionBwd:
         return K::attention_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
                                           scale, {c.causal, 0, 0}, stream);
+      case Fn::AdamW: return K::adamw_step_cuda(op(0), op(1), op(2), op(3), n, {}, 1, stream);
     }
     return 1;  // cudaErrorInvalidValue
   }

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "core/error.h"
 
 namespace meshsim::numerics {
@@ -13,13 +11,9 @@ void adam_step(const AdamConfig& c, int step, float* w, const float* g, AdamStat
     throw Error(fmt::format("adam_step: state holds {} elements for {} parameters; size it to the shard",
                             st.m.size(), n));
   if (step < 1) throw Error(fmt::format("adam_step: step {}; steps count from 1", step));
-  const float c1 = 1.f - std::pow(c.beta1, float(step)), c2 = 1.f - std::pow(c.beta2, float(step));
-  for (std::int64_t i = 0; i < n; ++i) {
-    st.m[i] = c.beta1 * st.m[i] + (1.f - c.beta1) * g[i];
-    st.v[i] = c.beta2 * st.v[i] + (1.f - c.beta2) * g[i] * g[i];
-    const float mhat = st.m[i] / c1, vhat = st.v[i] / c2;
-    w[i] -= c.lr * (mhat / (std::sqrt(vhat) + c.eps) + c.weight_decay * w[i]);
-  }
+  kernels::adamw_step_cpu(w, g, st.m.data(), st.v.data(), static_cast<std::size_t>(n),
+                          {.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay},
+                          step);
 }
 
 }  // namespace meshsim::numerics

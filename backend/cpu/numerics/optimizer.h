@@ -1,9 +1,7 @@
-// Adam (Kingma and Ba) with decoupled weight decay (AdamW), written once and run on any
-// contiguous slice of the flat parameter vector: the single-rank step runs it on all
-// parameters, ZeRO on each rank's shard (with that shard's moments), with the same result.
-//
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  mhat = m / (1 - b1^t);  vhat = v / (1 - b2^t)
-//   w = w - lr (mhat / (sqrt(vhat) + eps) + wd w)
+// The numerics' optimizer step: AdamW (kernels/optimizer.h has the formula and runs it, the
+// same function the real backends run for a schedule's optimizer op), on any contiguous
+// slice of the flat parameter vector with that slice's moments: the single-rank step runs
+// it on all parameters, ZeRO on each rank's shard, with the same result.
 //
 //   AdamState st(n);
 //   adam_step(AdamConfig{}, 1, w.data(), g.data(), st, n);
@@ -12,8 +10,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/optimizer.h"
+
 namespace meshsim::numerics {
 
+// Larger steps than a production run's (kernels::AdamW's defaults), so that a wrong
+// gradient shard shows in the updated parameters.
 struct AdamConfig {
   float lr = 1e-2f;
   float beta1 = 0.9f;
