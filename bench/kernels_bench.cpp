@@ -175,6 +175,10 @@ int run(int argc, char** argv) {
     check_kernel(meshsim::kernels::swiglu_forward_cuda(a.get(), a.get() + cols, 2 * cols, c.get(), r, cols, s),
                  "swiglu_forward_cuda");
   });
+  d.fill(5, 0.f, 1.f);  // v >= 0 (the second moment)
+  add("adamw_step (p, m, v in place; g)", 7 * big, false, [&] {
+    check_kernel(meshsim::kernels::adamw_step_cuda(c.get(), a.get(), b.get(), d.get(), n, {}, 1, s), "adamw_step_cuda");
+  });
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 
