@@ -7,7 +7,7 @@
 namespace meshsim::numerics {
 
 DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, Comm& dp,
-                          ZeroStage stage, const AdamConfig& adam) {
+                          ZeroStage stage, const kernels::AdamW& adam) {
   const int d = dp.size(), r = dp.rank();
   if (cfg.batch % d != 0)
     throw Error(fmt::format("data parallel: batch {} does not split over {} ranks; use a multiple of the group size",
@@ -56,7 +56,7 @@ DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const
 }
 
 TensorMap reference_adam_step(const ModelConfig& cfg, const TensorMap& params, const TensorMap& grads,
-                              const AdamConfig& adam) {
+                              const kernels::AdamW& adam) {
   std::vector<float> w = flatten(cfg, params);
   const std::vector<float> g = flatten(cfg, grads);
   AdamState st(std::int64_t(w.size()));

@@ -11,7 +11,7 @@
 // The flat vector (param_infos order) is padded with zeros to a multiple of d.
 //
 //   Comm dp(transport, {0, 1, 2, 3}, registry);
-//   DpStep s = data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, AdamConfig{});
+//   DpStep s = data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, kNumericsAdam);
 //   // s.loss (mean over the global batch), s.grads (full; ZeRO-2: only this rank's slice
 //   // is meaningful, see grad_shard), s.updated (parameters after one Adam step)
 #pragma once
@@ -36,10 +36,10 @@ struct DpStep {
 };
 
 DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, Comm& dp,
-                          ZeroStage stage, const AdamConfig& adam);
+                          ZeroStage stage, const kernels::AdamW& adam);
 
 // The single-rank optimizer step the distributed ones must reproduce.
 TensorMap reference_adam_step(const ModelConfig& cfg, const TensorMap& params, const TensorMap& grads,
-                              const AdamConfig& adam);
+                              const kernels::AdamW& adam);
 
 }  // namespace meshsim::numerics

@@ -25,7 +25,7 @@ void check_dp(int d, ZeroStage stage) {
   const ModelConfig cfg = small();
   const TensorMap params = init_params(cfg);
   const Batch batch = make_batch(cfg, 5);
-  const AdamConfig adam;
+  const kernels::AdamW adam = kNumericsAdam;
   const StepResult ref = reference_step(cfg, params, batch);
   const TensorMap ref_updated = reference_adam_step(cfg, params, ref.grads, adam);
   const std::vector<float> ref_flat = flatten(cfg, ref.grads);
@@ -71,8 +71,8 @@ TEST(DataParallel, MissingAllReduceWouldFail) {
   LocalFfn ffn(cfg, params);
   const StepResult half = partial_step(cfg, params, batch, 0, cfg.batch / 2, attn, ffn);
   EXPECT_GT(testing::worst_map_ratio(half.grads, ref.grads), 100.0);
-  EXPECT_GT(testing::worst_map_ratio(reference_adam_step(cfg, params, half.grads, {}),
-                                     reference_adam_step(cfg, params, ref.grads, {})),
+  EXPECT_GT(testing::worst_map_ratio(reference_adam_step(cfg, params, half.grads, kNumericsAdam),
+                                     reference_adam_step(cfg, params, ref.grads, kNumericsAdam)),
             100.0);
 }
 
@@ -84,7 +84,7 @@ TEST(DataParallel, RejectsBatchThatDoesNotSplit) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const auto errors = run_world(2, [&](int, cpu::Transport& t) {
     Comm dp(t, {0, 1}, reg);
-    data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, {});
+    data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, kNumericsAdam);
   });
   for (const auto& e : errors) EXPECT_NE(e.find("does not split over 2 ranks"), std::string::npos) << e;
 }

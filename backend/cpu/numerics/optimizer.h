@@ -4,7 +4,7 @@
 // it on all parameters, ZeRO on each rank's shard, with the same result.
 //
 //   AdamState st(n);
-//   adam_step(AdamConfig{}, 1, w.data(), g.data(), st, n);
+//   adam_step(kNumericsAdam, 1, w.data(), g.data(), st, n);
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,10 @@
 
 namespace meshsim::numerics {
 
-// Larger steps than a production run's (kernels::AdamW's defaults), so that a wrong
-// gradient shard shows in the updated parameters.
-struct AdamConfig {
-  float lr = 1e-2f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.01f;
-};
+// The numerics' hyperparameters: larger steps than a production run's (kernels::AdamW's
+// defaults), so that a wrong gradient shard shows in the updated parameters.
+inline constexpr kernels::AdamW kNumericsAdam{
+    .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
 
 struct AdamState {
   std::vector<float> m, v;
@@ -30,6 +25,6 @@ struct AdamState {
 };
 
 // step: 1-based step count t. Throws Error if the state does not hold n elements.
-void adam_step(const AdamConfig& cfg, int step, float* w, const float* g, AdamState& state, std::int64_t n);
+void adam_step(const kernels::AdamW& hp, int step, float* w, const float* g, AdamState& state, std::int64_t n);
 
 }  // namespace meshsim::numerics
