@@ -41,6 +41,11 @@ class Comm {
 
   void allreduce(std::vector<float>& data);                   // sum, in place
   void allreduce(float* data, std::int64_t n);
+  // The group's sum of one value (a loss, a count).
+  float allreduce(float value) {
+    allreduce(&value, 1);
+    return value;
+  }
   // Elementwise max over the group (an all-gather, then a local max: step programs sum only).
   void allreduce_max(float* data, std::int64_t n);
   std::vector<float> allgather(const std::vector<float>& mine);  // equal sizes; group order

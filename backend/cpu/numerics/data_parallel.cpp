@@ -18,9 +18,7 @@ DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const
   StepResult part = partial_step(cfg, params, batch, r * per, per, attn, ffn);
 
   DpStep out;
-  std::vector<float> loss{float(part.loss)};
-  dp.allreduce(loss);
-  out.loss = double(loss[0]) / double(cfg.tokens());
+  out.loss = double(dp.allreduce(float(part.loss))) / double(cfg.tokens());
   out.logits = std::move(part.logits);
 
   std::vector<float> flat = flatten(cfg, part.grads);

@@ -179,9 +179,7 @@ EpStep expert_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Ba
   ExpertParallelFfn ffn(cfg, w, ep);
   StepResult part = partial_step(cfg, w, batch, r * per, per, attn, ffn);
   EpStep out;
-  std::vector<float> loss{float(part.loss)};
-  ep.allreduce(loss);
-  out.loss = double(loss[0]) / double(cfg.tokens());
+  out.loss = double(ep.allreduce(float(part.loss))) / double(cfg.tokens());
   out.logits = std::move(part.logits);
   for (auto& [name, g] : part.grads)
     if (expert_of(name) < 0) ep.allreduce(g.data);  // same names, same order on every rank

@@ -124,9 +124,7 @@ CpStep context_parallel_step(const ModelConfig& cfg, const TensorMap& params, co
   CpStep out;
   out.rows = cp_rows(cfg, c, cp.rank());
   StepResult part = rows_step(cfg, params, batch, out.rows, attn, ffn);
-  std::vector<float> loss{float(part.loss)};
-  cp.allreduce(loss);
-  out.loss = double(loss[0]) / double(cfg.tokens());
+  out.loss = double(cp.allreduce(float(part.loss))) / double(cfg.tokens());
   out.logits = std::move(part.logits);
   std::vector<float> flat = flatten(cfg, part.grads);
   cp.allreduce(flat);
