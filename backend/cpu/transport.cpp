@@ -390,9 +390,18 @@ int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
       int outq = 0;
       const int fd = socks[static_cast<std::size_t>(peers[i])]->native_handle();
       if (::ioctl(fd, SIOCOUTQ, &outq) != 0) outq = 0;
-      if (outq > 0) {  // a peer that closed or reset will never acknowledge: fail now
+      if (outq > 0) {  // a peer that reset or closed will never acknowledge what is still queued: fail now
         pollfd pfd{fd, static_cast<short>(POLLRDHUP), 0};
-        if (::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP))) return peers[i];
+        if (::poll(&pfd, 1, 0) > 0) {
+          if (pfd.revents & (POLLERR | POLLHUP)) return peers[i];  // reset: the queue was dropped
+          // An orderly close: the peer's FIN acknowledges everything it read, and may have
+          // arrived after the ioctl above (a peer that finished its last step and closed).
+          // Only bytes still unacknowledged now were never taken.
+          if (pfd.revents & POLLRDHUP) {
+            if (::ioctl(fd, SIOCOUTQ, &outq) != 0) outq = 0;
+            if (outq > 0) return peers[i];
+          }
+        }
       }
       if (outq != last[i]) progress = Clock::now();
       last[i] = outq;
