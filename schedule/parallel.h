@@ -35,6 +35,9 @@ struct ParallelSpec {
   bool sp = false;         // sequence parallel (with tp)
   int cp = 1;              // context parallel, ring attention
   bool cp_balance = true;  // causal load balancing (chunks i and 2c-1-i)
+  // Pipeline sends without sp: each tp rank sends 1/tp of the activation over its own link and
+  // the receiving stage all-gathers it over tp (Megatron's scatter/gather optimization).
+  bool pp_scatter_gather = true;
   int pp = 1;              // pipeline stages
   int vchunks = 1;         // interleaved 1F1B: model chunks per device (1 = plain 1F1B)
   int microbatches = 1;    // m: micro-batches per iteration (per dp replica)

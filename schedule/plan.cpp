@@ -108,6 +108,14 @@ int Emitter::blocking(Op op) {
   return i;
 }
 
+int Emitter::follow(Op op) {
+  op.deps = std::move(pending_);
+  pending_.clear();
+  const int i = push(std::move(op));
+  pending_.push_back(i);
+  return i;
+}
+
 int Emitter::async(Op op) {
   if (last_compute_ >= 0) op.deps.push_back(last_compute_);
   return push(std::move(op));
@@ -195,9 +203,21 @@ struct Planner {
     // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint).
     checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
     stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
-    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp ? p.tp : 1);
+    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || scatter_gather() ? p.tp : 1);
     boundary = static_cast<Bytes>(ctx.tokens * m.hidden / shard) * P;
     bucket = static_cast<Bytes>(p.dp_bucket_mib * 1024 * 1024);
+  }
+
+  // Pipeline scatter/gather: without sp each tp rank sends its 1/tp slice, and the receiving
+  // stage all-gathers the whole activation over tp.
+  bool scatter_gather() const { return p.pp_scatter_gather && !p.sp && p.mesh2d == 0 && p.tp > 1 && p.pp > 1; }
+  void receive(Emitter& e, Op recv) {
+    const Phase phase = recv.phase;
+    const int mb = recv.microbatch;
+    e.recv(std::move(recv));
+    if (scatter_gather())
+      e.follow(collective(phase, Stream::Tp, CollKind::AllGather, "tp", p.tp, boundary * p.tp,
+                            phase == Phase::Forward ? "pp.gather.activation" : "pp.gather.grad", -1, mb));
   }
 
   // Gradient bytes of one layer on one rank: dense parameters over the tensor group,
@@ -316,7 +336,7 @@ struct Planner {
     auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
     const int vs = u.chunk * p.pp + s;
     if (u.forward) {
-      if (vs > 0) e.recv(p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
+      if (vs > 0) receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
       if (vs == 0) embedding(e, u.mb, false);
       for (int i = 0; i < Lc; ++i) {
         const int layer = layer_of(u.chunk, i);
@@ -330,7 +350,7 @@ struct Planner {
       return;
     }
     if (vs == V - 1) logits(e, u.mb, true);
-    else e.recv(p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
+    else receive(e, p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
     const bool last_mb = u.mb == p.microbatches - 1;
     const int seg = segment();
     for (int i = Lc - 1; i >= 0; --i) {
@@ -381,19 +401,31 @@ struct Planner {
     return r;
   }
 
+  // The optimizer step as Megatron's mixed-precision optimizer runs it, over the parameters
+  // this rank updates (its 1/dp shard under ZeRO 1-2, the distributed optimizer):
+  //   grad_norm   read the fp32 main gradients once (global norm for clipping; the scale
+  //               pass runs only when the norm exceeds the clip, and is not counted)
+  //   adam        AdamW on fp32 master weights and moments: read p, g, m, v, write p, m, v
+  //   copy_params fp32 master -> P-byte model weights (mixed precision only)
+  //   zero_grads  clear the fp32 gradient buffer of every parameter the rank holds
   void optimizer(Emitter& e, DpState& dp, int s) {
     for (int op : dp.ops) e.wait_for(op);
     const RankMemory mem = rank_memory(m, p, s);
     double weights = 0;
     for (const MemoryItem& it : mem.items)
       if (it.category == "weights") weights += static_cast<double>(it.bytes);
-    const double params = weights / P;  // parameters this rank updates (sharded under ZeRO >= 1)
+    const double params = weights / P;  // parameters this rank holds (sharded under ZeRO 3)
     const double updated = p.zero >= 1 && p.zero < 3 ? params / p.dp : params;
-    // Mixed-precision AdamW: read fp32 master + 2 moments + gradient, write them and the weights.
+    auto pass = [&](const char* name, KernelKind kind, double flops, double bytes) {
+      e.compute(Phase::Optimizer, name, -1, -1, Kernel::elementwise(kind, flops, bytes, 4));
+    };
+    pass("optimizer.grad_norm", KernelKind::Optimizer, 2 * updated, 4 * updated);
     const auto n = static_cast<std::int64_t>(std::ceil(updated));
     e.compute(Phase::Optimizer, "optimizer.adam", -1, -1,
               n > 0 ? Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, n, 12 * updated, 28 * updated, 4)
                     : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
+    if (P < 4) pass("optimizer.copy_params", KernelKind::Elementwise, updated, (4.0 + P) * updated);
+    pass("optimizer.zero_grads", KernelKind::Memcpy, 0, 4 * params);
     if ((p.zero == 1 || p.zero == 2) && p.dp > 1) {
       const Bytes shard = static_cast<Bytes>(updated) * P;
       e.blocking(collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,

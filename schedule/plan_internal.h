@@ -26,6 +26,9 @@ class Emitter {
   // A Recv: waits for nothing local; the next compute op waits for it.
   int recv(Op op);
   void wait_for(int op) { pending_.push_back(op); }
+  // An op that waits only for what is pending (e.g. a Recv), not the last compute op; the
+  // next compute op waits for it instead.
+  int follow(Op op);
   int last_compute() const { return last_compute_; }
   Op& op(int i) { return role_.ops[static_cast<std::size_t>(i)]; }
   int size() const { return static_cast<int>(role_.ops.size()); }

@@ -7,6 +7,7 @@
 //   f: identity forward, all-reduce backward; f̄: all-reduce forward, identity backward.
 //   With SP, f becomes all-gather / reduce-scatter (g) and f̄ reduce-scatter / all-gather (ḡ).
 #include <cmath>
+#include <iterator>
 #include <optional>
 
 #include "schedule/plan_internal.h"
@@ -25,6 +26,11 @@ struct LayerStep {
   Bytes bytes = 0;
   Stream stream = Stream::Tp;
   double imbalance = 1.0;
+  // f (g with SP) before a column-parallel GEMM: its backward collective on the input
+  // gradient runs while that GEMM computes its weight gradient (Megatron's asynchronous
+  // tensor-parallel communication); with SP the GEMM's input is gathered again for the
+  // weight gradient while the data gradient computes.
+  bool overlaps_wgrad = false;
 };
 
 
@@ -81,6 +87,7 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     if (t == 1) return;
     if (p.sp) v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
     else v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
+    v.back().overlaps_wgrad = true;
   };
   auto tp_out = [&](const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
     if (t == 1) return;
@@ -234,6 +241,11 @@ void emit_forward(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int
   }
 }
 
+// Backward of an elementwise or row kernel: twice its forward FLOPs; it reads the saved
+// input and the output gradient and writes the input gradient, three tensors where the
+// forward touched two, hence 1.5x its forward bytes.
+constexpr double kBackwardBytesFactor = 1.5;
+
 void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int mb) {
   const Phase ph = Phase::Backward;
   switch (s.type) {
@@ -247,7 +259,7 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
     case LayerStep::Type::Kern: {
       Kernel k = s.k;
       k.flops *= 2;
-      k.bytes *= 2;
+      k.bytes *= kBackwardBytesFactor;
       e.compute(ph, s.name + ".bwd", layer, mb, k);
       break;
     }
@@ -256,6 +268,28 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
       break;
     case LayerStep::Type::Ring: ring(c, e, s, ph, layer, mb, true); break;
   }
+}
+
+// A column-parallel GEMM's backward with its input collective `in` overlapped, as Megatron's
+// LinearWithGradAccumulationAndAsyncCommunication runs it:
+//   SP:     all-gather the input again (async) | dgrad; reduce-scatter dgrad (async) | wgrad
+//   no SP:  dgrad; all-reduce dgrad (async) | wgrad
+// The next compute op (the LayerNorm's backward) waits for the gradient collective.
+void emit_overlapped_backward(const Ctx& c, Emitter& e, const LayerStep& gemm, const LayerStep& in, int layer,
+                              int mb) {
+  const Phase ph = Phase::Backward;
+  const Kernel& f = gemm.k;
+  int gathered = -1;
+  if (c.p.sp) {
+    Op ag = make_op(ph, in, CollKind::AllGather, layer, mb);
+    ag.name = in.name + ".regather";
+    gathered = e.async(std::move(ag));
+  }
+  e.compute(ph, gemm.name + ".dgrad", layer, mb, Kernel::gemm(f.m, f.k, f.n, f.dtype_bytes));
+  const int reduced = e.async(make_op(ph, in, *in.bwd, layer, mb));
+  if (gathered >= 0) e.wait_for(gathered);
+  e.compute(ph, gemm.name + ".wgrad", layer, mb, Kernel::gemm(f.k, f.n, f.m, f.dtype_bytes));
+  e.wait_for(reduced);
 }
 
 }  // namespace
@@ -270,7 +304,15 @@ void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
     for (const LayerStep& s : steps)
       if (s.core) emit_forward(c, e, s, Phase::Recompute, layer, mb);
   }
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) emit_backward(c, e, *it, layer, mb);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const auto next = std::next(it);
+    if (it->type == LayerStep::Type::Gemm && next != steps.rend() && next->overlaps_wgrad && next->bwd) {
+      emit_overlapped_backward(c, e, *it, *next, layer, mb);
+      it = next;
+      continue;
+    }
+    emit_backward(c, e, *it, layer, mb);
+  }
 }
 
 }  // namespace meshsim::plan

@@ -5,6 +5,7 @@
 
 #include "schedule/test_models.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -61,8 +62,12 @@ TEST(Plan, SequenceParallelMovesTheSameBytesAsTensorParallel) {
   tp.tp = sp.tp = 8;
   sp.sp = true;
   const Schedule a = plan_iteration(m, tp), b = plan_iteration(m, sp);
-  for (Phase ph : {Phase::Forward, Phase::Backward})
-    EXPECT_DOUBLE_EQ(moved(a, 0, 0, "tp", {ph}), moved(b, 0, 0, "tp", {ph}));
+  EXPECT_DOUBLE_EQ(moved(a, 0, 0, "tp", {Phase::Forward}), moved(b, 0, 0, "tp", {Phase::Forward}));
+  // Backward: the same, plus Megatron's re-gather of the two column-parallel GEMMs' inputs
+  // for their weight gradients (SP stores only the 1/t shard): 2 x (t-1)/t bsh more.
+  const double bsh_bytes = 1.0 * 1024 * 2048 * 2;
+  EXPECT_DOUBLE_EQ(moved(b, 0, 0, "tp", {Phase::Backward}),
+                   moved(a, 0, 0, "tp", {Phase::Backward}) + 2 * 7.0 / 8 * bsh_bytes);
   // ... as all-gathers and reduce-scatters instead of all-reduces.
   int ag = 0, rs = 0, ar = 0;
   for (const Op& op : b.roles[0].ops)
@@ -71,9 +76,60 @@ TEST(Plan, SequenceParallelMovesTheSameBytesAsTensorParallel) {
       rs += op.coll == CollKind::ReduceScatter;
       ar += op.coll == CollKind::AllReduce;
     }
-  EXPECT_EQ(ag, 4);
+  EXPECT_EQ(ag, 6);
   EXPECT_EQ(rs, 4);
   EXPECT_EQ(ar, 0);
+}
+
+// Megatron's asynchronous tensor-parallel backward: the input-gradient collective of a
+// column-parallel GEMM (qkv, fc1) is issued after its dgrad and runs while its wgrad
+// computes; the next compute op (the LayerNorm's backward) waits for it.
+TEST(Plan, ColumnParallelGradientCollectiveOverlapsTheWeightGradient) {
+  const ModelSpec m = gpt(2, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  const Schedule s = plan_iteration(m, p);
+  const auto& ops = s.roles[0].ops;
+  auto find = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].layer == 1 && ops[i].phase == Phase::Backward) return static_cast<int>(i);
+    return -1;
+  };
+  const int dgrad = find("mlp.fc1.dgrad"), ar = find("tp.f.mlp"), wgrad = find("mlp.fc1.wgrad"), ln = find("ln2.bwd");
+  ASSERT_GE(dgrad, 0);
+  ASSERT_GE(ar, 0);
+  EXPECT_LT(dgrad, ar);
+  EXPECT_LT(ar, wgrad);
+  const auto& wd = ops[static_cast<std::size_t>(wgrad)].deps;
+  EXPECT_EQ(std::count(wd.begin(), wd.end(), ar), 0) << "the weight gradient does not wait for the all-reduce";
+  const auto& ld = ops[static_cast<std::size_t>(ln)].deps;
+  EXPECT_EQ(std::count(ld.begin(), ld.end(), ar), 1) << "the LayerNorm backward waits for it";
+}
+
+// Pipeline scatter/gather without SP: each tp rank sends b s h P / t, the receiver
+// all-gathers b s h P over tp. b = 2, s = 512, h = 1024, P = 2, t = 4.
+TEST(Plan, PipelineScatterGatherSendsOneTpShardAndGathersIt) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  p.pp = 2;
+  p.microbatches = 2;
+  p.micro_batch_size = 2;
+  const double full = 2.0 * 512 * 1024 * 2;
+  for (bool sg : {true, false}) {
+    p.pp_scatter_gather = sg;
+    const Schedule s = plan_iteration(m, p);
+    int gathers = 0;
+    for (const Op& op : s.roles[1].ops) {
+      if (op.kind == OpKind::Recv) EXPECT_DOUBLE_EQ(static_cast<double>(op.bytes), sg ? full / 4 : full);
+      if (op.name == "pp.gather.activation") {
+        ++gathers;
+        EXPECT_EQ(op.coll, CollKind::AllGather);
+        EXPECT_DOUBLE_EQ(static_cast<double>(op.bytes), full);
+      }
+    }
+    EXPECT_EQ(gathers, sg ? 2 : 0) << "one per received micro-batch";
+  }
 }
 
 // MATH.md section 6: elements moved per device per layer, broadcasts and reduces counted
@@ -205,26 +261,32 @@ TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
 
 // The optimizer step is AdamW over the parameters this rank updates: all of them, or its
 // 1/dp shard under ZeRO-1, at 28 bytes and 12 FLOPs each.
-TEST(Plan, OptimizerIsAdamWOverTheParametersThisRankUpdates) {
+// Megatron's mixed-precision optimizer over N = the parameters this rank updates (all of
+// them, or 1/dp under ZeRO-1) and H = those it holds: grad norm 4N bytes, AdamW 28N bytes
+// and 12N FLOPs, fp32 -> bf16 copy (4 + 2)N bytes, zeroing the fp32 gradients 4H bytes.
+TEST(Plan, OptimizerIsMegatronsMixedPrecisionStep) {
   const ModelSpec m = gpt(2, 1024, 16, 512);
   for (int zero : {0, 1}) {
     ParallelSpec p;
     p.dp = 4;
     p.zero = zero;
     const Schedule s = plan_iteration(m, p);
-    const double want = zero == 0 ? m.total_params() : m.total_params() / 4;
-    int seen = 0;
+    const double held = m.total_params();
+    const double want = zero == 0 ? held : held / 4;
+    std::map<std::string, const Op*> by;
     for (const Op& op : s.roles[0].ops)
-      if (op.kind == OpKind::Compute && op.phase == Phase::Optimizer) {
-        ++seen;
-        EXPECT_EQ(op.kernel.kind, KernelKind::Optimizer);
-        EXPECT_EQ(op.kernel.fn, KernelFn::AdamW);
-        EXPECT_EQ(op.kernel.m, 1);
-        EXPECT_EQ(op.kernel.n, static_cast<std::int64_t>(std::ceil(want))) << "zero " << zero;
-        EXPECT_DOUBLE_EQ(op.kernel.bytes, 28 * want);
-        EXPECT_DOUBLE_EQ(op.kernel.flops, 12 * want);
-      }
-    EXPECT_EQ(seen, 1) << "zero " << zero;
+      if (op.kind == OpKind::Compute && op.phase == Phase::Optimizer) by[op.name] = &op;
+    ASSERT_EQ(by.size(), 4u) << "zero " << zero;
+    const Op& adam = *by.at("optimizer.adam");
+    EXPECT_EQ(adam.kernel.kind, KernelKind::Optimizer);
+    EXPECT_EQ(adam.kernel.fn, KernelFn::AdamW);
+    EXPECT_EQ(adam.kernel.m, 1);
+    EXPECT_EQ(adam.kernel.n, static_cast<std::int64_t>(std::ceil(want))) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(adam.kernel.bytes, 28 * want);
+    EXPECT_DOUBLE_EQ(adam.kernel.flops, 12 * want);
+    EXPECT_DOUBLE_EQ(by.at("optimizer.grad_norm")->kernel.bytes, 4 * want);
+    EXPECT_DOUBLE_EQ(by.at("optimizer.copy_params")->kernel.bytes, 6 * want);
+    EXPECT_DOUBLE_EQ(by.at("optimizer.zero_grads")->kernel.bytes, 4 * held);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cctype>
 #include <fmt/format.h>
+#include <limits>
 #include <utility>
 
 #include "core/error.h"
@@ -17,9 +18,8 @@ namespace {
 // The data. Sources and reasoning for every figure: docs/compute.md.
 // ---------------------------------------------------------------------------------------------
 
-// GPU presets: datasheet peaks (dense), memory, and the best fractions of peak reached by
-// large GEMMs and long-sequence flash attention.
-//                name       bf16      fp16      fp32     mem BW     memory  launch  gemm  attn
+// GPU presets: datasheet peaks (dense), memory, SM count, and the best fractions of peak
+// reached by large GEMMs and long-sequence flash attention.
 struct GpuRow {
   const char* name;
   double bf16, fp16, fp32;  // FLOP/s
@@ -27,25 +27,36 @@ struct GpuRow {
   double mem_gib;
   double launch_us;
   double gemm_eff, attn_eff;
+  int sms;
 };
+//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs
 constexpr GpuRow kGpus[] = {
-    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55},
-    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55},
-    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.82, 0.60},
-    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35},
-    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35},
+    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55, 132},
+    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55, 132},
+    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108},
+    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35, 80},
+    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48},
 };
 
+// GEMMs (docs/compute.md): C[m,n] is cut into output tiles, one thread block each; the
+// blocks run in waves of sm_count, so a wave left partly empty costs a whole wave. Each tile
+// streams its k dimension plus a fixed kGemmTileOverheadK (the pipeline's prologue and the
+// epilogue that stores the tile). The library picks the tile and split-K that finish first;
+// smaller tiles re-read operands more often per FLOP and run at `relative` of the rate.
+struct GemmTile {
+  int rows, cols;
+  double relative;
+};
+constexpr GemmTile kGemmTiles[] = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.95},
+                                   {128, 64, 0.85}, {64, 128, 0.85}, {64, 64, 0.70}};
+constexpr double kGemmTileOverheadK = 64;  // k steps' worth of prologue + epilogue per tile
+constexpr int kGemmMaxSplitK = 16;         // split-K: k shared by up to 16 blocks, fp32 partials summed
+
 // Size curves (shared by all GPUs; each scales with the GPU's own peak or bandwidth):
-//  GEMM:      eff = gemm_efficiency * W / (W + peak * kGemmHalfTime) * d / (d + kGemmHalfDim),
-//             W = flops, d = min(m, n, k). Equivalently a fixed ~kGemmHalfTime/eff ramp per GEMM,
-//             plus a penalty for skinny GEMMs that leave tensor-core tiles partly empty.
 //  attention: eff = attention_efficiency * s / (s + kAttentionHalfSeq), s = min(seq_q, seq_kv).
 //  memory:    eff = kMemoryEfficiency[kind] * B / (B + bandwidth * kMemoryHalfTime), B = bytes
 //             (Little's law: a kernel needs ~bandwidth x latency bytes in flight to stream).
 //  vector arithmetic of memory-bound kinds: kVectorEfficiency of the fp32 CUDA-core peak.
-constexpr double kGemmHalfTime = 2e-6;   // s
-constexpr double kGemmHalfDim = 32;      // elements
 constexpr double kAttentionHalfSeq = 128;  // tokens
 constexpr double kMemoryHalfTime = 0.5e-6;  // s
 constexpr double kVectorEfficiency = 0.5;
@@ -62,6 +73,28 @@ constexpr double kMemoryEfficiency[kKernelKinds] = {
 };
 
 double saturating(double x, double half) { return x / (x + half); }
+
+// Seconds of arithmetic of a GEMM on `gpu` at `peak` FLOP/s (the tile and wave model above).
+double gemm_seconds(const GpuSpec& gpu, double peak, double m, double n, double k) {
+  const double rate = peak * gpu.gemm_efficiency;
+  if (gpu.sm_count <= 0) return 2 * m * n * k / rate;
+  const double sms = gpu.sm_count, per_sm = rate / sms;
+  const double partial_bw = gpu.memory_bandwidth.bytes_per_s() * 0.9;
+  double best = std::numeric_limits<double>::infinity();
+  for (const GemmTile& t : kGemmTiles) {
+    const double tiles = std::ceil(m / t.rows) * std::ceil(n / t.cols);
+    for (int split = 1; split <= kGemmMaxSplitK; split *= 2) {
+      if (split > 1 && tiles * (split / 2) >= sms) break;  // the GPU was already full
+      const double kk = std::ceil(k / split);
+      if (split > 1 && kk < kGemmTileOverheadK) break;
+      const double waves = std::ceil(tiles * split / sms);
+      double secs = waves * 2.0 * t.rows * t.cols * (kk + kGemmTileOverheadK) / (per_sm * t.relative);
+      if (split > 1) secs += 2.0 * split * m * n * 4 / partial_bw;  // fp32 partials written, read, summed
+      best = std::min(best, secs);
+    }
+  }
+  return best;
+}
 
 void check_fraction(double v, const std::string& what) {
   if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: {} must be in (0, 1]; e.g. 0.8 for 80% of peak", what, v));
@@ -82,6 +115,7 @@ GpuSpec gpu_preset(const std::string& name) {
     g.launch_overhead = us(r.launch_us);
     g.gemm_efficiency = r.gemm_eff;
     g.attention_efficiency = r.attn_eff;
+    g.sm_count = r.sms;
     return g;
   }
   std::string list;
@@ -140,10 +174,11 @@ double ComputeModel::curve_efficiency(const Kernel& k) const {
   const double peak = peak_flops(k.dtype_bytes);
   switch (k.kind) {
     case KernelKind::Gemm: {
-      double e = gpu_.gemm_efficiency * saturating(k.flops, peak * kGemmHalfTime);
-      if (k.m > 0 && k.n > 0 && k.k > 0)
-        e *= saturating(static_cast<double>(std::min({k.m, k.n, k.k})), kGemmHalfDim);
-      return e;
+      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency;  // no shape: a large GEMM
+      const double secs = gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n),
+                                       static_cast<double>(k.k));
+      return std::min(1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k) /
+                               (secs * peak));
     }
     case KernelKind::Attention: {
       if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency;  // no shape: assume long sequences

@@ -38,6 +38,10 @@ struct GpuSpec {
   Bytes memory = 0;            // device memory capacity
   Time launch_overhead;        // fixed cost added to every kernel
   double gemm_efficiency = 0.75;      // fraction of peak a large, well-shaped GEMM reaches
+  // Streaming multiprocessors: GEMMs run as waves of output tiles over them (tile and wave
+  // quantization, docs/compute.md). 0 (a CPU profile, or a GPU given without it): no tiles,
+  // time = flops / (peak * gemm_efficiency) with the same per-tile k overhead.
+  int sm_count = 0;
   double attention_efficiency = 0.5;  // fraction of peak a long-sequence flash-attention kernel reaches
 };
 

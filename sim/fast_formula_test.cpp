@@ -32,7 +32,8 @@ std::vector<Case> cases() {
   add("dp_tp", g, [](ParallelSpec& p) { p.tp = 2; p.dp = 2; }, "dgx-h100");
   add("tp_sp_pp_zero1", g, [](ParallelSpec& p) { p.tp = 4; p.sp = true; p.pp = 2; p.dp = 2; p.microbatches = 4; p.zero = 1; }, "dgx-h100:nodes=2");
   add("interleaved_selective", g, [](ParallelSpec& p) {
-    p.tp = 2; p.pp = 4; p.vchunks = 2; p.microbatches = 8; p.recompute = Recompute::parse("selective", "t"); }, "dgx-h100");
+    p.tp = 2; p.pp = 4; p.vchunks = 2; p.microbatches = 8; p.recompute = Recompute::parse("selective", "t");
+    p.pp_scatter_gather = false; }, "dgx-h100");
   add("full_recompute", g, [](ParallelSpec& p) { p.pp = 4; p.microbatches = 8; p.recompute = Recompute::parse("full", "t"); }, "dgx-h100");
   add("every2_zero2", g, [](ParallelSpec& p) {
     p.pp = 2; p.dp = 4; p.microbatches = 3; p.zero = 2; p.dp_bucket_mib = 4; p.recompute = Recompute::parse("every:2", "t"); }, "dgx-h100");
@@ -49,6 +50,21 @@ std::vector<Case> cases() {
   add("summa", gpt(4, 1024, 16, 512), [](ParallelSpec& p) {
     p.mesh2d = 2; p.pp = 2; p.dp = 2; p.microbatches = 4; p.micro_batch_size = 2; }, "frontera-rtx:nodes=4");
   return v;
+}
+
+// Pipeline scatter/gather couples a unit's first op to the previous unit's tp stream: the
+// fast path declines it and the full simulation runs.
+TEST(FastFormula, DeclinesPipelineScatterGather) {
+  ParallelSpec p;
+  p.tp = 2; p.pp = 2; p.microbatches = 2;
+  const Topology topo = resolve_topology("dgx-h100");
+  Mesh mesh;
+  mesh.dims = mesh_axes(p);
+  Router r(topo);
+  const std::optional<ScheduleSimResult> fast =
+      simulate_iteration_fast(gpt(4, 1024, 16, 512), p, topo, r, Placement::natural(mesh, topo),
+                              ComputeModel(gpu_preset("h100")), AlgorithmRegistry::builtin(), ScheduleSimOptions{});
+  EXPECT_FALSE(fast.has_value());
 }
 
 TEST(FastFormula, EqualsTheFullSimulation) {

@@ -79,7 +79,7 @@ class Reader : public YamlReader {
 GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {
   r.only_keys(g, "gpu",
               {"preset", "name", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp32", "memory_bandwidth",
-               "memory", "launch_overhead", "gemm_efficiency", "attention_efficiency"},
+               "memory", "launch_overhead", "gemm_efficiency", "attention_efficiency", "sm_count"},
               "{preset: h100} or {name: my-gpu, peak_flops_bf16: 989TFLOP/s, ...}");
   GpuSpec spec;
   const bool from_preset = static_cast<bool>(g["preset"]);
@@ -112,6 +112,11 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {
   if (const YAML::Node v = g["gemm_efficiency"]) spec.gemm_efficiency = r.fraction(v, "gpu.gemm_efficiency");
   if (const YAML::Node v = g["attention_efficiency"])
     spec.attention_efficiency = r.fraction(v, "gpu.attention_efficiency");
+  if (const YAML::Node v = g["sm_count"]) {
+    const std::int64_t sms = r.positive_int(v, "gpu.sm_count");
+    if (sms > 100000) r.fail(v, "gpu.sm_count", fmt::format("{} SMs is not a GPU; write e.g. 132 (H100 SXM)", sms));
+    spec.sm_count = static_cast<int>(sms);
+  }
   return spec;
 }
 
@@ -240,6 +245,7 @@ std::string format_machine_profile(const MachineProfile& p) {
   o += fmt::format("  launch_overhead: {}ps\n", g.launch_overhead.ps());
   o += fmt::format("  gemm_efficiency: {:.6g}\n", g.gemm_efficiency);
   o += fmt::format("  attention_efficiency: {:.6g}\n", g.attention_efficiency);
+  if (g.sm_count > 0) o += fmt::format("  sm_count: {}\n", g.sm_count);
   bool any = false;
   for (int i = 0; i < kKernelKinds; ++i)
     if (const auto& e = p.compute.memory_efficiency[static_cast<std::size_t>(i)]) {

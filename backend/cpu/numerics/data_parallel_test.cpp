@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <mutex>
 
 #include "backend/cpu/numerics/test_util.h"
@@ -51,7 +53,19 @@ void check_dp(int d, ZeroStage stage) {
     for (std::size_t i = 0; i < want.size(); ++i)
       if (b + std::int64_t(i) < std::int64_t(ref_flat.size())) want[i] = ref_flat[b + i];
     expect_close(steps[r].grad_shard, want, "gradient shard");
-    expect_maps_close(steps[r].updated, ref_updated, "updated parameters");
+    // Adam's first step is lr * g / (|g| + eps): where the reference gradient is rounding
+    // noise (the key bias: softmax ignores a per-query constant, so its gradient is exactly
+    // zero in exact arithmetic), the sign of the noise, which depends on summation order,
+    // decides +-lr. Those elements are left out; every other element must agree.
+    TensorMap got = steps[r].updated;
+    for (auto& [name, t] : got) {
+      const auto w = ref_updated.find(name);
+      const auto g = ref.grads.find(name);
+      if (w == ref_updated.end() || g == ref.grads.end()) continue;
+      for (std::size_t i = 0; i < t.data.size(); ++i)
+        if (std::abs(g->second.data[i]) < 1e-7f) t.data[i] = w->second.data[i];
+    }
+    expect_maps_close(got, ref_updated, "updated parameters");
   }
 }
 

@@ -1,0 +1,293 @@
+#include "sim/published.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "schedule/memory.h"
+#include "sim/training_sim.h"
+
+namespace meshsim {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct MetricName {
+  PublishedMetric metric;
+  const char* name;
+};
+constexpr MetricName kMetrics[] = {{PublishedMetric::IterationS, "iteration_s"},
+                                   {PublishedMetric::LayerForwardMs, "layer_forward_ms"},
+                                   {PublishedMetric::LayerBackwardMs, "layer_backward_ms"},
+                                   {PublishedMetric::LayersThroughput, "layers_throughput"},
+                                   {PublishedMetric::ActivationPct, "activation_pct"}};
+
+// Reads one source file; every error names file:line and the field.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& what) const {
+    const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
+    throw Error(fmt::format("{}:{}: {}: {}", file_, line, field, what));
+  }
+  void only_keys(const YAML::Node& n, const std::string& field, const std::set<std::string>& keys) const {
+    if (!n.IsMap()) fail(n, field, "expected a mapping");
+    std::string known;
+    for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>();
+      if (!keys.count(k)) fail(kv.first, field + "." + k, "unknown field; use one of " + known);
+    }
+  }
+  YAML::Node required(const YAML::Node& n, const std::string& key, const std::string& field) const {
+    const YAML::Node v = n[key];
+    if (!v) fail(n, field, "missing field '" + key + "'");
+    return v;
+  }
+  std::string text(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected text");
+    return v.as<std::string>();
+  }
+  double number(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a number");
+    double x = 0;
+    try {
+      x = v.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not a number", v.as<std::string>()));
+    }
+    if (!std::isfinite(x) || x <= 0) fail(v, field, fmt::format("{} must be a positive number", v.as<std::string>()));
+    return x;
+  }
+  std::vector<std::string> texts(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsSequence()) fail(v, field, "expected a list such as [parallel.tp=8, model=gpt-22b]");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(text(v[i], fmt::format("{}[{}]", field, i)));
+    return out;
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+PublishedMetric parse_metric(const Reader& r, const YAML::Node& v, const std::string& field) {
+  const std::string t = r.text(v, field);
+  std::string known;
+  for (const MetricName& m : kMetrics) {
+    if (t == m.name) return m.metric;
+    known += (known.empty() ? "" : ", ") + std::string(m.name);
+  }
+  r.fail(v, field, fmt::format("unknown metric '{}'; use one of {}", t, known));
+}
+
+PublishedCase parse_case(const Reader& r, const YAML::Node& n, const std::string& field) {
+  r.only_keys(n, field, {"id", "metric", "measured", "set", "baseline", "layer", "note"});
+  PublishedCase c;
+  c.id = r.text(r.required(n, "id", field), field + ".id");
+  c.metric = parse_metric(r, r.required(n, "metric", field), field + ".metric");
+  c.measured = r.number(r.required(n, "measured", field), field + ".measured");
+  if (n["set"]) c.set = r.texts(n["set"], field + ".set");
+  if (n["baseline"]) c.baseline = r.texts(n["baseline"], field + ".baseline");
+  if (c.metric == PublishedMetric::ActivationPct && !n["baseline"])
+    r.fail(n, field, "activation_pct needs 'baseline:' overrides giving the 100% layer, e.g. [parallel.sp=false]");
+  if (n["layer"]) {
+    const double l = r.number(n["layer"], field + ".layer");
+    if (l != std::floor(l) || l > 1e6) r.fail(n["layer"], field + ".layer", "expected a layer index such as 1");
+    c.layer = static_cast<int>(l);
+  }
+  if (n["note"]) c.note = r.text(n["note"], field + ".note");
+  return c;
+}
+
+PublishedGroup parse_group(const Reader& r, const YAML::Node& n, const std::string& field) {
+  r.only_keys(n, field, {"name", "where", "scenario", "bound", "cases"});
+  PublishedGroup g;
+  g.name = r.text(r.required(n, "name", field), field + ".name");
+  g.where = r.text(r.required(n, "where", field), field + ".where");
+  const YAML::Node base = r.required(n, "scenario", field);
+  if (!base.IsMap()) r.fail(base, field + ".scenario", "expected a scenario mapping (model:, parallel:, topology:, ...)");
+  YAML::Emitter out;
+  out << base;
+  g.base = out.c_str();
+  const YAML::Node bound = r.required(n, "bound", field);
+  r.only_keys(bound, field + ".bound", {"mean_abs", "worst_abs"});
+  g.bound_mean = r.number(r.required(bound, "mean_abs", field + ".bound"), field + ".bound.mean_abs");
+  g.bound_worst = r.number(r.required(bound, "worst_abs", field + ".bound"), field + ".bound.worst_abs");
+  const YAML::Node cases = r.required(n, "cases", field);
+  if (!cases.IsSequence() || cases.size() == 0) r.fail(cases, field + ".cases", "expected a non-empty list of cases");
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string f = fmt::format("{}.cases[{}]", field, i);
+    g.cases.push_back(parse_case(r, cases[i], f));
+    if (!ids.insert(g.cases.back().id).second)
+      r.fail(cases[i], f + ".id", "'" + g.cases.back().id + "' is used twice in this group; ids must be unique");
+  }
+  return g;
+}
+
+ScenarioNode case_node(const PublishedGroup& g, const std::vector<std::string>& sets, const std::string& what) {
+  ScenarioNode n = ScenarioNode::parse(g.base, what);
+  for (const std::string& s : sets) n.set(s);
+  return n;
+}
+
+// The span [first start, last end] of role 0's ops that `pick` selects, in seconds.
+template <class Pick>
+double span_s(const TrainingResult& r, Pick pick, const std::string& what) {
+  Time first = Time::from_ps(std::numeric_limits<std::int64_t>::max()), last;
+  bool any = false;
+  for (const TraceEvent& ev : r.sim.trace.events) {
+    if (ev.role != 0) continue;
+    const Op& op = r.schedule.roles[0].ops[static_cast<std::size_t>(ev.op)];
+    if (!pick(op)) continue;
+    any = true;
+    first = std::min(first, ev.start);
+    last = std::max(last, ev.end);
+  }
+  if (!any) throw Error(what + ": the first stage runs no such op; check the case's layer and layout");
+  return static_cast<double>((last - first).ps()) * 1e-12;
+}
+
+bool backward_like(Phase p) { return p == Phase::Backward || p == Phase::Recompute; }
+
+}  // namespace
+
+const char* to_string(PublishedMetric m) {
+  for (const MetricName& n : kMetrics)
+    if (n.metric == m) return n.name;
+  return "?";
+}
+
+PublishedSource parse_published_source(const std::string& text, const std::string& file) {
+  const Reader r(file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}:{}: malformed YAML: {}", file, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsMap()) throw Error(file + ": a published source is a mapping with source:, counts: and groups:");
+  r.only_keys(root, "source file", {"source", "counts", "groups"});
+  PublishedSource s;
+  s.file = file;
+  s.key = fs::path(file).stem().string();
+  s.source = r.text(r.required(root, "source", "source file"), "source");
+  s.counts = r.text(r.required(root, "counts", "source file"), "counts");
+  const YAML::Node groups = r.required(root, "groups", "source file");
+  if (!groups.IsSequence() || groups.size() == 0) r.fail(groups, "groups", "expected a non-empty list of groups");
+  for (std::size_t i = 0; i < groups.size(); ++i) s.groups.push_back(parse_group(r, groups[i], fmt::format("groups[{}]", i)));
+  return s;
+}
+
+PublishedSuite load_published_suite(const std::string& path) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".yaml") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw Error(path + ": no *.yaml published sources in this directory; see docs/validation/published.md");
+  } else if (fs::is_regular_file(path, ec)) {
+    files.push_back(path);
+  } else {
+    throw Error(path + ": no such file or directory; give the suite directory (validation/published) or one source file");
+  }
+  PublishedSuite suite;
+  for (const fs::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw Error(f.string() + ": cannot read the file; check its permissions");
+    std::stringstream text;
+    text << in.rdbuf();
+    suite.sources.push_back(parse_published_source(text.str(), f.string()));
+  }
+  return suite;
+}
+
+double predict_published(const PublishedGroup& g, const PublishedCase& c, const AlgorithmRegistry& registry) {
+  const std::string what = fmt::format("{} case '{}'", g.name, c.id);
+  const Scenario s = case_node(g, c.set, what).resolve();
+  switch (c.metric) {
+    case PublishedMetric::IterationS:
+      return static_cast<double>(simulate_training(s, registry, false).sim.iteration.ps()) * 1e-12;
+    case PublishedMetric::LayerForwardMs:
+    case PublishedMetric::LayerBackwardMs: {
+      if (c.layer < 0 || c.layer >= s.model.layers / (s.parallel.pp * s.parallel.vchunks))
+        throw Error(fmt::format("{}: layer {} is not on the first stage; use 0..{}", what, c.layer,
+                                s.model.layers / (s.parallel.pp * s.parallel.vchunks) - 1));
+      const TrainingResult r = simulate_training(s, registry, true);
+      const bool fwd = c.metric == PublishedMetric::LayerForwardMs;
+      return 1e3 * span_s(r, [&](const Op& op) {
+        return op.layer == c.layer && op.microbatch == 0 && (fwd ? op.phase == Phase::Forward : backward_like(op.phase));
+      }, what);
+    }
+    case PublishedMetric::LayersThroughput: {
+      if (s.parallel.pp != 1 || s.parallel.microbatches != 1)
+        throw Error(what + ": layers_throughput needs parallel.pp = 1 and parallel.microbatches = 1");
+      const TrainingResult r = simulate_training(s, registry, true);
+      const double fwd = span_s(r, [](const Op& op) { return op.layer >= 0 && op.phase == Phase::Forward; }, what);
+      const double bwd = span_s(r, [](const Op& op) { return op.layer >= 0 && backward_like(op.phase); }, what);
+      return static_cast<double>(s.parallel.global_batch()) / (fwd + bwd);
+    }
+    case PublishedMetric::ActivationPct: {
+      const Scenario b = case_node(g, [&] {
+        std::vector<std::string> all = c.set;
+        all.insert(all.end(), c.baseline.begin(), c.baseline.end());
+        return all;
+      }(), what + " baseline").resolve();
+      validate_parallel(s.parallel, s.model, s.parallel.world_size());
+      validate_parallel(b.parallel, b.model, b.parallel.world_size());
+      return 100.0 * static_cast<double>(layer_activation_bytes(s.model, s.parallel)) /
+             static_cast<double>(layer_activation_bytes(b.model, b.parallel));
+    }
+  }
+  return 0;
+}
+
+bool PublishedReport::within_bounds() const {
+  return std::all_of(groups.begin(), groups.end(), [](const PublishedGroupResult& g) { return g.within_bound; });
+}
+
+PublishedReport check_published(const PublishedSuite& suite, const AlgorithmRegistry& registry) {
+  PublishedReport report;
+  for (const PublishedSource& src : suite.sources)
+    for (const PublishedGroup& g : src.groups) {
+      PublishedGroupResult gr;
+      gr.source_key = src.key;
+      gr.group = g.name;
+      gr.where = g.where;
+      gr.bound_mean = g.bound_mean;
+      gr.bound_worst = g.bound_worst;
+      for (const PublishedCase& c : g.cases) {
+        PublishedCaseResult cr;
+        cr.id = c.id;
+        cr.metric = c.metric;
+        cr.measured = c.measured;
+        cr.predicted = predict_published(g, c, registry);
+        cr.error = c.metric == PublishedMetric::ActivationPct ? cr.predicted - cr.measured
+                                                                : 100.0 * (cr.predicted - cr.measured) / cr.measured;
+        gr.mean_error += cr.error;
+        gr.mean_abs_error += std::abs(cr.error);
+        gr.worst_abs_error = std::max(gr.worst_abs_error, std::abs(cr.error));
+        gr.cases.push_back(cr);
+      }
+      const double n = static_cast<double>(gr.cases.size());
+      gr.mean_error /= n;
+      gr.mean_abs_error /= n;
+      gr.within_bound = gr.mean_abs_error <= gr.bound_mean && gr.worst_abs_error <= gr.bound_worst;
+      report.groups.push_back(std::move(gr));
+    }
+  return report;
+}
+
+}  // namespace meshsim
