@@ -51,6 +51,9 @@ struct ParallelSpec {
   int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
   int world_size() const { return dp * pp * cp * tensor_size(); }
   int global_batch() const { return dp * microbatches * micro_batch_size; }
+  // Whether stage-to-stage sends are scattered over tp and gathered at the receiver: asked for,
+  // and the activation is replicated over a tp group (no sp, no mesh2d) between stages.
+  bool pipeline_scatter_gather() const { return pp_scatter_gather && !sp && mesh2d == 0 && tp > 1 && pp > 1; }
 };
 
 // Checks the layout against the model and the GPU count; throws Error naming the field

@@ -203,19 +203,18 @@ struct Planner {
     // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint).
     checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
     stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
-    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || scatter_gather() ? p.tp : 1);
+    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || p.pipeline_scatter_gather() ? p.tp : 1);
     boundary = static_cast<Bytes>(ctx.tokens * m.hidden / shard) * P;
     bucket = static_cast<Bytes>(p.dp_bucket_mib * 1024 * 1024);
   }
 
   // Pipeline scatter/gather: without sp each tp rank sends its 1/tp slice, and the receiving
   // stage all-gathers the whole activation over tp.
-  bool scatter_gather() const { return p.pp_scatter_gather && !p.sp && p.mesh2d == 0 && p.tp > 1 && p.pp > 1; }
   void receive(Emitter& e, Op recv) {
     const Phase phase = recv.phase;
     const int mb = recv.microbatch;
     e.recv(std::move(recv));
-    if (scatter_gather())
+    if (p.pipeline_scatter_gather())
       e.follow(collective(phase, Stream::Tp, CollKind::AllGather, "tp", p.tp, boundary * p.tp,
                             phase == Phase::Forward ? "pp.gather.activation" : "pp.gather.grad", -1, mb));
   }

@@ -241,6 +241,11 @@ void emit_forward(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int
   }
 }
 
+// The backward GEMMs of C[m,n] = A[m,k] B[k,n]: dA = dC B^T (m x k, inner n) and
+// dB = A^T dC (k x n, inner m).
+Kernel dgrad_of(const Kernel& f) { return Kernel::gemm(f.m, f.k, f.n, f.dtype_bytes); }
+Kernel wgrad_of(const Kernel& f) { return Kernel::gemm(f.k, f.n, f.m, f.dtype_bytes); }
+
 // Backward of an elementwise or row kernel: twice its forward FLOPs; it reads the saved
 // input and the output gradient and writes the input gradient, three tensors where the
 // forward touched two, hence 1.5x its forward bytes.
@@ -249,13 +254,10 @@ constexpr double kBackwardBytesFactor = 1.5;
 void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int mb) {
   const Phase ph = Phase::Backward;
   switch (s.type) {
-    case LayerStep::Type::Gemm: {
-      // C[m,n] = A[m,k] B[k,n]: dA = dC B^T (m x k, inner n), dB = A^T dC (k x n, inner m).
-      const Kernel& f = s.k;
-      e.compute(ph, s.name + ".dgrad", layer, mb, Kernel::gemm(f.m, f.k, f.n, f.dtype_bytes));
-      e.compute(ph, s.name + ".wgrad", layer, mb, Kernel::gemm(f.k, f.n, f.m, f.dtype_bytes));
+    case LayerStep::Type::Gemm:
+      e.compute(ph, s.name + ".dgrad", layer, mb, dgrad_of(s.k));
+      e.compute(ph, s.name + ".wgrad", layer, mb, wgrad_of(s.k));
       break;
-    }
     case LayerStep::Type::Kern: {
       Kernel k = s.k;
       k.flops *= 2;
@@ -278,17 +280,16 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
 void emit_overlapped_backward(const Ctx& c, Emitter& e, const LayerStep& gemm, const LayerStep& in, int layer,
                               int mb) {
   const Phase ph = Phase::Backward;
-  const Kernel& f = gemm.k;
   int gathered = -1;
   if (c.p.sp) {
     Op ag = make_op(ph, in, CollKind::AllGather, layer, mb);
     ag.name = in.name + ".regather";
     gathered = e.async(std::move(ag));
   }
-  e.compute(ph, gemm.name + ".dgrad", layer, mb, Kernel::gemm(f.m, f.k, f.n, f.dtype_bytes));
+  e.compute(ph, gemm.name + ".dgrad", layer, mb, dgrad_of(gemm.k));
   const int reduced = e.async(make_op(ph, in, *in.bwd, layer, mb));
   if (gathered >= 0) e.wait_for(gathered);
-  e.compute(ph, gemm.name + ".wgrad", layer, mb, Kernel::gemm(f.k, f.n, f.m, f.dtype_bytes));
+  e.compute(ph, gemm.name + ".wgrad", layer, mb, wgrad_of(gemm.k));
   e.wait_for(reduced);
 }
 

@@ -259,8 +259,6 @@ TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
     }
 }
 
-// The optimizer step is AdamW over the parameters this rank updates: all of them, or its
-// 1/dp shard under ZeRO-1, at 28 bytes and 12 FLOPs each.
 // Megatron's mixed-precision optimizer over N = the parameters this rank updates (all of
 // them, or 1/dp under ZeRO-1) and H = those it holds: grad norm 4N bytes, AdamW 28N bytes
 // and 12N FLOPs, fp32 -> bf16 copy (4 + 2)N bytes, zeroing the fp32 gradients 4H bytes.

@@ -177,7 +177,7 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, con
   if (options.fidelity != Fidelity::Formula || p.zero >= 3) return std::nullopt;
   // Pipeline scatter/gather: the receiver's all-gather queues on the tp stream behind the
   // previous unit's asynchronous tp collectives, a coupling between units this path ignores.
-  if (p.pp_scatter_gather && !p.sp && p.mesh2d == 0 && p.tp > 1 && p.pp > 1) return std::nullopt;
+  if (p.pipeline_scatter_gather()) return std::nullopt;
   UnitPlanner planner(m, p);
   Schedule fused;
   fused.axes = mesh_axes(p);
