@@ -290,8 +290,8 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
               fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf,
                           div_text(x, x.tsp, true, x.tsym)));
   if (p.zero >= 3 && p.dp > 1)
-    candidate("zero3_layer_gather", x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
-              "P x one layer's parameters / t");
+    candidate("zero3_layer_gather", 2 * x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
+              "2 x P x one layer's parameters / t (the layer in use and the next, prefetched)");
   if (p.mesh2d > 0)
     candidate("summa_broadcast", x.P * (sbh + x.h * x.f) / (t * x.c),
               coef_text(x.P) + "(sbh + hf)/q^2 (one activation and one weight block)");

@@ -19,7 +19,9 @@
 //   - data parallel: gradients of the last micro-batch's backward reduced in buckets on
 //     the dp axis, overlapped with backward (ZeRO 1-2: reduce-scatter, then an all-gather
 //     of parameters after the optimizer; ZeRO 3: also an all-gather of each layer's
-//     parameters before its forward and backward); then the optimizer step.
+//     parameters, one tensor-parallel rank's share, for its forward, recomputed forward and
+//     backward, prefetched on the dp stream while the previous layer computes); then the
+//     optimizer step.
 #pragma once
 
 #include <memory>
