@@ -217,12 +217,17 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   const double t = x.t;
   const double expert = m.expert_params_per_layer();
   const double table = static_cast<double>(m.vocab) * m.hidden / t;  // vocabulary-parallel
-  state_items(r.items, m, p, "layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
-  state_items(r.items, m, p, "experts", stage_layers * expert / (t * p.ep), p.dp / p.ep);
-  if (first) state_items(r.items, m, p, "embedding", table, p.dp);
+  double held_params = 0;  // parameters this rank holds before ZeRO sharding
+  auto state = [&](const std::string& name, double params, int shard_group) {
+    held_params += params;
+    state_items(r.items, m, p, name, params, shard_group);
+  };
+  state("layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
+  state("experts", stage_layers * expert / (t * p.ep), p.dp / p.ep);
+  if (first) state("embedding", table, p.dp);
   if (last) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;
-    state_items(r.items, m, p, "head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
+    state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
   }
 
   // Activations.
@@ -277,7 +282,14 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     const Bytes b = static_cast<Bytes>(std::llround(bytes));
     if (b > ws.bytes) ws = {"workspace", name, formula, b};
   };
-  if (p.dp > 1) candidate("dp_gradient_bucket", p.dp_bucket_mib * 1024 * 1024, fmt::format("{} MiB", p.dp_bucket_mib));
+  if (p.dp > 1) {
+    // A bucket never holds more than the gradients this rank reduces (all of them, as
+    // computed before any ZeRO sharding): P x the parameters of its layers, experts,
+    // embedding and head.
+    const double bucket = p.dp_bucket_mib * 1024 * 1024, grads = x.P * held_params;
+    candidate("dp_gradient_bucket", std::min(bucket, grads),
+              fmt::format("min({} MiB, gradients = P x {:.4g} parameters)", p.dp_bucket_mib, held_params));
+  }
   if (p.tp > 1) candidate("tp_gather_buffer", x.P * sbh / x.c, coef_text(x.P) + "sbh" + div_text(x, 1, true, ""));
   if (p.pp > 1)
     candidate("pp_send_recv", 2 * x.P * sbh / (x.tsp * x.c),
