@@ -135,7 +135,8 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
   const Shape x = shape_of(m, p);
   std::vector<MemoryItem> v;
   if (mode == RecomputeMode::Full) {
-    add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, x.tsp);
+    // distribute_checkpoints: each tp rank keeps 1/t of the input (sp already shards it).
+    add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, p.checkpoints_distributed() ? x.t : x.tsp);
     return v;
   }
   v = m.attention == AttentionKind::Flash ? flash_items(x) : plain_items(m, x, mode != RecomputeMode::Selective);

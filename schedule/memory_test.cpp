@@ -294,5 +294,29 @@ TEST(RankMemoryTest, DpBucketIsAtMostTheGradients) {
       << rank_memory(m, p, 0).items.back().formula;
 }
 
+// Megatron's distributed checkpoints: without sp each tp rank keeps 1/t of a checkpointed
+// layer input. GPT-3 175B, b = 1, t = 8: 2sbh/t = 2 x 2048 x 12288 / 8 = 6,291,456 bytes
+// (2sbh = 50,331,648 without). pp = 1 holds all 96 layers, one micro-batch in flight:
+// full 96 checkpoints = 603,979,776 bytes; every:4 96/4 = 24 = 150,994,944 bytes.
+TEST(Recompute, DistributedCheckpointsKeepOneTensorShard) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, false, RecomputeMode::Full);
+  EXPECT_EQ(item(layer_activation_items(m, p), "layer_input"), 50331648);
+  p.distribute_checkpoints = true;
+  const std::vector<MemoryItem> items = layer_activation_items(m, p);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].bytes, 6291456);
+  EXPECT_EQ(items[0].formula, "2sbh/t");
+  auto checkpoints = [&](const ParallelSpec& q) {
+    for (const MemoryItem& i : rank_memory(m, q, 0).items)
+      if (i.name == "checkpoint.layer_input") return i.bytes;
+    ADD_FAILURE() << "no checkpoint item";
+    return Bytes{-1};
+  };
+  EXPECT_EQ(checkpoints(p), 603979776);
+  p.recompute = Recompute::parse("every:4", "test");
+  EXPECT_EQ(checkpoints(p), 150994944);
+}
+
 }  // namespace
 }  // namespace meshsim

@@ -192,7 +192,8 @@ struct Planner {
     V = p.pp * p.vchunks;
     Lc = m.layers / V;
     full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
-    // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint).
+    // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint;
+    // 1/t of it per tp rank with distribute_checkpoints).
     checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
     stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
     const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp ? p.tp : 1);
@@ -366,6 +367,10 @@ struct Planner {
     for (std::size_t k = 0; k < steps.size(); ++k) {
       const auto [i, phase] = steps[k];
       const int layer = layer_of(u.chunk, i);
+      if (phase == Phase::Recompute && (k == 0 || steps[k - 1].second != Phase::Recompute) &&
+          p.checkpoints_distributed())  // the segment's input, kept as 1/t per tp rank, gathered whole
+        e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, "tp", p.tp,
+                              static_cast<Bytes>(ctx.tokens * m.hidden) * P, "tp.allgather.checkpoint", layer, u.mb));
       z3.before_use(k);
       if (phase == Phase::Recompute) {
         const int first = e.size();

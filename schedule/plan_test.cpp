@@ -403,5 +403,44 @@ TEST(Plan, Zero3GatherIsPrefetchedOneLayerAhead) {
   }
 }
 
+// distribute_checkpoints: the stash of a checkpointed layer is 1/t of its input, and each
+// recomputed segment first all-gathers the input over tp (blocking). h = 1024, s = 512, b = 1,
+// P = 2, t = 4: gather output b s h P = 1,048,576 bytes; stash 1,048,576 / 4 = 262,144 bytes
+// (1,048,576 without distribution). 4 layers: full recomputes 4 segments, every:2 two.
+TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (const char* recompute : {"full", "every:2"}) {
+    for (bool distribute : {false, true}) {
+      ParallelSpec p;
+      p.tp = 4;
+      p.recompute = Recompute::parse(recompute, "test");
+      p.distribute_checkpoints = distribute;
+      const Schedule s = plan_iteration(m, p);
+      const auto& ops = s.roles[0].ops;
+      int gathers = 0;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const Op& op = ops[i];
+        if (op.layer == 0 && op.phase == Phase::Forward && (i == 0 || ops[i - 1].layer != 0)) {
+          EXPECT_EQ(op.alloc, distribute ? 262144 : 1048576) << recompute;  // layer 0 keeps a checkpoint
+        }
+        if (op.name != "tp.allgather.checkpoint") continue;
+        ++gathers;
+        EXPECT_EQ(op.bytes, 1048576);
+        EXPECT_EQ(op.coll, CollKind::AllGather);
+        EXPECT_EQ(op.axis, "tp");
+        EXPECT_EQ(op.group_size, 4);
+        EXPECT_EQ(op.phase, Phase::Recompute);
+        // The next op is the segment's first recomputed compute op of the same layer, and waits for it.
+        ASSERT_LT(i + 1, ops.size());
+        EXPECT_EQ(ops[i + 1].kind, OpKind::Compute);
+        EXPECT_EQ(ops[i + 1].phase, Phase::Recompute);
+        EXPECT_EQ(ops[i + 1].layer, op.layer);
+        EXPECT_NE(std::find(ops[i + 1].deps.begin(), ops[i + 1].deps.end(), static_cast<int>(i)), ops[i + 1].deps.end());
+      }
+      EXPECT_EQ(gathers, distribute ? (std::string(recompute) == "full" ? 4 : 2) : 0) << recompute;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshsim
