@@ -135,7 +135,8 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
   const Shape x = shape_of(m, p);
   std::vector<MemoryItem> v;
   if (mode == RecomputeMode::Full) {
-    add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, x.tsp);
+    // distribute_checkpoints: each tp rank keeps 1/t of the input (sp already shards it).
+    add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, p.checkpoints_distributed() ? x.t : x.tsp);
     return v;
   }
   v = m.attention == AttentionKind::Flash ? flash_items(x) : plain_items(m, x, mode != RecomputeMode::Selective);
@@ -217,12 +218,17 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   const double t = x.t;
   const double expert = m.expert_params_per_layer();
   const double table = static_cast<double>(m.vocab) * m.hidden / t;  // vocabulary-parallel
-  state_items(r.items, m, p, "layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
-  state_items(r.items, m, p, "experts", stage_layers * expert / (t * p.ep), p.dp / p.ep);
-  if (first) state_items(r.items, m, p, "embedding", table, p.dp);
+  double held_params = 0;  // parameters this rank holds before ZeRO sharding
+  auto state = [&](const std::string& name, double params, int shard_group) {
+    held_params += params;
+    state_items(r.items, m, p, name, params, shard_group);
+  };
+  state("layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
+  state("experts", stage_layers * expert / (t * p.ep), p.dp / p.ep);
+  if (first) state("embedding", table, p.dp);
   if (last) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;
-    state_items(r.items, m, p, "head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
+    state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
   }
 
   // Activations.
@@ -277,7 +283,14 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     const Bytes b = static_cast<Bytes>(std::llround(bytes));
     if (b > ws.bytes) ws = {"workspace", name, formula, b};
   };
-  if (p.dp > 1) candidate("dp_gradient_bucket", p.dp_bucket_mib * 1024 * 1024, fmt::format("{} MiB", p.dp_bucket_mib));
+  if (p.dp > 1) {
+    // A bucket never holds more than the gradients this rank reduces (all of them, as
+    // computed before any ZeRO sharding): P x the parameters of its layers, experts,
+    // embedding and head.
+    const double bucket = p.dp_bucket_mib * 1024 * 1024, grads = x.P * held_params;
+    candidate("dp_gradient_bucket", std::min(bucket, grads),
+              fmt::format("min({} MiB, gradients = P x {:.4g} parameters)", p.dp_bucket_mib, held_params));
+  }
   if (p.tp > 1) candidate("tp_gather_buffer", x.P * sbh / x.c, coef_text(x.P) + "sbh" + div_text(x, 1, true, ""));
   if (p.pp > 1)
     candidate("pp_send_recv", 2 * x.P * sbh / (x.tsp * x.c),
@@ -290,8 +303,8 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
               fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf,
                           div_text(x, x.tsp, true, x.tsym)));
   if (p.zero >= 3 && p.dp > 1)
-    candidate("zero3_layer_gather", x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
-              "P x one layer's parameters / t");
+    candidate("zero3_layer_gather", 2 * x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
+              "2 x P x one layer's parameters / t (the layer in use and the next, prefetched)");
   if (p.mesh2d > 0)
     candidate("summa_broadcast", x.P * (sbh + x.h * x.f) / (t * x.c),
               coef_text(x.P) + "(sbh + hf)/q^2 (one activation and one weight block)");

@@ -31,7 +31,8 @@
 //   GQA with kv_replicate (tp > kv_heads): K/V items are divided by kv_heads, not t.
 //   Recompute: None keeps all items; Selective drops the attention core (softmax output,
 //   its dropout mask and dropout output: 5as^2b/t for 16-bit; Flash has none to drop);
-//   Full keeps the layer input only (Psbh/(c*t) with sp, Psbh/c without). EveryK and
+//   Full keeps the layer input only (Psbh/(c*t) with sp or distribute_checkpoints, Psbh/c
+//   without). EveryK and
 //   Sqrt return the None items here; rank_memory places their checkpoints and segment.
 //
 // Per stage (rank_memory): see docs/memory.md for every assumption.

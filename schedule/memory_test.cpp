@@ -247,5 +247,76 @@ TEST(RankMemoryTest, TotalsRolesWorkspaceAndBadStage) {
   }
 }
 
+// The DP bucket holds at most the gradients the rank reduces. Hand-worked: layers 4,
+// h = 256, vocab 1024, tied embeddings, P = 2: a GPT layer has 12h^2 + 13h = 786,432 + 3,328
+// = 789,760 parameters.
+//   pp = 1: 4 layers 3,159,040 + embedding vh 262,144 + final LayerNorm 2h 512 = 3,421,696
+//           parameters -> 6,843,392 bytes of gradients;
+//   pp = 2, stage 0: 2 layers 1,579,520 + embedding 262,144 = 1,841,664 -> 3,683,328 bytes;
+//           stage 1: 2 layers + output projection 262,144 + 512 = 1,842,176 -> 3,684,352 bytes.
+// A 1 TiB bucket is clamped to those; a 1 MiB one stays 1,048,576 bytes.
+TEST(RankMemoryTest, DpBucketIsAtMostTheGradients) {
+  ModelSpec m;
+  m.name = "small";
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 1024;
+  m.seq = 128;
+  m.vocab = 1024;
+  auto bucket = [&](int pp, int stage, double mib, int zero) {
+    ParallelSpec p;
+    p.dp = 2;
+    p.pp = pp;
+    p.microbatches = pp;
+    p.zero = zero;
+    p.dp_bucket_mib = mib;
+    const RankMemory r = rank_memory(m, p, stage);
+    for (const MemoryItem& i : r.items)
+      if (i.category == "workspace") {
+        EXPECT_EQ(i.name, "dp_gradient_bucket");
+        return i.bytes;
+      }
+    ADD_FAILURE() << "no workspace item";
+    return Bytes{-1};
+  };
+  for (int zero : {0, 2, 3}) {  // the bucket holds gradients as computed, before ZeRO sharding
+    EXPECT_EQ(bucket(1, 0, 1024.0 * 1024, zero), 6843392) << zero;
+    EXPECT_EQ(bucket(2, 0, 1024.0 * 1024, zero), 3683328) << zero;
+    EXPECT_EQ(bucket(2, 1, 1024.0 * 1024, zero), 3684352) << zero;
+  }
+  EXPECT_EQ(bucket(1, 0, 1, 0), 1048576);
+  ParallelSpec p;
+  p.dp = 2;
+  p.dp_bucket_mib = 1024.0 * 1024;
+  EXPECT_NE(rank_memory(m, p, 0).items.back().formula.find("min(1048576 MiB, gradients = P x 3.422e+06 parameters)"), std::string::npos)
+      << rank_memory(m, p, 0).items.back().formula;
+}
+
+// Megatron's distributed checkpoints: without sp each tp rank keeps 1/t of a checkpointed
+// layer input. GPT-3 175B, b = 1, t = 8: 2sbh/t = 2 x 2048 x 12288 / 8 = 6,291,456 bytes
+// (2sbh = 50,331,648 without). pp = 1 holds all 96 layers, one micro-batch in flight:
+// full 96 checkpoints = 603,979,776 bytes; every:4 96/4 = 24 = 150,994,944 bytes.
+TEST(Recompute, DistributedCheckpointsKeepOneTensorShard) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ParallelSpec p = layout(8, false, RecomputeMode::Full);
+  EXPECT_EQ(item(layer_activation_items(m, p), "layer_input"), 50331648);
+  p.distribute_checkpoints = true;
+  const std::vector<MemoryItem> items = layer_activation_items(m, p);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].bytes, 6291456);
+  EXPECT_EQ(items[0].formula, "2sbh/t");
+  auto checkpoints = [&](const ParallelSpec& q) {
+    for (const MemoryItem& i : rank_memory(m, q, 0).items)
+      if (i.name == "checkpoint.layer_input") return i.bytes;
+    ADD_FAILURE() << "no checkpoint item";
+    return Bytes{-1};
+  };
+  EXPECT_EQ(checkpoints(p), 603979776);
+  p.recompute = Recompute::parse("every:4", "test");
+  EXPECT_EQ(checkpoints(p), 150994944);
+}
+
 }  // namespace
 }  // namespace meshsim

@@ -80,6 +80,21 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
 
   if (p.sp && p.tp < 2 && p.mesh2d == 0)
     fail("sp", fmt::format("sequence parallelism needs tp > 1 (tp = {}); set tp or drop sp", p.tp));
+  if (p.distribute_checkpoints) {
+    if (p.sp)
+      fail("distribute_checkpoints",
+           "sequence parallelism already shards the checkpoints over tp; set distribute_checkpoints false");
+    if (p.tp < 2)
+      fail("distribute_checkpoints",
+           fmt::format("shards checkpoints over 1D tensor parallelism, which needs tp > 1 (tp = {}); set tp or "
+                       "set distribute_checkpoints false",
+                       p.tp));
+    if (!p.checkpoints_distributed())
+      fail("distribute_checkpoints",
+           fmt::format("applies to whole-layer recomputation (recompute = {} keeps no checkpoints); set recompute to "
+                       "full, every:K or sqrt, or set distribute_checkpoints false",
+                       p.recompute.to_string()));
+  }
   if (p.mesh2d > 0) {
     const int q = p.mesh2d;
     if (p.tp > 1) fail("mesh2d", fmt::format("q = {} replaces 1D tensor parallelism; set tp = 1 (tp = {})", q, p.tp));

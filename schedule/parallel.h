@@ -46,7 +46,19 @@ struct ParallelSpec {
   double ep_imbalance = 1.0;  // tokens at the busiest expert rank / mean (>= 1)
   int mesh2d = 0;          // q > 0: 2D SUMMA tensor parallel on a q x q mesh instead of tp
   Recompute recompute;
+  // Megatron's --distribute-saved-activations: under whole-layer recomputation (full,
+  // every:K, sqrt) without sp, each tp rank keeps 1/tp of a checkpointed layer input and the
+  // input is all-gathered over tp before its segment is recomputed.
+  bool distribute_checkpoints = false;
   double dp_bucket_mib = 25;  // DP gradient bucket size
+
+  // Whether the checkpoints are sharded over tp by distribute_checkpoints (it is set, with
+  // whole-layer recomputation, 1D tp > 1 and no sp).
+  bool checkpoints_distributed() const {
+    return distribute_checkpoints && tp > 1 && !sp && mesh2d == 0 &&
+           (recompute.mode == RecomputeMode::Full || recompute.mode == RecomputeMode::EveryK ||
+            recompute.mode == RecomputeMode::Sqrt);
+  }
 
   int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
   int world_size() const { return dp * pp * cp * tensor_size(); }
@@ -61,7 +73,8 @@ struct ParallelSpec {
 // checked first (validate_model with field "model"). Requirements, in order:
 //   sizes dp, tp, cp, pp, vchunks, microbatches, micro_batch_size, ep >= 1; mesh2d >= 0;
 //   zero in 0..3; ep_imbalance >= 1; dp_bucket_mib > 0; every:K with K >= 1;
-//   sp needs tp > 1; mesh2d excludes tp > 1, sp and cp > 1;
+//   sp needs tp > 1; mesh2d excludes tp > 1, sp and cp > 1; distribute_checkpoints needs
+//   tp > 1, no sp and recompute full, every:K or sqrt;
 //   tp divides heads; tp <= kv_heads and divides them, or (kv_replicate) a multiple of them;
 //   mesh2d q divides heads, hidden, ffn_hidden, vocab and micro_batch_size (the b x h
 //   split of Optimus: each device holds b/q sequences, h/q columns, heads/q heads);

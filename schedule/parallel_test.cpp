@@ -126,6 +126,12 @@ TEST(ValidateParallel, EveryBadCaseNamesItsField) {
       {"mesh2d vs micro-batch", "gpt3-175b", 16, "parallel.mesh2d:",
        [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 4; p.micro_batch_size = 2; }},
       {"sp without tp", "gpt3-175b", 1, "parallel.sp:", [](ParallelSpec& p) { p = ParallelSpec{}; p.sp = true; }},
+      {"distributed checkpoints with sp", "gpt3-175b", 1024, "parallel.distribute_checkpoints:",
+       [](ParallelSpec& p) { p.recompute.mode = RecomputeMode::Full; p.distribute_checkpoints = true; }},
+      {"distributed checkpoints without tp", "gpt3-175b", 1, "parallel.distribute_checkpoints:",
+       [](ParallelSpec& p) { p = ParallelSpec{}; p.recompute.mode = RecomputeMode::Full; p.distribute_checkpoints = true; }},
+      {"distributed checkpoints without checkpoints", "gpt3-175b", 1024, "parallel.distribute_checkpoints:",
+       [](ParallelSpec& p) { p.sp = false; p.recompute.mode = RecomputeMode::Selective; p.distribute_checkpoints = true; }},
       {"bad model", "gpt3-175b", 1024, "model.heads:", [](ParallelSpec&) {}},
   };
   for (const BadCase& c : cases) {
@@ -159,6 +165,14 @@ TEST(ValidateParallel, MessagesGiveValuesAndFix) {
   g.tp = 16;
   const std::string kv = error_of([&] { validate_parallel(g, model_preset("llama2-70b"), 16); });
   EXPECT_NE(kv.find("kv_replicate"), std::string::npos) << kv;
+  ParallelSpec d = good_gpt();
+  d.recompute.mode = RecomputeMode::Full;
+  d.distribute_checkpoints = true;
+  const std::string dc = error_of([&] { validate_parallel(d, model_preset("gpt3-175b"), 1024); });
+  EXPECT_NE(dc.find("sequence parallelism already shards the checkpoints"), std::string::npos) << dc;
+  EXPECT_NE(dc.find("set distribute_checkpoints false"), std::string::npos) << dc;
+  d.sp = false;
+  EXPECT_NO_THROW(validate_parallel(d, model_preset("gpt3-175b"), 1024));
 }
 
 TEST(ParallelSpec, SizesAndGlobalBatch) {

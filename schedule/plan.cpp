@@ -200,7 +200,8 @@ struct Planner {
     V = p.pp * p.vchunks;
     Lc = m.layers / V;
     full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
-    // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint).
+    // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint;
+    // 1/t of it per tp rank with distribute_checkpoints).
     checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
     stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
     const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || p.pipeline_scatter_gather() ? p.tp : 1);
@@ -254,13 +255,33 @@ struct Planner {
     else plan::layer_backward(ctx, e, layer, mb);
   }
 
-  void zero3_gather(Emitter& e, int layer, int mb, Phase phase) {
-    if (p.zero < 3 || p.dp == 1) return;
+  // ZeRO-3: the all-gather of one layer's parameters. The output is what one tensor-parallel
+  // rank holds of the layer (layer_grad_bytes, already / t); each dp rank contributes 1/dp.
+  Op zero3_gather_op(int layer, int mb, Phase phase) const {
     const auto [dense, experts] = layer_grad_bytes();
-    Op op = collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, (dense + experts) * p.dp,
-                       "zero3.allgather.params", layer, mb);
-    e.blocking(std::move(op));
+    return collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, dense + experts,
+                      "zero3.allgather.params", layer, mb);
   }
+
+  // The parameter uses of one unit in compute order, (layer, phase), each preceded by
+  // before_use(k). Under ZeRO-3 (dp > 1) use k's gather is issued on the dp stream when use
+  // k - 1 starts computing (the first two at the start of the unit), as FSDP prefetches the
+  // next layer, and use k's first op waits for it; otherwise nothing is emitted.
+  struct Zero3Prefetch {
+    Planner& pl;
+    Emitter& e;
+    int mb;
+    std::vector<std::pair<int, Phase>> uses;
+    std::vector<int> ops;
+    void before_use(std::size_t k) {
+      if (pl.p.zero < 3 || pl.p.dp == 1) return;
+      if (ops.empty()) ops.assign(uses.size(), -1);
+      auto issue = [&](std::size_t j) { ops[j] = e.async(pl.zero3_gather_op(uses[j].first, mb, uses[j].second)); };
+      if (k == 0) issue(0);
+      if (k + 1 < uses.size()) issue(k + 1);
+      e.wait_for(ops[k]);
+    }
+  };
 
   struct DpState {
     Bytes dense = 0, experts = 0;
@@ -334,14 +355,15 @@ struct Planner {
   void unit(Emitter& e, int s, const Unit& u, DpState& dp) {
     auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
     const int vs = u.chunk * p.pp + s;
+    Zero3Prefetch z3{*this, e, u.mb, {}, {}};
     if (u.forward) {
       if (vs > 0) receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
       if (vs == 0) embedding(e, u.mb, false);
+      for (int i = 0; i < Lc; ++i) z3.uses.emplace_back(layer_of(u.chunk, i), Phase::Forward);
       for (int i = 0; i < Lc; ++i) {
-        const int layer = layer_of(u.chunk, i);
-        zero3_gather(e, layer, u.mb, Phase::Forward);
+        z3.before_use(static_cast<std::size_t>(i));
         const int first = e.size();
-        forward_layer(e, layer, u.mb, Phase::Forward);
+        forward_layer(e, layer_of(u.chunk, i), u.mb, Phase::Forward);
         if (first < e.size()) e.op(first).alloc += stash_of(i);
       }
       if (vs == V - 1) logits(e, u.mb, false);
@@ -352,19 +374,29 @@ struct Planner {
     else receive(e, p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
     const bool last_mb = u.mb == p.microbatches - 1;
     const int seg = segment();
+    // Backward order, as (layer index in the chunk, phase): each recomputed segment (its first
+    // layer's input was kept) forward, just before the backward of its last layer.
+    std::vector<std::pair<int, Phase>> steps;
     for (int i = Lc - 1; i >= 0; --i) {
+      if (recompute_whole_layers() && (i == Lc - 1 || (i + 1) % seg == 0))
+        for (int j = (i / seg) * seg; j <= i; ++j) steps.emplace_back(j, Phase::Recompute);
+      steps.emplace_back(i, Phase::Backward);
+    }
+    for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(u.chunk, i), phase);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const auto [i, phase] = steps[k];
       const int layer = layer_of(u.chunk, i);
-      if (recompute_whole_layers() && (i == Lc - 1 || (i + 1) % seg == 0)) {
-        // Recompute the segment ending at layer i (its first layer's input was kept).
-        const int begin = (i / seg) * seg;
-        for (int j = begin; j <= i; ++j) {
-          zero3_gather(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
-          const int first = e.size();
-          forward_layer(e, layer_of(u.chunk, j), u.mb, Phase::Recompute);
-          if (first < e.size()) e.op(first).alloc += full;
-        }
+      if (phase == Phase::Recompute && (k == 0 || steps[k - 1].second != Phase::Recompute) &&
+          p.checkpoints_distributed())  // the segment's input, kept as 1/t per tp rank, gathered whole
+        e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, "tp", p.tp,
+                              static_cast<Bytes>(ctx.tokens * m.hidden) * P, "tp.allgather.checkpoint", layer, u.mb));
+      z3.before_use(k);
+      if (phase == Phase::Recompute) {
+        const int first = e.size();
+        forward_layer(e, layer, u.mb, Phase::Recompute);
+        if (first < e.size()) e.op(first).alloc += full;
+        continue;
       }
-      zero3_gather(e, layer, u.mb, Phase::Backward);
       backward_layer(e, layer, u.mb);
       Op& last = e.op(e.size() - 1);
       last.free += stash_of(i) + (recompute_whole_layers() ? full : 0);

@@ -15,11 +15,15 @@
 //     reduce-scatter); or, with mesh2d, the SUMMA broadcasts/reduces on the row and col
 //     axes (plan_summa.cpp);
 //   - per layer backward: the conjugates (dgrad and wgrad GEMMs, the collectives that f and
-//     g turn into), preceded by the recomputed forward when the recompute mode asks;
+//     g turn into), preceded by the recomputed forward when the recompute mode asks (with
+//     distribute_checkpoints, each recomputed segment starts with a blocking all-gather of
+//     its input, b*s*h*P/c, on the tp axis);
 //   - data parallel: gradients of the last micro-batch's backward reduced in buckets on
 //     the dp axis, overlapped with backward (ZeRO 1-2: reduce-scatter, then an all-gather
 //     of parameters after the optimizer; ZeRO 3: also an all-gather of each layer's
-//     parameters before its forward and backward); then the optimizer step.
+//     parameters, one tensor-parallel rank's share, for its forward, recomputed forward and
+//     backward, prefetched on the dp stream while the previous layer computes); then the
+//     optimizer step.
 #pragma once
 
 #include <memory>

@@ -391,5 +391,116 @@ TEST(Plan, DataParallelBucketsCarryEveryGradientOnce) {
   }
 }
 
+// ZeRO-3 all-gathers one layer's parameters as one tensor-parallel rank holds them (the
+// collective contract: n is the gathered output, each of the dp ranks contributes n/dp).
+// Hand-worked: h = 1024, GPT layer 12h^2 + 13h = 12,582,912 + 13,312 = 12,596,224 parameters;
+// / t = 4 -> 3,149,056; x P = 2 bytes -> 6,298,112 bytes, whatever dp is.
+TEST(Plan, Zero3GathersOneLayerOfOneTensorRank) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (const char* recompute : {"none", "full"}) {
+    for (int dp : {2, 8}) {
+      ParallelSpec p;
+      p.dp = dp;
+      p.tp = 4;
+      p.zero = 3;
+      p.recompute = Recompute::parse(recompute, "test");
+      const Schedule s = plan_iteration(m, p);
+      int gathers = 0;
+      for (const Op& op : s.roles[0].ops) {
+        if (op.name != "zero3.allgather.params") continue;
+        ++gathers;
+        EXPECT_EQ(op.bytes, 6298112) << recompute << " dp=" << dp;
+        EXPECT_EQ(op.coll, CollKind::AllGather);
+        EXPECT_EQ(op.axis, "dp");
+        EXPECT_EQ(op.group_size, dp);
+        EXPECT_EQ(op.stream, Stream::Dp);
+      }
+      // One per layer in forward and in backward (and in the recomputed forward): 4 layers.
+      EXPECT_EQ(gathers, std::string(recompute) == "full" ? 12 : 8) << recompute;
+    }
+  }
+}
+
+// ZeRO-3 prefetch: the gather for a layer's use is issued when the previous use starts
+// computing, so it runs on the dp stream beside that compute and only the use itself waits.
+TEST(Plan, Zero3GatherIsPrefetchedOneLayerAhead) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (const char* recompute : {"none", "full", "every:2"}) {
+    ParallelSpec p;
+    p.dp = 2;
+    p.tp = 2;
+    p.zero = 3;
+    p.microbatches = 2;
+    p.recompute = Recompute::parse(recompute, "test");
+    const Schedule s = plan_iteration(m, p);
+    const auto& ops = s.roles[0].ops;
+    // Uses in compute order: (layer, phase) of each first compute op; the gathers in issue order.
+    std::vector<std::pair<int, Phase>> uses;
+    std::vector<int> first_op, gathers;
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const Op& op = ops[static_cast<std::size_t>(i)];
+      if (op.microbatch != 1) continue;
+      if (op.name == "zero3.allgather.params") gathers.push_back(i);
+      if (op.kind != OpKind::Compute || op.layer < 0) continue;
+      if (!uses.empty() && uses.back() == std::make_pair(op.layer, op.phase)) continue;
+      uses.emplace_back(op.layer, op.phase);
+      first_op.push_back(i);
+    }
+    // Forward 0..3 (uses 0-3); backward from use 4: 3B 2B 1B 0B, (full) 3R 3B 2R 2B ..., or
+    // (every:2) 2R 3R 3B 2B 0R 1R 1B 0B.
+    ASSERT_EQ(gathers.size(), uses.size()) << recompute;
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      const Op& g = ops[static_cast<std::size_t>(gathers[k])];
+      EXPECT_EQ(std::make_pair(g.layer, g.phase), uses[k]) << recompute << " use " << k;
+      // The use's first compute op waits for its gather ...
+      const auto& deps = ops[static_cast<std::size_t>(first_op[k])].deps;
+      EXPECT_NE(std::find(deps.begin(), deps.end(), gathers[k]), deps.end()) << recompute << " use " << k;
+      if (k == 0 || k == 4) continue;  // the first use of each unit (forward, backward): issued at its start
+      // ... which was issued before the previous use's first compute op (so it cannot depend on
+      // that use's compute and runs beside it).
+      EXPECT_LT(gathers[k], first_op[k - 1]) << recompute << " use " << k;
+    }
+  }
+}
+
+// distribute_checkpoints: the stash of a checkpointed layer is 1/t of its input, and each
+// recomputed segment first all-gathers the input over tp (blocking). h = 1024, s = 512, b = 1,
+// P = 2, t = 4: gather output b s h P = 1,048,576 bytes; stash 1,048,576 / 4 = 262,144 bytes
+// (1,048,576 without distribution). 4 layers: full recomputes 4 segments, every:2 two.
+TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  for (const char* recompute : {"full", "every:2"}) {
+    for (bool distribute : {false, true}) {
+      ParallelSpec p;
+      p.tp = 4;
+      p.recompute = Recompute::parse(recompute, "test");
+      p.distribute_checkpoints = distribute;
+      const Schedule s = plan_iteration(m, p);
+      const auto& ops = s.roles[0].ops;
+      int gathers = 0;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const Op& op = ops[i];
+        if (op.layer == 0 && op.phase == Phase::Forward && (i == 0 || ops[i - 1].layer != 0)) {
+          EXPECT_EQ(op.alloc, distribute ? 262144 : 1048576) << recompute;  // layer 0 keeps a checkpoint
+        }
+        if (op.name != "tp.allgather.checkpoint") continue;
+        ++gathers;
+        EXPECT_EQ(op.bytes, 1048576);
+        EXPECT_EQ(op.coll, CollKind::AllGather);
+        EXPECT_EQ(op.axis, "tp");
+        EXPECT_EQ(op.group_size, 4);
+        EXPECT_EQ(op.phase, Phase::Recompute);
+        // The next op is the segment's first recomputed compute op of the same layer, and waits for it.
+        ASSERT_LT(i + 1, ops.size());
+        EXPECT_EQ(ops[i + 1].kind, OpKind::Compute);
+        EXPECT_EQ(ops[i + 1].phase, Phase::Recompute);
+        EXPECT_EQ(ops[i + 1].layer, op.layer);
+        EXPECT_NE(std::find(ops[i + 1].deps.begin(), ops[i + 1].deps.end(), static_cast<int>(i)), ops[i + 1].deps.end());
+      }
+      EXPECT_EQ(gathers, distribute ? (std::string(recompute) == "full" ? 4 : 2) : 0) << recompute;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshsim

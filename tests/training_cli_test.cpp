@@ -210,6 +210,17 @@ TEST(TrainingBadInput, UnknownFields) {
   expect_user_error(meshsim("simulate " + run.string()), "run.fidelty", "fidelity");
 }
 
+TEST(TrainingBadInput, DistributeCheckpointsIsABooleanAndExcludesSp) {
+  expect_user_error(meshsim("simulate --set parallel.distribute_checkpoints=maybe"), "parallel.distribute_checkpoints",
+                    "not true or false");
+  // The built-in scenario runs sp: its checkpoints are already sharded over tp.
+  expect_user_error(meshsim("simulate --set parallel.recompute=full --set parallel.distribute_checkpoints=true"),
+                    "parallel.distribute_checkpoints", "set distribute_checkpoints false");
+  const Result r = meshsim("simulate --set parallel.recompute=full --set parallel.sp=false "
+                           "--set parallel.distribute_checkpoints=true");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 TEST(TrainingBadInput, MalformedYaml) {
   const fs::path f = write_file("malformed.yaml", "model: {preset: gpt3-175b\nparallel: ]]\n");
   expect_user_error(meshsim("simulate " + f.string()), "malformed.yaml", "malformed YAML");
