@@ -59,7 +59,10 @@ std::string training_summary_text(const TrainingResult& r) {
                    m.moe() ? fmt::format(", {} experts top-{}", m.experts, m.top_k) : "", m.total_params() * 1e-9);
   o << fmt::format("  layout     {}\n", layout_text(s));
   o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({:.0f} TFLOP/s {}, {}), fidelity {}\n",
-                   r.topology_name, r.gpus, r.placement, r.gpu.name, r.gpu.peak_flops_bf16 * 1e-12, m.dtype,
+                   r.topology_name, r.gpus, r.placement, r.gpu.name,
+                   (m.dtype_bytes() == 4 ? r.gpu.peak_flops_fp32
+                    : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16 : r.gpu.peak_flops_fp16) * 1e-12,
+                   m.dtype,
                    gib(r.gpu.memory), to_string(s.fidelity));
   o << "\n";
   o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));

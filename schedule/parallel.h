@@ -38,6 +38,12 @@ struct ParallelSpec {
   // Pipeline sends without sp: each tp rank sends 1/tp of the activation over its own link and
   // the receiving stage all-gathers it over tp (Megatron's scatter/gather optimization).
   bool pp_scatter_gather = true;
+  // Megatron-LM's asynchronous TP backward (LinearWithGradAccumulationAndAsyncCommunication):
+  // a column-parallel GEMM's input-gradient collective runs under its weight-gradient GEMM
+  // (with sp, the input is re-gathered under the dgrad GEMM). false: the backward runs each
+  // collective after its GEMMs, one after another, as PyTorch autograd does with a plain
+  // all-reduce Function (Megatron-LM before mid-2021, the Optimus authors' code).
+  bool tp_overlap = true;
   int pp = 1;              // pipeline stages
   int vchunks = 1;         // interleaved 1F1B: model chunks per device (1 = plain 1F1B)
   int microbatches = 1;    // m: micro-batches per iteration (per dp replica)

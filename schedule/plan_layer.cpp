@@ -307,7 +307,8 @@ void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
   }
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const auto next = std::next(it);
-    if (it->type == LayerStep::Type::Gemm && next != steps.rend() && next->overlaps_wgrad && next->bwd) {
+    if (c.p.tp_overlap && it->type == LayerStep::Type::Gemm && next != steps.rend() && next->overlaps_wgrad &&
+        next->bwd) {
       emit_overlapped_backward(c, e, *it, *next, layer, mb);
       it = next;
       continue;

@@ -106,6 +106,28 @@ TEST(Plan, ColumnParallelGradientCollectiveOverlapsTheWeightGradient) {
   EXPECT_EQ(std::count(ld.begin(), ld.end(), ar), 1) << "the LayerNorm backward waits for it";
 }
 
+// tp_overlap = false: the synchronous backward. The all-reduce comes after both GEMMs and
+// the weight gradient no longer runs beside it; the order is dgrad, wgrad, all-reduce.
+TEST(Plan, SynchronousTpBackwardRunsTheGradientCollectiveAfterTheGemms) {
+  const ModelSpec m = gpt(2, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  p.tp_overlap = false;
+  const Schedule s = plan_iteration(m, p);
+  const auto& ops = s.roles[0].ops;
+  auto find = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].layer == 1 && ops[i].phase == Phase::Backward) return static_cast<int>(i);
+    return -1;
+  };
+  const int dgrad = find("mlp.fc1.dgrad"), ar = find("tp.f.mlp"), wgrad = find("mlp.fc1.wgrad");
+  ASSERT_GE(dgrad, 0);
+  ASSERT_GE(ar, 0);
+  ASSERT_GE(wgrad, 0);
+  EXPECT_LT(dgrad, wgrad);
+  EXPECT_LT(wgrad, ar);
+}
+
 // Pipeline scatter/gather without SP: each tp rank sends b s h P / t, the receiver
 // all-gathers b s h P over tp. b = 2, s = 512, h = 1024, P = 2, t = 4.
 TEST(Plan, PipelineScatterGatherSendsOneTpShardAndGathersIt) {

@@ -389,6 +389,20 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   cp.intra_beta_ps = 1.0 / (std::isfinite(bw_in) ? bw_in : bw_all);
   cp.inter_alpha_ps = std::isfinite(bw_out) ? a_out : a_all;
   cp.inter_beta_ps = 1.0 / (std::isfinite(bw_out) ? bw_out : bw_all);
+  // The inter-node phase of a hierarchical collective runs g rings at once, one per local
+  // index, and all of them leave the node through its NICs: each gets at most 1/g of the
+  // node's egress (one FDR NIC shared by 4 GPUs on frontera-rtx; a NIC per GPU on DGX).
+  if (g > 1 && g < p && std::isfinite(bw_out)) {
+    std::vector<double> egress(static_cast<std::size_t>(topo.num_nodes()), 0.0);
+    for (const DirLink& l : topo.links()) {
+      const int from = topo.device(l.from).node, to = topo.device(l.to).node;
+      if (from >= 0 && from != to) egress[static_cast<std::size_t>(from)] += l.spec.effective().bytes_per_ps();
+    }
+    double share = INFINITY;
+    for (int i = 0; i < p; i += g)
+      share = std::min(share, egress[static_cast<std::size_t>(topo.node_of_gpu(gpus[i]))] / g);
+    if (share > 0 && share < bw_out) cp.inter_beta_ps = 1.0 / share;
+  }
   return cp;
 }
 

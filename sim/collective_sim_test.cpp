@@ -234,9 +234,40 @@ TEST(CostParams, SplitIntraAndInterNode) {
   const CostParams cp = derive_cost_params(router, iota(8), 0);
   EXPECT_GT(cp.inter_alpha_ps, cp.intra_alpha_ps);
   EXPECT_GT(cp.inter_beta_ps, cp.intra_beta_ps);
-  EXPECT_EQ(cp.beta_ps, cp.inter_beta_ps);  // flat = worst hop
+  // Flat = the worst hop: one FDR NIC, 54.54 Gb/s x 0.90 = 6.136 GB/s -> 162.98 ps/B.
+  EXPECT_NEAR(cp.beta_ps, 1e12 / (54.54e9 / 8 * 0.90), 0.01);
+  // Inter-node phase of a hierarchical or XOR-exchange step: the 4 GPUs of a node cross its
+  // one NIC at once, 1/4 of it each.
+  EXPECT_NEAR(cp.inter_beta_ps, 4 * cp.beta_ps, 1e-9);
   EXPECT_EQ(detect_ranks_per_node(topo, iota(8)), 4);
   EXPECT_EQ(detect_ranks_per_node(topo, {0, 4, 1, 5}), 1);
+}
+
+// With a NIC per GPU (DGX H100: 8 x 400 Gb/s per node), the share of the node's egress is a
+// whole NIC, so the inter-node beta is the path's own bottleneck: 400 Gb/s x 0.92 = 46 GB/s.
+TEST(CostParams, NicPerGpuKeepsTheInterNodePathRate) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "2"}});
+  Router router(topo);
+  const CostParams cp = derive_cost_params(router, iota(16), 0);
+  EXPECT_NEAR(cp.inter_beta_ps, 1e12 / (400e9 / 8 * 0.92), 0.01);
+}
+
+// Closed forms of the XOR-exchange algorithms charge each step where its pairs are: on 4
+// frontera-rtx nodes (4 GPUs on one NIC each), rabenseifner's two steps at distance 4 and 8
+// cross the NIC 4 flows at a time, and the formula equals the routed flow run.
+TEST(CostParams, ExchangeStepsAcrossASharedNicMatchFlow) {
+  const Topology topo = make_preset("frontera-rtx", {{"nodes", "4"}});
+  Router router(topo);
+  for (const std::string algo : {"rabenseifner", "recursive_doubling"}) {
+    CollectiveRequest req;
+    req.kind = CollKind::AllReduce;
+    req.bytes = MiB(64);
+    req.algorithm = algo;
+    req.groups = {iota(16)};
+    req.fidelity = Fidelity::Flow;
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    EXPECT_NEAR(static_cast<double>(out.formula_time.ps()) / static_cast<double>(out.time.ps()), 1.0, 0.01) << algo;
+  }
 }
 
 TEST(RunCollective, RejectsUnsupportedGroupSizeNamingTheAlgorithm) {

@@ -29,6 +29,8 @@ constexpr MetricName kMetrics[] = {{PublishedMetric::IterationS, "iteration_s"},
                                    {PublishedMetric::LayerForwardMs, "layer_forward_ms"},
                                    {PublishedMetric::LayerBackwardMs, "layer_backward_ms"},
                                    {PublishedMetric::LayersThroughput, "layers_throughput"},
+                                   {PublishedMetric::LayersForwardS, "layers_forward_s"},
+                                   {PublishedMetric::LayersBackwardS, "layers_backward_s"},
                                    {PublishedMetric::ActivationPct, "activation_pct"}};
 
 // Reads one source file; every error names file:line and the field.
@@ -231,13 +233,18 @@ double predict_published(const PublishedGroup& g, const PublishedCase& c, const 
         return op.layer == c.layer && op.microbatch == 0 && (fwd ? op.phase == Phase::Forward : backward_like(op.phase));
       }, what);
     }
-    case PublishedMetric::LayersThroughput: {
+    case PublishedMetric::LayersThroughput:
+    case PublishedMetric::LayersForwardS:
+    case PublishedMetric::LayersBackwardS: {
       if (s.parallel.pp != 1 || s.parallel.microbatches != 1)
-        throw Error(what + ": layers_throughput needs parallel.pp = 1 and parallel.microbatches = 1");
+        throw Error(fmt::format("{}: {} needs parallel.pp = 1 and parallel.microbatches = 1", what, to_string(c.metric)));
       const TrainingResult r = simulate_training(s, registry, true);
       const double fwd = span_s(r, [](const Op& op) { return op.layer >= 0 && op.phase == Phase::Forward; }, what);
       const double bwd = span_s(r, [](const Op& op) { return op.layer >= 0 && backward_like(op.phase); }, what);
-      return static_cast<double>(s.parallel.global_batch()) / (fwd + bwd);
+      const double batch = static_cast<double>(s.parallel.global_batch());
+      if (c.metric == PublishedMetric::LayersForwardS) return fwd / batch;
+      if (c.metric == PublishedMetric::LayersBackwardS) return bwd / batch;
+      return batch / (fwd + bwd);
     }
     case PublishedMetric::ActivationPct: {
       const Scenario b = case_node(g, [&] {

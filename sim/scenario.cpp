@@ -114,7 +114,7 @@ ParallelSpec resolve_parallel(const YAML::Node& n) {
   check_keys(n, "parallel",
              {"dp", "zero", "tp", "sp", "cp", "cp_balance", "pp", "vchunks", "microbatches", "micro_batch_size", "ep",
               "ep_imbalance", "mesh2d", "recompute", "dp_bucket", "kv_replicate", "pp_scatter_gather",
-              "distribute_checkpoints"});
+              "distribute_checkpoints", "tp_overlap"});
   auto i = [&](const char* key, int& out) {
     if (n[key]) out = as_int(n[key], std::string("parallel.") + key);
   };
@@ -132,6 +132,7 @@ ParallelSpec resolve_parallel(const YAML::Node& n) {
   if (n["cp_balance"]) p.cp_balance = as_bool(n["cp_balance"], "parallel.cp_balance");
   if (n["kv_replicate"]) p.kv_replicate = as_bool(n["kv_replicate"], "parallel.kv_replicate");
   if (n["pp_scatter_gather"]) p.pp_scatter_gather = as_bool(n["pp_scatter_gather"], "parallel.pp_scatter_gather");
+  if (n["tp_overlap"]) p.tp_overlap = as_bool(n["tp_overlap"], "parallel.tp_overlap");
   if (n["distribute_checkpoints"])
     p.distribute_checkpoints = as_bool(n["distribute_checkpoints"], "parallel.distribute_checkpoints");
   if (n["ep_imbalance"]) p.ep_imbalance = as_double(n["ep_imbalance"], "parallel.ep_imbalance");

@@ -61,6 +61,19 @@ double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta,
 // Size of the largest slice (always the last one with the floor split).
 inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
 
+// ---- exchange steps across nodes ---------------------------------------------------------
+// The per-byte time of a step in which every rank r exchanges with r XOR mask at once. The
+// group's ranks sit in node blocks of g = s.ranks_per_node. When the aligned blocks of 2*mask
+// ranks nest in the node blocks, every pair stays inside its node (intra beta); otherwise all
+// g ranks of a node cross at once, each at the inter beta, which derive_cost_params caps at
+// 1/g of the node's egress. Without a node structure (g = 1, or CostParams that carry no
+// intra/inter split) it is the group's single beta.
+inline double xor_step_beta(const CollectiveSpec& s, const CostParams& c, int mask) {
+  const int g = s.ranks_per_node;
+  if (g <= 1 || (c.intra_beta_ps == 0 && c.inter_beta_ps == 0)) return c.beta_ps;
+  return g % (2 * mask) == 0 ? c.intra_beta_ps : c.inter_beta_ps;
+}
+
 // ---- chunking ---------------------------------------------------------------------------
 // Default chunk count of the pipelined algorithms: one chunk per `target` bytes, at least 1,
 // at most 64, and never more chunks than elements. Depends on the spec only.

@@ -16,6 +16,8 @@
 //   sum_{s=0}^{L-1} (alpha + B(2^(s+1))*(beta + gamma))  +  sum_{s=0}^{L-1} (alpha + B(p/2^s)*beta)
 //   = 2 log2 p*alpha + 2(p-1)/p*n*beta + (p-1)/p*n*gamma   when p divides n.
 // Rank p-1 holds the largest block in every step of both halves, so that path is critical.
+// With the group in node blocks, each step's beta is that of where its pairs are
+// (xor_step_beta: inside a node, or all of a node's ranks crossing its NICs at once).
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -74,8 +76,8 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   for (int i = 0; i < l; ++i) {
     const double half = static_cast<double>(max_slice(s.bytes, 2 << i, s.element_bytes));   // halving step i
     const double dbl = static_cast<double>(max_slice(s.bytes, p >> i, s.element_bytes));    // doubling step i
-    t += c.alpha_ps + half * (c.beta_ps + c.gamma_ps);
-    t += c.alpha_ps + dbl * c.beta_ps;
+    t += c.alpha_ps + half * (xor_step_beta(s, c, p >> (i + 1)) + c.gamma_ps);
+    t += c.alpha_ps + dbl * xor_step_beta(s, c, 1 << i);
   }
   return t;
 }

@@ -12,6 +12,8 @@
 //     cost sum_s (alpha + B_s*beta) with B_s the largest aligned block of 2^s slices
 //     (the last one); = log2 p * alpha + (p-1)/p * n*beta when p divides n. Exact under
 //     the step rules: the rank p-1 carries the largest block in every step.
+//   With the group in node blocks, each step's beta is that of where its pairs are
+//   (xor_step_beta: inside a node, or all of a node's ranks crossing its NICs at once).
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -70,12 +72,14 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
     double t = 0;
     for (int i = 0; i < steps; ++i) {
       const Range b = block(s.bytes, s.ranks, s.element_bytes, s.ranks - 1, 1 << i);
-      t += c.alpha_ps + static_cast<double>(b.size()) * c.beta_ps;
+      t += c.alpha_ps + static_cast<double>(b.size()) * xor_step_beta(s, c, 1 << i);
     }
     return t;
   }
   const double n = static_cast<double>(s.bytes);
-  return steps * (c.alpha_ps + n * c.beta_ps + n * c.gamma_ps);
+  double t = 0;
+  for (int i = 0; i < steps; ++i) t += c.alpha_ps + n * xor_step_beta(s, c, 1 << i) + n * c.gamma_ps;
+  return t;
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
