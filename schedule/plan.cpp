@@ -432,6 +432,18 @@ struct Planner {
     return r;
   }
 
+  // Megatron's finalize_model_grads under sp, after the DP reduction: every tp rank holds the
+  // LayerNorm weights and biases (4h per layer) and the row-parallel biases (2h with biases)
+  // whole, but computed their gradients from its 1/t of the tokens, so those gradients are
+  // all-reduced over tp, as fp32 main gradients, for all the layers of the stage.
+  void sp_grads_allreduce(Emitter& e) {
+    if (!p.sp || p.tp < 2) return;
+    const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0);
+    const auto bytes = static_cast<Bytes>(per_layer * Lc * p.vchunks) * 4;
+    e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes,
+                          "tp.allreduce.sp_grads", -1, -1));
+  }
+
   // The optimizer step as Megatron's mixed-precision optimizer runs it, over the parameters
   // this rank updates (its 1/dp shard under ZeRO 1-2, the distributed optimizer):
   //   grad_norm   read the fp32 main gradients once (global norm for clipping; the scale
@@ -441,6 +453,7 @@ struct Planner {
   //   zero_grads  clear the fp32 gradient buffer of every parameter the rank holds
   void optimizer(Emitter& e, DpState& dp, int s) {
     for (int op : dp.ops) e.wait_for(op);
+    sp_grads_allreduce(e);
     const RankMemory mem = rank_memory(m, p, s);
     double weights = 0;
     for (const MemoryItem& it : mem.items)

@@ -106,6 +106,28 @@ TEST(Plan, ColumnParallelGradientCollectiveOverlapsTheWeightGradient) {
   EXPECT_EQ(std::count(ld.begin(), ld.end(), ar), 1) << "the LayerNorm backward waits for it";
 }
 
+// Under sp the LayerNorm and row-parallel-bias gradients are all-reduced over tp once per
+// iteration, after the DP reduction: (4h + 2h) per layer in fp32. h = 1024, 2 layers on the
+// one stage: 6 * 1024 * 2 * 4 = 49152 bytes. Without sp there is no such collective.
+TEST(Plan, SequenceParallelAllReducesNormAndBiasGradientsOverTp) {
+  const ModelSpec m = gpt(2, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  for (bool sp : {true, false}) {
+    p.sp = sp;
+    const Schedule s = plan_iteration(m, p);
+    int found = 0;
+    for (const Op& op : s.roles[0].ops) {
+      if (op.name != "tp.allreduce.sp_grads") continue;
+      ++found;
+      EXPECT_EQ(op.coll, CollKind::AllReduce);
+      EXPECT_EQ(op.axis, "tp");
+      EXPECT_EQ(op.bytes, 49152);
+    }
+    EXPECT_EQ(found, sp ? 1 : 0);
+  }
+}
+
 // tp_overlap = false: the synchronous backward. The all-reduce comes after both GEMMs and
 // the weight gradient no longer runs beside it; the order is dgrad, wgrad, all-reduce.
 TEST(Plan, SynchronousTpBackwardRunsTheGradientCollectiveAfterTheGemms) {

@@ -255,16 +255,22 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, con
         if (role.ops[static_cast<std::size_t>(id)].kind == OpKind::Collective) buckets.push_back(id);
       }
     }
-    // The epilogue as planned: the final bucket after the last compute op, the optimizer
-    // after every bucket, then whatever follows it.
+    // The epilogue as planned: the final bucket after the last compute op; the optimizer
+    // phase's first op (the sp gradient all-reduce, or the first optimizer pass) after every
+    // bucket, and a collective there after the last compute op too (Emitter::blocking).
     const Role epi = planner.epilogue(s);
     const int base = static_cast<int>(role.ops.size());
+    bool optimizer_started = false;
     for (const Op& op0 : epi.ops) {
       Op op = op0;
       for (int& d : op.deps) d += base;
       const bool first_bucket = op.kind == OpKind::Collective && op.stream == Stream::Dp && op.deps.empty();
       if (first_bucket && last_compute_op >= 0) op.deps.push_back(last_compute_op);
-      if (op.kind == OpKind::Compute && op.phase == Phase::Optimizer) op.deps.insert(op.deps.end(), buckets.begin(), buckets.end());
+      if (op.phase == Phase::Optimizer && !optimizer_started) {  // as the planner's wait_for
+        optimizer_started = true;
+        op.deps.insert(op.deps.end(), buckets.begin(), buckets.end());
+        if (op.kind != OpKind::Compute && last_compute_op >= 0) op.deps.push_back(last_compute_op);
+      }
       flops += op.kernel.flops;
       const Time d = op.kind == OpKind::Compute ? compute.time(op.kernel) : costing.time(s, op).first;
       push(std::move(op), d, nullptr);
