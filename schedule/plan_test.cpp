@@ -81,6 +81,13 @@ TEST(Plan, SequenceParallelMovesTheSameBytesAsTensorParallel) {
   EXPECT_EQ(ar, 0);
 }
 
+// Index of layer 1's backward op called `name` in `ops`, or -1.
+int backward_op_of_layer1(const std::vector<Op>& ops, const std::string& name) {
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name && ops[i].layer == 1 && ops[i].phase == Phase::Backward) return static_cast<int>(i);
+  return -1;
+}
+
 // Megatron's asynchronous tensor-parallel backward: the input-gradient collective of a
 // column-parallel GEMM (qkv, fc1) is issued after its dgrad and runs while its wgrad
 // computes; the next compute op (the LayerNorm's backward) waits for it.
@@ -90,11 +97,7 @@ TEST(Plan, ColumnParallelGradientCollectiveOverlapsTheWeightGradient) {
   p.tp = 4;
   const Schedule s = plan_iteration(m, p);
   const auto& ops = s.roles[0].ops;
-  auto find = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name && ops[i].layer == 1 && ops[i].phase == Phase::Backward) return static_cast<int>(i);
-    return -1;
-  };
+  auto find = [&](const std::string& name) { return backward_op_of_layer1(ops, name); };
   const int dgrad = find("mlp.fc1.dgrad"), ar = find("tp.f.mlp"), wgrad = find("mlp.fc1.wgrad"), ln = find("ln2.bwd");
   ASSERT_GE(dgrad, 0);
   ASSERT_GE(ar, 0);
@@ -137,11 +140,7 @@ TEST(Plan, SynchronousTpBackwardRunsTheGradientCollectiveAfterTheGemms) {
   p.tp_overlap = false;
   const Schedule s = plan_iteration(m, p);
   const auto& ops = s.roles[0].ops;
-  auto find = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name && ops[i].layer == 1 && ops[i].phase == Phase::Backward) return static_cast<int>(i);
-    return -1;
-  };
+  auto find = [&](const std::string& name) { return backward_op_of_layer1(ops, name); };
   const int dgrad = find("mlp.fc1.dgrad"), ar = find("tp.f.mlp"), wgrad = find("mlp.fc1.wgrad");
   ASSERT_GE(dgrad, 0);
   ASSERT_GE(ar, 0);
