@@ -52,8 +52,8 @@ struct CalibrateFlags {
   double timeout_s = 300;
 };
 
-// The algorithm calibrated per kind: the bandwidth-optimal one the simulator's auto picks
-// for large buffers on one switch.
+// The algorithm calibrated per kind: a bandwidth-optimal one for large buffers (the ring
+// NCCL runs for all-reduce, all-gather and reduce-scatter; binomial trees; pairwise exchange).
 std::string algorithm_for(CollKind k) {
   switch (k) {
     case CollKind::AllReduce:

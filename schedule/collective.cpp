@@ -113,6 +113,40 @@ std::vector<std::vector<Bytes>> skewed_alltoall(Bytes bytes, int ranks, double i
   return m;
 }
 
+namespace {
+bool overlaps(const Transfer& a, const Transfer& b) {
+  return a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+Bytes round_up(Bytes bytes, Bytes align) { return (bytes + align - 1) / align * align; }
+}  // namespace
+
+StepLayout layout_step(const Step& step, bool shared_buffer, bool stage_reductions, Bytes align) {
+  MESHSIM_ASSERT(align >= 1);
+  StepLayout l;
+  const std::size_t nr = step.recvs.size();
+  l.recv_stage.assign(nr, -1);
+  l.send_snapshot.assign(step.sends.size(), -1);
+  std::vector<bool> staged(nr, stage_reductions && step.op == RecvOp::Reduce);
+  for (std::size_t i = 0; i < nr; ++i)
+    for (std::size_t j = i + 1; j < nr; ++j)
+      if (overlaps(step.recvs[i], step.recvs[j])) staged[i] = staged[j] = true;
+  for (std::size_t i = 0; i < nr; ++i)
+    if (staged[i]) {
+      l.recv_stage[i] = l.stage_bytes;
+      l.stage_bytes += round_up(step.recvs[i].bytes, align);
+    }
+  if (shared_buffer)
+    for (std::size_t s = 0; s < step.sends.size(); ++s) {
+      bool clobbered = false;
+      for (std::size_t i = 0; i < nr && !clobbered; ++i) clobbered = !staged[i] && overlaps(step.sends[s], step.recvs[i]);
+      if (clobbered) {
+        l.send_snapshot[s] = l.snapshot_bytes;
+        l.snapshot_bytes += round_up(step.sends[s].bytes, align);
+      }
+    }
+  return l;
+}
+
 RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   RankBuffers b;
   if (spec.kind != CollKind::AllToAll) {

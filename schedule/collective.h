@@ -109,6 +109,21 @@ struct Step {
   void clear() { sends.clear(); recvs.clear(); op = RecvOp::Copy; }
 };
 
+// How an executor lays out one step's buffers (the buffer rules above, in one place for
+// every backend). A receive is staged (received into scratch, then applied) when it
+// overlaps another receive of the step, or when the executor applies reductions after
+// the transfer (`stage_reductions`: a GPU receives into scratch and runs a reduce kernel;
+// a socket transport that sums on arrival does not). On a shared send/receive buffer a
+// send whose bytes an unstaged receive of the same step overwrites is snapshotted first,
+// so it carries the buffer as of the step start. Scratch offsets are rounded up to `align`.
+struct StepLayout {
+  std::vector<Bytes> recv_stage;     // per receive: offset in the stage scratch, -1 = in place
+  std::vector<Bytes> send_snapshot;  // per send: offset in the snapshot scratch, -1 = none
+  Bytes stage_bytes = 0;
+  Bytes snapshot_bytes = 0;
+};
+StepLayout layout_step(const Step& step, bool shared_buffer, bool stage_reductions, Bytes align = 1);
+
 class StepProgram {
  public:
   virtual ~StepProgram() = default;

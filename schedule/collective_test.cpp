@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "schedule/collective.h"
+#include "schedule/ir.h"
 #include "schedule/reference_executor.h"
 #include "schedule/test_collectives.h"
 
@@ -318,6 +319,66 @@ TEST(ReferenceExecutor, SendsReadTheBufferAsOfStepStart) {
   const Buffers out = run_reference(*prog, s, {{1, 2}, {10, 20}});
   EXPECT_EQ(out[0], (std::vector<float>{11, 22}));
   EXPECT_EQ(out[1], (std::vector<float>{11, 22}));
+}
+
+}  // namespace
+}  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// The op -> spec rule every executor shares: whole elements, the root, and a skewed
+// all-to-all's per-pair sizes. 1000 bytes over 4 ranks, imbalance 2.5, float32: the mean
+// block is 250 bytes; destination 0 gets 2.5 x 250 = 625 -> 624 (whole floats), the others
+// (4 - 2.5) / 3 x 250 = 125 -> 124.
+TEST(OpCollectiveSpec, WholeElementsRootAndSkewedAllToAll) {
+  Op op;
+  op.kind = OpKind::Collective;
+  op.coll = CollKind::AllToAll;
+  op.bytes = 1002;
+  op.root = 0;
+  op.imbalance = 2.5;
+  const CollectiveSpec f32 = collective_spec(op, 4, 4);
+  EXPECT_EQ(f32.bytes, 1000);
+  EXPECT_EQ(f32.element_bytes, 4);
+  ASSERT_EQ(f32.alltoall_bytes.size(), 4u);
+  for (const auto& row : f32.alltoall_bytes) EXPECT_EQ(row, (std::vector<Bytes>{624, 124, 124, 124}));
+  op.imbalance = 1.0;
+  EXPECT_TRUE(collective_spec(op, 4, 4).alltoall_bytes.empty());  // even: bytes / p each
+  op.coll = CollKind::Broadcast;
+  op.root = 3;
+  const CollectiveSpec bytes = collective_spec(op, 8, 1);
+  EXPECT_EQ(bytes.bytes, 1002);
+  EXPECT_EQ(bytes.root, 3);
+  EXPECT_EQ(bytes.ranks, 8);
+}
+
+// One step's buffer layout, as both real backends use it. Receives [0,100) and [50,150)
+// overlap: both staged. A send of [0,64) overwritten by an unstaged receive is snapshotted;
+// one overwritten only by a staged receive is not (staged data lands after the sends).
+TEST(StepLayout, StagesOverlapsAndOptionallyReductionsAndSnapshotsClobberedSends) {
+  Step overlap;
+  overlap.recvs = {{1, 0, 100, 0}, {2, 50, 100, 1}};
+  overlap.sends = {{1, 20, 10, 0}};
+  StepLayout l = layout_step(overlap, true, false);
+  EXPECT_EQ(l.recv_stage, (std::vector<Bytes>{0, 100}));
+  EXPECT_EQ(l.stage_bytes, 200);
+  EXPECT_EQ(l.send_snapshot, (std::vector<Bytes>{-1}));
+  EXPECT_EQ(l.snapshot_bytes, 0);
+
+  Step reduce;
+  reduce.op = RecvOp::Reduce;
+  reduce.recvs = {{1, 0, 64, 0}};
+  reduce.sends = {{1, 32, 64, 1}, {1, 200, 8, 2}};
+  l = layout_step(reduce, true, false);  // the transport sums on arrival: in place
+  EXPECT_EQ(l.recv_stage, (std::vector<Bytes>{-1}));
+  EXPECT_EQ(l.send_snapshot, (std::vector<Bytes>{0, -1}));
+  EXPECT_EQ(l.snapshot_bytes, 64);
+  l = layout_step(reduce, true, true, 256);  // a reduce kernel after the transfer: staged
+  EXPECT_EQ(l.recv_stage, (std::vector<Bytes>{0}));
+  EXPECT_EQ(l.stage_bytes, 256);
+  EXPECT_EQ(l.send_snapshot, (std::vector<Bytes>{-1, -1}));
+  EXPECT_EQ(layout_step(reduce, false, false).snapshot_bytes, 0);  // separate buffers
 }
 
 }  // namespace

@@ -64,6 +64,13 @@ struct Op {
   std::vector<int> deps;  // ops of the same role
 };
 
+// The collective op `op` runs over a group of `ranks` members, as every executor runs it
+// (the simulator times it, the cpu and cuda backends execute it): the op's kind and root,
+// its bytes cut down to whole elements of `element_bytes` (4 for the float32 data of the
+// real backends, 1 for timing), and for an all-to-all with op.imbalance != 1 the skewed
+// per-pair sizes (skewed_alltoall). Send/Recv ops are not collectives: use op.bytes.
+CollectiveSpec collective_spec(const Op& op, int ranks, Bytes element_bytes);
+
 struct Role {
   std::string name;  // "stage 0"
   int stage = 0;

@@ -17,6 +17,19 @@
 
 namespace meshsim {
 
+CollectiveSpec collective_spec(const Op& op, int ranks, Bytes element_bytes) {
+  MESHSIM_ASSERT(element_bytes >= 1);
+  CollectiveSpec spec;
+  spec.kind = op.coll;
+  spec.ranks = ranks;
+  spec.bytes = op.bytes / element_bytes * element_bytes;
+  spec.root = op.root;
+  spec.element_bytes = element_bytes;
+  if (op.coll == CollKind::AllToAll && op.imbalance != 1.0)
+    spec.alltoall_bytes = skewed_alltoall(spec.bytes, ranks, op.imbalance, element_bytes);
+  return spec;
+}
+
 const char* to_string(OpKind k) {
   switch (k) {
     case OpKind::Compute: return "compute";

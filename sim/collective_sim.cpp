@@ -406,6 +406,21 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   return cp;
 }
 
+std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<double>& bytes, Time over,
+                                       std::size_t n) {
+  const double t = std::max<double>(1.0, static_cast<double>(over.ps()));
+  std::vector<BusiestLink> used;
+  for (std::size_t l = 0; l < bytes.size(); ++l) {
+    if (bytes[l] <= 0) continue;
+    const double cap = topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps();
+    used.push_back({static_cast<int>(l), bytes[l], bytes[l] / (cap * t)});
+  }
+  std::stable_sort(used.begin(), used.end(),
+                   [](const BusiestLink& a, const BusiestLink& b) { return a.utilization > b.utilization; });
+  if (used.size() > n) used.resize(n);
+  return used;
+}
+
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
                                  const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())
@@ -488,20 +503,9 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   opt.fast_forward = req.fast_forward;
   out.flow = simulate_flow(topo, router, groups, opt);
   out.time = out.flow->total;
-  // Busiest links by utilization: bytes carried / (effective bandwidth x time), ties to
-  // the lower link id.
-  const auto& stats = out.flow->link_stats;
-  const double t = std::max<double>(1.0, static_cast<double>(out.time.ps()));
-  std::vector<BusiestLink> used;
-  for (std::size_t l = 0; l < stats.size(); ++l) {
-    if (stats[l].bytes <= 0) continue;
-    const double cap = topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps();
-    used.push_back({static_cast<int>(l), stats[l].bytes, stats[l].bytes / (cap * t)});
-  }
-  std::stable_sort(used.begin(), used.end(),
-                   [](const BusiestLink& a, const BusiestLink& b) { return a.utilization > b.utilization; });
-  if (used.size() > 5) used.resize(5);
-  out.top_links = std::move(used);
+  std::vector<double> bytes;
+  for (const LinkStats& s : out.flow->link_stats) bytes.push_back(s.bytes);
+  out.top_links = busiest_links(topo, bytes, out.time);
   if (!out.top_links.empty()) out.busiest = out.top_links.front();
   return out;
 }

@@ -105,6 +105,11 @@ struct BusiestLink {
   double utilization = 0;  // bytes / (effective bandwidth * time)
 };
 
+// The `n` links of highest utilization, bytes[l] / (effective bandwidth of l x `over`), ties
+// to the lower link id; links that carried nothing are left out.
+std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<double>& bytes, Time over,
+                                       std::size_t n = 5);
+
 struct CollectiveOutcome {
   const Algorithm* algorithm = nullptr;  // nullptr at fidelity nccl (see `nccl`)
   std::optional<NcclPrediction> nccl;    // fidelity nccl: NCCL's choice for group 0

@@ -28,14 +28,15 @@ struct GpuRow {
   double launch_us;
   double gemm_eff, attn_eff;
   int sms;
+  int arch;  // compute capability x 10
 };
-//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs
+//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch
 constexpr GpuRow kGpus[] = {
-    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55, 132},
-    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55, 132},
-    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108},
-    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35, 80},
-    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48},
+    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55, 132, 90},
+    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55, 132, 90},
+    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80},
+    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35, 80,  70},
+    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48,  75},
 };
 
 // GEMMs (docs/compute.md): C[m,n] is cut into output tiles, one thread block each; the
@@ -116,6 +117,7 @@ GpuSpec gpu_preset(const std::string& name) {
     g.gemm_efficiency = r.gemm_eff;
     g.attention_efficiency = r.attn_eff;
     g.sm_count = r.sms;
+    g.arch = r.arch;
     return g;
   }
   std::string list;

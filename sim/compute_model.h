@@ -42,6 +42,7 @@ struct GpuSpec {
   // quantization, docs/compute.md). 0 (a CPU profile, or a GPU given without it): no tiles,
   // time = flops / (peak * gemm_efficiency) with the same per-tile k overhead.
   int sm_count = 0;
+  int arch = 0;  // compute capability x 10 (90 for sm_90); 0 = unknown (a CPU profile)
   double attention_efficiency = 0.5;  // fraction of peak a long-sequence flash-attention kernel reaches
 };
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "sim/compute_model.h"
 
 namespace meshsim {
 
@@ -80,17 +81,18 @@ std::string NcclPrediction::choice_name() const {
 }
 
 int nccl_sm(const std::string& text, const std::string& field) {
-  if (text == "h100" || text == "h200") return 90;
-  if (text == "a100") return 80;
-  if (text == "v100") return 70;
-  if (text == "rtx5000") return 75;
+  std::string presets;
+  for (const std::string& name : gpu_presets()) {
+    if (text == name) return gpu_preset(name).arch;
+    presets += (presets.empty() ? "" : ", ") + name;
+  }
   std::string digits = text.rfind("sm", 0) == 0 ? text.substr(2) : text;
   if (!digits.empty() && digits.size() <= 3 && std::all_of(digits.begin(), digits.end(), ::isdigit)) {
     const int sm = std::stoi(digits);
     if (sm >= 60) return sm;
   }
-  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or h100, a100, v100, rtx5000)",
-                          field, text));
+  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or a GPU preset: {})", field,
+                          text, presets));
 }
 
 double nccl_link_bw(const LinkSpec& link, int sm) {

@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "schedule/plan.h"
 #include "topology/placement.h"
+#include "topology/presets.h"
 
 namespace meshsim {
 namespace {
@@ -285,9 +286,9 @@ Scenario ScenarioNode::resolve() const {
 
 std::string default_gpu_for(const std::string& topology_spec) {
   const std::string preset = topology_spec.substr(0, topology_spec.find(':'));
-  if (preset == "dgx-a100" || preset == "pcie-node") return "a100";
-  if (preset == "frontera-rtx") return "rtx5000";
-  return "h100";
+  for (const PresetInfo& p : preset_catalog())
+    if (p.name == preset) return p.gpu;
+  return "h100";  // a topology file: its devices name no GPU model
 }
 
 }  // namespace meshsim

@@ -107,8 +107,7 @@ struct Costing {
       } else {
         req.groups = gs;
       }
-      if (kind == CollKind::AllToAll && op.imbalance != 1.0)
-        req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
+      req.alltoall_bytes = collective_spec(op, op.group_size, 1).alltoall_bytes;
     }
     // The closed form reads alpha/beta off the first group's routes only.
     if (req.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);

@@ -95,16 +95,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       const auto& stats = costing.link_stats[static_cast<std::size_t>(timing_of[g])];
       for (std::size_t l = 0; l < stats.size() && l < bytes.size(); ++l) bytes[l] += stats[l].bytes;
     }
-    std::vector<BusiestLink> used;
-    for (std::size_t l = 0; l < bytes.size(); ++l) {
-      if (bytes[l] <= 0) continue;
-      const double cap = topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps();
-      used.push_back({static_cast<int>(l), bytes[l], bytes[l] / (cap * static_cast<double>(res.iteration.ps()))});
-    }
-    std::stable_sort(used.begin(), used.end(),
-                     [](const BusiestLink& x, const BusiestLink& y) { return x.utilization > y.utilization; });
-    if (used.size() > 5) used.resize(5);
-    res.top_links = std::move(used);
+    res.top_links = busiest_links(topo, bytes, res.iteration);
   }
   return res;
 }
@@ -126,8 +117,7 @@ void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router
         req.algorithm = algorithm;
         req.root = op.root;
         req.groups = {groups.along(static_cast<int>(role), op.axis).front()};
-        if (op.coll == CollKind::AllToAll && op.imbalance != 1.0)
-          req.alltoall_bytes = skewed_alltoall(op.bytes, op.group_size, op.imbalance);
+        req.alltoall_bytes = collective_spec(op, op.group_size, 1).alltoall_bytes;
         std::string name;  // a group of one runs nothing
         if (req.groups.front().size() > 1) name = run_collective(topo, router, registry, req).algorithm->name;
         it = chosen.emplace(key, name).first;

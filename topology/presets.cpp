@@ -359,7 +359,7 @@ const std::vector<PresetEntry>& entries() {
                  build_dgx});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
-                  dgx_params("300GB/s", "0.78", "31.5GB/s", "0.80", "200Gb/s")},
+                  dgx_params("300GB/s", "0.78", "31.5GB/s", "0.80", "200Gb/s"), "a100"},
                  build_dgx});
     v.push_back({{"pcie-node", "GPUs behind PCIe Gen4 switches under the host bridge, NICs on the switches",
                   concat({{"nodes", "1", "number of nodes"},
@@ -368,7 +368,8 @@ const std::vector<PresetEntry>& entries() {
                           {"nics_per_node", "2", "NICs per node, spread over the PCIe switches"},
                           {"hosts_per_leaf", "16", "nodes per leaf switch (one leaf: no spines)"}},
                          concat(link_params("pcie", "31.5GB/s", "0.80", "0.5us", "PCIe Gen4 x16"),
-                                ib_params("200Gb/s", "0.92", "0.6us", "0.15us")))},
+                                ib_params("200Gb/s", "0.92", "0.6us", "0.15us"))),
+                  "a100"},
                  build_pcie_node});
     v.push_back({{"frontera-rtx",
                   "4 Quadro RTX 5000 per node on PCIe 3.0 x16, one 56 Gb/s FDR NIC per node, fat-tree",
@@ -378,7 +379,8 @@ const std::vector<PresetEntry>& entries() {
                          concat(concat(link_params("pcie", "15.75GB/s", "0.78", "0.5us", "GPU PCIe 3.0 x16"),
                                        link_params("nic_pcie", "7.88GB/s", "0.85", "0.5us", "NIC PCIe 3.0 x8")),
                                 concat(link_params("ib", "54.54Gb/s", "0.90", "0.7us", "FDR InfiniBand NIC<->leaf"),
-                                       {{"switch_latency", "0.2us", "latency of a leaf<->spine hop"}})))},
+                                       {{"switch_latency", "0.2us", "latency of a leaf<->spine hop"}}))),
+                  "rtx5000"},
                  build_frontera});
     v.push_back({{"fat-tree", "NVSwitch nodes with a 400 Gb/s NIC per GPU on a 2- or 3-level fat-tree",
                   concat({{"nodes", "16", "number of nodes"},

@@ -47,6 +47,7 @@ struct PresetInfo {
   std::string name;
   std::string summary;
   std::vector<PresetParamInfo> params;
+  std::string gpu = "h100";  // the GPU preset (sim/compute_model.h) its devices are
 };
 
 // All presets, in a fixed order (feeds the CLI help).

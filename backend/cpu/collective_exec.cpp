@@ -14,10 +14,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr Bytes kFloat = 4;
 
-bool overlaps(const Transfer& a, const Transfer& b) {
-  return a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-}
-
 class RankRunner {
  public:
   RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer,
@@ -94,51 +90,44 @@ class RankRunner {
     return buf.data() + t.offset / kFloat;
   }
 
+  // Buffers per schedule/collective.h's layout_step: the transport sums a reducing receive
+  // on arrival, so only receives that overlap another receive of the step are staged.
   void run_step(int s, int steps, const Step& st) {
-    const bool shared = send_ == recv_;  // sends and receives touch one buffer
-    const std::size_t nr = st.recvs.size();
-    // Receives overlapping another receive of the step are staged and applied in order.
-    staged_.assign(nr, false);
-    for (std::size_t i = 0; i < nr; ++i)
-      for (std::size_t j = i + 1; j < nr; ++j)
-        if (overlaps(st.recvs[i], st.recvs[j])) staged_[i] = staged_[j] = true;
+    const StepLayout l = layout_step(st, send_ == recv_, /*stage_reductions=*/false);
+    stage_.resize(std::max(stage_.size(), static_cast<std::size_t>(l.stage_bytes / kFloat)));
+    snapshot_.resize(std::max(snapshot_.size(), static_cast<std::size_t>(l.snapshot_bytes / kFloat)));
     sends_.clear();
-    snapshots_.resize(std::max(snapshots_.size(), st.sends.size()));
     for (std::size_t i = 0; i < st.sends.size(); ++i) {
       const Transfer& t = st.sends[i];
       const float* src = at(*send_, t, s, "send");
-      bool clobbered = false;
-      if (shared)
-        for (const Transfer& rv : st.recvs) clobbered = clobbered || overlaps(t, rv);
-      if (clobbered) {  // the payload must be the buffer as of the step start
-        snapshots_[i].assign(src, src + t.bytes / kFloat);
-        src = snapshots_[i].data();
+      if (l.send_snapshot[i] >= 0) {  // the payload must be the buffer as of the step start
+        float* copy = snapshot_.data() + l.send_snapshot[i] / kFloat;
+        std::copy_n(src, t.bytes / kFloat, copy);
+        src = copy;
       }
       sends_.push_back(SendOp{members_[static_cast<std::size_t>(t.peer)], src, static_cast<std::size_t>(t.bytes)});
     }
     recvs_.clear();
-    stage_bufs_.resize(std::max(stage_bufs_.size(), nr));
-    for (std::size_t i = 0; i < nr; ++i) {
+    for (std::size_t i = 0; i < st.recvs.size(); ++i) {
       const Transfer& t = st.recvs[i];
       float* dst = at(*recv_, t, s, "receive");
-      if (staged_[i]) {
-        stage_bufs_[i].resize(static_cast<std::size_t>(t.bytes / kFloat));
-        recvs_.push_back(RecvOpDesc{members_[static_cast<std::size_t>(t.peer)], stage_bufs_[i].data(), static_cast<std::size_t>(t.bytes), RecvMode::Copy});
-      } else {
-        const RecvMode mode = st.op == RecvOp::Reduce ? RecvMode::SumFloat : RecvMode::Copy;
-        recvs_.push_back(RecvOpDesc{members_[static_cast<std::size_t>(t.peer)], dst, static_cast<std::size_t>(t.bytes), mode});
-      }
+      const bool staged = l.recv_stage[i] >= 0;
+      const RecvMode mode = st.op == RecvOp::Reduce && !staged ? RecvMode::SumFloat : RecvMode::Copy;
+      recvs_.push_back(RecvOpDesc{members_[static_cast<std::size_t>(t.peer)],
+                                  staged ? stage_.data() + l.recv_stage[i] / kFloat : dst,
+                                  static_cast<std::size_t>(t.bytes), mode});
     }
     t_.exchange(sends_, recvs_, fmt::format("step {} of {} of {} {}", s, steps, p_, to_string(spec_.kind)));
-    for (std::size_t i = 0; i < nr; ++i) {
-      if (!staged_[i]) continue;
+    for (std::size_t i = 0; i < st.recvs.size(); ++i) {  // staged receives apply in order
+      if (l.recv_stage[i] < 0) continue;
       const Transfer& t = st.recvs[i];
       float* dst = recv_->data() + t.offset / kFloat;
-      const std::vector<float>& src = stage_bufs_[i];
+      const float* src = stage_.data() + l.recv_stage[i] / kFloat;
+      const auto n = static_cast<std::size_t>(t.bytes / kFloat);
       if (st.op == RecvOp::Reduce)
-        kernels::reduce_sum_cpu(dst, src.data(), src.size());
+        kernels::reduce_sum_cpu(dst, src, n);
       else
-        std::copy(src.begin(), src.end(), dst);
+        std::copy_n(src, n, dst);
     }
   }
 
@@ -152,9 +141,8 @@ class RankRunner {
   std::vector<float>* send_ = nullptr;
   std::vector<float>* recv_ = nullptr;
   std::vector<float> recv_store_;  // all-to-all receive buffer
-  // Per-step scratch, reused across steps.
-  std::vector<bool> staged_;
-  std::vector<std::vector<float>> snapshots_, stage_bufs_;
+  // Per-step scratch (stage and snapshot areas of layout_step), reused across steps.
+  std::vector<float> stage_, snapshot_;
   std::vector<SendOp> sends_;
   std::vector<RecvOpDesc> recvs_;
 };

@@ -87,12 +87,7 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
                   (op.axis == "rank" ? "; launch with -n " + std::to_string(op.group_size) : std::string()));
     const int local = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
     const std::uint64_t seed = opt_.seed + group_index;
-    CollectiveSpec spec;
-    spec.kind = op.coll;
-    spec.ranks = members;
-    spec.bytes = op.bytes / 4 * 4;
-    spec.root = op.root;
-    spec.element_bytes = 4;
+    const CollectiveSpec spec = collective_spec(op, members, 4);
     const Algorithm* alg = op.algorithm.empty() ? nullptr : registry_.find(op.algorithm, op.coll);
     if (alg == nullptr)
       throw Error("backend cpu: op '" + op.name + "' names no algorithm ('" + op.algorithm +

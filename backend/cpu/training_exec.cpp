@@ -242,14 +242,7 @@ Trace TrainingExecutor::execute(const Schedule& schedule) {
             t.exchange(std::span(&send, 1), std::span(&recv, 1), what);
             break;
           }
-          CollectiveSpec spec;
-          spec.kind = op.coll;
-          spec.ranks = p;
-          spec.bytes = bytes;
-          spec.root = op.root;
-          spec.element_bytes = 4;
-          if (op.coll == CollKind::AllToAll && op.imbalance != 1.0)
-            spec.alltoall_bytes = skewed_alltoall(bytes, p, op.imbalance, 4);
+          const CollectiveSpec spec = collective_spec(op, p, 4);
           const Algorithm* alg = op.algorithm.empty() ? nullptr : registry_.find(op.algorithm, op.coll);
           if (alg == nullptr)
             throw Error(fmt::format("backend cpu: {} names no {} algorithm ('{}'); resolve_algorithms() before running",

@@ -27,16 +27,6 @@ IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono
   };
 }
 
-CollectiveSpec collective_spec(const Op& op) {
-  CollectiveSpec spec;
-  spec.kind = op.coll;
-  spec.ranks = op.group_size;
-  spec.bytes = op.bytes / 4 * 4;
-  spec.root = op.root;
-  spec.element_bytes = 4;
-  return spec;
-}
-
 namespace {
 
 constexpr std::int64_t kFloat = 4;
@@ -82,7 +72,7 @@ class Resources {
   Checker& check_;
 };
 
-using ProgramKey = std::tuple<int, int, Bytes, int, std::string>;
+using ProgramKey = std::tuple<int, int, Bytes, int, std::string, double>;  // + all-to-all imbalance
 
 class Run {
  public:
@@ -151,17 +141,6 @@ class Run {
     return static_cast<char*>(res_.workspace) + ws_.region(op, name).offset;
   }
 
-  std::string algorithm_for(const Op& op, const CollectiveSpec& spec) const {
-    if (!op.algorithm.empty()) return op.algorithm;
-    if (opt_.algorithm_for) return opt_.algorithm_for(op, spec);
-    const Algorithm* ring = registry_.find("ring", spec.kind);
-    if (ring != nullptr && !ring->unsupported(spec)) return ring->name;
-    CostParams unit;
-    unit.alpha_ps = 1e6;
-    unit.beta_ps = 1;
-    return choose_algorithm(registry_, spec, unit).name;
-  }
-
   // Step programs, specs and buffer needs of every op; then the workspace plan.
   void prepare_ops() {
     const std::size_t n = role_.ops.size();
@@ -181,7 +160,7 @@ class Run {
         needs[i] = op_needs(op);
         continue;
       }
-      const CollectiveSpec spec = collective_spec(op);
+      const CollectiveSpec spec = collective_spec(op, op.group_size, kFloat);
       specs_[i] = spec;
       if (spec.bytes == 0 || spec.ranks < 2) continue;  // nothing moves
       const int grank = plan_.axis(op.axis).key;
@@ -190,14 +169,16 @@ class Run {
         needs[i] = native_collective_needs(spec);
         continue;
       }
-      const std::string alg_name = algorithm_for(op, spec);
-      const ProgramKey key{static_cast<int>(spec.kind), spec.ranks, spec.bytes, spec.root, alg_name};
+      // `auto` is resolved once, by the simulator's resolve_algorithms, before any backend runs.
+      const std::string& alg_name = op.algorithm;
+      const ProgramKey key{static_cast<int>(spec.kind), spec.ranks, spec.bytes, spec.root, alg_name, op.imbalance};
       auto it = cache.find(key);
       if (it == cache.end()) {
-        const Algorithm* alg = registry_.find(alg_name, spec.kind);
+        const Algorithm* alg = alg_name.empty() ? nullptr : registry_.find(alg_name, spec.kind);
         if (alg == nullptr)
-          throw Error(fmt::format("backend cuda: op {} ('{}'): no algorithm '{}' for {}; see meshsim algorithms", i,
-                                  op.name, alg_name, to_string(spec.kind)));
+          throw Error(fmt::format("backend cuda: op {} ('{}') names no {} algorithm ('{}'); resolve_algorithms() "
+                                  "before running, or see meshsim algorithms",
+                                  i, op.name, to_string(spec.kind), alg_name));
         it = cache.emplace(key, std::shared_ptr<StepProgram>(alg->build(spec))).first;
       }
       programs_[i] = it->second;
@@ -217,6 +198,11 @@ class Run {
                               "got {}; use --collectives ours",
                               i, role_.ops[static_cast<std::size_t>(i)].name, to_string(spec.kind), spec.ranks,
                               spec.bytes));
+    if (!spec.alltoall_bytes.empty())
+      throw Error(fmt::format("backend cuda: op {} ('{}'): native ncclAlltoAll moves even blocks, but this all-to-all "
+                              "is skewed (imbalance {}); use --collectives ours",
+                              i, role_.ops[static_cast<std::size_t>(i)].name,
+                              role_.ops[static_cast<std::size_t>(i)].imbalance));
   }
 
   void setup_device() {
@@ -376,7 +362,7 @@ class Run {
     for (int k = 0; k < steps; ++k) {
       st.clear();
       prog.step(group.key, k, st);
-      const StepLayout l = layout_step(st, shared);
+      const StepLayout l = cuda_step_layout(st, shared);
       auto in_bounds = [&](const Transfer& t, const Region& r, const char* what) {
         if (t.offset < 0 || t.bytes < 0 || t.offset + t.bytes > r.bytes || t.offset % kFloat != 0 ||
             t.bytes % kFloat != 0 || t.peer < 0 || t.peer >= spec.ranks || t.peer == group.key)

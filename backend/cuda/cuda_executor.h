@@ -76,9 +76,6 @@ struct CudaExecutorOptions {
   IdExchange share_id;
   bool native_collectives = false;  // --collectives nccl
   bool fp16 = false;                // 2-byte GEMMs in fp16 instead of bf16
-  // The algorithm of a collective op whose op.algorithm is empty; default: the registry's
-  // "ring" when it supports the op, else choose_algorithm with unit cost parameters.
-  std::function<std::string(const Op& op, const CollectiveSpec& spec)> algorithm_for;
   WatchdogOptions watchdog;
   int max_in_flight = 4096;  // ops issued but not known finished before the host waits
   CollectiveData data;       // empty functions: no numerics
@@ -100,9 +97,5 @@ class CudaExecutor : public Executor {
   CudaExecutorOptions opt_;
   WatchClock clock_;
 };
-
-// The CollectiveSpec the cuda backend runs for a collective op (float32 elements: bytes
-// rounded down to a multiple of 4, element_bytes 4).
-CollectiveSpec collective_spec(const Op& op);
 
 }  // namespace meshsim::cuda

@@ -201,6 +201,28 @@ TEST(CudaExecutor, CollectiveDataIsFilledAndReadBackFromTheOpsBuffer) {
   EXPECT_EQ(f.api.count("memcpy_to_host"), 1);
 }
 
+// A skewed MoE all-to-all (the busiest expert receives imbalance x the mean block) runs
+// with the per-pair sizes the simulator times (schedule's collective_spec), not even blocks.
+TEST(CudaExecutor, SkewedAllToAllMovesThePlannedBlocks) {
+  Fixture f;
+  Schedule s;
+  s.axes = {{"ep", 2}};
+  s.pp_axis = "";
+  Op a2a = coll("ep", 2, 1024, Stream::Ep, {});
+  a2a.coll = CollKind::AllToAll;
+  a2a.algorithm = "pairwise";
+  a2a.imbalance = 1.5;
+  s.roles = {Role{"all", 0, {a2a}}};
+  f.run(s, f.options(1));
+  // Mean block 512: rank 0 (the busiest destination) receives 1.5 x 512 = 768 from rank 1,
+  // rank 1 receives the rest, 0.5 x 512 = 256, from rank 0.
+  EXPECT_TRUE(f.api.has("send 768 to 0 on comm#1")) << testing::PrintToString(f.api.log);
+  EXPECT_TRUE(f.api.has("recv 256 from 0 on comm#1"));
+  CudaExecutorOptions native = f.options(1);
+  native.native_collectives = true;
+  EXPECT_TRUE(contains(error_of([&] { f.run(s, native); }), "native ncclAlltoAll moves even blocks"));
+}
+
 TEST(CudaExecutor, FailingCallNamesRankAndOpAbortsAndReleases) {
   Fixture f;
   f.api.fail("gemm", 13, /*after=*/1);  // the second GEMM fails

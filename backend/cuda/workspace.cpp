@@ -53,38 +53,6 @@ WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vect
   return plan;
 }
 
-namespace {
-bool overlaps(const Transfer& a, const Transfer& b) {
-  return a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-}
-}  // namespace
-
-StepLayout layout_step(const Step& step, bool shared_buffer) {
-  StepLayout l;
-  const std::size_t nr = step.recvs.size();
-  l.recv_stage.assign(nr, -1);
-  l.send_snapshot.assign(step.sends.size(), -1);
-  std::vector<bool> staged(nr, step.op == RecvOp::Reduce);  // reductions apply after the group
-  for (std::size_t i = 0; i < nr; ++i)
-    for (std::size_t j = i + 1; j < nr; ++j)
-      if (overlaps(step.recvs[i], step.recvs[j])) staged[i] = staged[j] = true;
-  for (std::size_t i = 0; i < nr; ++i)
-    if (staged[i]) {
-      l.recv_stage[i] = l.stage_bytes;
-      l.stage_bytes += align_up(step.recvs[i].bytes);
-    }
-  if (shared_buffer)
-    for (std::size_t s = 0; s < step.sends.size(); ++s) {
-      bool clobbered = false;
-      for (std::size_t i = 0; i < nr && !clobbered; ++i) clobbered = !staged[i] && overlaps(step.sends[s], step.recvs[i]);
-      if (clobbered) {
-        l.send_snapshot[s] = l.snapshot_bytes;
-        l.snapshot_bytes += align_up(step.sends[s].bytes);
-      }
-    }
-  return l;
-}
-
 std::vector<BufferNeed> step_program_needs(const StepProgram& program, const CollectiveSpec& spec, int group_rank) {
   const RankBuffers rb = rank_buffers(spec, group_rank);
   const bool shared = spec.kind != CollKind::AllToAll;
@@ -101,7 +69,7 @@ std::vector<BufferNeed> step_program_needs(const StepProgram& program, const Col
   for (int s = 0; s < steps; ++s) {
     st.clear();
     program.step(group_rank, s, st);
-    const StepLayout l = layout_step(st, shared);
+    const StepLayout l = cuda_step_layout(st, shared);
     stage = std::max(stage, l.stage_bytes);
     snapshot = std::max(snapshot, l.snapshot_bytes);
   }

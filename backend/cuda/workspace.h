@@ -22,7 +22,7 @@
 // in one NCCL group, so a receive that reduces (or that overlaps another receive) lands in
 // a staging area and is applied after the group, in receive order; a send whose range a
 // copy-receive of the same step overwrites goes from a snapshot taken before the group.
-//   StepLayout l = layout_step(step, /*shared_buffer=*/true);   // offsets in stage/snapshot
+//   StepLayout l = cuda_step_layout(step, /*shared_buffer=*/true);   // offsets in stage/snapshot
 #pragma once
 
 #include <cstdint>
@@ -62,14 +62,11 @@ struct WorkspacePlan {
 // The core: op i runs on streams[i] and needs needs[i] (sizes >= 0; throws Error otherwise).
 WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vector<std::vector<BufferNeed>>& needs);
 
-// Staging of one step of a step program (see above). Offsets are relative to the stage
-// and snapshot areas; -1 = not staged / sent straight from the buffer.
-struct StepLayout {
-  std::vector<std::int64_t> recv_stage;     // per receive
-  std::vector<std::int64_t> send_snapshot;  // per send
-  std::int64_t stage_bytes = 0, snapshot_bytes = 0;
-};
-StepLayout layout_step(const Step& step, bool shared_buffer);
+// Staging of one step of a step program (see above): schedule/collective.h's layout_step
+// with reductions staged (they run as a kernel after the NCCL group) and scratch aligned.
+inline StepLayout cuda_step_layout(const Step& step, bool shared_buffer) {
+  return layout_step(step, shared_buffer, /*stage_reductions=*/true, kWorkspaceAlign);
+}
 
 // What a collective op needs when run as rank `group_rank`'s part of `program` on `spec`:
 // its data buffer(s) (rank_buffers) and the largest staging and snapshot areas of its steps.

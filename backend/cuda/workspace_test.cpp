@@ -94,21 +94,21 @@ TEST(Workspace, StepLayoutStagesReductionsAndSnapshotsClobberedSends) {
   reduce.op = RecvOp::Reduce;
   reduce.sends = {{1, 0, 100, 0}};
   reduce.recvs = {{1, 0, 100, 0}, {2, 512, 300, 1}};
-  const StepLayout r = layout_step(reduce, true);
+  const StepLayout r = cuda_step_layout(reduce, true);
   EXPECT_EQ(r.recv_stage, (std::vector<std::int64_t>{0, 256}));
   EXPECT_EQ(r.stage_bytes, 256 + 512);
   EXPECT_EQ(r.send_snapshot, (std::vector<std::int64_t>{-1}));  // the receive lands in staging
   Step copy;
   copy.sends = {{1, 0, 64, 0}, {2, 128, 64, 1}};
   copy.recvs = {{1, 32, 64, 0}};  // overwrites the second half of send 0
-  const StepLayout c = layout_step(copy, true);
+  const StepLayout c = cuda_step_layout(copy, true);
   EXPECT_EQ(c.recv_stage, (std::vector<std::int64_t>{-1}));
   EXPECT_EQ(c.send_snapshot, (std::vector<std::int64_t>{0, -1}));
   EXPECT_EQ(c.snapshot_bytes, 256);
-  EXPECT_EQ(layout_step(copy, false).snapshot_bytes, 0);  // separate send and receive buffers
+  EXPECT_EQ(cuda_step_layout(copy, false).snapshot_bytes, 0);  // separate send and receive buffers
   Step overlap;
   overlap.recvs = {{1, 0, 64, 0}, {2, 32, 64, 1}};
-  EXPECT_EQ(layout_step(overlap, true).recv_stage, (std::vector<std::int64_t>{0, 256}));
+  EXPECT_EQ(cuda_step_layout(overlap, true).recv_stage, (std::vector<std::int64_t>{0, 256}));
 }
 
 TEST(Workspace, RingAllReduceNeedsOneChunkOfStaging) {
