@@ -54,13 +54,22 @@ struct ScenarioFlags {
   }
 };
 
+// simulate, memory and sweep time training layouts; a collective workload is run's.
+Scenario require_training(Scenario s, const char* command) {
+  if (s.workload)
+    throw Error(fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
+                            "with meshsim validate (or run), or time the collective with meshsim collective {} -b {}",
+                            command, to_string(s.workload->kind), s.workload->bytes));
+  return s;
+}
+
 struct SimulateFlags : ScenarioFlags {
   std::string trace, report;
   bool json = false;
 };
 
 int run_simulate(const SimulateFlags& f) {
-  const Scenario s = f.node().resolve();
+  const Scenario s = require_training(f.node().resolve(), "simulate");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
   // the fast path (same figures).
@@ -73,7 +82,7 @@ int run_simulate(const SimulateFlags& f) {
 }
 
 int run_memory(const ScenarioFlags& f) {
-  const Scenario s = f.node().resolve();
+  const Scenario s = require_training(f.node().resolve(), "memory");
   validate_model(s.model, "model");
   validate_parallel(s.parallel, s.model, s.parallel.world_size());
   std::vector<RankMemory> stages;
@@ -125,6 +134,7 @@ int run_sweep(const SweepFlags& f) {
   for (const auto& v : f.vary) vs.push_back(parse_vary(v));
   if (vs.empty()) throw Error("--vary: a sweep needs at least one --vary path=v1,v2,...");
   const ScenarioNode base = f.node();
+  if (base.is_workload()) require_training(base.resolve(), "sweep");
   std::vector<Variant> variants(1);
   for (const Vary& v : vs) {
     std::vector<Variant> next;

@@ -206,6 +206,8 @@ void ScenarioNode::set(const std::string& assignment) {
   cur[keys.back()] = value;
 }
 
+bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["workload"]); }
+
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
   check_keys(n, "", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run", "workload"});

@@ -61,6 +61,7 @@ class ScenarioNode {
   // "path.to.key=value"; a model preset name becomes {preset: name} when a field is set.
   void set(const std::string& assignment);
   Scenario resolve() const;
+  bool is_workload() const;  // has a `workload:` section (a collective workload, not training)
   const std::string& source() const { return source_; }
 
  private:

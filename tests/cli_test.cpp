@@ -125,6 +125,14 @@ TEST(CliBadInput, MalformedYaml) {
   expect_user_error(meshsim("topology show " + f.string()), "bad.yaml");
 }
 
+// A collective workload scenario is for run/validate: simulate, memory and sweep say so
+// (memory used to report a default model on one GPU, exit 0).
+TEST(CliBadInput, WorkloadScenarioInATrainingCommand) {
+  const std::string file = std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/allreduce-cpu.yaml";
+  for (const char* cmd : {"simulate ", "memory ", "sweep --vary run.fidelity=formula,flow "})
+    expect_user_error(meshsim(cmd + file), "collective workload", "meshsim collective allreduce");
+}
+
 TEST(CliBadInput, NegativeBandwidth) {
   const fs::path f = write_file("neg.yaml",
                                 "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
