@@ -18,7 +18,7 @@
 // per-chunk contributions to dQ (local) and to dK/dV (travelling with the chunk) add up to
 // the gradient of attention over the union.
 //
-// Merge (MATH.md section 7): attention over disjoint key sets 1 and 2 combines as
+// Merge (docs/math.md section 7): attention over disjoint key sets 1 and 2 combines as
 //   lse = log(exp(lse1) + exp(lse2)),  o = exp(lse1 - lse) o1 + exp(lse2 - lse) o2
 // and equals attention over the union; -inf inputs are handled (both -inf gives -inf, 0).
 //

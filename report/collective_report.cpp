@@ -98,7 +98,7 @@ std::string sweep_row(const CollectiveOutcome& out) {
 
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
   if (out.nccl) return nccl_explain_text(*out.nccl);
-  std::string s = "\nFormula (MATH.md section 1):\n";
+  std::string s = "\nFormula (docs/math.md section 1):\n";
   s += out.algorithm->explain(out.spec, out.params);
   if (s.back() != '\n') s += '\n';
   s += fmt::format("  link parameters read off the routes: alpha = {:.3f} us, 1/beta = {:.2f} GB/s",

@@ -54,7 +54,7 @@ const std::vector<CollKind>& all_coll_kinds();
 struct CollectiveSpec {
   CollKind kind = CollKind::AllReduce;
   int ranks = 2;
-  Bytes bytes = 0;        // n of MATH.md section 1 (see buffer rules above)
+  Bytes bytes = 0;        // n of docs/math.md section 1 (see buffer rules above)
   int root = 0;           // broadcast / reduce root; send/recv: sender is rank 0, receiver rank 1
   int ranks_per_node = 1; // consecutive group ranks sharing a node (hierarchical algorithms)
   int chunks = 0;         // pipelined algorithms: number of chunks (0 = algorithm default)
@@ -157,7 +157,7 @@ struct Algorithm {
   std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported;
   // Constructs the step program; called by build() once the spec is valid and supported.
   std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> make;
-  // Closed form of MATH.md section 1, in picoseconds.
+  // Closed form of docs/math.md section 1, in picoseconds.
   std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps;
   // The same formula as text, symbolic and with the numbers put in (for --explain).
   std::function<std::string(const CollectiveSpec&, const CostParams&)> explain;

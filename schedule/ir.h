@@ -46,7 +46,7 @@ struct Op {
   int microbatch = -1;
   // Compute
   Kernel kernel;
-  // Collective: kind, bytes (n of MATH.md section 1), the mesh axis of the group
+  // Collective: kind, bytes (n of docs/math.md section 1), the mesh axis of the group
   // ("tp", "dp", "cp", "ep", "row", "col", "edp", or "a+b" for several axes) and its size.
   CollKind coll = CollKind::AllReduce;
   Bytes bytes = 0;

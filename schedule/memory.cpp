@@ -1,4 +1,4 @@
-// Itemized memory per layer and per pipeline stage (MATH.md sections 5, 9 and 10).
+// Itemized memory per layer and per pipeline stage (docs/math.md sections 11, 12 and 13).
 //
 //   gpt3-175b, b = 1, t = 8, sp, no recompute: layer_activation_bytes = sbh/t (34 + 5as/h)
 //   = 2048 * 12288 / 8 * (34 + 5 * 96 * 2048 / 12288) = 360 MiB per layer and micro-batch.
@@ -250,7 +250,7 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
            fmt::format("{} layer segment", k));
   }
 
-  // Extras of MATH.md section 5: embedding dropout mask (GPT layer only) for the micro-batches
+  // Extras of docs/math.md section 12: embedding dropout mask (GPT layer only) for the micro-batches
   // in flight on the first stage; output-side tensors for the one micro-batch the last stage
   // holds (its backward follows its forward directly).
   const double sbh = x.s * x.b * x.h;

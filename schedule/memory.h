@@ -1,5 +1,5 @@
 // Itemized device memory of a training run: weights, gradients, optimizer state,
-// activations (MATH.md section 5), extras, temporaries and a communication workspace,
+// activations (docs/math.md section 11), extras, temporaries and a communication workspace,
 // per pipeline stage. Every byte comes from a named item with its formula, so a report
 // can show where the memory goes instead of one summary number.
 //
@@ -15,7 +15,7 @@
 //
 // Per layer, per micro-batch (layer_activation_items):
 //   Plain attention (the GPT layer of Korthikanti et al., with dropout): the 14 items of
-//   MATH.md section 5. Tensors take P bytes per element, dropout masks 1 byte, so for
+//   docs/math.md section 11. Tensors take P bytes per element, dropout masks 1 byte, so for
 //   16-bit data the items are exactly the paper's (2sbh, 4sbh, 2as^2b, as^2b, ...) and sum
 //   to sbh(34 + 5as/h) without parallelism. Generalized: Q and K take sb(h + h_kv), V
 //   sb*h_kv (GQA); the MLP's GeLU input and second-linear input take sbf each (SwiGLU:
@@ -23,7 +23,7 @@
 //   split) are divided by t; LayerNorm inputs, the QKV and first-linear inputs and the
 //   dropout masks are divided by t only with sp. Everything is divided by c (the s^2
 //   items too: s/c queries against all s keys).
-//   Flash attention (modern layer, no dropout): the six items of MATH.md section 5,
+//   Flash attention (modern layer, no dropout): the six items of docs/math.md section 11,
 //   summing to sbP(5h + 2h_kv + 2f)/(c*t) with sp; the MLP item "down_input" is 2sbf
 //   (the GeLU input and output, or SwiGLU's gate and up outputs).
 //   MoE: expert-side MLP items are multiplied by top_k (each token is dispatched k times)

@@ -1,4 +1,4 @@
-// Memory model against the closed forms of MATH.md section 5 (Korthikanti et al. 2022),
+// Memory model against the closed forms of docs/math.md section 11 (Korthikanti et al. 2022),
 // written out independently here. GPT-3 175B, one sequence per micro-batch:
 //   s = 2048, b = 1, h = 12288, a = 96, t = 8, L = 96, V = 51200, P = 2 (so 5as/h = 80).
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ Bytes item(const std::vector<MemoryItem>& items, const std::string& name) {
   return -1;
 }
 
-// One test per row of the table in MATH.md section 5.
+// One test per row of the table in docs/math.md section 11.
 TEST(ActivationTable, None) {
   EXPECT_EQ(layer(1, false, RecomputeMode::None), static_cast<Bytes>(sbh * (34 + 5 * a * s / h)));
 }

@@ -1,4 +1,4 @@
-// Transformer model shapes: parameter counts, presets and FLOPs (MATH.md section 2).
+// Transformer model shapes: parameter counts, presets and FLOPs (docs/math.md section 4).
 //
 //   model_preset("llama2-70b").total_params()   // ~68.98e9 (untied embedding and head)
 //

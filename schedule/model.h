@@ -1,5 +1,5 @@
 // Transformer model shapes: presets with their published configurations, or explicit
-// fields from a scenario, and the FLOP counts of MATH.md section 2.
+// fields from a scenario, and the FLOP counts of docs/math.md section 4.
 //
 //   ModelSpec m = model_preset("gpt3-175b");   // 96 layers, h = 12288, 96 heads, s = 2048
 //   double f = model_flops_per_iteration(m, /*global_batch=*/1536, /*full_recompute=*/false);
@@ -61,7 +61,7 @@ void validate_model(const ModelSpec& m, const std::string& field);
 const std::vector<ModelSpec>& model_presets();
 ModelSpec model_preset(const std::string& name);
 
-// MATH.md section 2, generalized per item. Forward matmul FLOPs of one layer for b
+// docs/math.md section 4, generalized per item. Forward matmul FLOPs of one layer for b
 // sequences of s tokens (QKV, scores, scores x V, output projection, MLP or the top_k
 // experts and router); backward is twice forward.
 double layer_forward_flops(const ModelSpec& m, double b, double s);

@@ -1,5 +1,5 @@
 // The parallel layout of a training run: how the GPUs are split among data, tensor,
-// sequence, context, pipeline and expert parallelism (MATH.md sections 3-10).
+// sequence, context, pipeline and expert parallelism (docs/math.md sections 5-13).
 //
 //   ParallelSpec p;  p.tp = 8;  p.sp = true;  p.pp = 8;  p.vchunks = 2;  p.dp = 16;
 //   p.microbatches = 64;

@@ -4,7 +4,7 @@
 //   ParallelSpec p;  p.tp = 8;  p.pp = 8;  p.vchunks = 2;  p.dp = 16;  p.microbatches = 64;
 //   Schedule s = plan_iteration(m, p);    // 8 roles (pipeline stages), ops per stage
 //
-// What each role runs, in order (MATH.md sections 3-10):
+// What each role runs, in order (docs/math.md sections 5-13):
 //   - pipeline order: 1F1B (warm-up forwards, steady one-forward-one-backward, cool-down
 //     backwards) or Megatron's interleaved order with v model chunks per device; stage
 //     boundaries are Send/Recv ops of b*s*h*P/c bytes (/t with SP);
@@ -88,7 +88,7 @@ Schedule plan_collectives(const CollectiveWorkload& w);
 
 // Bytes each rank of a ring moves for one collective of `n` bytes over `p` ranks
 // (2(p-1)/p n for all-reduce, (p-1)/p n for all-gather, reduce-scatter and all-to-all,
-// n for the rest): the accounting MATH.md's per-layer communication figures use.
+// n for the rest): the accounting of docs/math.md's per-layer communication figures.
 double ring_bytes_moved(CollKind kind, Bytes n, int p);
 
 }  // namespace meshsim

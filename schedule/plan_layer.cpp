@@ -1,5 +1,5 @@
 // One Megatron-family transformer layer (tp, sp, cp, moe/ep) as a list of steps, emitted
-// forward in order and backward in reverse (MATH.md sections 3, 4, 7, 8).
+// forward in order and backward in reverse (docs/math.md sections 5, 7 and 8).
 //
 //   forward (tp = t, no SP)                       backward (reverse, conjugates)
 //   ln1 ─ f ─ qkv ─ attention ─ proj ─ f̄ ─ drop    ... proj dgrad/wgrad ─ attention bwd ─ qkv ─ AR(f) ─ ln1
@@ -195,7 +195,7 @@ Op make_op(Phase phase, const LayerStep& s, CollKind kind, int layer, int mb) {
   return op;
 }
 
-// Ring attention (MATH.md section 7): c steps; at step j the rank computes its queries
+// Ring attention (docs/math.md section 7): c steps; at step j the rank computes its queries
 // against the K/V block in hand while passing that block to the next rank; a log-sum-exp
 // merge folds each step into the running output. Causal masks: with load balancing every
 // rank does half a block per step; without it the ranks run in lockstep behind the one

@@ -1,5 +1,5 @@
 // One transformer layer under 2D tensor parallelism (Optimus: SUMMA on a q x q mesh),
-// MATH.md section 6. Device (i, j) holds block (i, j) of every activation [b*s, h] and of
+// docs/math.md section 6. Device (i, j) holds block (i, j) of every activation [b*s, h] and of
 // every weight [k, n]. Mesh axes: "col" varies along a mesh row, "row" along a column, so
 // a broadcast "along row i" is a collective on axis "col".
 //

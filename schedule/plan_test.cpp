@@ -1,5 +1,5 @@
-// The planned schedule against MATH.md: communication per layer per device (sections 3, 4,
-// 6, 7, 8), FLOPs per iteration (section 2), the pipeline order, and symmetry (one op list
+// The planned schedule against docs/math.md: communication per layer per device (sections
+// 5 to 8), FLOPs per iteration (section 4), the pipeline order, and symmetry (one op list
 // per stage, whatever the number of ranks).
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@ double moved(const Schedule& s, int stage, int layer, const std::string& axis, s
 }
 
 TEST(Plan, TensorParallelMovesFourBshPerLayerEachWay) {
-  // MATH.md section 3: forward 4(t-1)/t bsh, backward the same without recomputation.
+  // docs/math.md section 5: forward 4(t-1)/t bsh, backward the same without recomputation.
   const ModelSpec m = gpt(4, 1024, 16, 512);
   for (int t : {2, 4, 8}) {
     ParallelSpec p;
@@ -175,7 +175,7 @@ TEST(Plan, PipelineScatterGatherSendsOneTpShardAndGathersIt) {
   }
 }
 
-// MATH.md section 6: elements moved per device per layer, broadcasts and reduces counted
+// docs/math.md section 6: elements moved per device per layer, broadcasts and reduces counted
 // as log2(q) x size (the paper's model): forward log2(p)/(2 sqrt p) (7bsh + 12h^2),
 // backward with checkpointing log2(p)/(2 sqrt p) (21bsh + 36h^2).
 TEST(Plan, SummaMovesThePapersElementsPerLayer) {
@@ -200,7 +200,7 @@ TEST(Plan, SummaMovesThePapersElementsPerLayer) {
   }
 }
 
-// MATH.md section 8: per layer, pure EP moves 4BSkh bytes (dispatch + combine, bf16),
+// docs/math.md section 8: per layer, pure EP moves 4BSkh bytes (dispatch + combine, bf16),
 // pure TP 4BSh (two all-reduces of BSh elements).
 TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   ModelSpec m = gpt(2, 1024, 16, 512);
@@ -229,7 +229,7 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
 
-// MATH.md section 7: each cp rank passes its K/V block c-1 times per layer forward.
+// docs/math.md section 7: each cp rank passes its K/V block c-1 times per layer forward.
 TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
   ModelSpec m = gpt(2, 1024, 16, 4096);
   m.kv_heads = 4;  // GQA: H_kv = 256
@@ -359,7 +359,7 @@ double matmul_flops(const Schedule& s, const ParallelSpec& p) {
   return f;
 }
 
-// MATH.md section 2: 72 B s L h^2 (1 + s/(6h) + V/(12 h L)); with full recomputation
+// docs/math.md section 4: 72 B s L h^2 (1 + s/(6h) + V/(12 h L)); with full recomputation
 // 96 B s L h^2 (1 + s/(6h) + V/(16 h L)).
 TEST(Plan, IterationFlopsEqualTheModelFlopsFormula) {
   const ModelSpec m = gpt(8, 1024, 16, 512, 32768);

@@ -1,5 +1,5 @@
 // Test helper: a GPT-style model of the given size (ffn = 4h, no GQA, plain attention),
-// the shape MATH.md's closed forms are written for. For tests only.
+// the shape docs/math.md's GPT closed forms are written for. For tests only.
 #pragma once
 
 #include "schedule/model.h"

@@ -1,5 +1,5 @@
 // Acceptance tests of the collective simulation against independent truth: the closed
-// forms of MATH.md section 1, and contention worked out by hand.
+// forms of docs/math.md section 1, and contention worked out by hand.
 #include "sim/collective_sim.h"
 
 #include <gtest/gtest.h>

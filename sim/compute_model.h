@@ -1,7 +1,7 @@
 // How long a compute kernel takes on one GPU: a roofline with efficiency curves.
 //
 //   time = max(flops / (peak_flops * efficiency), bytes / (memory_bandwidth * memory_efficiency))
-//          + launch_overhead                                              (MATH.md section 2)
+//          + launch_overhead                                         (docs/math.md section 3)
 //
 // efficiency depends on the kernel kind and size (docs/compute.md gives the curves and their
 // sources): GEMMs rise with their work towards a per-GPU maximum (0.78 on H100 bf16),

@@ -5,7 +5,7 @@
 // which flows started or finished, and only for the connected component of flows that
 // share links with them (flows on disjoint links keep their rates and their events).
 // When a flow has drained, the owner is told; the owner adds the path's latency to get
-// the delivery time (alpha + n*beta for a lone message, as in MATH.md section 1).
+// the delivery time (alpha + n*beta for a lone message, docs/math.md section 2).
 //
 //   FlowNetwork net(engine, topo, listener);
 //   net.start(path.links, bytes, /*tag=*/msg_id);   // listener->flow_drained(tag, t) later

@@ -1,5 +1,5 @@
-// The sim backend on planned schedules: invariants of MATH.md sections 6 and 9, the
-// activation-memory timeline against the closed forms of section 5, and the breakdown.
+// The sim backend on planned schedules: invariants of docs/math.md sections 6 and 9, the
+// activation-memory timeline against the closed forms of section 12, and the breakdown.
 #include <gtest/gtest.h>
 
 #include "schedule/test_models.h"
@@ -78,7 +78,7 @@ TEST(ScheduleSim, BreakdownAddsUpToTheIterationTime) {
   }
 }
 
-// MATH.md section 9: with (almost) free communication the 1F1B bubble is (p-1)/m of the
+// docs/math.md section 9: with (almost) free communication the 1F1B bubble is (p-1)/m of the
 // ideal, i.e. the first stage idles (p-1) micro-batch-times out of m.
 TEST(ScheduleSim, OneFOneBBubbleIsPMinusOneOverM) {
   // Large layers and a tiny vocabulary: the stages are nearly equal (the closed form assumes so).
@@ -115,7 +115,7 @@ TEST(ScheduleSim, MoreBandwidthNeverSlowsAnIteration) {
   }
 }
 
-// MATH.md section 6: column broadcasts of SUMMA cross nodes under `natural`, with 4 GPUs
+// docs/math.md section 6: column broadcasts of SUMMA cross nodes under `natural`, with 4 GPUs
 // crowding each node's uplink; `bunched` keeps half of each column on a node. Contention
 // is what decides it, so this holds at flow fidelity (the formula is blind to crowding).
 TEST(ScheduleSim, BunchedNeverLosesToNaturalForSumma) {
@@ -131,7 +131,7 @@ TEST(ScheduleSim, BunchedNeverLosesToNaturalForSumma) {
   }
 }
 
-// MATH.md section 5: the first 1F1B stage holds p micro-batches of L/p layers, L layers'
+// docs/math.md section 12: the first 1F1B stage holds p micro-batches of L/p layers, L layers'
 // worth; interleaving with v chunks multiplies it by (1 + (p-1)/(p v)).
 TEST(ScheduleSim, ActivationPeakOnTheTimelineMatchesThePipelineClosedForm) {
   const ModelSpec m = gpt(24, 1024, 16, 512);

@@ -83,7 +83,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   const ParallelSpec& p = s.parallel;
   const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
   // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
-  // (MATH.md section 2): model FLOPs x (executed with recomputation / executed without).
+  // (docs/math.md section 4): model FLOPs x (executed with recomputation / executed without).
   const double executed = r.sim.flops_executed * ranks_per_role, recomputed = r.sim.flops_recomputed * ranks_per_role;
   r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
   r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;

@@ -37,7 +37,7 @@ struct TrainingResult {
   ScheduleSimResult sim;
   GpuSpec gpu;
   int gpus = 0;
-  double model_flops = 0;      // per iteration, all GPUs (MATH.md section 2)
+  double model_flops = 0;      // per iteration, all GPUs (docs/math.md section 4)
   double hardware_flops = 0;   // model FLOPs plus the recomputed share (HFU's numerator)
   double mfu = 0, hfu = 0;
   double tokens_per_s = 0;

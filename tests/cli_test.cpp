@@ -36,7 +36,7 @@ TEST(Cli, SweepPrintsOneRowPerSize) {
 TEST(Cli, ExplainShowsFormulaAndStepTable) {
   const Result r = meshsim("collective allreduce --ranks 4 --bytes 4MiB --algo ring --topology switch --explain");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("Formula"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Formula (docs/math.md section 1)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 -> 1"), std::string::npos) << r.out;  // a step-table row
   EXPECT_NE(r.out.find("reduce"), std::string::npos) << r.out;
 }

@@ -1,5 +1,5 @@
 // Examples are tests: every scenario under examples/scenarios runs through the meshsim
-// command and its key figures are checked against MATH.md and the papers' claims.
+// command and its key figures are checked against docs/math.md and the papers' claims.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,7 +35,7 @@ double breakdown(const Json& j, const std::string& key) {
   return j["breakdown_s"].contains(key) ? j["breakdown_s"][key].get<double>() : 0.0;
 }
 
-// 1D (Megatron) vs 2D (SUMMA) in weak scaling on Frontera RTX nodes (MATH.md section 6).
+// 1D (Megatron) vs 2D (SUMMA) in weak scaling on Frontera RTX nodes (docs/math.md section 6).
 TEST(Examples, SummaVersusMegatronWeakScaling) {
   struct Size { int gpus, q, hidden, heads, nodes; };
   const Size sizes[] = {{4, 2, 2048, 32, 1}, {16, 4, 4096, 64, 4}, {36, 6, 6912, 72, 9}, {64, 8, 8192, 128, 16}};
@@ -67,7 +67,7 @@ TEST(Examples, SummaVersusMegatronWeakScaling) {
 }
 
 // Llama-3 70B at 128k: with CP 8 a rank fits in 80 GiB; without CP its activations alone are
-// the itemized 245 GiB of MATH.md section 5 (80 layers, t = 8, first stage holds L layers).
+// the itemized 245 GiB of docs/math.md section 11 (80 layers, t = 8, first stage holds L layers).
 TEST(Examples, Llama70bAt128kNeedsContextParallelism) {
   const Json cp = simulate("llama3-70b-128k");
   EXPECT_TRUE(cp["fits"].get<bool>());
@@ -116,7 +116,7 @@ TEST(Examples, Gpt3LayerOnOneGpuAndAtTp8) {
   EXPECT_LT(speedup, 8.0);
 }
 
-// An MoE layer under EP vs TP (MATH.md section 8): EP moves tokens with all-to-alls and
+// An MoE layer under EP vs TP (docs/math.md section 8): EP moves tokens with all-to-alls and
 // keeps attention replicated; TP splits everything and all-reduces.
 TEST(Examples, MoeExpertParallelVersusTensorParallel) {
   const Json ep = simulate("moe-ep-vs-tp");
@@ -135,7 +135,7 @@ TEST(Examples, MoeExpertParallelVersusTensorParallel) {
   EXPECT_GT(weights(ep), weights(tp));
 }
 
-// Recomputation modes side by side (MATH.md sections 5 and 10).
+// Recomputation modes side by side (docs/math.md sections 12 and 13).
 TEST(Examples, RecomputationModesTradeMemoryForTime) {
   const fs::path csv = fs::temp_directory_path() / ("meshsim_examples_" + std::to_string(::getpid()) + ".csv");
   run("sweep " + scenario("recompute-modes") + " --vary parallel.recompute=none,selective,full,every:4,sqrt --csv " +

@@ -25,7 +25,7 @@
 // Cost (exact under the step rules; c_j = alpha + s_j*beta, g_j = s_j*gamma):
 //   broadcast: every hop-move of the critical path can be taken by the largest chunk, so
 //     sum_{j<k-1} c_j + (p-1)*c_max  =  (k-1)*alpha + (n - s_max)*beta + (p-1)*(alpha + s_max*beta)
-//     which is MATH.md's (p-1 + k-1)*(alpha + (n/k)*beta) when k divides n.
+//     which is (p-1 + k-1)*(alpha + (n/k)*beta) when k divides n (docs/math.md section 1).
 //   reduce: a Reduce step ends gamma*(received bytes) after it would otherwise end, so a
 //     middle rank's step costs c + g; the root only receives and the far end only sends.
 //     The closed form is the longest path through that grid, evaluated in O(k) by

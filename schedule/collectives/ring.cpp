@@ -19,7 +19,7 @@
 //   reduce-scatter  (p-1)*(alpha + M*beta + M*gamma)
 //   all-gather      (p-1)*(alpha + M*beta)
 //   all-reduce      2(p-1)*alpha + 2(p-1)*M*beta + (p-1)*M*gamma
-// which is MATH.md's (p-1)/p*n per phase when p divides n.
+// which is the (p-1)/p*n per phase of docs/math.md section 1 when p divides n.
 #include <fmt/format.h>
 
 #include "schedule/collectives/common.h"

@@ -1,4 +1,4 @@
-// Data parallelism and ZeRO stage 1/2 (MATH.md section 9) for the numerics tests.
+// Data parallelism and ZeRO stage 1/2 (docs/math.md section 10) for the numerics tests.
 //
 // The batch of B sequences is split over the d ranks of `dp` (rank r holds sequences
 // [r*B/d, (r+1)*B/d)); each rank runs the reference forward and backward on its share

@@ -1,4 +1,4 @@
-// Expert parallelism for MoE layers (MATH.md section 8) for the numerics tests.
+// Expert parallelism for MoE layers (docs/math.md section 8) for the numerics tests.
 //
 // The e ranks of `ep` split the batch like data parallelism (rank r holds sequences
 // [r B/e, (r+1) B/e)) and the experts (rank r owns experts [r E/e, (r+1) E/e)); every

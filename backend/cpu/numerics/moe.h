@@ -1,4 +1,4 @@
-// Mixture of experts (MATH.md section 8) for the numerics tests: the router and the
+// Mixture of experts (docs/math.md section 8) for the numerics tests: the router and the
 // expert MLPs, written so that the single-rank MoE (LocalFfn) and the expert-parallel one
 // (expert_parallel.h) share them and differ only in where an expert's tokens are computed.
 //

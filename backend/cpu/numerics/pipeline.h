@@ -1,4 +1,4 @@
-// Pipeline parallelism with the 1F1B schedule (MATH.md section 9) for the numerics tests.
+// Pipeline parallelism with the 1F1B schedule (docs/math.md section 9) for the numerics tests.
 //
 // The L layers are split over the p ranks of `pp` (stage s owns layers [s L/p, (s+1) L/p));
 // stage 0 also owns the embedding, stage p-1 the final LayerNorm and the output projection

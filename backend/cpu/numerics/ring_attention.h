@@ -1,4 +1,4 @@
-// Context parallelism with ring attention (MATH.md section 7) for the numerics tests.
+// Context parallelism with ring attention (docs/math.md section 7) for the numerics tests.
 //
 // Every sequence of S tokens is cut into 2c chunks of n = S/(2c); rank r of the c ranks of
 // `cp` holds chunks r and 2c-1-r of every sequence (causal load balancing: each rank gets

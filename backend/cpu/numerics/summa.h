@@ -1,4 +1,4 @@
-// 2D tensor parallelism (Optimus, MATH.md section 6) on a q x q mesh for the numerics tests:
+// 2D tensor parallelism (Optimus, docs/math.md section 6) on a q x q mesh for the numerics tests:
 // the pre-LN MLP block of layer 0 of the reference model,
 //
 //   y = x + GeLU(LN(x) W1 + b1) W2 + b2      x, y [T, h] (T = B*S), W1 [h, f], W2 [f, h]

@@ -1,5 +1,5 @@
-// Megatron tensor parallelism (MATH.md section 3) and sequence parallelism on top of it
-// (section 4) for the numerics tests: every layer of the reference model on the t ranks of
+// Megatron tensor parallelism and sequence parallelism on top of it (docs/math.md
+// section 5) for the numerics tests: every layer of the reference model on the t ranks of
 // `tp`, each holding its shard of every weight (built with init_block, no communication).
 //
 //   shard of rank r (t ranks):  attn.wqkv/bqkv columns of heads [r n/t, (r+1) n/t) of each of
