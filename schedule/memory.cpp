@@ -224,7 +224,8 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     state_items(r.items, m, p, name, params, shard_group);
   };
   state("layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
-  state("experts", stage_layers * expert / (t * p.ep), p.dp / p.ep);
+  // Experts split over tp like a dense MLP without ep; whole, E/e per rank, with ep (as planned).
+  state("experts", stage_layers * expert / (p.ep > 1 ? p.ep : t), p.dp / p.ep);
   if (first) state("embedding", table, p.dp);
   if (last) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;

@@ -204,6 +204,15 @@ TEST(ModelState, ExpertsDividedByEp) {
   const double dense = Lm * (H * (H + 2 * Hkv) + H * H + H * E + 4 * H) + 2 * Vm * H + 2 * H;
   const double experts = Lm * E * 3 * H * Hi / 8;
   EXPECT_NEAR(rank_memory(m, p, 0).bytes("weights"), 2 * (dense + experts), 4);
+  // With tp = 2 as well, each rank still holds E/e whole experts: the planner runs them whole
+  // and reduces their gradients /e (it used to count them /(t*e)).
+  p.dp = 4;
+  p.ep = 4;
+  p.tp = 2;
+  double expert_weights = -1;
+  for (const MemoryItem& it : rank_memory(m, p, 0).items)
+    if (it.category == "weights" && it.name == "experts") expert_weights = static_cast<double>(it.bytes);
+  EXPECT_NEAR(expert_weights, 2 * Lm * E * 3 * H * Hi / 4, 1);
 }
 
 TEST(Recompute, EveryKSqrtAndFullAtStageLevel) {

@@ -424,12 +424,13 @@ struct Planner {
     if (vs == 0) embedding(e, u.mb, true);
   }
 
-  // After the last unit: embedding (first stage) and output projection (last stage)
-  // gradients, the last bucket, the optimizer.
+  // After the last unit: embedding (first stage) and output projection and final LayerNorm
+  // (last stage) gradients, the last bucket, the optimizer. The last stage holds its own
+  // output projection unless it is the first stage's tied table (rank_memory's "head").
   void epilogue(Emitter& e, int s, DpState& dp) {
     const Bytes emb = static_cast<Bytes>(static_cast<double>(m.vocab) * m.hidden / p.tensor_size()) * P;
     if (s == 0) dp.dense += emb;
-    if (s == p.pp - 1 && p.pp > 1) dp.dense += emb;
+    if (s == p.pp - 1) dp.dense += (p.pp > 1 || !m.tied_embeddings ? emb : 0) + static_cast<Bytes>(2 * m.hidden) * P;
     flush(e, dp, true);
     optimizer(e, dp, s);
   }

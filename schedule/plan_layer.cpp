@@ -197,7 +197,8 @@ Op make_op(Phase phase, const LayerStep& s, CollKind kind, int layer, int mb) {
 
 // Ring attention (docs/math.md section 7): c steps; at step j the rank computes its queries
 // against the K/V block in hand while passing that block to the next rank; a log-sum-exp
-// merge folds each step into the running output. Causal masks: with load balancing every
+// merge folds each step into the running output; the backward's last hop returns each
+// block's dK, dV to its owner. Causal masks: with load balancing every
 // rank does half a block per step; without it the ranks run in lockstep behind the one
 // that computes a full block at every step but the first.
 void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, int mb, bool backward) {
@@ -227,6 +228,13 @@ void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, 
                                 dim(c.tokens * c.m.heads / c.p.tp), dim(c.m.head_dim()),
                                 3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
     arrived = transfer;
+  }
+  // After the last step each rank holds another rank's block with its dK, dV complete: one
+  // more hop brings them home before the K/V projection's backward can use them.
+  if (backward && steps > 1) {
+    Op home = make_op(phase, s, CollKind::SendRecv, layer, mb);
+    home.name = "cp.ring.dkv";
+    e.blocking(std::move(home));
   }
 }
 

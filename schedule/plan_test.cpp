@@ -229,7 +229,8 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
 
-// docs/math.md section 7: each cp rank passes its K/V block c-1 times per layer forward.
+// docs/math.md section 7: each cp rank passes its K/V block c-1 times per layer forward; the
+// backward passes K, V with dK, dV c-1 times and returns dK, dV home once more.
 TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
   ModelSpec m = gpt(2, 1024, 16, 4096);
   m.kv_heads = 4;  // GQA: H_kv = 256
@@ -238,15 +239,21 @@ TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
     ParallelSpec p;
     p.cp = c;
     const Schedule s = plan_iteration(m, p);
-    double bytes = 0;
+    double bytes = 0, backward_bytes = 0;
     int merges = 0;
     for (const Op& op : s.roles[0].ops) {
-      if (op.layer != 0 || op.microbatch != 0 || op.phase != Phase::Forward) continue;
-      if (op.kind == OpKind::Collective && op.axis == "cp") bytes += static_cast<double>(op.bytes);
+      if (op.layer != 0 || op.microbatch != 0) continue;
+      const bool cp = op.kind == OpKind::Collective && op.axis == "cp";
+      if (cp && op.phase == Phase::Backward) backward_bytes += static_cast<double>(op.bytes);
+      if (op.phase != Phase::Forward) continue;
+      if (cp) bytes += static_cast<double>(op.bytes);
       merges += op.name == "attn.lse_merge";
     }
-    EXPECT_DOUBLE_EQ(bytes, (c - 1) * 2.0 * (4096.0 / c) * 256 * 2) << "c=" << c;
+    const double block = 2.0 * (4096.0 / c) * 256 * 2;  // K and V of s/c tokens, H_kv = 256, bf16
+    EXPECT_DOUBLE_EQ(bytes, (c - 1) * block) << "c=" << c;
     EXPECT_EQ(merges, c - 1);
+    // Backward: K, V with dK, dV c-1 times, then dK, dV home: c-1 double blocks + 1 block.
+    EXPECT_DOUBLE_EQ(backward_bytes, (c - 1) * 2 * block + block) << "c=" << c;
   }
 }
 
@@ -416,21 +423,28 @@ TEST(Plan, OpListsDoNotGrowWithDataParallelRanks) {
   EXPECT_GT(dp_ops, 0u);
 }
 
+// Every parameter a rank holds has its gradient reduced once: the layers (/t), the embedding
+// table (/t), the final LayerNorm (2h, whole) and, when untied, the output projection (/t).
 TEST(Plan, DataParallelBucketsCarryEveryGradientOnce) {
-  const ModelSpec m = gpt(4, 1024, 16, 512);
-  for (int zero : {0, 1, 3}) {
-    ParallelSpec p;
-    p.dp = 4;
-    p.tp = 2;
-    p.zero = zero;
-    p.dp_bucket_mib = 8;
-    const Schedule s = plan_iteration(m, p);
-    double grads = 0;
-    for (const Op& op : s.roles[0].ops)
-      if (op.kind == OpKind::Collective && op.axis == "dp" && op.name.find("grads") != std::string::npos)
-        grads += static_cast<double>(op.bytes);
-    const double want = (m.layers * std::floor(m.params_per_layer() / 2) + std::floor(m.vocab * 1024.0 / 2)) * 2;
-    EXPECT_NEAR(grads, want, 4.0 * 8) << "zero=" << zero;  // reduce-scatter rounds buckets up to whole elements per rank
+  for (bool tied : {true, false}) {
+    ModelSpec m = gpt(4, 1024, 16, 512);
+    m.tied_embeddings = tied;
+    for (int zero : {0, 1, 3}) {
+      ParallelSpec p;
+      p.dp = 4;
+      p.tp = 2;
+      p.zero = zero;
+      p.dp_bucket_mib = 8;
+      const Schedule s = plan_iteration(m, p);
+      double grads = 0;
+      for (const Op& op : s.roles[0].ops)
+        if (op.kind == OpKind::Collective && op.axis == "dp" && op.name.find("grads") != std::string::npos)
+          grads += static_cast<double>(op.bytes);
+      const double table = std::floor(m.vocab * 1024.0 / 2);
+      const double want = (m.layers * std::floor(m.params_per_layer() / 2) + table * (tied ? 1 : 2) + 2 * 1024) * 2;
+      // reduce-scatter rounds buckets up to whole elements per rank
+      EXPECT_NEAR(grads, want, 4.0 * 8) << "zero=" << zero << " tied=" << tied;
+    }
   }
 }
 
