@@ -101,14 +101,14 @@ TEST(Examples, Gpt3On1024H100) {
 }
 
 // One GPT-3 layer for GPU validation (docs/validation/gpu.md): on one H100 it is GEMM-bound
-// (MFU below the preset's 0.75 GEMM efficiency, above 0.3); TP 8 on a node splits every GEMM
+// (MFU below the preset's 0.78 GEMM efficiency, above 0.3); TP 8 on a node splits every GEMM
 // 8 ways, so it runs 4 to 8 times faster (smaller GEMMs and the TP all-reduces cost extra).
 TEST(Examples, Gpt3LayerOnOneGpuAndAtTp8) {
   const Json one = simulate("gpt3-layer-gpu");
   EXPECT_EQ(one["gpus"], 1);
   EXPECT_TRUE(one["fits"].get<bool>());
   EXPECT_GT(one["mfu"].get<double>(), 0.30);
-  EXPECT_LT(one["mfu"].get<double>(), 0.75);
+  EXPECT_LT(one["mfu"].get<double>(), 0.78);
   const Json tp8 = simulate("gpt3-layer-gpu", "--set parallel.tp=8 --set topology=dgx-h100:nodes=1");
   EXPECT_EQ(tp8["gpus"], 8);
   const double speedup = one["iteration_s"].get<double>() / tp8["iteration_s"].get<double>();
