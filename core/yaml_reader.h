@@ -11,11 +11,13 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -86,6 +88,56 @@ class YamlReader {
         list += (list.empty() ? "" : ", ") + std::string(key);
       }
       if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
+    }
+  }
+
+  // The value of `key` in `map`; missing: "missing field 'KEY'" (with `example`, "write e.g.
+  // KEY: EXAMPLE").
+  YAML::Node required(const YAML::Node& map, const char* key, const std::string& field,
+                      const char* example = nullptr) const {
+    YAML::Node v = map[key];
+    if (!v)
+      fail(map, field, example != nullptr ? fmt::format("missing field '{}'; write e.g. {}: {}", key, key, example)
+                                          : fmt::format("missing field '{}'", key));
+    return v;
+  }
+
+  // A scalar's text.
+  std::string text(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a single value");
+    return v.as<std::string>();
+  }
+
+  // A list of scalars; `example` shows one.
+  std::vector<std::string> texts(const YAML::Node& v, const std::string& field, const char* example) const {
+    if (!v.IsSequence()) fail(v, field, fmt::format("expected a list such as {}", example));
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(text(v[i], fmt::format("{}[{}]", field, i)));
+    return out;
+  }
+
+  double number(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected a number");
+    try {
+      return v.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not a number", v.as<std::string>()));
+    }
+  }
+
+  // A finite number > 0.
+  double positive_number(const YAML::Node& v, const std::string& field) const {
+    const double x = number(v, field);
+    if (!std::isfinite(x) || x <= 0) fail(v, field, fmt::format("{} must be a positive number", v.as<std::string>()));
+    return x;
+  }
+
+  int integer(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected an integer");
+    try {
+      return v.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(v, field, fmt::format("'{}' is not an integer", v.as<std::string>()));
     }
   }
 

@@ -18,16 +18,6 @@ namespace {
 class Reader : public YamlReader {
  public:
   using YamlReader::YamlReader;
-  std::string text(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsScalar()) fail(v, field, "expected a single value");
-    return v.as<std::string>();
-  }
-  const YAML::Node required(const YAML::Node& map, const char* key, const std::string& field,
-                            const char* example) const {
-    const YAML::Node v = map[key];
-    if (!v) fail(map, field, fmt::format("missing field '{}'; write e.g. {}: {}", key, key, example));
-    return v;
-  }
   std::int64_t positive_int(const YAML::Node& v, const std::string& field) const {
     if (!v.IsScalar()) fail(v, field, "expected a positive integer");
     std::int64_t x = 0;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/yaml_reader.h"
 #include "schedule/memory.h"
 #include "sim/training_sim.h"
 
@@ -34,53 +35,16 @@ constexpr MetricName kMetrics[] = {{PublishedMetric::IterationS, "iteration_s"},
                                    {PublishedMetric::ActivationPct, "activation_pct"}};
 
 // Reads one source file; every error names file:line and the field.
-class Reader {
+class Reader : public YamlReader {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& what) const {
-    const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    throw Error(fmt::format("{}:{}: {}: {}", file_, line, field, what));
+  using YamlReader::YamlReader;
+  void only_keys(const YAML::Node& n, const std::string& field, std::initializer_list<const char*> keys) const {
+    YamlReader::only_keys(n, field, keys, "{field: value} (see docs/validation/published.md)");
   }
-  void only_keys(const YAML::Node& n, const std::string& field, const std::set<std::string>& keys) const {
-    if (!n.IsMap()) fail(n, field, "expected a mapping");
-    std::string known;
-    for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
-    for (const auto& kv : n) {
-      const std::string k = kv.first.as<std::string>();
-      if (!keys.count(k)) fail(kv.first, field + "." + k, "unknown field; use one of " + known);
-    }
-  }
-  YAML::Node required(const YAML::Node& n, const std::string& key, const std::string& field) const {
-    const YAML::Node v = n[key];
-    if (!v) fail(n, field, "missing field '" + key + "'");
-    return v;
-  }
-  std::string text(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsScalar()) fail(v, field, "expected text");
-    return v.as<std::string>();
-  }
-  double number(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsScalar()) fail(v, field, "expected a number");
-    double x = 0;
-    try {
-      x = v.as<double>();
-    } catch (const YAML::Exception&) {
-      fail(v, field, fmt::format("'{}' is not a number", v.as<std::string>()));
-    }
-    if (!std::isfinite(x) || x <= 0) fail(v, field, fmt::format("{} must be a positive number", v.as<std::string>()));
-    return x;
-  }
+  double number(const YAML::Node& v, const std::string& field) const { return positive_number(v, field); }
   std::vector<std::string> texts(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsSequence()) fail(v, field, "expected a list such as [parallel.tp=8, model=gpt-22b]");
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(text(v[i], fmt::format("{}[{}]", field, i)));
-    return out;
+    return YamlReader::texts(v, field, "[parallel.tp=8, model=gpt-22b]");
   }
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
 };
 
 PublishedMetric parse_metric(const Reader& r, const YAML::Node& v, const std::string& field) {
@@ -173,12 +137,7 @@ const char* to_string(PublishedMetric m) {
 
 PublishedSource parse_published_source(const std::string& text, const std::string& file) {
   const Reader r(file);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(fmt::format("{}:{}: malformed YAML: {}", file, e.mark.line + 1, e.msg));
-  }
+  const YAML::Node root = parse_yaml_text(text, file);
   if (!root.IsMap()) throw Error(file + ": a published source is a mapping with source:, counts: and groups:");
   r.only_keys(root, "source file", {"source", "counts", "groups"});
   PublishedSource s;

@@ -41,26 +41,7 @@ class Reader : public YamlReader {
     YamlReader::only_keys(map, field, keys, "{name: gpu0, kind: gpu}");
   }
   std::string scalar(const YAML::Node& map, const char* key, const std::string& field) const {
-    const YAML::Node v = map[key];
-    if (!v) fail(map, field, fmt::format("missing field '{}'", key));
-    if (!v.IsScalar()) fail(v, field + "." + key, "expected a single value");
-    return v.as<std::string>();
-  }
-  int integer(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsScalar()) fail(v, field, "expected an integer");
-    try {
-      return v.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(v, field, fmt::format("'{}' is not an integer", v.as<std::string>()));
-    }
-  }
-  double number(const YAML::Node& v, const std::string& field) const {
-    if (!v.IsScalar()) fail(v, field, "expected a number");
-    try {
-      return v.as<double>();
-    } catch (const YAML::Exception&) {
-      fail(v, field, fmt::format("'{}' is not a number", v.as<std::string>()));
-    }
+    return text(required(map, key, field), field + "." + key);
   }
   template <std::size_t N>
   int kind(const YAML::Node& map, const std::string& field, const Named (&table)[N]) const {
