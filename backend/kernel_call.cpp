@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
@@ -58,31 +59,15 @@ void lay_out_rows(KernelCall& c) {
 
 }  // namespace
 
-const char* to_string(KernelCall::Fn fn) {
-  switch (fn) {
-    case Fn::Pass: return "pass";
-    case Fn::LayerNormFwd: return "layernorm_fwd";
-    case Fn::LayerNormBwd: return "layernorm_bwd";
-    case Fn::LayerNorm2dFwd: return "layernorm2d_fwd";
-    case Fn::LayerNorm2dBwd: return "layernorm2d_bwd";
-    case Fn::GeluFwd: return "gelu_fwd";
-    case Fn::GeluBwd: return "gelu_bwd";
-    case Fn::SwigluFwd: return "swiglu_fwd";
-    case Fn::SwigluBwd: return "swiglu_bwd";
-    case Fn::DropoutFwd: return "dropout_fwd";
-    case Fn::DropoutBwd: return "dropout_bwd";
-    case Fn::DropoutAddFwd: return "dropout_add_fwd";
-    case Fn::SoftmaxFwd: return "softmax_fwd";
-    case Fn::SoftmaxBwd: return "softmax_bwd";
-    case Fn::CrossEntropyFwd: return "cross_entropy_fwd";
-    case Fn::CrossEntropyBwd: return "cross_entropy_bwd";
-    case Fn::LseMerge: return "lse_merge";
-    case Fn::AttentionFwd: return "attention_fwd";
-    case Fn::AttentionBwd: return "attention_bwd";
-    case Fn::AdamW: return "adamw";
-  }
-  return "?";
-}
+constexpr EnumName<KernelCall::Fn> kFnNames[] = {
+    {Fn::Pass, "pass"}, {Fn::LayerNormFwd, "layernorm_fwd"}, {Fn::LayerNormBwd, "layernorm_bwd"},
+    {Fn::LayerNorm2dFwd, "layernorm2d_fwd"}, {Fn::LayerNorm2dBwd, "layernorm2d_bwd"}, {Fn::GeluFwd, "gelu_fwd"},
+    {Fn::GeluBwd, "gelu_bwd"}, {Fn::SwigluFwd, "swiglu_fwd"}, {Fn::SwigluBwd, "swiglu_bwd"},
+    {Fn::DropoutFwd, "dropout_fwd"}, {Fn::DropoutBwd, "dropout_bwd"}, {Fn::DropoutAddFwd, "dropout_add_fwd"},
+    {Fn::SoftmaxFwd, "softmax_fwd"}, {Fn::SoftmaxBwd, "softmax_bwd"}, {Fn::CrossEntropyFwd, "cross_entropy_fwd"},
+    {Fn::CrossEntropyBwd, "cross_entropy_bwd"}, {Fn::LseMerge, "lse_merge"}, {Fn::AttentionFwd, "attention_fwd"},
+    {Fn::AttentionBwd, "attention_bwd"}, {Fn::AdamW, "adamw"}};
+const char* to_string(KernelCall::Fn fn) { return enum_name(kFnNames, fn); }
 
 double KernelCall::scale() const {
   if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)

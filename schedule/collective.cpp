@@ -7,36 +7,25 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "schedule/collectives/common.h"
 
 namespace meshsim {
 
-namespace {
-struct KindName {
-  CollKind kind;
-  const char* name;
-};
-constexpr KindName kKindNames[] = {
+constexpr EnumName<CollKind> kKindNames[] = {
     {CollKind::AllReduce, "allreduce"}, {CollKind::AllGather, "allgather"},
     {CollKind::ReduceScatter, "reducescatter"}, {CollKind::Broadcast, "broadcast"},
     {CollKind::Reduce, "reduce"}, {CollKind::AllToAll, "alltoall"}, {CollKind::SendRecv, "sendrecv"}};
-}  // namespace
 
-const char* to_string(CollKind k) {
-  for (const auto& kn : kKindNames)
-    if (kn.kind == k) return kn.name;
-  return "?";
-}
+const char* to_string(CollKind k) { return enum_name(kKindNames, k); }
 
 std::optional<CollKind> parse_coll_kind(const std::string& s) {
   std::string t;
   for (char c : s)
     if (c != '-' && c != '_' && c != ' ') t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (t == "bcast") t = "broadcast";
-  for (const auto& kn : kKindNames)
-    if (t == kn.name) return kn.kind;
-  return std::nullopt;
+  return enum_parse(kKindNames, t);
 }
 
 const std::vector<CollKind>& all_coll_kinds() {

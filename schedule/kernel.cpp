@@ -1,46 +1,27 @@
 #include "schedule/kernel.h"
 
+#include <iterator>
+
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace meshsim {
 
-const char* to_string(KernelKind k) {
-  switch (k) {
-    case KernelKind::Gemm: return "gemm";
-    case KernelKind::Attention: return "attention";
-    case KernelKind::Norm: return "norm";
-    case KernelKind::Elementwise: return "elementwise";
-    case KernelKind::Softmax: return "softmax";
-    case KernelKind::Optimizer: return "optimizer";
-    case KernelKind::Memcpy: return "memcpy";
-  }
-  return "?";
-}
+constexpr EnumName<KernelKind> kKernelKindNames[] = {
+    {KernelKind::Gemm, "gemm"}, {KernelKind::Attention, "attention"}, {KernelKind::Norm, "norm"},
+    {KernelKind::Elementwise, "elementwise"}, {KernelKind::Softmax, "softmax"}, {KernelKind::Optimizer, "optimizer"},
+    {KernelKind::Memcpy, "memcpy"}};
+static_assert(std::size(kKernelKindNames) == kKernelKinds, "every KernelKind needs a name");
+const char* to_string(KernelKind k) { return enum_name(kKernelKindNames, k); }
 
-const char* to_string(KernelFn f) {
-  switch (f) {
-    case KernelFn::Pass: return "pass";
-    case KernelFn::LayerNorm: return "layernorm";
-    case KernelFn::Gelu: return "gelu";
-    case KernelFn::SwiGLU: return "swiglu";
-    case KernelFn::Dropout: return "dropout";
-    case KernelFn::DropoutAdd: return "dropout_add";
-    case KernelFn::Softmax: return "softmax";
-    case KernelFn::CrossEntropy: return "cross_entropy";
-    case KernelFn::LseMerge: return "lse_merge";
-    case KernelFn::LayerNorm2d: return "layernorm2d";
-    case KernelFn::AdamW: return "adamw";
-  }
-  return "?";
-}
+constexpr EnumName<KernelFn> kKernelFnNames[] = {
+    {KernelFn::Pass, "pass"}, {KernelFn::LayerNorm, "layernorm"}, {KernelFn::Gelu, "gelu"},
+    {KernelFn::SwiGLU, "swiglu"}, {KernelFn::Dropout, "dropout"}, {KernelFn::DropoutAdd, "dropout_add"},
+    {KernelFn::Softmax, "softmax"}, {KernelFn::CrossEntropy, "cross_entropy"}, {KernelFn::LseMerge, "lse_merge"},
+    {KernelFn::LayerNorm2d, "layernorm2d"}, {KernelFn::AdamW, "adamw"}};
+const char* to_string(KernelFn f) { return enum_name(kKernelFnNames, f); }
 
-std::optional<KernelKind> parse_kernel_kind(const std::string& s) {
-  for (int i = 0; i < kKernelKinds; ++i) {
-    const auto k = static_cast<KernelKind>(i);
-    if (s == to_string(k)) return k;
-  }
-  return std::nullopt;
-}
+std::optional<KernelKind> parse_kernel_kind(const std::string& s) { return enum_parse(kKernelKindNames, s); }
 
 Kernel Kernel::gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes) {
   MESHSIM_ASSERT(m > 0 && n > 0 && k > 0 && dtype_bytes > 0);

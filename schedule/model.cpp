@@ -14,25 +14,17 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace meshsim {
 
-const char* to_string(FfnKind k) {
-  switch (k) {
-    case FfnKind::Gelu: return "gelu";
-    case FfnKind::SwiGLU: return "swiglu";
-  }
-  return "?";
-}
+constexpr EnumName<FfnKind> kFfnKindNames[] = {{FfnKind::Gelu, "gelu"}, {FfnKind::SwiGLU, "swiglu"}};
+const char* to_string(FfnKind k) { return enum_name(kFfnKindNames, k); }
 
-const char* to_string(AttentionKind k) {
-  switch (k) {
-    case AttentionKind::Plain: return "plain";
-    case AttentionKind::Flash: return "flash";
-  }
-  return "?";
-}
+constexpr EnumName<AttentionKind> kAttentionKindNames[] = {
+    {AttentionKind::Plain, "plain"}, {AttentionKind::Flash, "flash"}};
+const char* to_string(AttentionKind k) { return enum_name(kAttentionKindNames, k); }
 
 int ModelSpec::dtype_bytes() const {
   if (dtype == "bf16" || dtype == "fp16") return 2;

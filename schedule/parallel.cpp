@@ -9,21 +9,16 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/units.h"
 
 namespace meshsim {
 
-const char* to_string(RecomputeMode m) {
-  switch (m) {
-    case RecomputeMode::None: return "none";
-    case RecomputeMode::Full: return "full";
-    case RecomputeMode::Selective: return "selective";
-    case RecomputeMode::EveryK: return "every";
-    case RecomputeMode::Sqrt: return "sqrt";
-  }
-  return "?";
-}
+constexpr EnumName<RecomputeMode> kRecomputeModeNames[] = {
+    {RecomputeMode::None, "none"}, {RecomputeMode::Full, "full"}, {RecomputeMode::Selective, "selective"},
+    {RecomputeMode::EveryK, "every"}, {RecomputeMode::Sqrt, "sqrt"}};
+const char* to_string(RecomputeMode m) { return enum_name(kRecomputeModeNames, m); }
 
 Recompute Recompute::parse(const std::string& text, const std::string& field) {
   Recompute r;

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "schedule/memory.h"
 #include "schedule/plan_internal.h"
@@ -30,35 +32,18 @@ CollectiveSpec collective_spec(const Op& op, int ranks, Bytes element_bytes) {
   return spec;
 }
 
-const char* to_string(OpKind k) {
-  switch (k) {
-    case OpKind::Compute: return "compute";
-    case OpKind::Collective: return "collective";
-    case OpKind::Send: return "send";
-    case OpKind::Recv: return "recv";
-  }
-  return "?";
-}
-const char* to_string(Phase p) {
-  switch (p) {
-    case Phase::Forward: return "forward";
-    case Phase::Backward: return "backward";
-    case Phase::Recompute: return "recompute";
-    case Phase::Optimizer: return "optimizer";
-  }
-  return "?";
-}
-const char* to_string(Stream s) {
-  switch (s) {
-    case Stream::Compute: return "compute";
-    case Stream::Tp: return "tp";
-    case Stream::Cp: return "cp";
-    case Stream::Ep: return "ep";
-    case Stream::Pp: return "pp";
-    case Stream::Dp: return "dp";
-  }
-  return "?";
-}
+constexpr EnumName<OpKind> kOpKindNames[] = {
+    {OpKind::Compute, "compute"}, {OpKind::Collective, "collective"}, {OpKind::Send, "send"}, {OpKind::Recv, "recv"}};
+const char* to_string(OpKind k) { return enum_name(kOpKindNames, k); }
+constexpr EnumName<Phase> kPhaseNames[] = {
+    {Phase::Forward, "forward"}, {Phase::Backward, "backward"}, {Phase::Recompute, "recompute"},
+    {Phase::Optimizer, "optimizer"}};
+const char* to_string(Phase p) { return enum_name(kPhaseNames, p); }
+constexpr EnumName<Stream> kStreamNames[] = {
+    {Stream::Compute, "compute"}, {Stream::Tp, "tp"}, {Stream::Cp, "cp"}, {Stream::Ep, "ep"}, {Stream::Pp, "pp"},
+    {Stream::Dp, "dp"}};
+static_assert(std::size(kStreamNames) == kStreams, "every Stream needs a name");
+const char* to_string(Stream s) { return enum_name(kStreamNames, s); }
 
 double ring_bytes_moved(CollKind kind, Bytes n, int p) {
   const double f = p > 1 ? static_cast<double>(p - 1) / p : 0.0;
@@ -504,8 +489,7 @@ std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage) {
 struct UnitPlanner::Impl {
   plan::Planner planner;
   std::vector<plan::Planner::DpState> dp;
-  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}
-};
+  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}};
 
 UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) {
   validate_model(m, "model");

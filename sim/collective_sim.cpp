@@ -7,25 +7,19 @@
 #include <fmt/format.h>
 #include <unordered_map>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "sim/engine.h"
 
 namespace meshsim {
 
-Fidelity parse_fidelity(const std::string& s, const std::string& field) {
-  if (s == "flow") return Fidelity::Flow;
-  if (s == "formula") return Fidelity::Formula;
-  if (s == "nccl") return Fidelity::Nccl;
-  throw Error(fmt::format("{}: unknown fidelity '{}'; use formula, flow or nccl", field, s));
-}
+constexpr EnumName<Fidelity> kFidelityNames[] = {
+    {Fidelity::Formula, "formula"}, {Fidelity::Flow, "flow"}, {Fidelity::Nccl, "nccl"}};
+const char* to_string(Fidelity f) { return enum_name(kFidelityNames, f); }
 
-const char* to_string(Fidelity f) {
-  switch (f) {
-    case Fidelity::Flow: return "flow";
-    case Fidelity::Formula: return "formula";
-    case Fidelity::Nccl: return "nccl";
-  }
-  return "?";
+Fidelity parse_fidelity(const std::string& s, const std::string& field) {
+  if (const auto f = enum_parse(kFidelityNames, s)) return *f;
+  throw Error(fmt::format("{}: unknown fidelity '{}'; use one of {}", field, s, enum_list(kFidelityNames)));
 }
 
 namespace {

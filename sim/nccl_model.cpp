@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "sim/compute_model.h"
 
@@ -59,22 +60,11 @@ int arch_row(int sm) { return sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
 }  // namespace
 
 const char* to_string(NcclAlgo a) { return a == NcclAlgo::Tree ? "Tree" : "Ring"; }
-const char* to_string(NcclProto p) {
-  switch (p) {
-    case NcclProto::LL: return "LL";
-    case NcclProto::LL128: return "LL128";
-    case NcclProto::Simple: return "Simple";
-  }
-  return "?";
-}
-const char* to_string(NcclHw h) {
-  switch (h) {
-    case NcclHw::NvLink: return "NVLink";
-    case NcclHw::Pci: return "PCI";
-    case NcclHw::Net: return "NET";
-  }
-  return "?";
-}
+constexpr EnumName<NcclProto> kNcclProtoNames[] = {
+    {NcclProto::LL, "LL"}, {NcclProto::LL128, "LL128"}, {NcclProto::Simple, "Simple"}};
+const char* to_string(NcclProto p) { return enum_name(kNcclProtoNames, p); }
+constexpr EnumName<NcclHw> kNcclHwNames[] = {{NcclHw::NvLink, "NVLink"}, {NcclHw::Pci, "PCI"}, {NcclHw::Net, "NET"}};
+const char* to_string(NcclHw h) { return enum_name(kNcclHwNames, h); }
 
 std::string NcclPrediction::choice_name() const {
   return fmt::format("{}/{}", to_string(chosen().algo), to_string(chosen().proto));

@@ -249,9 +249,9 @@ TEST(TrainingBadInput, UnknownModelPreset) {
 }
 
 TEST(TrainingBadInput, UnknownFidelity) {
-  expect_user_error(meshsim("simulate --fidelity exact"), "--fidelity", "formula, flow or nccl");
+  expect_user_error(meshsim("simulate --fidelity exact"), "--fidelity", "use one of formula, flow, nccl");
   const fs::path f = write_file("fidelity.yaml", std::string(kSmall) + "run: {fidelity: exact}\n");
-  expect_user_error(meshsim("simulate " + f.string()), "run.fidelity", "formula, flow or nccl");
+  expect_user_error(meshsim("simulate " + f.string()), "run.fidelity", "use one of formula, flow, nccl");
 }
 
 // ---- meshsim memory ----

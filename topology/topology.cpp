@@ -6,35 +6,27 @@
 #include <limits>
 #include <numeric>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace meshsim {
 
-const char* to_string(DeviceKind k) {
-  switch (k) {
-    case DeviceKind::Gpu: return "gpu";
-    case DeviceKind::NvSwitch: return "nvswitch";
-    case DeviceKind::PcieSwitch: return "pcie-switch";
-    case DeviceKind::HostBridge: return "host-bridge";
-    case DeviceKind::Nic: return "nic";
-    case DeviceKind::Switch: return "switch";
-    case DeviceKind::LeafSwitch: return "leaf";
-    case DeviceKind::SpineSwitch: return "spine";
-    case DeviceKind::CoreSwitch: return "core";
-  }
-  return "?";
-}
+constexpr EnumName<DeviceKind> kDeviceKindNames[] = {
+    {DeviceKind::Gpu, "gpu"}, {DeviceKind::NvSwitch, "nvswitch"}, {DeviceKind::PcieSwitch, "pcie-switch"},
+    {DeviceKind::HostBridge, "host-bridge"}, {DeviceKind::Nic, "nic"}, {DeviceKind::Switch, "switch"},
+    {DeviceKind::LeafSwitch, "leaf"}, {DeviceKind::SpineSwitch, "spine"}, {DeviceKind::CoreSwitch, "core"}};
+const char* to_string(DeviceKind k) { return enum_name(kDeviceKindNames, k); }
 
-const char* to_string(LinkKind k) {
-  switch (k) {
-    case LinkKind::NvLink: return "nvlink";
-    case LinkKind::Pcie: return "pcie";
-    case LinkKind::InfiniBand: return "infiniband";
-    case LinkKind::Ethernet: return "ethernet";
-    case LinkKind::Generic: return "generic";
-  }
-  return "?";
+constexpr EnumName<LinkKind> kLinkKindNames[] = {
+    {LinkKind::NvLink, "nvlink"}, {LinkKind::Pcie, "pcie"}, {LinkKind::InfiniBand, "infiniband"},
+    {LinkKind::Ethernet, "ethernet"}, {LinkKind::Generic, "generic"}};
+const char* to_string(LinkKind k) { return enum_name(kLinkKindNames, k); }
+std::optional<DeviceKind> parse_device_kind(std::string_view name) { return enum_parse(kDeviceKindNames, name); }
+std::string device_kind_names() { return enum_list(kDeviceKindNames); }
+std::optional<LinkKind> parse_link_kind(std::string_view name) {
+  return name == "ib" ? std::optional(LinkKind::InfiniBand) : enum_parse(kLinkKindNames, name);
 }
+std::string link_kind_names() { return enum_list(kLinkKindNames); }
 
 int Topology::add_device(DeviceKind kind, std::string name, int node) {
   MESHSIM_ASSERT(!sealed_);

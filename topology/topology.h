@@ -23,7 +23,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -35,7 +37,11 @@ enum class DeviceKind { Gpu, NvSwitch, PcieSwitch, HostBridge, Nic, Switch, Leaf
 enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Generic };
 
 const char* to_string(DeviceKind k);
+std::optional<DeviceKind> parse_device_kind(std::string_view name);  // inverse of to_string
+std::string device_kind_names();  // "a, b, ..." for messages
 const char* to_string(LinkKind k);
+std::optional<LinkKind> parse_link_kind(std::string_view name);  // inverse of to_string (also "ib" for infiniband)
+std::string link_kind_names();  // "a, b, ..." for messages
 
 // Parameters of one direction of a link.
 struct LinkSpec {

@@ -12,26 +12,6 @@ namespace meshsim {
 
 namespace {
 
-struct Named {
-  const char* name;
-  int value;
-};
-
-constexpr Named kDeviceKinds[] = {
-    {"gpu", static_cast<int>(DeviceKind::Gpu)},          {"nvswitch", static_cast<int>(DeviceKind::NvSwitch)},
-    {"pcie-switch", static_cast<int>(DeviceKind::PcieSwitch)},
-    {"host-bridge", static_cast<int>(DeviceKind::HostBridge)},
-    {"nic", static_cast<int>(DeviceKind::Nic)},          {"switch", static_cast<int>(DeviceKind::Switch)},
-    {"leaf", static_cast<int>(DeviceKind::LeafSwitch)},  {"spine", static_cast<int>(DeviceKind::SpineSwitch)},
-    {"core", static_cast<int>(DeviceKind::CoreSwitch)}};
-
-constexpr Named kLinkKinds[] = {{"nvlink", static_cast<int>(LinkKind::NvLink)},
-                                {"pcie", static_cast<int>(LinkKind::Pcie)},
-                                {"infiniband", static_cast<int>(LinkKind::InfiniBand)},
-                                {"ib", static_cast<int>(LinkKind::InfiniBand)},
-                                {"ethernet", static_cast<int>(LinkKind::Ethernet)},
-                                {"generic", static_cast<int>(LinkKind::Generic)}};
-
 // Reads one file's nodes, prefixing every error with "SOURCE:LINE: FIELD".
 class Reader : public YamlReader {
  public:
@@ -43,15 +23,13 @@ class Reader : public YamlReader {
   std::string scalar(const YAML::Node& map, const char* key, const std::string& field) const {
     return text(required(map, key, field), field + "." + key);
   }
-  template <std::size_t N>
-  int kind(const YAML::Node& map, const std::string& field, const Named (&table)[N]) const {
+  // The `kind:` of a device or link: `parse` is the kind's parser, `names` its valid names.
+  template <class Parse>
+  auto kind(const YAML::Node& map, const std::string& field, Parse parse, const std::string& names) const {
     const std::string k = scalar(map, "kind", field);
-    std::string list;
-    for (const auto& e : table) {
-      if (k == e.name) return e.value;
-      list += (list.empty() ? "" : ", ") + std::string(e.name);
-    }
-    fail(map["kind"], field + ".kind", fmt::format("unknown kind '{}'; use one of {}", k, list));
+    const auto v = parse(k);
+    if (!v) fail(map["kind"], field + ".kind", fmt::format("unknown kind '{}'; use one of {}", k, names));
+    return *v;
   }
 };
 
@@ -112,7 +90,7 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
     const std::string field = fmt::format("devices[{}]", i);
     r.only_keys(d, field, {"name", "kind", "node", "forwards"});
     const std::string name = r.scalar(d, "name", field);
-    const auto kind = static_cast<DeviceKind>(r.kind(d, field, kDeviceKinds));
+    const DeviceKind kind = r.kind(d, field, parse_device_kind, device_kind_names());
     const int node = d["node"] ? r.integer(d["node"], field + ".node") : -1;
     if (d["node"] && node < 0) r.fail(d["node"], field + ".node", "node must be >= 0");
     if (ids.count(name)) r.fail(d["name"], field + ".name", fmt::format("device '{}' is defined twice", name));
@@ -143,7 +121,7 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
     }
     if (ends[0] == ends[1]) r.fail(l, field, "a and b are the same device; a link joins two devices");
     // A link's kind is optional (generic); it labels reports and efficiency tables.
-    const auto kind = l["kind"] ? static_cast<LinkKind>(r.kind(l, field, kLinkKinds)) : LinkKind::Generic;
+    const LinkKind kind = l["kind"] ? r.kind(l, field, parse_link_kind, link_kind_names()) : LinkKind::Generic;
     const LinkSpec ab = read_direction(r, l, field, kind, "bandwidth", "efficiency", "latency", nullptr);
     const LinkSpec ba = read_direction(r, l, field, kind, "bandwidth_ba", "efficiency_ba", "latency_ba", &ab);
     t.add_link(ends[0], ends[1], ab, ba);
