@@ -114,7 +114,10 @@ int run(const Options& o) {
   req.fidelity = parse_fidelity(o.fidelity.empty() ? (o.algo == "nccl" ? "nccl" : "flow") : o.fidelity, "--fidelity");
   if (req.fidelity != Fidelity::Nccl && (!o.nccl_arch.empty() || o.nccl_channels != 0))
     throw Error("--nccl-arch/--nccl-channels: only apply to NCCL's model; add --algo nccl");
-  if (o.nccl_channels < 0) throw Error("--nccl-channels: must be >= 1 (or 0 = derived from the topology)");
+  if (o.nccl_channels < 0 || o.nccl_channels > 64)
+    throw Error(fmt::format("--nccl-channels: {} is not a channel count NCCL runs; use 1..64 (or 0 = derived from the "
+                            "topology)",
+                            o.nccl_channels));
   req.nccl.sm = nccl_sm(o.nccl_arch.empty() ? default_gpu_for(o.topology) : o.nccl_arch, "--nccl-arch");
   req.nccl.channels = o.nccl_channels;
   req.groups = choose_groups(pl, o.group);

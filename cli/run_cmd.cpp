@@ -66,6 +66,8 @@ std::string self_exe() {
 
 // The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
 void check_backend(const RunFlags& f) {
+  if (!(f.timeout_s > 0) || f.timeout_s > 86400)
+    throw Error(fmt::format("--timeout: {} is not a number of seconds in (0, 86400]; e.g. --timeout 120", f.timeout_s));
   if (f.backend != "cpu" && f.backend != "cuda")
     throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
   if (f.collectives != "ours" && f.collectives != "nccl")

@@ -11,6 +11,18 @@
 
 namespace meshsim {
 
+void time_overflow() {
+  throw Error("simulated time left meshsim's range (about 106 days); the sizes of the input are out of proportion");
+}
+
+Time duration_ps(double ps, const std::string& what) {
+  if (!(ps >= 0) || ps >= static_cast<double>(kMaxTimePs))
+    throw Error(fmt::format("{} takes {} s of simulated time, beyond meshsim's range (0 to 53 days); the sizes "
+                            "or bandwidths of the input are out of proportion",
+                            what, ps * 1e-12));
+  return Time::from_ps(std::llround(ps));
+}
+
 void assertion_failed(const char* expr, const char* file, int line) {
   // An internal bug, not a user error: report it loudly and stop this operation.
   throw std::logic_error(fmt::format("internal invariant violated: {} ({}:{})", expr, file, line));
@@ -19,7 +31,7 @@ void assertion_failed(const char* expr, const char* file, int line) {
 Time transfer_time(Bytes bytes, Bandwidth bw) {
   MESHSIM_ASSERT(bw.bytes_per_s() > 0);
   const double ps = std::ceil(static_cast<double>(bytes) / bw.bytes_per_ps() - 1e-9);
-  return Time::from_ps(static_cast<std::int64_t>(ps < 0 ? 0 : ps));
+  return duration_ps(ps < 0 ? 0 : ps, fmt::format("a transfer of {} bytes", bytes));
 }
 
 namespace {
@@ -77,7 +89,10 @@ std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view fie
   if (lo <= 0 || hi < lo)
     throw Error(std::string(field) + ": sweep '" + std::string(text) + "' needs 0 < MIN <= MAX, e.g. 1KiB:4GiB");
   std::vector<Bytes> sizes;
-  for (Bytes b = lo; b <= hi; b *= 2) sizes.push_back(b);
+  for (Bytes b = lo;; b *= 2) {  // doubling stops before it could wrap
+    sizes.push_back(b);
+    if (b > hi / 2) break;
+  }
   return sizes;
 }
 

@@ -20,6 +20,9 @@
 
 namespace meshsim {
 
+// Thrown (as meshsim::Error) when simulated-time arithmetic would leave int64.
+[[noreturn]] void time_overflow();
+
 class Time {
  public:
   constexpr Time() = default;
@@ -28,17 +31,38 @@ class Time {
   constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
   constexpr double us() const { return static_cast<double>(ps_) * 1e-6; }
   constexpr auto operator<=>(const Time&) const = default;
-  constexpr Time operator+(Time o) const { return Time(ps_ + o.ps_); }
-  constexpr Time operator-(Time o) const { return Time(ps_ - o.ps_); }
-  constexpr Time& operator+=(Time o) { ps_ += o.ps_; return *this; }
-  constexpr Time& operator-=(Time o) { ps_ -= o.ps_; return *this; }
-  constexpr Time operator*(std::int64_t k) const { return Time(ps_ * k); }
+  // Checked: a result outside int64 throws (time_overflow) instead of wrapping.
+  constexpr Time operator+(Time o) const {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(ps_, o.ps_, &r)) time_overflow();
+    return Time(r);
+  }
+  constexpr Time operator-(Time o) const {
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(ps_, o.ps_, &r)) time_overflow();
+    return Time(r);
+  }
+  constexpr Time& operator+=(Time o) { return *this = *this + o; }
+  constexpr Time& operator-=(Time o) { return *this = *this - o; }
+  constexpr Time operator*(std::int64_t k) const {
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(ps_, k, &r)) time_overflow();
+    return Time(r);
+  }
   static constexpr Time max() { return Time(INT64_MAX); }
 
  private:
   constexpr explicit Time(std::int64_t ps) : ps_(ps) {}
   std::int64_t ps_ = 0;
 };
+
+// The longest simulated duration or instant meshsim represents: 2^62 ps, about 53 days (half
+// of Time's range, so that a sum of two never wraps).
+inline constexpr std::int64_t kMaxTimePs = std::int64_t{1} << 62;
+
+// A computed duration of `ps` picoseconds, rounded; Error naming `what` when it is not a
+// finite number in [0, kMaxTimePs] (an absurd size, or a bandwidth near zero).
+Time duration_ps(double ps, const std::string& what);
 
 // Rounds to the nearest picosecond.
 constexpr Time ps(std::int64_t v) { return Time::from_ps(v); }

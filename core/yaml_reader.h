@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
@@ -33,13 +34,35 @@ inline std::optional<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
-// Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...".
+// A key given twice in one mapping (yaml-cpp keeps both and reads the first): Error
+// "SOURCE:LINE: KEY: given twice in one mapping".
+inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source) {
+  if (n.IsSequence()) {
+    for (const YAML::Node& e : n) reject_duplicate_keys(e, source);
+  } else if (n.IsMap()) {
+    std::vector<std::string> seen;
+    for (const auto& kv : n) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+      if (!key.empty() && std::find(seen.begin(), seen.end(), key) != seen.end())
+        throw Error(fmt::format("{}:{}: {}: given twice in one mapping; keep one", source, kv.first.Mark().line + 1,
+                                key));
+      seen.push_back(key);
+      reject_duplicate_keys(kv.second, source);
+    }
+  }
+}
+
+// Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...", and so is a
+// key repeated within a mapping.
 inline YAML::Node parse_yaml_text(const std::string& text, const std::string& source) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.msg));
   }
+  reject_duplicate_keys(root, source);
+  return root;
 }
 
 // Runs `build` (which reads a parsed file), turning yaml-cpp conversion errors nobody

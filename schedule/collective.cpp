@@ -61,8 +61,9 @@ void validate_spec(const CollectiveSpec& spec) {
                             spec.ranks - 1));
   if (spec.ranks_per_node < 1)
     throw Error(fmt::format("ranks_per_node: got {}; use a positive number of ranks per node", spec.ranks_per_node));
-  if (spec.chunks < 0)
-    throw Error(fmt::format("chunks: got {}; use 0 for the algorithm default or a positive count", spec.chunks));
+  if (spec.chunks < 0 || spec.chunks > kMaxChunks)
+    throw Error(fmt::format("chunks: got {}; use 0 for the algorithm default or a count in 1..{}", spec.chunks,
+                            kMaxChunks));
   if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
     const auto p = static_cast<std::size_t>(spec.ranks);
     if (spec.alltoall_bytes.size() != p)

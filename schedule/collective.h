@@ -65,6 +65,9 @@ struct CollectiveSpec {
   Bytes element_bytes = 1;
 };
 
+// The most chunks a pipelined algorithm may cut a buffer into (NCCL's own are far fewer).
+inline constexpr int kMaxChunks = 1 << 16;
+
 // Checks the fields every algorithm relies on; throws Error naming the field and the fix.
 void validate_spec(const CollectiveSpec& spec);
 

@@ -62,16 +62,19 @@ double ModelSpec::embedding_params() const {
 double ModelSpec::total_params() const { return layers * params_per_layer() + embedding_params(); }
 
 void validate_model(const ModelSpec& m, const std::string& field) {
-  auto positive = [&](int v, const char* name) {
+  // Limits far above any model trained or planned; beyond them the FLOP and byte counts of one
+  // layer leave the range the simulator keeps exact.
+  auto in_range = [&](int v, const char* name, int most) {
     if (v < 1) throw Error(fmt::format("{}.{}: {} must be at least 1", field, name, v));
+    if (v > most) throw Error(fmt::format("{}.{}: {} exceeds meshsim's limit of {}", field, name, v, most));
   };
-  positive(m.layers, "layers");
-  positive(m.hidden, "hidden");
-  positive(m.heads, "heads");
-  positive(m.kv_heads, "kv_heads");
-  positive(m.ffn_hidden, "ffn_hidden");
-  positive(m.vocab, "vocab");
-  positive(m.seq, "seq");
+  in_range(m.layers, "layers", kMaxLayers);
+  in_range(m.hidden, "hidden", kMaxWidth);
+  in_range(m.heads, "heads", kMaxWidth);
+  in_range(m.kv_heads, "kv_heads", kMaxWidth);
+  in_range(m.ffn_hidden, "ffn_hidden", kMaxWidth);
+  in_range(m.vocab, "vocab", kMaxWidth);
+  in_range(m.seq, "seq", kMaxSeq);
   if (m.hidden % m.heads != 0)
     throw Error(fmt::format("{}.heads: {} does not divide hidden = {}; choose heads so that hidden/heads is whole",
                             field, m.heads, m.hidden));

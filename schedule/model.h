@@ -52,8 +52,14 @@ struct ModelSpec {
   double total_params() const;
 };
 
-// Throws meshsim::Error naming `field` when a value is out of range (non-positive sizes,
-// hidden not divisible by heads, heads not divisible by kv_heads, top_k > experts, ...).
+// Upper limits of a model (docs/scenarios.md): layers, widths (hidden, heads, ffn_hidden,
+// vocab) and sequence length.
+inline constexpr int kMaxLayers = 10000;
+inline constexpr int kMaxWidth = 1 << 20;
+inline constexpr int kMaxSeq = 1 << 24;
+
+// Throws meshsim::Error naming `field` when a value is out of range (non-positive sizes, sizes
+// above the limits, hidden not divisible by heads, heads not divisible by kv_heads, ...).
 void validate_model(const ModelSpec& m, const std::string& field);
 
 // The presets by name: gpt3-175b, gpt-22b, gpt-530b, gpt-1t, llama2-70b, llama3-70b,

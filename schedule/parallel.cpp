@@ -52,20 +52,42 @@ void at_least(int v, int lo, const char* field) {
   if (v < lo) fail(field, fmt::format("{} must be at least {}", v, lo));
 }
 
+void in_range(int v, int lo, int most, const char* field) {
+  at_least(v, lo, field);
+  if (v > most) fail(field, fmt::format("{} exceeds meshsim's limit of {}", v, most));
+}
+
 }  // namespace
 
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
   validate_model(m, "model");
-  at_least(p.dp, 1, "dp");
-  at_least(p.tp, 1, "tp");
-  at_least(p.cp, 1, "cp");
-  at_least(p.pp, 1, "pp");
-  at_least(p.vchunks, 1, "vchunks");
-  at_least(p.microbatches, 1, "microbatches");
-  at_least(p.micro_batch_size, 1, "micro_batch_size");
-  at_least(p.ep, 1, "ep");
-  at_least(p.mesh2d, 0, "mesh2d");
+  in_range(p.dp, 1, kMaxGpus, "dp");
+  in_range(p.tp, 1, kMaxGpus, "tp");
+  in_range(p.cp, 1, kMaxGpus, "cp");
+  in_range(p.pp, 1, kMaxGpus, "pp");
+  in_range(p.vchunks, 1, kMaxGpus, "vchunks");
+  in_range(p.microbatches, 1, kMaxMicrobatches, "microbatches");
+  in_range(p.micro_batch_size, 1, kMaxMicrobatches, "micro_batch_size");
+  in_range(p.ep, 1, kMaxGpus, "ep");
+  in_range(p.mesh2d, 0, kMaxGpus, "mesh2d");
   if (gpus < 1) throw Error(fmt::format("gpus: {} must be at least 1", gpus));
+  // Products in 64 bits: each factor fits, their product may not fit an int.
+  const std::int64_t q = p.mesh2d;
+  const std::int64_t world = std::int64_t{p.dp} * p.pp * p.cp * (q > 0 ? q * q : std::int64_t{p.tp});
+  if (world > kMaxGpus)
+    fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} = {} GPUs exceeds meshsim's limit of {}", p.dp,
+                           p.pp, p.cp, q > 0 ? fmt::format("q^2 = {}", q * q) : fmt::format("tp = {}", p.tp), world,
+                           kMaxGpus));
+  const std::int64_t tokens = std::int64_t{p.micro_batch_size} * m.seq;
+  if (tokens > kMaxTokensPerMicrobatch)
+    fail("micro_batch_size", fmt::format("{} sequences of {} tokens = {} tokens per micro-batch exceeds meshsim's "
+                                         "limit of {}",
+                                         p.micro_batch_size, m.seq, tokens, kMaxTokensPerMicrobatch));
+  const std::int64_t passes = std::int64_t{m.layers} * p.microbatches / p.pp;
+  if (passes > kMaxLayerPasses)
+    fail("microbatches", fmt::format("{} micro-batches x {} layers per stage = {} layer passes per stage exceed "
+                                     "meshsim's limit of {} (the schedule holds every op); use fewer micro-batches",
+                                     p.microbatches, m.layers / p.pp, passes, kMaxLayerPasses));
   if (p.zero < 0 || p.zero > 3) fail("zero", fmt::format("stage {} does not exist; use 0, 1, 2 or 3", p.zero));
   if (!(p.ep_imbalance >= 1.0))
     fail("ep_imbalance", fmt::format("{} must be >= 1 (busiest expert rank / mean; 1 = balanced)", p.ep_imbalance));

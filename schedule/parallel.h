@@ -10,6 +10,7 @@
 // (dp must be a multiple of ep), as in Megatron-Core and DeepSeek-V3.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "schedule/model.h"
@@ -26,6 +27,15 @@ struct Recompute {
   static Recompute parse(const std::string& text, const std::string& field);
   std::string to_string() const;
 };
+
+// Upper limits of a layout (docs/scenarios.md), checked by validate_parallel before anything
+// is planned: GPUs (and each parallel degree), micro-batches and their size, tokens of one
+// micro-batch, and layer passes per pipeline stage (micro-batches x layers per stage: the
+// schedule holds an op list per pass).
+inline constexpr int kMaxGpus = 1 << 20;
+inline constexpr int kMaxMicrobatches = 1 << 20;
+inline constexpr std::int64_t kMaxTokensPerMicrobatch = std::int64_t{1} << 31;
+inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 20;
 
 struct ParallelSpec {
   int dp = 1;
@@ -68,7 +78,7 @@ struct ParallelSpec {
 
   int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
   int world_size() const { return dp * pp * cp * tensor_size(); }
-  int global_batch() const { return dp * microbatches * micro_batch_size; }
+  std::int64_t global_batch() const { return std::int64_t{dp} * microbatches * micro_batch_size; }
   // Whether stage-to-stage sends are scattered over tp and gathered at the receiver: asked for,
   // and the activation is replicated over a tp group (no sp, no mesh2d) between stages.
   bool pipeline_scatter_gather() const { return pp_scatter_gather && !sp && mesh2d == 0 && tp > 1 && pp > 1; }

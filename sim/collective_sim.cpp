@@ -225,7 +225,7 @@ class Runner : public EventHandler, public FlowListener {
     RankState& st = ranks_[slot];
     if (st.reduce && options_.gamma_ps > 0 && st.reduce_bytes > 0) {
       const double dt = std::ceil(options_.gamma_ps * static_cast<double>(st.reduce_bytes) - 1e-9);
-      engine_.schedule(engine_.now() + Time::from_ps(static_cast<std::int64_t>(dt)), this, kStepDone,
+      engine_.schedule(engine_.now() + duration_ps(dt, "a step's reduction"), this, kStepDone,
                        static_cast<std::uint64_t>(slot));
       return false;
     }
@@ -419,6 +419,11 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
                                  const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())
     throw Error("--ranks: a collective needs at least one group with ranks; use --ranks N with N >= 1");
+  for (const auto& g : req.groups)
+    if (static_cast<int>(g.size()) > kMaxGroupRanks)
+      throw Error(fmt::format("--ranks: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
+                              "neighbour pair is routed); use --ranks N with N <= {}",
+                              g.size(), kMaxGroupRanks, kMaxGroupRanks));
   if (req.bytes < 0) throw Error("--bytes: size must be >= 0");
   CollectiveOutcome out;
   std::vector<CollectiveSpec> specs;
@@ -475,22 +480,28 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
       throw Error(fmt::format("--algo {}: cannot run {} on {} ranks: {}", out.algorithm->name, to_string(spec.kind),
                               spec.ranks, *why));
   }
-  out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(out.algorithm->cost_ps(out.spec, out.params))));
+  out.formula_time = duration_ps(out.algorithm->cost_ps(out.spec, out.params), "the collective");
   if (req.fidelity == Fidelity::Formula) {
     out.time = out.formula_time;
     for (std::size_t i = 1; i < specs.size(); ++i) {
       const CostParams cp = derive_cost_params(router, req.groups[i], req.gamma_ps);
-      out.time = std::max(out.time, Time::from_ps(static_cast<std::int64_t>(
-                                        std::llround(out.algorithm->cost_ps(specs[i], cp)))));
+      out.time = std::max(out.time, duration_ps(out.algorithm->cost_ps(specs[i], cp), "the collective"));
     }
     return out;
   }
   std::vector<std::unique_ptr<StepProgram>> programs;
   std::vector<GroupProgram> groups;
+  double rank_steps = 0;  // the flow run's work, before any of it is done
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(out.algorithm->build(specs[i]));
     groups.push_back({req.groups[i], programs.back().get()});
+    for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
   }
+  if (rank_steps > kMaxFlowRankSteps)
+    throw Error(fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
+                            "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
+                            out.algorithm->name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps,
+                            kMaxFlowRankSteps));
   FlowSimOptions opt;
   opt.gamma_ps = req.gamma_ps;
   opt.record = req.record;

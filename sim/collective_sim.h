@@ -122,6 +122,13 @@ struct CollectiveOutcome {
   std::vector<BusiestLink> top_links;  // up to 5, highest utilization first (flow fidelity)
 };
 
+// The most rank-steps (sum over ranks of their program's steps) a flow run takes on: a
+// 4096-rank ring all-reduce is 3.4e7 and runs in about 12 s on one core.
+inline constexpr double kMaxFlowRankSteps = 2e8;
+// The most ranks in one group of a collective (its routes are derived pair by pair: 16384
+// ranks on DGX nodes take about 5 s).
+inline constexpr int kMaxGroupRanks = 32768;
+
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
 // algorithm (`auto`: lowest closed-form time for group 0), and times it. At fidelity
 // nccl every group is predicted by NCCL's model and the slowest one is the time.

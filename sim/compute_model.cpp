@@ -231,10 +231,10 @@ Time ComputeModel::time(const Kernel& k) const {
     // A measured shape gives its measured time exactly; other shapes scale the curve.
     for (const GemmPoint& p : overrides_.gemm_points)
       if (p.dtype_bytes == k.dtype_bytes && p.m == k.m && p.n == k.n && p.k == k.k)
-        return Time::from_ps(std::llround(std::max(launch, k.flops / p.achieved_flops * 1e12)));
+        return duration_ps(std::max(launch, k.flops / p.achieved_flops * 1e12), "a kernel");
     t *= gemm_correction(k);
   }
-  return Time::from_ps(std::llround(std::max(launch, t)));
+  return duration_ps(std::max(launch, t), "a kernel");
 }
 
 double ComputeModel::efficiency(const Kernel& k) const {

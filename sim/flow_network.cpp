@@ -172,7 +172,7 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
     f.fresh = false;
     ++f.version;
     const double dt = std::ceil(f.remaining / r - 1e-9);
-    const Time at = now + Time::from_ps(static_cast<std::int64_t>(std::max(0.0, dt)));
+    const Time at = now + duration_ps(std::max(0.0, dt), "a transfer");
     engine_.schedule(at, this, kDrain, (static_cast<std::uint64_t>(f.version) << 32) | comp_flows_[i]);
   }
 }

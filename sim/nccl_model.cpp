@@ -343,7 +343,7 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
       best = p.candidates[i].time_us;
       p.chosen_index = static_cast<int>(i);
     }
-  p.time = Time::from_ps(static_cast<std::int64_t>(std::llround(best * 1e6)));
+  p.time = duration_ps(best * 1e6, "the collective");
   return p;
 }
 

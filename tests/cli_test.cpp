@@ -120,6 +120,44 @@ TEST(Examples, Frontera16PresetFile) {
 
 // ---- bad input: one line naming the field and the fix, exit code 2 ----
 
+// Absurd sizes and counts (issue 16's reproducers): each is one line naming the field and
+// the limit, exit 2, in seconds; none crashes, hangs, wraps or asserts.
+TEST(CliBadInput, AbsurdSizesAndCountsAreNamedNotCrashes) {
+  const std::string tiny = std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/tiny-gpt-cpu.yaml";
+  const struct {
+    std::string args;
+    std::string field, fix;
+  } cases[] = {
+      // dp x cp x tp wrapped a 32-bit int to the GPU count, then segfaulted
+      {"simulate " + tiny + " --set parallel.dp=536870913 --set parallel.cp=2", "parallel.dp", "limit of 1048576"},
+      {"simulate --set parallel.dp=65536 --set parallel.cp=64", "parallel.dp", "exceeds meshsim's limit"},
+      {"simulate --set model.layers=1000000", "model.layers", "limit of 10000"},
+      {"simulate --set parallel.microbatches=536870913", "parallel.microbatches", "limit"},
+      {"simulate --set parallel.micro_batch_size=1000000000", "parallel.micro_batch_size", "limit"},
+      {"simulate --set model.seq=1000000000", "model.seq", "limit"},
+      {"simulate --set model.seq=16000000", "simulated timeline", "out of proportion"},  // was an assert
+      {"collective allreduce --bytes 8000000TB", "the collective", "out of proportion"},  // int64 ps overflow
+      {"collective allreduce --bytes 1:8000000TB", "the collective", "out of proportion"},  // doubling never ended
+      {"collective allreduce -t switch:bandwidth=1e-300B/s", "the collective", "out of proportion"},
+      {"collective broadcast -a pipeline --chunks 1000000000", "chunks", "1..65536"},  // hung
+      {"collective allreduce --fidelity nccl --nccl-channels 1000000", "--nccl-channels", "1..64"},  // 1 GiB in 48 us
+      {"collective allreduce -t frontera-rtx:nodes=99999", "--ranks", "limit of 32768"},  // hung
+      {"collective allreduce -t dgx-h100:nodes=2048 -n 16384 -a ring", "--fidelity flow", "rank-steps"},
+      {"run " + std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/allreduce-cpu.yaml --timeout nan", "--timeout",
+       "(0, 86400]"},  // became -9223372036854775808 ms
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    expect_user_error(meshsim(c.args), c.field, c.fix);
+  }
+}
+
+// yaml-cpp keeps a repeated key and reads the first; a second parallel: was silently ignored.
+TEST(CliBadInput, DuplicateKeyIsAnError) {
+  const fs::path f = write_file("dup.yaml", "model: gpt3-175b\nparallel: {tp: 8}\nparallel: {tp: 4}\n");
+  expect_user_error(meshsim("simulate " + f.string()), "dup.yaml:3:", "parallel: given twice");
+}
+
 TEST(CliBadInput, MalformedYaml) {
   const fs::path f = write_file("bad.yaml", "devices: [ {name: a, kind: gpu\nlinks: ]]\n");
   expect_user_error(meshsim("topology show " + f.string()), "bad.yaml");
