@@ -69,12 +69,6 @@ constexpr EnumName<KernelCall::Fn> kFnNames[] = {
     {Fn::AttentionBwd, "attention_bwd"}, {Fn::AdamW, "adamw"}};
 const char* to_string(KernelCall::Fn fn) { return enum_name(kFnNames, fn); }
 
-double KernelCall::scale() const {
-  if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
-    return 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(shape.head_dim, 1)));
-  return 1.0;
-}
-
 std::string KernelCall::text() const {
   if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
     return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv,

@@ -32,7 +32,9 @@
 // (targets of 0 are valid class indices), and no kernel branches on them.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -76,7 +78,12 @@ struct KernelCall {
   std::int64_t floats() const { return offsets.empty() ? 0 : offsets.back(); }
   int operands() const { return static_cast<int>(offsets.size()) - 1; }
   float* operand(float* ws, int j) const { return ws + offsets.at(static_cast<std::size_t>(j)); }
-  double scale() const;  // attention and softmax: 1 / sqrt(head_dim), 1 for softmax
+  // attention and softmax: 1 / sqrt(head_dim), 1 for softmax. Inline: the CUDA plugin uses it.
+  double scale() const {
+    if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
+      return 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(shape.head_dim, 1)));
+    return 1.0;
+  }
   std::string text() const;  // "layernorm_fwd 1024x1024", "attention_bwd 16x512x512x64 causal"
 };
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/device.h"
+#include "backend/cuda/device_cudart.h"
 #include "kernels/cuda_ops.h"
 
 namespace {
@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  const meshsim::cuda::DeviceInfo info = meshsim::cuda::probe_devices();
+  const meshsim::cuda::DeviceInfo info = meshsim::cuda::probe_devices_cudart();
   if (info.count == 0) {
     std::printf("kernels_bench: skipped: no GPU present (%s)\n", info.reason.c_str());
     return 0;

@@ -8,7 +8,9 @@
 //   ASSERT_EQ(synchronize(), "");
 //   std::vector<float> y = d_y.download();
 //
-// Builds without CUDA get only gpu_skip_reason(), which then always names the reason.
+// Builds without CUDA get only gpu_skip_reason(), which then always names the reason. The
+// kernels are linked into the tests and probed on the CUDA runtime directly, not through the
+// CUDA plugin (backend/cuda/plugin.h), so a GPU is found wherever the test program runs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,19 +19,24 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/device.h"
-
 #if defined(MESHSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
+
+#include "backend/cuda/device_cudart.h"
 #endif
 
 namespace meshsim::kernels::testing {
 
 // "" when device 0 can run kernels; else "no GPU present (why)".
 inline std::string gpu_skip_reason() {
-  const cuda::DeviceInfo info = cuda::probe_devices();
+#if defined(MESHSIM_HAVE_CUDA)
+  const cuda::DeviceInfo info = cuda::probe_devices_cudart();
   if (info.count > 0) return "";
-  return "no GPU present (" + info.reason + "); the CUDA kernels are compared with the CPU references only on a GPU";
+  const std::string why = info.reason;
+#else
+  const std::string why = "this build has no CUDA toolkit";
+#endif
+  return "no GPU present (" + why + "); the CUDA kernels are compared with the CPU references only on a GPU";
 }
 
 #if defined(MESHSIM_HAVE_CUDA)

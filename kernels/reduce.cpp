@@ -12,12 +12,4 @@ void reduce_max_cpu(float* dst, const float* src, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
 }
 
-bool cuda_kernels_built() {
-#if defined(MESHSIM_HAVE_CUDA)
-  return true;
-#else
-  return false;
-#endif
-}
-
 }  // namespace meshsim::kernels

@@ -16,9 +16,6 @@ namespace meshsim::kernels {
 void reduce_sum_cpu(float* dst, const float* src, std::size_t n);
 void reduce_max_cpu(float* dst, const float* src, std::size_t n);
 
-// True when this build contains the CUDA kernels.
-bool cuda_kernels_built();
-
 #if defined(MESHSIM_HAVE_CUDA)
 // Returns a cudaError_t as int (0 = success) so this header needs no CUDA includes.
 int reduce_sum_cuda(float* dst, const float* src, std::size_t n, void* stream);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -126,6 +127,35 @@ TEST(Run, CudaBackendWithoutAGpuIsOneClearError) {
     EXPECT_NE(r.err.find("); use --backend cpu or run on a GPU machine"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("rank 1"), std::string::npos) << "one error, not one per rank: " << r.err;
   }
+}
+
+// The cuda backend is a plugin meshsim loads on first use (backend/cuda/plugin.h): one it
+// cannot load is the same one error, naming the file tried, the loader's reason and the fix.
+TEST(Run, CudaBackendWithAMissingPluginNamesTheFile) {
+  const fs::path f = workload("cu_plugin", "allreduce", "1MiB", 1, "ring");
+  ::setenv("MESHSIM_CUDA_PLUGIN", "/nonexistent/libmeshsim_cuda.so", 1);
+  const Result r = meshsim("run " + f.string() + " -n 2 --backend cuda");
+  ::unsetenv("MESHSIM_CUDA_PLUGIN");
+  expect_user_error(r, "--backend cuda: no GPU found (backend cuda: cannot load the CUDA plugin /nonexistent/libmeshsim_cuda.so: ",
+                    "build meshsim with the CUDA toolkit and NCCL (README, On a GPU machine) or set MESHSIM_CUDA_PLUGIN");
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+}
+
+// meshsim finds its plugin beside itself: without a GPU the reason is the CUDA runtime's, not
+// the loader's. Builds without the CUDA toolkit and NCCL have no plugin: the loader's error
+// names the file it looked for beside meshsim.
+TEST(Run, CudaBackendFindsThePluginBesideTheBinary) {
+  const fs::path f = workload("cu_beside", "allreduce", "1MiB", 1, "ring");
+  ::unsetenv("MESHSIM_CUDA_PLUGIN");
+  const Result r = meshsim("run " + f.string() + " -n 2 --backend cuda");
+  if (r.code == 0) GTEST_SKIP() << "GPUs ran the workload; the plugin was found";
+  expect_user_error(r, "--backend cuda: no GPU found (");
+  const std::string beside = (fs::path(MESHSIM_BINARY).parent_path() / "libmeshsim_cuda.so").string();
+#if defined(MESHSIM_CUDA_PLUGIN_BUILT)
+  EXPECT_EQ(r.err.find("cannot load the CUDA plugin"), std::string::npos) << r.err;
+#else
+  EXPECT_NE(r.err.find("cannot load the CUDA plugin " + beside), std::string::npos) << r.err;
+#endif
 }
 
 // A training scenario on --backend cuda: no longer refused as "cpu only"; without a GPU

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/fake_gpu_api.h"
+#include "backend/cuda/plugin.h"
 #include "backend/cuda/workspace.h"
 #include "core/test_util.h"
 #include "topology/presets.h"
@@ -283,12 +287,23 @@ TEST(CudaExecutor, DependencyOnALaterOpIsAnError) {
                        "op 1 ('norm') depends on op 3, which does not come before it"));
 }
 
+// real_gpu_api() comes from the CUDA plugin (plugin.h), which needs the CUDA toolkit and
+// NCCL: without one it is a single line naming the file tried and the fix; with this build's
+// plugin it is the real API (cudart's text for status 0, no GPU needed).
 TEST(CudaExecutor, RealApiNeedsTheToolkitAndNccl) {
-#if defined(MESHSIM_HAVE_CUDA) && defined(MESHSIM_HAVE_NCCL)
-  GTEST_SKIP() << "this build has CUDA and NCCL: real_gpu_api() exists (exercised only on a GPU)";
-#else
-  EXPECT_TRUE(contains(error_of([] { real_gpu_api(); }), "backend cuda: this build"));
+  const char* old = std::getenv(kCudaPluginEnv);
+  const std::string saved = old == nullptr ? "" : old;
+  ::setenv(kCudaPluginEnv, "/nonexistent/libmeshsim_cuda.so", 1);
+  const std::string e = error_of([] { real_gpu_api(); });
+  EXPECT_TRUE(contains(e, "backend cuda: cannot load the CUDA plugin /nonexistent/libmeshsim_cuda.so: ")) << e;
+  EXPECT_TRUE(contains(e, "build meshsim with the CUDA toolkit and NCCL")) << e;
+  EXPECT_FALSE(contains(e, "\n")) << e;
+#if defined(MESHSIM_CUDA_PLUGIN_FILE)
+  ::setenv(kCudaPluginEnv, MESHSIM_CUDA_PLUGIN_FILE, 1);
+  EXPECT_EQ(real_gpu_api().error_string(Lib::Cuda, 0), "no error");
 #endif
+  if (old == nullptr) ::unsetenv(kCudaPluginEnv);
+  else ::setenv(kCudaPluginEnv, saved.c_str(), 1);
 }
 
 }  // namespace

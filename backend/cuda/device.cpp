@@ -2,12 +2,8 @@
 
 #include <cstdlib>
 
-#if defined(MESHSIM_HAVE_CUDA)
-#include <cuda_runtime.h>
-
-#include "kernels/reduce.h"
-#include "kernels/stream_pass.h"
-#endif
+#include "backend/cuda/plugin.h"
+#include "core/error.h"
 
 namespace meshsim::cuda {
 
@@ -26,75 +22,32 @@ int local_device(int rank, int devices, const std::function<const char*(const ch
   return devices > 0 ? local % devices : 0;
 }
 
-#if defined(MESHSIM_HAVE_CUDA)
-namespace {
-std::string check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return "";
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
-}  // namespace
-
+// GPU discovery and the self-tests run in the CUDA plugin (plugin.h), loaded on first use;
+// when it cannot be loaded, the loader's one-line error is the reason.
 DeviceInfo probe_devices() {
-  DeviceInfo info;
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    info.reason = cudaGetErrorString(e);
+  try {
+    return cuda_plugin().probe_devices();
+  } catch (const Error& e) {
+    DeviceInfo info;
+    info.reason = e.what();
     return info;
   }
-  info.count = n;
-  if (n == 0) info.reason = "the CUDA runtime reports no device";
-  for (int i = 0; i < n; ++i) {
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) == cudaSuccess) info.names.emplace_back(p.name);
-  }
-  return info;
 }
 
 std::string reduce_on_device(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out) {
-  const std::size_t n = a.size();
-  out.assign(n, 0.0f);
-  float* da = nullptr;
-  float* db = nullptr;
-  std::string err = check(cudaMalloc(&da, n * sizeof(float)), "cudaMalloc");
-  if (err.empty()) err = check(cudaMalloc(&db, n * sizeof(float)), "cudaMalloc");
-  if (err.empty()) err = check(cudaMemcpy(da, a.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (err.empty()) err = check(cudaMemcpy(db, b.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::reduce_sum_cuda(da, db, n, nullptr)), "reduce_sum");
-  if (err.empty()) err = check(cudaMemcpy(out.data(), da, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  cudaFree(da);
-  cudaFree(db);
-  return err;
+  try {
+    return cuda_plugin().reduce_on_device(a, b, out);
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 std::string stream_pass_on_device(const std::vector<float>& in, float scale, std::vector<float>& out) {
-  const std::size_t n = in.size();
-  out.assign(n, 0.0f);
-  float* din = nullptr;
-  float* dout = nullptr;
-  std::string err = check(cudaMalloc(&din, n * sizeof(float)), "cudaMalloc");
-  if (err.empty()) err = check(cudaMalloc(&dout, n * sizeof(float)), "cudaMalloc");
-  if (err.empty()) err = check(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::stream_pass_cuda(dout, din, n, scale, nullptr)), "stream_pass");
-  if (err.empty()) err = check(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  cudaFree(din);
-  cudaFree(dout);
-  return err;
+  try {
+    return cuda_plugin().stream_pass_on_device(in, scale, out);
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
-#else
-DeviceInfo probe_devices() {
-  DeviceInfo info;
-  info.reason = "this build has no CUDA toolkit";
-  return info;
-}
-
-std::string reduce_on_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) {
-  return "this build has no CUDA toolkit";
-}
-
-std::string stream_pass_on_device(const std::vector<float>&, float, std::vector<float>&) {
-  return "this build has no CUDA toolkit";
-}
-#endif
 
 }  // namespace meshsim::cuda

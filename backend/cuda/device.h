@@ -1,9 +1,11 @@
-// GPU discovery for the cuda backend, safe on machines without a GPU or driver.
+// GPU discovery for the cuda backend, safe on machines without a GPU, driver or CUDA libraries.
 //
 //   DeviceInfo d = probe_devices();
 //   if (d.count == 0) std::cout << "no GPU: " << d.reason;   // tests skip with this reason
 //
-// CUDA status codes are turned into strings here, inside backend/cuda, and never leak out.
+// probe_devices and the device self-tests run in the CUDA plugin (plugin.h), loaded on first
+// use; when it cannot be loaded, the reason (or the self-test's error) is the loader's one-line
+// error. CUDA status codes are turned into strings inside backend/cuda and never leak out.
 #pragma once
 
 #include <functional>
@@ -15,7 +17,7 @@ namespace meshsim::cuda {
 struct DeviceInfo {
   int count = 0;
   std::vector<std::string> names;
-  std::string reason;  // why count is 0 (no toolkit in this build, no driver, no device)
+  std::string reason;  // why count is 0 (no CUDA plugin, no driver, no device)
 };
 
 DeviceInfo probe_devices();

@@ -1,7 +1,7 @@
-// Names of the GpuApi enums; the stand-in for real_gpu_api() in builds without CUDA and NCCL.
+// Names of the GpuApi enums; real_gpu_api(), which asks the CUDA plugin (plugin.h).
 #include "backend/cuda/gpu_api.h"
 
-#include "core/error.h"
+#include "backend/cuda/plugin.h"
 
 namespace meshsim::cuda {
 
@@ -25,14 +25,6 @@ const char* to_string(DType t) {
 
 int dtype_bytes(DType t) { return t == DType::Fp32 ? 4 : 2; }
 
-#if !(defined(MESHSIM_HAVE_CUDA) && defined(MESHSIM_HAVE_NCCL))
-GpuApi& real_gpu_api() {
-#if defined(MESHSIM_HAVE_CUDA)
-  throw Error("backend cuda: this build found no NCCL (nccl.h, libnccl); rebuild with NCCL (see README, On a GPU machine)");
-#else
-  throw Error("backend cuda: this build has no CUDA toolkit");
-#endif
-}
-#endif
+GpuApi& real_gpu_api() { return cuda_plugin().gpu_api(); }
 
 }  // namespace meshsim::cuda

@@ -1,11 +1,12 @@
 // The few CUDA, NCCL and cuBLAS calls the cuda executor makes, behind one interface.
 //
 // The executor never calls a CUDA library directly: it calls a GpuApi, and every status
-// it gets back goes through one Checker (check.h). The real implementation (real_gpu_api(),
-// gpu_api_real.cpp) exists only in CUDA builds; tests pass a fake that fails on demand, so
-// the error paths, the watchdog and the executor's control flow run in CI without a GPU.
+// it gets back goes through one Checker (check.h). The real implementation (gpu_api_real.cpp)
+// lives in the CUDA plugin, libmeshsim_cuda.so (plugin.h), built with the CUDA toolkit and NCCL
+// and loaded by real_gpu_api() on first use; tests pass a fake that fails on demand, so the
+// error paths, the watchdog and the executor's control flow run in CI without a GPU.
 //
-//   GpuApi& api = real_gpu_api();                 // CUDA builds; throws Error otherwise
+//   GpuApi& api = real_gpu_api();                 // throws Error when the plugin cannot be loaded
 //   Checker check(api, rank);
 //   StreamH s{};  check.cuda(api.stream_create(&s), "cudaStreamCreate", "setup");
 //
@@ -103,7 +104,9 @@ class GpuApi {
   virtual int kernel(const KernelCall& call, float* ws, StreamH stream) = 0;
 };
 
-// The CUDA implementation. Throws Error in builds without the CUDA toolkit or NCCL.
+// The CUDA implementation, from the CUDA plugin (plugin.h: loaded on first use). Throws Error,
+// one line naming the plugin file, dlerror() and the fix, when it cannot be loaded (builds
+// without the CUDA toolkit or NCCL have no plugin).
 GpuApi& real_gpu_api();
 
 }  // namespace meshsim::cuda

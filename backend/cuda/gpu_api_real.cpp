@@ -1,6 +1,6 @@
-// The real GpuApi: thin forwards to the CUDA runtime, NCCL, cuBLAS and kernels/. Built
-// only with the CUDA toolkit and NCCL (MESHSIM_HAVE_CUDA, MESHSIM_HAVE_NCCL). Statuses are
-// returned as they come; check.h turns them into errors.
+// The real GpuApi: thin forwards to the CUDA runtime, NCCL, cuBLAS and kernels/. Part of the
+// CUDA plugin (plugin.h), built only with the CUDA toolkit and NCCL; meshsim reaches it through
+// real_gpu_api(). Statuses are returned as they come; check.h turns them into errors.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -208,7 +208,8 @@ class RealGpuApi final : public GpuApi {
 
 }  // namespace
 
-GpuApi& real_gpu_api() {
+// The plugin table's gpu_api (plugin.cpp).
+GpuApi& plugin_gpu_api() {
   static RealGpuApi api;  // stateless forwards; one per process is enough
   return api;
 }
