@@ -30,6 +30,7 @@
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/device.h"
 #include "cli/commands.h"
+#include "cli/preset_check.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
 #include "schedule/plan.h"
@@ -181,6 +182,7 @@ int calibrate_rank(const CalibrateFlags& f) {
   cuda::DeviceInfo info;
   int device = 0;
   std::vector<MeasuredKernel> kernels;
+  std::string preset_check;  // cuda: the measurement against the matching GPU preset
   if (f.backend == "cpu") {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
     profile = cpu_machine_profile(m);
@@ -190,9 +192,13 @@ int calibrate_rank(const CalibrateFlags& f) {
     device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
-    const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, device, {});
-    profile = cuda_machine_profile(m, info.names.at(static_cast<std::size_t>(device)));
+    const cuda::CudaCalibrateOptions options;
+    const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, device, options);
+    const std::string name = info.names.at(static_cast<std::size_t>(device));
+    profile = cuda_machine_profile(m, name);
     kernels = m.kernels;
+    if (const std::string preset = gpu_preset_for_device(name); !preset.empty())
+      preset_check = format_preset_check(check_against_preset(m, options, gpu_preset(preset)), preset);
   }
   s.store->barrier("calibrate/compute", world, s.timeout);
 
@@ -281,6 +287,7 @@ int calibrate_rank(const CalibrateFlags& f) {
     if (const auto& e = profile.compute.memory_efficiency[static_cast<std::size_t>(kind)])
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
+  if (!preset_check.empty()) std::cout << preset_check << "\n";
   if (profile.collectives.empty()) {
     std::cout << "collectives: not measured (one rank); give -n 2 or more\n";
   } else {

@@ -1,0 +1,89 @@
+#include "cli/preset_check.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace meshsim::cli {
+namespace {
+
+const PresetCheckRow& row(const std::vector<PresetCheckRow>& rows, const std::string& what) {
+  for (const PresetCheckRow& r : rows)
+    if (r.what == what) return r;
+  ADD_FAILURE() << "no row '" << what << "'";
+  static const PresetCheckRow none;
+  return none;
+}
+
+double cube_flops(double n) { return 2.0 * n * n * n; }
+
+// The h100 preset's worked example (sim/compute_model.h): an 8192^3 bf16 GEMM in 1484.73 us.
+TEST(PresetCheck, GemmRowsPutTheMeasuredRateBesideThePresetsWorkedExample) {
+  const double preset_rate = cube_flops(8192) / 1484.73e-6;  // 740.6 TFLOP/s
+  cuda::CudaMeasurements m;
+  m.gemm.push_back({8192, 8192, 8192, cuda::DType::Bf16, 1.10 * preset_rate});
+  m.gemm.push_back({8192, 8192, 1024, cuda::DType::Bf16, 1.0});  // not cubic: only in the geometric mean
+  const auto rows = check_against_preset(m, {}, gpu_preset("h100"));
+  const PresetCheckRow& r = row(rows, "GEMM 8192^3 bf16");
+  EXPECT_NEAR(r.speed_ratio, 1.10, 1e-3);
+  EXPECT_EQ(r.preset, format_flops(preset_rate));
+  EXPECT_EQ(r.measured, format_flops(1.10 * preset_rate));
+  EXPECT_EQ(rows.size(), 2u);  // the cubic shape and the bf16 mean (no memory, kernels or launch measured)
+}
+
+TEST(PresetCheck, TheWidthsMeanIsTheGeometricMeanOfItsShapes) {
+  cuda::CudaMeasurements m;
+  m.gemm.push_back({1024, 1024, 1024, cuda::DType::Fp32, 30e12});
+  m.gemm.push_back({8192, 8192, 8192, cuda::DType::Fp32, 50e12});
+  const auto rows = check_against_preset(m, {}, gpu_preset("h100"));
+  const double a = row(rows, "GEMM 1024^3 fp32").speed_ratio, b = row(rows, "GEMM 8192^3 fp32").speed_ratio;
+  EXPECT_NEAR(row(rows, "GEMM fp32, 2 shapes (geometric mean)").speed_ratio, std::sqrt(a * b), 1e-9);
+  // Twice as fast measured is twice the ratio.
+  m.gemm[0].flops_per_s *= 2;
+  EXPECT_NEAR(row(check_against_preset(m, {}, gpu_preset("h100")), "GEMM 1024^3 fp32").speed_ratio, 2 * a, 1e-9);
+}
+
+TEST(PresetCheck, MemoryPassKernelsAndLaunchOverhead) {
+  const GpuSpec h100 = gpu_preset("h100");
+  cuda::CudaMeasurements m;
+  m.memory_bandwidth = 3.0e12;
+  m.launch_overhead_s = 8e-6;
+  CalibrationCall norm{KernelKind::Norm, make_kernel_call(KernelCall::Fn::LayerNormFwd, 1 << 16, 4096)};
+  const double norm_bytes = kernel_call_bytes(norm.call);
+  m.kernels.push_back({norm, norm_bytes / 2.5e12});  // 2.5 TB/s
+  CalibrationCall attention{KernelKind::Attention, make_attention_call(false, {16, 2048, 2048, 128}, true), 1e12};
+  m.kernels.push_back({attention, 1e-3});
+  cuda::CudaCalibrateOptions o;
+  o.memory_bytes = std::size_t{1} << 30;
+  const auto rows = check_against_preset(m, o, h100);
+
+  // The preset times B bytes of a memory-bound kind as B / (bandwidth x efficiency), its
+  // latency (0.5 us / efficiency: the bytes in flight it takes to stream) and the launch
+  // overhead (docs/compute.md): h100, 3.35 TB/s, 4 us; efficiency 0.90 for a copy, 0.85 for norm.
+  auto preset_s = [](double bytes, double efficiency) {
+    return bytes / (3.35e12 * efficiency) + 0.5e-6 / efficiency + 4e-6;
+  };
+  const double pass_bytes = 2.0 * (1 << 30);
+  const PresetCheckRow& pass = row(rows, "memory pass (2GiB read + written)");
+  EXPECT_EQ(pass.measured, "3000.00GB/s");
+  EXPECT_NEAR(pass.speed_ratio, 3.0e12 / (pass_bytes / preset_s(pass_bytes, 0.90)), 1e-6);
+
+  const PresetCheckRow& k = row(rows, "norm kernels (ours, float32)");
+  EXPECT_EQ(k.measured, format_bandwidth(Bandwidth::from_bytes_per_s(2.5e12)));
+  EXPECT_NEAR(k.speed_ratio, preset_s(norm_bytes, 0.85) / (norm_bytes / 2.5e12), 1e-6);
+  for (const PresetCheckRow& r : rows) EXPECT_EQ(r.what.find("attention"), std::string::npos) << r.what;
+
+  // A 1 KiB pass read and written: 4.556 us by the preset, measured in 8 us.
+  EXPECT_NEAR(row(rows, "launch overhead (1 KiB pass)").speed_ratio, preset_s(2048, 0.90) / 8e-6, 1e-6);
+}
+
+TEST(PresetCheck, FormatNamesThePresetAndEveryRow) {
+  const std::vector<PresetCheckRow> rows{{"GEMM 8192^3 bf16", "800.0TFLOP/s", "740.6TFLOP/s", 1.08}};
+  const std::string text = format_preset_check(rows, "h100");
+  EXPECT_NE(text.find("the h100 preset"), std::string::npos) << text;
+  EXPECT_NE(text.find("GEMM 8192^3 bf16"), std::string::npos) << text;
+  EXPECT_NE(text.find("1.080x"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace meshsim::cli

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# The GPU acceptance run (issue 13, docs/validation/gpu.md), on a machine WITH a GPU, from
+# the pack tools/gpu/prepare.sh made on a machine without one. It needs no build there: only
+# the driver, and CUDA's cudart/cuBLAS and NCCL, which it takes from the Python wheels
+# (torch's nvidia-* packages) or, failing those, from /usr/local/cuda.
+#
+#   tools/gpu/acceptance.sh RESULTS_DIR                 # every step
+#   tools/gpu/acceptance.sh RESULTS_DIR --steps 1,2,3   # some steps (a device call lasts 10 minutes at most)
+#   tools/gpu/acceptance.sh RESULTS_DIR --bundle DIR|FILE.tar.gz
+#
+# Writes RESULTS_DIR/acceptance.md (date, GPU, driver, and per step: the command, its output,
+# pass or fail and why), each step's full log, the measured profile (gpu-profile.yaml) and
+# validate's JSON. Every step runs under its own timeout, so one hang costs that step alone.
+# Exit 0: every step run passed; 1: a step failed; 2: it cannot run here (no GPU, no pack,
+# a library missing), with one line saying which.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+results=""
+bundle=""
+steps="all"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "acceptance: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) [ -z "$results" ] || { echo "acceptance: one RESULTS_DIR only ('$results', then '$1')" >&2; exit 2; }
+       results="$1"; shift ;;
+  esac
+done
+[ -n "$results" ] || { echo "acceptance: give the folder to write the results to: tools/gpu/acceptance.sh RESULTS_DIR" >&2; exit 2; }
+
+# A GPU first: without one nothing below means anything.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "acceptance: no GPU here (nvidia-smi is not on the PATH): run this on the GPU machine, after tools/gpu/prepare.sh here (docs/validation/gpu.md)" >&2
+  exit 2
+fi
+if ! gpus=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$gpus"; then
+  echo "acceptance: no GPU here (nvidia-smi -L: $(head -1 <<<"$gpus")): run this on the GPU machine (docs/validation/gpu.md)" >&2
+  exit 2
+fi
+
+# The pack: a folder, or prepare.sh's archive unpacked into /tmp.
+if [ -z "$bundle" ]; then
+  if [ -d "$root/gpu-bundle/bin" ]; then bundle="$root/gpu-bundle"; else bundle="$root/gpu-bundle.tar.gz"; fi
+fi
+if [ -f "$bundle" ]; then
+  mkdir -p /tmp/meshsim-gpu && tar -xzf "$bundle" -C /tmp/meshsim-gpu ||
+    { echo "acceptance: cannot unpack '$bundle'" >&2; exit 2; }
+  bundle="/tmp/meshsim-gpu/$(tar -tzf "$bundle" | head -1 | cut -d/ -f1)"
+fi
+if [ ! -f "$bundle/MANIFEST" ]; then
+  echo "acceptance: no pack at '$bundle' (no MANIFEST): run tools/gpu/prepare.sh on the build machine and carry gpu-bundle.tar.gz" >&2
+  exit 2
+fi
+B="$bundle/bin"
+manifest() { sed -n "s/^$1=//p" "$bundle/MANIFEST"; }
+
+# The tests were built with absolute paths (the source tree for examples, the build tree for
+# the CUDA plugin and the stand-in plugins): make both resolve here.
+link_to() {  # link_to PATH TARGET: PATH comes to point at TARGET unless it exists already
+  if [ -e "$1" ]; then
+    [ "$(cd "$1" && pwd -P)" = "$(cd "$2" && pwd -P)" ] || echo "acceptance: note: $1 exists; the tests read it, not $2"
+    return
+  fi
+  mkdir -p "$(dirname "$1")" && ln -s "$2" "$1" || echo "acceptance: note: cannot link $1 to $2; tests that read it fail"
+}
+link_to "$(manifest source_dir)" "$root"
+link_to "$(manifest build_dir)" "$B"
+
+# CUDA and NCCL: every library the packed files need that the pack leaves out, found in the
+# Python wheels first, then in the CUDA toolkit.
+files=(cli/meshsim cli/libmeshsim_cuda.so kernels/kernels_test backend/backend_cuda_test bench/kernels_bench)
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=$(for f in "${files[@]}"; do ldd "$B/$f" | awk '/not found/ {print $1}'; done | sort -u)
+wheel_roots=$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
+lib_dirs=""
+for name in $missing; do
+  found=$(find $wheel_roots /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 \
+               -name "$name" 2>/dev/null | head -1)
+  [ -n "$found" ] || { echo "acceptance: $name (needed by the pack) is in no Python wheel and not in /usr/local/cuda: install CUDA/NCCL or point LD_LIBRARY_PATH at it" >&2; exit 2; }
+  dir=$(dirname "$found")
+  case ":$lib_dirs:" in *":$dir:"*) ;; *) lib_dirs="${lib_dirs:+$lib_dirs:}$dir" ;; esac
+done
+[ -z "$lib_dirs" ] || export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib_dirs"
+still=$(for f in "${files[@]}"; do ldd "$B/$f" | awk '/not found/ {print $1}'; done | sort -u | tr '\n' ' ')
+[ -z "$still" ] || { echo "acceptance: still unresolved after adding $lib_dirs: $still" >&2; exit 2; }
+
+M="$B/cli/meshsim"
+export MESHSIM_CUDA_PLUGIN="$B/cli/libmeshsim_cuda.so"
+mkdir -p "$results"
+results="$(cd "$results" && pwd)"
+md="$results/acceptance.md"
+failed=0
+
+want() { [ "$steps" = "all" ] || [[ ",$steps," == *",$1,"* ]]; }
+
+# step N TITLE TIMEOUT_S CHECK -- COMMAND...: runs COMMAND under `timeout`, keeps its whole
+# output in step-N.log, and records it with CHECK's verdict (CHECK reads the log on stdin and
+# the exit status in $rc; it prints the reason and returns 0 for pass).
+step() {
+  local n="$1" title="$2" limit="$3" check="$4"
+  shift 5
+  want "$n" || return 0
+  local log="$results/step-$n.log" t0 t1 rc verdict why
+  echo "acceptance: step $n: $title" >&2
+  t0=$(date +%s.%N)
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    why="timed out after ${limit} s"
+    verdict=FAIL
+  elif why=$(rc="$rc" "$check" <"$log"); then
+    verdict=PASS
+  else
+    verdict=FAIL
+  fi
+  [ "$verdict" = PASS ] || failed=1
+  {
+    echo "## Step $n: $title"
+    echo
+    echo "**$verdict**: $why (exit $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s)"
+    echo
+    echo '```'
+    printf '%q ' "$@" | sed "s|$B|\$B|g; s|$root/||g"
+    echo
+    echo '```'
+    echo
+    echo '```'
+    if [ "$(wc -l <"$log")" -gt 150 ]; then
+      head -40 "$log"; echo "... ($(wc -l <"$log") lines; whole log: step-$n.log) ..."; tail -100 "$log"
+    else
+      cat "$log"
+    fi
+    echo '```'
+    echo
+  } >>"$md"
+}
+
+# Checks (stdin: the step's output; $rc: its exit status).
+ok_rc() { [ "$rc" -eq 0 ] && echo "exit 0" || { echo "exit $rc"; return 1; }; }
+gtest_all_ran() {
+  local out skipped passed
+  out=$(cat)
+  # gtest names each skipped test twice: as it runs (with its time) and in the closing list.
+  skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z0-9_./]*$' <<<"$out" || true)
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' <<<"$out")
+  if [ "$rc" -ne 0 ]; then echo "tests failed: $(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_./]*\)$/\1/p' <<<"$out" | tr '\n' ' ')"; return 1; fi
+  if [ "$skipped" -ne 0 ]; then echo "$skipped test(s) skipped: $(sed -n 's/^\[  SKIPPED \] \([A-Za-z0-9_./]*\)$/\1/p' <<<"$out" | tr '\n' ' ')"; return 1; fi
+  echo "${passed:-0} tests passed, none skipped"
+}
+bench_met() {
+  local line
+  line=$(grep '^acceptance (' || true)
+  [ "$rc" -eq 0 ] && [[ "$line" == *": met" ]] && { echo "$line"; return 0; }
+  echo "${line:-no acceptance line} (exit $rc)"
+  return 1
+}
+sm90() {
+  local out
+  out=$(cat)
+  if [ "$rc" -ne 0 ] || grep -q 'MISSING' <<<"$out"; then echo "$(grep 'MISSING' <<<"$out" | tr '\n' ' ')(exit $rc)"; return 1; fi
+  echo "every file holds sm_90 machine code"
+}
+profile_written() {
+  [ "$rc" -eq 0 ] && grep -q '^gemm:' "$results/gpu-profile.yaml" 2>/dev/null &&
+    { echo "profile written with $(grep -c ' m: ' "$results/gpu-profile.yaml") GEMM points"; return 0; }
+  echo "no profile (exit $rc)"
+  return 1
+}
+within10() {  # validate --json: the iteration's error within +-10%, and every kind's row
+  python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    j = json.loads(text[text.index("{"):])
+except ValueError:
+    print("no JSON result"); sys.exit(1)
+e = j.get("error_pct")
+kinds = ", ".join("%s %+.1f%%" % (k["kind"], k["error_pct"]) for k in j.get("kinds", []) if "error_pct" in k)
+print("iteration %+.1f%% (measured %.3f ms, predicted %.3f ms); per kind: %s" % (e, 1e3 * j["measured_iteration_s"], 1e3 * j["predicted_iteration_s"], kinds))
+sys.exit(0 if e is not None and abs(e) <= 10 else 1)'
+}
+finished_training() { [ "$rc" -eq 0 ] && grep -q 'iteration' && { echo "ran to completion"; return 0; }; echo "exit $rc"; return 1; }
+numerics_ok() {  # run --json of a collective workload
+  python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    j = json.loads(text[text.index("{"):])
+except ValueError:
+    print("no JSON result"); sys.exit(1)
+ok = j.get("numerics_checked") is True
+print("numerics checked: %s, max |error| %g, %d ranks, %s" % (j.get("numerics_checked"), j.get("max_abs_error", float("nan")), j.get("ranks", 0), j.get("collective")))
+sys.exit(0 if ok else 1)'
+}
+
+# Several ranks on the one GPU, each its own NCCL host (tools/gpu/one_gpu_ranks.sh says why).
+one_gpu_ranks=("$root/tools/gpu/one_gpu_ranks.sh" "$M")
+
+{
+  echo "# GPU acceptance run (issue 13)"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1) (name, memory, driver)"
+  echo "- host: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), kernel $(uname -r), $(nproc) cores"
+  echo "- pack: $(manifest commit), built $(manifest built) on $(manifest host), CUDA archs $(manifest cuda_architectures), nvcc $(manifest nvcc)"
+  echo "- CUDA/NCCL libraries from: ${lib_dirs:-the system default paths}"
+  echo "- steps: $steps"
+  echo
+  echo "\$B is the pack's bin folder; commands run from the repository root. tools/gpu/one_gpu_ranks.sh starts"
+  echo "several ranks on the one GPU, each rank its own NCCL host, over loopback sockets."
+  echo
+} >"$md"
+
+step 1 "the pack's CUDA code is for this GPU (sm_90)" 60 sm90 -- \
+  sh -c 'for f; do echo "$f:"; cuobjdump --list-elf "$f" 2>&1 | tee /tmp/elf.txt;
+                  grep -q sm_90 /tmp/elf.txt || echo "MISSING: no sm_90 code in $f"; done' _ \
+  "$B/cli/libmeshsim_cuda.so" "$B/kernels/kernels_test" "$B/bench/kernels_bench"
+step 2 "every kernel test, the CUDA ones on the GPU (kernels_test)" 300 gtest_all_ran -- "$B/kernels/kernels_test"
+step 3 "the cuda backend's host-side and plugin tests (backend_cuda_test)" 300 gtest_all_ran -- "$B/backend/backend_cuda_test"
+step 4 "LayerNorm, GeLU, softmax and AdamW at >= 70% of the copy bandwidth (kernels_bench)" 300 bench_met -- \
+  "$B/bench/kernels_bench"
+step 5 "calibrate --backend cuda: the profile, and the preset beside it" 420 profile_written -- \
+  "$M" calibrate --backend cuda -n 1 --out "$results/gpu-profile.yaml"
+step 6 "validate one GPT-3 layer at TP=1 against the measured profile (within 10%)" 300 within10 -- \
+  "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" --json
+step 7 "4 ranks on one GPU through NCCL: TP=2, PP=2 training (our collectives)" 150 finished_training -- \
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda --set parallel.dp=1 --set parallel.zero=0
+step 8 "4 ranks on one GPU: the same with NCCL's own collectives" 150 finished_training -- \
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda --collectives nccl --set parallel.dp=1 \
+  --set parallel.zero=0
+step 9 "4 ranks on one GPU: an all-reduce workload, numerics checked (our step programs)" 150 numerics_ok -- \
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/allreduce-cpu.yaml --timeout 60 --backend cuda --json
+step 10 "4 ranks on one GPU: the same through NCCL's own all-reduce" 150 numerics_ok -- \
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/allreduce-cpu.yaml --timeout 60 --backend cuda --collectives nccl --json
+
+[ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
+echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
+exit $failed
