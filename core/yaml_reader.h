@@ -9,6 +9,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/units.h"
 
 namespace meshsim {
 
@@ -80,10 +82,12 @@ class YamlReader {
  public:
   explicit YamlReader(std::string source) : source_(std::move(source)) {}
 
+  // `unmarked`: how errors name a node that was not read from the file (no line: a value
+  // set by a command-line override), e.g. "--set"; empty: by the source.
+  YamlReader(std::string source, std::string unmarked) : source_(std::move(source)), unmarked_(std::move(unmarked)) {}
+
   [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    throw Error(line > 0 ? fmt::format("{}:{}: {}: {}", source_, line, field, what)
-                         : fmt::format("{}: {}: {}", source_, field, what));
+    throw Error(fmt::format("{} {}: {}", where(at), field, what));
   }
 
   // Runs a unit parser (whose error already names the field) and adds the file position.
@@ -92,25 +96,22 @@ class YamlReader {
     try {
       return parse();
     } catch (const Error& e) {
-      const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-      throw Error(line > 0 ? fmt::format("{}:{}: {}", source_, line, e.what())
-                           : fmt::format("{}: {}", source_, e.what()));
+      throw Error(fmt::format("{} {}", where(at), e.what()));
     }
   }
 
   // `map` must be a mapping whose keys are all among `keys`; `example` shows a valid one.
   void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys,
                  const char* example) const {
+    only_keys(map, field, std::vector<std::string>(keys.begin(), keys.end()), example);
+  }
+  void only_keys(const YAML::Node& map, const std::string& field, const std::vector<std::string>& keys,
+                 const char* example) const {
     if (!map.IsMap()) fail(map, field, fmt::format("expected a mapping such as {}", example));
     for (const auto& kv : map) {
       const std::string k = kv.first.as<std::string>();
-      bool ok = false;
-      std::string list;
-      for (const char* key : keys) {
-        ok = ok || k == key;
-        list += (list.empty() ? "" : ", ") + std::string(key);
-      }
-      if (!ok) fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, list));
+      if (std::find(keys.begin(), keys.end(), k) == keys.end())
+        fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, fmt::join(keys, ", ")));
     }
   }
 
@@ -155,19 +156,34 @@ class YamlReader {
     return x;
   }
 
+  // An integer within +-10^9 (core/units.h parse_int).
   int integer(const YAML::Node& v, const std::string& field) const {
     if (!v.IsScalar()) fail(v, field, "expected an integer");
-    try {
-      return v.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(v, field, fmt::format("'{}' is not an integer", v.as<std::string>()));
-    }
+    const auto x = parse_int(v.Scalar());
+    if (!x) fail(v, field, fmt::format("'{}' is not an integer (at most 10^9 in size)", v.Scalar()));
+    return *x;
+  }
+
+  // true/yes/on/1 or false/no/off/0.
+  bool boolean(const YAML::Node& v, const std::string& field) const {
+    if (!v.IsScalar()) fail(v, field, "expected true or false");
+    const std::string& t = v.Scalar();
+    if (t == "true" || t == "yes" || t == "on" || t == "1") return true;
+    if (t == "false" || t == "no" || t == "off" || t == "0") return false;
+    fail(v, field, fmt::format("'{}' is not true or false", t));
   }
 
   const std::string& source() const { return source_; }
 
  private:
+  // "SOURCE:LINE:", or, for a node with no position, "UNMARKED:" (else "SOURCE:").
+  std::string where(const YAML::Node& at) const {
+    if (at.IsDefined() && at.Mark().line >= 0) return fmt::format("{}:{}:", source_, at.Mark().line + 1);
+    return (unmarked_.empty() ? source_ : unmarked_) + ":";
+  }
+
   std::string source_;
+  std::string unmarked_;
 };
 
 }  // namespace meshsim

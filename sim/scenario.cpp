@@ -31,117 +31,138 @@ std::string keys_of(const std::set<std::string>& keys) {
   return s;
 }
 
-void check_keys(const YAML::Node& n, const std::string& where, const std::set<std::string>& known) {
-  if (!n.IsMap()) throw Error(where + ": expected a map of fields (" + keys_of(known) + ")");
-  for (const auto& kv : n) {
-    const std::string k = kv.first.as<std::string>();
-    if (!known.count(k))
-      throw Error((where.empty() ? "" : where + ".") + k + ": unknown field; known fields: " + keys_of(known));
-  }
+// The scalar fields of a section, one row each: its key and the member it sets. A section's
+// valid keys are these tables' keys and the few fields read by hand below them.
+template <typename Spec>
+struct IntField {
+  const char* key;
+  int Spec::*member;
+};
+template <typename Spec>
+struct BoolField {
+  const char* key;
+  bool Spec::*member;
+};
+
+constexpr IntField<ModelSpec> kModelInts[] = {
+    {"layers", &ModelSpec::layers}, {"hidden", &ModelSpec::hidden},         {"heads", &ModelSpec::heads},
+    {"kv_heads", &ModelSpec::kv_heads}, {"ffn_hidden", &ModelSpec::ffn_hidden}, {"vocab", &ModelSpec::vocab},
+    {"seq", &ModelSpec::seq},       {"experts", &ModelSpec::experts},       {"top_k", &ModelSpec::top_k}};
+constexpr BoolField<ModelSpec> kModelBools[] = {{"bias", &ModelSpec::bias},
+                                                {"tied_embeddings", &ModelSpec::tied_embeddings}};
+constexpr const char* kModelOther[] = {"preset", "name", "ffn", "dtype", "attention"};
+
+constexpr IntField<ParallelSpec> kParallelInts[] = {
+    {"dp", &ParallelSpec::dp},       {"zero", &ParallelSpec::zero},
+    {"tp", &ParallelSpec::tp},       {"cp", &ParallelSpec::cp},
+    {"pp", &ParallelSpec::pp},       {"vchunks", &ParallelSpec::vchunks},
+    {"microbatches", &ParallelSpec::microbatches}, {"micro_batch_size", &ParallelSpec::micro_batch_size},
+    {"ep", &ParallelSpec::ep},       {"mesh2d", &ParallelSpec::mesh2d}};
+constexpr BoolField<ParallelSpec> kParallelBools[] = {
+    {"sp", &ParallelSpec::sp},
+    {"cp_balance", &ParallelSpec::cp_balance},
+    {"kv_replicate", &ParallelSpec::kv_replicate},
+    {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
+    {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
+    {"tp_overlap", &ParallelSpec::tp_overlap}};
+constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket"};
+
+// Reads a section's table fields into `spec`, after checking every key of `n` is known.
+template <typename Spec, std::size_t NI, std::size_t NB, std::size_t NO>
+void read_fields(const YamlReader& r, const YAML::Node& n, const std::string& section, const IntField<Spec> (&ints)[NI],
+                 const BoolField<Spec> (&bools)[NB], const char* const (&other)[NO], const char* example, Spec& spec) {
+  std::vector<std::string> keys;
+  for (const auto& f : ints) keys.emplace_back(f.key);
+  for (const auto& f : bools) keys.emplace_back(f.key);
+  for (const char* k : other) keys.emplace_back(k);
+  r.only_keys(n, section, keys, example);
+  for (const auto& f : ints)
+    if (n[f.key]) spec.*f.member = r.integer(n[f.key], section + "." + f.key);
+  for (const auto& f : bools)
+    if (n[f.key]) spec.*f.member = r.boolean(n[f.key], section + "." + f.key);
 }
 
-std::string scalar(const YAML::Node& n, const std::string& path) {
-  if (!n.IsScalar()) throw Error(path + ": expected a single value");
-  return n.as<std::string>();
-}
-
-int as_int(const YAML::Node& n, const std::string& path) {
-  const std::string s = scalar(n, path);
-  const auto v = parse_int(s);
-  if (!v) throw Error(path + ": '" + s + "' is not an integer");
-  return *v;
-}
-
-double as_double(const YAML::Node& n, const std::string& path) {
-  const std::string s = scalar(n, path);
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error(path + ": '" + s + "' is not a number");
-}
-
-bool as_bool(const YAML::Node& n, const std::string& path) {
-  const std::string s = scalar(n, path);
-  if (s == "true" || s == "yes" || s == "on" || s == "1") return true;
-  if (s == "false" || s == "no" || s == "off" || s == "0") return false;
-  throw Error(path + ": '" + s + "' is not true or false");
-}
-
-ModelSpec resolve_model(const YAML::Node& n) {
-  if (!n) throw Error("model: missing; give a preset name (e.g. model: gpt3-175b) or fields");
-  if (n.IsScalar()) return model_preset(n.as<std::string>());
-  check_keys(n, "model",
-             {"preset", "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn", "vocab", "seq", "experts",
-              "top_k", "dtype", "attention"});
-  ModelSpec m = n["preset"] ? model_preset(scalar(n["preset"], "model.preset")) : ModelSpec{};
-  if (n["name"]) m.name = scalar(n["name"], "model.name");
+ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
+  if (!n) throw Error(r.source() + ": model: missing; give a preset name (e.g. model: gpt3-175b) or fields");
+  if (n.IsScalar()) return r.located(n, [&] { return model_preset(n.Scalar()); });
+  ModelSpec m = n["preset"] ? r.located(n["preset"], [&] { return model_preset(r.text(n["preset"], "model.preset")); })
+                            : ModelSpec{};
+  read_fields(r, n, "model", kModelInts, kModelBools, kModelOther, "{preset: gpt3-175b, layers: 8}", m);
+  if (n["name"]) m.name = r.text(n["name"], "model.name");
   else if (!n["preset"]) m.name = "custom";
-  auto i = [&](const char* key, int& out) {
-    if (n[key]) out = as_int(n[key], std::string("model.") + key);
-  };
-  i("layers", m.layers);
-  i("hidden", m.hidden);
-  i("heads", m.heads);
-  i("kv_heads", m.kv_heads);
-  i("ffn_hidden", m.ffn_hidden);
-  i("vocab", m.vocab);
-  i("seq", m.seq);
-  i("experts", m.experts);
-  i("top_k", m.top_k);
   if (n["heads"] && !n["kv_heads"] && !n["preset"]) m.kv_heads = m.heads;
-  if (n["ffn"]) {
-    const std::string f = scalar(n["ffn"], "model.ffn");
-    if (f == "gelu") m.ffn = FfnKind::Gelu;
-    else if (f == "swiglu") m.ffn = FfnKind::SwiGLU;
-    else throw Error("model.ffn: '" + f + "' is not gelu or swiglu");
+  if (const YAML::Node& f = n["ffn"]) {
+    const std::string t = r.text(f, "model.ffn");
+    if (t == "gelu") m.ffn = FfnKind::Gelu;
+    else if (t == "swiglu") m.ffn = FfnKind::SwiGLU;
+    else r.fail(f, "model.ffn", "'" + t + "' is not gelu or swiglu");
   }
-  if (n["attention"]) {
-    const std::string a = scalar(n["attention"], "model.attention");
-    if (a == "plain") m.attention = AttentionKind::Plain;
-    else if (a == "flash") m.attention = AttentionKind::Flash;
-    else throw Error("model.attention: '" + a + "' is not plain or flash");
+  if (const YAML::Node& a = n["attention"]) {
+    const std::string t = r.text(a, "model.attention");
+    if (t == "plain") m.attention = AttentionKind::Plain;
+    else if (t == "flash") m.attention = AttentionKind::Flash;
+    else r.fail(a, "model.attention", "'" + t + "' is not plain or flash");
   }
-  if (n["dtype"]) m.dtype = scalar(n["dtype"], "model.dtype");
-  validate_model(m, "model");
+  if (n["dtype"]) m.dtype = r.text(n["dtype"], "model.dtype");
+  r.located(n, [&] { validate_model(m, "model"); });
   return m;
 }
 
-ParallelSpec resolve_parallel(const YAML::Node& n) {
+ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   ParallelSpec p;
   if (!n) return p;
-  check_keys(n, "parallel",
-             {"dp", "zero", "tp", "sp", "cp", "cp_balance", "pp", "vchunks", "microbatches", "micro_batch_size", "ep",
-              "ep_imbalance", "mesh2d", "recompute", "dp_bucket", "kv_replicate", "pp_scatter_gather",
-              "distribute_checkpoints", "tp_overlap"});
-  auto i = [&](const char* key, int& out) {
-    if (n[key]) out = as_int(n[key], std::string("parallel.") + key);
-  };
-  i("dp", p.dp);
-  i("zero", p.zero);
-  i("tp", p.tp);
-  i("cp", p.cp);
-  i("pp", p.pp);
-  i("vchunks", p.vchunks);
-  i("microbatches", p.microbatches);
-  i("micro_batch_size", p.micro_batch_size);
-  i("ep", p.ep);
-  i("mesh2d", p.mesh2d);
-  if (n["sp"]) p.sp = as_bool(n["sp"], "parallel.sp");
-  if (n["cp_balance"]) p.cp_balance = as_bool(n["cp_balance"], "parallel.cp_balance");
-  if (n["kv_replicate"]) p.kv_replicate = as_bool(n["kv_replicate"], "parallel.kv_replicate");
-  if (n["pp_scatter_gather"]) p.pp_scatter_gather = as_bool(n["pp_scatter_gather"], "parallel.pp_scatter_gather");
-  if (n["tp_overlap"]) p.tp_overlap = as_bool(n["tp_overlap"], "parallel.tp_overlap");
-  if (n["distribute_checkpoints"])
-    p.distribute_checkpoints = as_bool(n["distribute_checkpoints"], "parallel.distribute_checkpoints");
-  if (n["ep_imbalance"]) p.ep_imbalance = as_double(n["ep_imbalance"], "parallel.ep_imbalance");
-  if (n["recompute"]) p.recompute = Recompute::parse(scalar(n["recompute"], "parallel.recompute"), "parallel.recompute");
-  if (n["dp_bucket"])
-    p.dp_bucket_mib = static_cast<double>(parse_bytes(scalar(n["dp_bucket"], "parallel.dp_bucket"), "parallel.dp_bucket")) /
+  read_fields(r, n, "parallel", kParallelInts, kParallelBools, kParallelOther, "{dp: 2, tp: 8, pp: 4}", p);
+  if (n["ep_imbalance"]) p.ep_imbalance = r.number(n["ep_imbalance"], "parallel.ep_imbalance");
+  if (const YAML::Node& v = n["recompute"])
+    p.recompute = r.located(v, [&] { return Recompute::parse(r.text(v, "parallel.recompute"), "parallel.recompute"); });
+  if (const YAML::Node& v = n["dp_bucket"])
+    p.dp_bucket_mib = static_cast<double>(r.located(v, [&] {
+                        return parse_bytes(r.text(v, "parallel.dp_bucket"), "parallel.dp_bucket");
+                      })) /
                       (1024.0 * 1024.0);
   return p;
+}
+
+CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
+  r.only_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks", "mesh", "group"},
+              "{collective: allreduce, bytes: 64MiB}");
+  CollectiveWorkload cw;
+  cw.ranks = 0;
+  const YAML::Node kind_node = r.required(w, "collective", "workload", "allreduce");
+  const std::string kind = r.text(kind_node, "workload.collective");
+  const auto k = parse_coll_kind(kind);
+  if (!k || *k == CollKind::SendRecv)
+    r.fail(kind_node, "workload.collective",
+           "'" + kind + "' is not one of allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
+  cw.kind = *k;
+  const YAML::Node bytes = r.required(w, "bytes", "workload", "64MiB");
+  cw.bytes = r.located(bytes, [&] { return parse_bytes(r.text(bytes, "workload.bytes"), "workload.bytes"); });
+  if (w["algorithm"]) cw.algorithm = r.text(w["algorithm"], "workload.algorithm");
+  if (cw.algorithm == "auto") cw.algorithm.clear();
+  if (w["iterations"]) cw.iterations = r.integer(w["iterations"], "workload.iterations");
+  if (w["root"]) cw.root = r.integer(w["root"], "workload.root");
+  if (w["ranks"]) cw.ranks = r.integer(w["ranks"], "workload.ranks");
+  if (const YAML::Node& mesh = w["mesh"]) {
+    cw.mesh = r.located(mesh, [&] { return parse_mesh(r.text(mesh, "workload.mesh"), "workload.mesh").dims; });
+    const int size = Mesh{cw.mesh}.size();
+    if (cw.ranks != 0 && cw.ranks != size)
+      r.fail(w["ranks"], "workload.ranks",
+             std::to_string(cw.ranks) + " but workload.mesh has " + std::to_string(size) +
+                 " ranks; drop ranks or make them agree");
+    cw.ranks = size;
+    if (w["group"]) cw.group = r.text(w["group"], "workload.group");
+    if (cw.group != "all") r.located(w["group"], [&] {
+        try {
+          Mesh{cw.mesh}.dim_index(cw.group);
+        } catch (const Error& e) {
+          throw Error(std::string("workload.group: ") + e.what());
+        }
+      });
+  } else if (w["group"]) {
+    r.fail(w["group"], "workload.group", "needs workload.mesh (e.g. mesh: row=2,col=4, group: row)");
+  }
+  if (cw.iterations < 1) r.fail(w["iterations"], "workload.iterations", "must be >= 1");
+  return cw;
 }
 
 }  // namespace
@@ -203,77 +224,45 @@ void ScenarioNode::set(const std::string& assignment) {
     }
     cur.reset(next);
   }
-  cur[keys.back()] = value;
+  cur[keys.back()] = YAML::Node(value);  // a fresh node: no file position, so errors name --set
 }
 
 bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["workload"]); }
 
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
-  check_keys(n, "", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run", "workload"});
+  const YamlReader r(source_, "--set");
+  r.only_keys(n, "scenario", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run", "workload"},
+              "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");
   Scenario s;
-  if (n["name"]) s.name = scalar(n["name"], "name");
+  if (n["name"]) s.name = r.text(n["name"], "name");
   if (const YAML::Node& w = n["workload"]) {
-    check_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks", "mesh", "group"});
-    CollectiveWorkload cw;
-    cw.ranks = 0;
-    if (!w["collective"]) throw Error("workload.collective: missing; e.g. collective: allreduce");
-    const std::string kind = scalar(w["collective"], "workload.collective");
-    const auto k = parse_coll_kind(kind);
-    if (!k || *k == CollKind::SendRecv)
-      throw Error("workload.collective: '" + kind +
-                  "' is not one of allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
-    cw.kind = *k;
-    if (!w["bytes"]) throw Error("workload.bytes: missing; e.g. bytes: 64MiB");
-    cw.bytes = parse_bytes(scalar(w["bytes"], "workload.bytes"), "workload.bytes");
-    if (w["algorithm"]) cw.algorithm = scalar(w["algorithm"], "workload.algorithm");
-    if (cw.algorithm == "auto") cw.algorithm.clear();
-    if (w["iterations"]) cw.iterations = as_int(w["iterations"], "workload.iterations");
-    if (w["root"]) cw.root = as_int(w["root"], "workload.root");
-    if (w["ranks"]) cw.ranks = as_int(w["ranks"], "workload.ranks");
-    if (w["mesh"]) {
-      cw.mesh = parse_mesh(scalar(w["mesh"], "workload.mesh"), "workload.mesh").dims;
-      const int size = Mesh{cw.mesh}.size();
-      if (cw.ranks != 0 && cw.ranks != size)
-        throw Error("workload.ranks: " + std::to_string(cw.ranks) + " but workload.mesh has " + std::to_string(size) +
-                    " ranks; drop ranks or make them agree");
-      cw.ranks = size;
-      if (w["group"]) cw.group = scalar(w["group"], "workload.group");
-      if (cw.group != "all") try {
-          Mesh{cw.mesh}.dim_index(cw.group);
-        } catch (const Error& e) {
-          throw Error(std::string("workload.group: ") + e.what());
-        }
-    } else if (w["group"]) {
-      throw Error("workload.group: needs workload.mesh (e.g. mesh: row=2,col=4, group: row)");
-    }
-    if (cw.iterations < 1) throw Error("workload.iterations: must be >= 1");
-    s.workload = cw;
-    if (n["model"]) s.model = resolve_model(n["model"]);
+    s.workload = resolve_workload(r, w);
+    if (n["model"]) s.model = resolve_model(r, n["model"]);
   } else {
-    s.model = resolve_model(n["model"]);
+    s.model = resolve_model(r, n["model"]);
   }
-  s.parallel = resolve_parallel(n["parallel"]);
+  s.parallel = resolve_parallel(r, n["parallel"]);
   if (n["topology"]) {
-    s.topology = scalar(n["topology"], "topology");
+    s.topology = r.text(n["topology"], "topology");
     s.topology_given = true;
   }
-  if (n["placement"]) s.placement = scalar(n["placement"], "placement");
-  if (n["gpu"]) s.gpu = scalar(n["gpu"], "gpu");
-  if (n["order"]) {
-    const YAML::Node& o = n["order"];
+  if (n["placement"]) s.placement = r.text(n["placement"], "placement");
+  if (n["gpu"]) s.gpu = r.text(n["gpu"], "gpu");
+  if (const YAML::Node& o = n["order"]) {
     if (o.IsSequence()) {
-      for (const auto& x : o) s.order.push_back(scalar(x, "order"));
+      s.order = r.texts(o, "order", "[pp, dp, tp]");
     } else {
-      std::stringstream ss(scalar(o, "order"));
+      std::stringstream ss(r.text(o, "order"));
       for (std::string part; std::getline(ss, part, ',');) s.order.push_back(part);
     }
   }
-  if (const YAML::Node& r = n["run"]) {
-    check_keys(r, "run", {"fidelity", "algorithm", "profile"});
-    if (r["fidelity"]) s.fidelity = parse_fidelity(scalar(r["fidelity"], "run.fidelity"), "run.fidelity");
-    if (r["algorithm"]) s.algorithm = scalar(r["algorithm"], "run.algorithm");
-    if (r["profile"]) s.profile = scalar(r["profile"], "run.profile");
+  if (const YAML::Node& run = n["run"]) {
+    r.only_keys(run, "run", {"fidelity", "algorithm", "profile"}, "{fidelity: flow}");
+    if (const YAML::Node& f = run["fidelity"])
+      s.fidelity = r.located(f, [&] { return parse_fidelity(r.text(f, "run.fidelity"), "run.fidelity"); });
+    if (run["algorithm"]) s.algorithm = r.text(run["algorithm"], "run.algorithm");
+    if (run["profile"]) s.profile = r.text(run["profile"], "run.profile");
   }
   if (s.gpu.empty()) s.gpu = default_gpu_for(s.topology);
   // Mesh order: a permutation of the layout's axes.
@@ -281,7 +270,8 @@ Scenario ScenarioNode::resolve() const {
     std::set<std::string> want, got(s.order.begin(), s.order.end());
     for (const auto& [name, size] : mesh_axes(s.parallel)) want.insert(name);
     if (want != got || got.size() != s.order.size())
-      throw Error("order: must list each mesh axis once, outermost first; this layout's axes are " + keys_of(want));
+      r.fail(n["order"], "order",
+             "must list each mesh axis once, outermost first; this layout's axes are " + keys_of(want));
   }
   return s;
 }
