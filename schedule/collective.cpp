@@ -174,6 +174,7 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_double_binary_tree());
   reg.add(make_pairwise());
   reg.add(make_hierarchical());
+  reg.add(make_multiring());
   reg.add(make_direct());
   return reg;
 }

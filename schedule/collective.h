@@ -150,6 +150,10 @@ struct CostParams {
   double gamma_ps = 0;  // per byte reduced
   double intra_alpha_ps = 0, intra_beta_ps = 0;
   double inter_alpha_ps = 0, inter_beta_ps = 0;
+  // Whether a GPU's intra-node and inter-node traffic leave it over the same first link (one
+  // uplink to a switch or a PCIe tree), so that they add up; false: separate paths (NVLink
+  // to the NVSwitch, a NIC of its own), so that they overlap.
+  bool shared_uplink = false;
 };
 
 struct Algorithm {

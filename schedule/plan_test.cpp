@@ -164,7 +164,9 @@ TEST(Plan, PipelineScatterGatherSendsOneTpShardAndGathersIt) {
     const Schedule s = plan_iteration(m, p);
     int gathers = 0;
     for (const Op& op : s.roles[1].ops) {
-      if (op.kind == OpKind::Recv) EXPECT_DOUBLE_EQ(static_cast<double>(op.bytes), sg ? full / 4 : full);
+      if (op.kind == OpKind::Recv) {
+        EXPECT_DOUBLE_EQ(static_cast<double>(op.bytes), sg ? full / 4 : full);
+      }
       if (op.name == "pp.gather.activation") {
         ++gathers;
         EXPECT_EQ(op.coll, CollKind::AllGather);

@@ -375,7 +375,12 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   }
   // Inter-node pairs the neighbour walk may have missed (hierarchical: same local index).
   const int g = detect_ranks_per_node(topo, gpus);
-  if (g > 1 && g < p) visit(0, g);
+  if (g > 1 && g < p) {
+    visit(0, g);
+    const Path& in = router.path(gpus[0], gpus[1]);
+    const Path& out = router.path(gpus[0], gpus[static_cast<std::size_t>(g)]);
+    cp.shared_uplink = !in.links.empty() && !out.links.empty() && in.links.front() == out.links.front();
+  }
   if (!std::isfinite(bw_all)) bw_all = 1;  // p == 1: no communication
   cp.alpha_ps = a_all;
   cp.beta_ps = 1.0 / bw_all;

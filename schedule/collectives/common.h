@@ -28,6 +28,7 @@ Algorithm make_rabenseifner();
 Algorithm make_double_binary_tree();
 Algorithm make_pairwise();
 Algorithm make_hierarchical();
+Algorithm make_multiring();
 Algorithm make_direct();
 
 // ---- bits -------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+// multiring: all-reduce, all-gather and reduce-scatter as NCCL runs them across nodes: one
+// ring per channel, C = g channels for g = spec.ranks_per_node consecutive ranks per node
+// (N = p/g nodes; C = 1, a plain ring, on one node). All C rings step together, each moving
+// its own C-th of the data.
+//
+// Ring c visits the nodes in order; inside node k it starts at local rank (c - k) mod g and
+// walks up, so it leaves node k from local rank l = (c - k - 1) mod g and enters node k+1 at
+// the same local rank l: every cross-node hop of ring c but the wrap from the last node to
+// the first joins two GPUs of one rail, and the C rings leave each node through C
+// different GPUs (their NICs). A single ring sends every
+// byte that crosses nodes through one NIC per node; the C rings spread it over all of them.
+//
+//   p = 4, g = 2 (nodes {0,1}, {2,3}), C = 2:
+//     ring 0:  0 -> 1 => 3 -> 2 => 0      (=> crosses nodes: 1 => 3 on local rank 1, 2 => 0 on 0)
+//     ring 1:  1 -> 0 => 2 -> 3 => 1      (0 => 2 on local rank 0, 3 => 1 on 1)
+//
+// Rank r's slice of the buffer (n/p, as a ring's) is cut into C chunks, chunk c travelling
+// on ring c, so a reduce-scatter leaves rank r with its slice r and an all-gather starts
+// from it, as the buffer rules of every other algorithm have it.
+// Per step every rank sends C chunks of at most M = a C-th of the largest slice: in the one
+// ring where it is a node's exit, its chunk crosses nodes; the other C-1 stay inside
+// the node. With separate intra- and inter-node paths (NVLink and a NIC per GPU; CostParams
+// with an intra/inter split), a step takes the slower of the two:
+//   step = max(a_i + (C-1)*M*b_i, a_e + M*b_e) + C*M*gamma (reduce steps)
+// and when both leave the GPU over one link (CostParams::shared_uplink: one uplink to a
+// switch, a PCIe tree) or no split is known, the C chunks share it:
+//   step = max(a_i, a_e) + ((C-1)*b_i + b_e)*M + C*M*gamma.
+// all-reduce = (p-1) reduce steps + (p-1) copy steps; reduce-scatter and all-gather one phase.
+// When p divides the parts evenly, C*M = n/p: at large n the all-reduce moves
+// 2(p-1)/p*n at max((C-1)/C*b_i, b_e/C) per byte, the NIC term C times smaller than a ring's.
+// The flow fidelity times the same program over the routed links, shared paths included.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "schedule/collectives/common.h"
+
+namespace meshsim::collectives {
+namespace {
+
+struct Shape {
+  int p, g, nodes, channels;
+};
+Shape shape_of(const CollectiveSpec& s) {
+  const int g = std::max(1, s.ranks_per_node), nodes = s.ranks / g;
+  return {s.ranks, g, nodes, nodes > 1 ? g : 1};
+}
+
+class MultiRingProgram final : public StepProgram {
+ public:
+  explicit MultiRingProgram(const CollectiveSpec& s) : kind_(s.kind), sh_(shape_of(s)), n_(s.bytes), elem_(s.element_bytes) {}
+  int ranks() const override { return sh_.p; }
+  int num_steps(int) const override { return kind_ == CollKind::AllReduce ? 2 * (sh_.p - 1) : sh_.p - 1; }
+  int same_shape_until(int, int s) const override {
+    if (sh_.p < 2 || n_ % (static_cast<Bytes>(sh_.p) * sh_.channels * elem_) != 0) return s + 1;
+    if (kind_ == CollKind::AllReduce && s < sh_.p - 1) return sh_.p - 1;
+    return num_steps(0);
+  }
+  void step(int rank, int s, Step& out) const override {
+    const bool reduce = kind_ == CollKind::ReduceScatter || (kind_ == CollKind::AllReduce && s < sh_.p - 1);
+    const int k = kind_ == CollKind::AllReduce && s >= sh_.p - 1 ? s - (sh_.p - 1) : s;
+    // Reduce-scatter step k: send the chunk of position pos-k-1, reduce the one of pos-k-2
+    // into place; all-gather step k: send pos-k, copy in pos-k-1 (ring.cpp's order, with
+    // chunks named by their owner rank instead of the position).
+    const int send_back = reduce ? k + 1 : k;
+    for (int c = 0; c < sh_.channels; ++c) {
+      const int pos = position(c, rank);
+      const int send_owner = at(c, pos - send_back), recv_owner = at(c, pos - send_back - 1);
+      const Range a = chunk(c, send_owner), b = chunk(c, recv_owner);
+      out.sends.push_back(Transfer{at(c, pos + 1), a.begin, a.size(), c * sh_.p + send_owner});
+      out.recvs.push_back(Transfer{at(c, pos - 1), b.begin, b.size(), c * sh_.p + recv_owner});
+    }
+    out.op = reduce ? RecvOp::Reduce : RecvOp::Copy;
+  }
+
+ private:
+  // Ring c's chunk of `owner`: sub-slice c of owner's slice of the whole buffer, so a
+  // reduce-scatter leaves rank r with its slice r and an all-gather starts from it.
+  Range chunk(int c, int owner) const {
+    const Range mine = slice(n_, sh_.p, owner, elem_);
+    const Range sub = slice(mine.size(), sh_.channels, c, elem_);
+    return {mine.begin + sub.begin, mine.begin + sub.end};
+  }
+  // Node k's first member in ring c: local rank (c - k) mod g.
+  int start(int c, int node) const { return mod(c - node, sh_.g); }
+  // The rank at position pos of ring c, and the position of `rank` in it.
+  int at(int c, int pos) const {
+    pos = mod(pos, sh_.p);
+    const int node = pos / sh_.g;
+    return node * sh_.g + mod(start(c, node) + pos % sh_.g, sh_.g);
+  }
+  int position(int c, int rank) const {
+    const int node = rank / sh_.g;
+    return node * sh_.g + mod(rank % sh_.g - start(c, node), sh_.g);
+  }
+
+  CollKind kind_;
+  Shape sh_;
+  Bytes n_, elem_;
+};
+
+const std::vector<CollKind> kKinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter};
+
+std::optional<std::string> unsupported(const CollectiveSpec& s) {
+  if (auto k = kind_reason("multiring", kKinds, s.kind)) return k;
+  if (s.ranks_per_node < 1 || s.ranks % s.ranks_per_node != 0)
+    return fmt::format(
+        "multiring needs ranks ({}) to be a multiple of ranks_per_node ({}); set ranks_per_node to a divisor "
+        "of the group size or use ring",
+        s.ranks, s.ranks_per_node);
+  return std::nullopt;
+}
+
+// One step's time, without its reduction; the largest chunk M of every part.
+struct StepCost {
+  double transfer_ps, chunk_bytes;
+  int channels;
+};
+StepCost step_cost(const CollectiveSpec& s, const CostParams& c) {
+  const Shape sh = shape_of(s);
+  const double m = static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
+  const bool split = !c.shared_uplink &&
+                     (c.intra_alpha_ps != 0 || c.intra_beta_ps != 0 || c.inter_alpha_ps != 0 || c.inter_beta_ps != 0);
+  auto level = [&](double a, double b) { return a == 0 && b == 0 ? std::pair{c.alpha_ps, c.beta_ps} : std::pair{a, b}; };
+  const auto [ai, bi] = level(c.intra_alpha_ps, c.intra_beta_ps);
+  const auto [ae, be] = level(c.inter_alpha_ps, c.inter_beta_ps);
+  double t = 0;
+  if (sh.nodes == 1) t = ai + m * bi;  // one node: a plain ring over its path
+  else if (!split) t = std::max(ai, ae) + ((sh.channels - 1) * bi + be) * m;
+  else t = std::max(ai + (sh.channels - 1) * m * bi, ae + m * be);
+  return {t, m, sh.channels};
+}
+
+double cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (auto why = unsupported(s)) throw Error(*why);
+  if (s.ranks < 2) return 0.0;
+  const StepCost st = step_cost(s, c);
+  const double steps = s.ranks - 1, reduce = st.channels * st.chunk_bytes * c.gamma_ps;
+  switch (s.kind) {
+    case CollKind::ReduceScatter: return steps * (st.transfer_ps + reduce);
+    case CollKind::AllGather: return steps * st.transfer_ps;
+    default: return steps * (2 * st.transfer_ps + reduce);
+  }
+}
+
+std::string explain(const CollectiveSpec& s, const CostParams& c) {
+  const Shape sh = shape_of(s);
+  const StepCost st = s.ranks >= 2 ? step_cost(s, c) : StepCost{0, 0, 1};
+  const char* step = sh.nodes == 1 ? "a_i + M*b_i"
+                     : (!c.shared_uplink && (c.intra_alpha_ps != 0 || c.intra_beta_ps != 0 ||
+                                             c.inter_alpha_ps != 0 || c.inter_beta_ps != 0))
+                         ? "max(a_i + (C-1)*M*b_i, a_e + M*b_e)"
+                         : "max(a_i, a_e) + ((C-1)*b_i + b_e)*M";
+  const std::string phases = s.kind == CollKind::AllReduce ? "(p-1)*(2*step + C*M*gamma)"
+                             : s.kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
+                                                                 : "(p-1)*step";
+  return explain_text(
+      fmt::format("multiring {} (p={}, g={} per node, N={} nodes, C={} rings, n={}B)", to_string(s.kind), s.ranks, sh.g,
+                  sh.nodes, sh.channels, s.bytes),
+      fmt::format("{}, step = {}, M = largest chunk (a C-th of the largest n/p slice)", phases, step),
+      fmt::format("p-1 = {}, step = {}, M = {}B, C*M*gamma = {}", s.ranks - 1, fmt_alpha(st.transfer_ps),
+                  static_cast<Bytes>(st.chunk_bytes), fmt_alpha(st.channels * st.chunk_bytes * c.gamma_ps)),
+      cost(s, c));
+}
+
+}  // namespace
+
+Algorithm make_multiring() {
+  Algorithm a;
+  a.name = "multiring";
+  a.summary = "one ring per GPU of a node (NCCL's channels), each crossing nodes on its own rail/NIC";
+  a.kinds = kKinds;
+  a.unsupported = unsupported;
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
+    return std::make_unique<MultiRingProgram>(s);
+  };
+  a.cost_ps = cost;
+  a.explain = explain;
+  return a;
+}
+
+}  // namespace meshsim::collectives
