@@ -173,8 +173,10 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_rabenseifner());
   reg.add(make_double_binary_tree());
   reg.add(make_pairwise());
+  reg.add(make_concurrent());
   reg.add(make_hierarchical());
   reg.add(make_multiring());
+  reg.add(make_nvls());
   reg.add(make_direct());
   return reg;
 }
@@ -214,28 +216,32 @@ double busbw_factor(CollKind kind, int ranks) {
   return 1.0;
 }
 
-const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
-                                  const CostParams& params) {
+std::vector<RankedAlgorithm> rank_algorithms(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
+                                             const CostParams& params) {
   validate_spec(spec);
-  const Algorithm* best = nullptr;
-  double best_ps = std::numeric_limits<double>::infinity();
+  std::vector<RankedAlgorithm> ranked;
   std::string reasons;
   for (const Algorithm& a : registry.all()) {
     if (!a.supports(spec.kind)) continue;
-    if (auto why = a.unsupported(spec)) {
+    auto why = a.unsupported(spec);
+    if (!why && a.unavailable) why = a.unavailable(spec, params);
+    if (why) {
       reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", a.name, *why);
       continue;
     }
-    const double c = a.cost_ps(spec, params);
-    if (best == nullptr || c < best_ps) {
-      best = &a;
-      best_ps = c;
-    }
+    ranked.push_back({&a, a.cost_ps(spec, params)});
   }
-  if (best == nullptr)
+  if (ranked.empty())
     throw Error(fmt::format("no algorithm can run {} on {} ranks ({}); change the group or register an algorithm",
                             to_string(spec.kind), spec.ranks, reasons.empty() ? "none registered" : reasons));
-  return *best;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const RankedAlgorithm& x, const RankedAlgorithm& y) { return x.cost_ps < y.cost_ps; });
+  return ranked;
+}
+
+const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
+                                  const CostParams& params) {
+  return *rank_algorithms(registry, spec, params).front().algorithm;
 }
 
 namespace collectives {

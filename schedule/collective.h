@@ -154,6 +154,11 @@ struct CostParams {
   // uplink to a switch or a PCIe tree), so that they add up; false: separate paths (NVLink
   // to the NVSwitch, a NIC of its own), so that they overlap.
   bool shared_uplink = false;
+  // In-switch reduction: when every GPU of the group hangs off one switch that reduces and
+  // multicasts (Device::reduce_efficiency > 0; NVLS on an NVSwitch), the latency of a trip
+  // GPU -> switch -> GPU and the time per byte of that traffic on a GPU's link to or from
+  // the switch (the slowest such link, at the switch's reduce efficiency). 0: no such switch.
+  double switch_alpha_ps = 0, switch_beta_ps = 0;
 };
 
 struct Algorithm {
@@ -162,8 +167,15 @@ struct Algorithm {
   std::vector<CollKind> kinds;
   // Why this algorithm cannot run `spec` (e.g. "needs a power-of-two group"), or nullopt.
   std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported;
+  // Why the group's links cannot run it although the spec is fine (nvls: no switch that
+  // reduces), or nullopt; unset: always available. `auto` skips an unavailable algorithm.
+  std::function<std::optional<std::string>(const CollectiveSpec&, const CostParams&)> unavailable;
   // Constructs the step program; called by build() once the spec is valid and supported.
   std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> make;
+  // The transfers as the links carry them, for the flow fidelity, where hardware does part
+  // of the work and they differ from make's (nvls: the switch reduces and multicasts, so a
+  // GPU's link carries fewer bytes than the program's rank-to-rank sends). Unset: make's.
+  std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&, const CostParams&)> make_timing;
   // Closed form of docs/math.md section 1, in picoseconds.
   std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps;
   // The same formula as text, symbolic and with the numbers put in (for --explain).
@@ -195,5 +207,13 @@ double busbw_factor(CollKind kind, int ranks);
 // reason when none supports the spec.
 const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
                                   const CostParams& params);
+// Every algorithm that can run `spec` on these links, cheapest closed form first (ties in
+// registry order); choose_algorithm is its front. Throws as choose_algorithm does.
+struct RankedAlgorithm {
+  const Algorithm* algorithm;
+  double cost_ps;
+};
+std::vector<RankedAlgorithm> rank_algorithms(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
+                                             const CostParams& params);
 
 }  // namespace meshsim

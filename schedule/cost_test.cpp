@@ -129,6 +129,11 @@ std::vector<ExactCase> exact_cases() {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   for (const Algorithm& a : reg.all()) {
     if (a.name == "dbt") continue;  // several flows per port by design: a lockstep estimate
+    // nvls is timed by its link loads through a reducing switch (every port shared by p-1
+    // flows by design); sim/collective_sim_test checks it against the flow model and by hand.
+    if (a.name == "nvls") continue;
+    // concurrent posts p-1 sends per rank at once: ports are shared by design (flow checks it).
+    if (a.name == "concurrent") continue;
     for (CollKind k : a.kinds)
       for (int p : {2, 3, 8, 64, 1000}) {
         std::vector<Bytes> sizes = {KiB(1), 1000003, GiB(4)};
@@ -291,6 +296,25 @@ TEST(Unsupported, ReasonsNameTheRestriction) {
   EXPECT_THROW(choose_algorithm(reg, one, params(0)), Error);
 }
 
+// nvls p=4 n=1000 on a switch that reduces (a_s = 2 us, b_s = 2 ps/B): the link carries
+// n(1 + 1/p) = 1250 B each way: 2e6 + 1250*2 = 2'002'500. At b_s = 1 ps/B `auto` takes it
+// at 1 GiB (1.25 GiB moved against ring's or rabenseifner's 1.5 GiB, both at 1 ps/B), and
+// skips it with no such switch.
+TEST(ChooseAlgorithm, NvlsOnlyWhereTheSwitchReduces) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  CostParams c = {1e6, 1, 0};
+  c.switch_alpha_ps = 2e6;
+  c.switch_beta_ps = 2;
+  const Algorithm* nvls = reg.find("nvls", CollKind::AllReduce);
+  ASSERT_NE(nvls, nullptr);
+  EXPECT_DOUBLE_EQ(nvls->cost_ps(spec(CollKind::AllReduce, 4, 1000), c), 2'002'500);
+  c.switch_beta_ps = 1;
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllReduce, 4, GiB(1)), c).name, "nvls");
+  c.switch_beta_ps = 0;
+  EXPECT_TRUE(nvls->unavailable(spec(CollKind::AllReduce, 4, 1000), c).has_value());
+  EXPECT_NE(choose_algorithm(reg, spec(CollKind::AllReduce, 4, GiB(1)), c).name, "nvls");
+}
+
 TEST(ChooseAlgorithm, LatencyBoundSmallBandwidthBoundLarge) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const CostParams c = params(0);  // alpha = 5 us, beta = 1/(25 GB/s)
@@ -300,7 +324,8 @@ TEST(ChooseAlgorithm, LatencyBoundSmallBandwidthBoundLarge) {
   EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Broadcast, 8, GiB(1)), c).name, "pipeline");
   EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Reduce, 64, 1024), c).name, "binomial");
   EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllGather, 64, 1024), c).name, "recursive_doubling");
-  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllToAll, 8, MiB(1)), c).name, "pairwise");
+  // All-to-all: concurrent pays one alpha where pairwise pays p-1, for the same bytes.
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllToAll, 8, MiB(1)), c).name, "concurrent");
   // Non-power-of-two: the power-of-two algorithms step aside.
   const std::string big3 = choose_algorithm(reg, spec(CollKind::AllReduce, 3, GiB(1)), c).name;
   EXPECT_TRUE(big3 == "ring" || big3 == "hierarchical") << big3;

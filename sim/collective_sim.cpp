@@ -343,6 +343,30 @@ int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus) {
   return g;
 }
 
+namespace {
+// CostParams::switch_*: every route i -> i+1 of the group must be GPU -> S -> GPU through
+// one switch S that reduces; its reduce/multicast traffic runs at reduce_efficiency of the
+// slowest of those links.
+void set_switch_params(Router& router, const std::vector<int>& gpus, CostParams& cp) {
+  const Topology& topo = router.topology();
+  const int p = static_cast<int>(gpus.size());
+  if (p < 2) return;
+  int sw = -1;
+  double alpha = 0, bw = INFINITY;
+  for (int i = 0; i < p; ++i) {
+    const Path& path = router.path(gpus[i], gpus[(i + 1) % p]);
+    if (path.links.size() != 2) return;
+    const int via = topo.link(path.links[0]).to;
+    if ((sw >= 0 && via != sw) || topo.device(via).reduce_efficiency <= 0) return;
+    sw = via;
+    alpha = std::max(alpha, static_cast<double>(path.latency.ps()));
+    for (int l : path.links) bw = std::min(bw, topo.link(l).spec.effective().bytes_per_ps());
+  }
+  cp.switch_alpha_ps = alpha;
+  cp.switch_beta_ps = 1.0 / (bw * topo.device(sw).reduce_efficiency);
+}
+}  // namespace
+
 CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps) {
   const Topology& topo = router.topology();
   CostParams cp;
@@ -381,6 +405,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     const Path& out = router.path(gpus[0], gpus[static_cast<std::size_t>(g)]);
     cp.shared_uplink = !in.links.empty() && !out.links.empty() && in.links.front() == out.links.front();
   }
+  set_switch_params(router, gpus, cp);
   if (!std::isfinite(bw_all)) bw_all = 1;  // p == 1: no communication
   cp.alpha_ps = a_all;
   cp.beta_ps = 1.0 / bw_all;
@@ -419,6 +444,49 @@ std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<d
   if (used.size() > n) used.resize(n);
   return used;
 }
+
+namespace {
+
+// The flow run of `a` over every group at once (programs as the links see them).
+FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a, const std::vector<CollectiveSpec>& specs,
+                      const std::vector<CostParams>& params, const std::vector<std::vector<int>>& gpus,
+                      const FlowSimOptions& opt) {
+  std::vector<std::unique_ptr<StepProgram>> programs;
+  std::vector<GroupProgram> groups;
+  double rank_steps = 0;  // the flow run's work, before any of it is done
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
+    groups.push_back({gpus[i], programs.back().get()});
+    for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
+  }
+  if (rank_steps > kMaxFlowRankSteps)
+    throw Error(fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
+                            "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
+                            a.name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps,
+                            kMaxFlowRankSteps));
+  return simulate_flow(topo, router, groups, opt);
+}
+
+// `auto` at flow fidelity times, under contention, the closed forms' three favourites and
+// ring (the contention-robust reference) when each is cheap to simulate (at most
+// kAutoFlowCheckRankSteps rank-steps per group): a closed form cannot see two of an
+// algorithm's own pairs sharing a link (recursive halving on a PCIe tree or a GPU ring).
+template <class Refusal, class Cheap>
+std::vector<const Algorithm*> auto_flow_candidates(const std::vector<RankedAlgorithm>& ranked, Refusal&& refusal,
+                                                   Cheap&& cheap) {
+  std::vector<const Algorithm*> out;
+  if (!cheap(*ranked.front().algorithm)) return out;
+  auto add = [&](const Algorithm* a) {
+    if (std::find(out.begin(), out.end(), a) != out.end() || refusal(*a) || !cheap(*a)) return;
+    out.push_back(a);
+  };
+  for (std::size_t i = 0; i < ranked.size() && i < 3; ++i) add(ranked[i].algorithm);
+  for (const RankedAlgorithm& r : ranked)
+    if (r.algorithm->name == "ring") add(r.algorithm);
+  return out;
+}
+
+}  // namespace
 
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
                                  const CollectiveRequest& req) {
@@ -469,8 +537,37 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     out.formula_time = out.nccl->time;
     return out;
   }
+  std::vector<CostParams> params{out.params};
+  for (std::size_t i = 1; i < specs.size(); ++i) params.push_back(derive_cost_params(router, req.groups[i], req.gamma_ps));
+  // Why `a` cannot time every group, or nullopt.
+  auto refusal = [&](const Algorithm& a) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (auto why = a.unsupported(specs[i]))
+        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs[i].kind),
+                           specs[i].ranks, *why);
+      if (auto why = a.unavailable ? a.unavailable(specs[i], params[i]) : std::nullopt)
+        return fmt::format("--algo {}: cannot run {} on this group of {}: {}; use another algorithm or auto", a.name,
+                           to_string(specs[i].kind), topo.name(), *why);
+    }
+    return std::nullopt;
+  };
+  std::vector<const Algorithm*> flow_candidates;
   if (req.algorithm == "auto") {
-    out.algorithm = &choose_algorithm(registry, out.spec, out.params);
+    const std::vector<RankedAlgorithm> ranked = rank_algorithms(registry, out.spec, out.params);
+    out.algorithm = ranked.front().algorithm;
+    // Worth a flow run: cheap to simulate, and a closed form within 10x the favourite's
+    // (a flow run rarely comes out below its own closed form) and well inside meshsim's range.
+    const double best_ps = ranked.front().cost_ps;
+    auto cheap = [&](const Algorithm& a) {
+      const double c = a.cost_ps(out.spec, out.params);
+      if (&a != ranked.front().algorithm && !(c <= 10 * best_ps && c <= 0.25 * static_cast<double>(kMaxTimePs)))
+        return false;
+      const auto prog = a.make_timing ? a.make_timing(out.spec, out.params) : a.build(out.spec);
+      double steps = 0;
+      for (int r = 0; r < prog->ranks(); ++r) steps += prog->num_steps(r);
+      return steps <= kAutoFlowCheckRankSteps;
+    };
+    if (req.fidelity == Fidelity::Flow) flow_candidates = auto_flow_candidates(ranked, refusal, cheap);
   } else {
     out.algorithm = registry.find(req.algorithm, req.kind);
     if (out.algorithm == nullptr) {
@@ -480,38 +577,34 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
                               to_string(req.kind), names));
     }
   }
-  for (const auto& spec : specs) {
-    if (auto why = out.algorithm->unsupported(spec))
-      throw Error(fmt::format("--algo {}: cannot run {} on {} ranks: {}", out.algorithm->name, to_string(spec.kind),
-                              spec.ranks, *why));
-  }
+  if (auto why = refusal(*out.algorithm)) throw Error(*why);
   out.formula_time = duration_ps(out.algorithm->cost_ps(out.spec, out.params), "the collective");
   if (req.fidelity == Fidelity::Formula) {
     out.time = out.formula_time;
-    for (std::size_t i = 1; i < specs.size(); ++i) {
-      const CostParams cp = derive_cost_params(router, req.groups[i], req.gamma_ps);
-      out.time = std::max(out.time, duration_ps(out.algorithm->cost_ps(specs[i], cp), "the collective"));
-    }
+    for (std::size_t i = 1; i < specs.size(); ++i)
+      out.time = std::max(out.time, duration_ps(out.algorithm->cost_ps(specs[i], params[i]), "the collective"));
     return out;
   }
-  std::vector<std::unique_ptr<StepProgram>> programs;
-  std::vector<GroupProgram> groups;
-  double rank_steps = 0;  // the flow run's work, before any of it is done
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    programs.push_back(out.algorithm->build(specs[i]));
-    groups.push_back({req.groups[i], programs.back().get()});
-    for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
-  }
-  if (rank_steps > kMaxFlowRankSteps)
-    throw Error(fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
-                            "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
-                            out.algorithm->name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps,
-                            kMaxFlowRankSteps));
   FlowSimOptions opt;
   opt.gamma_ps = req.gamma_ps;
   opt.record = req.record;
   opt.fast_forward = req.fast_forward;
-  out.flow = simulate_flow(topo, router, groups, opt);
+  const Algorithm* formula_for = out.algorithm;
+  if (flow_candidates.size() > 1) {
+    // `auto` at flow fidelity: the closed forms' favourites timed under contention; the
+    // fastest wins (ties: the closed form's order).
+    for (const Algorithm* a : flow_candidates) {
+      FlowSimResult r = flow_of(topo, router, *a, specs, params, req.groups, opt);
+      if (!out.flow || r.total < out.flow->total) {
+        out.algorithm = a;
+        out.flow = std::move(r);
+      }
+    }
+  } else {
+    out.flow = flow_of(topo, router, *out.algorithm, specs, params, req.groups, opt);
+  }
+  if (out.algorithm != formula_for)  // the flow check chose another algorithm
+    out.formula_time = duration_ps(out.algorithm->cost_ps(out.spec, out.params), "the collective");
   out.time = out.flow->total;
   std::vector<double> bytes;
   for (const LinkStats& s : out.flow->link_stats) bytes.push_back(s.bytes);

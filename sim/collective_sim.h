@@ -129,9 +129,15 @@ inline constexpr double kMaxFlowRankSteps = 2e8;
 // ranks on DGX nodes take about 5 s).
 inline constexpr int kMaxGroupRanks = 32768;
 
+// `auto` at flow fidelity also times, under contention, the closed forms' three favourites
+// and ring, when each is at most this many rank-steps per group (a 256-rank ring
+// all-reduce is 1.3e5); above it the closed form's choice stands.
+inline constexpr double kAutoFlowCheckRankSteps = 1.5e5;
+
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
-// algorithm (`auto`: lowest closed-form time for group 0), and times it. At fidelity
-// nccl every group is predicted by NCCL's model and the slowest one is the time.
+// algorithm (`auto`: lowest closed-form time for group 0; at flow fidelity, the fastest
+// under flow of the closed forms' favourites and ring, where cheap), and times it. At
+// fidelity nccl every group is predicted by NCCL's model and the slowest one is the time.
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
                                  const CollectiveRequest& req);
 

@@ -29,12 +29,13 @@ std::vector<int> iota(int n) {
 
 // One crossbar, equal links: the uncontended reference. GPUs per node is the largest of
 // 8, 4, 3, 2 dividing n, so the hierarchical algorithm has nodes to work with.
+// The switch reduces in-network (at half the link rate) so that nvls runs on it too.
 Topology uncontended_switch(int n) {
   int g = 1;
   for (int c : {8, 4, 3, 2})
     if (n % c == 0) { g = c; break; }
   return make_preset("switch", {{"nodes", std::to_string(n / g)}, {"gpus_per_node", std::to_string(g)},
-                                {"bandwidth", "25GB/s"}, {"latency", "1us"}});
+                                {"bandwidth", "25GB/s"}, {"latency", "1us"}, {"nvls_efficiency", "0.5"}});
 }
 
 struct Case {
@@ -193,6 +194,88 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
   EXPECT_GT(multi / ring, 8.0) << "ring " << ring * 1e-9 << " GB/s";
 }
 
+// NVLS on one DGX H100 (NVSwitch gen3 reduces and multicasts): each GPU's link carries
+// n(1 + 1/p) each way instead of a ring's 2(p-1)/p*n, at 0.85 of the ring's rate (NCCL's
+// tuning table for Hopper). Published (../shared/PUBLISHED.md section 3, nccl-tests on
+// 8 x H100/H200): ~480 GB/s busbw with NVLS at 8 GB (479.98 on H200), ~360-370 with Ring.
+// Both fidelities within 5%; `auto` picks nvls there, and never on dgx-a100 (gen2: no NVLS).
+TEST(PhysicalConsistency, DgxH100NvlsAllReduceMatchesPublishedBusbw) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "1"}});
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = GiB(8);
+  req.groups = {iota(8)};
+  for (Fidelity f : {Fidelity::Flow, Fidelity::Formula}) {
+    req.fidelity = f;
+    for (const auto& [algo, published] : std::vector<std::pair<std::string, double>>{{"nvls", 480e9}, {"ring", 365e9}}) {
+      req.algorithm = algo;
+      const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+      const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
+      EXPECT_NEAR(busbw / published, 1.0, 0.05) << algo << " " << to_string(f) << ": " << busbw * 1e-9 << " GB/s";
+    }
+    req.algorithm = "auto";
+    EXPECT_EQ(run_collective(topo, router, registry(), req).algorithm->name, "nvls") << to_string(f);
+  }
+  const Topology a100 = make_preset("dgx-a100", {{"nodes", "1"}});
+  Router a100_router(a100);
+  req.algorithm = "auto";
+  EXPECT_NE(run_collective(a100, a100_router, registry(), req).algorithm->name, "nvls");
+  req.algorithm = "nvls";
+  try {
+    run_collective(a100, a100_router, registry(), req);
+    FAIL() << "nvls ran on dgx-a100";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nvls_efficiency"), std::string::npos) << e.what();
+  }
+}
+
+// The closed form by hand: 4 GPUs on a 100 GB/s switch that reduces at half rate, 1 us per
+// hop: t = a_s + n(1 + 1/p)/(0.5 * 100 GB/s) = 2 us + 4e6 * 1.25 / 50e9 s = 102 us. A group
+// that spans two switches (two dgx-h100 nodes) has no one switch to reduce in.
+TEST(Nvls, ClosedFormByHandAndOneSwitchOnly) {
+  const Topology topo = make_preset("switch", {{"nodes", "1"}, {"gpus_per_node", "4"}, {"nvls_efficiency", "0.5"}});
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = 4000000;
+  req.algorithm = "nvls";
+  req.groups = {iota(4)};
+  for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
+    req.fidelity = f;
+    EXPECT_NEAR(run_collective(topo, router, registry(), req).time.seconds(), 102e-6, 1e-9) << to_string(f);
+  }
+  const Topology two = make_preset("dgx-h100", {{"nodes", "2"}});
+  Router two_router(two);
+  req.groups = {iota(16)};
+  EXPECT_THROW(run_collective(two, two_router, registry(), req), Error);
+}
+
+// `auto` at flow fidelity never picks what the flow model shows more than 10% slower than
+// ring on a shipped preset (issue 15 item 6). Before the flow check, the closed forms chose
+// recursive halving on pcie-node and on the GPU ring, 2-3x slower than ring there: their
+// pairs share PCIe uplinks or forwarding GPUs, which a closed form cannot see.
+TEST(AutoAtFlow, NeverSlowerThanRingByMoreThanTenPercentOnShippedPresets) {
+  for (const std::string spec : {"dgx-h100", "dgx-h100:nodes=2", "dgx-a100:nodes=2", "pcie-node", "pcie-node:nodes=2",
+                                 "frontera-rtx", "fat-tree:nodes=8", "switch", "ring", "torus2d"}) {
+    const Topology topo = resolve_topology(spec);
+    Router router(topo);
+    for (CollKind kind : {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter})
+      for (Bytes bytes : {KiB(4), MiB(1), MiB(64)}) {
+        CollectiveRequest req;
+        req.kind = kind;
+        req.bytes = bytes;
+        req.groups = {iota(topo.num_gpus())};
+        req.algorithm = "auto";
+        const CollectiveOutcome chosen = run_collective(topo, router, registry(), req);
+        req.algorithm = "ring";
+        const CollectiveOutcome ring = run_collective(topo, router, registry(), req);
+        EXPECT_LE(chosen.time.seconds(), 1.1 * ring.time.seconds())
+            << spec << " " << to_string(kind) << " " << bytes << "B: auto chose " << chosen.algorithm->name;
+      }
+  }
+}
+
 // The rings' shape: each is a permutation of the group; a hop between nodes joins the same
 // local rank (one rail) except where the last node wraps to the first; and each node's
 // rings leave it through as many different local ranks as there are rings.
@@ -223,7 +306,9 @@ TEST(MultiRing, RingsArePermutationsCrossingNodesOnOneRailEach) {
         const int b = next[static_cast<std::size_t>(c)][static_cast<std::size_t>(a)];
         if (a / g == b / g) continue;
         exits[static_cast<std::size_t>(a / g)].insert(a % g);
-        if (b / g != 0) EXPECT_EQ(a % g, b % g) << "ring " << c << ": " << a << " -> " << b << " changes rail";
+        if (b / g != 0) {
+          EXPECT_EQ(a % g, b % g) << "ring " << c << ": " << a << " -> " << b << " changes rail";
+        }
       }
     }
     for (int k = 0; k < nodes; ++k) EXPECT_EQ(static_cast<int>(exits[static_cast<std::size_t>(k)].size()), channels) << "node " << k;

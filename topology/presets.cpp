@@ -135,6 +135,7 @@ Topology build_switch(const Params& p) {
   const LinkSpec spec{LinkKind::Generic, p.bandwidth("bandwidth"), p.efficiency("efficiency"), p.time("latency")};
   Topology t(p.topology_name());
   const int sw = t.add_device(DeviceKind::Switch, "switch");
+  t.set_reduce_efficiency(sw, p.real("nvls_efficiency", 0.0, 1.0, false));
   for (int g = 0; g < nodes * gpn; ++g)
     t.add_link(t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", g / gpn, g % gpn), g / gpn), sw, spec);
   t.description = p.describe();
@@ -152,6 +153,7 @@ Topology build_dgx(const Params& p) {
   const int hosts_per_leaf = hpl_text == "auto" ? (inter == "rail" ? 32 : 4) : p.integer("hosts_per_leaf", 1);
   const double ratio = oversubscription(p);
   const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
+  const double nvls = p.real("nvls_efficiency", 0.0, 1.0, false);
   const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
   const FabricLinks fab = fabric_links(p);
 
@@ -159,6 +161,7 @@ Topology build_dgx(const Params& p) {
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
     const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    if (nvsw >= 0) t.set_reduce_efficiency(nvsw, nvls);
     const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
     for (int i = 0; i < gpn; ++i) {
       const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
@@ -179,8 +182,17 @@ Topology build_dgx(const Params& p) {
   return t;
 }
 
+// NVLink SHARP (NVLS): NVSwitch gen3 (H100/H200 systems) reduces and multicasts in the
+// switch; NCCL's tuning table rates its traffic at 0.85 of the NVLink rate on Hopper, which
+// with the ring's 0.80 gives 476 GB/s all-reduce busbw on 8 H100 (measured: ~480).
+// NVSwitch gen2 (A100) cannot: 0.
+PresetParamInfo nvls_param(const std::string& eff) {
+  return {"nvls_efficiency", eff,
+          "NVLink SHARP: fraction of the NVLink rate in-switch reduce/multicast traffic reaches (0: none)"};
+}
+
 std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std::string& nvlink_eff,
-                                        const std::string& pcie_bw, const std::string& pcie_eff,
+                                        const std::string& nvls_eff, const std::string& pcie_bw, const std::string& pcie_eff,
                                         const std::string& nic_bw) {
   std::vector<PresetParamInfo> v{
       {"nodes", "1", "number of DGX nodes"},
@@ -189,6 +201,7 @@ std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std:
       {"hosts_per_leaf", "auto", "nodes per leaf switch: auto = 32 for rail (one scalable unit), 4 for fat-tree"},
       {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
   append(v, link_params("nvlink", nvlink_bw, nvlink_eff, "0.5us", "GPU<->NVSwitch NVLink"));
+  v.push_back(nvls_param(nvls_eff));
   append(v, link_params("pcie", pcie_bw, pcie_eff, "0.5us", "PCIe"));
   append(v, ib_params(nic_bw, "0.92", "0.6us", "0.15us"));
   return v;
@@ -276,6 +289,7 @@ Topology build_fat_tree(const Params& p) {
   const int leaves_per_pod = p.integer("leaves_per_pod", 1);
   const double ratio = oversubscription(p);
   const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
+  const double nvls = p.real("nvls_efficiency", 0.0, 1.0, false);
   const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
   const FabricLinks fab = fabric_links(p);
 
@@ -283,6 +297,7 @@ Topology build_fat_tree(const Params& p) {
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
     const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    if (nvsw >= 0) t.set_reduce_efficiency(nvsw, nvls);
     for (int i = 0; i < gpn; ++i) {
       const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
       if (nvsw >= 0) t.add_link(gpu, nvsw, nvlink);
@@ -355,11 +370,11 @@ const std::vector<PresetEntry>& entries() {
     std::vector<PresetEntry> v;
     v.push_back({{"dgx-h100",
                   "8 H100 per node on NVSwitch (NVLink4 450 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
-                  dgx_params("450GB/s", "0.80", "63GB/s", "0.85", "400Gb/s")},
+                  dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s")},
                  build_dgx});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
-                  dgx_params("300GB/s", "0.78", "31.5GB/s", "0.80", "200Gb/s"), "a100"},
+                  dgx_params("300GB/s", "0.78", "0", "31.5GB/s", "0.80", "200Gb/s"), "a100"},
                  build_dgx});
     v.push_back({{"pcie-node", "GPUs behind PCIe Gen4 switches under the host bridge, NICs on the switches",
                   concat({{"nodes", "1", "number of nodes"},
@@ -389,7 +404,8 @@ const std::vector<PresetEntry>& entries() {
                           {"hosts_per_leaf", "4", "nodes per leaf switch"},
                           {"leaves_per_pod", "8", "leaves per pod (levels=3)"},
                           {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}},
-                         concat(concat(link_params("nvlink", "450GB/s", "0.80", "0.5us", "GPU<->NVSwitch NVLink"),
+                         concat(concat(concat(link_params("nvlink", "450GB/s", "0.80", "0.5us", "GPU<->NVSwitch NVLink"),
+                                              {nvls_param("0.85")}),
                                        link_params("pcie", "63GB/s", "0.85", "0.5us", "GPU<->NIC PCIe Gen5")),
                                 ib_params("400Gb/s", "0.92", "0.6us", "0.15us")))},
                  build_fat_tree});
@@ -398,7 +414,8 @@ const std::vector<PresetEntry>& entries() {
                    {"gpus_per_node", "8", "GPUs per node label"},
                    {"bandwidth", "100GB/s", "line rate per direction of each GPU<->switch link"},
                    {"efficiency", "1.0", "achievable fraction of the line rate"},
-                   {"latency", "1us", "latency per hop (GPU->switch->GPU is 2 hops)"}}},
+                   {"latency", "1us", "latency per hop (GPU->switch->GPU is 2 hops)"},
+                   nvls_param("0")}},
                  build_switch});
     v.push_back({{"ring", "GPU i linked to GPU i+1 mod n; GPUs forward",
                   concat({{"gpus", "8", "number of GPUs"}}, direct_link_params())},

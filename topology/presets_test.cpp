@@ -254,6 +254,35 @@ TEST(TopologyYamlErrors, EachNamesTheField) {
   EXPECT_TRUE(contains(m, "disconnected")) << m;
 }
 
+// In-switch reduction: a switch's reduce_efficiency is read (and its range checked, with the
+// file and line); a GPU cannot carry one. dgx-h100's NVSwitch reduces, dgx-a100's does not.
+TEST(TopologyYamlErrors, ReduceEfficiencyOnSwitchesOnly) {
+  const std::string head = "devices:\n  - {name: gpu0, kind: gpu}\n  - {name: gpu1, kind: gpu}\n";
+  const std::string links =
+      "links:\n  - {a: gpu0, b: sw, kind: nvlink, bandwidth: 1GB/s}\n  - {a: gpu1, b: sw, kind: nvlink, "
+      "bandwidth: 1GB/s}\n";
+  const Topology t = parse_topology_yaml(head + "  - {name: sw, kind: nvswitch, reduce_efficiency: 0.85}\n" + links,
+                                         "t.yaml");
+  EXPECT_DOUBLE_EQ(t.device(2).reduce_efficiency, 0.85);
+  std::string m = error_of([&] {
+    parse_topology_yaml(head + "  - {name: sw, kind: nvswitch, reduce_efficiency: 1.5}\n" + links, "t.yaml");
+  });
+  EXPECT_TRUE(contains(m, "t.yaml:4")) << m;
+  EXPECT_TRUE(contains(m, "must be in [0, 1]")) << m;
+  m = error_of([&] {
+    parse_topology_yaml("devices:\n  - {name: gpu0, kind: gpu, reduce_efficiency: 0.5}\n  - {name: gpu1, kind: gpu}\n"
+                        "  - {name: sw, kind: nvswitch}\n" + links, "t.yaml");
+  });
+  EXPECT_TRUE(contains(m, "reduce_efficiency is for switches")) << m;
+  auto switch_reduces = [](const Topology& topo) {
+    for (const Device& d : topo.devices())
+      if (d.kind == DeviceKind::NvSwitch) return d.reduce_efficiency;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-h100", {})), 0.85);
+  EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-a100", {})), 0.0);
+}
+
 TEST(ResolveTopology, PresetSpecsWithParameters) {
   const Topology t = resolve_topology("frontera-rtx:nodes=2,hosts_per_leaf=1");
   EXPECT_EQ(t.num_gpus(), 8);

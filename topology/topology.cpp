@@ -60,6 +60,18 @@ void Topology::set_forwards(int device, bool forwards) {
   if (devices_[device].kind == DeviceKind::Gpu) forwards_overridden_ = true;
 }
 
+void Topology::set_reduce_efficiency(int device, double efficiency) {
+  MESHSIM_ASSERT(!sealed_);
+  MESHSIM_ASSERT(device >= 0 && device < num_devices());
+  if (!(efficiency >= 0 && efficiency <= 1))
+    throw Error(fmt::format("device '{}': reduce_efficiency {} must be in [0, 1] (0: the switch cannot reduce)",
+                            devices_[device].name, efficiency));
+  if (efficiency > 0 && devices_[device].kind == DeviceKind::Gpu)
+    throw Error(fmt::format("device '{}': reduce_efficiency is for switches; a GPU reduces in its kernels",
+                            devices_[device].name));
+  devices_[device].reduce_efficiency = efficiency;
+}
+
 namespace {
 
 std::string display_name(const Topology& t) { return t.name().empty() ? std::string("unnamed") : t.name(); }

@@ -61,6 +61,10 @@ struct Device {
   // forward; GPUs are endpoints, except in topologies made of GPUs only (ring, torus),
   // where seal() marks every GPU as forwarding. set_forwards() overrides either way.
   bool forwards = true;
+  // In-network reduction (NVLink SHARP, "NVLS", on an NVSwitch; SHARP on an IB switch):
+  // the fraction of its links' achievable rate that reduce and multicast traffic reaches
+  // (NCCL's tuning table has 0.85 for Hopper's NVSwitch). 0: the switch cannot reduce.
+  double reduce_efficiency = 0;
 };
 
 // One direction of a physical link.
@@ -86,6 +90,8 @@ class Topology {
   void seal();
   // Lets routes transit through `device` (or forbids it); see Device::forwards.
   void set_forwards(int device, bool forwards);
+  // Marks a switch as able to reduce in-network (Device::reduce_efficiency, in (0, 1]).
+  void set_reduce_efficiency(int device, double efficiency);
 
   // --- queries (after seal) ---
   const std::string& name() const { return name_; }

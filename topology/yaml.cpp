@@ -88,7 +88,7 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const YAML::Node d = devices[i];
     const std::string field = fmt::format("devices[{}]", i);
-    r.only_keys(d, field, {"name", "kind", "node", "forwards"});
+    r.only_keys(d, field, {"name", "kind", "node", "forwards", "reduce_efficiency"});
     const std::string name = r.scalar(d, "name", field);
     const DeviceKind kind = r.kind(d, field, parse_device_kind, device_kind_names());
     const int node = d["node"] ? r.integer(d["node"], field + ".node") : -1;
@@ -101,6 +101,10 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
       if (!f.IsScalar() || !YAML::convert<bool>::decode(f, value))
         r.fail(f, field + ".forwards", "expected true or false");
       t.set_forwards(id, value);
+    }
+    if (const YAML::Node e = d["reduce_efficiency"]) {
+      const double eff = r.number(e, field + ".reduce_efficiency");
+      r.located(e, [&] { t.set_reduce_efficiency(id, eff); return 0; });
     }
   }
   const YAML::Node links = root["links"];

@@ -29,6 +29,8 @@ Algorithm make_double_binary_tree();
 Algorithm make_pairwise();
 Algorithm make_hierarchical();
 Algorithm make_multiring();
+Algorithm make_nvls();
+Algorithm make_concurrent();
 Algorithm make_direct();
 
 // ---- bits -------------------------------------------------------------------------------

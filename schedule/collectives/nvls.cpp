@@ -1,0 +1,141 @@
+// nvls: all-reduce reduced and multicast inside the switch, as NCCL's NVLS algorithm runs it
+// on NVLink SHARP (NVSwitch gen3, H100/H200 systems).
+//
+// Every GPU of the group hangs off one switch that reduces (CostParams::switch_*; found by
+// derive_cost_params from Device::reduce_efficiency). GPU j owns slice j (n/p bytes). It
+// issues a reducing load of slice j through the switch's multicast address: the switch reads
+// slice j from all p GPUs, sums it and returns one copy (GPU k -> switch: every slice of k,
+// n bytes; switch -> GPU j: n/p). Then GPU j stores the sum to the multicast address once
+// (GPU j -> switch: n/p) and the switch writes it to every GPU (switch -> GPU k: n). NCCL
+// pipelines both halves, so each direction of a GPU's link carries n(1 + 1/p) bytes at once:
+//
+//   t = a_s + n(1 + 1/p) * b_s          (no gamma: the switch reduces)
+//
+// with a_s a GPU -> switch -> GPU trip and b_s the per-byte time of reduce/multicast
+// traffic (the link rate times the switch's reduce efficiency). A ring moves 2(p-1)/p*n per
+// direction instead: for p = 8 that is 1.75n against 1.125n. The bus bandwidth
+// 2(p-1)/p*n/t tends to 2(p-1)/(p+1)/b_s: 1.556x the link's reduce rate.
+//
+// Executed (make): a CPU or a GPU without the switch's help does the same data movement
+// by hand, in two steps: every rank sends slice q to rank q, which reduces the p-1 copies
+// into its own (reduce-scatter); then every rank sends its reduced slice to all others
+// (all-gather). Timed (make_timing): the link loads above, as one step in which every rank
+// sends n(1 + 1/p) bytes (scaled by 1/reduce efficiency), spread over the other ranks,
+// through the switch; at flow fidelity they share the links with whatever else is in flight.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "schedule/collectives/common.h"
+
+namespace meshsim::collectives {
+namespace {
+
+class NvlsProgram final : public StepProgram {
+ public:
+  explicit NvlsProgram(const CollectiveSpec& s) : p_(s.ranks), n_(s.bytes), elem_(s.element_bytes) {}
+  int ranks() const override { return p_; }
+  int num_steps(int) const override { return p_ < 2 ? 0 : 2; }
+  void step(int rank, int s, Step& out) const override {
+    const Range mine = slice(n_, p_, rank, elem_);
+    for (int q = 0; q < p_; ++q) {
+      if (q == rank) continue;
+      const Range theirs = slice(n_, p_, q, elem_);
+      // Step 0: slice q to its owner, the p-1 copies of my slice in; step 1: my sum out.
+      const Range send = s == 0 ? theirs : mine, recv = s == 0 ? mine : theirs;
+      out.sends.push_back(Transfer{q, send.begin, send.size(), s == 0 ? q : rank});
+      out.recvs.push_back(Transfer{q, recv.begin, recv.size(), s == 0 ? rank : q});
+    }
+    out.op = s == 0 ? RecvOp::Reduce : RecvOp::Copy;
+  }
+
+ private:
+  int p_;
+  Bytes n_, elem_;
+};
+
+// The link loads of the switch-reduced all-reduce: one step in which every rank sends
+// `total` bytes, spread over the other ranks. The share of the peer j places after the
+// sender is floor((j+1)T/(p-1)) - floor(jT/(p-1)), so every rank's sends and every rank's
+// receives add up to exactly T.
+class NvlsLoadProgram final : public StepProgram {
+ public:
+  NvlsLoadProgram(int p, Bytes total) : p_(p), total_(total) {}
+  int ranks() const override { return p_; }
+  int num_steps(int) const override { return p_ < 2 ? 0 : 1; }
+  void step(int rank, int, Step& out) const override {
+    for (int q = 0; q < p_; ++q) {
+      if (q == rank) continue;
+      out.sends.push_back(Transfer{q, 0, share(mod(q - rank - 1, p_)), rank});
+      out.recvs.push_back(Transfer{q, 0, share(mod(rank - q - 1, p_)), q});
+    }
+    out.op = RecvOp::Copy;
+  }
+
+ private:
+  Bytes share(int j) const { return cut(j + 1) - cut(j); }
+  Bytes cut(int j) const {  // floor(j*T/(p-1)) without overflow
+    const Bytes q = total_ / (p_ - 1), r = total_ % (p_ - 1);
+    return q * j + r * j / (p_ - 1);
+  }
+  int p_;
+  Bytes total_;
+};
+
+const std::vector<CollKind> kKinds = {CollKind::AllReduce};
+
+std::optional<std::string> unavailable(const CollectiveSpec&, const CostParams& c) {
+  if (c.switch_beta_ps > 0) return std::nullopt;
+  return std::string(
+      "nvls needs every GPU of the group on one switch that reduces in-network (NVLink SHARP: dgx-h100's "
+      "nvls_efficiency, or reduce_efficiency on a topology file's switch)");
+}
+
+// Bytes each direction of a GPU's switch link carries: n(1 + 1/p).
+double link_bytes(const CollectiveSpec& s) { return static_cast<double>(s.bytes) * (1.0 + 1.0 / s.ranks); }
+
+double cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (s.ranks < 2) return 0.0;
+  if (auto why = unavailable(s, c)) throw Error(*why);
+  return c.switch_alpha_ps + link_bytes(s) * c.switch_beta_ps;
+}
+
+std::string explain(const CollectiveSpec& s, const CostParams& c) {
+  const std::string head = fmt::format("nvls {} (p={}, n={}B)", to_string(s.kind), s.ranks, s.bytes);
+  if (s.ranks >= 2 && unavailable(s, c))
+    return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
+  return explain_text(head, "a_s + n*(1 + 1/p)*b_s (reduce and multicast in the switch, pipelined)",
+                      fmt::format("a_s = {}, n*(1 + 1/p) = {:.0f}B, b_s = {}", fmt_alpha(c.switch_alpha_ps),
+                                  link_bytes(s), fmt_rate(c.switch_beta_ps)),
+                      cost(s, c));
+}
+
+std::unique_ptr<StepProgram> make_timing(const CollectiveSpec& s, const CostParams& c) {
+  if (s.ranks < 2) return std::make_unique<NvlsLoadProgram>(s.ranks, 0);
+  if (auto why = unavailable(s, c)) throw Error(*why);
+  // The loads at the links' rate: scale by the reduce efficiency, switch_beta / link beta.
+  const double link_beta = c.intra_beta_ps > 0 ? c.intra_beta_ps : c.beta_ps;
+  const double scale = link_beta > 0 ? c.switch_beta_ps / link_beta : 1.0;
+  return std::make_unique<NvlsLoadProgram>(s.ranks, static_cast<Bytes>(std::llround(link_bytes(s) * scale)));
+}
+
+}  // namespace
+
+Algorithm make_nvls() {
+  Algorithm a;
+  a.name = "nvls";
+  a.summary = "all-reduce reduced and multicast in the switch (NVLink SHARP), where the topology has one";
+  a.kinds = kKinds;
+  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("nvls", kKinds, s.kind); };
+  a.unavailable = unavailable;
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<NvlsProgram>(s); };
+  a.make_timing = make_timing;
+  a.cost_ps = cost;
+  a.explain = explain;
+  return a;
+}
+
+}  // namespace meshsim::collectives
