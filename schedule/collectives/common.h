@@ -77,6 +77,20 @@ inline double xor_step_beta(const CollectiveSpec& s, const CostParams& c, int ma
   return g % (2 * mask) == 0 ? c.intra_beta_ps : c.inter_beta_ps;
 }
 
+// The intra- and inter-node alpha and beta of `c` (a level whose alpha and beta are both 0
+// falls back to the flat ones), and whether the two leave a GPU by separate links: an
+// intra/inter split is known and the GPU's first link is not shared (multiring, concurrent).
+struct Levels {
+  double ai, bi, ae, be;
+  bool separate;
+};
+inline Levels levels(const CostParams& c) {
+  const bool intra = c.intra_alpha_ps != 0 || c.intra_beta_ps != 0, inter = c.inter_alpha_ps != 0 || c.inter_beta_ps != 0;
+  return {intra ? c.intra_alpha_ps : c.alpha_ps, intra ? c.intra_beta_ps : c.beta_ps,
+          inter ? c.inter_alpha_ps : c.alpha_ps, inter ? c.inter_beta_ps : c.beta_ps,
+          (intra || inter) && !c.shared_uplink};
+}
+
 // ---- chunking ---------------------------------------------------------------------------
 // Default chunk count of the pipelined algorithms: one chunk per `target` bytes, at least 1,
 // at most 64, and never more chunks than elements. Depends on the spec only.

@@ -84,22 +84,15 @@ Loads loads(const CollectiveSpec& s) {
   return m;
 }
 
-bool split(const CostParams& c) {
-  return !c.shared_uplink &&
-         (c.intra_alpha_ps != 0 || c.intra_beta_ps != 0 || c.inter_alpha_ps != 0 || c.inter_beta_ps != 0);
-}
-
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
   if (s.ranks < 2) return 0.0;
-  auto level = [&](double a, double b) { return a == 0 && b == 0 ? std::pair{c.alpha_ps, c.beta_ps} : std::pair{a, b}; };
-  const auto [ai, bi] = level(c.intra_alpha_ps, c.intra_beta_ps);
-  const auto [ae, be] = level(c.inter_alpha_ps, c.inter_beta_ps);
+  const Levels l = levels(c);
   const Loads m = loads(s);
-  if (m.inter == 0) return ai + m.intra * bi;  // one node
-  if (m.intra == 0) return ae + m.inter * be;  // one rank per node
-  if (split(c)) return std::max(ai + m.intra * bi, ae + m.inter * be);
-  return std::max(ai, ae) + m.intra * bi + m.inter * be;
+  if (m.inter == 0) return l.ai + m.intra * l.bi;  // one node
+  if (m.intra == 0) return l.ae + m.inter * l.be;  // one rank per node
+  if (l.separate) return std::max(l.ai + m.intra * l.bi, l.ae + m.inter * l.be);
+  return std::max(l.ai, l.ae) + m.intra * l.bi + m.inter * l.be;
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
@@ -109,7 +102,7 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
                                        s.alltoall_bytes.empty() ? "" : ", uneven sizes: an estimate");
   const char* form = m.inter == 0   ? "a_i + S_i*b_i"
                      : m.intra == 0 ? "a_e + S_e*b_e"
-                     : split(c)     ? "max(a_i + S_i*b_i, a_e + S_e*b_e)"
+                     : levels(c).separate ? "max(a_i + S_i*b_i, a_e + S_e*b_e)"
                                     : "max(a_i, a_e) + S_i*b_i + S_e*b_e";
   return explain_text(head,
                       fmt::format("{}, S_i/S_e = largest bytes a rank sends or receives inside / across nodes", form),

@@ -120,15 +120,11 @@ struct StepCost {
 StepCost step_cost(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
   const double m = static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
-  const bool split = !c.shared_uplink &&
-                     (c.intra_alpha_ps != 0 || c.intra_beta_ps != 0 || c.inter_alpha_ps != 0 || c.inter_beta_ps != 0);
-  auto level = [&](double a, double b) { return a == 0 && b == 0 ? std::pair{c.alpha_ps, c.beta_ps} : std::pair{a, b}; };
-  const auto [ai, bi] = level(c.intra_alpha_ps, c.intra_beta_ps);
-  const auto [ae, be] = level(c.inter_alpha_ps, c.inter_beta_ps);
+  const Levels l = levels(c);
   double t = 0;
-  if (sh.nodes == 1) t = ai + m * bi;  // one node: a plain ring over its path
-  else if (!split) t = std::max(ai, ae) + ((sh.channels - 1) * bi + be) * m;
-  else t = std::max(ai + (sh.channels - 1) * m * bi, ae + m * be);
+  if (sh.nodes == 1) t = l.ai + m * l.bi;  // one node: a plain ring over its path
+  else if (!l.separate) t = std::max(l.ai, l.ae) + ((sh.channels - 1) * l.bi + l.be) * m;
+  else t = std::max(l.ai + (sh.channels - 1) * m * l.bi, l.ae + m * l.be);
   return {t, m, sh.channels};
 }
 
@@ -149,9 +145,7 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
   const StepCost st = s.ranks >= 2 ? step_cost(s, c) : StepCost{0, 0, 1};
   const char* step = sh.nodes == 1 ? "a_i + M*b_i"
-                     : (!c.shared_uplink && (c.intra_alpha_ps != 0 || c.intra_beta_ps != 0 ||
-                                             c.inter_alpha_ps != 0 || c.inter_beta_ps != 0))
-                         ? "max(a_i + (C-1)*M*b_i, a_e + M*b_e)"
+                     : levels(c).separate ? "max(a_i + (C-1)*M*b_i, a_e + M*b_e)"
                          : "max(a_i, a_e) + ((C-1)*b_i + b_e)*M";
   const std::string phases = s.kind == CollKind::AllReduce ? "(p-1)*(2*step + C*M*gamma)"
                              : s.kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
