@@ -104,7 +104,9 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
-  const std::string head = fmt::format("nvls {} (p={}, n={}B)", to_string(s.kind), s.ranks, s.bytes);
+  const std::string head = fmt::format(
+      "nvls {} (p={}, n={}B; a flow step table shows the link loads through the switch, not executed steps)",
+      to_string(s.kind), s.ranks, s.bytes);
   if (s.ranks >= 2 && unavailable(s, c))
     return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
   return explain_text(head, "a_s + n*(1 + 1/p)*b_s (reduce and multicast in the switch, pipelined)",
