@@ -1,6 +1,6 @@
 // meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
 //   [--trace FILE] [--json] [--report FILE.html]
-// meshsim memory SCENARIO.yaml [--set path=value ...]
+// meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
 // meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html]
 #include <tbb/global_control.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -81,13 +81,19 @@ int run_simulate(const SimulateFlags& f) {
   return 0;
 }
 
-int run_memory(const ScenarioFlags& f) {
+struct MemoryFlags : ScenarioFlags {
+  bool json = false;
+};
+
+int run_memory(const MemoryFlags& f) {
   const Scenario s = require_training(f.node().resolve(), "memory");
   validate_model(s.model, "model");
   validate_parallel(s.parallel, s.model, s.parallel.world_size());
   std::vector<RankMemory> stages;
   for (int st = 0; st < s.parallel.pp; ++st) stages.push_back(rank_memory(s.model, s.parallel, st));
-  std::cout << memory_table_text(s.model, s.parallel, stages, gpu_preset(s.gpu).memory);
+  const Bytes capacity = gpu_preset(s.gpu).memory;
+  if (f.json) std::cout << memory_json(s, stages, capacity).dump(2) << "\n";
+  else std::cout << memory_table_text(s.model, s.parallel, stages, capacity);
   return 0;
 }
 
@@ -265,9 +271,10 @@ Run add_simulate_command(CLI::App& app) {
 }
 
 Run add_memory_command(CLI::App& app) {
-  auto f = std::make_shared<ScenarioFlags>();
+  auto f = std::make_shared<MemoryFlags>();
   CLI::App* c = app.add_subcommand("memory", "itemized memory per rank for each pipeline stage");
   f->add(c, true);
+  c->add_flag("--json", f->json, "print the table as JSON (stages, items with their formulas, totals, fits)");
   return [f] { return run_memory(*f); };
 }
 

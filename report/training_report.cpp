@@ -122,6 +122,35 @@ std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const s
   return o.str();
 }
 
+namespace {
+nlohmann::ordered_json memory_items_json(const std::vector<MemoryItem>& items) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const MemoryItem& it : items)
+    out.push_back({{"category", it.category}, {"name", it.name}, {"formula", it.formula}, {"bytes", it.bytes}});
+  return out;
+}
+}  // namespace
+
+nlohmann::ordered_json memory_json(const Scenario& s, const std::vector<RankMemory>& stages, Bytes capacity) {
+  nlohmann::ordered_json j;
+  j["layout"] = layout_text(s);
+  j["capacity_bytes"] = capacity;
+  bool fits = true;
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (std::size_t st = 0; st < stages.size(); ++st) {
+    nlohmann::ordered_json one;
+    one["stage"] = st;
+    one["role"] = stages[st].role;
+    one["items"] = memory_items_json(stages[st].items);
+    one["total_bytes"] = stages[st].total();
+    fits = fits && stages[st].total() <= capacity;
+    out.push_back(one);
+  }
+  j["fits"] = fits;
+  j["stages"] = out;
+  return j;
+}
+
 nlohmann::ordered_json training_json(const TrainingResult& r) {
   using J = nlohmann::ordered_json;
   J j;
@@ -148,10 +177,7 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   for (std::size_t st = 0; st < r.stages.size(); ++st) {
     J s;
     s["stage"] = st;
-    J items = J::array();
-    for (const MemoryItem& it : r.stages[st].model.items)
-      items.push_back(J{{"category", it.category}, {"name", it.name}, {"formula", it.formula}, {"bytes", it.bytes}});
-    s["items"] = items;
+    s["items"] = memory_items_json(r.stages[st].model.items);
     s["activation_peak_bytes"] = r.stages[st].activation_peak;
     s["peak_bytes"] = r.stages[st].peak;
     mem.push_back(s);

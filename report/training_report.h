@@ -22,6 +22,9 @@ std::string training_summary_text(const TrainingResult& r);
 // The itemized memory table per pipeline stage (meshsim memory).
 std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const std::vector<RankMemory>& stages,
                               Bytes capacity);
+// The same as JSON (meshsim memory --json): {"layout", "capacity_bytes", "fits", "stages":
+// [{"stage", "role", "items": [{"category", "name", "formula", "bytes"}], "total_bytes"}]}.
+nlohmann::ordered_json memory_json(const Scenario& s, const std::vector<RankMemory>& stages, Bytes capacity);
 nlohmann::ordered_json training_json(const TrainingResult& r);
 nlohmann::ordered_json training_trace(const TrainingResult& r);
 HtmlReport training_html(const TrainingResult& r);

@@ -307,6 +307,29 @@ TEST(Memory, BigModelOnSmallGpusDoesNotFit) {
   EXPECT_NE(meshsim("simulate " + f.string()).out.find("DOES NOT FIT"), std::string::npos);
 }
 
+// memory --json carries the text table's figures: per stage the items (their bytes add up
+// to the stage's total, and simulate's JSON lists the same items), the capacity, and the
+// fit, which agrees with the text (both stages fit in 80 GiB; both overflow 16 GiB).
+TEST(Memory, JsonCarriesTheTable) {
+  const fs::path f = write_file("small_mem_json.yaml", kSmall);
+  const Result r = meshsim("memory " + f.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["capacity_bytes"].get<double>(), 80.0 * (1ull << 30));
+  EXPECT_TRUE(j["fits"].get<bool>());
+  const auto sim = nlohmann::json::parse(meshsim("simulate " + f.string() + " --json").out);
+  for (std::size_t st = 0; st < 2; ++st) {
+    const auto& stage = j["stages"][st];
+    double sum = 0;
+    for (const auto& it : stage["items"]) sum += it["bytes"].get<double>();
+    EXPECT_EQ(sum, stage["total_bytes"].get<double>()) << st;
+    EXPECT_EQ(stage["items"], sim["memory"][st]["items"]) << st;
+  }
+  const auto big = nlohmann::json::parse(meshsim("memory " + write_file("too_big_json.yaml", kTooBig).string() + " --json").out);
+  EXPECT_FALSE(big["fits"].get<bool>());
+}
+
 // ---- meshsim sweep ----
 
 TEST(Sweep, RankedTableAndCsv) {
