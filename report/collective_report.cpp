@@ -50,6 +50,24 @@ std::string algorithm_label(const CollectiveOutcome& out) {
   return out.algorithm->name;
 }
 
+// The sweep's algorithm column: with the protocol its steps ran under ("ring/LL128").
+std::string algorithm_protocol_label(const CollectiveOutcome& out) {
+  if (out.protocol == Protocol::None) return algorithm_label(out);
+  return fmt::format("{}/{}", algorithm_label(out), to_string(out.protocol));
+}
+
+// What the protocol adds, in one line: launch, per-step latency floor, payload rate.
+std::string protocol_text(const CostParams& cp, Protocol p) {
+  const ProtocolCosts& c = protocol_costs(p);
+  std::string steps;
+  if (c.hop(cp.intra_hop) > 0 || (cp.multi_node && c.hop(HopKind::Net) > 0)) {
+    steps = fmt::format(", each step at least {:.2f} us {}", c.hop(cp.intra_hop) * 1e-6, to_string(cp.intra_hop));
+    if (cp.multi_node) steps += fmt::format(", {:.2f} us NET", c.hop(HopKind::Net) * 1e-6);
+  }
+  return fmt::format("{} (launch {:.2f} us{}, payload {:.2f} of the link rate)", to_string(p), c.launch_ps * 1e-6,
+                     steps, c.payload_fraction);
+}
+
 }  // namespace
 
 std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out) {
@@ -62,6 +80,7 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
   s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology,
                    topo.num_gpus(), topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
   s += fmt::format("  time      {}\n", format_time(out.time));
+  if (out.protocol != Protocol::None) s += fmt::format("  protocol  {}\n", protocol_text(out.params, out.protocol));
   s += fmt::format("  algbw     {:.2f} GB/s\n", bw.algbw_GBps);
   s += fmt::format("  busbw     {:.2f} GB/s   (busbw factor {})\n", bw.busbw_GBps, factor_text(out.spec.kind, out.spec.ranks));
   if (out.flow) {
@@ -92,15 +111,23 @@ std::string sweep_header(const CollectiveContext& ctx, CollKind kind) {
 std::string sweep_row(const CollectiveOutcome& out) {
   const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
   return fmt::format(" {:>12} {:>12} {:>20} {:>12.2f} {:>10.2f} {:>10.2f} {:>12.2f}\n", out.spec.bytes,
-                     out.spec.bytes / 4, algorithm_label(out), out.time.us(), bw.algbw_GBps, bw.busbw_GBps,
+                     out.spec.bytes / 4, algorithm_protocol_label(out), out.time.us(), bw.algbw_GBps, bw.busbw_GBps,
                      out.formula_time.us());
 }
 
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
   if (out.nccl) return nccl_explain_text(*out.nccl);
   std::string s = "\nFormula (docs/math.md section 1):\n";
-  s += out.algorithm->explain(out.spec, out.params);
+  const CostParams params = with_protocol(out.params, out.protocol);
+  s += out.algorithm->explain(out.spec, params);
   if (s.back() != '\n') s += '\n';
+  if (out.protocol != Protocol::None) {
+    const double launch = protocol_costs(out.protocol).launch_ps;
+    s += fmt::format("  + launch of protocol {} {:.3f}us = {:.3f}us\n", to_string(out.protocol), launch * 1e-6,
+                     (launch + out.algorithm->cost_ps(out.spec, params)) * 1e-6);
+    s += fmt::format("  alpha and beta above: the routes' under protocol {} (docs/math.md section 1.6)\n",
+                     to_string(out.protocol));
+  }
   s += fmt::format("  link parameters read off the routes: alpha = {:.3f} us, 1/beta = {:.2f} GB/s",
                    out.params.alpha_ps * 1e-6, 1.0 / out.params.beta_ps * 1e3);
   if (out.params.gamma_ps > 0) s += fmt::format(", 1/gamma = {:.2f} GB/s", 1.0 / out.params.gamma_ps * 1e3);
@@ -149,6 +176,7 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
   j["bytes"] = out.spec.bytes;
   j["algorithm"] = algorithm_label(out);
   j["algorithm_requested"] = ctx.requested_algorithm;
+  if (out.protocol != Protocol::None) j["protocol"] = to_string(out.protocol);
   j["fidelity"] = to_string(ctx.fidelity);
   j["topology"] = ctx.topology;
   j["mesh"] = ctx.mesh;

@@ -216,6 +216,36 @@ double busbw_factor(CollKind kind, int ranks) {
   return 1.0;
 }
 
+CostParams with_protocol(const CostParams& cp, Protocol p) {
+  if (p == Protocol::None) return cp;
+  const ProtocolCosts& c = protocol_costs(p);
+  CostParams out = cp;
+  const double f = c.payload_fraction;
+  auto level = [&](double& alpha, double& beta, HopKind h) {
+    if (alpha == 0 && beta == 0) return;  // unset level: falls back to alpha/beta
+    alpha = std::max(alpha, c.hop(h));
+    beta /= f;
+  };
+  level(out.alpha_ps, out.beta_ps, cp.multi_node ? HopKind::Net : cp.intra_hop);
+  level(out.intra_alpha_ps, out.intra_beta_ps, cp.intra_hop);
+  level(out.inter_alpha_ps, out.inter_beta_ps, HopKind::Net);
+  level(out.switch_alpha_ps, out.switch_beta_ps, cp.intra_hop);
+  return out;
+}
+
+ProtocolCost best_protocol(const Algorithm& a, const CollectiveSpec& spec, const CostParams& cp) {
+  if (!cp.protocols) return {Protocol::None, a.cost_ps(spec, cp)};
+  auto cost = [&](Protocol p) { return protocol_costs(p).launch_ps + a.cost_ps(spec, with_protocol(cp, p)); };
+  if (a.only_protocol) return {*a.only_protocol, cost(*a.only_protocol)};
+  ProtocolCost best{Protocol::None, 0};
+  for (Protocol p : kProtocols) {
+    if (p == Protocol::LL128 && !cp.ll128) continue;
+    const double ps = cost(p);
+    if (best.protocol == Protocol::None || ps < best.ps) best = {p, ps};
+  }
+  return best;
+}
+
 std::vector<RankedAlgorithm> rank_algorithms(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
                                              const CostParams& params) {
   validate_spec(spec);
@@ -229,7 +259,7 @@ std::vector<RankedAlgorithm> rank_algorithms(const AlgorithmRegistry& registry, 
       reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", a.name, *why);
       continue;
     }
-    ranked.push_back({&a, a.cost_ps(spec, params)});
+    ranked.push_back({&a, best_protocol(a, spec, params).ps});
   }
   if (ranked.empty())
     throw Error(fmt::format("no algorithm can run {} on {} ranks ({}); change the group or register an algorithm",

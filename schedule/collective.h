@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "schedule/protocol.h"
 
 namespace meshsim {
 
@@ -159,7 +160,20 @@ struct CostParams {
   // GPU -> switch -> GPU and the time per byte of that traffic on a GPU's link to or from
   // the switch (the slowest such link, at the switch's reduce efficiency). 0: no such switch.
   double switch_alpha_ps = 0, switch_beta_ps = 0;
+  // The GPU runtime's protocols (schedule/protocol.h), when the topology runs them
+  // (Topology::protocols): whether LL128 may run (the group's GPUs of a node joined by
+  // NVLink, as NCCL requires), the kind of the group's hop inside a node (across nodes it
+  // is NET) and whether the group spans nodes. best_protocol() picks one.
+  bool protocols = false;
+  bool ll128 = false;
+  HopKind intra_hop = HopKind::NvLink;
+  bool multi_node = false;
 };
+
+// The parameters a closed form sees when its steps run under protocol `p`: every level's
+// alpha at least p's latency for that level's hop kind, every beta over p's payload
+// fraction (the launch is not in them: ProtocolCost adds it). Protocol::None: unchanged.
+CostParams with_protocol(const CostParams& cp, Protocol p);
 
 struct Algorithm {
   std::string name;         // "ring", "binomial", ...
@@ -180,6 +194,9 @@ struct Algorithm {
   std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps;
   // The same formula as text, symbolic and with the numbers put in (for --explain).
   std::function<std::string(const CollectiveSpec&, const CostParams&)> explain;
+  // The one protocol it runs under, where the runtime has no choice (nvls: NvlsSimple);
+  // nullopt: the runtime picks among LL, LL128 and Simple.
+  std::optional<Protocol> only_protocol;
   bool supports(CollKind k) const;
   // validate_spec(spec), then unsupported(spec) (thrown as Error with its reason), then make.
   std::unique_ptr<StepProgram> build(const CollectiveSpec& spec) const;
@@ -197,6 +214,16 @@ class AlgorithmRegistry {
  private:
   std::vector<Algorithm> algos_;
 };
+
+// The protocol a runtime runs `a` with for `spec` (the lowest launch + closed form under
+// with_protocol; ties to the earlier of LL, LL128, Simple, as in NCCL) and that time in
+// picoseconds. Without protocols (CostParams::protocols false): Protocol::None and the
+// bare closed form. Every caller that times a closed form goes through this.
+struct ProtocolCost {
+  Protocol protocol = Protocol::None;
+  double ps = 0;
+};
+ProtocolCost best_protocol(const Algorithm& a, const CollectiveSpec& spec, const CostParams& cp);
 
 // Bus-bandwidth factor of NCCL's test suite: 2(p-1)/p all-reduce, (p-1)/p all-gather,
 // reduce-scatter and all-to-all, 1 for broadcast, reduce and send/recv.

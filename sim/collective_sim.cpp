@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::uint32_t kDeliver = 1;
 constexpr std::uint32_t kStepDone = 2;
+constexpr std::uint32_t kStart = 3;  // a group's launch is over: its ranks start
 
 // Runs step programs of several groups on one FlowNetwork. See step semantics in
 // schedule/collective.h: sends complete on delivery; a step ends when all of its sends
@@ -34,11 +35,12 @@ class Runner : public EventHandler, public FlowListener {
  public:
   Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups,
          const FlowSimOptions& options)
-      : router_(router), groups_(groups), options_(options), net_(engine_, topo, *this) {
+      : topo_(topo), router_(router), groups_(groups), options_(options), net_(engine_, topo, *this) {
     int slots = 0;
     for (const auto& g : groups_) {
       MESHSIM_ASSERT(g.program != nullptr && g.program->ranks() == static_cast<int>(g.gpus.size()));
       base_.push_back(slots);
+      costs_.push_back(&protocol_costs(g.protocol));
       slots += static_cast<int>(g.gpus.size());
     }
     for (std::size_t g = 0; g < groups_.size(); ++g)
@@ -51,7 +53,11 @@ class Runner : public EventHandler, public FlowListener {
   }
 
   FlowSimResult run() {
-    for (std::size_t s = 0; s < ranks_.size(); ++s) advance(static_cast<int>(s));
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const double launch = costs_[g]->launch_ps;
+      if (launch > 0) engine_.schedule(duration_ps(launch, "a protocol's launch"), this, kStart, g);
+      else start_group(static_cast<int>(g));
+    }
     FlowSimResult res;
     res.total = engine_.run();
     for (std::size_t s = 0; s < ranks_.size(); ++s) {
@@ -81,6 +87,8 @@ class Runner : public EventHandler, public FlowListener {
   void handle(const Event& e) override {
     if (e.kind == kDeliver) {
       deliver(static_cast<std::uint32_t>(e.payload));
+    } else if (e.kind == kStart) {
+      start_group(static_cast<int>(e.payload));
     } else {
       MESHSIM_ASSERT(e.kind == kStepDone);
       const int slot = static_cast<int>(e.payload);
@@ -115,6 +123,7 @@ class Runner : public EventHandler, public FlowListener {
     std::int32_t record = -1;
     int last_peer = -1;
     const Path* last_path = nullptr;
+    Time last_latency;
     // Fast-forward bookkeeping: start times of the last 4 steps (ring buffer) and the
     // run of same-shape steps the current step belongs to.
     std::array<Time, 4> starts{};
@@ -130,6 +139,31 @@ class Runner : public EventHandler, public FlowListener {
   PairState& pair(int src_slot, int dst_slot) {
     const std::uint64_t key = (static_cast<std::uint64_t>(src_slot) << 32) | static_cast<std::uint32_t>(dst_slot);
     return pairs_[key];
+  }
+
+  void start_group(int g) {
+    const int n = static_cast<int>(groups_[static_cast<std::size_t>(g)].gpus.size());
+    for (int r = 0; r < n; ++r) advance(base_[g] + r);
+  }
+
+  // A message's latency after it drains: its route's, or the protocol's hop latency for the
+  // route's kind (NET across nodes, NVLink when every link is NVLink, else PCI) if larger.
+  Time message_latency(const GroupProgram& gp, int r, int peer, const Path& path) const {
+    const ProtocolCosts& c = protocol_costs(gp.protocol);
+    if (gp.protocol == Protocol::None) return path.latency;
+    HopKind kind = HopKind::NvLink;
+    if (topo_.node_of_gpu(gp.gpus[r]) != topo_.node_of_gpu(gp.gpus[peer])) {
+      kind = HopKind::Net;
+    } else {
+      for (int l : path.links)
+        if (topo_.link(l).spec.kind != LinkKind::NvLink) kind = HopKind::Pci;
+    }
+    return std::max(path.latency, duration_ps(c.hop(kind), "a protocol's hop latency"));
+  }
+  // The bytes a transfer takes on the wire: its payload over the protocol's fraction.
+  Bytes wire_bytes(int g, Bytes payload) const {
+    const double f = costs_[static_cast<std::size_t>(g)]->payload_fraction;
+    return f == 1.0 ? payload : static_cast<Bytes>(std::ceil(static_cast<double>(payload) / f));
   }
 
   // Starts steps of `slot` until one has to wait.
@@ -208,7 +242,7 @@ class Runner : public EventHandler, public FlowListener {
       for (const Transfer& t : scratch_.sends) {
         const int dst_slot = base_[g] + t.peer;
         pair(static_cast<int>(slot), dst_slot).arrived += k;
-        net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links, static_cast<double>(t.bytes) * k);
+        net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links, static_cast<double>(wire_bytes(g, t.bytes)) * k);
         messages_ += static_cast<std::uint64_t>(k);
       }
       for (const Transfer& t : scratch_.recvs) pair(base_[g] + t.peer, static_cast<int>(slot)).posted += k;
@@ -247,6 +281,7 @@ class Runner : public EventHandler, public FlowListener {
     if (st.last_peer != t.peer) {
       st.last_peer = t.peer;
       st.last_path = &router_.path(gp.gpus[r], gp.gpus[t.peer]);
+      st.last_latency = message_latency(gp, r, t.peer, *st.last_path);
     }
     const Path& path = *st.last_path;
     std::uint32_t id;
@@ -261,7 +296,7 @@ class Runner : public EventHandler, public FlowListener {
     m.src_slot = slot;
     m.dst_slot = dst_slot;
     m.pair = &pair(slot, dst_slot);
-    m.latency = path.latency;
+    m.latency = st.last_latency;
     m.record = -1;
     if (options_.record) {
       m.record = static_cast<std::int32_t>(transfers_.size());
@@ -269,9 +304,9 @@ class Runner : public EventHandler, public FlowListener {
     }
     ++messages_;
     if (t.bytes == 0) {
-      engine_.schedule(engine_.now() + path.latency, this, kDeliver, id);
+      engine_.schedule(engine_.now() + m.latency, this, kDeliver, id);
     } else {
-      net_.start(path.links, t.bytes, id);
+      net_.start(path.links, wire_bytes(g, t.bytes), id);
     }
   }
 
@@ -298,8 +333,10 @@ class Runner : public EventHandler, public FlowListener {
     advance(slot);
   }
 
+  const Topology& topo_;
   Router& router_;
   const std::vector<GroupProgram>& groups_;
+  std::vector<const ProtocolCosts*> costs_;  // per group
   FlowSimOptions options_;
   Engine engine_;
   FlowNetwork net_;
@@ -374,6 +411,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   const int p = static_cast<int>(gpus.size());
   double a_all = 0, a_in = 0, a_out = 0;
   double bw_all = INFINITY, bw_in = INFINITY, bw_out = INFINITY;
+  bool intra_nvlink = true;  // every intra-node route visited is NVLink only
   auto visit = [&](int i, int j) {
     if (i == j) return;
     const Path& path = router.path(gpus[i], gpus[j]);
@@ -384,6 +422,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
       a_in = std::max(a_in, a);
       bw_in = std::min(bw_in, bw);
+      for (int l : path.links) intra_nvlink = intra_nvlink && topo.link(l).spec.kind == LinkKind::NvLink;
     } else {
       a_out = std::max(a_out, a);
       bw_out = std::min(bw_out, bw);
@@ -406,6 +445,17 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     cp.shared_uplink = !in.links.empty() && !out.links.empty() && in.links.front() == out.links.front();
   }
   set_switch_params(router, gpus, cp);
+  // The runtime's protocols: LL128 where the GPUs of a node are joined by NVLink (a group
+  // with one GPU per node: where the GPU has NVLink at all).
+  cp.protocols = topo.protocols;
+  cp.multi_node = std::isfinite(bw_out);
+  if (!std::isfinite(bw_in) && p > 0) {
+    intra_nvlink = false;
+    for (int l : topo.out_links(topo.gpu_device(gpus[0])))
+      intra_nvlink = intra_nvlink || topo.link(l).spec.kind == LinkKind::NvLink;
+  }
+  cp.intra_hop = intra_nvlink ? HopKind::NvLink : HopKind::Pci;
+  cp.ll128 = intra_nvlink;
   if (!std::isfinite(bw_all)) bw_all = 1;  // p == 1: no communication
   cp.alpha_ps = a_all;
   cp.beta_ps = 1.0 / bw_all;
@@ -456,7 +506,7 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a, 
   double rank_steps = 0;  // the flow run's work, before any of it is done
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
-    groups.push_back({gpus[i], programs.back().get()});
+    groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol});
     for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
   }
   if (rank_steps > kMaxFlowRankSteps)
@@ -559,7 +609,7 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     // (a flow run rarely comes out below its own closed form) and well inside meshsim's range.
     const double best_ps = ranked.front().cost_ps;
     auto cheap = [&](const Algorithm& a) {
-      const double c = a.cost_ps(out.spec, out.params);
+      const double c = best_protocol(a, out.spec, out.params).ps;
       if (&a != ranked.front().algorithm && !(c <= 10 * best_ps && c <= 0.25 * static_cast<double>(kMaxTimePs)))
         return false;
       const auto prog = a.make_timing ? a.make_timing(out.spec, out.params) : a.build(out.spec);
@@ -578,11 +628,12 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     }
   }
   if (auto why = refusal(*out.algorithm)) throw Error(*why);
-  out.formula_time = duration_ps(out.algorithm->cost_ps(out.spec, out.params), "the collective");
+  out.formula_time = duration_ps(best_protocol(*out.algorithm, out.spec, out.params).ps, "the collective");
+  out.protocol = best_protocol(*out.algorithm, out.spec, out.params).protocol;
   if (req.fidelity == Fidelity::Formula) {
     out.time = out.formula_time;
     for (std::size_t i = 1; i < specs.size(); ++i)
-      out.time = std::max(out.time, duration_ps(out.algorithm->cost_ps(specs[i], params[i]), "the collective"));
+      out.time = std::max(out.time, duration_ps(best_protocol(*out.algorithm, specs[i], params[i]).ps, "the collective"));
     return out;
   }
   FlowSimOptions opt;
@@ -603,8 +654,11 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   } else {
     out.flow = flow_of(topo, router, *out.algorithm, specs, params, req.groups, opt);
   }
-  if (out.algorithm != formula_for)  // the flow check chose another algorithm
-    out.formula_time = duration_ps(out.algorithm->cost_ps(out.spec, out.params), "the collective");
+  if (out.algorithm != formula_for) {  // the flow check chose another algorithm
+    const ProtocolCost pc = best_protocol(*out.algorithm, out.spec, out.params);
+    out.formula_time = duration_ps(pc.ps, "the collective");
+    out.protocol = pc.protocol;
+  }
   out.time = out.flow->total;
   std::vector<double> bytes;
   for (const LinkStats& s : out.flow->link_stats) bytes.push_back(s.bytes);

@@ -48,6 +48,11 @@ struct TransferRecord {
 struct GroupProgram {
   std::vector<int> gpus;             // group rank -> GPU index
   const StepProgram* program = nullptr;
+  // The runtime protocol its steps run under (schedule/protocol.h): the group starts after
+  // its launch; a message is delivered the larger of its route's latency and the
+  // protocol's hop latency after it drains; its bytes take 1 / payload fraction of the
+  // link time (the links carry the protocol's flags). None: the bare model.
+  Protocol protocol = Protocol::None;
 };
 
 struct FlowSimOptions {
@@ -120,6 +125,9 @@ struct CollectiveOutcome {
   std::optional<FlowSimResult> flow;  // present at flow fidelity
   BusiestLink busiest;
   std::vector<BusiestLink> top_links;  // up to 5, highest utilization first (flow fidelity)
+  // The runtime protocol the algorithm runs with (best_protocol for group 0; every group
+  // runs its own best); None where the topology has no protocols or at fidelity nccl.
+  Protocol protocol = Protocol::None;
 };
 
 // The most rank-steps (sum over ranks of their program's steps) a flow run takes on: a

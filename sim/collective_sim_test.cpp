@@ -162,12 +162,15 @@ TEST(PhysicalConsistency, DgxH100RingAllReduceBusbwIsNvlinkBandwidth) {
     if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink = topo.link(l).spec.effective().bytes_per_s();
   ASSERT_GT(nvlink, 0);
   const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
-  EXPECT_NEAR(busbw / nvlink, 1.0, 0.01) << "busbw " << busbw * 1e-9 << " GB/s vs NVLink " << nvlink * 1e-9;
+  // Less the Simple protocol's launch and 14 steps of 3.4 us: 56 us of 5.3 ms, 1.1%.
+  EXPECT_EQ(out.protocol, Protocol::Simple);
+  EXPECT_NEAR(busbw / nvlink, 1.0 - 56.0 / 5300, 0.002) << "busbw " << busbw * 1e-9 << " GB/s vs NVLink " << nvlink * 1e-9;
 }
 
 // multiring on two DGX H100 nodes (8 GPUs and 8 NICs each): every step, each node's 8 rings
 // leave it through 8 different NICs, so a reduce-scatter's bus bandwidth is 8 NICs' worth
-// (8 x 400 Gb/s x 0.92 = 368 GB/s, less the per-step latency), where one ring puts every
+// (8 x 400 Gb/s x 0.92 = 368 GB/s, less the per-step latency: 30 steps of the Simple
+// protocol's 14 us over the network, 7% at 1 GiB), where one ring puts every
 // crossing byte on one NIC per node. The NVLink side of a step (7 chunks at 360 GB/s) is
 // the shorter of the two, so the closed form's max(intra, inter) is the flow time.
 TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
@@ -190,7 +193,15 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
     return static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 16);
   };
   const double multi = busbw("multiring"), ring = busbw("ring");
-  EXPECT_NEAR(multi / (8 * nic), 1.0, 0.03) << "busbw " << multi * 1e-9 << " GB/s vs 8 NICs " << 8 * nic * 1e-9;
+  // Issue 15's bounds: within 10% of the NICs' line rate and of NCCL's own model (which
+  // pays the network hop's latency on 2 of a ring's 15 hops, where our lockstep steps pay
+  // it on every step: docs/validation/collectives.md).
+  EXPECT_NEAR(multi / (8 * nic), 1.0, 0.10) << "busbw " << multi * 1e-9 << " GB/s vs 8 NICs " << 8 * nic * 1e-9;
+  req.algorithm = "nccl";
+  req.fidelity = Fidelity::Nccl;
+  const CollectiveOutcome nccl = run_collective(topo, router, registry(), req);
+  const double nccl_busbw = static_cast<double>(req.bytes) / nccl.time.seconds() * busbw_factor(req.kind, 16);
+  EXPECT_NEAR(multi / nccl_busbw, 1.0, 0.10) << "nccl mode " << nccl_busbw * 1e-9 << " GB/s";
   EXPECT_GT(multi / ring, 8.0) << "ring " << ring * 1e-9 << " GB/s";
 }
 

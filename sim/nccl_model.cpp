@@ -20,13 +20,10 @@ namespace {
 constexpr int kAlgos = 2;   // Tree, Ring (NCCL's order)
 constexpr int kProtos = 3;  // LL, LL128, Simple
 
-// Base latency (us) per algorithm and protocol (tuning.cc baseLat).
-constexpr double kBaseLat[kAlgos][kProtos] = {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}};
-// Per-hop latency (us) per hop kind, algorithm, protocol (tuning.cc hwLat).
-constexpr double kHwLat[3][kAlgos][kProtos] = {
-    {{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}},   // NVLink
-    {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}},    // PCI
-    {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}}};  // network
+// Base and per-hop latencies (us): one table for this model and the protocols of our step
+// programs (schedule/protocol.h).
+constexpr const auto& kBaseLat = kNcclBaseLatUs;
+constexpr const auto& kHwLat = kNcclHwLatUs;
 // Rows: Volta, Ampere, Hopper (by sm); columns: 1 node, 2 nodes, more (tuning.cc).
 // llMaxBws: for one node the row is the GPU's; across nodes it is the CPU's (row 0: Intel).
 constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
@@ -63,8 +60,6 @@ const char* to_string(NcclAlgo a) { return a == NcclAlgo::Tree ? "Tree" : "Ring"
 constexpr EnumName<NcclProto> kNcclProtoNames[] = {
     {NcclProto::LL, "LL"}, {NcclProto::LL128, "LL128"}, {NcclProto::Simple, "Simple"}};
 const char* to_string(NcclProto p) { return enum_name(kNcclProtoNames, p); }
-constexpr EnumName<NcclHw> kNcclHwNames[] = {{NcclHw::NvLink, "NVLink"}, {NcclHw::Pci, "PCI"}, {NcclHw::Net, "NET"}};
-const char* to_string(NcclHw h) { return enum_name(kNcclHwNames, h); }
 
 std::string NcclPrediction::choice_name() const {
   return fmt::format("{}/{}", to_string(chosen().algo), to_string(chosen().proto));

@@ -34,10 +34,9 @@ namespace meshsim {
 
 enum class NcclAlgo { Tree, Ring };
 enum class NcclProto { LL, LL128, Simple };
-enum class NcclHw { NvLink, Pci, Net };  // NCCL's three hop kinds for latencies
+using NcclHw = HopKind;  // NCCL's three hop kinds for latencies (schedule/protocol.h)
 const char* to_string(NcclAlgo a);
 const char* to_string(NcclProto p);
-const char* to_string(NcclHw h);
 
 // What NCCL sees of one group on the topology (bandwidths in GB/s, NCCL's view).
 struct NcclShape {

@@ -182,6 +182,11 @@ Topology build_dgx(const Params& p) {
   return t;
 }
 
+// GPU -> NVSwitch -> GPU in 0.5 us: NCCL's calibration times a whole LL ring step over
+// NVLink, wire and flag polling together, at 0.6 us (schedule/protocol.h), so the wire
+// itself cannot take the 1 us that 0.5 us per link would give.
+constexpr const char* kNvlinkHopLatency = "0.25us";
+
 // NVLink SHARP (NVLS): NVSwitch gen3 (H100/H200 systems) reduces and multicasts in the
 // switch; NCCL's tuning table rates its traffic at 0.85 of the NVLink rate on Hopper, which
 // with the ring's 0.80 gives 476 GB/s all-reduce busbw on 8 H100 (measured: ~480).
@@ -200,7 +205,7 @@ std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std:
       {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
       {"hosts_per_leaf", "auto", "nodes per leaf switch: auto = 32 for rail (one scalable unit), 4 for fat-tree"},
       {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
-  append(v, link_params("nvlink", nvlink_bw, nvlink_eff, "0.5us", "GPU<->NVSwitch NVLink"));
+  append(v, link_params("nvlink", nvlink_bw, nvlink_eff, kNvlinkHopLatency, "GPU<->NVSwitch NVLink"));
   v.push_back(nvls_param(nvls_eff));
   append(v, link_params("pcie", pcie_bw, pcie_eff, "0.5us", "PCIe"));
   append(v, ib_params(nic_bw, "0.92", "0.6us", "0.15us"));
@@ -404,7 +409,7 @@ const std::vector<PresetEntry>& entries() {
                           {"hosts_per_leaf", "4", "nodes per leaf switch"},
                           {"leaves_per_pod", "8", "leaves per pod (levels=3)"},
                           {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}},
-                         concat(concat(concat(link_params("nvlink", "450GB/s", "0.80", "0.5us", "GPU<->NVSwitch NVLink"),
+                         concat(concat(concat(link_params("nvlink", "450GB/s", "0.80", kNvlinkHopLatency, "GPU<->NVSwitch NVLink"),
                                               {nvls_param("0.85")}),
                                        link_params("pcie", "63GB/s", "0.85", "0.5us", "GPU<->NIC PCIe Gen5")),
                                 ib_params("400Gb/s", "0.92", "0.6us", "0.15us")))},
@@ -430,6 +435,14 @@ const std::vector<PresetEntry>& entries() {
                  [](const Params& p) {
                    return build_torus(p, {p.integer("x", 1), p.integer("y", 1), p.integer("z", 1)});
                  }});
+    // Every preset: whether its collectives pay NCCL's protocol costs. The machines do;
+    // the synthetic references (switch, ring, tori) keep the bare alpha-beta model.
+    for (PresetEntry& e : v) {
+      const bool machine = e.info.name != "switch" && e.info.name != "ring" && e.info.name.rfind("torus", 0) != 0;
+      e.info.params.push_back({"protocols", machine ? "nccl" : "none",
+                               "collectives under NCCL's LL/LL128/Simple protocols (launch and per-step latency, "
+                               "payload rate): nccl or none"});
+    }
     return v;
   }();
   return table;
@@ -451,6 +464,7 @@ Topology make_preset(const std::string& name, const PresetParams& params) {
     if (e.info.name != name) continue;
     const Params p(e.info, params);
     Topology t = e.build(p);
+    t.protocols = p.choice("protocols", {"nccl", "none"}) == "nccl";
     t.seal();
     return t;
   }

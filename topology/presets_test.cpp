@@ -295,4 +295,28 @@ TEST(ResolveTopology, PresetSpecsWithParameters) {
 }
 
 }  // namespace
+TEST(TopologyProtocols, MachinesRunNcclProtocolsReferencesDoNot) {
+  EXPECT_TRUE(make_preset("dgx-h100").protocols);
+  EXPECT_TRUE(make_preset("frontera-rtx").protocols);
+  EXPECT_FALSE(make_preset("switch").protocols);
+  EXPECT_FALSE(make_preset("torus2d").protocols);
+  EXPECT_FALSE(make_preset("dgx-h100", {{"protocols", "none"}}).protocols);
+  EXPECT_TRUE(make_preset("switch", {{"protocols", "nccl"}}).protocols);
+  std::string m = error_of([] { make_preset("dgx-h100", {{"protocols", "LL"}}); });
+  EXPECT_TRUE(contains(m, "protocols")) << m;
+  EXPECT_TRUE(contains(m, "nccl, none")) << m;
+
+  const std::string body =
+      "devices:\n  - {name: gpu0, kind: gpu}\n  - {name: gpu1, kind: gpu}\n"
+      "links:\n  - {a: gpu0, b: gpu1, kind: nvlink, bandwidth: 1GB/s}\n";
+  EXPECT_FALSE(parse_topology_yaml(body, "t.yaml").protocols);
+  EXPECT_TRUE(parse_topology_yaml("protocols: nccl\n" + body, "t.yaml").protocols);
+  m = error_of([&] { parse_topology_yaml("protocols: yes\n" + body, "t.yaml"); });
+  EXPECT_TRUE(contains(m, "t.yaml:1")) << m;
+  EXPECT_TRUE(contains(m, "use nccl")) << m;
+  m = error_of([] { parse_topology_yaml("preset: dgx-h100\nprotocols: none\n", "t.yaml"); });
+  EXPECT_TRUE(contains(m, "params: {protocols: nccl}")) << m;
+  EXPECT_FALSE(parse_topology_yaml("preset: dgx-h100\nparams: {protocols: none}\n", "t.yaml").protocols);
+}
+
 }  // namespace meshsim

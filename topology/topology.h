@@ -110,6 +110,10 @@ class Topology {
   const std::vector<int>& out_links(int device) const { return out_[device]; }
   // Free-form description (preset name + parameters) shown by `topology show`.
   std::string description;
+  // Whether collectives run under a GPU runtime's protocols (NCCL's LL, LL128, Simple:
+  // schedule/protocol.h), which add a launch and per-step latencies and cut the payload
+  // rate; false: the bare alpha-beta model (synthetic references, CPU machine profiles).
+  bool protocols = false;
 
  private:
   std::string name_;

@@ -62,8 +62,10 @@ LinkSpec read_direction(const Reader& r, const YAML::Node& link, const std::stri
 
 Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
   if (!root.IsMap()) r.fail(root, "topology", "expected a mapping with devices and links, or preset and params");
-  r.only_keys(root, "topology", {"name", "description", "devices", "links", "preset", "params"});
+  r.only_keys(root, "topology", {"name", "description", "devices", "links", "preset", "params", "protocols"});
   if (root["preset"]) {
+    if (root["protocols"])
+      r.fail(root["protocols"], "protocols", "with a preset, give it as a parameter: params: {protocols: nccl}");
     if (root["devices"] || root["links"])
       r.fail(root["preset"], "preset", "a file gives either preset (+ params) or devices and links, not both");
     PresetParams params;
@@ -81,6 +83,12 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
 
   Topology t(root["name"] ? r.scalar(root, "name", "name") : r.source());
   t.description = root["description"] ? r.scalar(root, "description", "description") : "from " + r.source();
+  if (root["protocols"]) {
+    const std::string proto = r.scalar(root, "protocols", "protocols");
+    if (proto != "nccl" && proto != "none")
+      r.fail(root["protocols"], "protocols", fmt::format("unknown value '{}'; use nccl (NCCL's LL/LL128/Simple costs) or none", proto));
+    t.protocols = proto == "nccl";
+  }
   const YAML::Node devices = root["devices"];
   if (!devices || !devices.IsSequence() || devices.size() == 0)
     r.fail(devices ? devices : root, "devices", "expected a non-empty list such as - {name: gpu0, kind: gpu, node: 0}");

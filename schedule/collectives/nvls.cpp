@@ -137,6 +137,7 @@ Algorithm make_nvls() {
   a.make_timing = make_timing;
   a.cost_ps = cost;
   a.explain = explain;
+  a.only_protocol = Protocol::NvlsSimple;  // NCCL's NVLS: Simple only, its own latency
   return a;
 }
 

@@ -1,0 +1,68 @@
+// How a GPU communication runtime moves a step's bytes: NCCL's three protocols.
+//
+// A step program says what moves where; on GPUs, a runtime (NCCL, or our cuda backend in
+// NCCL's manner) moves it with one of three protocols, and that sets what a small message
+// costs:
+//   LL      8-byte stores carrying 4 bytes of data and a 4-byte flag; the receiver polls
+//           the flag, so a hop is fast (no fence), but a quarter of the link rate carries
+//           payload (half the bytes are flags, and the 8-byte stores reach about half the
+//           rate wide copies do).
+//   LL128   128-byte lines with 8 bytes of flag (120/128 payload; NCCL rates it 0.92),
+//           needs NVLink between the GPUs (NCCL enables it only there).
+//   Simple  plain copies into the peer's buffer, then a memory fence and a flag: full rate,
+//           the slowest hop.
+// Each costs a launch (once per collective: the kernel launch and the first chunk's
+// setup) and a latency per step by the kind of hop (NVLink, PCI, network). The numbers are
+// NCCL 2.20's own calibration (src/graph/tuning.cc baseLat and hwLat, Ring rows), measured
+// by NVIDIA on real systems; sim/nccl_model reads the same tables. A step's latency is the
+// larger of the protocol's and the route's own (the wire cannot be beaten; NCCL's hop
+// already includes the wire). docs/math.md section 1.6 has the formulas.
+//
+// A topology says whether its collectives run under these protocols (Topology::protocols:
+// the GPU presets do; the synthetic switch/ring/torus references and a YAML topology
+// without `protocols: nccl` do not, and keep the bare alpha-beta model).
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+
+namespace meshsim {
+
+// NvlsSimple: Simple as NCCL's NVLS algorithm runs it (reduce in the NVSwitch, multicast
+// back), with NVLS's own latency: one switch round trip of 25 us, no per-step cost.
+enum class Protocol { None, LL, LL128, Simple, NvlsSimple };
+const char* to_string(Protocol p);  // "none", "LL", "LL128", "Simple", "NVLS-Simple"
+std::optional<Protocol> parse_protocol(const std::string& s);  // the same names
+
+// The kind of a hop between two GPUs, as NCCL's latency table has it.
+enum class HopKind { NvLink, Pci, Net };
+const char* to_string(HopKind h);  // "NVLink", "PCI", "NET"
+
+// NCCL 2.20.3's latencies in microseconds (tuning.cc), for its Tree and Ring algorithms and
+// the LL, LL128, Simple protocols: the base per collective and the latency per hop kind.
+inline constexpr double kNcclBaseLatUs[2][3] = {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}};
+inline constexpr double kNcclHwLatUs[3][2][3] = {
+    {{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}},   // NVLink
+    {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}},    // PCI
+    {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}}};  // network
+
+// NVLS over NVLink, Simple (NCCL 2.2x tuning.cc hwLat; NVLS has no base latency): the
+// whole collective's latency on one node.
+inline constexpr double kNcclNvlsLatUs = 25.0;
+
+// One protocol's costs as our step programs pay them (NCCL's Ring rows: every step of a
+// step program is a point-to-point hop, as a ring's are).
+struct ProtocolCosts {
+  double launch_ps = 0;                  // once per collective
+  std::array<double, 3> hop_ps{};        // per step, by HopKind
+  double payload_fraction = 1;           // of a link's rate that carries data
+  double hop(HopKind h) const { return hop_ps[static_cast<int>(h)]; }
+};
+// Protocol::None: all zero, payload fraction 1 (the bare alpha-beta model).
+const ProtocolCosts& protocol_costs(Protocol p);
+
+// The protocols in NCCL's order (its ties go to the earlier one).
+inline constexpr std::array<Protocol, 3> kProtocols = {Protocol::LL, Protocol::LL128, Protocol::Simple};
+
+}  // namespace meshsim
