@@ -128,6 +128,11 @@ CollectivesMode parse_collectives_mode(std::string_view text) {
   throw Error("--collectives: '" + std::string(text) + "' is not known; use ours (our step programs) or nccl");
 }
 
+void check_collectives_mode(Backend b, CollectivesMode c) {
+  if (c == CollectivesMode::Nccl && b != Backend::Cuda)
+    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
+}
+
 cuda::DeviceInfo require_cuda_devices() {
   cuda::DeviceInfo info = cuda::probe_devices();
   if (info.count == 0)
@@ -138,9 +143,8 @@ cuda::DeviceInfo require_cuda_devices() {
 std::unique_ptr<Executor> make_executor(const AlgorithmRegistry& registry, const Placement& placement,
                                         ExecutorOptions options) {
   ExecutorOptions& o = options;
+  check_collectives_mode(o.backend, o.collectives);
   if (o.backend == Backend::Cuda) return make_cuda(registry, placement, o);
-  if (o.collectives == CollectivesMode::Nccl)
-    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
   if (o.schedule == ScheduleKind::Training) {
     if (!o.store) throw Error("make_executor: the cpu backend runs a training schedule through the rendezvous store; none given");
     cpu::TrainingExecOptions t;

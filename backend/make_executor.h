@@ -59,6 +59,9 @@ const char* to_string(CollectivesMode c);  // "ours", "nccl"
 //   --collectives: 'mpi' is not known; use ours (our step programs) or nccl
 Backend parse_backend(std::string_view text);
 CollectivesMode parse_collectives_mode(std::string_view text);
+// NCCL's own collectives exist on the cuda backend only; otherwise the Error
+// "--collectives nccl: native NCCL collectives need --backend cuda".
+void check_collectives_mode(Backend b, CollectivesMode c);
 
 // This machine's GPUs, at least one, or the Error every command gives for --backend cuda
 // without one: "--backend cuda: no GPU found (REASON); use --backend cpu or run on a GPU

@@ -122,14 +122,12 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   // The compute model for validate: the scenario's profile, or this host measured with
   // every rank measuring at once (rank 0's figures).
-  const bool cuda = f.backend == "cuda";
+  const bool cuda = f.backend == Backend::Cuda;
   std::optional<MachineProfile> measured_profile;
   std::string device_name, device_preset;
   cuda::DeviceInfo gpus;
   if (cuda) {
-    gpus = cuda::probe_devices();
-    if (gpus.count == 0)
-      throw Error("--backend cuda: no GPU found (" + gpus.reason + "); use --backend cpu or run on a GPU machine");
+    gpus = require_cuda_devices();
     device_name = gpus.names.empty() ? std::string("?") : gpus.names.front();
     device_preset = gpu_preset_for_device(device_name);
     if (f.validate && sc.profile.empty() && device_preset.empty())
@@ -149,7 +147,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     o.rank = rank;
     o.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
     o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout);
-    o.native_collectives = f.collectives == "nccl";
+    o.native_collectives = f.collectives == CollectivesMode::Nccl;
     o.watchdog.timeout = s.timeout;
     cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
     mine = executor.execute(schedule);
@@ -217,10 +215,9 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   auto pct = [](double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; };
   nlohmann::ordered_json j;
-  const std::string backend = cuda ? fmt::format("cuda (collectives: {})", f.collectives) : std::string("cpu");
-  j["backend"] = f.backend;
+  j["backend"] = to_string(f.backend);
   if (cuda) {
-    j["collectives"] = f.collectives;
+    j["collectives"] = to_string(f.collectives);
     j["device"] = device_name;
   }
   j["scenario"] = sc.name;
@@ -230,7 +227,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   if (predicted) j["compute_model"] = compute_source;
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend {}\n", f.validate ? "validate" : "run", sc.name,
-                      layout_text(sc), world, backend);
+                      layout_text(sc), world, backend_label(f));
   if (cuda) text << fmt::format("  device: {}\n", device_name);
   text << fmt::format("  machine model: {}\n", topo_spec);
   if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
