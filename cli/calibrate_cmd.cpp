@@ -25,10 +25,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/cpu_calibrate.h"
 #include "backend/cuda/cuda_calibrate.h"
-#include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/device.h"
+#include "backend/make_executor.h"
 #include "cli/commands.h"
 #include "cli/preset_check.h"
 #include "cli/run_internal.h"
@@ -188,7 +188,7 @@ int calibrate_rank(const CalibrateFlags& f) {
     profile = cpu_machine_profile(m);
     kernels = m.kernels;
   } else {
-    info = cuda::probe_devices();
+    info = require_cuda_devices();
     device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
@@ -209,22 +209,13 @@ int calibrate_rank(const CalibrateFlags& f) {
     std::vector<Point> points;
     const Schedule schedule = calibration_schedule(world, g, kinds, sizes, f.repeats, points);
     const Placement placement = Placement::natural(Mesh{schedule.axes}, topo);
-    Trace mine;
-    if (s.transport) {
-      cpu::CpuExecutorOptions eopt;
-      eopt.check_limit_bytes = 0;  // timing only; run and validate check the numerics
-      eopt.groups["group"] = placement.groups_along("group");
-      mine = cpu::CpuExecutor(*s.transport, registry, eopt).execute(schedule);
-    } else {
-      cuda::CudaExecutorOptions o;
-      o.rank = rank;
-      o.device = device;
-      o.native_collectives = f.collectives == CollectivesMode::Nccl;
-      o.watchdog.timeout = s.timeout;
-      // A fresh id per group size: each executor builds its own world communicator.
-      o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout, fmt::format("calibrate/nccl_id/{}", g));
-      mine = cuda::CudaExecutor(cuda::real_gpu_api(), registry, placement, std::move(o)).execute(schedule);
-    }
+    ExecutorOptions eopt = s.executor_options(f.backend, f.collectives);
+    eopt.cpu.check_limit_bytes = 0;  // timing only; run and validate check the numerics
+    eopt.cpu.groups["group"] = placement.groups_along("group");
+    eopt.device = device;
+    // A fresh id per group size: each executor builds its own world communicator.
+    eopt.nccl_id_key = fmt::format("calibrate/nccl_id/{}", g);
+    const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
     const std::vector<std::string> all =
         s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_trace(mine), s.timeout);
     if (rank != 0) continue;

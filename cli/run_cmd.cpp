@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
@@ -35,9 +34,7 @@
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
-#include "backend/cuda/cuda_executor.h"
-#include "backend/cuda/device.h"
-#include "schedule/reference_executor.h"
+#include "backend/make_executor.h"
 #include "cli/commands.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
@@ -172,45 +169,6 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
   return s;
 }
 
-// One rank of a collective workload on its GPU; fills `checks` with the numerics of each
-// op against the serial reference executor (inputs seeded as the cpu backend seeds them).
-Trace run_cuda_rank(const RunFlags& f, const cpu::LaunchEnv& env, cpu::RendezvousClient& store,
-                    std::chrono::milliseconds timeout, const AlgorithmRegistry& registry, const Placement& placement,
-                    const Schedule& schedule, std::vector<cpu::NumericsCheck>& checks) {
-  const cuda::DeviceInfo info = cuda::probe_devices();
-  const cpu::CpuExecutorOptions limits;
-  const std::vector<Op>& ops = schedule.roles.front().ops;
-  checks.assign(ops.size(), {});
-  for (std::size_t i = 0; i < ops.size(); ++i) checks[i].op = static_cast<int>(i);
-  cuda::CudaExecutorOptions o;
-  o.rank = env.rank;
-  o.device = cuda::local_device(env.rank, info.count, [](const char* v) { return std::getenv(v); });
-  o.share_id = cuda::store_id_exchange(store, env.rank, timeout);
-  o.native_collectives = f.collectives == CollectivesMode::Nccl;
-  o.watchdog.timeout = timeout;
-  o.data.input = [&](int op, const CollectiveSpec& spec, int grank) {
-    return cpu::seeded_input(spec, grank, limits.seed, op);
-  };
-  o.data.output = [&](int op, const CollectiveSpec& spec, int grank, std::vector<float> got) {
-    if (spec.bytes * spec.ranks > limits.check_limit_bytes) return;
-    const Algorithm* alg = registry.find(ops[static_cast<std::size_t>(op)].algorithm, spec.kind);
-    if (alg == nullptr) return;
-    std::vector<std::vector<float>> inputs;
-    for (int r = 0; r < spec.ranks; ++r) inputs.push_back(cpu::seeded_input(spec, r, limits.seed, op));
-    const auto expected = run_reference(*alg->build(spec), spec, std::move(inputs))[static_cast<std::size_t>(grank)];
-    cpu::NumericsCheck& c = checks[static_cast<std::size_t>(op)];
-    c.checked = true;
-    if (expected.size() != got.size()) {
-      c.max_abs_error = INFINITY;
-      return;
-    }
-    for (std::size_t k = 0; k < got.size(); ++k)
-      c.max_abs_error = std::max(c.max_abs_error, static_cast<double>(std::fabs(expected[k] - got[k])));
-  };
-  cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
-  return executor.execute(schedule);
-}
-
 }  // namespace
 
 RankSession::RankSession(const RunFlags& f)
@@ -227,6 +185,20 @@ RankSession::RankSession(const RunFlags& f)
     topt.timeout = timeout;
     transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
   }
+}
+
+ExecutorOptions RankSession::executor_options(Backend backend, CollectivesMode collectives) const {
+  ExecutorOptions o;
+  o.backend = backend;
+  o.collectives = collectives;
+  o.rank = env.rank;
+  o.world = env.world_size;
+  o.timeout = timeout;
+  o.store = store.get();
+  o.transport = transport.get();
+  o.token = env.token;
+  o.bind_addr = env.bind_addr;
+  return o;
 }
 
 void RankSession::finish() {
@@ -314,17 +286,11 @@ int run_rank(const RunFlags& f) {
     schedule = plan_collectives(w);
   }
 
-  Trace mine;
-  std::vector<cpu::NumericsCheck> checks;
-  if (transport) {
-    cpu::CpuExecutorOptions eopt;
-    if (axis != "rank") eopt.groups[axis] = placement.groups_along(axis);
-    cpu::CpuExecutor executor(*transport, registry, eopt);
-    mine = executor.execute(schedule);
-    checks = executor.checks();
-  } else {
-    mine = run_cuda_rank(f, env, store, timeout, registry, placement, schedule, checks);
-  }
+  std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
+  ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);
+  if (axis != "rank") eopt.cpu.groups[axis] = placement.groups_along(axis);
+  eopt.checks = &checks;
+  const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
   const std::vector<std::string> all = store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
   if (env.rank != 0) {
     session.finish();

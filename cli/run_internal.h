@@ -60,6 +60,9 @@ struct RankSession {
   std::unique_ptr<cpu::RendezvousClient> store;
   std::unique_ptr<cpu::StoreDirectory> dir;
   std::unique_ptr<cpu::Transport> transport;  // cpu backend only
+  // What make_executor needs of this rank: the backend, its collectives, rank, world, timeout
+  // and this session's connections; callers add what their schedule needs.
+  ExecutorOptions executor_options(Backend backend, CollectivesMode collectives) const;
   // Rank 0 waits until every other rank has left (so the store outlives them).
   void finish();
 };

@@ -15,9 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/training_exec.h"
-#include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/device.h"
+#include "backend/make_executor.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
 #include "report/training_report.h"
@@ -141,24 +140,10 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     s.store->barrier("train/measured", world, s.timeout);
   }
 
-  Trace mine;
-  if (cuda) {
-    cuda::CudaExecutorOptions o;
-    o.rank = rank;
-    o.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
-    o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout);
-    o.native_collectives = f.collectives == CollectivesMode::Nccl;
-    o.watchdog.timeout = s.timeout;
-    cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
-    mine = executor.execute(schedule);
-  } else {
-    cpu::TrainingExecOptions opt;
-    opt.token = s.env.token;
-    opt.bind_addr = s.env.bind_addr;
-    opt.timeout = s.timeout;
-    cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
-    mine = executor.execute(schedule);
-  }
+  ExecutorOptions eopt = s.executor_options(f.backend, f.collectives);
+  eopt.schedule = ScheduleKind::Training;
+  if (cuda) eopt.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
+  const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
   const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode_trace(mine), s.timeout);
   if (rank != 0) {
     s.finish();
