@@ -39,6 +39,7 @@
 #include "cli/run_internal.h"
 #include "core/error.h"
 #include "report/collective_report.h"
+#include "report/comparison.h"
 #include "report/training_report.h"
 #include "sim/scenario.h"
 #include "sim/schedule_sim.h"
@@ -309,8 +310,9 @@ int run_rank(const RunFlags& f) {
     opt.gamma_ps = gamma_ps;
     predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, opt);
   }
-  const double factor = busbw_factor(w.kind, w.ranks);
-  double measured_total = 0, predicted_total = 0;
+  std::vector<Time> op_times;  // per op: the latest end over ranks minus the earliest start
+  for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
+  const Comparison table = op_comparison(schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
   nlohmann::ordered_json j;
   j["backend"] = to_string(f.backend);
   if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
@@ -325,7 +327,7 @@ int run_rank(const RunFlags& f) {
   }
   j["machine_model"] = topo_spec;
   j["gamma_ps_per_byte"] = gamma_ps;
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  add_comparison_json(j, table);
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
                       to_string(w.kind), format_bytes(w.bytes), w.ranks,
@@ -335,39 +337,7 @@ int run_rank(const RunFlags& f) {
                         placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
-  text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");
-  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
-  text << "\n";
-  for (std::size_t i = 0; i < ops; ++i) {
-    const Time t = m.end[i] - m.start[i];
-    const double secs = t.seconds();
-    const double algbw = secs > 0 ? static_cast<double>(w.bytes) / secs : 0;
-    measured_total += secs;
-    nlohmann::ordered_json row{{"op", schedule.roles[0].ops[i].name}, {"measured_s", secs},
-                               {"algbw_GBps", algbw * 1e-9}, {"busbw_GBps", algbw * factor * 1e-9}};
-    text << fmt::format("  {:<16} {:>12} {:>9.2f}GB/s {:>9.2f}GB/s", schedule.roles[0].ops[i].name, format_time(t),
-                        algbw * 1e-9, algbw * factor * 1e-9);
-    if (predicted) {
-      const TraceEvent& e = predicted->trace.events[i];
-      const double p = (e.end - e.start).seconds();
-      predicted_total += p;
-      row["predicted_s"] = p;
-      row["error_pct"] = p > 0 ? 100.0 * (secs - p) / p : 0.0;
-      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(e.end - e.start), p > 0 ? 100.0 * (secs - p) / p : 0.0);
-    }
-    text << "\n";
-    rows.push_back(row);
-  }
-  j["ops"] = rows;
-  j["measured_total_s"] = measured_total;
-  text << fmt::format("  total measured {}", format_time(Time::from_ps(static_cast<std::int64_t>(measured_total * 1e12))));
-  if (predicted) {
-    j["predicted_total_s"] = predicted_total;
-    j["error_pct"] = 100.0 * (measured_total - predicted_total) / predicted_total;
-    text << fmt::format(", predicted {} ({:+.1f}%)", format_time(Time::from_ps(static_cast<std::int64_t>(predicted_total * 1e12))),
-                        100.0 * (measured_total - predicted_total) / predicted_total);
-  }
-  text << "\n";
+  text << comparison_text(table);
   j["numerics_checked"] = m.all_checked;
   j["max_abs_error"] = m.max_error;
   text << (m.all_checked ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n", m.max_error)

@@ -5,13 +5,12 @@
 // (same algorithms) on the machine model: the scenario's topology (cpu: or a measured
 // switch), with the compute model of the scenario's `profile:`, else (cpu) this host
 // measured or (cuda) the GPU preset matching the device name; it prints predicted vs
-// measured per op kind and says which compute model it used.
+// measured per op kind (report/comparison.h) and says which compute model it used.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -19,28 +18,13 @@
 #include "backend/make_executor.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
+#include "report/comparison.h"
 #include "report/training_report.h"
 #include "sim/schedule_sim.h"
 #include "sim/training_sim.h"
 #include "topology/presets.h"
 
 namespace meshsim::cli {
-namespace {
-
-// The kind an op is compared under: "gemm", "attention", ... for compute; "tp allreduce",
-// "cp sendrecv", ... for collectives; "pp send" / "pp recv" for pipeline messages.
-std::string kind_of(const Op& op) {
-  switch (op.kind) {
-    case OpKind::Compute: return to_string(op.kernel.kind);
-    case OpKind::Collective: return op.axis + " " + to_string(op.coll);
-    case OpKind::Send: return "pp send";
-    case OpKind::Recv: return "pp recv";
-  }
-  return "?";
-}
-
-
-}  // namespace
 
 std::string encode_trace(const Trace& t) {
   std::ostringstream o;
@@ -150,18 +134,9 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     return 0;
   }
 
-  // Per (role, op): the duration summed over the role's ranks (each rank's own start to end).
-  std::vector<std::vector<double>> busy(schedule.roles.size());
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r) busy[r].assign(schedule.roles[r].ops.size(), 0.0);
-  const double ranks_per_role = static_cast<double>(world) / static_cast<double>(schedule.roles.size());
-  std::vector<TraceEvent> events;
+  std::vector<TraceEvent> events;  // every rank's, rank by rank
   for (std::size_t r = 0; r < all.size(); ++r)
-    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r))) {
-      busy[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)] += (e.end - e.start).seconds();
-      events.push_back(e);
-    }
-  Time measured_iter;
-  for (const TraceEvent& e : events) measured_iter = std::max(measured_iter, e.end);
+    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r))) events.push_back(e);
 
   std::optional<ScheduleSimResult> predicted;
   std::string compute_source;
@@ -182,23 +157,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     predicted = simulate_schedule(as_run_by_our_kernels(schedule), topo, router, placement, compute, registry, sopt);
   }
 
-  struct Row {
-    int ops = 0;
-    double measured = 0, predicted = 0;
-  };
-  std::map<std::string, Row> rows;
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
-    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
-      Row& row = rows[kind_of(schedule.roles[r].ops[i])];
-      ++row.ops;
-      row.measured += busy[r][i] / ranks_per_role;
-    }
-  if (predicted)
-    for (const TraceEvent& e : predicted->trace.events)
-      rows[kind_of(schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)])].predicted +=
-          (e.end - e.start).seconds();
-
-  auto pct = [](double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; };
+  const Comparison table = op_kind_comparison(schedule, events, world, predicted ? &*predicted : nullptr);
   nlohmann::ordered_json j;
   j["backend"] = to_string(f.backend);
   if (cuda) {
@@ -210,40 +169,14 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   j["ranks"] = world;
   j["machine_model"] = topo_spec;
   if (predicted) j["compute_model"] = compute_source;
+  add_comparison_json(j, table);
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend {}\n", f.validate ? "validate" : "run", sc.name,
                       layout_text(sc), world, backend_label(f));
   if (cuda) text << fmt::format("  device: {}\n", device_name);
   text << fmt::format("  machine model: {}\n", topo_spec);
   if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
-  text << fmt::format("  {:<22} {:>6} {:>12}", "op kind (summed)", "ops", "measured");
-  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
-  text << "\n";
-  nlohmann::ordered_json jrows = nlohmann::ordered_json::array();
-  for (const auto& [kind, row] : rows) {
-    nlohmann::ordered_json jr{{"kind", kind}, {"ops", row.ops}, {"measured_s", row.measured}};
-    text << fmt::format("  {:<22} {:>6} {:>12}", kind, row.ops,
-                        format_time(Time::from_ps(static_cast<std::int64_t>(row.measured * 1e12))));
-    if (predicted) {
-      jr["predicted_s"] = row.predicted;
-      jr["error_pct"] = pct(row.measured, row.predicted);
-      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(Time::from_ps(static_cast<std::int64_t>(row.predicted * 1e12))),
-                          pct(row.measured, row.predicted));
-    }
-    text << "\n";
-    jrows.push_back(jr);
-  }
-  j["kinds"] = jrows;
-  j["measured_iteration_s"] = measured_iter.seconds();
-  text << fmt::format("  {:<22} {:>6} {:>12}", "iteration", "", format_time(measured_iter));
-  if (predicted) {
-    j["predicted_iteration_s"] = predicted->iteration.seconds();
-    j["error_pct"] = pct(measured_iter.seconds(), predicted->iteration.seconds());
-    text << fmt::format(" {:>12} {:>+7.1f}%", format_time(predicted->iteration),
-                        pct(measured_iter.seconds(), predicted->iteration.seconds()));
-  }
-  text << "\n  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a collective's "
-          "time includes waiting for its slowest member)\n";
+  text << comparison_text(table);
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty())
