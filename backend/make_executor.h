@@ -39,10 +39,6 @@
 
 namespace meshsim {
 
-namespace cpu {
-class RendezvousClient;
-class Transport;
-}  // namespace cpu
 namespace cuda {
 class GpuApi;
 }
