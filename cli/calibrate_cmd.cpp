@@ -25,10 +25,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/cpu_calibrate.h"
 #include "backend/cuda/cuda_calibrate.h"
-#include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/device.h"
+#include "backend/make_executor.h"
 #include "cli/commands.h"
 #include "cli/preset_check.h"
 #include "cli/run_internal.h"
@@ -43,8 +43,8 @@ namespace meshsim::cli {
 namespace {
 
 struct CalibrateFlags {
-  std::string backend = "cpu";
-  std::string collectives = "ours";
+  Backend backend = Backend::Cpu;  // parsed from the flags' text by check_backend
+  CollectivesMode collectives = CollectivesMode::Ours;
   std::string out;
   std::string sizes = "256KiB:16MiB";
   std::string kinds = "allreduce,allgather,reducescatter,broadcast,alltoall";
@@ -183,12 +183,12 @@ int calibrate_rank(const CalibrateFlags& f) {
   int device = 0;
   std::vector<MeasuredKernel> kernels;
   std::string preset_check;  // cuda: the measurement against the matching GPU preset
-  if (f.backend == "cpu") {
+  if (f.backend == Backend::Cpu) {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
     profile = cpu_machine_profile(m);
     kernels = m.kernels;
   } else {
-    info = cuda::probe_devices();
+    info = require_cuda_devices();
     device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
@@ -209,22 +209,13 @@ int calibrate_rank(const CalibrateFlags& f) {
     std::vector<Point> points;
     const Schedule schedule = calibration_schedule(world, g, kinds, sizes, f.repeats, points);
     const Placement placement = Placement::natural(Mesh{schedule.axes}, topo);
-    Trace mine;
-    if (s.transport) {
-      cpu::CpuExecutorOptions eopt;
-      eopt.check_limit_bytes = 0;  // timing only; run and validate check the numerics
-      eopt.groups["group"] = placement.groups_along("group");
-      mine = cpu::CpuExecutor(*s.transport, registry, eopt).execute(schedule);
-    } else {
-      cuda::CudaExecutorOptions o;
-      o.rank = rank;
-      o.device = device;
-      o.native_collectives = f.collectives == "nccl";
-      o.watchdog.timeout = s.timeout;
-      // A fresh id per group size: each executor builds its own world communicator.
-      o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout, fmt::format("calibrate/nccl_id/{}", g));
-      mine = cuda::CudaExecutor(cuda::real_gpu_api(), registry, placement, std::move(o)).execute(schedule);
-    }
+    ExecutorOptions eopt = s.executor_options(f.backend, f.collectives);
+    eopt.cpu.check_limit_bytes = 0;  // timing only; run and validate check the numerics
+    eopt.cpu.groups["group"] = placement.groups_along("group");
+    eopt.device = device;
+    // A fresh id per group size: each executor builds its own world communicator.
+    eopt.nccl_id_key = fmt::format("calibrate/nccl_id/{}", g);
+    const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
     const std::vector<std::string> all =
         s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_trace(mine), s.timeout);
     if (rank != 0) continue;
@@ -258,15 +249,15 @@ int calibrate_rank(const CalibrateFlags& f) {
   }
 
   profile.description += fmt::format("; {} rank(s), collectives over {} ({}), sizes {}", world,
-                                     f.backend == "cpu" ? "TCP" : "NCCL",
-                                     f.backend == "cpu" ? "our step programs" : f.collectives, f.sizes);
+                                     f.backend == Backend::Cpu ? "TCP" : "NCCL",
+                                     f.backend == Backend::Cpu ? "our step programs" : to_string(f.collectives), f.sizes);
   const std::string yaml = format_machine_profile(profile);
   parse_machine_profile(yaml, f.out);  // what we write must load
   std::ofstream out(f.out);
   if (!out || !(out << yaml)) throw Error("--out: cannot write '" + f.out + "'; check the folder exists");
   out.close();
 
-  std::cout << fmt::format("meshsim calibrate --backend {}: {} rank(s) -> {}\n\n", f.backend, world, f.out);
+  std::cout << fmt::format("meshsim calibrate --backend {}: {} rank(s) -> {}\n\n", to_string(f.backend), world, f.out);
   double peak = 0;
   for (const GemmPoint& q : profile.compute.gemm_points) peak = std::max(peak, q.achieved_flops);
   std::cout << fmt::format("compute ({}): best GEMM {} over {} shapes, memory {}, launch overhead {}\n",
@@ -302,7 +293,6 @@ int calibrate_rank(const CalibrateFlags& f) {
 }
 
 int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& argv) {
-  check_backend(run_flags(f));
   // Checked once here, so a typo is one error, not one per rank.
   const std::filesystem::path dir = std::filesystem::path(f.out).parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir))
@@ -310,7 +300,7 @@ int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& a
   const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
   parse_kinds(f.kinds);
   int n = f.nprocs;
-  if (n == 0) n = f.backend == "cuda" ? cuda::probe_devices().count : 2;
+  if (n == 0) n = f.backend == Backend::Cuda ? require_cuda_devices().count : 2;
   if (n >= 2 && sizes.size() < 2)
     throw Error("--sizes: one size cannot separate alpha from bandwidth; give a sweep such as 256KiB:16MiB");
   if (under_launcher()) return calibrate_rank(f);
@@ -323,8 +313,9 @@ int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& a
 
 Run add_calibrate_command(CLI::App& app) {
   auto f = std::make_shared<CalibrateFlags>();
+  auto typed = std::make_shared<BackendFlagText>();
   CLI::App* c = app.add_subcommand("calibrate", "measure this machine and write a machine profile (docs/profile.md)");
-  c->add_option("--backend", f->backend, "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
+  c->add_option("--backend", typed->backend, "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
   c->add_option("--out", f->out, "the profile to write, e.g. profile.yaml")->required();
   c->add_option("-n,--nprocs", f->nprocs,
                 "ranks to start when not under a launcher (default: cpu 2, cuda every GPU); collectives need 2 or more")
@@ -334,12 +325,16 @@ Run add_calibrate_command(CLI::App& app) {
                 "collectives, comma-separated (default allreduce,allgather,reducescatter,broadcast,alltoall)");
   c->add_option("--repeats", f->repeats, "runs per collective and size; the median counts (default 3)")
       ->check(CLI::Range(1, 1000));
-  c->add_option("--collectives", f->collectives, "cuda: ours (our step programs over NCCL send/recv) or nccl");
+  c->add_option("--collectives", typed->collectives, "cuda: ours (our step programs over NCCL send/recv) or nccl");
   c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 300)");
-  return [f] {
-    std::vector<std::string> a{"calibrate", "--backend", f->backend, "--out", f->out, "--sizes", f->sizes,
+  return [f, typed] {
+    RunFlags rf = run_flags(*f);
+    check_backend(rf, *typed);  // first, in every process: parses --backend and --collectives
+    f->backend = rf.backend;
+    f->collectives = rf.collectives;
+    std::vector<std::string> a{"calibrate", "--backend", to_string(f->backend), "--out", f->out, "--sizes", f->sizes,
                                "--kinds", f->kinds, "--repeats", std::to_string(f->repeats),
-                               "--collectives", f->collectives, "--timeout", fmt::format("{}", f->timeout_s)};
+                               "--collectives", to_string(f->collectives), "--timeout", fmt::format("{}", f->timeout_s)};
     return calibrate_command(*f, a);
   };
 }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "report/table.h"
+
 namespace meshsim::cli {
 
 namespace {
@@ -72,14 +74,13 @@ std::vector<PresetCheckRow> check_against_preset(const cuda::CudaMeasurements& m
 }
 
 std::string format_preset_check(const std::vector<PresetCheckRow>& rows, const std::string& preset_name) {
-  std::string out = fmt::format(
-      "measured against the {} preset (what meshsim predicts for this GPU without a profile):\n"
-      "{:<44} {:>15} {:>15} {:>9}\n",
-      preset_name, "", "measured", "preset", "speed");
+  TextTable table({{"", 44, Align::Left}, {"measured", 15}, {"preset", 15}, {"speed", 9}});
   for (const PresetCheckRow& r : rows)
-    out += fmt::format("{:<44} {:>15} {:>15} {:>8.3f}x\n", r.what, r.measured, r.preset, r.speed_ratio);
-  out += "(speed: the measured rate over the preset's, > 1 where this GPU is faster than the preset says)\n";
-  return out;
+    table.add_row({r.what, r.measured, r.preset, fmt::format("{:>8.3f}x", r.speed_ratio)});
+  return fmt::format("measured against the {} preset (what meshsim predicts for this GPU without a profile):\n",
+                     preset_name) +
+         table.text() +
+         "(speed: the measured rate over the preset's, > 1 where this GPU is faster than the preset says)\n";
 }
 
 }  // namespace meshsim::cli

@@ -85,5 +85,17 @@ TEST(PresetCheck, FormatNamesThePresetAndEveryRow) {
   EXPECT_NE(text.find("1.080x"), std::string::npos) << text;
 }
 
+// The exact lines calibrate prints (a TextTable: every column padded, nothing cut).
+TEST(PresetCheck, FormatIsATableOfFixedColumns) {
+  const std::vector<PresetCheckRow> rows{{"GEMM 8192^3 bf16", "800.0TFLOP/s", "740.6TFLOP/s", 1.08},
+                                         {"launch overhead (1 KiB pass)", "8.00us", "4.56us", 0.5695}};
+  EXPECT_EQ(format_preset_check(rows, "h100"),
+            "measured against the h100 preset (what meshsim predicts for this GPU without a profile):\n"
+            "                                                    measured          preset     speed\n"
+            "GEMM 8192^3 bf16                                800.0TFLOP/s    740.6TFLOP/s    1.080x\n"
+            "launch overhead (1 KiB pass)                          8.00us          4.56us    0.570x\n"
+            "(speed: the measured rate over the preset's, > 1 where this GPU is faster than the preset says)\n");
+}
+
 }  // namespace
 }  // namespace meshsim::cli

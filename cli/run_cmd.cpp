@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
@@ -35,13 +34,12 @@
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
-#include "backend/cuda/cuda_executor.h"
-#include "backend/cuda/device.h"
-#include "schedule/reference_executor.h"
+#include "backend/make_executor.h"
 #include "cli/commands.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
 #include "report/collective_report.h"
+#include "report/comparison.h"
 #include "report/training_report.h"
 #include "sim/scenario.h"
 #include "sim/schedule_sim.h"
@@ -49,6 +47,11 @@
 #include "topology/presets.h"
 
 namespace meshsim::cli {
+
+std::string backend_label(const RunFlags& f) {
+  return f.backend == Backend::Cuda ? fmt::format("cuda (collectives: {})", to_string(f.collectives))
+                                    : std::string(to_string(f.backend));
+}
 
 bool under_launcher() {
   for (const char* v : {cpu::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
@@ -64,21 +67,13 @@ std::string self_exe() {
   return buf;
 }
 
-// The checks the flags allow before anything starts: backend and collectives known, a GPU for cuda.
-void check_backend(const RunFlags& f) {
+void check_backend(RunFlags& f, const BackendFlagText& typed) {
   if (!(f.timeout_s > 0) || f.timeout_s > 86400)
     throw Error(fmt::format("--timeout: {} is not a number of seconds in (0, 86400]; e.g. --timeout 120", f.timeout_s));
-  if (f.backend != "cpu" && f.backend != "cuda")
-    throw Error("--backend: '" + f.backend + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
-  if (f.collectives != "ours" && f.collectives != "nccl")
-    throw Error("--collectives: '" + f.collectives + "' is not known; use ours (our step programs) or nccl");
-  if (f.collectives == "nccl" && f.backend != "cuda")
-    throw Error("--collectives nccl: native NCCL collectives need --backend cuda");
-  if (f.backend == "cuda") {
-    const cuda::DeviceInfo info = cuda::probe_devices();
-    if (info.count == 0)
-      throw Error("--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine");
-  }
+  f.backend = parse_backend(typed.backend);
+  f.collectives = parse_collectives_mode(typed.collectives);
+  check_collectives_mode(f.backend, f.collectives);
+  if (f.backend == Backend::Cuda) require_cuda_devices();
 }
 
 namespace {
@@ -175,49 +170,6 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
   return s;
 }
 
-std::string backend_label(const RunFlags& f) {
-  return f.backend == "cuda" ? fmt::format("cuda (collectives: {})", f.collectives) : f.backend;
-}
-
-// One rank of a collective workload on its GPU; fills `checks` with the numerics of each
-// op against the serial reference executor (inputs seeded as the cpu backend seeds them).
-Trace run_cuda_rank(const RunFlags& f, const cpu::LaunchEnv& env, cpu::RendezvousClient& store,
-                    std::chrono::milliseconds timeout, const AlgorithmRegistry& registry, const Placement& placement,
-                    const Schedule& schedule, std::vector<cpu::NumericsCheck>& checks) {
-  const cuda::DeviceInfo info = cuda::probe_devices();
-  const cpu::CpuExecutorOptions limits;
-  const std::vector<Op>& ops = schedule.roles.front().ops;
-  checks.assign(ops.size(), {});
-  for (std::size_t i = 0; i < ops.size(); ++i) checks[i].op = static_cast<int>(i);
-  cuda::CudaExecutorOptions o;
-  o.rank = env.rank;
-  o.device = cuda::local_device(env.rank, info.count, [](const char* v) { return std::getenv(v); });
-  o.share_id = cuda::store_id_exchange(store, env.rank, timeout);
-  o.native_collectives = f.collectives == "nccl";
-  o.watchdog.timeout = timeout;
-  o.data.input = [&](int op, const CollectiveSpec& spec, int grank) {
-    return cpu::seeded_input(spec, grank, limits.seed, op);
-  };
-  o.data.output = [&](int op, const CollectiveSpec& spec, int grank, std::vector<float> got) {
-    if (spec.bytes * spec.ranks > limits.check_limit_bytes) return;
-    const Algorithm* alg = registry.find(ops[static_cast<std::size_t>(op)].algorithm, spec.kind);
-    if (alg == nullptr) return;
-    std::vector<std::vector<float>> inputs;
-    for (int r = 0; r < spec.ranks; ++r) inputs.push_back(cpu::seeded_input(spec, r, limits.seed, op));
-    const auto expected = run_reference(*alg->build(spec), spec, std::move(inputs))[static_cast<std::size_t>(grank)];
-    cpu::NumericsCheck& c = checks[static_cast<std::size_t>(op)];
-    c.checked = true;
-    if (expected.size() != got.size()) {
-      c.max_abs_error = INFINITY;
-      return;
-    }
-    for (std::size_t k = 0; k < got.size(); ++k)
-      c.max_abs_error = std::max(c.max_abs_error, static_cast<double>(std::fabs(expected[k] - got[k])));
-  };
-  cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
-  return executor.execute(schedule);
-}
-
 }  // namespace
 
 RankSession::RankSession(const RunFlags& f)
@@ -227,13 +179,27 @@ RankSession::RankSession(const RunFlags& f)
   store = std::make_unique<cpu::RendezvousClient>(
       cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
-  if (f.backend == "cpu") {  // the cuda backend talks NCCL
+  if (f.backend == Backend::Cpu) {  // the cuda backend talks NCCL
     cpu::TransportOptions topt;
     topt.token = env.token;
     topt.bind_addr = env.bind_addr;
     topt.timeout = timeout;
     transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
   }
+}
+
+ExecutorOptions RankSession::executor_options(Backend backend, CollectivesMode collectives) const {
+  ExecutorOptions o;
+  o.backend = backend;
+  o.collectives = collectives;
+  o.rank = env.rank;
+  o.world = env.world_size;
+  o.timeout = timeout;
+  o.store = store.get();
+  o.transport = transport.get();
+  o.token = env.token;
+  o.bind_addr = env.bind_addr;
+  return o;
 }
 
 void RankSession::finish() {
@@ -255,7 +221,7 @@ std::string machine_topology(RankSession& s, const Scenario& sc) {
   return s.store->gather("model", s.env.rank, s.env.world_size, measured, s.timeout).front();
 }
 
-void write_side_by_side_trace(const std::string& path, const Schedule& schedule, const std::string& backend,
+void write_side_by_side_trace(const std::string& path, const Schedule& schedule, Backend backend,
                               const std::vector<TraceEvent>& measured, const Trace* predicted) {
   using J = nlohmann::ordered_json;
   J events = J::array();
@@ -266,7 +232,7 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
                          {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
                          {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
   };
-  add(1, "measured (" + backend + "), a track per rank", measured, true);
+  add(1, std::string("measured (") + to_string(backend) + "), a track per rank", measured, true);
   if (predicted) add(2, "predicted (sim), a track per stage", predicted->events, false);
   std::ofstream out(path);
   if (!out) throw Error("--trace: cannot write '" + path + "'");
@@ -321,17 +287,11 @@ int run_rank(const RunFlags& f) {
     schedule = plan_collectives(w);
   }
 
-  Trace mine;
-  std::vector<cpu::NumericsCheck> checks;
-  if (transport) {
-    cpu::CpuExecutorOptions eopt;
-    if (axis != "rank") eopt.groups[axis] = placement.groups_along(axis);
-    cpu::CpuExecutor executor(*transport, registry, eopt);
-    mine = executor.execute(schedule);
-    checks = executor.checks();
-  } else {
-    mine = run_cuda_rank(f, env, store, timeout, registry, placement, schedule, checks);
-  }
+  std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
+  ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);
+  if (axis != "rank") eopt.cpu.groups[axis] = placement.groups_along(axis);
+  eopt.checks = &checks;
+  const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
   const std::vector<std::string> all = store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
   if (env.rank != 0) {
     session.finish();
@@ -350,11 +310,12 @@ int run_rank(const RunFlags& f) {
     opt.gamma_ps = gamma_ps;
     predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, opt);
   }
-  const double factor = busbw_factor(w.kind, w.ranks);
-  double measured_total = 0, predicted_total = 0;
+  std::vector<Time> op_times;  // per op: the latest end over ranks minus the earliest start
+  for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
+  const Comparison table = op_comparison(schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
   nlohmann::ordered_json j;
-  j["backend"] = f.backend;
-  if (f.backend == "cuda") j["collectives"] = f.collectives;
+  j["backend"] = to_string(f.backend);
+  if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
   j["ranks"] = w.ranks;
   j["collective"] = to_string(w.kind);
   j["algorithm"] = w.algorithm;
@@ -366,49 +327,17 @@ int run_rank(const RunFlags& f) {
   }
   j["machine_model"] = topo_spec;
   j["gamma_ps_per_byte"] = gamma_ps;
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  add_comparison_json(j, table);
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
                       to_string(w.kind), format_bytes(w.bytes), w.ranks,
-                      f.collectives == "nccl" ? std::string("NCCL's own") : w.algorithm, backend_label(f));
+                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm, backend_label(f));
   if (!w.mesh.empty())
     text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh), sc.placement,
                         placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
-  text << fmt::format("  {:<16} {:>12} {:>12} {:>12}", "op", "measured", "algbw", "busbw");
-  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
-  text << "\n";
-  for (std::size_t i = 0; i < ops; ++i) {
-    const Time t = m.end[i] - m.start[i];
-    const double secs = t.seconds();
-    const double algbw = secs > 0 ? static_cast<double>(w.bytes) / secs : 0;
-    measured_total += secs;
-    nlohmann::ordered_json row{{"op", schedule.roles[0].ops[i].name}, {"measured_s", secs},
-                               {"algbw_GBps", algbw * 1e-9}, {"busbw_GBps", algbw * factor * 1e-9}};
-    text << fmt::format("  {:<16} {:>12} {:>9.2f}GB/s {:>9.2f}GB/s", schedule.roles[0].ops[i].name, format_time(t),
-                        algbw * 1e-9, algbw * factor * 1e-9);
-    if (predicted) {
-      const TraceEvent& e = predicted->trace.events[i];
-      const double p = (e.end - e.start).seconds();
-      predicted_total += p;
-      row["predicted_s"] = p;
-      row["error_pct"] = p > 0 ? 100.0 * (secs - p) / p : 0.0;
-      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(e.end - e.start), p > 0 ? 100.0 * (secs - p) / p : 0.0);
-    }
-    text << "\n";
-    rows.push_back(row);
-  }
-  j["ops"] = rows;
-  j["measured_total_s"] = measured_total;
-  text << fmt::format("  total measured {}", format_time(Time::from_ps(static_cast<std::int64_t>(measured_total * 1e12))));
-  if (predicted) {
-    j["predicted_total_s"] = predicted_total;
-    j["error_pct"] = 100.0 * (measured_total - predicted_total) / predicted_total;
-    text << fmt::format(", predicted {} ({:+.1f}%)", format_time(Time::from_ps(static_cast<std::int64_t>(predicted_total * 1e12))),
-                        100.0 * (measured_total - predicted_total) / predicted_total);
-  }
-  text << "\n";
+  text << comparison_text(table);
   j["numerics_checked"] = m.all_checked;
   j["max_abs_error"] = m.max_error;
   text << (m.all_checked ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n", m.max_error)
@@ -423,12 +352,11 @@ int run_rank(const RunFlags& f) {
   session.finish();
   if (m.all_checked && m.max_error != 0)
     throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
-                            "{} backend, please report it", m.max_error, f.backend));
+                            "{} backend, please report it", m.max_error, to_string(f.backend)));
   return 0;
 }
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
-  check_backend(f);
   if (under_launcher()) return run_rank(f);
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
@@ -444,7 +372,7 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
     n = world;
     // A model too large for this host is one error here, not one per rank (cpu backend;
     // the cuda backend plans its workspace per rank and cudaMalloc says when it does not fit).
-    if (f.backend == "cpu")
+    if (f.backend == Backend::Cpu)
       for (const Role& role : plan_iteration(sc.model, sc.parallel).roles) cpu::CpuCompute::workspace_for(role.ops);
   } else if (n <= 0) {
     n = sc.workload->ranks;
@@ -463,14 +391,15 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
 Run add_run_commands(CLI::App& app, Run* validate) {
   auto make = [&](bool is_validate) {
     auto f = std::make_shared<RunFlags>();
+    auto typed = std::make_shared<BackendFlagText>();
     f->validate = is_validate;
     CLI::App* c = app.add_subcommand(is_validate ? "validate" : "run",
                                      is_validate ? "run a scenario for real and compare with the simulator"
                                                  : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
     c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
     c->add_option("--set", f->sets, "override a field: path=value, repeatable");
-    c->add_option("--backend", f->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
-    c->add_option("--collectives", f->collectives,
+    c->add_option("--backend", typed->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
+    c->add_option("--collectives", typed->collectives,
                   "cuda: ours (our step programs over ncclSend/ncclRecv, as simulated) or nccl (NCCL's own)");
     c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
@@ -478,9 +407,10 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 120)");
     // The arguments to pass on to the ranks: the same command without -n.
     auto argv = std::make_shared<std::vector<std::string>>();
-    return Run([f, argv, is_validate] {
-      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", f->backend,
-                                 "--collectives", f->collectives, "--timeout", fmt::format("{}", f->timeout_s)};
+    return Run([f, typed, argv, is_validate] {
+      check_backend(*f, *typed);  // first, in every process: a bad flag is one error before any rank starts
+      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", to_string(f->backend),
+                                 "--collectives", to_string(f->collectives), "--timeout", fmt::format("{}", f->timeout_s)};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");

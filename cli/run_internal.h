@@ -12,6 +12,7 @@
 #include "backend/cpu/launch_env.h"
 #include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/make_executor.h"
 #include "sim/machine_profile.h"
 #include "sim/scenario.h"
 
@@ -21,22 +22,33 @@ struct RunFlags {
   bool validate = false;
   std::string file;
   std::vector<std::string> sets;
-  std::string backend = "cpu";
-  std::string collectives = "ours";  // cuda: our step programs, or nccl's own collectives
+  Backend backend = Backend::Cpu;
+  CollectivesMode collectives = CollectivesMode::Ours;  // cuda: our step programs, or NCCL's own collectives
   int nprocs = 0;
   std::string trace;
   bool json = false;
   double timeout_s = 120;
 };
 
+// The backend as run and validate name it in their first line: "cpu", or "cuda (collectives: ours)".
+std::string backend_label(const RunFlags& f);
+
 // Whether this process was started by a launcher (meshsim launch, torchrun, srun, mpirun).
 bool under_launcher();
 // This binary's path, to start ranks of the same command.
 std::string self_exe();
 
-// The checks the flags allow before any rank starts: backend and collectives known, a GPU
-// for cuda (one clear error otherwise).
-void check_backend(const RunFlags& f);
+// --backend and --collectives as typed: CLI11 binds them here, and check_backend alone reads
+// them, so each flag is parsed once and everything after it reads RunFlags' enums.
+struct BackendFlagText {
+  std::string backend = to_string(Backend::Cpu);
+  std::string collectives = to_string(CollectivesMode::Ours);
+};
+
+// The checks the flags allow before any rank starts, in this order (the first that fails is
+// the one clear error): --timeout in (0, 86400] seconds; --backend and --collectives known
+// (parsed here into f.backend and f.collectives); NCCL's collectives only on cuda; a GPU for cuda.
+void check_backend(RunFlags& f, const BackendFlagText& typed);
 
 // One rank of a run: its launcher environment, the rendezvous store (served by rank 0)
 // and a transport between all ranks (for measuring the machine and collective workloads).
@@ -48,6 +60,9 @@ struct RankSession {
   std::unique_ptr<cpu::RendezvousClient> store;
   std::unique_ptr<cpu::StoreDirectory> dir;
   std::unique_ptr<cpu::Transport> transport;  // cpu backend only
+  // What make_executor needs of this rank: the backend, its collectives, rank, world, timeout
+  // and this session's connections; callers add what their schedule needs.
+  ExecutorOptions executor_options(Backend backend, CollectivesMode collectives) const;
   // Rank 0 waits until every other rank has left (so the store outlives them).
   void finish();
 };
@@ -68,7 +83,7 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
 
 // Writes the measured events (a track per rank) and, for validate, the predicted ones (a
 // track per pipeline stage) into one Perfetto trace; op names come from the schedule.
-void write_side_by_side_trace(const std::string& path, const Schedule& schedule, const std::string& backend,
+void write_side_by_side_trace(const std::string& path, const Schedule& schedule, Backend backend,
                               const std::vector<TraceEvent>& measured, const Trace* predicted);
 
 // A rank's measured events as text for the rendezvous store's gather, and back (role, op,

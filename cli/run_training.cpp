@@ -5,43 +5,26 @@
 // (same algorithms) on the machine model: the scenario's topology (cpu: or a measured
 // switch), with the compute model of the scenario's `profile:`, else (cpu) this host
 // measured or (cuda) the GPU preset matching the device name; it prints predicted vs
-// measured per op kind and says which compute model it used.
+// measured per op kind (report/comparison.h) and says which compute model it used.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/training_exec.h"
-#include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/device.h"
+#include "backend/make_executor.h"
 #include "cli/run_internal.h"
 #include "core/error.h"
+#include "report/comparison.h"
 #include "report/training_report.h"
 #include "sim/schedule_sim.h"
 #include "sim/training_sim.h"
 #include "topology/presets.h"
 
 namespace meshsim::cli {
-namespace {
-
-// The kind an op is compared under: "gemm", "attention", ... for compute; "tp allreduce",
-// "cp sendrecv", ... for collectives; "pp send" / "pp recv" for pipeline messages.
-std::string kind_of(const Op& op) {
-  switch (op.kind) {
-    case OpKind::Compute: return to_string(op.kernel.kind);
-    case OpKind::Collective: return op.axis + " " + to_string(op.coll);
-    case OpKind::Send: return "pp send";
-    case OpKind::Recv: return "pp recv";
-  }
-  return "?";
-}
-
-
-}  // namespace
 
 std::string encode_trace(const Trace& t) {
   std::ostringstream o;
@@ -122,14 +105,12 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
 
   // The compute model for validate: the scenario's profile, or this host measured with
   // every rank measuring at once (rank 0's figures).
-  const bool cuda = f.backend == "cuda";
+  const bool cuda = f.backend == Backend::Cuda;
   std::optional<MachineProfile> measured_profile;
   std::string device_name, device_preset;
   cuda::DeviceInfo gpus;
   if (cuda) {
-    gpus = cuda::probe_devices();
-    if (gpus.count == 0)
-      throw Error("--backend cuda: no GPU found (" + gpus.reason + "); use --backend cpu or run on a GPU machine");
+    gpus = require_cuda_devices();
     device_name = gpus.names.empty() ? std::string("?") : gpus.names.front();
     device_preset = gpu_preset_for_device(device_name);
     if (f.validate && sc.profile.empty() && device_preset.empty())
@@ -143,42 +124,19 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     s.store->barrier("train/measured", world, s.timeout);
   }
 
-  Trace mine;
-  if (cuda) {
-    cuda::CudaExecutorOptions o;
-    o.rank = rank;
-    o.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
-    o.share_id = cuda::store_id_exchange(*s.store, rank, s.timeout);
-    o.native_collectives = f.collectives == "nccl";
-    o.watchdog.timeout = s.timeout;
-    cuda::CudaExecutor executor(cuda::real_gpu_api(), registry, placement, std::move(o));
-    mine = executor.execute(schedule);
-  } else {
-    cpu::TrainingExecOptions opt;
-    opt.token = s.env.token;
-    opt.bind_addr = s.env.bind_addr;
-    opt.timeout = s.timeout;
-    cpu::TrainingExecutor executor(rank, world, *s.store, placement, registry, opt);
-    mine = executor.execute(schedule);
-  }
+  ExecutorOptions eopt = s.executor_options(f.backend, f.collectives);
+  eopt.schedule = ScheduleKind::Training;
+  if (cuda) eopt.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
+  const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
   const std::vector<std::string> all = s.store->gather("train/trace", rank, world, encode_trace(mine), s.timeout);
   if (rank != 0) {
     s.finish();
     return 0;
   }
 
-  // Per (role, op): the duration summed over the role's ranks (each rank's own start to end).
-  std::vector<std::vector<double>> busy(schedule.roles.size());
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r) busy[r].assign(schedule.roles[r].ops.size(), 0.0);
-  const double ranks_per_role = static_cast<double>(world) / static_cast<double>(schedule.roles.size());
-  std::vector<TraceEvent> events;
+  std::vector<TraceEvent> events;  // every rank's, rank by rank
   for (std::size_t r = 0; r < all.size(); ++r)
-    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r))) {
-      busy[static_cast<std::size_t>(e.role)][static_cast<std::size_t>(e.op)] += (e.end - e.start).seconds();
-      events.push_back(e);
-    }
-  Time measured_iter;
-  for (const TraceEvent& e : events) measured_iter = std::max(measured_iter, e.end);
+    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r))) events.push_back(e);
 
   std::optional<ScheduleSimResult> predicted;
   std::string compute_source;
@@ -199,28 +157,11 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     predicted = simulate_schedule(as_run_by_our_kernels(schedule), topo, router, placement, compute, registry, sopt);
   }
 
-  struct Row {
-    int ops = 0;
-    double measured = 0, predicted = 0;
-  };
-  std::map<std::string, Row> rows;
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r)
-    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
-      Row& row = rows[kind_of(schedule.roles[r].ops[i])];
-      ++row.ops;
-      row.measured += busy[r][i] / ranks_per_role;
-    }
-  if (predicted)
-    for (const TraceEvent& e : predicted->trace.events)
-      rows[kind_of(schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)])].predicted +=
-          (e.end - e.start).seconds();
-
-  auto pct = [](double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; };
+  const Comparison table = op_kind_comparison(schedule, events, world, predicted ? &*predicted : nullptr);
   nlohmann::ordered_json j;
-  const std::string backend = cuda ? fmt::format("cuda (collectives: {})", f.collectives) : std::string("cpu");
-  j["backend"] = f.backend;
+  j["backend"] = to_string(f.backend);
   if (cuda) {
-    j["collectives"] = f.collectives;
+    j["collectives"] = to_string(f.collectives);
     j["device"] = device_name;
   }
   j["scenario"] = sc.name;
@@ -228,40 +169,14 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   j["ranks"] = world;
   j["machine_model"] = topo_spec;
   if (predicted) j["compute_model"] = compute_source;
+  add_comparison_json(j, table);
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend {}\n", f.validate ? "validate" : "run", sc.name,
-                      layout_text(sc), world, backend);
+                      layout_text(sc), world, backend_label(f));
   if (cuda) text << fmt::format("  device: {}\n", device_name);
   text << fmt::format("  machine model: {}\n", topo_spec);
   if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
-  text << fmt::format("  {:<22} {:>6} {:>12}", "op kind (summed)", "ops", "measured");
-  if (predicted) text << fmt::format(" {:>12} {:>8}", "predicted", "error");
-  text << "\n";
-  nlohmann::ordered_json jrows = nlohmann::ordered_json::array();
-  for (const auto& [kind, row] : rows) {
-    nlohmann::ordered_json jr{{"kind", kind}, {"ops", row.ops}, {"measured_s", row.measured}};
-    text << fmt::format("  {:<22} {:>6} {:>12}", kind, row.ops,
-                        format_time(Time::from_ps(static_cast<std::int64_t>(row.measured * 1e12))));
-    if (predicted) {
-      jr["predicted_s"] = row.predicted;
-      jr["error_pct"] = pct(row.measured, row.predicted);
-      text << fmt::format(" {:>12} {:>+7.1f}%", format_time(Time::from_ps(static_cast<std::int64_t>(row.predicted * 1e12))),
-                          pct(row.measured, row.predicted));
-    }
-    text << "\n";
-    jrows.push_back(jr);
-  }
-  j["kinds"] = jrows;
-  j["measured_iteration_s"] = measured_iter.seconds();
-  text << fmt::format("  {:<22} {:>6} {:>12}", "iteration", "", format_time(measured_iter));
-  if (predicted) {
-    j["predicted_iteration_s"] = predicted->iteration.seconds();
-    j["error_pct"] = pct(measured_iter.seconds(), predicted->iteration.seconds());
-    text << fmt::format(" {:>12} {:>+7.1f}%", format_time(predicted->iteration),
-                        pct(measured_iter.seconds(), predicted->iteration.seconds()));
-  }
-  text << "\n  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a collective's "
-          "time includes waiting for its slowest member)\n";
+  text << comparison_text(table);
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty())
