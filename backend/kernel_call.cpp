@@ -1,8 +1,9 @@
 // kernel_call: which kernels/ function a compute op runs, and its operands (kernel_call.h).
 #include "backend/kernel_call.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -33,48 +34,88 @@ void lay_out(KernelCall& c, std::initializer_list<std::int64_t> sizes) {
 void lay_out_rows(KernelCall& c) {
   const std::int64_t r = c.rows, n = c.rows * c.cols, h = c.cols;
   switch (c.fn) {
-    case Fn::Pass: lay_out(c, {h, h}); return;
-    case Fn::LayerNormFwd: lay_out(c, {n, h, h, n, r, r}); return;
-    case Fn::LayerNormBwd: lay_out(c, {n, n, h, r, r, n, h, h}); return;
-    case Fn::LayerNorm2dFwd: lay_out(c, {n, 2 * r, h, h, n, r, r}); return;
-    case Fn::LayerNorm2dBwd: lay_out(c, {n, n, h, r, r, 2 * r, n, h, h}); return;
+    case Fn::Pass:
+      lay_out(c, {h, h});
+      return;
+    case Fn::LayerNormFwd:
+      lay_out(c, {n, h, h, n, r, r});
+      return;
+    case Fn::LayerNormBwd:
+      lay_out(c, {n, n, h, r, r, n, h, h});
+      return;
+    case Fn::LayerNorm2dFwd:
+      lay_out(c, {n, 2 * r, h, h, n, r, r});
+      return;
+    case Fn::LayerNorm2dBwd:
+      lay_out(c, {n, n, h, r, r, 2 * r, n, h, h});
+      return;
     case Fn::GeluFwd:
     case Fn::DropoutFwd:
     case Fn::DropoutBwd:
-    case Fn::SoftmaxFwd: lay_out(c, {n, n}); return;
+    case Fn::SoftmaxFwd:
+      lay_out(c, {n, n});
+      return;
     case Fn::GeluBwd:
     case Fn::SoftmaxBwd:
-    case Fn::DropoutAddFwd: lay_out(c, {n, n, n}); return;
-    case Fn::SwigluFwd: lay_out(c, {2 * n, n}); return;
-    case Fn::SwigluBwd: lay_out(c, {n, 2 * n, 2 * n}); return;
-    case Fn::CrossEntropyFwd: lay_out(c, {n, r, 2 * r, 2 * r, r}); return;
-    case Fn::CrossEntropyBwd: lay_out(c, {n, r, 2 * r, 2 * r, n}); return;
-    case Fn::LseMerge: lay_out(c, {n, r, n, r, n, r}); return;
-    case Fn::AdamW: lay_out(c, {n, n, n, n}); return;
+    case Fn::DropoutAddFwd:
+      lay_out(c, {n, n, n});
+      return;
+    case Fn::SwigluFwd:
+      lay_out(c, {2 * n, n});
+      return;
+    case Fn::SwigluBwd:
+      lay_out(c, {n, 2 * n, 2 * n});
+      return;
+    case Fn::CrossEntropyFwd:
+      lay_out(c, {n, r, 2 * r, 2 * r, r});
+      return;
+    case Fn::CrossEntropyBwd:
+      lay_out(c, {n, r, 2 * r, 2 * r, n});
+      return;
+    case Fn::LseMerge:
+      lay_out(c, {n, r, n, r, n, r});
+      return;
+    case Fn::AdamW:
+      lay_out(c, {n, n, n, n});
+      return;
     case Fn::AttentionFwd:
-    case Fn::AttentionBwd: break;
+    case Fn::AttentionBwd:
+      break;
   }
   MESHSIM_ASSERT(false);
 }
 
 }  // namespace
 
-constexpr EnumName<KernelCall::Fn> kFnNames[] = {
-    {Fn::Pass, "pass"}, {Fn::LayerNormFwd, "layernorm_fwd"}, {Fn::LayerNormBwd, "layernorm_bwd"},
-    {Fn::LayerNorm2dFwd, "layernorm2d_fwd"}, {Fn::LayerNorm2dBwd, "layernorm2d_bwd"}, {Fn::GeluFwd, "gelu_fwd"},
-    {Fn::GeluBwd, "gelu_bwd"}, {Fn::SwigluFwd, "swiglu_fwd"}, {Fn::SwigluBwd, "swiglu_bwd"},
-    {Fn::DropoutFwd, "dropout_fwd"}, {Fn::DropoutBwd, "dropout_bwd"}, {Fn::DropoutAddFwd, "dropout_add_fwd"},
-    {Fn::SoftmaxFwd, "softmax_fwd"}, {Fn::SoftmaxBwd, "softmax_bwd"}, {Fn::CrossEntropyFwd, "cross_entropy_fwd"},
-    {Fn::CrossEntropyBwd, "cross_entropy_bwd"}, {Fn::LseMerge, "lse_merge"}, {Fn::AttentionFwd, "attention_fwd"},
-    {Fn::AttentionBwd, "attention_bwd"}, {Fn::AdamW, "adamw"}};
+constexpr EnumName<KernelCall::Fn> kFnNames[] = {{Fn::Pass, "pass"},
+                                                 {Fn::LayerNormFwd, "layernorm_fwd"},
+                                                 {Fn::LayerNormBwd, "layernorm_bwd"},
+                                                 {Fn::LayerNorm2dFwd, "layernorm2d_fwd"},
+                                                 {Fn::LayerNorm2dBwd, "layernorm2d_bwd"},
+                                                 {Fn::GeluFwd, "gelu_fwd"},
+                                                 {Fn::GeluBwd, "gelu_bwd"},
+                                                 {Fn::SwigluFwd, "swiglu_fwd"},
+                                                 {Fn::SwigluBwd, "swiglu_bwd"},
+                                                 {Fn::DropoutFwd, "dropout_fwd"},
+                                                 {Fn::DropoutBwd, "dropout_bwd"},
+                                                 {Fn::DropoutAddFwd, "dropout_add_fwd"},
+                                                 {Fn::SoftmaxFwd, "softmax_fwd"},
+                                                 {Fn::SoftmaxBwd, "softmax_bwd"},
+                                                 {Fn::CrossEntropyFwd, "cross_entropy_fwd"},
+                                                 {Fn::CrossEntropyBwd, "cross_entropy_bwd"},
+                                                 {Fn::LseMerge, "lse_merge"},
+                                                 {Fn::AttentionFwd, "attention_fwd"},
+                                                 {Fn::AttentionBwd, "attention_bwd"},
+                                                 {Fn::AdamW, "adamw"}};
 const char* to_string(KernelCall::Fn fn) { return enum_name(kFnNames, fn); }
 
 std::string KernelCall::text() const {
   if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
-    return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv,
-                       shape.head_dim, causal ? " causal" : "");
+    return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv, shape.head_dim,
+                       causal ? " causal" : "");
   if (fn == Fn::Pass) return fmt::format("pass {}", cols);
-  if (fn == Fn::LayerNorm2dFwd || fn == Fn::LayerNorm2dBwd) return fmt::format("{} {}x{}/{}", to_string(fn), rows, cols, full);
+  if (fn == Fn::LayerNorm2dFwd || fn == Fn::LayerNorm2dBwd)
+    return fmt::format("{} {}x{}/{}", to_string(fn), rows, cols, full);
   return fmt::format("{} {}x{}", to_string(fn), rows, cols);
 }
 
@@ -96,8 +137,10 @@ KernelCall make_attention_call(bool backward, const kernels::AttentionShape& sha
   c.causal = causal;
   const std::int64_t q = shape.batch_heads * shape.seq_q * shape.head_dim,
                      kv = shape.batch_heads * shape.seq_kv * shape.head_dim, lse = shape.batch_heads * shape.seq_q;
-  if (backward) lay_out(c, {q, kv, kv, q, q, lse, q, kv, kv});
-  else lay_out(c, {q, kv, kv, q, lse});
+  if (backward)
+    lay_out(c, {q, kv, kv, q, q, lse, q, kv, kv});
+  else
+    lay_out(c, {q, kv, kv, q, lse});
   return c;
 }
 
@@ -108,21 +151,31 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
     return make_attention_call(bwd, {k.batch, k.m, k.n, k.k}, k.causal);
   auto pick = [&](Fn f, Fn b) { return make_kernel_call(bwd ? b : f, k.m, k.n); };
   if (k.m > 0 && k.n > 0) switch (k.fn) {
-      case KernelFn::LayerNorm: return pick(Fn::LayerNormFwd, Fn::LayerNormBwd);
-      case KernelFn::Gelu: return pick(Fn::GeluFwd, Fn::GeluBwd);
-      case KernelFn::SwiGLU: return pick(Fn::SwigluFwd, Fn::SwigluBwd);
-      case KernelFn::Dropout: return pick(Fn::DropoutFwd, Fn::DropoutBwd);
-      case KernelFn::DropoutAdd: return pick(Fn::DropoutAddFwd, Fn::DropoutBwd);
-      case KernelFn::Softmax: return pick(Fn::SoftmaxFwd, Fn::SoftmaxBwd);
-      case KernelFn::CrossEntropy: return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
-      case KernelFn::LseMerge: return make_kernel_call(Fn::LseMerge, k.m, k.n);
-      case KernelFn::AdamW: return make_kernel_call(Fn::AdamW, k.m, k.n);
+      case KernelFn::LayerNorm:
+        return pick(Fn::LayerNormFwd, Fn::LayerNormBwd);
+      case KernelFn::Gelu:
+        return pick(Fn::GeluFwd, Fn::GeluBwd);
+      case KernelFn::SwiGLU:
+        return pick(Fn::SwigluFwd, Fn::SwigluBwd);
+      case KernelFn::Dropout:
+        return pick(Fn::DropoutFwd, Fn::DropoutBwd);
+      case KernelFn::DropoutAdd:
+        return pick(Fn::DropoutAddFwd, Fn::DropoutBwd);
+      case KernelFn::Softmax:
+        return pick(Fn::SoftmaxFwd, Fn::SoftmaxBwd);
+      case KernelFn::CrossEntropy:
+        return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
+      case KernelFn::LseMerge:
+        return make_kernel_call(Fn::LseMerge, k.m, k.n);
+      case KernelFn::AdamW:
+        return make_kernel_call(Fn::AdamW, k.m, k.n);
       case KernelFn::LayerNorm2d: {
         KernelCall c = pick(Fn::LayerNorm2dFwd, Fn::LayerNorm2dBwd);
         c.full = std::max(k.k, k.n);
         return c;
       }
-      case KernelFn::Pass: break;
+      case KernelFn::Pass:
+        break;
     }
   // A pass reading half the op's bytes and writing as many (at least one float each).
   return make_kernel_call(Fn::Pass, 1, std::max<std::int64_t>(static_cast<std::int64_t>(k.bytes / 8), 1));
@@ -159,8 +212,8 @@ std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t r
   add(KernelKind::Elementwise, Fn::DropoutAddFwd, Fn::DropoutBwd);
   add(KernelKind::Softmax, Fn::SoftmaxFwd, Fn::SoftmaxBwd);
   add(KernelKind::Softmax, Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
-  const double fwd = Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim,
-                                       4, true).flops;
+  const double fwd =
+      Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim, 4, true).flops;
   v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});
   v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd});
   v.push_back({KernelKind::Optimizer, make_kernel_call(Fn::AdamW, 1, rows * row), 0});
@@ -195,8 +248,12 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
   const std::uint64_t seed = 1234;
   namespace K = kernels;
   switch (c.fn) {
-    case Fn::Pass: K::stream_pass_cpu(op(1), op(0), static_cast<std::size_t>(h), 0.5f); return;
-    case Fn::LayerNormFwd: K::layernorm_forward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f); return;
+    case Fn::Pass:
+      K::stream_pass_cpu(op(1), op(0), static_cast<std::size_t>(h), 0.5f);
+      return;
+    case Fn::LayerNormFwd:
+      K::layernorm_forward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f);
+      return;
     case Fn::LayerNormBwd:
       K::layernorm_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h);
       return;
@@ -208,18 +265,34 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
       K::layernorm2d_backward_stats_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h);
       K::layernorm2d_backward_apply_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), r, h, c.full);
       return;
-    case Fn::GeluFwd: K::gelu_forward_cpu(op(0), op(1), n); return;
-    case Fn::GeluBwd: K::gelu_backward_cpu(op(0), op(1), op(2), n); return;
-    case Fn::SwigluFwd: K::swiglu_forward_cpu(op(0), op(0) + h, 2 * h, op(1), r, h); return;
-    case Fn::SwigluBwd: K::swiglu_backward_cpu(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h); return;
-    case Fn::DropoutFwd: K::dropout_forward_cpu(op(0), op(1), n, kDropoutP, seed, 0); return;
-    case Fn::DropoutBwd: K::dropout_backward_cpu(op(0), op(1), n, kDropoutP, seed, 0); return;
+    case Fn::GeluFwd:
+      K::gelu_forward_cpu(op(0), op(1), n);
+      return;
+    case Fn::GeluBwd:
+      K::gelu_backward_cpu(op(0), op(1), op(2), n);
+      return;
+    case Fn::SwigluFwd:
+      K::swiglu_forward_cpu(op(0), op(0) + h, 2 * h, op(1), r, h);
+      return;
+    case Fn::SwigluBwd:
+      K::swiglu_backward_cpu(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h);
+      return;
+    case Fn::DropoutFwd:
+      K::dropout_forward_cpu(op(0), op(1), n, kDropoutP, seed, 0);
+      return;
+    case Fn::DropoutBwd:
+      K::dropout_backward_cpu(op(0), op(1), n, kDropoutP, seed, 0);
+      return;
     case Fn::DropoutAddFwd:
       K::dropout_forward_cpu(op(0), op(2), n, kDropoutP, seed, 0);
       K::reduce_sum_cpu(op(2), op(1), n);
       return;
-    case Fn::SoftmaxFwd: K::softmax_forward_cpu(op(0), op(1), 1, r, h, 1.0f, {}); return;
-    case Fn::SoftmaxBwd: K::softmax_backward_cpu(op(0), op(1), op(2), 1, r, h, 1.0f); return;
+    case Fn::SoftmaxFwd:
+      K::softmax_forward_cpu(op(0), op(1), 1, r, h, 1.0f, {});
+      return;
+    case Fn::SoftmaxBwd:
+      K::softmax_backward_cpu(op(0), op(1), op(2), 1, r, h, 1.0f);
+      return;
     case Fn::CrossEntropyFwd:
       K::cross_entropy_local_max_cpu(op(0), op(1), r, h);
       K::cross_entropy_local_stats_cpu(op(0), op(1), ids(2), op(3), r, h, 0);
@@ -228,7 +301,9 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
     case Fn::CrossEntropyBwd:
       K::cross_entropy_backward_cpu(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h, 0);
       return;
-    case Fn::LseMerge: K::attention_merge_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h); return;
+    case Fn::LseMerge:
+      K::attention_merge_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h);
+      return;
     case Fn::AttentionFwd:
       K::attention_forward_cpu(op(0), op(1), op(2), op(3), op(4), c.shape, static_cast<float>(c.scale()),
                                {c.causal, 0, 0});
@@ -237,7 +312,9 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
       K::attention_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
                                 static_cast<float>(c.scale()), {c.causal, 0, 0});
       return;
-    case Fn::AdamW: K::adamw_step_cpu(op(0), op(1), op(2), op(3), n, {}, 1); return;
+    case Fn::AdamW:
+      K::adamw_step_cpu(op(0), op(1), op(2), op(3), n, {}, 1);
+      return;
   }
 }
 

@@ -69,10 +69,10 @@ struct KernelCall {
     AdamW,
   };
   Fn fn = Fn::Pass;
-  std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
-  std::int64_t full = 0;            // layernorm2d: the whole row's length (cols is this rank's part)
-  kernels::AttentionShape shape;    // attention
-  bool causal = false;              // attention
+  std::int64_t rows = 0, cols = 0;    // row kernels; pass: cols = floats per operand
+  std::int64_t full = 0;              // layernorm2d: the whole row's length (cols is this rank's part)
+  kernels::AttentionShape shape;      // attention
+  bool causal = false;                // attention
   std::vector<std::int64_t> offsets;  // float offset of each operand, then the total
 
   std::int64_t floats() const { return offsets.empty() ? 0 : offsets.back(); }

@@ -57,8 +57,8 @@ TEST(KernelCall, OpsMapToTheirKernelByPhase) {
   EXPECT_DOUBLE_EQ(kernel_call_bytes(copy), 8000);
   // The optimizer step: AdamW over its parameters, p, m and v read and written, g read: the
   // 28 bytes per parameter the schedule counts.
-  const KernelCall adam = kernel_call(Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, 1000, 12e3, 28e3, 4),
-                                      Phase::Optimizer);
+  const KernelCall adam =
+      kernel_call(Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, 1000, 12e3, 28e3, 4), Phase::Optimizer);
   EXPECT_EQ(adam.fn, Fn::AdamW);
   EXPECT_EQ(adam.text(), "adamw 1x1000");
   EXPECT_EQ(adam.floats(), 4000);
@@ -184,7 +184,7 @@ TEST(KernelCall, CpuRunsTheNamedKernel) {
         EXPECT_FLOAT_EQ(y, res) << i;
       }
     }
-    EXPECT_GT(dropped, 5);   // p = 0.1 of 256: about 26
+    EXPECT_GT(dropped, 5);  // p = 0.1 of 256: about 26
     EXPECT_LT(dropped, 60);
   }
   {  // AdamW, first step from zero moments: p' = p (1 - lr wd) - lr g / (|g| + eps).

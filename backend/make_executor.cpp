@@ -120,7 +120,8 @@ const char* to_string(CollectivesMode c) { return enum_name(kCollectivesModeName
 // made with enum_list; make_executor_test checks they name every value of the tables.
 Backend parse_backend(std::string_view text) {
   if (const auto b = enum_parse(kBackendNames, text)) return *b;
-  throw Error("--backend: '" + std::string(text) + "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
+  throw Error("--backend: '" + std::string(text) +
+              "' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
 }
 
 CollectivesMode parse_collectives_mode(std::string_view text) {
@@ -146,14 +147,16 @@ std::unique_ptr<Executor> make_executor(const AlgorithmRegistry& registry, const
   check_collectives_mode(o.backend, o.collectives);
   if (o.backend == Backend::Cuda) return make_cuda(registry, placement, o);
   if (o.schedule == ScheduleKind::Training) {
-    if (!o.store) throw Error("make_executor: the cpu backend runs a training schedule through the rendezvous store; none given");
+    if (!o.store)
+      throw Error("make_executor: the cpu backend runs a training schedule through the rendezvous store; none given");
     cpu::TrainingExecOptions t;
     t.token = o.token;
     t.bind_addr = o.bind_addr;
     t.timeout = o.timeout;
     return std::make_unique<cpu::TrainingExecutor>(o.rank, o.world, *o.store, placement, registry, std::move(t));
   }
-  if (!o.transport) throw Error("make_executor: the cpu backend runs a collective workload over a transport; none given");
+  if (!o.transport)
+    throw Error("make_executor: the cpu backend runs a collective workload over a transport; none given");
   return std::make_unique<CheckedCpuExecutor>(*o.transport, registry, std::move(o.cpu), o.checks);
 }
 

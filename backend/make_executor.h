@@ -72,8 +72,8 @@ struct ExecutorOptions {
   Backend backend = Backend::Cpu;
   CollectivesMode collectives = CollectivesMode::Ours;
   ScheduleKind schedule = ScheduleKind::Collectives;
-  int rank = 0;   // this process: GPU `rank` of the placement's topology
-  int world = 1;  // ranks running
+  int rank = 0;                               // this process: GPU `rank` of the placement's topology
+  int world = 1;                              // ranks running
   std::chrono::milliseconds timeout{120000};  // any wait on a peer (transports, watchdog, the store)
   // The job's rendezvous store: cpu training (address exchange) and cuda (the ncclUniqueId).
   cpu::RendezvousClient* store = nullptr;

@@ -39,7 +39,8 @@ TEST(BackendNames, RoundTripThroughTheirTables) {
 TEST(BackendNames, AWrongNameIsTheFlagsErrorNamingEveryValue) {
   const std::string backend = error_of([] { parse_backend("tpu"); });
   EXPECT_EQ(backend, "--backend: 'tpu' is not a backend; use --backend cpu (processes over TCP) or cuda (GPUs)");
-  for (Backend b : {Backend::Cpu, Backend::Cuda}) EXPECT_TRUE(contains(backend, std::string(" ") + to_string(b) + " ")) << to_string(b);
+  for (Backend b : {Backend::Cpu, Backend::Cuda})
+    EXPECT_TRUE(contains(backend, std::string(" ") + to_string(b) + " ")) << to_string(b);
   const std::string coll = error_of([] { parse_collectives_mode("mpi"); });
   EXPECT_EQ(coll, "--collectives: 'mpi' is not known; use ours (our step programs) or nccl");
   for (CollectivesMode c : {CollectivesMode::Ours, CollectivesMode::Nccl})
@@ -186,7 +187,8 @@ TEST(MakeExecutor, CudaChecksEveryOpOfACollectiveWorkload) {
 TEST(MakeExecutor, CudaWithoutAGpuIsTheBackendCudaError) {
   const cuda::DeviceInfo info = cuda::probe_devices();
   if (info.count > 0) GTEST_SKIP() << "this machine has " << info.count << " GPU(s); this tests the no-GPU path";
-  const std::string want = "--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine";
+  const std::string want =
+      "--backend cuda: no GPU found (" + info.reason + "); use --backend cpu or run on a GPU machine";
   EXPECT_EQ(error_of([] { require_cuda_devices(); }), want);
   OneRank s;
   ExecutorOptions o;

@@ -21,8 +21,8 @@ double peak_rss_mb() {
 
 void RingAllReduceFatTree(benchmark::State& state) {
   const int ranks = static_cast<int>(state.range(0));
-  const Topology topo = make_preset("fat-tree", {{"nodes", std::to_string(ranks / 8)}, {"gpus_per_node", "8"},
-                                                  {"levels", "2"}});
+  const Topology topo =
+      make_preset("fat-tree", {{"nodes", std::to_string(ranks / 8)}, {"gpus_per_node", "8"}, {"levels", "2"}});
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   std::vector<int> gpus(ranks);
   std::iota(gpus.begin(), gpus.end(), 0);
@@ -44,7 +44,8 @@ void RingAllReduceFatTree(benchmark::State& state) {
   state.counters["events"] = static_cast<double>(events);
   state.counters["simulated_ms"] = sim_ms;
   state.counters["peak_rss_MB"] = peak_rss_mb();
-  state.counters["msgs_per_s"] = benchmark::Counter(static_cast<double>(messages), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["msgs_per_s"] =
+      benchmark::Counter(static_cast<double>(messages), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(RingAllReduceFatTree)->Name("Ring/1024")->Arg(1024)->Unit(benchmark::kMillisecond)->Iterations(3);

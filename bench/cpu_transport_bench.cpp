@@ -19,9 +19,8 @@
 // printed at the end.
 //
 //   build/bench/cpu_transport_bench --benchmark_min_time=0.3 --benchmark_repetitions=3
-#include <benchmark/benchmark.h>
-
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -134,8 +133,10 @@ void raw_tcp(benchmark::State& state, bool duplex) {
   const int fd = tcp_pair_fork(&child, &pid);
   auto round = [&](bool initiator) {
     if (!duplex) {
-      if (initiator) send_all(fd, out.data(), bytes);
-      else recv_all(fd, in.data(), bytes);
+      if (initiator)
+        send_all(fd, out.data(), bytes);
+      else
+        recv_all(fd, in.data(), bytes);
       return;
     }
     std::thread sender([&] { send_all(fd, out.data(), bytes); });
@@ -304,8 +305,8 @@ void BM_RingAllReduce(benchmark::State& state) {
   }
   for (pid_t k : kids) ::waitpid(k, nullptr, 0);
   fs::remove_all(dir);
-  state.counters["busbw_GBps"] = benchmark::Counter(static_cast<double>(bytes) * 2.0 * (p - 1) / p,
-                                                    benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes) * 2.0 * (p - 1) / p, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Console output plus a summary: ring busbw against the raw pair, per size.
@@ -323,9 +324,12 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       };
       const int mib = arg("MiB");
       const double b = static_cast<double>(mib) * kMiB;
-      if (name.rfind("BM_RawTcpDuplex", 0) == 0) figures_[{"raw-duplex", 2, mib}].push_back(b / secs / 1e9);
-      else if (name.rfind("BM_RawTcpRing", 0) == 0) figures_[{"raw-ring", arg("p"), mib}].push_back(b / secs / 1e9);
-      else if (name.rfind("BM_RawTcp", 0) == 0) figures_[{"raw", 2, mib}].push_back(b / secs / 1e9);
+      if (name.rfind("BM_RawTcpDuplex", 0) == 0)
+        figures_[{"raw-duplex", 2, mib}].push_back(b / secs / 1e9);
+      else if (name.rfind("BM_RawTcpRing", 0) == 0)
+        figures_[{"raw-ring", arg("p"), mib}].push_back(b / secs / 1e9);
+      else if (name.rfind("BM_RawTcp", 0) == 0)
+        figures_[{"raw", 2, mib}].push_back(b / secs / 1e9);
       else if (name.rfind("BM_RingAllReduce", 0) == 0) {
         const int p = arg("p");
         figures_[{"ring", p, mib}].push_back(b / secs * 2.0 * (p - 1) / p / 1e9);
@@ -350,8 +354,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       const double busbw = median(key), raw = median({"raw", 2, mib}), dup = median({"raw-duplex", 2, mib});
       const double rring = median({"raw-ring", p, mib});
       auto pct = [&](double base) { return base > 0 ? 100 * busbw / base : 0.0; };
-      fmt::print("         {:>4} {:>7} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>9.0f}% {:>9.0f}% {:>11.0f}%\n", p, mib,
-                 raw, dup, rring, busbw, pct(raw), pct(dup), pct(rring));
+      fmt::print("         {:>4} {:>7} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>9.0f}% {:>9.0f}% {:>11.0f}%\n", p,
+                 mib, raw, dup, rring, busbw, pct(raw), pct(dup), pct(rring));
     }
   }
 
@@ -365,15 +369,27 @@ int main(int argc, char** argv) {
   // Size-major order, so the raw and backend figures of one size are taken close together
   // in time (the loopback speed of a shared machine drifts).
   for (int mib : {4, 16, 64, 256}) {
-    benchmark::RegisterBenchmark("BM_RawTcp", BM_RawTcp)->ArgName("MiB")->Arg(mib)->UseManualTime()->Unit(
-        benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_RawTcp", BM_RawTcp)
+        ->ArgName("MiB")
+        ->Arg(mib)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_RawTcpDuplex", BM_RawTcpDuplex)
-        ->ArgName("MiB")->Arg(mib)->UseManualTime()->Unit(benchmark::kMillisecond);
+        ->ArgName("MiB")
+        ->Arg(mib)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
     for (int p : {2, 3, 4}) {
       benchmark::RegisterBenchmark("BM_RawTcpRing", BM_RawTcpRing)
-          ->ArgNames({"p", "MiB"})->Args({p, mib})->UseManualTime()->Unit(benchmark::kMillisecond);
+          ->ArgNames({"p", "MiB"})
+          ->Args({p, mib})
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark("BM_RingAllReduce", BM_RingAllReduce)
-          ->ArgNames({"p", "MiB"})->Args({p, mib})->UseManualTime()->Unit(benchmark::kMillisecond);
+          ->ArgNames({"p", "MiB"})
+          ->Args({p, mib})
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
   benchmark::Initialize(&argc, argv);

@@ -59,11 +59,15 @@ std::string algorithm_for(CollKind k) {
   switch (k) {
     case CollKind::AllReduce:
     case CollKind::AllGather:
-    case CollKind::ReduceScatter: return "ring";
+    case CollKind::ReduceScatter:
+      return "ring";
     case CollKind::Broadcast:
-    case CollKind::Reduce: return "binomial";
-    case CollKind::AllToAll: return "pairwise";
-    case CollKind::SendRecv: break;
+    case CollKind::Reduce:
+      return "binomial";
+    case CollKind::AllToAll:
+      return "pairwise";
+    case CollKind::SendRecv:
+      break;
   }
   throw Error("--kinds: sendrecv cannot be calibrated as a collective; leave it out");
 }
@@ -75,7 +79,8 @@ std::vector<CollKind> parse_kinds(const std::string& text) {
   while (std::getline(in, name, ',')) {
     const auto k = parse_coll_kind(name);
     if (!k || *k == CollKind::SendRecv)
-      throw Error("--kinds: '" + name + "' is not a collective to calibrate; use allreduce, allgather, reducescatter, "
+      throw Error("--kinds: '" + name +
+                  "' is not a collective to calibrate; use allreduce, allgather, reducescatter, "
                   "broadcast, reduce, alltoall (comma-separated)");
     if (std::find(kinds.begin(), kinds.end(), *k) == kinds.end()) kinds.push_back(*k);
   }
@@ -132,10 +137,10 @@ Schedule calibration_schedule(int world, int g, const std::vector<CollKind>& kin
 MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::string& device) {
   MachineProfile p;
   const std::string preset = gpu_preset_for_device(device);
-  p.description = fmt::format("{}, measured by meshsim calibrate --backend cuda{}", device,
-                              preset.empty() ? "; memory capacity and efficiencies not measured (the h100 preset's)"
-                                             : "; peaks, memory capacity and efficiency curves from the " + preset +
-                                                   " preset");
+  p.description =
+      fmt::format("{}, measured by meshsim calibrate --backend cuda{}", device,
+                  preset.empty() ? "; memory capacity and efficiencies not measured (the h100 preset's)"
+                                 : "; peaks, memory capacity and efficiency curves from the " + preset + " preset");
   p.gpu = gpu_preset(preset.empty() ? "h100" : preset);
   p.gpu.name = device;
   if (preset.empty()) {  // peaks: the best measured rate per width
@@ -157,8 +162,10 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
     const int width = cuda::dtype_bytes(g.dtype);
     auto same = [&](const GemmPoint& q) { return q.m == g.m && q.n == g.n && q.k == g.k && q.dtype_bytes == width; };
     auto it = std::find_if(p.compute.gemm_points.begin(), p.compute.gemm_points.end(), same);
-    if (it == p.compute.gemm_points.end()) p.compute.gemm_points.push_back({g.m, g.n, g.k, width, g.flops_per_s});
-    else it->achieved_flops = std::max(it->achieved_flops, g.flops_per_s);
+    if (it == p.compute.gemm_points.end())
+      p.compute.gemm_points.push_back({g.m, g.n, g.k, width, g.flops_per_s});
+    else
+      it->achieved_flops = std::max(it->achieved_flops, g.flops_per_s);
   }
   return p;
 }
@@ -222,7 +229,8 @@ int calibrate_rank(const CalibrateFlags& f) {
     std::vector<std::int64_t> slowest(points.size(), 0);  // per op: its slowest rank
     for (std::size_t r = 0; r < all.size(); ++r)
       for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r)))
-        slowest.at(static_cast<std::size_t>(e.op)) = std::max(slowest.at(static_cast<std::size_t>(e.op)), (e.end - e.start).ps());
+        slowest.at(static_cast<std::size_t>(e.op)) =
+            std::max(slowest.at(static_cast<std::size_t>(e.op)), (e.end - e.start).ps());
     for (CollKind k : kinds) {
       std::vector<std::pair<double, double>> fit_points;
       for (Bytes b : sizes) {
@@ -248,9 +256,9 @@ int calibrate_rank(const CalibrateFlags& f) {
     return 0;
   }
 
-  profile.description += fmt::format("; {} rank(s), collectives over {} ({}), sizes {}", world,
-                                     f.backend == Backend::Cpu ? "TCP" : "NCCL",
-                                     f.backend == Backend::Cpu ? "our step programs" : to_string(f.collectives), f.sizes);
+  profile.description +=
+      fmt::format("; {} rank(s), collectives over {} ({}), sizes {}", world, f.backend == Backend::Cpu ? "TCP" : "NCCL",
+                  f.backend == Backend::Cpu ? "our step programs" : to_string(f.collectives), f.sizes);
   const std::string yaml = format_machine_profile(profile);
   parse_machine_profile(yaml, f.out);  // what we write must load
   std::ofstream out(f.out);
@@ -315,7 +323,8 @@ Run add_calibrate_command(CLI::App& app) {
   auto f = std::make_shared<CalibrateFlags>();
   auto typed = std::make_shared<BackendFlagText>();
   CLI::App* c = app.add_subcommand("calibrate", "measure this machine and write a machine profile (docs/profile.md)");
-  c->add_option("--backend", typed->backend, "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
+  c->add_option("--backend", typed->backend,
+                "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
   c->add_option("--out", f->out, "the profile to write, e.g. profile.yaml")->required();
   c->add_option("-n,--nprocs", f->nprocs,
                 "ranks to start when not under a launcher (default: cpu 2, cuda every GPU); collectives need 2 or more")
@@ -332,9 +341,21 @@ Run add_calibrate_command(CLI::App& app) {
     check_backend(rf, *typed);  // first, in every process: parses --backend and --collectives
     f->backend = rf.backend;
     f->collectives = rf.collectives;
-    std::vector<std::string> a{"calibrate", "--backend", to_string(f->backend), "--out", f->out, "--sizes", f->sizes,
-                               "--kinds", f->kinds, "--repeats", std::to_string(f->repeats),
-                               "--collectives", to_string(f->collectives), "--timeout", fmt::format("{}", f->timeout_s)};
+    std::vector<std::string> a{"calibrate",
+                               "--backend",
+                               to_string(f->backend),
+                               "--out",
+                               f->out,
+                               "--sizes",
+                               f->sizes,
+                               "--kinds",
+                               f->kinds,
+                               "--repeats",
+                               std::to_string(f->repeats),
+                               "--collectives",
+                               to_string(f->collectives),
+                               "--timeout",
+                               fmt::format("{}", f->timeout_s)};
     return calibrate_command(*f, a);
   };
 }

@@ -3,8 +3,9 @@
 //   [--fidelity formula|flow|nccl] [--nccl-arch SM] [--nccl-channels N] [--explain] [--trace FILE] [--json]
 // --algo nccl (or --fidelity nccl): NCCL's tuning model picks the algorithm and protocol
 // (sim/nccl_model.h) and prints its candidate table.
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -30,7 +31,7 @@ struct Options {
   std::string mesh;
   std::string placement = "natural";
   std::string group = "all";
-  std::string fidelity;  // empty: flow, or nccl with --algo nccl
+  std::string fidelity;   // empty: flow, or nccl with --algo nccl
   std::string nccl_arch;  // empty: from the topology preset's GPU
   int nccl_channels = 0;
   int root = 0;
@@ -71,9 +72,10 @@ Mesh choose_mesh(const Options& o, int ranks) {
   if (two_d) {
     const int q = static_cast<int>(std::lround(std::sqrt(static_cast<double>(ranks))));
     if (q * q != ranks)
-      throw Error(fmt::format("--group {} / --placement {} need a 2D mesh, and {} ranks is not a square; give "
-                              "--mesh row=R,col=C",
-                              o.group, o.placement, ranks));
+      throw Error(
+          fmt::format("--group {} / --placement {} need a 2D mesh, and {} ranks is not a square; give "
+                      "--mesh row=R,col=C",
+                      o.group, o.placement, ranks));
     return parse_mesh(fmt::format("row={},col={}", q, q), "--mesh");
   }
   return parse_mesh(fmt::format("rank={}", ranks), "--ranks");
@@ -95,17 +97,20 @@ std::vector<std::vector<int>> choose_groups(const Placement& pl, const std::stri
 int run(const Options& o) {
   const auto kind = parse_coll_kind(o.kind);
   if (!kind)
-    throw Error(fmt::format("collective: unknown kind '{}'; use allreduce, allgather, reducescatter, broadcast, "
-                            "reduce, alltoall or sendrecv",
-                            o.kind));
+    throw Error(
+        fmt::format("collective: unknown kind '{}'; use allreduce, allgather, reducescatter, broadcast, "
+                    "reduce, alltoall or sendrecv",
+                    o.kind));
   const Topology topo = resolve_topology(o.topology);
   int ranks = o.ranks;
   if (ranks == -1) ranks = o.mesh.empty() ? topo.num_gpus() : parse_mesh(o.mesh, "--mesh").size();
-  if (ranks < 1) throw Error(fmt::format("--ranks: {} ranks cannot run a collective; use --ranks N with N >= 1", ranks));
+  if (ranks < 1)
+    throw Error(fmt::format("--ranks: {} ranks cannot run a collective; use --ranks N with N >= 1", ranks));
   if (ranks > topo.num_gpus())
-    throw Error(fmt::format("--ranks {}: topology '{}' has only {} GPUs; use --ranks <= {} or a larger topology "
-                            "(e.g. --topology {}:nodes=N)",
-                            ranks, o.topology, topo.num_gpus(), topo.num_gpus(), topo.name()));
+    throw Error(
+        fmt::format("--ranks {}: topology '{}' has only {} GPUs; use --ranks <= {} or a larger topology "
+                    "(e.g. --topology {}:nodes=N)",
+                    ranks, o.topology, topo.num_gpus(), topo.num_gpus(), topo.name()));
   const Mesh mesh = choose_mesh(o, ranks);
   const Placement pl = Placement::parse(o.placement, mesh, topo, "--placement");
   CollectiveRequest req;
@@ -115,9 +120,10 @@ int run(const Options& o) {
   if (req.fidelity != Fidelity::Nccl && (!o.nccl_arch.empty() || o.nccl_channels != 0))
     throw Error("--nccl-arch/--nccl-channels: only apply to NCCL's model; add --algo nccl");
   if (o.nccl_channels < 0 || o.nccl_channels > 64)
-    throw Error(fmt::format("--nccl-channels: {} is not a channel count NCCL runs; use 1..64 (or 0 = derived from the "
-                            "topology)",
-                            o.nccl_channels));
+    throw Error(
+        fmt::format("--nccl-channels: {} is not a channel count NCCL runs; use 1..64 (or 0 = derived from the "
+                    "topology)",
+                    o.nccl_channels));
   req.nccl.sm = nccl_sm(o.nccl_arch.empty() ? default_gpu_for(o.topology) : o.nccl_arch, "--nccl-arch");
   req.nccl.channels = o.nccl_channels;
   req.groups = choose_groups(pl, o.group);
@@ -139,7 +145,8 @@ int run(const Options& o) {
   ctx.topology = o.topology;
   ctx.placement = pl.kind();
   std::string mesh_text;
-  for (const auto& [name, size] : mesh.dims) mesh_text += fmt::format("{}{}={}", mesh_text.empty() ? "" : ",", name, size);
+  for (const auto& [name, size] : mesh.dims)
+    mesh_text += fmt::format("{}{}={}", mesh_text.empty() ? "" : ",", name, size);
   ctx.mesh = mesh_text;
   ctx.group = o.group;
   ctx.requested_algorithm = o.algo;
@@ -220,7 +227,8 @@ Run add_collective_command(CLI::App& app) {
   c->add_option("--fidelity,-f", o->fidelity,
                 "formula (closed form), flow (routed flows, contention; the default) or nccl (NCCL's tuning model, "
                 "the default with --algo nccl)");
-  c->add_option("--nccl-arch", o->nccl_arch, "GPU architecture for --algo nccl: sm70, sm80, sm90 (default: the "
+  c->add_option("--nccl-arch", o->nccl_arch,
+                "GPU architecture for --algo nccl: sm70, sm80, sm90 (default: the "
                 "topology's GPU, e.g. sm90 for dgx-h100)");
   c->add_option("--nccl-channels", o->nccl_channels, "Channels for --algo nccl (default: derived from the topology)");
   c->add_option("--root", o->root, "Root rank of broadcast/reduce")->capture_default_str();

@@ -16,6 +16,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,7 +28,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,8 +48,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr auto kGrace = 3s;       // SIGTERM, then SIGKILL after this
-constexpr auto kPoll = 10ms;      // how often the launcher looks at its ranks
+constexpr auto kGrace = 3s;   // SIGTERM, then SIGKILL after this
+constexpr auto kPoll = 10ms;  // how often the launcher looks at its ranks
 
 struct LaunchOptions {
   int nprocs = 0;
@@ -98,7 +98,8 @@ std::string describe_exit(int status) {
 // A TCP port that was free a moment ago on 127.0.0.1 (rank 0 binds it with SO_REUSEADDR).
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw Error(fmt::format("launch: cannot open a socket to pick a port ({}); pass --port", std::strerror(errno)));
+  if (fd < 0)
+    throw Error(fmt::format("launch: cannot open a socket to pick a port ({}); pass --port", std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -144,7 +145,8 @@ class Ranks {
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
-    if (rank > 0) posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);  // one reader of stdin
+    if (rank > 0)
+      posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);  // one reader of stdin
 
     pid_t pid = 0;
     const int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), envp.data());
@@ -232,10 +234,10 @@ class Ranks {
 std::vector<std::string> rank_environment(int rank, int world, int port, const std::string& token) {
   using namespace meshsim::cpu;
   const std::vector<std::pair<const char*, std::string>> ours = {{kRankVar, std::to_string(rank)},
-                                                                  {kWorldSizeVar, std::to_string(world)},
-                                                                  {kMasterAddrVar, "127.0.0.1"},
-                                                                  {kMasterPortVar, std::to_string(port)},
-                                                                  {kTokenVar, token}};
+                                                                 {kWorldSizeVar, std::to_string(world)},
+                                                                 {kMasterAddrVar, "127.0.0.1"},
+                                                                 {kMasterPortVar, std::to_string(port)},
+                                                                 {kTokenVar, token}};
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     const std::string_view v(*e);
@@ -279,9 +281,10 @@ int launch(const LaunchOptions& o) {
       std::string list;
       for (std::size_t i = 0; i < running.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(running[i]);
       if (running.size() > 16) list += ", ...";
-      failure = fmt::format("--timeout {}s passed with rank{} {} still running; stopped all ranks (raise --timeout, "
-                            "or 0 for no limit)",
-                            o.timeout_s, running.size() > 1 ? "s" : "", list);
+      failure = fmt::format(
+          "--timeout {}s passed with rank{} {} still running; stopped all ranks (raise --timeout, "
+          "or 0 for no limit)",
+          o.timeout_s, running.size() > 1 ? "s" : "", list);
     } else {
       std::this_thread::sleep_for(kPoll);
     }
@@ -303,7 +306,8 @@ int launch_ranks(int nprocs, const std::vector<std::string>& command, double tim
 
 Run add_launch_command(CLI::App& app) {
   auto o = std::make_shared<LaunchOptions>();
-  CLI::App* l = app.add_subcommand("launch", "Start N ranks of a command here (MESHSIM_RANK etc. set); one failing stops all");
+  CLI::App* l =
+      app.add_subcommand("launch", "Start N ranks of a command here (MESHSIM_RANK etc. set); one failing stops all");
   l->add_option("-n,--nprocs", o->nprocs, "Number of ranks to start")->required()->check(CLI::Range(1, 65536));
   l->add_option("--port", o->port, "Rendezvous port for rank 0 (default: a free one)")->check(CLI::Range(0, 65535));
   l->add_option("--timeout", o->timeout_s, "Stop all ranks and fail after this many seconds (default 0: no limit)");

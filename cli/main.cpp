@@ -1,6 +1,7 @@
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "core/error.h"

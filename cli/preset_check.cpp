@@ -1,9 +1,9 @@
 #include "cli/preset_check.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "report/table.h"
 

@@ -1,8 +1,8 @@
 #include "cli/preset_check.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace meshsim::cli {
 namespace {

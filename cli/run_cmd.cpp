@@ -19,12 +19,12 @@
 // without CUDA) it is one clear error.
 // With --backend cuda and no `topology:`, the machine model is the scenario's default
 // topology preset (nothing is measured).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -62,7 +62,8 @@ bool under_launcher() {
 std::string self_exe() {
   std::string buf(4096, '\0');
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) throw Error("cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
+  if (n <= 0)
+    throw Error("cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
   buf.resize(static_cast<std::size_t>(n));
   return buf;
 }
@@ -79,7 +80,6 @@ void check_backend(RunFlags& f, const BackendFlagText& typed) {
 namespace {
 
 using namespace std::chrono_literals;
-
 
 // Latency (one way, ping-pong between ranks 0 and 1) and per-rank bandwidth under load,
 // measured over the transport. Rank 0's figures are the ones used.
@@ -98,7 +98,8 @@ std::pair<double, double> measure_link(cpu::Transport& t) {
       t.send(0, &byte, 1);
     }
   }
-  const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / (2.0 * rounds);
+  const double latency =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / (2.0 * rounds);
   // Bandwidth under load: every rank sends to the next and receives from the previous at
   // once (a ring shift, the pattern of ring collectives), so ranks sharing cores and memory
   // on one host see the rate they will really get.
@@ -175,7 +176,8 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
 RankSession::RankSession(const RunFlags& f)
     : env(cpu::launch_env()), timeout(static_cast<std::int64_t>(f.timeout_s * 1000)) {
   if (env.rank == 0)
-    server = std::make_unique<cpu::RendezvousServer>(cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
+    server = std::make_unique<cpu::RendezvousServer>(
+        cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
   store = std::make_unique<cpu::RendezvousClient>(
       cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
@@ -226,11 +228,16 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
   using J = nlohmann::ordered_json;
   J events = J::array();
   auto add = [&](int pid, const std::string& process, const std::vector<TraceEvent>& evs, bool by_rank) {
-    events.push_back(J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", process}}}});
+    events.push_back(
+        J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", process}}}});
     for (const TraceEvent& e : evs)
-      events.push_back(J{{"ph", "X"}, {"pid", pid}, {"tid", by_rank ? e.rank : e.role},
-                         {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
-                         {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}});
+      events.push_back(
+          J{{"ph", "X"},
+            {"pid", pid},
+            {"tid", by_rank ? e.rank : e.role},
+            {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
+            {"ts", e.start.us()},
+            {"dur", (e.end - e.start).us()}});
   };
   add(1, std::string("measured (") + to_string(backend) + "), a track per rank", measured, true);
   if (predicted) add(2, "predicted (sim), a track per stage", predicted->events, false);
@@ -254,8 +261,8 @@ int run_rank(const RunFlags& f) {
 
   CollectiveWorkload w = *sc.workload;
   if (w.ranks != 0 && w.ranks != env.world_size)
-    throw Error(fmt::format("workload.{}: {} ranks but {} are running; launch with -n {}", w.mesh.empty() ? "ranks" : "mesh",
-                            w.ranks, env.world_size, w.ranks));
+    throw Error(fmt::format("workload.{}: {} ranks but {} are running; launch with -n {}",
+                            w.mesh.empty() ? "ranks" : "mesh", w.ranks, env.world_size, w.ranks));
   w.ranks = env.world_size;
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
@@ -265,15 +272,17 @@ int run_rank(const RunFlags& f) {
   const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given && transport ? measure_gamma_ps() : 0.0;
   const Topology topo = resolve_topology(topo_spec);
   if (topo.num_gpus() < w.ranks)
-    throw Error(fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
-                            "one GPU per rank", topo_spec, topo.num_gpus(), w.ranks));
+    throw Error(
+        fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
+                    "one GPU per rank",
+                    topo_spec, topo.num_gpus(), w.ranks));
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   Schedule schedule = plan_collectives(w);
   Mesh mesh;
   mesh.dims = schedule.axes;
   // Rank r runs as GPU r of the topology; the placement says which mesh rank that is.
-  const Placement placement = w.mesh.empty() ? Placement::natural(mesh, topo)
-                                             : Placement::parse(sc.placement, mesh, topo, "placement");
+  const Placement placement =
+      w.mesh.empty() ? Placement::natural(mesh, topo) : Placement::parse(sc.placement, mesh, topo, "placement");
   const std::string axis = schedule.roles[0].ops[0].axis;
   if (w.algorithm.empty()) {  // resolve auto the way the simulator does, for this machine
     Router router(topo);
@@ -292,7 +301,8 @@ int run_rank(const RunFlags& f) {
   if (axis != "rank") eopt.cpu.groups[axis] = placement.groups_along(axis);
   eopt.checks = &checks;
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
-  const std::vector<std::string> all = store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
+  const std::vector<std::string> all =
+      store.gather("trace", env.rank, env.world_size, encode_events(mine, checks), timeout);
   if (env.rank != 0) {
     session.finish();
     return 0;
@@ -312,7 +322,8 @@ int run_rank(const RunFlags& f) {
   }
   std::vector<Time> op_times;  // per op: the latest end over ranks minus the earliest start
   for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
-  const Comparison table = op_comparison(schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
+  const Comparison table =
+      op_comparison(schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
   nlohmann::ordered_json j;
   j["backend"] = to_string(f.backend);
   if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
@@ -331,17 +342,20 @@ int run_rank(const RunFlags& f) {
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
                       to_string(w.kind), format_bytes(w.bytes), w.ranks,
-                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm, backend_label(f));
+                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm,
+                      backend_label(f));
   if (!w.mesh.empty())
-    text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh), sc.placement,
-                        placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
+    text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh),
+                        sc.placement, placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
   text << fmt::format("  machine model: {}{}\n", topo_spec,
                       gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
   text << comparison_text(table);
   j["numerics_checked"] = m.all_checked;
   j["max_abs_error"] = m.max_error;
-  text << (m.all_checked ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n", m.max_error)
-                         : std::string("  numerics: not checked (buffers above the check limit)\n"));
+  text << (m.all_checked
+               ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n",
+                             m.max_error)
+               : std::string("  numerics: not checked (buffers above the check limit)\n"));
   std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
 
   if (!f.trace.empty()) {
@@ -351,8 +365,10 @@ int run_rank(const RunFlags& f) {
   }
   session.finish();
   if (m.all_checked && m.max_error != 0)
-    throw Error(fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
-                            "{} backend, please report it", m.max_error, to_string(f.backend)));
+    throw Error(
+        fmt::format("numerics: a rank's result differs from the serial reference by {}; this is a bug in the "
+                    "{} backend, please report it",
+                    m.max_error, to_string(f.backend)));
   return 0;
 }
 
@@ -378,8 +394,9 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
     n = sc.workload->ranks;
   }
   if (n < 1)
-    throw Error("-n: how many ranks? give -n N (or workload.ranks), or start the ranks with meshsim launch, torchrun, "
-                "srun or mpirun");
+    throw Error(
+        "-n: how many ranks? give -n N (or workload.ranks), or start the ranks with meshsim launch, torchrun, "
+        "srun or mpirun");
   std::vector<std::string> cmd{self_exe()};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   const int rc = launch_ranks(n, cmd, f.timeout_s * 2);
@@ -393,9 +410,10 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     auto f = std::make_shared<RunFlags>();
     auto typed = std::make_shared<BackendFlagText>();
     f->validate = is_validate;
-    CLI::App* c = app.add_subcommand(is_validate ? "validate" : "run",
-                                     is_validate ? "run a scenario for real and compare with the simulator"
-                                                 : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
+    CLI::App* c =
+        app.add_subcommand(is_validate ? "validate" : "run",
+                           is_validate ? "run a scenario for real and compare with the simulator"
+                                       : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
     c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
     c->add_option("--set", f->sets, "override a field: path=value, repeatable");
     c->add_option("--backend", typed->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
@@ -409,8 +427,14 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     auto argv = std::make_shared<std::vector<std::string>>();
     return Run([f, typed, argv, is_validate] {
       check_backend(*f, *typed);  // first, in every process: a bad flag is one error before any rank starts
-      std::vector<std::string> a{is_validate ? "validate" : "run", f->file, "--backend", to_string(f->backend),
-                                 "--collectives", to_string(f->collectives), "--timeout", fmt::format("{}", f->timeout_s)};
+      std::vector<std::string> a{is_validate ? "validate" : "run",
+                                 f->file,
+                                 "--backend",
+                                 to_string(f->backend),
+                                 "--collectives",
+                                 to_string(f->collectives),
+                                 "--timeout",
+                                 fmt::format("{}", f->timeout_s)};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");

@@ -6,10 +6,11 @@
 // switch), with the compute model of the scenario's `profile:`, else (cpu) this host
 // measured or (cuda) the GPU preset matching the device name; it prints predicted vs
 // measured per op kind (report/comparison.h) and says which compute model it used.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -80,8 +81,8 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
       const kernels::AttentionShape& a = m.what.call.shape;
       GpuSpec unit = p.gpu;
       unit.attention_efficiency = 1.0;
-      shape_factor = ComputeModel(unit).efficiency(Kernel::attention(a.batch_heads, a.seq_q, a.seq_kv, a.head_dim, 2,
-                                                                     m.what.call.causal));
+      shape_factor = ComputeModel(unit).efficiency(
+          Kernel::attention(a.batch_heads, a.seq_q, a.seq_kv, a.head_dim, 2, m.what.call.causal));
       break;
     }
   p.gpu.attention_efficiency = std::clamp(r.attention_flops_per_s / (attention_peak * shape_factor), 1e-3, 1.0);
@@ -114,9 +115,10 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     device_name = gpus.names.empty() ? std::string("?") : gpus.names.front();
     device_preset = gpu_preset_for_device(device_name);
     if (f.validate && sc.profile.empty() && device_preset.empty())
-      throw Error(fmt::format("validate --backend cuda: no GPU preset matches '{}' (presets: {}); give the scenario a "
-                              "profile: (meshsim calibrate) to predict its compute",
-                              device_name, fmt::join(gpu_presets(), ", ")));
+      throw Error(
+          fmt::format("validate --backend cuda: no GPU preset matches '{}' (presets: {}); give the scenario a "
+                      "profile: (meshsim calibrate) to predict its compute",
+                      device_name, fmt::join(gpu_presets(), ", ")));
   }
   if (!cuda && f.validate && sc.profile.empty()) {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
@@ -145,11 +147,12 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
     const ComputeModel compute = measured_profile ? ComputeModel(measured_profile->gpu, measured_profile->compute)
                                  : preset         ? ComputeModel(gpu_preset(device_preset))
                                                   : ComputeModel::load_profile(sc.profile);
-    compute_source = measured_profile ? fmt::format("this host measured (GEMM up to {}, memory {})",
-                                                    format_flops(compute.gpu().peak_flops_fp32),
-                                                    format_bandwidth(compute.gpu().memory_bandwidth))
-                     : preset ? fmt::format("GPU preset {} (matches the detected device '{}')", device_preset, device_name)
-                              : "profile " + sc.profile;
+    compute_source =
+        measured_profile
+            ? fmt::format("this host measured (GEMM up to {}, memory {})", format_flops(compute.gpu().peak_flops_fp32),
+                          format_bandwidth(compute.gpu().memory_bandwidth))
+        : preset ? fmt::format("GPU preset {} (matches the detected device '{}')", device_preset, device_name)
+                 : "profile " + sc.profile;
     ScheduleSimOptions sopt;
     sopt.fidelity = sc.fidelity;
     sopt.algorithm = sc.algorithm;

@@ -1,5 +1,6 @@
 // meshsim topology show PRESET|FILE [--dot FILE] [--links]   and   meshsim topology list
 #include <fmt/format.h>
+
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -29,13 +30,15 @@ int show(const TopoOptions& o) {
   for (const auto& [k, n] : kinds) std::cout << fmt::format(" {} {}", n, k);
   std::cout << "\n";
   // Directed links grouped by (kind, raw, efficiency, latency).
-  struct Row { int count = 0; std::string example; };
+  struct Row {
+    int count = 0;
+    std::string example;
+  };
   std::map<std::tuple<std::string, double, double, std::int64_t>, Row> groups;
   for (std::size_t l = 0; l < topo.links().size(); ++l) {
     const DirLink& d = topo.link(static_cast<int>(l));
     auto& row = groups[{to_string(d.spec.kind), d.spec.raw.bytes_per_s(), d.spec.efficiency, d.spec.latency.ps()}];
-    if (row.count++ == 0)
-      row.example = fmt::format("{} -> {}", topo.device(d.from).name, topo.device(d.to).name);
+    if (row.count++ == 0) row.example = fmt::format("{} -> {}", topo.device(d.from).name, topo.device(d.to).name);
   }
   std::cout << fmt::format("  {} directed links:\n", topo.links().size());
   std::cout << fmt::format("    {:>6}  {:<11} {:>12} {:>6} {:>12} {:>10}  {}\n", "count", "kind", "raw", "eff",

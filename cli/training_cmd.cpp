@@ -2,14 +2,14 @@
 //   [--trace FILE] [--json] [--report FILE.html]
 // meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
 // meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html]
-#include <tbb/global_control.h>
+#include <fmt/format.h>
 #include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -57,9 +57,10 @@ struct ScenarioFlags {
 // simulate, memory and sweep time training layouts; a collective workload is run's.
 Scenario require_training(Scenario s, const char* command) {
   if (s.workload)
-    throw Error(fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
-                            "with meshsim validate (or run), or time the collective with meshsim collective {} -b {}",
-                            command, to_string(s.workload->kind), s.workload->bytes));
+    throw Error(
+        fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
+                    "with meshsim validate (or run), or time the collective with meshsim collective {} -b {}",
+                    command, to_string(s.workload->kind), s.workload->bytes));
   return s;
 }
 
@@ -74,8 +75,10 @@ int run_simulate(const SimulateFlags& f) {
   // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
   // the fast path (same figures).
   const TrainingResult r = simulate_training(s, registry, !f.trace.empty() || !f.report.empty());
-  if (f.json) std::cout << training_json(r).dump(2) << "\n";
-  else std::cout << training_summary_text(r);
+  if (f.json)
+    std::cout << training_json(r).dump(2) << "\n";
+  else
+    std::cout << training_summary_text(r);
   if (!f.trace.empty()) write_file(f.trace, training_trace(r).dump(), "--trace");
   if (!f.report.empty()) write_html_report(training_html(r), f.report);
   return 0;
@@ -92,8 +95,10 @@ int run_memory(const MemoryFlags& f) {
   std::vector<RankMemory> stages;
   for (int st = 0; st < s.parallel.pp; ++st) stages.push_back(rank_memory(s.model, s.parallel, st));
   const Bytes capacity = gpu_preset(s.gpu).memory;
-  if (f.json) std::cout << memory_json(s, stages, capacity).dump(2) << "\n";
-  else std::cout << memory_table_text(s.model, s.parallel, stages, capacity);
+  if (f.json)
+    std::cout << memory_json(s, stages, capacity).dump(2) << "\n";
+  else
+    std::cout << memory_table_text(s.model, s.parallel, stages, capacity);
   return 0;
 }
 
@@ -191,7 +196,8 @@ int run_sweep(const SweepFlags& f) {
   };
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
 
-  std::vector<std::vector<std::string>> table{{"rank", "variant", "GPUs", "iteration", "tokens/s", "MFU", "peak mem", "fits"}};
+  std::vector<std::vector<std::string>> table{
+      {"rank", "variant", "GPUs", "iteration", "tokens/s", "MFU", "peak mem", "fits"}};
   for (std::size_t k = 0; k < order.size(); ++k) {
     const Variant& v = variants[static_cast<std::size_t>(order[k])];
     if (!v.result) {
@@ -201,9 +207,10 @@ int run_sweep(const SweepFlags& f) {
     const TrainingResult& r = *v.result;
     Bytes peak = 0;
     for (const auto& st : r.stages) peak = std::max(peak, st.peak);
-    table.push_back({std::to_string(k + 1), v.label, std::to_string(r.scenario.parallel.world_size()),
-                     format_time(r.sim.iteration), fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.1f}%", 100 * r.mfu),
-                     fmt::format("{:.1f} GiB", static_cast<double>(peak) / (1 << 30)), r.fits ? "yes" : "NO (out of memory)"});
+    table.push_back(
+        {std::to_string(k + 1), v.label, std::to_string(r.scenario.parallel.world_size()), format_time(r.sim.iteration),
+         fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.1f}%", 100 * r.mfu),
+         fmt::format("{:.1f} GiB", static_cast<double>(peak) / (1 << 30)), r.fits ? "yes" : "NO (out of memory)"});
   }
   std::vector<std::size_t> width(table.front().size(), 0);
   for (const auto& row : table)
@@ -249,7 +256,8 @@ int run_sweep(const SweepFlags& f) {
       const Variant& v = variants[static_cast<std::size_t>(i)];
       if (!v.result) continue;
       const double x = same_gpus ? i + 1 : v.result->scenario.parallel.world_size();
-      h.sweep.push_back({vs.size() > 1 ? v.sets.back() : "time", x, v.result->sim.iteration.seconds(), v.label, v.result->fits});
+      h.sweep.push_back(
+          {vs.size() > 1 ? v.sets.back() : "time", x, v.result->sim.iteration.seconds(), v.label, v.result->fits});
     }
     write_html_report(h, f.report);
   }
@@ -260,9 +268,12 @@ int run_sweep(const SweepFlags& f) {
 
 Run add_simulate_command(CLI::App& app) {
   auto f = std::make_shared<SimulateFlags>();
-  CLI::App* c = app.add_subcommand("simulate", "time one training iteration of a scenario (built-in default without one)");
+  CLI::App* c =
+      app.add_subcommand("simulate", "time one training iteration of a scenario (built-in default without one)");
   f->add(c, false);
-  c->add_option("--fidelity", f->fidelity, "formula (closed forms), flow (contention on routed links) or nccl (NCCL's tuning model for its collectives)");
+  c->add_option(
+      "--fidelity", f->fidelity,
+      "formula (closed forms), flow (contention on routed links) or nccl (NCCL's tuning model for its collectives)");
   c->add_option("--profile", f->profile, "machine profile YAML (from meshsim calibrate)");
   c->add_option("--trace", f->trace, "write a Perfetto/Chrome trace (one process per stage, a track per stream)");
   c->add_flag("--json", f->json, "print the result as JSON");

@@ -23,5 +23,4 @@ class Error : public std::runtime_error {
 
 }  // namespace meshsim
 
-#define MESHSIM_ASSERT(cond) \
-  ((cond) ? static_cast<void>(0) : ::meshsim::assertion_failed(#cond, __FILE__, __LINE__))
+#define MESHSIM_ASSERT(cond) ((cond) ? static_cast<void>(0) : ::meshsim::assertion_failed(#cond, __FILE__, __LINE__))

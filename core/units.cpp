@@ -1,10 +1,11 @@
 #include "core/units.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <string>
 
 #include "core/error.h"
@@ -17,9 +18,10 @@ void time_overflow() {
 
 Time duration_ps(double ps, const std::string& what) {
   if (!(ps >= 0) || ps >= static_cast<double>(kMaxTimePs))
-    throw Error(fmt::format("{} takes {} s of simulated time, beyond meshsim's range (0 to 53 days); the sizes "
-                            "or bandwidths of the input are out of proportion",
-                            what, ps * 1e-12));
+    throw Error(
+        fmt::format("{} takes {} s of simulated time, beyond meshsim's range (0 to 53 days); the sizes "
+                    "or bandwidths of the input are out of proportion",
+                    what, ps * 1e-12));
   return Time::from_ps(std::llround(ps));
 }
 
@@ -63,10 +65,14 @@ NumberAndUnit split(std::string_view text, std::string_view field, std::string_v
 
 Bytes parse_bytes(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "64MiB");
-  struct U { const char* name; double mult; };
-  static constexpr U units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-                                {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                {"TiB", 1099511627776.0}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+  struct U {
+    const char* name;
+    double mult;
+  };
+  static constexpr U units[] = {
+      {"", 1},       {"B", 1},         {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12},  {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
   for (const auto& u : units) {
     if (unit == u.name) {
       const double bytes = v * u.mult;
@@ -77,8 +83,8 @@ Bytes parse_bytes(std::string_view text, std::string_view field) {
       return static_cast<Bytes>(std::llround(bytes));
     }
   }
-  throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)",
-                          field, unit, text));
+  throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)", field,
+                          unit, text));
 }
 
 std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field) {
@@ -98,26 +104,31 @@ std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view fie
 
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "25GB/s or 200Gb/s");
-  struct U { const char* name; double bytes_per_s; };
-  static constexpr U units[] = {{"B/s", 1}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9}, {"TB/s", 1e12},
-                                {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
-                                {"b/s", 1.0 / 8}, {"Kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},
-                                {"Tb/s", 1e12 / 8}, {"Gbps", 1e9 / 8}, {"Mbps", 1e6 / 8}, {"GBps", 1e9}};
+  struct U {
+    const char* name;
+    double bytes_per_s;
+  };
+  static constexpr U units[] = {{"B/s", 1},         {"KB/s", 1e3},     {"MB/s", 1e6},        {"GB/s", 1e9},
+                                {"TB/s", 1e12},     {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
+                                {"b/s", 1.0 / 8},   {"Kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8},    {"Gb/s", 1e9 / 8},
+                                {"Tb/s", 1e12 / 8}, {"Gbps", 1e9 / 8}, {"Mbps", 1e6 / 8},    {"GBps", 1e9}};
   for (const auto& u : units) {
     if (unit == u.name) {
-      if (v <= 0)
-        throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
+      if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
       return Bandwidth::from_bytes_per_s(v * u.bytes_per_s);
     }
   }
-  throw Error(fmt::format(
-      "{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s", field,
-      unit, text));
+  throw Error(
+      fmt::format("{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s",
+                  field, unit, text));
 }
 
 Time parse_time(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "1.5us");
-  struct U { const char* name; double ps; };
+  struct U {
+    const char* name;
+    double ps;
+  };
   static constexpr U units[] = {{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
   if (unit.empty() && v == 0) return Time{};  // a bare 0 needs no unit
   for (const auto& u : units) {
@@ -126,23 +137,27 @@ Time parse_time(std::string_view text, std::string_view field) {
       return Time::from_ps(static_cast<std::int64_t>(std::llround(v * u.ps)));
     }
   }
-  throw Error(fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit,
-                          text));
+  throw Error(
+      fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit, text));
 }
 
 double parse_flops(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "989TFLOP/s");
-  struct U { const char* name; double flops; };
-  static constexpr U units[] = {{"FLOP/s", 1},      {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
-                                {"FLOPS", 1},       {"GFLOPS", 1e9},   {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
+  struct U {
+    const char* name;
+    double flops;
+  };
+  static constexpr U units[] = {{"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
+                                {"FLOPS", 1},  {"GFLOPS", 1e9},  {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
   for (const auto& u : units) {
     if (unit == u.name) {
       if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 989TFLOP/s", field, text));
       return v * u.flops;
     }
   }
-  throw Error(fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
-                          field, unit, text));
+  throw Error(
+      fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
+                  field, unit, text));
 }
 
 std::optional<int> parse_int(std::string_view text) {

@@ -12,11 +12,11 @@
 #pragma once
 
 #include <compare>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace meshsim {
 

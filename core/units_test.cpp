@@ -95,7 +95,8 @@ TEST(Units, ByteSweepsDouble) {
   EXPECT_EQ(parse_bytes_sweep("1KiB:8KiB", "--bytes"), (std::vector<Bytes>{1024, 2048, 4096, 8192}));
   EXPECT_EQ(parse_bytes_sweep("3KiB:8KiB", "--bytes"), (std::vector<Bytes>{3072, 6144}));
   EXPECT_EQ(parse_bytes_sweep("64MiB", "--bytes"), (std::vector<Bytes>{64 << 20}));
-  EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("8KiB:1KiB", "--sizes"); }), "--sizes: sweep '8KiB:1KiB' needs 0 < MIN <= MAX"));
+  EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("8KiB:1KiB", "--sizes"); }),
+                       "--sizes: sweep '8KiB:1KiB' needs 0 < MIN <= MAX"));
   EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("1KiB:4Kb", "--sizes"); }), "--sizes"));
 }
 

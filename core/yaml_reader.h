@@ -46,8 +46,8 @@ inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source
     for (const auto& kv : n) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
       if (!key.empty() && std::find(seen.begin(), seen.end(), key) != seen.end())
-        throw Error(fmt::format("{}:{}: {}: given twice in one mapping; keep one", source, kv.first.Mark().line + 1,
-                                key));
+        throw Error(
+            fmt::format("{}:{}: {}: given twice in one mapping; keep one", source, kv.first.Mark().line + 1, key));
       seen.push_back(key);
       reject_duplicate_keys(kv.second, source);
     }
@@ -121,8 +121,9 @@ class YamlReader {
                       const char* example = nullptr) const {
     YAML::Node v = map[key];
     if (!v)
-      fail(map, field, example != nullptr ? fmt::format("missing field '{}'; write e.g. {}: {}", key, key, example)
-                                          : fmt::format("missing field '{}'", key));
+      fail(map, field,
+           example != nullptr ? fmt::format("missing field '{}'; write e.g. {}: {}", key, key, example)
+                              : fmt::format("missing field '{}'", key));
     return v;
   }
 

@@ -27,8 +27,8 @@ void check(const AttentionShape& s) {
 
 }  // namespace
 
-void softmax_forward_cpu(const float* x, float* y, std::int64_t batches, std::int64_t seq_q,
-                         std::int64_t seq_k, float scale, AttentionMask mask) {
+void softmax_forward_cpu(const float* x, float* y, std::int64_t batches, std::int64_t seq_q, std::int64_t seq_k,
+                         float scale, AttentionMask mask) {
   MESHSIM_ASSERT(batches >= 0 && seq_q >= 0 && seq_k >= 0);
   detail::for_each_index(batches * seq_q, [&](std::int64_t r) {
     const std::int64_t i = r % seq_q;
@@ -51,8 +51,8 @@ void softmax_forward_cpu(const float* x, float* y, std::int64_t batches, std::in
   });
 }
 
-void softmax_backward_cpu(const float* dy, const float* y, float* dx, std::int64_t batches,
-                          std::int64_t seq_q, std::int64_t seq_k, float scale) {
+void softmax_backward_cpu(const float* dy, const float* y, float* dx, std::int64_t batches, std::int64_t seq_q,
+                          std::int64_t seq_k, float scale) {
   MESHSIM_ASSERT(batches >= 0 && seq_q >= 0 && seq_k >= 0);
   detail::for_each_index(batches * seq_q, [&](std::int64_t r) {
     const float* dyr = dy + r * seq_k;
@@ -119,9 +119,9 @@ void attention_forward_cpu(const float* q, const float* k, const float* v, float
   });
 }
 
-void attention_backward_cpu(const float* q, const float* k, const float* v, const float* o,
-                            const float* dout, const float* lse, float* dq, float* dk, float* dv,
-                            const AttentionShape& shape, float scale, AttentionMask mask) {
+void attention_backward_cpu(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                            const float* lse, float* dq, float* dk, float* dv, const AttentionShape& shape, float scale,
+                            AttentionMask mask) {
   check(shape);
   const std::int64_t sq = shape.seq_q, skv = shape.seq_kv, d = shape.head_dim;
   const std::int64_t bhs = shape.batch_heads;
@@ -168,8 +168,8 @@ void attention_backward_cpu(const float* q, const float* k, const float* v, cons
   });
 }
 
-void attention_merge_cpu(const float* o1, const float* lse1, const float* o2, const float* lse2,
-                         float* o, float* lse, std::int64_t rows, std::int64_t head_dim) {
+void attention_merge_cpu(const float* o1, const float* lse1, const float* o2, const float* lse2, float* o, float* lse,
+                         std::int64_t rows, std::int64_t head_dim) {
   MESHSIM_ASSERT(rows >= 0 && head_dim > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const float a = lse1[r], b = lse2[r];
@@ -190,8 +190,8 @@ void attention_merge_cpu(const float* o1, const float* lse1, const float* o2, co
   });
 }
 
-void split_heads_cpu(const float* src, std::int64_t ld, float* dst, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim) {
+void split_heads_cpu(const float* src, std::int64_t ld, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim) {
   MESHSIM_ASSERT(ld >= heads * head_dim);
   detail::for_each_index(batch * seq, [&](std::int64_t row) {
     const std::int64_t b = row / seq, t = row % seq;
@@ -200,8 +200,8 @@ void split_heads_cpu(const float* src, std::int64_t ld, float* dst, std::int64_t
   });
 }
 
-void merge_heads_cpu(const float* src, float* dst, std::int64_t ld, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim) {
+void merge_heads_cpu(const float* src, float* dst, std::int64_t ld, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim) {
   MESHSIM_ASSERT(ld >= heads * head_dim);
   detail::for_each_index(batch * seq, [&](std::int64_t row) {
     const std::int64_t b = row / seq, t = row % seq;

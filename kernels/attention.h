@@ -60,28 +60,28 @@ struct AttentionMask {
   bool masked(std::int64_t i, std::int64_t j) const { return causal && k0 + j > q0 + i; }
 };
 
-void softmax_forward_cpu(const float* x, float* y, std::int64_t batches, std::int64_t seq_q,
-                         std::int64_t seq_k, float scale, AttentionMask mask);
+void softmax_forward_cpu(const float* x, float* y, std::int64_t batches, std::int64_t seq_q, std::int64_t seq_k,
+                         float scale, AttentionMask mask);
 // Masked entries have y = 0, so the backward needs no mask.
-void softmax_backward_cpu(const float* dy, const float* y, float* dx, std::int64_t batches,
-                          std::int64_t seq_q, std::int64_t seq_k, float scale);
+void softmax_backward_cpu(const float* dy, const float* y, float* dx, std::int64_t batches, std::int64_t seq_q,
+                          std::int64_t seq_k, float scale);
 
 void attention_forward_cpu(const float* q, const float* k, const float* v, float* o, float* lse,
                            const AttentionShape& shape, float scale, AttentionMask mask);
-void attention_backward_cpu(const float* q, const float* k, const float* v, const float* o,
-                            const float* dout, const float* lse, float* dq, float* dk, float* dv,
-                            const AttentionShape& shape, float scale, AttentionMask mask);
+void attention_backward_cpu(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                            const float* lse, float* dq, float* dk, float* dv, const AttentionShape& shape, float scale,
+                            AttentionMask mask);
 
 // rows = BH * Sq. o may alias o1 or o2 and lse may alias lse1 or lse2.
-void attention_merge_cpu(const float* o1, const float* lse1, const float* o2, const float* lse2,
-                         float* o, float* lse, std::int64_t rows, std::int64_t head_dim);
+void attention_merge_cpu(const float* o1, const float* lse1, const float* o2, const float* lse2, float* o, float* lse,
+                         std::int64_t rows, std::int64_t head_dim);
 
 // src: [batch * seq] token rows with row stride ld, heads * head_dim columns used;
 // dst: [batch * heads, seq, head_dim] contiguous.
-void split_heads_cpu(const float* src, std::int64_t ld, float* dst, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim);
+void split_heads_cpu(const float* src, std::int64_t ld, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim);
 // Inverse: src [batch * heads, seq, head_dim] -> dst token rows with row stride ld.
-void merge_heads_cpu(const float* src, float* dst, std::int64_t ld, std::int64_t batch,
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim);
+void merge_heads_cpu(const float* src, float* dst, std::int64_t ld, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim);
 
 }  // namespace meshsim::kernels

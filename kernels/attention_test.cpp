@@ -65,8 +65,8 @@ TEST(Attention, BlockedForwardMatchesNaiveWithGlobalCausalOffsets) {
   const auto q = random_vector(s.batch_heads * s.seq_q * s.head_dim, 1, -2.f, 2.f);
   const auto k = random_vector(s.batch_heads * s.seq_kv * s.head_dim, 2, -2.f, 2.f);
   const auto v = random_vector(s.batch_heads * s.seq_kv * s.head_dim, 3);
-  for (const AttentionMask mask : {AttentionMask{}, AttentionMask{true, 0, 0}, AttentionMask{true, 30, 40},
-                                   AttentionMask{true, 140, 10}}) {
+  for (const AttentionMask mask :
+       {AttentionMask{}, AttentionMask{true, 0, 0}, AttentionMask{true, 30, 40}, AttentionMask{true, 140, 10}}) {
     std::vector<float> o(q.size(), 7.f), lse(s.batch_heads * s.seq_q);
     attention_forward_cpu(q.data(), k.data(), v.data(), o.data(), lse.data(), s, 0.35f, mask);
     std::vector<double> want_o, want_lse;
@@ -82,7 +82,7 @@ TEST(Attention, BackwardMatchesFiniteDifferencesAndAccumulates) {
   auto q = random_vector(s.batch_heads * s.seq_q * s.head_dim, 4);
   auto k = random_vector(s.batch_heads * s.seq_kv * s.head_dim, 5);
   auto v = random_vector(s.batch_heads * s.seq_kv * s.head_dim, 6);
-  const auto w = random_vector(q.size(), 7);  // dO
+  const auto w = random_vector(q.size(), 7);                                       // dO
   for (const AttentionMask mask : {AttentionMask{}, AttentionMask{true, 2, 4}}) {  // row 0, 1 fully masked
     std::vector<float> o(q.size()), lse(s.batch_heads * s.seq_q);
     auto loss = [&] {
@@ -113,7 +113,8 @@ TEST(Attention, MergeOfTwoKeyChunksEqualsWholeForwardAndBackward) {
   const auto dout = random_vector(bh * sq * d, 11);
   auto chunk = [&](const std::vector<float>& x, std::int64_t j0, std::int64_t j1) {
     std::vector<float> c;
-    for (std::int64_t b = 0; b < bh; ++b) c.insert(c.end(), x.begin() + (b * skv + j0) * d, x.begin() + (b * skv + j1) * d);
+    for (std::int64_t b = 0; b < bh; ++b)
+      c.insert(c.end(), x.begin() + (b * skv + j0) * d, x.begin() + (b * skv + j1) * d);
     return c;
   };
   // Queries at global positions 20..49: with causal masking some rows see only chunk 1
@@ -137,8 +138,8 @@ TEST(Attention, MergeOfTwoKeyChunksEqualsWholeForwardAndBackward) {
         acc_o = oc;
         acc_lse = lc;
       } else {
-        attention_merge_cpu(acc_o.data(), acc_lse.data(), oc.data(), lc.data(), acc_o.data(), acc_lse.data(),
-                            bh * sq, d);
+        attention_merge_cpu(acc_o.data(), acc_lse.data(), oc.data(), lc.data(), acc_o.data(), acc_lse.data(), bh * sq,
+                            d);
       }
     }
     expect_near_all(acc_o, o, 1e-5, 1e-4, "merged o");
@@ -149,8 +150,8 @@ TEST(Attention, MergeOfTwoKeyChunksEqualsWholeForwardAndBackward) {
       const std::int64_t len = bounds[c + 1] - bounds[c];
       const auto kc = chunk(k, bounds[c], bounds[c + 1]), vc = chunk(v, bounds[c], bounds[c + 1]);
       std::vector<float> dkc(kc.size(), 0.f), dvc(vc.size(), 0.f);
-      attention_backward_cpu(q.data(), kc.data(), vc.data(), acc_o.data(), dout.data(), acc_lse.data(),
-                             ring_dq.data(), dkc.data(), dvc.data(), {bh, sq, len, d}, 0.3f, {causal, 20, bounds[c]});
+      attention_backward_cpu(q.data(), kc.data(), vc.data(), acc_o.data(), dout.data(), acc_lse.data(), ring_dq.data(),
+                             dkc.data(), dvc.data(), {bh, sq, len, d}, 0.3f, {causal, 20, bounds[c]});
       expect_near_all(dkc, chunk(dk, bounds[c], bounds[c + 1]), 1e-5, 1e-4, "dk chunk");
       expect_near_all(dvc, chunk(dv, bounds[c], bounds[c + 1]), 1e-5, 1e-4, "dv chunk");
     }

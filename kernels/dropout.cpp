@@ -20,8 +20,7 @@ PhiloxKey key_of(std::uint64_t seed) {
 float to_uniform(std::uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1p-24f; }
 
 // out[i] = keep(offset + i) ? in[i] * scale : 0, one Philox call per four global indices.
-void apply_mask(const float* in, float* out, std::size_t n, float p, std::uint64_t seed,
-                std::uint64_t offset) {
+void apply_mask(const float* in, float* out, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset) {
   MESHSIM_ASSERT(p >= 0.f && p <= 1.f);
   if (n == 0) return;
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
@@ -63,13 +62,12 @@ float dropout_uniform(std::uint64_t seed, std::uint64_t j) {
   return to_uniform(philox4x32_10(counter_of(j / 4), key_of(seed))[j % 4]);
 }
 
-void dropout_forward_cpu(const float* x, float* y, std::size_t n, float p, std::uint64_t seed,
-                         std::uint64_t offset) {
+void dropout_forward_cpu(const float* x, float* y, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset) {
   apply_mask(x, y, n, p, seed, offset);
 }
 
-void dropout_backward_cpu(const float* dy, float* dx, std::size_t n, float p,
-                          std::uint64_t seed, std::uint64_t offset) {
+void dropout_backward_cpu(const float* dy, float* dx, std::size_t n, float p, std::uint64_t seed,
+                          std::uint64_t offset) {
   apply_mask(dy, dx, n, p, seed, offset);
 }
 

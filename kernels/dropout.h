@@ -35,9 +35,7 @@ PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 // The uniform in [0, 1) for global element index j under seed (see the header comment).
 float dropout_uniform(std::uint64_t seed, std::uint64_t j);
 
-void dropout_forward_cpu(const float* x, float* y, std::size_t n, float p, std::uint64_t seed,
-                         std::uint64_t offset);
-void dropout_backward_cpu(const float* dy, float* dx, std::size_t n, float p,
-                          std::uint64_t seed, std::uint64_t offset);
+void dropout_forward_cpu(const float* x, float* y, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset);
+void dropout_backward_cpu(const float* dy, float* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset);
 
 }  // namespace meshsim::kernels

@@ -43,8 +43,8 @@ void gelu_backward_cpu(const float* dy, const float* x, float* dx, std::size_t n
   });
 }
 
-void swiglu_forward_cpu(const float* a, const float* b, std::int64_t ld_in, float* out,
-                        std::int64_t rows, std::int64_t cols) {
+void swiglu_forward_cpu(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
+                        std::int64_t cols) {
   MESHSIM_ASSERT(rows >= 0 && cols >= 0 && ld_in >= cols);
   detail::for_each_index(rows, [&](std::int64_t r) {
     for (std::int64_t j = 0; j < cols; ++j) {
@@ -54,8 +54,8 @@ void swiglu_forward_cpu(const float* a, const float* b, std::int64_t ld_in, floa
   });
 }
 
-void swiglu_backward_cpu(const float* dout, const float* a, const float* b, std::int64_t ld_in,
-                         float* da, float* db, std::int64_t rows, std::int64_t cols) {
+void swiglu_backward_cpu(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da, float* db,
+                         std::int64_t rows, std::int64_t cols) {
   MESHSIM_ASSERT(rows >= 0 && cols >= 0 && ld_in >= cols);
   detail::for_each_index(rows, [&](std::int64_t r) {
     for (std::int64_t j = 0; j < cols; ++j) {

@@ -28,11 +28,11 @@ namespace meshsim::kernels {
 void gelu_forward_cpu(const float* x, float* y, std::size_t n);
 void gelu_backward_cpu(const float* dy, const float* x, float* dx, std::size_t n);
 
-void swiglu_forward_cpu(const float* a, const float* b, std::int64_t ld_in, float* out,
-                        std::int64_t rows, std::int64_t cols);
+void swiglu_forward_cpu(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
+                        std::int64_t cols);
 // da and db use the same row stride ld_in as a and b.
-void swiglu_backward_cpu(const float* dout, const float* a, const float* b, std::int64_t ld_in,
-                         float* da, float* db, std::int64_t rows, std::int64_t cols);
+void swiglu_backward_cpu(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da, float* db,
+                         std::int64_t rows, std::int64_t cols);
 
 void add_bias_cpu(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
 void bias_backward_cpu(const float* dy, float* dbias, std::int64_t rows, std::int64_t cols);

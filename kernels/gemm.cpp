@@ -26,10 +26,9 @@ bool fits_int(std::int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 }  // namespace
 
-void gemm_cpu(Trans trans_a, Trans trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-              float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-              float beta, float* c, std::int64_t ldc) {
-  const bool ta = trans_a == Trans::kYes, tb = trans_b == Trans::kYes;
+void gemm_cpu(Trans trans_a, Trans trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+              std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  const bool ta = trans_a == Trans::Yes, tb = trans_b == Trans::Yes;
   MESHSIM_ASSERT(fits_int(m) && fits_int(n) && fits_int(k));
   MESHSIM_ASSERT(fits_int(lda) && fits_int(ldb) && fits_int(ldc));
   MESHSIM_ASSERT(lda >= (ta ? m : k) && lda >= 1);
@@ -45,9 +44,8 @@ void gemm_cpu(Trans trans_a, Trans trans_b, std::int64_t m, std::int64_t n, std:
     const std::int64_t rows = std::min(kRowBlock, m - r0);
     // Rows r0.. of op(A): row-major A starts at row r0 (no trans) or column r0 (trans).
     const float* a_blk = ta ? a + r0 : a + r0 * lda;
-    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(rows), static_cast<int>(n),
-                static_cast<int>(k), alpha, a_blk, static_cast<int>(lda), b,
-                static_cast<int>(ldb), beta, c + r0 * ldc, static_cast<int>(ldc));
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), alpha,
+                a_blk, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c + r0 * ldc, static_cast<int>(ldc));
   });
 }
 

@@ -7,11 +7,11 @@
 // accumulates, which is how weight gradients are summed over micro-batches.
 //
 //   // y[rows, out] = x[rows, in] * W[in, out]       (forward of a linear layer)
-//   gemm_cpu(Trans::kNo, Trans::kNo, rows, out, in, 1.f, x, in, W, out, 0.f, y, out);
+//   gemm_cpu(Trans::No, Trans::No, rows, out, in, 1.f, x, in, W, out, 0.f, y, out);
 //   // dx[rows, in] = dy[rows, out] * W^T            (input gradient)
-//   gemm_cpu(Trans::kNo, Trans::kYes, rows, in, out, 1.f, dy, out, W, out, 0.f, dx, in);
+//   gemm_cpu(Trans::No, Trans::Yes, rows, in, out, 1.f, dy, out, W, out, 0.f, dx, in);
 //   // dW[in, out] += x^T * dy                       (weight gradient, accumulated)
-//   gemm_cpu(Trans::kYes, Trans::kNo, in, out, rows, 1.f, x, in, dy, out, 1.f, dW, out);
+//   gemm_cpu(Trans::Yes, Trans::No, in, out, rows, 1.f, x, in, dy, out, 1.f, dW, out);
 //
 // Determinism: OpenBLAS runs single-threaded here (gemm_cpu sets openblas_set_num_threads(1)
 // once per process), and the parallelism comes from oneTBB over fixed blocks of C's rows:
@@ -24,10 +24,9 @@
 
 namespace meshsim::kernels {
 
-enum class Trans { kNo, kYes };
+enum class Trans { No, Yes };
 
-void gemm_cpu(Trans trans_a, Trans trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-              float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-              float beta, float* c, std::int64_t ldc);
+void gemm_cpu(Trans trans_a, Trans trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+              std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
 }  // namespace meshsim::kernels

@@ -22,9 +22,8 @@ struct Case {
 };
 
 // Naive triple loop in double on the same row-major storage.
-std::vector<double> naive(const Case& c, const std::vector<float>& a, std::int64_t lda,
-                          const std::vector<float>& b, std::int64_t ldb, const std::vector<float>& c0,
-                          std::int64_t ldc) {
+std::vector<double> naive(const Case& c, const std::vector<float>& a, std::int64_t lda, const std::vector<float>& b,
+                          std::int64_t ldb, const std::vector<float>& c0, std::int64_t ldc) {
   std::vector<double> out(c0.begin(), c0.end());
   for (std::int64_t i = 0; i < c.m; ++i)
     for (std::int64_t j = 0; j < c.n; ++j) {
@@ -47,8 +46,8 @@ TEST(Gemm, MatchesNaiveTripleLoopForEveryTransposeAndPaddedStrides) {
     const auto b = random_vector((c.tb ? c.n : c.k) * ldb, 2);
     auto got = random_vector(c.m * ldc, 3);
     const auto want = naive(c, a, lda, b, ldb, got, ldc);
-    gemm_cpu(c.ta ? Trans::kYes : Trans::kNo, c.tb ? Trans::kYes : Trans::kNo, c.m, c.n, c.k,
-             c.alpha, a.data(), lda, b.data(), ldb, c.beta, got.data(), ldc);
+    gemm_cpu(c.ta ? Trans::Yes : Trans::No, c.tb ? Trans::Yes : Trans::No, c.m, c.n, c.k, c.alpha, a.data(), lda,
+             b.data(), ldb, c.beta, got.data(), ldc);
     expect_near_all(got, want, 1e-4, 1e-5, "C");  // padding columns are checked too: untouched
   }
 }
@@ -56,7 +55,7 @@ TEST(Gemm, MatchesNaiveTripleLoopForEveryTransposeAndPaddedStrides) {
 TEST(Gemm, BetaZeroIgnoresOldContentsEvenNaN) {
   const auto a = random_vector(6, 4), b = random_vector(6, 5);
   std::vector<float> c(4, std::numeric_limits<float>::quiet_NaN());
-  gemm_cpu(Trans::kNo, Trans::kNo, 2, 2, 3, 1.f, a.data(), 3, b.data(), 2, 0.f, c.data(), 2);
+  gemm_cpu(Trans::No, Trans::No, 2, 2, 3, 1.f, a.data(), 3, b.data(), 2, 0.f, c.data(), 2);
   for (float v : c) EXPECT_FALSE(std::isnan(v));
   EXPECT_FLOAT_EQ(c[3], a[3] * b[1] + a[4] * b[3] + a[5] * b[5]);
 }
@@ -65,11 +64,9 @@ TEST(Gemm, BitIdenticalWithOneThreadOrMany) {
   const std::int64_t m = 300, n = 96, k = 200;
   const auto a = random_vector(m * k, 6), b = random_vector(k * n, 7);
   std::vector<float> many(m * n), one(m * n);
-  gemm_cpu(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, many.data(), n);
+  gemm_cpu(Trans::No, Trans::No, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, many.data(), n);
   tbb::task_arena single(1);
-  single.execute([&] {
-    gemm_cpu(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, one.data(), n);
-  });
+  single.execute([&] { gemm_cpu(Trans::No, Trans::No, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, one.data(), n); });
   EXPECT_EQ(many, one);
 }
 

@@ -19,7 +19,7 @@
 // One pre-LN attention block on tokens x[T = batch * seq, H] (heads n, head_dim D = H / n):
 //
 //   layernorm_forward_cpu(x, g1, b1, xn, mu1, rs1, T, H, 1e-5f);
-//   gemm_cpu(Trans::kNo, Trans::kNo, T, 3 * H, H, 1, xn, H, Wqkv, 3 * H, 0, qkv, 3 * H);
+//   gemm_cpu(Trans::No, Trans::No, T, 3 * H, H, 1, xn, H, Wqkv, 3 * H, 0, qkv, 3 * H);
 //   add_bias_cpu(qkv, bqkv, T, 3 * H);
 //   split_heads_cpu(qkv,         3 * H, q, batch, seq, n, D);
 //   split_heads_cpu(qkv + H,     3 * H, k, batch, seq, n, D);
@@ -27,7 +27,7 @@
 //   attention_forward_cpu(q, k, v, o, lse, {batch * n, seq, seq, D}, 1 / std::sqrt(float(D)),
 //                         {.causal = true});
 //   merge_heads_cpu(o, ctx, H, batch, seq, n, D);
-//   gemm_cpu(Trans::kNo, Trans::kNo, T, H, H, 1, ctx, H, Wo, H, 0, a, H);
+//   gemm_cpu(Trans::No, Trans::No, T, H, H, 1, ctx, H, Wo, H, 0, a, H);
 //   add_bias_cpu(a, bo, T, H);
 //   dropout_forward_cpu(a, a, T * H, 0.1f, seed, layer_offset);
 //   reduce_sum_cpu(a, x, T * H);                                  // residual: a = x + a
@@ -36,14 +36,14 @@
 //
 //   dropout_backward_cpu(da, dd, T * H, 0.1f, seed, layer_offset);     // dx = da + (this path)
 //   bias_backward_cpu(dd, dbo, T, H);
-//   gemm_cpu(Trans::kYes, Trans::kNo, H, H, T, 1, ctx, H, dd, H, 1, dWo, H);
-//   gemm_cpu(Trans::kNo, Trans::kYes, T, H, H, 1, dd, H, Wo, H, 0, dctx, H);
+//   gemm_cpu(Trans::Yes, Trans::No, H, H, T, 1, ctx, H, dd, H, 1, dWo, H);
+//   gemm_cpu(Trans::No, Trans::Yes, T, H, H, 1, dd, H, Wo, H, 0, dctx, H);
 //   split_heads_cpu(dctx, H, dout, batch, seq, n, D);
 //   attention_backward_cpu(q, k, v, o, dout, lse, dq, dk, dv, shape, scale, {.causal = true});
 //   merge_heads_cpu(dq, dqkv, 3 * H, ...); merge_heads_cpu(dk, dqkv + H, ...); (dv likewise)
 //   bias_backward_cpu(dqkv, dbqkv, T, 3 * H);
-//   gemm_cpu(Trans::kYes, Trans::kNo, H, 3 * H, T, 1, xn, H, dqkv, 3 * H, 1, dWqkv, 3 * H);
-//   gemm_cpu(Trans::kNo, Trans::kYes, T, H, 3 * H, 1, dqkv, 3 * H, Wqkv, 3 * H, 0, dxn, H);
+//   gemm_cpu(Trans::Yes, Trans::No, H, 3 * H, T, 1, xn, H, dqkv, 3 * H, 1, dWqkv, 3 * H);
+//   gemm_cpu(Trans::No, Trans::Yes, T, H, 3 * H, 1, dqkv, 3 * H, Wqkv, 3 * H, 0, dxn, H);
 //   layernorm_backward_cpu(dxn, x, g1, mu1, rs1, dx1, dg1, db1, T, H);
 //   reduce_sum_cpu(dx1, da, T * H);                                   // plus the residual path
 //

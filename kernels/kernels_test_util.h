@@ -12,8 +12,7 @@
 
 namespace meshsim::kernels::testing {
 
-inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1.f,
-                                        float hi = 1.f) {
+inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
@@ -23,8 +22,7 @@ inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float
 
 // d loss / d x[i] by central differences, for every element of x (restored afterwards).
 // loss() must read x by reference and return a double.
-inline std::vector<double> numeric_grad(const std::function<double()>& loss, std::vector<float>& x,
-                                        float eps = 1e-2f) {
+inline std::vector<double> numeric_grad(const std::function<double()>& loss, std::vector<float>& x, float eps = 1e-2f) {
   std::vector<double> g(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float keep = x[i];
@@ -46,8 +44,7 @@ inline double weighted_sum(const std::vector<float>& y, const std::vector<float>
 }
 
 template <class Got, class Want>
-void expect_near_all(const Got& got, const Want& want, double atol, double rtol,
-                     const std::string& what) {
+void expect_near_all(const Got& got, const Want& want, double atol, double rtol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;
   for (std::size_t i = 0; i < got.size() && bad < 5; ++i) {

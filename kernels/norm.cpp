@@ -13,8 +13,8 @@ namespace {
 
 // dgamma[j] += sum_r dy[r, j] * xhat[r, j]; dbeta[j] += sum_r dy[r, j], per column serially
 // over rows. xhat is recomputed from x, mean, rstd. Columns are those of the local slice.
-void accumulate_param_grads(const float* dy, const float* x, const float* mean, const float* rstd,
-                            float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols) {
+void accumulate_param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma,
+                            float* dbeta, std::int64_t rows, std::int64_t cols) {
   detail::for_each_column_block(cols, [&](std::int64_t c0, std::int64_t c1) {
     std::vector<double> dg(c1 - c0, 0.0), db(c1 - c0, 0.0);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -58,8 +58,8 @@ void backward_row_dx(const float* dyr, const float* xr, const float* gamma, floa
 
 }  // namespace
 
-void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
-                           float* mean, float* rstd, std::int64_t rows, std::int64_t h, float eps) {
+void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps) {
   MESHSIM_ASSERT(rows >= 0 && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const float* xr = x + r * h;
@@ -72,14 +72,12 @@ void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta
     mean[r] = static_cast<float>(mu);
     rstd[r] = static_cast<float>(rs);
     float* yr = y + r * h;
-    for (std::int64_t j = 0; j < h; ++j)
-      yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
+    for (std::int64_t j = 0; j < h; ++j) yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
   });
 }
 
-void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma,
-                            const float* mean, const float* rstd, float* dx, float* dgamma,
-                            float* dbeta, std::int64_t rows, std::int64_t h) {
+void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h) {
   MESHSIM_ASSERT(rows >= 0 && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const auto [sg, sgx] = backward_row_sums(dy + r * h, x + r * h, gamma, mean[r], rstd[r], h);
@@ -103,9 +101,9 @@ void layernorm2d_stats_cpu(const float* x, float* stats, std::int64_t rows, std:
   });
 }
 
-void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamma,
-                           const float* beta, float* y, float* mean, float* rstd,
-                           std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps) {
+void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h,
+                           float eps) {
   MESHSIM_ASSERT(rows >= 0 && h_local >= 0 && h >= h_local && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const double mu = static_cast<double>(stats[2 * r]) / static_cast<double>(h);
@@ -115,14 +113,12 @@ void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamm
     rstd[r] = static_cast<float>(rs);
     const float* xr = x + r * h_local;
     float* yr = y + r * h_local;
-    for (std::int64_t j = 0; j < h_local; ++j)
-      yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
+    for (std::int64_t j = 0; j < h_local; ++j) yr[j] = static_cast<float>((xr[j] - mu) * rs) * gamma[j] + beta[j];
   });
 }
 
-void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, float* dstats,
-                                    std::int64_t rows, std::int64_t h_local) {
+void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local) {
   MESHSIM_ASSERT(rows >= 0 && h_local >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const auto [sg, sgx] = backward_row_sums(dy + r * h_local, x + r * h_local, gamma, mean[r], rstd[r], h_local);
@@ -131,10 +127,9 @@ void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float
   });
 }
 
-void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, const float* dstats,
-                                    float* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                    std::int64_t h_local, std::int64_t h) {
+void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, const float* dstats, float* dx, float* dgamma, float* dbeta,
+                                    std::int64_t rows, std::int64_t h_local, std::int64_t h) {
   MESHSIM_ASSERT(rows >= 0 && h_local >= 0 && h >= h_local && h > 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     backward_row_dx(dy + r * h_local, x + r * h_local, gamma, mean[r], rstd[r],

@@ -37,30 +37,27 @@
 
 namespace meshsim::kernels {
 
-void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
-                           float* mean, float* rstd, std::int64_t rows, std::int64_t h, float eps);
+void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps);
 
-void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma,
-                            const float* mean, const float* rstd, float* dx, float* dgamma,
-                            float* dbeta, std::int64_t rows, std::int64_t h);
+void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h);
 
 // stats: [rows][2] = {sum x, sum x^2} over the local h_local columns.
 void layernorm2d_stats_cpu(const float* x, float* stats, std::int64_t rows, std::int64_t h_local);
 
 // stats: the globally summed [rows][2]; h: the full row length. Writes y, mean, rstd.
-void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamma,
-                           const float* beta, float* y, float* mean, float* rstd,
-                           std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps);
+void layernorm2d_apply_cpu(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h,
+                           float eps);
 
 // dstats: [rows][2] = {sum dy*gamma, sum dy*gamma*xhat} over the local columns.
-void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, float* dstats,
-                                    std::int64_t rows, std::int64_t h_local);
+void layernorm2d_backward_stats_cpu(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local);
 
 // dstats: the globally summed [rows][2]. Writes dx; dgamma, dbeta (+=) for the local slice.
-void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, const float* dstats,
-                                    float* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                    std::int64_t h_local, std::int64_t h);
+void layernorm2d_backward_apply_cpu(const float* dy, const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, const float* dstats, float* dx, float* dgamma, float* dbeta,
+                                    std::int64_t rows, std::int64_t h_local, std::int64_t h);
 
 }  // namespace meshsim::kernels

@@ -51,8 +51,8 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulatesParamGrads) {
   };
   loss();
   std::vector<float> dx(rows * h), dgamma(h, 1.f), dbeta(h, -1.f);  // prior contents: accumulated onto
-  layernorm_backward_cpu(w.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
-                         dgamma.data(), dbeta.data(), rows, h);
+  layernorm_backward_cpu(w.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
+                         dbeta.data(), rows, h);
   auto want_dg = numeric_grad(loss, gamma), want_db = numeric_grad(loss, beta);
   for (auto& v : want_dg) v += 1;
   for (auto& v : want_db) v -= 1;
@@ -69,8 +69,8 @@ TEST(LayerNorm2D, SplitOverQRanksEqualsWhole) {
   const auto gamma = random_vector(h, 9), beta = random_vector(h, 10), dy = random_vector(rows * h, 11);
   std::vector<float> y(rows * h), mean(rows), rstd(rows), dx(rows * h), dg(h, 0.f), db(h, 0.f);
   layernorm_forward_cpu(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, h, kEps);
-  layernorm_backward_cpu(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
-                         dg.data(), db.data(), rows, h);
+  layernorm_backward_cpu(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dg.data(), db.data(),
+                         rows, h);
 
   auto slice = [&](const std::vector<float>& full, std::int64_t k) {  // columns of rank k
     std::vector<float> s(rows * hl);
@@ -90,20 +90,19 @@ TEST(LayerNorm2D, SplitOverQRanksEqualsWhole) {
   std::vector<std::vector<float>> means(q, std::vector<float>(rows)), rstds = means;
   for (std::int64_t k = 0; k < q; ++k) {
     std::vector<float> yl(rows * hl);
-    layernorm2d_apply_cpu(xs[k].data(), stats.data(), gamma.data() + k * hl, beta.data() + k * hl,
-                          yl.data(), means[k].data(), rstds[k].data(), rows, hl, h, kEps);
+    layernorm2d_apply_cpu(xs[k].data(), stats.data(), gamma.data() + k * hl, beta.data() + k * hl, yl.data(),
+                          means[k].data(), rstds[k].data(), rows, hl, h, kEps);
     expect_near_all(yl, slice(y, k), 1e-5, 1e-4, "y slice");
     expect_near_all(means[k], mean, 1e-6, 1e-5, "mean");
     expect_near_all(rstds[k], rstd, 1e-6, 1e-4, "rstd");
-    layernorm2d_backward_stats_cpu(dys[k].data(), xs[k].data(), gamma.data() + k * hl, means[k].data(),
-                                   rstds[k].data(), part.data(), rows, hl);
+    layernorm2d_backward_stats_cpu(dys[k].data(), xs[k].data(), gamma.data() + k * hl, means[k].data(), rstds[k].data(),
+                                   part.data(), rows, hl);
     reduce_sum_cpu(dstats.data(), part.data(), part.size());
   }
   for (std::int64_t k = 0; k < q; ++k) {
     std::vector<float> dxl(rows * hl), dgl(hl, 0.f), dbl(hl, 0.f);
-    layernorm2d_backward_apply_cpu(dys[k].data(), xs[k].data(), gamma.data() + k * hl, means[k].data(),
-                                   rstds[k].data(), dstats.data(), dxl.data(), dgl.data(), dbl.data(),
-                                   rows, hl, h);
+    layernorm2d_backward_apply_cpu(dys[k].data(), xs[k].data(), gamma.data() + k * hl, means[k].data(), rstds[k].data(),
+                                   dstats.data(), dxl.data(), dgl.data(), dbl.data(), rows, hl, h);
     expect_near_all(dxl, slice(dx, k), 1e-4, 1e-3, "dx slice");
     expect_near_all(dgl, std::vector<float>(dg.begin() + k * hl, dg.begin() + (k + 1) * hl), 1e-4, 1e-3, "dgamma");
     expect_near_all(dbl, std::vector<float>(db.begin() + k * hl, db.begin() + (k + 1) * hl), 1e-5, 1e-5, "dbeta");

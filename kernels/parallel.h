@@ -28,9 +28,7 @@ constexpr std::int64_t kColumnBlock = 64;
 template <class F>
 void for_each_column_block(std::int64_t cols, F&& f) {
   const std::int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
-  for_each_index(blocks, [&](std::int64_t b) {
-    f(b * kColumnBlock, std::min(cols, (b + 1) * kColumnBlock));
-  });
+  for_each_index(blocks, [&](std::int64_t b) { f(b * kColumnBlock, std::min(cols, (b + 1) * kColumnBlock)); });
 }
 
 }  // namespace meshsim::kernels::detail

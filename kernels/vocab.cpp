@@ -10,14 +10,11 @@
 namespace meshsim::kernels {
 namespace {
 
-bool in_shard(std::int64_t id, std::int64_t v_local, std::int64_t v0) {
-  return id >= v0 && id < v0 + v_local;
-}
+bool in_shard(std::int64_t id, std::int64_t v_local, std::int64_t v0) { return id >= v0 && id < v0 + v_local; }
 
 }  // namespace
 
-void cross_entropy_local_max_cpu(const float* logits, float* local_max, std::int64_t rows,
-                                 std::int64_t v_local) {
+void cross_entropy_local_max_cpu(const float* logits, float* local_max, std::int64_t rows, std::int64_t v_local) {
   MESHSIM_ASSERT(rows >= 0 && v_local >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const float* lr = logits + r * v_local;
@@ -27,9 +24,8 @@ void cross_entropy_local_max_cpu(const float* logits, float* local_max, std::int
   });
 }
 
-void cross_entropy_local_stats_cpu(const float* logits, const float* global_max,
-                                   const std::int64_t* targets, float* stats, std::int64_t rows,
-                                   std::int64_t v_local, std::int64_t v0) {
+void cross_entropy_local_stats_cpu(const float* logits, const float* global_max, const std::int64_t* targets,
+                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0) {
   MESHSIM_ASSERT(rows >= 0 && v_local >= 0 && v0 >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const float* lr = logits + r * v_local;
@@ -40,19 +36,19 @@ void cross_entropy_local_stats_cpu(const float* logits, const float* global_max,
   });
 }
 
-void cross_entropy_loss_cpu(const float* global_max, const float* stats,
-                            const std::int64_t* targets, float* loss, std::int64_t rows) {
+void cross_entropy_loss_cpu(const float* global_max, const float* stats, const std::int64_t* targets, float* loss,
+                            std::int64_t rows) {
   MESHSIM_ASSERT(rows >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
-    loss[r] = targets[r] < 0 ? 0.f
-                             : static_cast<float>(std::log(static_cast<double>(stats[2 * r])) +
-                                                  global_max[r] - stats[2 * r + 1]);
+    loss[r] = targets[r] < 0
+                  ? 0.f
+                  : static_cast<float>(std::log(static_cast<double>(stats[2 * r])) + global_max[r] - stats[2 * r + 1]);
   });
 }
 
 void cross_entropy_backward_cpu(const float* logits, const float* global_max, const float* stats,
-                                const std::int64_t* targets, float grad_scale, float* dlogits,
-                                std::int64_t rows, std::int64_t v_local, std::int64_t v0) {
+                                const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
+                                std::int64_t v_local, std::int64_t v0) {
   MESHSIM_ASSERT(rows >= 0 && v_local >= 0 && v0 >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     const float* lr = logits + r * v_local;
@@ -69,8 +65,8 @@ void cross_entropy_backward_cpu(const float* logits, const float* global_max, co
   });
 }
 
-void embedding_forward_cpu(const std::int64_t* ids, const float* table, float* out,
-                           std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0) {
+void embedding_forward_cpu(const std::int64_t* ids, const float* table, float* out, std::int64_t rows, std::int64_t h,
+                           std::int64_t v_local, std::int64_t v0) {
   MESHSIM_ASSERT(rows >= 0 && h >= 0 && v_local >= 0);
   detail::for_each_index(rows, [&](std::int64_t r) {
     float* o = out + r * h;
@@ -81,8 +77,8 @@ void embedding_forward_cpu(const std::int64_t* ids, const float* table, float* o
   });
 }
 
-void embedding_backward_cpu(const std::int64_t* ids, const float* dout, float* dtable,
-                            std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0) {
+void embedding_backward_cpu(const std::int64_t* ids, const float* dout, float* dtable, std::int64_t rows,
+                            std::int64_t h, std::int64_t v_local, std::int64_t v0) {
   MESHSIM_ASSERT(rows >= 0 && h >= 0 && v_local >= 0);
   // Column blocks in parallel; within a block, rows in order (repeated ids add in row order).
   detail::for_each_column_block(h, [&](std::int64_t c0, std::int64_t c1) {

@@ -29,21 +29,19 @@
 
 namespace meshsim::kernels {
 
-void cross_entropy_local_max_cpu(const float* logits, float* local_max, std::int64_t rows,
-                                 std::int64_t v_local);
-void cross_entropy_local_stats_cpu(const float* logits, const float* global_max,
-                                   const std::int64_t* targets, float* stats, std::int64_t rows,
-                                   std::int64_t v_local, std::int64_t v0);
-void cross_entropy_loss_cpu(const float* global_max, const float* stats,
-                            const std::int64_t* targets, float* loss, std::int64_t rows);
+void cross_entropy_local_max_cpu(const float* logits, float* local_max, std::int64_t rows, std::int64_t v_local);
+void cross_entropy_local_stats_cpu(const float* logits, const float* global_max, const std::int64_t* targets,
+                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0);
+void cross_entropy_loss_cpu(const float* global_max, const float* stats, const std::int64_t* targets, float* loss,
+                            std::int64_t rows);
 // dlogits may alias logits.
 void cross_entropy_backward_cpu(const float* logits, const float* global_max, const float* stats,
-                                const std::int64_t* targets, float grad_scale, float* dlogits,
-                                std::int64_t rows, std::int64_t v_local, std::int64_t v0);
+                                const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
+                                std::int64_t v_local, std::int64_t v0);
 
-void embedding_forward_cpu(const std::int64_t* ids, const float* table, float* out,
-                           std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0);
-void embedding_backward_cpu(const std::int64_t* ids, const float* dout, float* dtable,
-                            std::int64_t rows, std::int64_t h, std::int64_t v_local, std::int64_t v0);
+void embedding_forward_cpu(const std::int64_t* ids, const float* table, float* out, std::int64_t rows, std::int64_t h,
+                           std::int64_t v_local, std::int64_t v0);
+void embedding_backward_cpu(const std::int64_t* ids, const float* dout, float* dtable, std::int64_t rows,
+                            std::int64_t h, std::int64_t v_local, std::int64_t v0);
 
 }  // namespace meshsim::kernels

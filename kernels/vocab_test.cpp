@@ -17,8 +17,8 @@ using testing::numeric_grad;
 using testing::random_vector;
 
 // Per-row loss and gradient of the mean loss over non-ignored rows, naively in double.
-void naive_cross_entropy(const std::vector<float>& logits, const std::vector<std::int64_t>& targets,
-                         std::int64_t vocab, std::vector<double>& loss, std::vector<double>& grad) {
+void naive_cross_entropy(const std::vector<float>& logits, const std::vector<std::int64_t>& targets, std::int64_t vocab,
+                         std::vector<double>& loss, std::vector<double>& grad) {
   const auto rows = static_cast<std::int64_t>(targets.size());
   std::int64_t counted = 0;
   for (auto t : targets) counted += t >= 0;
@@ -66,8 +66,8 @@ void sharded_cross_entropy(const std::vector<float>& logits, const std::vector<s
   grad.assign(rows * vocab, 0.f);
   for (std::size_t k = 0; k < shards.size(); ++k) {
     std::vector<float> g(shards[k].size());
-    cross_entropy_backward_cpu(shards[k].data(), gmax.data(), stats.data(), targets.data(), grad_scale, g.data(),
-                               rows, widths[k], starts[k]);
+    cross_entropy_backward_cpu(shards[k].data(), gmax.data(), stats.data(), targets.data(), grad_scale, g.data(), rows,
+                               widths[k], starts[k]);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t j = 0; j < widths[k]; ++j) grad[r * vocab + starts[k] + j] = g[r * widths[k] + j];
   }

@@ -1,7 +1,8 @@
 #include "report/collective_report.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <map>
 
 namespace meshsim {
@@ -26,11 +27,14 @@ namespace {
 
 std::string factor_text(CollKind kind, int p) {
   switch (kind) {
-    case CollKind::AllReduce: return fmt::format("2(p-1)/p = {:.3f}", busbw_factor(kind, p));
+    case CollKind::AllReduce:
+      return fmt::format("2(p-1)/p = {:.3f}", busbw_factor(kind, p));
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-    case CollKind::AllToAll: return fmt::format("(p-1)/p = {:.3f}", busbw_factor(kind, p));
-    default: return "1";
+    case CollKind::AllToAll:
+      return fmt::format("(p-1)/p = {:.3f}", busbw_factor(kind, p));
+    default:
+      return "1";
   }
 }
 
@@ -38,10 +42,9 @@ std::string busiest_text(const Topology& topo, const CollectiveOutcome& out) {
   if (!out.flow) return "n/a at formula fidelity (use --fidelity flow)";
   if (out.busiest.link < 0) return "none (no bytes moved)";
   const DirLink& l = topo.link(out.busiest.link);
-  return fmt::format("{} ({}, {}): {} carried, {:.1f}% of its capacity over the run",
-                     link_name(topo, out.busiest.link), to_string(l.spec.kind),
-                     format_bandwidth(l.spec.effective()), format_bytes(static_cast<Bytes>(out.busiest.bytes)),
-                     100.0 * out.busiest.utilization);
+  return fmt::format("{} ({}, {}): {} carried, {:.1f}% of its capacity over the run", link_name(topo, out.busiest.link),
+                     to_string(l.spec.kind), format_bandwidth(l.spec.effective()),
+                     format_bytes(static_cast<Bytes>(out.busiest.bytes)), 100.0 * out.busiest.utilization);
 }
 
 // The registry algorithm's name, or NCCL's choice at fidelity nccl ("nccl:Ring/LL128").
@@ -77,12 +80,13 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
                    to_string(out.spec.kind), out.spec.ranks, ctx.groups, ctx.groups == 1 ? "" : "s",
                    format_bytes(out.spec.bytes), algorithm_label(out),
                    ctx.requested_algorithm == "auto" ? " (auto)" : "", to_string(ctx.fidelity));
-  s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology,
-                   topo.num_gpus(), topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
+  s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology, topo.num_gpus(),
+                   topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
   s += fmt::format("  time      {}\n", format_time(out.time));
   if (out.protocol != Protocol::None) s += fmt::format("  protocol  {}\n", protocol_text(out.params, out.protocol));
   s += fmt::format("  algbw     {:.2f} GB/s\n", bw.algbw_GBps);
-  s += fmt::format("  busbw     {:.2f} GB/s   (busbw factor {})\n", bw.busbw_GBps, factor_text(out.spec.kind, out.spec.ranks));
+  s += fmt::format("  busbw     {:.2f} GB/s   (busbw factor {})\n", bw.busbw_GBps,
+                   factor_text(out.spec.kind, out.spec.ranks));
   if (out.flow) {
     const double ratio = out.formula_time.ps() > 0
                              ? static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps())
@@ -99,9 +103,9 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
 }
 
 std::string sweep_header(const CollectiveContext& ctx, CollKind kind) {
-  std::string s = fmt::format("# meshsim collective {}: {} ranks x {} group(s), topology {}, placement {}, group {}, fidelity {}\n",
-                              to_string(kind), ctx.ranks, ctx.groups, ctx.topology, ctx.placement, ctx.group,
-                              to_string(ctx.fidelity));
+  std::string s = fmt::format(
+      "# meshsim collective {}: {} ranks x {} group(s), topology {}, placement {}, group {}, fidelity {}\n",
+      to_string(kind), ctx.ranks, ctx.groups, ctx.topology, ctx.placement, ctx.group, to_string(ctx.fidelity));
   s += fmt::format("#{:>12} {:>12} {:>20} {:>12} {:>10} {:>10} {:>12}\n", "size(B)", "count(fp32)", "algorithm",
                    "time(us)", "algbw", "busbw", "formula(us)");
   s += fmt::format("#{:>12} {:>12} {:>20} {:>12} {:>10} {:>10} {:>12}\n", "", "", "", "", "(GB/s)", "(GB/s)", "");
@@ -135,9 +139,10 @@ std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std
   if (out.params.gamma_ps == 0)
     s += "  gamma = 0: reductions are fused with the transfers (terms over 'inf' are zero); --reduce-bw charges them\n";
   if (out.params.intra_beta_ps != out.params.inter_beta_ps || out.params.intra_alpha_ps != out.params.inter_alpha_ps)
-    s += fmt::format("  intra-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s; inter-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s\n",
-                     out.params.intra_alpha_ps * 1e-6, 1e3 / out.params.intra_beta_ps,
-                     out.params.inter_alpha_ps * 1e-6, 1e3 / out.params.inter_beta_ps);
+    s += fmt::format(
+        "  intra-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s; inter-node: alpha = {:.3f} us, 1/beta = {:.2f} GB/s\n",
+        out.params.intra_alpha_ps * 1e-6, 1e3 / out.params.intra_beta_ps, out.params.inter_alpha_ps * 1e-6,
+        1e3 / out.params.inter_beta_ps);
   if (!out.flow || out.flow->transfers.empty()) {
     s += "  (step table: shown for groups of at most 16 ranks)\n";
     return s;
@@ -302,8 +307,7 @@ nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveCont
       e["name"] = fmt::format("{} flow{}", li.flows, li.flows == 1 ? "" : "s");
       e["ts"] = offset_us + li.begin.us();
       e["dur"] = (li.end - li.begin).us();
-      e["args"] = J{{"flows", li.flows},
-                    {"share_GBps", topo.link(li.link).spec.effective().gbytes_per_s() / li.flows}};
+      e["args"] = J{{"flows", li.flows}, {"share_GBps", topo.link(li.link).spec.effective().gbytes_per_s() / li.flows}};
       events.push_back(e);
     }
     offset_us += out.time.us();  // sweeps: sizes laid out one after another

@@ -15,16 +15,20 @@ double error_pct(double measured_s, double predicted_s) {
 
 std::string op_kind_label(const Op& op) {
   switch (op.kind) {
-    case OpKind::Compute: return to_string(op.kernel.kind);
-    case OpKind::Collective: return op.axis + " " + to_string(op.coll);
-    case OpKind::Send: return "pp send";
-    case OpKind::Recv: return "pp recv";
+    case OpKind::Compute:
+      return to_string(op.kernel.kind);
+    case OpKind::Collective:
+      return op.axis + " " + to_string(op.coll);
+    case OpKind::Send:
+      return "pp send";
+    case OpKind::Recv:
+      return "pp recv";
   }
   return "?";
 }
 
-Comparison op_comparison(const Schedule& schedule, const std::vector<Time>& measured, const ScheduleSimResult* predicted,
-                         CollKind kind, Bytes bytes, int ranks) {
+Comparison op_comparison(const Schedule& schedule, const std::vector<Time>& measured,
+                         const ScheduleSimResult* predicted, CollKind kind, Bytes bytes, int ranks) {
   Comparison c;
   c.shape = Comparison::Shape::PerOp;
   c.predicted = predicted != nullptr;
@@ -145,8 +149,9 @@ std::string comparison_text(const Comparison& c) {
       out += fmt::format(", predicted {} ({:+.1f}%)", format_time(c.total.predicted.time), c.total.error_pct);
     out += "\n";
   } else {
-    out += "  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a collective's "
-           "time includes waiting for its slowest member)\n";
+    out +=
+        "  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a collective's "
+        "time includes waiting for its slowest member)\n";
   }
   return out;
 }
@@ -157,7 +162,9 @@ void add_comparison_json(nlohmann::ordered_json& j, const Comparison& c) {
   for (const ComparisonRow& r : c.rows) {
     nlohmann::ordered_json row;
     if (per_op) {
-      row = {{"op", r.name}, {"measured_s", r.measured.seconds}, {"algbw_GBps", r.algbw_GBps},
+      row = {{"op", r.name},
+             {"measured_s", r.measured.seconds},
+             {"algbw_GBps", r.algbw_GBps},
              {"busbw_GBps", r.busbw_GBps}};
     } else {
       row = {{"kind", r.name}, {"ops", r.ops}, {"measured_s", r.measured.seconds}};

@@ -17,10 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "schedule/collective.h"
 #include "schedule/ir.h"
@@ -70,8 +69,8 @@ std::string op_kind_label(const Op& op);
 // Collective workloads: a row per op of role 0, measured[i] its time (the slowest rank's end
 // minus the earliest start), algbw = bytes / time and busbw = algbw x busbw_factor(kind,
 // ranks); with `predicted`, each op's simulated time (its trace event i) beside it.
-Comparison op_comparison(const Schedule& schedule, const std::vector<Time>& measured, const ScheduleSimResult* predicted,
-                         CollKind kind, Bytes bytes, int ranks);
+Comparison op_comparison(const Schedule& schedule, const std::vector<Time>& measured,
+                         const ScheduleSimResult* predicted, CollKind kind, Bytes bytes, int ranks);
 
 // Training schedules: `measured` is every rank's events, rank by rank (role, op, start and end
 // on that rank), from `world` ranks with world / roles per stage. A row per op kind: each op's

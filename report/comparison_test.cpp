@@ -54,18 +54,20 @@ TEST(Comparison, PerOpText) {
 TEST(Comparison, PerOpJson) {
   nlohmann::ordered_json j{{"backend", "cpu"}};
   add_comparison_json(j, per_op());
-  EXPECT_EQ(j.dump(),
-            R"({"backend":"cpu","ops":[)"
-            R"({"op":"allreduce.0","measured_s":0.003849,"algbw_GBps":1.09,"busbw_GBps":2.18,"predicted_s":0.002935,"error_pct":31.14},)"
-            R"({"op":"allreduce.1","measured_s":2e-06,"algbw_GBps":2097.15,"busbw_GBps":4194.3,"predicted_s":0.002935,"error_pct":-99.93}],)"
-            R"("measured_total_s":0.003851,"predicted_total_s":0.00587,"error_pct":-34.4})");
+  EXPECT_EQ(
+      j.dump(),
+      R"({"backend":"cpu","ops":[)"
+      R"({"op":"allreduce.0","measured_s":0.003849,"algbw_GBps":1.09,"busbw_GBps":2.18,"predicted_s":0.002935,"error_pct":31.14},)"
+      R"({"op":"allreduce.1","measured_s":2e-06,"algbw_GBps":2097.15,"busbw_GBps":4194.3,"predicted_s":0.002935,"error_pct":-99.93}],)"
+      R"("measured_total_s":0.003851,"predicted_total_s":0.00587,"error_pct":-34.4})");
   Comparison run = per_op();
   run.predicted = false;
   nlohmann::ordered_json r;
   add_comparison_json(r, run);
-  EXPECT_EQ(r.dump(),
-            R"({"ops":[{"op":"allreduce.0","measured_s":0.003849,"algbw_GBps":1.09,"busbw_GBps":2.18},)"
-            R"({"op":"allreduce.1","measured_s":2e-06,"algbw_GBps":2097.15,"busbw_GBps":4194.3}],"measured_total_s":0.003851})");
+  EXPECT_EQ(
+      r.dump(),
+      R"({"ops":[{"op":"allreduce.0","measured_s":0.003849,"algbw_GBps":1.09,"busbw_GBps":2.18},)"
+      R"({"op":"allreduce.1","measured_s":2e-06,"algbw_GBps":2097.15,"busbw_GBps":4194.3}],"measured_total_s":0.003851})");
 }
 
 // A training schedule's table: op kinds, then the iteration row and the note.
@@ -139,7 +141,8 @@ Op collective(const std::string& name, const std::string& axis, CollKind k) {
 // ranks; the errors of the rows and of the total against the simulated trace.
 TEST(Comparison, PerOpRowsFromMeasuredAndPredictedTimes) {
   Schedule s;
-  s.roles = {Role{"all", 0, {collective("ar.0", "rank", CollKind::AllReduce), collective("ar.1", "rank", CollKind::AllReduce)}}};
+  s.roles = {Role{
+      "all", 0, {collective("ar.0", "rank", CollKind::AllReduce), collective("ar.1", "rank", CollKind::AllReduce)}}};
   ScheduleSimResult sim;
   sim.trace.events = {{0, 0, -1, ms(1), ms(3)}, {0, 1, -1, ms(3), ms(5)}};  // 2 ms each
   const Comparison c = op_comparison(s, {ms(4), ms(1)}, &sim, CollKind::AllReduce, 1'000'000'000, 4);
@@ -181,13 +184,16 @@ TEST(Comparison, PerOpKindRowsAverageOverAStagesRanks) {
   // Ranks 0 and 2 run stage 0, ranks 1 and 3 stage 1 (only the role matters here).
   const std::vector<TraceEvent> measured = {
       {0, 0, 0, ms(0), ms(2)}, {0, 1, 0, ms(2), ms(3)}, {0, 2, 0, ms(3), ms(5)},  // rank 0
-      {1, 0, 1, ms(0), ms(3)}, {1, 1, 1, ms(3), ms(7)},                          // rank 1
+      {1, 0, 1, ms(0), ms(3)}, {1, 1, 1, ms(3), ms(7)},                           // rank 1
       {0, 0, 2, ms(0), ms(4)}, {0, 1, 2, ms(4), ms(5)}, {0, 2, 2, ms(5), ms(6)},  // rank 2
-      {1, 0, 3, ms(0), ms(3)}, {1, 1, 3, ms(3), ms(9)}};                         // rank 3
+      {1, 0, 3, ms(0), ms(3)}, {1, 1, 3, ms(3), ms(9)}};                          // rank 3
   ScheduleSimResult sim;
   sim.iteration = ms(8);
-  sim.trace.events = {{0, 0, -1, ms(0), ms(2)}, {0, 1, -1, ms(2), ms(3)}, {0, 2, -1, ms(3), ms(4)},
-                      {1, 0, -1, ms(0), ms(3)}, {1, 1, -1, ms(3), ms(8)}};
+  sim.trace.events = {{0, 0, -1, ms(0), ms(2)},
+                      {0, 1, -1, ms(2), ms(3)},
+                      {0, 2, -1, ms(3), ms(4)},
+                      {1, 0, -1, ms(0), ms(3)},
+                      {1, 1, -1, ms(3), ms(8)}};
   const Comparison c = op_kind_comparison(s, measured, 4, &sim);
   ASSERT_EQ(c.rows.size(), 4u);  // by name: gemm, pp recv, pp send, tp allreduce
   EXPECT_EQ(c.rows[0].name, "gemm");

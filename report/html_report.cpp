@@ -3,10 +3,11 @@
 // is in html_timeline.cpp.
 #include "report/html_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 
 #include "core/error.h"
@@ -19,12 +20,23 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -33,16 +45,16 @@ std::string html_escape(const std::string& text) {
 namespace html {
 
 const std::vector<std::string>& known_categories() {
-  static const std::vector<std::string> k = {"compute", "recompute", "tp", "sp", "cp", "ep",
-                                             "pp", "dp", "optimizer", "bubble", "other"};
+  static const std::vector<std::string> k = {"compute", "recompute", "tp",        "sp",     "cp",   "ep",
+                                             "pp",      "dp",        "optimizer", "bubble", "other"};
   return k;
 }
 
 std::string category_color(std::string_view category, int fallback_index) {
   static const std::vector<std::pair<std::string_view, std::string_view>> colors = {
-      {"compute", "#4e79a7"}, {"recompute", "#a0cbe8"}, {"tp", "#f28e2b"}, {"sp", "#ffbe7d"},
-      {"cp", "#b07aa1"},      {"ep", "#d4a6c8"},        {"pp", "#59a14f"}, {"dp", "#76b7b2"},
-      {"optimizer", "#edc948"}, {"bubble", "#d3d3d3"},  {"other", "#9c755f"}};
+      {"compute", "#4e79a7"},   {"recompute", "#a0cbe8"}, {"tp", "#f28e2b"},   {"sp", "#ffbe7d"},
+      {"cp", "#b07aa1"},        {"ep", "#d4a6c8"},        {"pp", "#59a14f"},   {"dp", "#76b7b2"},
+      {"optimizer", "#edc948"}, {"bubble", "#d3d3d3"},    {"other", "#9c755f"}};
   for (const auto& [name, color] : colors) {
     if (name == category) return std::string(color);
   }
@@ -131,14 +143,17 @@ std::vector<AxisTick> time_ticks(double lo_s, double hi_s, int target) {
 namespace {
 
 std::string svg_open(double w, double h) {
-  return fmt::format("<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-                     "xmlns=\"http://www.w3.org/2000/svg\">\n", num(w, 0), num(h, 0));
+  return fmt::format(
+      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n",
+      num(w, 0), num(h, 0));
 }
 
 std::string legend_item(double x, double y, const std::string& fill, const std::string& text) {
-  return fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                     "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
-                     num(x, 0), num(y, 0), fill, num(x + 16, 0), num(y + 10, 0), html_escape(text));
+  return fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+      "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
+      num(x, 0), num(y, 0), fill, num(x + 16, 0), num(y + 10, 0), html_escape(text));
 }
 
 double legend_width(const std::string& text) { return 16 + text.size() * 7.0 + 18; }
@@ -195,12 +210,13 @@ std::string breakdown_section(const HtmlReport& r) {
     const auto& [k, v] = r.breakdown[i];
     const double w = total > 0 ? std::max(v, 0.0) / total * plot_w : 0;
     const double pct = total > 0 ? 100 * std::max(v, 0.0) / total : 0;
-    s += fmt::format("<rect x=\"{}\" y=\"8\" width=\"{}\" height=\"30\" fill=\"{}\" stroke=\"#fff\" "
-                     "stroke-width=\"0.5\"><title>{}: {} ({} %)</title></rect>\n",
-                     num(x, 2), num(w, 2), fills[i], html_escape(k), format_seconds(v), num(pct, 1));
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"8\" width=\"{}\" height=\"30\" fill=\"{}\" stroke=\"#fff\" "
+        "stroke-width=\"0.5\"><title>{}: {} ({} %)</title></rect>\n",
+        num(x, 2), num(w, 2), fills[i], html_escape(k), format_seconds(v), num(pct, 1));
     if (w >= 44) {
-      s += fmt::format("<text x=\"{}\" y=\"27\" text-anchor=\"middle\" class=\"sl\">{} %</text>\n",
-                       num(x + w / 2, 2), num(pct, 1));
+      s += fmt::format("<text x=\"{}\" y=\"27\" text-anchor=\"middle\" class=\"sl\">{} %</text>\n", num(x + w / 2, 2),
+                       num(pct, 1));
     }
     x += w;
   }
@@ -250,9 +266,10 @@ std::string memory_section(const HtmlReport& r) {
   s += svg_open(label_w + plot_w + 300, height);
   for (const AxisTick& t : ticks) {
     const double x = X(t.value * gib);
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
-                     "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
-                     num(x, 1), num(top - 4, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), t.label);
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
+        "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
+        num(x, 1), num(top - 4, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), t.label);
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">GiB</text>\n",
                    num(label_w + plot_w / 2, 0), num(axis_y + 32, 0));
@@ -266,22 +283,24 @@ std::string memory_section(const HtmlReport& r) {
     for (const auto& [name, bytes] : b.items_bytes) {
       const double v = std::max(bytes, 0.0);
       const int idx = static_cast<int>(std::find(items.begin(), items.end(), name) - items.begin());
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" fill=\"{}\" stroke=\"#fff\" "
-                       "stroke-width=\"0.5\"><title>{} · {}: {}</title></rect>\n",
-                       num(X(at), 2), num(y, 0), num(X(at + v) - X(at), 2), palette_color(idx), html_escape(b.role),
-                       html_escape(name), format_gib(v));
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" fill=\"{}\" stroke=\"#fff\" "
+          "stroke-width=\"0.5\"><title>{} · {}: {}</title></rect>\n",
+          num(X(at), 2), num(y, 0), num(X(at + v) - X(at), 2), palette_color(idx), html_escape(b.role),
+          html_escape(name), format_gib(v));
       at += v;
     }
     if (b.capacity_bytes > 0) {
-      s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"capacity\">"
-                       "<title>capacity {3}</title></line>\n",
-                       num(X(b.capacity_bytes), 2), num(y - 5, 0), num(y + 23, 0), format_gib(b.capacity_bytes));
+      s += fmt::format(
+          "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"capacity\">"
+          "<title>capacity {3}</title></line>\n",
+          num(X(b.capacity_bytes), 2), num(y - 5, 0), num(y + 23, 0), format_gib(b.capacity_bytes));
     }
     std::string note;
     if (b.peak_bytes > 0) {
       const double px = X(b.peak_bytes);
-      s += fmt::format("<path d=\"M{0} {1}l-5 -7h10z\" class=\"peak{2}\"><title>peak {3}</title></path>\n",
-                       num(px, 2), num(y, 0), over ? " over" : "", format_gib(b.peak_bytes));
+      s += fmt::format("<path d=\"M{0} {1}l-5 -7h10z\" class=\"peak{2}\"><title>peak {3}</title></path>\n", num(px, 2),
+                       num(y, 0), over ? " over" : "", format_gib(b.peak_bytes));
       note = "peak " + format_gib(b.peak_bytes);
     } else {
       note = format_gib(at);
@@ -358,7 +377,8 @@ std::string scaling_section(const HtmlReport& r) {
     y_hi = std::max(yticks.back().value, tmax * 1.08);
   }
   auto X = [&](double v) {
-    const double f = logx ? (std::log(v) - std::log(x_lo)) / (std::log(x_hi) - std::log(x_lo)) : (v - x_lo) / (x_hi - x_lo);
+    const double f =
+        logx ? (std::log(v) - std::log(x_lo)) / (std::log(x_hi) - std::log(x_lo)) : (v - x_lo) / (x_hi - x_lo);
     return left + f * plot_w;
   };
   auto Y = [&](double t) {
@@ -373,31 +393,36 @@ std::string scaling_section(const HtmlReport& r) {
                    logx ? " (log scale)" : "", logy ? ", time on a log scale" : "");
   s += svg_open(left + plot_w + right, bottom + 56);
   for (const AxisTick& t : yticks) {
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"grid\"/>"
-                     "<text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"tick\">{5}</text>\n",
-                     num(left, 0), num(Y(t.value), 1), num(left + plot_w, 0), num(left - 6, 0), num(Y(t.value) + 4, 1),
-                     t.label);
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"grid\"/>"
+        "<text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"tick\">{5}</text>\n",
+        num(left, 0), num(Y(t.value), 1), num(left + plot_w, 0), num(left - 6, 0), num(Y(t.value) + 4, 1), t.label);
   }
   for (const AxisTick& t : xticks) {
     if (t.value < x_lo || t.value > x_hi) continue;
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
-                     "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
-                     num(X(t.value), 1), num(top, 0), num(bottom + 4, 0), num(bottom + 17, 0), html_escape(t.label));
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
+        "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
+        num(X(t.value), 1), num(top, 0), num(bottom + 4, 0), num(bottom + 17, 0), html_escape(t.label));
   }
   s += fmt::format("<path d=\"M{0} {1}V{2}H{3}\" class=\"axis\" fill=\"none\"/>\n", num(left, 0), num(top, 0),
                    num(bottom, 0), num(left + plot_w, 0));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">{}{}</text>\n",
                    num(left + plot_w / 2, 0), num(bottom + 38, 0),
-                   html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label), logx ? " (log scale)" : "");
-  s += fmt::format("<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" class=\"axis-title\">"
-                   "time per iteration{}</text>\n", num(left - 66, 0), num(top + plot_h / 2, 0), logy ? " (log scale)" : "");
+                   html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label),
+                   logx ? " (log scale)" : "");
+  s += fmt::format(
+      "<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" class=\"axis-title\">"
+      "time per iteration{}</text>\n",
+      num(left - 66, 0), num(top + plot_h / 2, 0), logy ? " (log scale)" : "");
   for (std::size_t si = 0; si < series.size(); ++si) {
     const std::string color = palette_color(static_cast<int>(si));
     std::vector<const HtmlSweepPoint*> pts;
     for (const HtmlSweepPoint& p : r.sweep) {
       if (p.series == series[si]) pts.push_back(&p);
     }
-    std::stable_sort(pts.begin(), pts.end(), [](const HtmlSweepPoint* a, const HtmlSweepPoint* b) { return a->x < b->x; });
+    std::stable_sort(pts.begin(), pts.end(),
+                     [](const HtmlSweepPoint* a, const HtmlSweepPoint* b) { return a->x < b->x; });
     std::string line;
     for (const HtmlSweepPoint* p : pts) {
       if (p->fits) line += fmt::format("{}{} {}", line.empty() ? "M" : "L", num(X(p->x), 2), num(Y(p->time_s), 2));
@@ -414,21 +439,25 @@ std::string scaling_section(const HtmlReport& r) {
         s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n", px, py, color,
                          tip);
       } else {
-        s += fmt::format("<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"{2}\" stroke-width=\"2.5\" "
-                         "class=\"nofit\"><title>{3}</title></path>\n", px, py, color, tip);
+        s += fmt::format(
+            "<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"{2}\" stroke-width=\"2.5\" "
+            "class=\"nofit\"><title>{3}</title></path>\n",
+            px, py, color, tip);
       }
     }
     const double ly = top + 6 + si * 20;
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-                     "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"{3}\"/>"
-                     "<text x=\"{5}\" y=\"{6}\" class=\"legend\">{7}</text>\n",
-                     num(left + plot_w + 20, 0), num(ly, 0), num(left + plot_w + 44, 0), color,
-                     num(left + plot_w + 32, 0), num(left + plot_w + 52, 0), num(ly + 4, 0), html_escape(series[si]));
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
+        "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"{3}\"/>"
+        "<text x=\"{5}\" y=\"{6}\" class=\"legend\">{7}</text>\n",
+        num(left + plot_w + 20, 0), num(ly, 0), num(left + plot_w + 44, 0), color, num(left + plot_w + 32, 0),
+        num(left + plot_w + 52, 0), num(ly + 4, 0), html_escape(series[si]));
   }
   const double ly = top + 6 + series.size() * 20 + 6;
-  s += fmt::format("<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"#555\" stroke-width=\"2.5\"/>"
-                   "<text x=\"{2}\" y=\"{3}\" class=\"legend\">does not fit in memory</text>\n",
-                   num(left + plot_w + 32, 0), num(ly, 0), num(left + plot_w + 52, 0), num(ly + 4, 0));
+  s += fmt::format(
+      "<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"#555\" stroke-width=\"2.5\"/>"
+      "<text x=\"{2}\" y=\"{3}\" class=\"legend\">does not fit in memory</text>\n",
+      num(left + plot_w + 32, 0), num(ly, 0), num(left + plot_w + 52, 0), num(ly + 4, 0));
   s += "</svg>\n</section>\n";
   return s;
 }
@@ -476,7 +505,8 @@ std::string render_html_report(const HtmlReport& report) {
   std::string s;
   s += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  s += fmt::format("<title>{}</title>\n", html_escape(report.title.empty() ? std::string("meshsim report") : report.title));
+  s += fmt::format("<title>{}</title>\n",
+                   html_escape(report.title.empty() ? std::string("meshsim report") : report.title));
   s += "<style>\n";
   s += html::kStyle;
   s += "</style>\n</head>\n<body>\n<main>\n";
@@ -493,7 +523,9 @@ std::string render_html_report(const HtmlReport& report) {
 void write_html_report(const HtmlReport& report, const std::string& path) {
   const std::string text = render_html_report(report);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("--report {}: cannot open the file for writing; check the directory exists and is writable", path));
+  if (!out)
+    throw Error(
+        fmt::format("--report {}: cannot open the file for writing; check the directory exists and is writable", path));
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
   if (!out) throw Error(fmt::format("--report {}: writing the HTML report failed (disk full?)", path));

@@ -47,10 +47,10 @@ namespace meshsim {
 // compute, recompute, tp, sp, cp, ep, pp, dp, optimizer, bubble, other (others get a
 // color from a fallback palette, in order of first appearance).
 struct HtmlSpan {
-  int lane = 0;               // index into HtmlReport::lanes
+  int lane = 0;  // index into HtmlReport::lanes
   double start_s = 0;
   double end_s = 0;
-  std::string label;          // shown inside the bar when it fits, and as its tooltip
+  std::string label;  // shown inside the bar when it fits, and as its tooltip
   std::string category;
 };
 
@@ -58,17 +58,17 @@ struct HtmlSpan {
 struct HtmlMemoryBar {
   std::string role;
   std::vector<std::pair<std::string, double>> items_bytes;  // "parameters" -> bytes, ...
-  double capacity_bytes = 0;  // device memory; drawn as a dashed line (0 = none)
-  double peak_bytes = 0;      // drawn as a marker; red when above capacity
+  double capacity_bytes = 0;                                // device memory; drawn as a dashed line (0 = none)
+  double peak_bytes = 0;                                    // drawn as a marker; red when above capacity
 };
 
 // One point of a scaling plot. Points that do not fit in memory are drawn as crosses
 // and are not joined by the series line.
 struct HtmlSweepPoint {
-  std::string series;         // one line per series, in order of first appearance
-  double x = 0;               // e.g. GPU count
+  std::string series;  // one line per series, in order of first appearance
+  double x = 0;        // e.g. GPU count
   double time_s = 0;
-  std::string label;          // tooltip, e.g. "tp8 pp4 dp2"
+  std::string label;  // tooltip, e.g. "tp8 pp4 dp2"
   bool fits = true;
 };
 
@@ -77,11 +77,11 @@ struct HtmlReport {
   std::vector<std::pair<std::string, std::string>> summary;  // key/value rows
   std::vector<std::string> lanes;                            // timeline rows
   std::vector<HtmlSpan> spans;
-  std::vector<std::pair<std::string, double>> breakdown;     // category -> seconds
+  std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;
-  std::string sweep_x_label;                                 // e.g. "GPUs"
-  std::vector<HtmlSweepPoint> sweep;                         // empty = no plot
-  std::vector<std::vector<std::string>> table;               // first row = header
+  std::string sweep_x_label;                    // e.g. "GPUs"
+  std::vector<HtmlSweepPoint> sweep;            // empty = no plot
+  std::vector<std::vector<std::string>> table;  // first row = header
 };
 
 std::string render_html_report(const HtmlReport& report);
@@ -99,16 +99,16 @@ inline constexpr int kTimelineColumns = 1000;  // pixel columns of the time axis
 // One drawn rectangle of a lane, in pixel columns [x0, x1) of the time axis.
 struct TimelineRect {
   int lane = 0;
-  int category = 0;   // index into TimelineLayout::categories
+  int category = 0;  // index into TimelineLayout::categories
   double x0 = 0;
   double x1 = 0;
-  int spans = 0;      // how many spans it stands for (1: drawn with that span's label)
-  int span = -1;      // index into HtmlReport::spans when spans == 1
+  int spans = 0;  // how many spans it stands for (1: drawn with that span's label)
+  int span = -1;  // index into HtmlReport::spans when spans == 1
 };
 
 struct TimelineLayout {
-  double t0_s = 0;                      // time at column 0
-  double t1_s = 0;                      // time at column `columns`
+  double t0_s = 0;  // time at column 0
+  double t1_s = 0;  // time at column `columns`
   int columns = kTimelineColumns;
   std::vector<std::string> categories;  // known ones first in canonical order, then others
   std::vector<TimelineRect> rects;      // by lane, then left to right

@@ -1,18 +1,18 @@
 #include "report/html_report.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -65,7 +65,8 @@ HtmlReport example_report() {
           r.spans.push_back({2 * s + 1, start + at * dur, start + at * dur + tp, "all-reduce", "tp"});
         }
         const bool sends = kind == 'F' ? s < S - 1 : s > 0;
-        if (sends) r.spans.push_back({2 * s + 1, start + dur, start + dur + p2p, fmt::format("send {}{}", kind, m), "pp"});
+        if (sends)
+          r.spans.push_back({2 * s + 1, start + dur, start + dur + p2p, fmt::format("send {}{}", kind, m), "pp"});
         (kind == 'F' ? fdone : bdone)[s][m] = start + dur;
         free_at[s] = start + dur;
         ++next[s];
@@ -92,18 +93,18 @@ HtmlReport example_report() {
     if (sp.lane == 0 && sp.category == "bubble") idle0 += sp.end_s - sp.start_s;
   }
   const double tp_exposed = 4 * M * tp * 0.4, pp_exposed = 2 * (S - 1) * p2p;
-  r.breakdown = {{"compute", M * (f + b) - tp_exposed},
-                 {"exposed tp comm", tp_exposed},
-                 {"exposed pp comm", pp_exposed},
-                 {"pipeline bubble", idle0 - pp_exposed},
-                 {"exposed dp comm", 5e-3},
-                 {"optimizer", 1.5e-3}};
+  r.breakdown = {
+      {"compute", M * (f + b) - tp_exposed},   {"exposed tp comm", tp_exposed}, {"exposed pp comm", pp_exposed},
+      {"pipeline bubble", idle0 - pp_exposed}, {"exposed dp comm", 5e-3},       {"optimizer", 1.5e-3}};
   const double gib = 1024.0 * 1024.0 * 1024.0;
   for (int s = 0; s < S; ++s) {
     HtmlMemoryBar m;
     m.role = fmt::format("stage {}", s);
-    m.items_bytes = {{"parameters", 3.2 * gib}, {"gradients", 3.2 * gib}, {"optimizer states", 12.8 * gib},
-                     {"activations", (S - s) * 15.0 * gib}, {"workspace", 2.0 * gib}};
+    m.items_bytes = {{"parameters", 3.2 * gib},
+                     {"gradients", 3.2 * gib},
+                     {"optimizer states", 12.8 * gib},
+                     {"activations", (S - s) * 15.0 * gib},
+                     {"workspace", 2.0 * gib}};
     m.capacity_bytes = 80 * gib;
     m.peak_bytes = (21.2 + (S - s) * 15.0 + 3.0) * gib;
     r.memory.push_back(m);
@@ -111,10 +112,10 @@ HtmlReport example_report() {
   r.sweep_x_label = "GPUs";
   for (int x = 8; x <= 512; x *= 2) {
     const double l = std::log2(x / 8.0);
-    r.sweep.push_back({"tp8 + pp", static_cast<double>(x), 10.0 * 8 / x * (1 + 0.03 * l), fmt::format("tp8 pp{}", x / 8),
-                       true});
-    r.sweep.push_back({"tp4 + dp", static_cast<double>(x), 9.0 * 8 / x * (1 + 0.09 * l), fmt::format("tp4 dp{}", x / 4),
-                       x >= 32});
+    r.sweep.push_back(
+        {"tp8 + pp", static_cast<double>(x), 10.0 * 8 / x * (1 + 0.03 * l), fmt::format("tp8 pp{}", x / 8), true});
+    r.sweep.push_back(
+        {"tp4 + dp", static_cast<double>(x), 9.0 * 8 / x * (1 + 0.09 * l), fmt::format("tp4 dp{}", x / 4), x >= 32});
   }
   r.table = {{"rank", "layout", "GPUs", "iteration time", "MFU", "fits"},
              {"1", "tp8 pp4 dp1", "32", fmt::format("{:.2f} ms", iter * 1e3), "43.7 %", "no"},
@@ -171,13 +172,13 @@ TEST(HtmlReport, EverySectionPresent) {
     EXPECT_EQ(count(html, fmt::format("<section id=\"{}\">", id)), 1u) << id;
   }
   EXPECT_NE(html.find("<h1>llama-13b on 32 x H100"), std::string::npos);
-  EXPECT_NE(html.find("ms</text>"), std::string::npos);          // time ticks in ms
-  EXPECT_NE(html.find(">F0</text>"), std::string::npos);         // span labels drawn inside bars
-  EXPECT_NE(html.find("over by"), std::string::npos);            // stage 0 exceeds its capacity
+  EXPECT_NE(html.find("ms</text>"), std::string::npos);   // time ticks in ms
+  EXPECT_NE(html.find(">F0</text>"), std::string::npos);  // span labels drawn inside bars
+  EXPECT_NE(html.find("over by"), std::string::npos);     // stage 0 exceeds its capacity
   EXPECT_NE(html.find("class=\"capacity\""), std::string::npos);
-  EXPECT_NE(html.find("GPUs (log scale)"), std::string::npos);   // 8..512 spans more than 8x
+  EXPECT_NE(html.find("GPUs (log scale)"), std::string::npos);  // 8..512 spans more than 8x
   EXPECT_NE(html.find("does not fit in memory"), std::string::npos);
-  EXPECT_EQ(html.find("<script"), std::string::npos);            // renders without any script
+  EXPECT_EQ(html.find("<script"), std::string::npos);                        // renders without any script
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no external resources
   EXPECT_EQ(html.find("https://"), std::string::npos);
 
@@ -325,9 +326,10 @@ TEST(HtmlReport, HeadlessChromiumRendersIt) {
   EXPECT_GE(count(d, "<svg"), 4u);
   EXPECT_NE(d.find("stage 3 · comm"), std::string::npos);
 
-  const std::string shot = fmt::format("timeout 60 /usr/bin/chromium {} --hide-scrollbars --screenshot={} "
-                                       "--window-size=1400,2000 file://{} > {} 2>&1",
-                                       flags, png.string(), page.string(), (dir / "shot.log").string());
+  const std::string shot = fmt::format(
+      "timeout 60 /usr/bin/chromium {} --hide-scrollbars --screenshot={} "
+      "--window-size=1400,2000 file://{} > {} 2>&1",
+      flags, png.string(), page.string(), (dir / "shot.log").string());
   ASSERT_EQ(std::system(shot.c_str()), 0) << shot << "\n" << read_all(dir / "shot.log");
   const std::string p = read_all(png);
   ASSERT_GT(p.size(), 30u * 1024) << "screenshot suspiciously small";

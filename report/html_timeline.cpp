@@ -1,8 +1,9 @@
 // The timeline of the HTML report: the per-pixel-column downsampling (layout_timeline,
 // described in html_report.h) and its SVG.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 
 #include "core/error.h"
@@ -60,12 +61,14 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
   for (std::size_t i = 0; i < report.spans.size(); ++i) {
     const HtmlSpan& s = report.spans[i];
     if (s.lane < 0 || s.lane >= nlanes) {
-      throw Error(fmt::format("html report: span {} ('{}') has lane {}, but there are {} lanes; add the lane name to "
-                              "HtmlReport::lanes", i, s.label, s.lane, nlanes));
+      throw Error(
+          fmt::format("html report: span {} ('{}') has lane {}, but there are {} lanes; add the lane name to "
+                      "HtmlReport::lanes",
+                      i, s.label, s.lane, nlanes));
     }
     if (!(s.end_s >= s.start_s) || !std::isfinite(s.start_s) || !std::isfinite(s.end_s)) {
-      throw Error(fmt::format("html report: span {} ('{}') runs from {} s to {} s; end must be finite and >= start",
-                              i, s.label, s.start_s, s.end_s));
+      throw Error(fmt::format("html report: span {} ('{}') runs from {} s to {} s; end must be finite and >= start", i,
+                              s.label, s.start_s, s.end_s));
     }
     lo = std::min(lo, s.start_s);
     hi = std::max(hi, s.end_s);
@@ -78,8 +81,9 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
 
   std::vector<int> cat_of(report.spans.size());
   for (std::size_t i = 0; i < report.spans.size(); ++i) {
-    cat_of[i] = static_cast<int>(std::find(layout.categories.begin(), layout.categories.end(),
-                                           report.spans[i].category) - layout.categories.begin());
+    cat_of[i] =
+        static_cast<int>(std::find(layout.categories.begin(), layout.categories.end(), report.spans[i].category) -
+                         layout.categories.begin());
   }
 
   std::vector<Cell> cells;
@@ -87,7 +91,8 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
   for (int lane = 0; lane < nlanes; ++lane) {
     std::vector<int>& ids = by_lane[lane];
     if (ids.empty()) continue;
-    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return report.spans[a].start_s < report.spans[b].start_s; });
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int a, int b) { return report.spans[a].start_s < report.spans[b].start_s; });
     cells.assign(static_cast<std::size_t>(columns) * ncat, Cell{});
     wide.clear();
 
@@ -115,15 +120,16 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
         ++cell.count;
       }
     }
-    std::stable_sort(wide.begin(), wide.end(), [](const WidePiece& x, const WidePiece& y) { return x.column < y.column; });
+    std::stable_sort(wide.begin(), wide.end(),
+                     [](const WidePiece& x, const WidePiece& y) { return x.column < y.column; });
 
     // Lay each column out: wide-span pieces and one piece per category of narrow spans,
     // side by side in order of first start. A wide span's pieces join into one exact
     // rectangle; touching narrow pieces of a category join too (run-length).
     std::vector<TimelineRect> lane_rects;
-    std::vector<TimelineRect> open(ncat);     // narrow, per category; spans == 0: none
-    std::vector<int> open_last(ncat, -1);     // last span (lane order) of the open rect
-    std::vector<TimelineRect> open_wide;      // wide, a few at a time
+    std::vector<TimelineRect> open(ncat);  // narrow, per category; spans == 0: none
+    std::vector<int> open_last(ncat, -1);  // last span (lane order) of the open rect
+    std::vector<TimelineRect> open_wide;   // wide, a few at a time
     auto flush = [&](int cat) {
       if (open[cat].spans > 0) lane_rects.push_back(open[cat]);
       open[cat].spans = 0;
@@ -211,13 +217,13 @@ std::string text_color_for(const std::string& fill) {
   return lum > 150 ? "#1a1a1a" : "#ffffff";
 }
 
-constexpr double kLabelW = 170;   // lane names
-constexpr double kPlotW = 1000;   // time axis
+constexpr double kLabelW = 170;  // lane names
+constexpr double kPlotW = 1000;  // time axis
 constexpr double kRightW = 40;
 constexpr double kTopH = 8;
 constexpr double kRowH = 18;
 constexpr double kBarH = 14;
-constexpr double kCharW = 6.2;    // of the 10px span labels, for deciding what fits
+constexpr double kCharW = 6.2;  // of the 10px span labels, for deciding what fits
 
 }  // namespace
 
@@ -243,11 +249,14 @@ std::string timeline_section(const HtmlReport& report) {
 
   std::string s;
   s += "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
-  s += fmt::format("<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
-                   "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
-                   report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
-  s += fmt::format("<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-                   "xmlns=\"http://www.w3.org/2000/svg\">\n", num(width, 0), num(height, 0));
+  s += fmt::format(
+      "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
+      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
+      report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
+  s += fmt::format(
+      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n",
+      num(width, 0), num(height, 0));
   s += "<style>";
   for (int i = 0; i < ncat; ++i) s += fmt::format(".k{}{{fill:{}}}", i, fills[i]);
   s += "rect.s{stroke:#fff;stroke-width:0.6}</style>\n";
@@ -268,9 +277,10 @@ std::string timeline_section(const HtmlReport& report) {
   for (const AxisTick& t : ticks) {
     const double x = kLabelW + (t.value - layout.t0_s) / (layout.t1_s - layout.t0_s) * kPlotW;
     if (x < kLabelW - 0.01 || x > kLabelW + kPlotW + 0.01) continue;
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
-                     "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
-                     num(x, 1), num(kTopH, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), html_escape(t.label));
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
+        "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
+        num(x, 1), num(kTopH, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), html_escape(t.label));
   }
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"axis\"/>\n", num(kLabelW, 0),
                    num(axis_y, 0), num(kLabelW + kPlotW, 0));
@@ -289,10 +299,12 @@ std::string timeline_section(const HtmlReport& report) {
     const double y = kTopH + r.lane * kRowH + (kRowH - kBarH) / 2;
     if (r.spans == 1 && w >= 1) {
       const HtmlSpan& sp = report.spans[r.span];
-      s += fmt::format("<rect class=\"k{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{} · {} · {} to {} "
-                       "({})</title></rect>\n", r.category, w >= 4 ? " s" : "", num(x, 2), num(y, 0), num(w, 2), num(kBarH, 0),
-                       html_escape(sp.label), html_escape(sp.category), format_seconds(sp.start_s),
-                       format_seconds(sp.end_s), format_seconds(sp.end_s - sp.start_s));
+      s += fmt::format(
+          "<rect class=\"k{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{} · {} · {} to {} "
+          "({})</title></rect>\n",
+          r.category, w >= 4 ? " s" : "", num(x, 2), num(y, 0), num(w, 2), num(kBarH, 0), html_escape(sp.label),
+          html_escape(sp.category), format_seconds(sp.start_s), format_seconds(sp.end_s),
+          format_seconds(sp.end_s - sp.start_s));
       if (!sp.label.empty() && w >= sp.label.size() * kCharW + 4) {
         s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"sl\" fill=\"{}\">{}</text>\n",
                          num(x + w / 2, 2), num(y + kBarH - 3.5, 1), text_color_for(fills[r.category]),
@@ -318,10 +330,10 @@ std::string timeline_section(const HtmlReport& report) {
   // Legend.
   double lx = kLabelW;
   for (int i = 0; i < ncat; ++i) {
-    s += fmt::format("<rect class=\"k{}\" x=\"{}\" y=\"{}\" width=\"12\" height=\"12\"/>"
-                     "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
-                     i, num(lx, 0), num(legend_y, 0), num(lx + 16, 0), num(legend_y + 10, 0),
-                     html_escape(layout.categories[i]));
+    s += fmt::format(
+        "<rect class=\"k{}\" x=\"{}\" y=\"{}\" width=\"12\" height=\"12\"/>"
+        "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
+        i, num(lx, 0), num(legend_y, 0), num(lx + 16, 0), num(legend_y + 10, 0), html_escape(layout.categories[i]));
     lx += 16 + layout.categories[i].size() * 7.0 + 18;
   }
   s += "</svg>\n</section>\n";

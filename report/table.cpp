@@ -18,8 +18,8 @@ std::string pad(const std::string& cell, const TextColumn& c) {
 
 void TextTable::add_row(std::vector<std::string> cells) {
   if (cells.size() > columns_.size())
-    throw std::invalid_argument(fmt::format("TextTable: a row of {} cells in a table of {} columns", cells.size(),
-                                            columns_.size()));
+    throw std::invalid_argument(
+        fmt::format("TextTable: a row of {} cells in a table of {} columns", cells.size(), columns_.size()));
   rows_.push_back(std::move(cells));
 }
 

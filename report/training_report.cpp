@@ -54,16 +54,18 @@ std::string training_summary_text(const TrainingResult& r) {
   const ModelSpec& m = s.model;
   std::ostringstream o;
   o << fmt::format("meshsim simulate: {}\n", s.name);
-  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {:.1f}B params\n",
-                   m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
-                   m.moe() ? fmt::format(", {} experts top-{}", m.experts, m.top_k) : "", m.total_params() * 1e-9);
+  o << fmt::format(
+      "  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {:.1f}B params\n", m.name,
+      m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
+      m.moe() ? fmt::format(", {} experts top-{}", m.experts, m.top_k) : "", m.total_params() * 1e-9);
   o << fmt::format("  layout     {}\n", layout_text(s));
   o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({:.0f} TFLOP/s {}, {}), fidelity {}\n",
                    r.topology_name, r.gpus, r.placement, r.gpu.name,
-                   (m.dtype_bytes() == 4 ? r.gpu.peak_flops_fp32
-                    : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16 : r.gpu.peak_flops_fp16) * 1e-12,
-                   m.dtype,
-                   gib(r.gpu.memory), to_string(s.fidelity));
+                   (m.dtype_bytes() == 4        ? r.gpu.peak_flops_fp32
+                    : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16
+                                                : r.gpu.peak_flops_fp16) *
+                       1e-12,
+                   m.dtype, gib(r.gpu.memory), to_string(s.fidelity));
   o << "\n";
   o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));
   o << fmt::format("  tokens/s         {:.0f}\n", r.tokens_per_s);
@@ -92,8 +94,9 @@ std::string training_summary_text(const TrainingResult& r) {
     o << "  busiest links: run with --fidelity flow to see link load and contention\n";
   }
   if (r.fast) {
-    o << fmt::format("  (fast formula path: one simulation per distinct pipeline unit; {} distinct collective timings)\n",
-                     r.sim.distinct_collectives);
+    o << fmt::format(
+        "  (fast formula path: one simulation per distinct pipeline unit; {} distinct collective timings)\n",
+        r.sim.distinct_collectives);
   } else {
     std::size_t n = 0;
     for (const Role& role : r.schedule.roles) n += role.ops.size();
@@ -116,7 +119,7 @@ std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const s
       o << fmt::format("  {:<12} {:<36} {:>12}  {}\n", it.category, it.name, gib(it.bytes), it.formula);
     o << fmt::format("  {:<49} {:>12}  {}\n", "total", gib(rm.total()),
                      capacity > 0 ? (rm.total() <= capacity ? fmt::format("fits in {}", gib(capacity))
-                                                             : fmt::format("DOES NOT FIT in {}", gib(capacity)))
+                                                            : fmt::format("DOES NOT FIT in {}", gib(capacity)))
                                   : "");
   }
   return o.str();
@@ -187,7 +190,9 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["fits"] = r.fits;
   J links = J::array();
   for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
-    links.push_back(J{{"link", r.link_names[i]}, {"bytes", r.sim.top_links[i].bytes}, {"utilization", r.sim.top_links[i].utilization}});
+    links.push_back(J{{"link", r.link_names[i]},
+                      {"bytes", r.sim.top_links[i].bytes},
+                      {"utilization", r.sim.top_links[i].utilization}});
   j["busiest_links"] = links;
   std::size_t ops = 0;
   for (const Role& role : r.schedule.roles) ops += role.ops.size();
@@ -201,17 +206,28 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
   using J = nlohmann::ordered_json;
   J events = J::array();
   for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
-    events.push_back(J{{"ph", "M"}, {"pid", role}, {"tid", 0}, {"name", "process_name"},
+    events.push_back(J{{"ph", "M"},
+                       {"pid", role},
+                       {"tid", 0},
+                       {"name", "process_name"},
                        {"args", J{{"name", r.schedule.roles[role].name}}}});
     for (int st = 0; st < kStreams; ++st)
-      events.push_back(J{{"ph", "M"}, {"pid", role}, {"tid", st}, {"name", "thread_name"},
+      events.push_back(J{{"ph", "M"},
+                         {"pid", role},
+                         {"tid", st},
+                         {"name", "thread_name"},
                          {"args", J{{"name", to_string(static_cast<Stream>(st))}}}});
   }
   for (const TraceEvent& e : r.sim.trace.events) {
     const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
     if (op.kind == OpKind::Recv) continue;
-    J ev{{"ph", "X"}, {"pid", e.role}, {"tid", static_cast<int>(op.stream)}, {"name", op.name},
-         {"cat", op_category(op)}, {"ts", e.start.us()}, {"dur", (e.end - e.start).us()}};
+    J ev{{"ph", "X"},
+         {"pid", e.role},
+         {"tid", static_cast<int>(op.stream)},
+         {"name", op.name},
+         {"cat", op_category(op)},
+         {"ts", e.start.us()},
+         {"dur", (e.end - e.start).us()}};
     J args{{"op", e.op}, {"phase", to_string(op.phase)}};
     if (op.layer >= 0) args["layer"] = op.layer;
     if (op.microbatch >= 0) args["microbatch"] = op.microbatch;
@@ -232,14 +248,15 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
 HtmlReport training_html(const TrainingResult& r) {
   HtmlReport h;
   h.title = "meshsim simulate: " + r.scenario.name;
-  h.summary = {{"model", r.scenario.model.name},
-               {"layout", layout_text(r.scenario)},
-               {"cluster", fmt::format("{} ({} GPUs), placement {}, GPU {}", r.topology_name, r.gpus, r.placement, r.gpu.name)},
-               {"fidelity", to_string(r.scenario.fidelity)},
-               {"iteration time", format_time(r.sim.iteration)},
-               {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
-               {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
-               {"fits in memory", r.fits ? "yes" : "NO"}};
+  h.summary = {
+      {"model", r.scenario.model.name},
+      {"layout", layout_text(r.scenario)},
+      {"cluster", fmt::format("{} ({} GPUs), placement {}, GPU {}", r.topology_name, r.gpus, r.placement, r.gpu.name)},
+      {"fidelity", to_string(r.scenario.fidelity)},
+      {"iteration time", format_time(r.sim.iteration)},
+      {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
+      {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
+      {"fits in memory", r.fits ? "yes" : "NO"}};
   // One lane per (stage, stream) that runs anything; unused streams (cp without CP, ...) are left out.
   std::vector<int> lane_of(r.schedule.roles.size() * kStreams, -1);
   for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
@@ -263,8 +280,10 @@ HtmlReport training_html(const TrainingResult& r) {
   for (std::size_t st = 0; st < r.stages.size(); ++st) {
     HtmlMemoryBar bar;
     bar.role = "stage " + std::to_string(st);
-    for (const auto& [cat, b] : r.stages[st].other_by_category()) bar.items_bytes.emplace_back(cat, static_cast<double>(b));
-    bar.items_bytes.emplace_back("layer activations (timeline peak)", static_cast<double>(r.stages[st].activation_peak));
+    for (const auto& [cat, b] : r.stages[st].other_by_category())
+      bar.items_bytes.emplace_back(cat, static_cast<double>(b));
+    bar.items_bytes.emplace_back("layer activations (timeline peak)",
+                                 static_cast<double>(r.stages[st].activation_peak));
     bar.capacity_bytes = static_cast<double>(r.capacity);
     bar.peak_bytes = static_cast<double>(r.stages[st].peak);
     h.memory.push_back(bar);

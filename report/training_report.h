@@ -7,10 +7,9 @@
 //   write_json(training_json(r));
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "report/html_report.h"
 #include "sim/training_sim.h"

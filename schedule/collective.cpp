@@ -2,9 +2,10 @@
 // The algorithms themselves live one per file in collectives/ (see collective.h).
 #include "schedule/collective.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 #include <limits>
 
 #include "core/enum_names.h"
@@ -14,9 +15,9 @@
 namespace meshsim {
 
 constexpr EnumName<CollKind> kKindNames[] = {
-    {CollKind::AllReduce, "allreduce"}, {CollKind::AllGather, "allgather"},
-    {CollKind::ReduceScatter, "reducescatter"}, {CollKind::Broadcast, "broadcast"},
-    {CollKind::Reduce, "reduce"}, {CollKind::AllToAll, "alltoall"}, {CollKind::SendRecv, "sendrecv"}};
+    {CollKind::AllReduce, "allreduce"}, {CollKind::AllGather, "allgather"}, {CollKind::ReduceScatter, "reducescatter"},
+    {CollKind::Broadcast, "broadcast"}, {CollKind::Reduce, "reduce"},       {CollKind::AllToAll, "alltoall"},
+    {CollKind::SendRecv, "sendrecv"}};
 
 const char* to_string(CollKind k) { return enum_name(kKindNames, k); }
 
@@ -62,8 +63,8 @@ void validate_spec(const CollectiveSpec& spec) {
   if (spec.ranks_per_node < 1)
     throw Error(fmt::format("ranks_per_node: got {}; use a positive number of ranks per node", spec.ranks_per_node));
   if (spec.chunks < 0 || spec.chunks > kMaxChunks)
-    throw Error(fmt::format("chunks: got {}; use 0 for the algorithm default or a count in 1..{}", spec.chunks,
-                            kMaxChunks));
+    throw Error(
+        fmt::format("chunks: got {}; use 0 for the algorithm default or a count in 1..{}", spec.chunks, kMaxChunks));
   if (spec.kind == CollKind::AllToAll && !spec.alltoall_bytes.empty()) {
     const auto p = static_cast<std::size_t>(spec.ranks);
     if (spec.alltoall_bytes.size() != p)
@@ -72,11 +73,10 @@ void validate_spec(const CollectiveSpec& spec) {
     for (std::size_t s = 0; s < p; ++s) {
       const auto& row = spec.alltoall_bytes[s];
       if (row.size() != p)
-        throw Error(fmt::format("alltoall_bytes[{}]: expected {} entries (one per receiving rank), got {}", s, p,
-                                row.size()));
+        throw Error(
+            fmt::format("alltoall_bytes[{}]: expected {} entries (one per receiving rank), got {}", s, p, row.size()));
       for (std::size_t d = 0; d < p; ++d) {
-        if (row[d] < 0)
-          throw Error(fmt::format("alltoall_bytes[{}][{}]: got {}; sizes must be >= 0", s, d, row[d]));
+        if (row[d] < 0) throw Error(fmt::format("alltoall_bytes[{}][{}]: got {}; sizes must be >= 0", s, d, row[d]));
         if (row[d] % spec.element_bytes != 0)
           throw Error(fmt::format("alltoall_bytes[{}][{}]: {} is not a multiple of element_bytes {}", s, d, row[d],
                                   spec.element_bytes));
@@ -128,7 +128,8 @@ StepLayout layout_step(const Step& step, bool shared_buffer, bool stage_reductio
   if (shared_buffer)
     for (std::size_t s = 0; s < step.sends.size(); ++s) {
       bool clobbered = false;
-      for (std::size_t i = 0; i < nr && !clobbered; ++i) clobbered = !staged[i] && overlaps(step.sends[s], step.recvs[i]);
+      for (std::size_t i = 0; i < nr && !clobbered; ++i)
+        clobbered = !staged[i] && overlaps(step.sends[s], step.recvs[i]);
       if (clobbered) {
         l.send_snapshot[s] = l.snapshot_bytes;
         l.snapshot_bytes += round_up(step.sends[s].bytes, align);
@@ -205,13 +206,16 @@ std::vector<const Algorithm*> AlgorithmRegistry::for_kind(CollKind kind) const {
 double busbw_factor(CollKind kind, int ranks) {
   const double p = ranks;
   switch (kind) {
-    case CollKind::AllReduce: return 2.0 * (p - 1) / p;
+    case CollKind::AllReduce:
+      return 2.0 * (p - 1) / p;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-    case CollKind::AllToAll: return (p - 1) / p;
+    case CollKind::AllToAll:
+      return (p - 1) / p;
     case CollKind::Broadcast:
     case CollKind::Reduce:
-    case CollKind::SendRecv: return 1.0;
+    case CollKind::SendRecv:
+      return 1.0;
   }
   return 1.0;
 }
@@ -293,8 +297,7 @@ std::string fmt_rate(double per_byte_ps) {
 
 std::string fmt_result(double ps) { return fmt::format("{:.3f}us", ps * 1e-6); }
 
-std::string explain_text(const std::string& head, const std::string& symbolic, const std::string& numeric,
-                         double ps) {
+std::string explain_text(const std::string& head, const std::string& symbolic, const std::string& numeric, double ps) {
   return fmt::format("{}: {}\n  = {}\n  = {}", head, symbolic, numeric, fmt_result(ps));
 }
 

@@ -55,10 +55,10 @@ const std::vector<CollKind>& all_coll_kinds();
 struct CollectiveSpec {
   CollKind kind = CollKind::AllReduce;
   int ranks = 2;
-  Bytes bytes = 0;        // n of docs/math.md section 1 (see buffer rules above)
-  int root = 0;           // broadcast / reduce root; send/recv: sender is rank 0, receiver rank 1
-  int ranks_per_node = 1; // consecutive group ranks sharing a node (hierarchical algorithms)
-  int chunks = 0;         // pipelined algorithms: number of chunks (0 = algorithm default)
+  Bytes bytes = 0;         // n of docs/math.md section 1 (see buffer rules above)
+  int root = 0;            // broadcast / reduce root; send/recv: sender is rank 0, receiver rank 1
+  int ranks_per_node = 1;  // consecutive group ranks sharing a node (hierarchical algorithms)
+  int chunks = 0;          // pipelined algorithms: number of chunks (0 = algorithm default)
   // All-to-all with uneven sizes: alltoall_bytes[src][dst]; empty = even (bytes/p each).
   std::vector<std::vector<Bytes>> alltoall_bytes;
   // Slices and chunks are cut at multiples of this many bytes (see above); `bytes` and
@@ -92,7 +92,10 @@ struct RankBuffers {
 RankBuffers rank_buffers(const CollectiveSpec& spec, int rank);
 
 // [begin, end) of slice i when `bytes` is split into `parts` nearly equal slices.
-struct Range { Bytes begin = 0, end = 0; Bytes size() const { return end - begin; } };
+struct Range {
+  Bytes begin = 0, end = 0;
+  Bytes size() const { return end - begin; }
+};
 Range slice(Bytes bytes, int parts, int i);
 // The same, cut at multiples of `element_bytes` (bytes must be a multiple of it).
 Range slice(Bytes bytes, int parts, int i, Bytes element_bytes);
@@ -101,7 +104,7 @@ struct Transfer {
   int peer = 0;      // group-local rank
   Bytes offset = 0;  // offset in the local buffer (see buffer rules)
   Bytes bytes = 0;
-  int chunk = 0;     // chunk label for teaching views (which slice/piece this is)
+  int chunk = 0;  // chunk label for teaching views (which slice/piece this is)
 };
 
 enum class RecvOp { Copy, Reduce };
@@ -110,7 +113,11 @@ struct Step {
   std::vector<Transfer> sends;
   std::vector<Transfer> recvs;
   RecvOp op = RecvOp::Copy;  // applies to every recv of the step
-  void clear() { sends.clear(); recvs.clear(); op = RecvOp::Copy; }
+  void clear() {
+    sends.clear();
+    recvs.clear();
+    op = RecvOp::Copy;
+  }
 };
 
 // How an executor lays out one step's buffers (the buffer rules above, in one place for
@@ -176,8 +183,8 @@ struct CostParams {
 CostParams with_protocol(const CostParams& cp, Protocol p);
 
 struct Algorithm {
-  std::string name;         // "ring", "binomial", ...
-  std::string summary;      // one line for the CLI help
+  std::string name;     // "ring", "binomial", ...
+  std::string summary;  // one line for the CLI help
   std::vector<CollKind> kinds;
   // Why this algorithm cannot run `spec` (e.g. "needs a power-of-two group"), or nullopt.
   std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported;

@@ -2,6 +2,8 @@
 // run its step program in the reference executor on seeded random float32 data and
 // compare with the result computed directly (exact for copies, 1e-4 relative for sums,
 // whose order differs). Also: uneven all-to-all, spec validation, executor failure modes.
+#include "schedule/collective.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "schedule/collective.h"
 #include "schedule/ir.h"
 #include "schedule/reference_executor.h"
 #include "schedule/test_collectives.h"
@@ -190,8 +191,8 @@ TEST(Alltoall, UnevenSizesMoveExactlyTheRequestedBytes) {
   const Buffers in = random_inputs(s, 7);
   const Buffers out = run_reference(*prog, s, in);
   EXPECT_EQ(out[3].size(), (12u + 4 + 40 + 0) / 4);
-  EXPECT_EQ(out[3][0], in[0][3]);   // block 0->3 starts at rank 0's offset 12 = float 3
-  EXPECT_EQ(out[3][3], in[1][5]);   // block 1->3 (rank 1's offset 16+0+4 = float 5) after it
+  EXPECT_EQ(out[3][0], in[0][3]);  // block 0->3 starts at rank 0's offset 12 = float 3
+  EXPECT_EQ(out[3][3], in[1][5]);  // block 1->3 (rank 1's offset 16+0+4 = float 5) after it
 }
 
 TEST(RankBuffers, LayoutOfEachKind) {
@@ -267,8 +268,10 @@ class DeadlockProgram final : public StepProgram {
   int ranks() const override { return 2; }
   int num_steps(int) const override { return 2; }
   void step(int rank, int s, Step& out) const override {
-    if (s == 0) out.recvs.push_back(Transfer{1 - rank, 0, 4, 0});
-    else out.sends.push_back(Transfer{1 - rank, 0, 4, 0});
+    if (s == 0)
+      out.recvs.push_back(Transfer{1 - rank, 0, 4, 0});
+    else
+      out.sends.push_back(Transfer{1 - rank, 0, 4, 0});
   }
 };
 
@@ -284,8 +287,10 @@ class OverflowProgram final : public StepProgram {
   int ranks() const override { return 2; }
   int num_steps(int) const override { return 1; }
   void step(int rank, int, Step& out) const override {
-    if (rank == 0) out.sends.push_back(Transfer{1, 4, 8, 0});
-    else out.recvs.push_back(Transfer{0, 0, 8, 0});
+    if (rank == 0)
+      out.sends.push_back(Transfer{1, 4, 8, 0});
+    else
+      out.recvs.push_back(Transfer{0, 0, 8, 0});
   }
 };
 

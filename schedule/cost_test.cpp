@@ -23,7 +23,7 @@ namespace {
 
 struct Timing {
   double end_ps = 0;
-  long overlaps = 0;        // messages that share a port in time with an earlier one
+  long overlaps = 0;          // messages that share a port in time with an earlier one
   double max_overlap_ps = 0;  // the longest such shared stretch
 };
 
@@ -109,9 +109,9 @@ Timing time_steps(const StepProgram& prog, const CostParams& c) {
 
 CostParams params(double gamma_ps) {
   CostParams c;
-  c.alpha_ps = 5e6;         // 5 us
-  c.beta_ps = 40;           // 25 GB/s
-  c.gamma_ps = gamma_ps;    // e.g. 10 = 100 GB/s reduction
+  c.alpha_ps = 5e6;       // 5 us
+  c.beta_ps = 40;         // 25 GB/s
+  c.gamma_ps = gamma_ps;  // e.g. 10 = 100 GB/s reduction
   return c;
 }
 

@@ -41,8 +41,8 @@ struct Op {
   OpKind kind = OpKind::Compute;
   Phase phase = Phase::Forward;
   Stream stream = Stream::Compute;
-  std::string name;        // "attn.qkv", "mlp.fc1.wgrad", "tp.allreduce", ...
-  int layer = -1;          // global layer index, -1 outside layers
+  std::string name;  // "attn.qkv", "mlp.fc1.wgrad", "tp.allreduce", ...
+  int layer = -1;    // global layer index, -1 outside layers
   int microbatch = -1;
   // Compute
   Kernel kernel;

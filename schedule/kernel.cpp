@@ -8,17 +8,20 @@
 namespace meshsim {
 
 constexpr EnumName<KernelKind> kKernelKindNames[] = {
-    {KernelKind::Gemm, "gemm"}, {KernelKind::Attention, "attention"}, {KernelKind::Norm, "norm"},
-    {KernelKind::Elementwise, "elementwise"}, {KernelKind::Softmax, "softmax"}, {KernelKind::Optimizer, "optimizer"},
+    {KernelKind::Gemm, "gemm"},       {KernelKind::Attention, "attention"},
+    {KernelKind::Norm, "norm"},       {KernelKind::Elementwise, "elementwise"},
+    {KernelKind::Softmax, "softmax"}, {KernelKind::Optimizer, "optimizer"},
     {KernelKind::Memcpy, "memcpy"}};
 static_assert(std::size(kKernelKindNames) == kKernelKinds, "every KernelKind needs a name");
 const char* to_string(KernelKind k) { return enum_name(kKernelKindNames, k); }
 
 constexpr EnumName<KernelFn> kKernelFnNames[] = {
-    {KernelFn::Pass, "pass"}, {KernelFn::LayerNorm, "layernorm"}, {KernelFn::Gelu, "gelu"},
-    {KernelFn::SwiGLU, "swiglu"}, {KernelFn::Dropout, "dropout"}, {KernelFn::DropoutAdd, "dropout_add"},
-    {KernelFn::Softmax, "softmax"}, {KernelFn::CrossEntropy, "cross_entropy"}, {KernelFn::LseMerge, "lse_merge"},
-    {KernelFn::LayerNorm2d, "layernorm2d"}, {KernelFn::AdamW, "adamw"}};
+    {KernelFn::Pass, "pass"},          {KernelFn::LayerNorm, "layernorm"},
+    {KernelFn::Gelu, "gelu"},          {KernelFn::SwiGLU, "swiglu"},
+    {KernelFn::Dropout, "dropout"},    {KernelFn::DropoutAdd, "dropout_add"},
+    {KernelFn::Softmax, "softmax"},    {KernelFn::CrossEntropy, "cross_entropy"},
+    {KernelFn::LseMerge, "lse_merge"}, {KernelFn::LayerNorm2d, "layernorm2d"},
+    {KernelFn::AdamW, "adamw"}};
 const char* to_string(KernelFn f) { return enum_name(kKernelFnNames, f); }
 
 std::optional<KernelKind> parse_kernel_kind(const std::string& s) { return enum_parse(kKernelKindNames, s); }
@@ -50,7 +53,7 @@ Kernel Kernel::attention(std::int64_t batch_heads, std::int64_t seq_q, std::int6
   a.causal = causal;
   const double bh = static_cast<double>(batch_heads), sq = static_cast<double>(seq_q),
                skv = static_cast<double>(seq_kv), d = static_cast<double>(head_dim);
-  a.flops = 4.0 * bh * sq * skv * d * (causal ? 0.5 : 1.0);  // Q K^T and P V, 2 FLOPs per multiply-add
+  a.flops = 4.0 * bh * sq * skv * d * (causal ? 0.5 : 1.0);     // Q K^T and P V, 2 FLOPs per multiply-add
   a.bytes = bh * (2.0 * sq * d + 2.0 * skv * d) * dtype_bytes;  // read Q, K, V; write O
   return a;
 }
@@ -65,8 +68,8 @@ Kernel Kernel::elementwise(KernelKind kind, double flops, double bytes, int dtyp
   return e;
 }
 
-Kernel Kernel::rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops,
-                       double bytes, int dtype_bytes) {
+Kernel Kernel::rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops, double bytes,
+                       int dtype_bytes) {
   MESHSIM_ASSERT(rows > 0 && cols > 0);
   Kernel r = elementwise(kind, flops, bytes, dtype_bytes);
   r.fn = fn;

@@ -20,7 +20,7 @@
 namespace meshsim {
 
 enum class KernelKind { Gemm, Attention, Norm, Elementwise, Softmax, Optimizer, Memcpy };
-const char* to_string(KernelKind k);                            // "gemm", "attention", "norm", ...
+const char* to_string(KernelKind k);                                // "gemm", "attention", "norm", ...
 std::optional<KernelKind> parse_kernel_kind(const std::string& s);  // inverse of to_string
 inline constexpr int kKernelKinds = 7;
 
@@ -30,15 +30,25 @@ inline constexpr int kKernelKinds = 7;
 // LayerNorm2d: the 2D (SUMMA) split, a [rows, cols] block of rows `k` long whose row sums are
 // all-reduced along the mesh row between its two halves (the schedule's separate collective).
 enum class KernelFn {
-  Pass, LayerNorm, Gelu, SwiGLU, Dropout, DropoutAdd, Softmax, CrossEntropy, LseMerge, LayerNorm2d, AdamW
+  Pass,
+  LayerNorm,
+  Gelu,
+  SwiGLU,
+  Dropout,
+  DropoutAdd,
+  Softmax,
+  CrossEntropy,
+  LseMerge,
+  LayerNorm2d,
+  AdamW
 };
 const char* to_string(KernelFn f);  // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
 inline constexpr int kKernelFns = 11;
 
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;
-  double flops = 0;   // floating-point operations (multiply-add = 2)
-  double bytes = 0;   // bytes read + written from device memory
+  double flops = 0;                  // floating-point operations (multiply-add = 2)
+  double bytes = 0;                  // bytes read + written from device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (C[m,n] = A[m,k] B[k,n]); 0 otherwise
                                      // (attention: m = seq_q, n = seq_kv, k = head_dim;
                                      //  row kernels: m = rows, n = cols; LayerNorm2d: k = full row)
@@ -59,8 +69,8 @@ struct Kernel {
   // A row kernel: the work as the schedule counts it, and the rows x cols that `fn` runs on
   // (LayerNorm: tokens x hidden; softmax: score rows x keys; GeLU: tokens x ffn columns;
   // SwiGLU: tokens x ffn output columns, reading twice as many; LseMerge: rows x head_dim).
-  static Kernel rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops,
-                        double bytes, int dtype_bytes);
+  static Kernel rowwise(KernelKind kind, KernelFn fn, std::int64_t rows, std::int64_t cols, double flops, double bytes,
+                        int dtype_bytes);
 };
 
 }  // namespace meshsim

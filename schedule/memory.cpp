@@ -7,9 +7,10 @@
 // validate_parallel enforces every item is a whole number of bytes.
 #include "schedule/memory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -160,9 +161,12 @@ int inflight_chunks(const ParallelSpec& p, int stage) {
 int recompute_segment_layers(const ModelSpec& m, const ParallelSpec& p) {
   const int chunk_layers = m.layers / (p.pp * p.vchunks);
   int k = 0;
-  if (p.recompute.mode == RecomputeMode::EveryK) k = p.recompute.every_k;
-  else if (p.recompute.mode == RecomputeMode::Sqrt) k = static_cast<int>(std::lround(std::sqrt(chunk_layers)));
-  else return 0;
+  if (p.recompute.mode == RecomputeMode::EveryK)
+    k = p.recompute.every_k;
+  else if (p.recompute.mode == RecomputeMode::Sqrt)
+    k = static_cast<int>(std::lround(std::sqrt(chunk_layers)));
+  else
+    return 0;
   return std::clamp(k, 1, std::max(1, chunk_layers));
 }
 
@@ -205,20 +209,23 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
 
 RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   if (stage < 0 || stage >= p.pp)
-    throw Error(fmt::format("stage: {} is outside 0..{} (pp = {}); pick an existing pipeline stage", stage, p.pp - 1,
-                            p.pp));
+    throw Error(
+        fmt::format("stage: {} is outside 0..{} (pp = {}); pick an existing pipeline stage", stage, p.pp - 1, p.pp));
   const Shape x = shape_of(m, p);
   const bool first = stage == 0, last = stage == p.pp - 1;
   RankMemory r;
   r.role = fmt::format("stage {} of {} ({})", stage, p.pp,
-                       p.pp == 1 ? "only: embedding and head" : first ? "first: embedding" : last ? "last: head" : "middle");
+                       p.pp == 1 ? "only: embedding and head"
+                       : first   ? "first: embedding"
+                       : last    ? "last: head"
+                                 : "middle");
 
   // Weights, gradients, optimizer: 16 bytes per parameter for 16-bit mixed-precision Adam.
   const int stage_layers = m.layers / p.pp;
   const double t = x.t;
   const double expert = m.expert_params_per_layer();
   const double table = static_cast<double>(m.vocab) * m.hidden / t;  // vocabulary-parallel
-  double held_params = 0;  // parameters this rank holds before ZeRO sharding
+  double held_params = 0;                                            // parameters this rank holds before ZeRO sharding
   auto state = [&](const std::string& name, double params, int shard_group) {
     held_params += params;
     state_items(r.items, m, p, name, params, shard_group);
@@ -260,11 +267,12 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   };
   if (first && m.attention == AttentionKind::Plain) {
     const int mb = std::min(p.microbatches, p.pp);
-    extra("embedding_dropout_mask", sbh * mb / (x.tsp * x.c), fmt::format("sbh{} x {} micro-batches",
-                                                                          div_text(x, x.tsp, true, x.tsym), mb));
+    extra("embedding_dropout_mask", sbh * mb / (x.tsp * x.c),
+          fmt::format("sbh{} x {} micro-batches", div_text(x, x.tsp, true, x.tsym), mb));
   }
   if (last) {
-    extra("final_layernorm_input", x.P * sbh / (x.tsp * x.c), coef_text(x.P) + "sbh" + div_text(x, x.tsp, true, x.tsym));
+    extra("final_layernorm_input", x.P * sbh / (x.tsp * x.c),
+          coef_text(x.P) + "sbh" + div_text(x, x.tsp, true, x.tsym));
     extra("output_proj_input", x.P * sbh / (x.tsp * x.c), coef_text(x.P) + "sbh" + div_text(x, x.tsp, true, x.tsym));
     extra("cross_entropy_logits_fp32", 4 * x.s * x.b * x.v / (t * x.c), "4sbv" + div_text(x, x.t, true, x.tsym));
   }
@@ -274,8 +282,8 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   const std::vector<MemoryItem> whole = layer_activation_items(m, p, RecomputeMode::None);
   const auto big = std::max_element(whole.begin(), whole.end(),
                                     [](const MemoryItem& a, const MemoryItem& b) { return a.bytes < b.bytes; });
-  r.items.push_back({"temporaries", "backward_buffers", fmt::format("2 x {} ({})", big->formula, big->name),
-                     2 * big->bytes});
+  r.items.push_back(
+      {"temporaries", "backward_buffers", fmt::format("2 x {} ({})", big->formula, big->name), 2 * big->bytes});
 
   // Communication workspace: the largest buffer any one collective of this layout needs
   // (they are assumed to run one at a time out of a shared, pre-allocated workspace).
@@ -297,12 +305,12 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     candidate("pp_send_recv", 2 * x.P * sbh / (x.tsp * x.c),
               "2 x " + coef_text(x.P) + "sbh" + div_text(x, x.tsp, true, x.tsym));
   if (p.cp > 1)
-    candidate("cp_kv_blocks", 2 * 2 * x.P * x.s * x.b * x.hkv / (x.c * x.kvdiv), "2 x " + coef_text(2 * x.P) +
-                                                                                      "sbh_kv/(c*t) (send + recv)");
+    candidate("cp_kv_blocks", 2 * 2 * x.P * x.s * x.b * x.hkv / (x.c * x.kvdiv),
+              "2 x " + coef_text(2 * x.P) + "sbh_kv/(c*t) (send + recv)");
   if (p.ep > 1)
-    candidate("ep_alltoall", 2 * x.P * sbh * x.kf / (x.tsp * x.c),
-              fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf,
-                          div_text(x, x.tsp, true, x.tsym)));
+    candidate(
+        "ep_alltoall", 2 * x.P * sbh * x.kf / (x.tsp * x.c),
+        fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf, div_text(x, x.tsp, true, x.tsym)));
   if (p.zero >= 3 && p.dp > 1)
     candidate("zero3_layer_gather", 2 * x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
               "2 x P x one layer's parameters / t (the layer in use and the next, prefetched)");

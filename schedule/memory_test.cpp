@@ -1,12 +1,13 @@
 // Memory model against the closed forms of docs/math.md section 11 (Korthikanti et al. 2022),
 // written out independently here. GPT-3 175B, one sequence per micro-batch:
 //   s = 2048, b = 1, h = 12288, a = 96, t = 8, L = 96, V = 51200, P = 2 (so 5as/h = 80).
+#include "schedule/memory.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/error.h"
-#include "schedule/memory.h"
 
 namespace meshsim {
 namespace {
@@ -65,9 +66,12 @@ TEST(ActivationItems, GptLayerBlocks) {
   for (const MemoryItem& i : items) {
     EXPECT_EQ(i.category, "activations");
     EXPECT_FALSE(i.formula.empty());
-    if (i.name.find("layernorm") != std::string::npos) norms += i.bytes;
-    else if (i.name.rfind("attn.", 0) == 0) attn += i.bytes;
-    else if (i.name.rfind("mlp.", 0) == 0) mlp += i.bytes;
+    if (i.name.find("layernorm") != std::string::npos)
+      norms += i.bytes;
+    else if (i.name.rfind("attn.", 0) == 0)
+      attn += i.bytes;
+    else if (i.name.rfind("mlp.", 0) == 0)
+      mlp += i.bytes;
   }
   EXPECT_EQ(attn, static_cast<Bytes>(11 * sbh + 5 * a * s * s * b));
   EXPECT_EQ(mlp, static_cast<Bytes>(19 * sbh));
@@ -299,7 +303,8 @@ TEST(RankMemoryTest, DpBucketIsAtMostTheGradients) {
   ParallelSpec p;
   p.dp = 2;
   p.dp_bucket_mib = 1024.0 * 1024;
-  EXPECT_NE(rank_memory(m, p, 0).items.back().formula.find("min(1048576 MiB, gradients = P x 3.422e+06 parameters)"), std::string::npos)
+  EXPECT_NE(rank_memory(m, p, 0).items.back().formula.find("min(1048576 MiB, gradients = P x 3.422e+06 parameters)"),
+            std::string::npos)
       << rank_memory(m, p, 0).items.back().formula;
 }
 

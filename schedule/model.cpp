@@ -22,8 +22,8 @@ namespace meshsim {
 constexpr EnumName<FfnKind> kFfnKindNames[] = {{FfnKind::Gelu, "gelu"}, {FfnKind::SwiGLU, "swiglu"}};
 const char* to_string(FfnKind k) { return enum_name(kFfnKindNames, k); }
 
-constexpr EnumName<AttentionKind> kAttentionKindNames[] = {
-    {AttentionKind::Plain, "plain"}, {AttentionKind::Flash, "flash"}};
+constexpr EnumName<AttentionKind> kAttentionKindNames[] = {{AttentionKind::Plain, "plain"},
+                                                           {AttentionKind::Flash, "flash"}};
 const char* to_string(AttentionKind k) { return enum_name(kAttentionKindNames, k); }
 
 int ModelSpec::dtype_bytes() const {

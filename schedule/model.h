@@ -30,14 +30,14 @@ struct ModelSpec {
   FfnKind ffn = FfnKind::Gelu;
   int vocab = 51200;
   int seq = 2048;
-  int experts = 0;        // 0: dense MLP
+  int experts = 0;  // 0: dense MLP
   int top_k = 1;
   std::string dtype = "bf16";  // bf16 | fp16 | fp32
   AttentionKind attention = AttentionKind::Plain;
   bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models
   bool tied_embeddings = true;  // output projection shares the embedding table
 
-  int dtype_bytes() const;     // P
+  int dtype_bytes() const;  // P
   int head_dim() const { return hidden / heads; }
   int kv_hidden() const { return kv_heads * head_dim(); }  // H_kv
   bool moe() const { return experts > 0; }

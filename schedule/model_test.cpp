@@ -3,6 +3,8 @@
 // GPT-3 175B (Megatron's count, biases included, tied embedding, no position embedding):
 //   N = L(12h^2 + 13h) + Vh + 2h = 174.6e9
 // Llama 2 70B (no biases, untied head): N = L(h(h + 2h_kv) + h^2 + 3hf + 4h) + 2Vh + 2h = 68.98e9
+#include "schedule/model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "core/error.h"
 #include "core/test_util.h"
-#include "schedule/model.h"
 
 namespace meshsim {
 namespace {
@@ -19,8 +20,8 @@ namespace {
 using testing_util::error_of;
 
 TEST(ModelPresets, AllTenExistValidateAndAreUnique) {
-  const std::vector<std::string> names = {"gpt3-175b",   "gpt-22b",      "gpt-530b",    "gpt-1t",     "llama2-70b",
-                                          "llama3-70b",  "llama3-405b",  "mixtral-8x7b", "deepseek-v3", "bert-large"};
+  const std::vector<std::string> names = {"gpt3-175b",  "gpt-22b",     "gpt-530b",     "gpt-1t",      "llama2-70b",
+                                          "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3", "bert-large"};
   EXPECT_EQ(model_presets().size(), names.size());
   std::set<std::string> seen;
   for (const ModelSpec& m : model_presets()) {
@@ -151,11 +152,15 @@ TEST(ModelSpec, ValidateNamesTheField) {
   const std::vector<Case> cases = {
       {"m.layers", [](ModelSpec& m) { m.layers = 0; }},
       {"m.hidden", [](ModelSpec& m) { m.hidden = -1; }},
-      {"m.heads", [](ModelSpec& m) { m.heads = 5; }},   // 1024 % 5 != 0
+      {"m.heads", [](ModelSpec& m) { m.heads = 5; }},  // 1024 % 5 != 0
       {"m.kv_heads", [](ModelSpec& m) { m.kv_heads = 3; }},
       {"m.seq", [](ModelSpec& m) { m.seq = 0; }},
       {"m.experts", [](ModelSpec& m) { m.experts = -2; }},
-      {"m.top_k", [](ModelSpec& m) { m.experts = 4; m.top_k = 5; }},
+      {"m.top_k",
+       [](ModelSpec& m) {
+         m.experts = 4;
+         m.top_k = 5;
+       }},
       {"m.dtype", [](ModelSpec& m) { m.dtype = "fp8x"; }},
   };
   for (const Case& c : cases) {

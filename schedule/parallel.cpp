@@ -15,26 +15,39 @@
 
 namespace meshsim {
 
-constexpr EnumName<RecomputeMode> kRecomputeModeNames[] = {
-    {RecomputeMode::None, "none"}, {RecomputeMode::Full, "full"}, {RecomputeMode::Selective, "selective"},
-    {RecomputeMode::EveryK, "every"}, {RecomputeMode::Sqrt, "sqrt"}};
+constexpr EnumName<RecomputeMode> kRecomputeModeNames[] = {{RecomputeMode::None, "none"},
+                                                           {RecomputeMode::Full, "full"},
+                                                           {RecomputeMode::Selective, "selective"},
+                                                           {RecomputeMode::EveryK, "every"},
+                                                           {RecomputeMode::Sqrt, "sqrt"}};
 const char* to_string(RecomputeMode m) { return enum_name(kRecomputeModeNames, m); }
 
 Recompute Recompute::parse(const std::string& text, const std::string& field) {
   Recompute r;
   if (text == "none") return r;
-  if (text == "full") { r.mode = RecomputeMode::Full; return r; }
-  if (text == "selective") { r.mode = RecomputeMode::Selective; return r; }
-  if (text == "sqrt") { r.mode = RecomputeMode::Sqrt; return r; }
+  if (text == "full") {
+    r.mode = RecomputeMode::Full;
+    return r;
+  }
+  if (text == "selective") {
+    r.mode = RecomputeMode::Selective;
+    return r;
+  }
+  if (text == "sqrt") {
+    r.mode = RecomputeMode::Sqrt;
+    return r;
+  }
   if (text.rfind("every:", 0) == 0) {
     const std::optional<int> k = parse_int(std::string_view(text).substr(6));
     if (!k || *k < 1)
-      throw Error(fmt::format("{}: '{}' needs a whole number of layers K >= 1 after 'every:', e.g. every:4", field, text));
+      throw Error(
+          fmt::format("{}: '{}' needs a whole number of layers K >= 1 after 'every:', e.g. every:4", field, text));
     r.mode = RecomputeMode::EveryK;
     r.every_k = *k;
     return r;
   }
-  throw Error(fmt::format("{}: '{}' is not a recompute mode; write none, full, selective, every:K or sqrt", field, text));
+  throw Error(
+      fmt::format("{}: '{}' is not a recompute mode; write none, full, selective, every:K or sqrt", field, text));
 }
 
 std::string Recompute::to_string() const {
@@ -75,9 +88,9 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
   const std::int64_t q = p.mesh2d;
   const std::int64_t world = std::int64_t{p.dp} * p.pp * p.cp * (q > 0 ? q * q : std::int64_t{p.tp});
   if (world > kMaxGpus)
-    fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} = {} GPUs exceeds meshsim's limit of {}", p.dp,
-                           p.pp, p.cp, q > 0 ? fmt::format("q^2 = {}", q * q) : fmt::format("tp = {}", p.tp), world,
-                           kMaxGpus));
+    fail("dp",
+         fmt::format("layout dp = {} x pp = {} x cp = {} x {} = {} GPUs exceeds meshsim's limit of {}", p.dp, p.pp,
+                     p.cp, q > 0 ? fmt::format("q^2 = {}", q * q) : fmt::format("tp = {}", p.tp), world, kMaxGpus));
   const std::int64_t tokens = std::int64_t{p.micro_batch_size} * m.seq;
   if (tokens > kMaxTokensPerMicrobatch)
     fail("micro_batch_size", fmt::format("{} sequences of {} tokens = {} tokens per micro-batch exceeds meshsim's "
@@ -118,8 +131,7 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
     if (p.sp) fail("sp", fmt::format("mesh2d = {} already splits the sequence dimension; drop sp", q));
     if (p.cp > 1) fail("cp", fmt::format("context parallelism is not modelled with mesh2d = {}; set cp = 1", q));
     auto divides = [&](int v, const char* what) {
-      if (v % q != 0)
-        fail("mesh2d", fmt::format("q = {} does not divide {} = {}; choose q dividing it", q, what, v));
+      if (v % q != 0) fail("mesh2d", fmt::format("q = {} does not divide {} = {}; choose q dividing it", q, what, v));
     };
     divides(m.heads, "heads");
     divides(m.hidden, "hidden");
@@ -131,19 +143,19 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
     fail("tp", fmt::format("{} does not divide heads = {}; use a divisor of the head count", p.tp, m.heads));
   if (p.tp > m.kv_heads) {
     if (!p.kv_replicate)
-      fail("tp", fmt::format("{} exceeds kv_heads = {} (GQA); lower tp to at most {} or set kv_replicate = true",
-                             p.tp, m.kv_heads, m.kv_heads));
+      fail("tp", fmt::format("{} exceeds kv_heads = {} (GQA); lower tp to at most {} or set kv_replicate = true", p.tp,
+                             m.kv_heads, m.kv_heads));
     if (p.tp % m.kv_heads != 0)
-      fail("tp", fmt::format("{} is not a multiple of kv_heads = {}, so K/V heads cannot be replicated evenly",
-                             p.tp, m.kv_heads));
+      fail("tp", fmt::format("{} is not a multiple of kv_heads = {}, so K/V heads cannot be replicated evenly", p.tp,
+                             m.kv_heads));
   } else if (m.kv_heads % p.tp != 0) {
     fail("tp", fmt::format("{} does not divide kv_heads = {}; use a divisor of the K/V head count", p.tp, m.kv_heads));
   }
 
   if (p.world_size() != gpus) {
     const std::string tensor = p.mesh2d > 0 ? fmt::format("q^2 = {}", p.tensor_size()) : fmt::format("tp = {}", p.tp);
-    const std::string have = gpus_from.empty() ? fmt::format("there are {}", gpus)
-                                               : fmt::format("{} has {}", gpus_from, gpus);
+    const std::string have =
+        gpus_from.empty() ? fmt::format("there are {}", gpus) : fmt::format("{} has {}", gpus_from, gpus);
     fail("dp", fmt::format("layout dp = {} x pp = {} x cp = {} x {} uses {} GPUs but {}; "
                            "change the sizes so that their product is {}",
                            p.dp, p.pp, p.cp, tensor, p.world_size(), have, gpus));
@@ -152,18 +164,20 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
   const int seq_div = p.cp * (p.sp ? p.tp : 1) * (p.cp > 1 && p.cp_balance ? 2 : 1);
   if (m.seq % seq_div != 0)
     fail(p.cp > 1 ? "cp" : "sp",
-         fmt::format("seq = {} is not divisible by {} (cp = {}{}{}); choose a sequence length that is", m.seq,
-                     seq_div, p.cp, p.sp ? fmt::format(" x tp = {}", p.tp) : "",
+         fmt::format("seq = {} is not divisible by {} (cp = {}{}{}); choose a sequence length that is", m.seq, seq_div,
+                     p.cp, p.sp ? fmt::format(" x tp = {}", p.tp) : "",
                      p.cp > 1 && p.cp_balance ? " x 2 for cp_balance" : ""));
 
   if (m.layers % (p.pp * p.vchunks) != 0)
-    fail("pp", fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the layers",
-                           m.layers, p.pp, p.vchunks));
+    fail("pp",
+         fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the layers",
+                     m.layers, p.pp, p.vchunks));
   if (p.microbatches < p.pp)
-    fail("microbatches", fmt::format("{} is fewer than pp = {} stages; use at least {} micro-batches",
-                                     p.microbatches, p.pp, p.pp));
+    fail("microbatches",
+         fmt::format("{} is fewer than pp = {} stages; use at least {} micro-batches", p.microbatches, p.pp, p.pp));
   if (p.vchunks > 1) {
-    if (p.pp < 2) fail("vchunks", fmt::format("{} model chunks need pp > 1 (pp = {}); set vchunks = 1", p.vchunks, p.pp));
+    if (p.pp < 2)
+      fail("vchunks", fmt::format("{} model chunks need pp > 1 (pp = {}); set vchunks = 1", p.vchunks, p.pp));
     if (p.microbatches % p.pp != 0)
       fail("microbatches", fmt::format("{} is not a multiple of pp = {}, which interleaving (vchunks = {}) needs",
                                        p.microbatches, p.pp, p.vchunks));

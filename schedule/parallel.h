@@ -39,12 +39,12 @@ inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 20;
 
 struct ParallelSpec {
   int dp = 1;
-  int zero = 0;            // ZeRO stage 0..3 (sharding over dp)
-  int tp = 1;              // Megatron 1D tensor parallel
+  int zero = 0;               // ZeRO stage 0..3 (sharding over dp)
+  int tp = 1;                 // Megatron 1D tensor parallel
   bool kv_replicate = false;  // GQA: allow tp > kv_heads by replicating K/V heads
-  bool sp = false;         // sequence parallel (with tp)
-  int cp = 1;              // context parallel, ring attention
-  bool cp_balance = true;  // causal load balancing (chunks i and 2c-1-i)
+  bool sp = false;            // sequence parallel (with tp)
+  int cp = 1;                 // context parallel, ring attention
+  bool cp_balance = true;     // causal load balancing (chunks i and 2c-1-i)
   // Pipeline sends without sp: each tp rank sends 1/tp of the activation over its own link and
   // the receiving stage all-gathers it over tp (Megatron's scatter/gather optimization).
   bool pp_scatter_gather = true;
@@ -54,13 +54,13 @@ struct ParallelSpec {
   // collective after its GEMMs, one after another, as PyTorch autograd does with a plain
   // all-reduce Function (Megatron-LM before mid-2021, the Optimus authors' code).
   bool tp_overlap = true;
-  int pp = 1;              // pipeline stages
-  int vchunks = 1;         // interleaved 1F1B: model chunks per device (1 = plain 1F1B)
-  int microbatches = 1;    // m: micro-batches per iteration (per dp replica)
-  int micro_batch_size = 1;  // b: sequences per micro-batch
-  int ep = 1;              // expert parallel (MoE)
+  int pp = 1;                 // pipeline stages
+  int vchunks = 1;            // interleaved 1F1B: model chunks per device (1 = plain 1F1B)
+  int microbatches = 1;       // m: micro-batches per iteration (per dp replica)
+  int micro_batch_size = 1;   // b: sequences per micro-batch
+  int ep = 1;                 // expert parallel (MoE)
   double ep_imbalance = 1.0;  // tokens at the busiest expert rank / mean (>= 1)
-  int mesh2d = 0;          // q > 0: 2D SUMMA tensor parallel on a q x q mesh instead of tp
+  int mesh2d = 0;             // q > 0: 2D SUMMA tensor parallel on a q x q mesh instead of tp
   Recompute recompute;
   // Megatron's --distribute-saved-activations: under whole-layer recomputation (full,
   // every:K, sqrt) without sp, each tp rank keeps 1/tp of a checkpointed layer input and the

@@ -1,12 +1,13 @@
 // Recompute parsing and every bad-layout case of validate_parallel: each must throw an
 // Error whose message starts with the field it is about.
+#include "schedule/parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 
 #include "core/error.h"
 #include "core/test_util.h"
-#include "schedule/parallel.h"
 
 namespace meshsim {
 namespace {
@@ -92,56 +93,127 @@ TEST(ValidateParallel, EveryBadCaseNamesItsField) {
       {"imbalance < 1", "gpt3-175b", 1024, "parallel.ep_imbalance:", [](ParallelSpec& p) { p.ep_imbalance = 0.5; }},
       {"bucket 0", "gpt3-175b", 1024, "parallel.dp_bucket_mib:", [](ParallelSpec& p) { p.dp_bucket_mib = 0; }},
       {"every:0", "gpt3-175b", 1024, "parallel.recompute:",
-       [](ParallelSpec& p) { p.recompute.mode = RecomputeMode::EveryK; p.recompute.every_k = 0; }},
-      {"tp not dividing heads", "gpt3-175b", 640, "parallel.tp:", [](ParallelSpec& p) { p.tp = 5; p.sp = false; }},
+       [](ParallelSpec& p) {
+         p.recompute.mode = RecomputeMode::EveryK;
+         p.recompute.every_k = 0;
+       }},
+      {"tp not dividing heads", "gpt3-175b", 640, "parallel.tp:",
+       [](ParallelSpec& p) {
+         p.tp = 5;
+         p.sp = false;
+       }},
       {"tp above kv_heads", "llama2-70b", 16, "parallel.tp:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.tp = 16; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.tp = 16;
+       }},
       {"tp not dividing kv_heads", "llama2-70b", 6, "parallel.tp:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.tp = 6; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.tp = 6;
+       }},
       {"gpu count", "gpt3-175b", 1000, "parallel.dp:", [](ParallelSpec&) {}},
       {"seq vs sp", "gpt3-175b", 1024, "parallel.sp:", [](ParallelSpec&) {}},
       {"seq vs cp", "llama2-70b", 24, "parallel.cp:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.cp = 3; p.tp = 8; p.cp_balance = false; }},
-      {"seq vs balanced cp", "gpt3-175b", 2048, "parallel.cp:",
-       [](ParallelSpec& p) { p.cp = 2; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.cp = 3;
+         p.tp = 8;
+         p.cp_balance = false;
+       }},
+      {"seq vs balanced cp", "gpt3-175b", 2048, "parallel.cp:", [](ParallelSpec& p) { p.cp = 2; }},
       {"microbatches < pp", "gpt3-175b", 1024, "parallel.microbatches:", [](ParallelSpec& p) { p.microbatches = 4; }},
-      {"layers vs pp", "gpt3-175b", 640, "parallel.pp:", [](ParallelSpec& p) { p.pp = 5; p.vchunks = 1; }},
+      {"layers vs pp", "gpt3-175b", 640, "parallel.pp:",
+       [](ParallelSpec& p) {
+         p.pp = 5;
+         p.vchunks = 1;
+       }},
       {"layers vs vchunks", "gpt3-175b", 1024, "parallel.pp:", [](ParallelSpec& p) { p.vchunks = 5; }},
-      {"interleave needs m % pp", "gpt3-175b", 1024, "parallel.microbatches:",
-       [](ParallelSpec& p) { p.microbatches = 60; }},
+      {"interleave needs m % pp", "gpt3-175b", 1024,
+       "parallel.microbatches:", [](ParallelSpec& p) { p.microbatches = 60; }},
       {"interleave needs pp > 1", "gpt3-175b", 128, "parallel.vchunks:",
-       [](ParallelSpec& p) { p.pp = 1; p.vchunks = 2; }},
+       [](ParallelSpec& p) {
+         p.pp = 1;
+         p.vchunks = 2;
+       }},
       {"ep without experts", "gpt3-175b", 1024, "parallel.ep:", [](ParallelSpec& p) { p.ep = 2; }},
       {"ep vs experts", "mixtral-8x7b", 12, "parallel.ep:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.dp = 12; p.ep = 3; }},
-      {"ep vs dp", "mixtral-8x7b", 6, "parallel.ep:", [](ParallelSpec& p) { p = ParallelSpec{}; p.dp = 6; p.ep = 4; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 12;
+         p.ep = 3;
+       }},
+      {"ep vs dp", "mixtral-8x7b", 6, "parallel.ep:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 6;
+         p.ep = 4;
+       }},
       {"mesh2d with tp", "gpt3-175b", 16, "parallel.mesh2d:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 4; p.tp = 2; p.micro_batch_size = 4; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.mesh2d = 4;
+         p.tp = 2;
+         p.micro_batch_size = 4;
+       }},
       {"mesh2d with sp", "gpt3-175b", 16, "parallel.sp:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 4; p.sp = true; p.micro_batch_size = 4; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.mesh2d = 4;
+         p.sp = true;
+         p.micro_batch_size = 4;
+       }},
       {"mesh2d with cp", "gpt3-175b", 32, "parallel.cp:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 4; p.cp = 2; p.micro_batch_size = 4; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.mesh2d = 4;
+         p.cp = 2;
+         p.micro_batch_size = 4;
+       }},
       {"mesh2d vs heads", "gpt3-175b", 25, "parallel.mesh2d:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 5; p.micro_batch_size = 5; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.mesh2d = 5;
+         p.micro_batch_size = 5;
+       }},
       {"mesh2d vs micro-batch", "gpt3-175b", 16, "parallel.mesh2d:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.mesh2d = 4; p.micro_batch_size = 2; }},
-      {"sp without tp", "gpt3-175b", 1, "parallel.sp:", [](ParallelSpec& p) { p = ParallelSpec{}; p.sp = true; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.mesh2d = 4;
+         p.micro_batch_size = 2;
+       }},
+      {"sp without tp", "gpt3-175b", 1, "parallel.sp:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.sp = true;
+       }},
       {"distributed checkpoints with sp", "gpt3-175b", 1024, "parallel.distribute_checkpoints:",
-       [](ParallelSpec& p) { p.recompute.mode = RecomputeMode::Full; p.distribute_checkpoints = true; }},
+       [](ParallelSpec& p) {
+         p.recompute.mode = RecomputeMode::Full;
+         p.distribute_checkpoints = true;
+       }},
       {"distributed checkpoints without tp", "gpt3-175b", 1, "parallel.distribute_checkpoints:",
-       [](ParallelSpec& p) { p = ParallelSpec{}; p.recompute.mode = RecomputeMode::Full; p.distribute_checkpoints = true; }},
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.recompute.mode = RecomputeMode::Full;
+         p.distribute_checkpoints = true;
+       }},
       {"distributed checkpoints without checkpoints", "gpt3-175b", 1024, "parallel.distribute_checkpoints:",
-       [](ParallelSpec& p) { p.sp = false; p.recompute.mode = RecomputeMode::Selective; p.distribute_checkpoints = true; }},
+       [](ParallelSpec& p) {
+         p.sp = false;
+         p.recompute.mode = RecomputeMode::Selective;
+         p.distribute_checkpoints = true;
+       }},
       {"bad model", "gpt3-175b", 1024, "model.heads:", [](ParallelSpec&) {}},
   };
   for (const BadCase& c : cases) {
     ModelSpec m = model_preset(c.model);
     ParallelSpec p = good_gpt();
     c.change(p);
-    if (std::string(c.what) == "seq vs sp") m.seq = 2044;  // 2044 % 8 != 0
+    if (std::string(c.what) == "seq vs sp") m.seq = 2044;           // 2044 % 8 != 0
     if (std::string(c.what) == "seq vs balanced cp") m.seq = 2040;  // 2040 % (2*2*8) != 0 but 2040 % 8 == 0
     if (std::string(c.what) == "bad model") m.heads = 7;
-    if (std::string(c.what) == "seq vs cp") m.seq = 4096;  // 4096 % 3 != 0
+    if (std::string(c.what) == "seq vs cp") m.seq = 4096;     // 4096 % 3 != 0
     if (std::string(c.what) == "tp not dividing kv_heads") {  // tp 6 divides heads 24, not kv_heads 8
       m.heads = 24;
       m.kv_heads = 8;

@@ -35,24 +35,27 @@ CollectiveSpec collective_spec(const Op& op, int ranks, Bytes element_bytes) {
 constexpr EnumName<OpKind> kOpKindNames[] = {
     {OpKind::Compute, "compute"}, {OpKind::Collective, "collective"}, {OpKind::Send, "send"}, {OpKind::Recv, "recv"}};
 const char* to_string(OpKind k) { return enum_name(kOpKindNames, k); }
-constexpr EnumName<Phase> kPhaseNames[] = {
-    {Phase::Forward, "forward"}, {Phase::Backward, "backward"}, {Phase::Recompute, "recompute"},
-    {Phase::Optimizer, "optimizer"}};
+constexpr EnumName<Phase> kPhaseNames[] = {{Phase::Forward, "forward"},
+                                           {Phase::Backward, "backward"},
+                                           {Phase::Recompute, "recompute"},
+                                           {Phase::Optimizer, "optimizer"}};
 const char* to_string(Phase p) { return enum_name(kPhaseNames, p); }
-constexpr EnumName<Stream> kStreamNames[] = {
-    {Stream::Compute, "compute"}, {Stream::Tp, "tp"}, {Stream::Cp, "cp"}, {Stream::Ep, "ep"}, {Stream::Pp, "pp"},
-    {Stream::Dp, "dp"}};
+constexpr EnumName<Stream> kStreamNames[] = {{Stream::Compute, "compute"}, {Stream::Tp, "tp"}, {Stream::Cp, "cp"},
+                                             {Stream::Ep, "ep"},           {Stream::Pp, "pp"}, {Stream::Dp, "dp"}};
 static_assert(std::size(kStreamNames) == kStreams, "every Stream needs a name");
 const char* to_string(Stream s) { return enum_name(kStreamNames, s); }
 
 double ring_bytes_moved(CollKind kind, Bytes n, int p) {
   const double f = p > 1 ? static_cast<double>(p - 1) / p : 0.0;
   switch (kind) {
-    case CollKind::AllReduce: return 2 * f * static_cast<double>(n);
+    case CollKind::AllReduce:
+      return 2 * f * static_cast<double>(n);
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-    case CollKind::AllToAll: return f * static_cast<double>(n);
-    default: return static_cast<double>(n);
+    case CollKind::AllToAll:
+      return f * static_cast<double>(n);
+    default:
+      return static_cast<double>(n);
   }
 }
 
@@ -183,12 +186,12 @@ struct Planner {
   const ParallelSpec& p;
   Ctx ctx;
   int P;
-  int V;        // virtual stages = pp * vchunks
-  int Lc;       // layers per virtual stage
-  Bytes stash;  // activation bytes one layer keeps from forward to backward
+  int V;                 // virtual stages = pp * vchunks
+  int Lc;                // layers per virtual stage
+  Bytes stash;           // activation bytes one layer keeps from forward to backward
   Bytes checkpoint = 0;  // a segment input kept under whole-layer recomputation
-  Bytes full;   // the same without recomputation (held while a recomputed segment runs)
-  Bytes boundary;  // activation crossing a stage boundary
+  Bytes full;            // the same without recomputation (held while a recomputed segment runs)
+  Bytes boundary;        // activation crossing a stage boundary
   Bytes bucket;
 
   Planner(const ModelSpec& model, const ParallelSpec& par)
@@ -202,7 +205,8 @@ struct Planner {
     // 1/t of it per tp rank with distribute_checkpoints).
     checkpoint = total_bytes(layer_activation_items(m, p, RecomputeMode::Full));
     stash = recompute_whole_layers() ? checkpoint : layer_activation_bytes(m, p);
-    const double shard = p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || p.pipeline_scatter_gather() ? p.tp : 1);
+    const double shard =
+        p.mesh2d > 0 ? static_cast<double>(p.mesh2d) * p.mesh2d : (p.sp || p.pipeline_scatter_gather() ? p.tp : 1);
     boundary = static_cast<Bytes>(ctx.tokens * m.hidden / shard) * P;
     bucket = static_cast<Bytes>(p.dp_bucket_mib * 1024 * 1024);
   }
@@ -215,7 +219,7 @@ struct Planner {
     e.recv(std::move(recv));
     if (p.pipeline_scatter_gather())
       e.follow(collective(phase, Stream::Tp, CollKind::AllGather, "tp", p.tp, boundary * p.tp,
-                            phase == Phase::Forward ? "pp.gather.activation" : "pp.gather.grad", -1, mb));
+                          phase == Phase::Forward ? "pp.gather.activation" : "pp.gather.grad", -1, mb));
   }
 
   // Gradient bytes of one layer on one rank: dense parameters over the tensor group,
@@ -245,12 +249,16 @@ struct Planner {
   }
 
   void forward_layer(Emitter& e, int layer, int mb, Phase phase) {
-    if (p.mesh2d > 0) plan::summa_layer_forward(ctx, e, layer, mb, phase);
-    else plan::layer_forward(ctx, e, layer, mb, phase);
+    if (p.mesh2d > 0)
+      plan::summa_layer_forward(ctx, e, layer, mb, phase);
+    else
+      plan::layer_forward(ctx, e, layer, mb, phase);
   }
   void backward_layer(Emitter& e, int layer, int mb) {
-    if (p.mesh2d > 0) plan::summa_layer_backward(ctx, e, layer, mb);
-    else plan::layer_backward(ctx, e, layer, mb);
+    if (p.mesh2d > 0)
+      plan::summa_layer_backward(ctx, e, layer, mb);
+    else
+      plan::layer_backward(ctx, e, layer, mb);
   }
 
   // ZeRO-3: the all-gather of one layer's parameters. The output is what one tensor-parallel
@@ -347,7 +355,9 @@ struct Planner {
     }
   }
 
-  std::int64_t tag(int mb, int vs, bool grad) const { return (static_cast<std::int64_t>(mb) * V + vs) * 2 + (grad ? 1 : 0); }
+  std::int64_t tag(int mb, int vs, bool grad) const {
+    return (static_cast<std::int64_t>(mb) * V + vs) * 2 + (grad ? 1 : 0);
+  }
 
   // One pipeline unit of stage s: micro-batch u.mb's forward or backward of chunk u.chunk.
   void unit(Emitter& e, int s, const Unit& u, DpState& dp) {
@@ -355,7 +365,9 @@ struct Planner {
     const int vs = u.chunk * p.pp + s;
     Zero3Prefetch z3{*this, e, u.mb, {}, {}};
     if (u.forward) {
-      if (vs > 0) receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb, "pp.recv.activation"));
+      if (vs > 0)
+        receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb,
+                       "pp.recv.activation"));
       if (vs == 0) embedding(e, u.mb, false);
       for (int i = 0; i < Lc; ++i) z3.uses.emplace_back(layer_of(u.chunk, i), Phase::Forward);
       for (int i = 0; i < Lc; ++i) {
@@ -364,12 +376,16 @@ struct Planner {
         forward_layer(e, layer_of(u.chunk, i), u.mb, Phase::Forward);
         if (first < e.size()) e.op(first).alloc += stash_of(i);
       }
-      if (vs == V - 1) logits(e, u.mb, false);
-      else e.async(p2p(OpKind::Send, Phase::Forward, (vs + 1) % p.pp, tag(u.mb, vs, false), u.mb, "pp.send.activation"));
+      if (vs == V - 1)
+        logits(e, u.mb, false);
+      else
+        e.async(p2p(OpKind::Send, Phase::Forward, (vs + 1) % p.pp, tag(u.mb, vs, false), u.mb, "pp.send.activation"));
       return;
     }
-    if (vs == V - 1) logits(e, u.mb, true);
-    else receive(e, p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
+    if (vs == V - 1)
+      logits(e, u.mb, true);
+    else
+      receive(e, p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
     const bool last_mb = u.mb == p.microbatches - 1;
     const int seg = segment();
     // Backward order, as (layer index in the chunk, phase): each recomputed segment (its first
@@ -405,7 +421,8 @@ struct Planner {
         flush(e, dp, false);
       }
     }
-    if (vs > 0) e.async(p2p(OpKind::Send, Phase::Backward, (vs - 1) % p.pp, tag(u.mb, vs - 1, true), u.mb, "pp.send.grad"));
+    if (vs > 0)
+      e.async(p2p(OpKind::Send, Phase::Backward, (vs - 1) % p.pp, tag(u.mb, vs - 1, true), u.mb, "pp.send.grad"));
     if (vs == 0) embedding(e, u.mb, true);
   }
 
@@ -439,8 +456,8 @@ struct Planner {
     if (!p.sp || p.tp < 2) return;
     const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0);
     const auto bytes = static_cast<Bytes>(per_layer * Lc * p.vchunks) * 4;
-    e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes,
-                          "tp.allreduce.sp_grads", -1, -1));
+    e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes, "tp.allreduce.sp_grads",
+                          -1, -1));
   }
 
   // The optimizer step as Megatron's mixed-precision optimizer runs it, over the parameters
@@ -489,7 +506,8 @@ std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage) {
 struct UnitPlanner::Impl {
   plan::Planner planner;
   std::vector<plan::Planner::DpState> dp;
-  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}};
+  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}
+};
 
 UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) {
   validate_model(m, "model");
@@ -543,7 +561,8 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
     if (w.group != "all") {
       const auto it = std::find_if(w.mesh.begin(), w.mesh.end(), [&](const auto& d) { return d.first == w.group; });
       if (it == w.mesh.end())
-        throw Error("workload.group: '" + w.group + "' is not a dimension of workload.mesh; use one of " + names + "all");
+        throw Error("workload.group: '" + w.group + "' is not a dimension of workload.mesh; use one of " + names +
+                    "all");
       group_size = it->second;
     }
   }

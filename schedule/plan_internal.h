@@ -57,9 +57,9 @@ Kernel attention_kernel(double batch_heads, double seq_q, double seq_kv, double 
 struct Ctx {
   const ModelSpec& m;
   const ParallelSpec& p;
-  int P = 2;              // bytes per element
-  double tokens = 0;      // b*s/c: tokens of one micro-batch on one cp rank
-  std::string dp_axis;    // "dp" or "edp+ep"
+  int P = 2;            // bytes per element
+  double tokens = 0;    // b*s/c: tokens of one micro-batch on one cp rank
+  std::string dp_axis;  // "dp" or "edp+ep"
 };
 
 // One transformer layer of the Megatron family (tp, sp, cp, moe/ep): forward ops, and

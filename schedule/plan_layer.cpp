@@ -33,7 +33,6 @@ struct LayerStep {
   bool overlaps_wgrad = false;
 };
 
-
 LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
   LayerStep s;
   s.type = LayerStep::Type::Gemm;
@@ -53,7 +52,6 @@ LayerStep kern(const std::string& name, KernelKind kind, KernelFn fn, double row
   s.core = core;
   return s;
 }
-
 
 LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd,
                const std::string& axis, int group, Bytes bytes, Stream stream) {
@@ -80,19 +78,23 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
   const double heads_local = static_cast<double>(m.heads) / t;
   const double hd = m.head_dim();
   const double kv_local = hd * std::max(1.0, static_cast<double>(m.kv_heads) / t);  // K/V width per rank
-  const Bytes act = static_cast<Bytes>(T * h) * P;                                    // b*s/c*h*P
+  const Bytes act = static_cast<Bytes>(T * h) * P;                                  // b*s/c*h*P
   std::vector<LayerStep> v;
 
   auto tp_in = [&](const std::string& where) {  // f (or g with SP) before a column-parallel GEMM
     if (t == 1) return;
-    if (p.sp) v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
-    else v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
+    if (p.sp)
+      v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
+    else
+      v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
     v.back().overlaps_wgrad = true;
   };
   auto tp_out = [&](const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
     if (t == 1) return;
-    if (p.sp) v.push_back(coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, "tp", t, act, Stream::Tp));
-    else v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
+    if (p.sp)
+      v.push_back(coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, "tp", t, act, Stream::Tp));
+    else
+      v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
   };
   auto norm = [&](const std::string& name) {
     v.push_back(kern(name, KernelKind::Norm, KernelFn::LayerNorm, Tn, h, 8 * Tn * h, 2.0 * P * Tn * h, P));
@@ -117,7 +119,8 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     r.bytes = static_cast<Bytes>(2 * b * s_local * kv_local) * P;  // this rank's K and V block
     // One step's attention: b*(s/c) queries against s/c keys, heads/t heads, full block.
     const double fl = 4 * b * s_local * s_local * heads_local * hd;
-    r.k = attention_kernel(b * heads_local, s_local, s_local, hd, false, fl, P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
+    r.k = attention_kernel(b * heads_local, s_local, s_local, hd, false, fl,
+                           P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
     v.push_back(r);
   } else if (m.attention == AttentionKind::Flash) {
     const double fl = 4 * b * s_local * s_local * heads_local * hd * (causal_skip ? 0.5 : 1.0);
@@ -125,7 +128,8 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     a.type = LayerStep::Type::Kern;
     a.name = "attn.flash";
     a.core = true;
-    a.k = attention_kernel(b * heads_local, s_local, s_local, hd, causal_skip, fl, P * (2 * T * h / t + 2 * T * kv_local), P);
+    a.k = attention_kernel(b * heads_local, s_local, s_local, hd, causal_skip, fl,
+                           P * (2 * T * h / t + 2 * T * kv_local), P);
     v.push_back(a);
   } else {
     const double rows = b * heads_local * s_local;  // score rows
@@ -149,15 +153,16 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
   if (!m.moe()) {
     tp_in("mlp");
     v.push_back(gemm("mlp.fc1", T, up / t, h, P));
-    v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, act_fn, T,
-                     ffn / t, 8 * T * ffn / t, act_bytes_per * P * T * ffn / t, P));
+    v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, act_fn, T, ffn / t,
+                     8 * T * ffn / t, act_bytes_per * P * T * ffn / t, P));
     v.push_back(gemm("mlp.fc2", T, h, ffn / t, P));
     tp_out("mlp");
   } else if (p.ep == 1) {
     // Every rank holds every expert, split over tp like a dense MLP.
     tp_in("moe");
     v.push_back(gemm("moe.router", T, m.experts, h, P));
-    v.push_back(kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, T * m.experts, 2.0 * P * T * m.experts, P));
+    v.push_back(
+        kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, T * m.experts, 2.0 * P * T * m.experts, P));
     const double routed = T * m.top_k;
     v.push_back(gemm("moe.fc1", routed, up / t, h, P));
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / t, 8 * routed * ffn / t,
@@ -170,7 +175,8 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     const double Te = T / t;
     const Bytes a2a = static_cast<Bytes>(Te * m.top_k * h) * P;
     v.push_back(gemm("moe.router", Te, m.experts, h, P));
-    v.push_back(kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
+    v.push_back(
+        kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
     LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, "ep", p.ep, a2a, Stream::Ep);
     d.imbalance = p.ep_imbalance;
     v.push_back(d);
@@ -224,9 +230,8 @@ void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, 
     e.compute(phase, std::string(backward ? "attn.ring.bwd" : "attn.ring") + "." + std::to_string(j), layer, mb, k);
     if (j > 0 && !backward)
       e.compute(phase, "attn.lse_merge", layer, mb,
-                Kernel::rowwise(KernelKind::Elementwise, KernelFn::LseMerge,
-                                dim(c.tokens * c.m.heads / c.p.tp), dim(c.m.head_dim()),
-                                3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
+                Kernel::rowwise(KernelKind::Elementwise, KernelFn::LseMerge, dim(c.tokens * c.m.heads / c.p.tp),
+                                dim(c.m.head_dim()), 3 * c.tokens * c.m.hidden / c.p.tp, merge_bytes, 4));
     arrived = transfer;
   }
   // After the last step each rank holds another rank's block with its dK, dV complete: one
@@ -241,11 +246,15 @@ void ring(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, 
 void emit_forward(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int layer, int mb) {
   switch (s.type) {
     case LayerStep::Type::Gemm:
-    case LayerStep::Type::Kern: e.compute(phase, s.name, layer, mb, s.k); break;
+    case LayerStep::Type::Kern:
+      e.compute(phase, s.name, layer, mb, s.k);
+      break;
     case LayerStep::Type::Coll:
       if (s.fwd) e.blocking(make_op(phase, s, *s.fwd, layer, mb));
       break;
-    case LayerStep::Type::Ring: ring(c, e, s, phase, layer, mb, false); break;
+    case LayerStep::Type::Ring:
+      ring(c, e, s, phase, layer, mb, false);
+      break;
   }
 }
 
@@ -276,7 +285,9 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
     case LayerStep::Type::Coll:
       if (s.bwd) e.blocking(make_op(ph, s, *s.bwd, layer, mb));
       break;
-    case LayerStep::Type::Ring: ring(c, e, s, ph, layer, mb, true); break;
+    case LayerStep::Type::Ring:
+      ring(c, e, s, ph, layer, mb, true);
+      break;
   }
 }
 
@@ -285,8 +296,7 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
 //   SP:     all-gather the input again (async) | dgrad; reduce-scatter dgrad (async) | wgrad
 //   no SP:  dgrad; all-reduce dgrad (async) | wgrad
 // The next compute op (the LayerNorm's backward) waits for the gradient collective.
-void emit_overlapped_backward(const Ctx& c, Emitter& e, const LayerStep& gemm, const LayerStep& in, int layer,
-                              int mb) {
+void emit_overlapped_backward(const Ctx& c, Emitter& e, const LayerStep& gemm, const LayerStep& in, int layer, int mb) {
   const Phase ph = Phase::Backward;
   int gathered = -1;
   if (c.p.sp) {

@@ -18,7 +18,6 @@
 namespace meshsim::plan {
 namespace {
 
-
 struct Summa {
   const Ctx& c;
   Emitter& e;
@@ -70,18 +69,19 @@ struct Summa {
   }
   void layernorm(const std::string& name, bool backward) {
     const double elems = (T / q) * (h / q);
-    e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb,
-              [&] {
-                Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, dim(T / q), dim(h / q),
-                                           8 * elems, (backward ? 4.0 : 2.0) * P * elems, P);
-                k.k = c.m.hidden;
-                return k;
-              }());
+    e.compute(phase, name + (backward ? ".bwd" : ""), layer, mb, [&] {
+      Kernel k = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm2d, dim(T / q), dim(h / q), 8 * elems,
+                                 (backward ? 4.0 : 2.0) * P * elems, P);
+      k.k = c.m.hidden;
+      return k;
+    }());
     // Row sums of x and x^2 (backward: of dy and dy*x), fp32, all-reduced along the mesh row.
     e.blocking(collective(phase, Stream::Tp, CollKind::AllReduce, "col", q, static_cast<Bytes>(T / q) * 4 * 2,
                           "summa." + name + ".row_allreduce", layer, mb));
-    if (backward) reduce("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_grad_reduce");
-    else bcast("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_bcast");
+    if (backward)
+      reduce("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_grad_reduce");
+    else
+      bcast("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_bcast");
   }
   // A row kernel on this device's [T/q, cols] block.
   void elementwise(const std::string& name, KernelFn fn, double cols, double bytes_per, bool backward) {

@@ -1,15 +1,15 @@
 // The planned schedule against docs/math.md: communication per layer per device (sections
 // 5 to 8), FLOPs per iteration (section 4), the pipeline order, and symmetry (one op list
 // per stage, whatever the number of ranks).
-#include <gtest/gtest.h>
+#include "schedule/plan.h"
 
-#include "schedule/test_models.h"
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "schedule/plan.h"
+#include "schedule/test_models.h"
 
 namespace meshsim {
 namespace {
@@ -362,8 +362,7 @@ double matmul_flops(const Schedule& s, const ParallelSpec& p) {
   const double ranks_per_stage = static_cast<double>(p.world_size()) / p.pp;
   for (const Role& r : s.roles)
     for (const Op& op : r.ops)
-      if (op.kind == OpKind::Compute &&
-          (op.kernel.kind == KernelKind::Gemm || op.kernel.kind == KernelKind::Attention))
+      if (op.kind == OpKind::Compute && (op.kernel.kind == KernelKind::Gemm || op.kernel.kind == KernelKind::Attention))
         f += op.kernel.flops * ranks_per_stage;
   return f;
 }
@@ -379,11 +378,11 @@ TEST(Plan, IterationFlopsEqualTheModelFlopsFormula) {
   p.microbatches = 4;
   p.micro_batch_size = 2;
   const double B = p.global_batch(), s = 512, L = 8, h = 1024, V = 32768;
-  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))), 1.0,
-              1e-9);
+  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))),
+              1.0, 1e-9);
   p.recompute = Recompute::parse("full", "test");
-  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * h * L))), 1.0,
-              1e-9);
+  EXPECT_NEAR(matmul_flops(plan_iteration(m, p), p) / (96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * h * L))),
+              1.0, 1e-9);
 }
 
 TEST(Plan, OneFOneBOrderOnTheFirstAndLastStage) {
@@ -554,7 +553,8 @@ TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
         EXPECT_EQ(ops[i + 1].kind, OpKind::Compute);
         EXPECT_EQ(ops[i + 1].phase, Phase::Recompute);
         EXPECT_EQ(ops[i + 1].layer, op.layer);
-        EXPECT_NE(std::find(ops[i + 1].deps.begin(), ops[i + 1].deps.end(), static_cast<int>(i)), ops[i + 1].deps.end());
+        EXPECT_NE(std::find(ops[i + 1].deps.begin(), ops[i + 1].deps.end(), static_cast<int>(i)),
+                  ops[i + 1].deps.end());
       }
       EXPECT_EQ(gathers, distribute ? (std::string(recompute) == "full" ? 4 : 2) : 0) << recompute;
     }

@@ -5,10 +5,13 @@
 namespace meshsim {
 
 namespace {
-constexpr EnumName<Protocol> kProtocolNames[] = {
-    {Protocol::None, "none"}, {Protocol::LL, "LL"}, {Protocol::LL128, "LL128"}, {Protocol::Simple, "Simple"},
-    {Protocol::NvlsSimple, "NVLS-Simple"}};
-constexpr EnumName<HopKind> kHopKindNames[] = {{HopKind::NvLink, "NVLink"}, {HopKind::Pci, "PCI"}, {HopKind::Net, "NET"}};
+constexpr EnumName<Protocol> kProtocolNames[] = {{Protocol::None, "none"},
+                                                 {Protocol::LL, "LL"},
+                                                 {Protocol::LL128, "LL128"},
+                                                 {Protocol::Simple, "Simple"},
+                                                 {Protocol::NvlsSimple, "NVLS-Simple"}};
+constexpr EnumName<HopKind> kHopKindNames[] = {
+    {HopKind::NvLink, "NVLink"}, {HopKind::Pci, "PCI"}, {HopKind::Net, "NET"}};
 constexpr int kRing = 1;
 
 ProtocolCosts ring_row(int p, double payload_fraction) {
@@ -32,11 +35,16 @@ const ProtocolCosts& protocol_costs(Protocol p) {
   static const ProtocolCosts simple = ring_row(2, 1.0);
   static const ProtocolCosts nvls{kNcclNvlsLatUs * 1e6, {}, 1.0};
   switch (p) {
-    case Protocol::LL: return ll;
-    case Protocol::LL128: return ll128;
-    case Protocol::Simple: return simple;
-    case Protocol::NvlsSimple: return nvls;
-    case Protocol::None: break;
+    case Protocol::LL:
+      return ll;
+    case Protocol::LL128:
+      return ll128;
+    case Protocol::Simple:
+      return simple;
+    case Protocol::NvlsSimple:
+      return nvls;
+    case Protocol::None:
+      break;
   }
   return none;
 }

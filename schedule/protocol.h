@@ -32,7 +32,7 @@ namespace meshsim {
 // NvlsSimple: Simple as NCCL's NVLS algorithm runs it (reduce in the NVSwitch, multicast
 // back), with NVLS's own latency: one switch round trip of 25 us, no per-step cost.
 enum class Protocol { None, LL, LL128, Simple, NvlsSimple };
-const char* to_string(Protocol p);  // "none", "LL", "LL128", "Simple", "NVLS-Simple"
+const char* to_string(Protocol p);                             // "none", "LL", "LL128", "Simple", "NVLS-Simple"
 std::optional<Protocol> parse_protocol(const std::string& s);  // the same names
 
 // The kind of a hop between two GPUs, as NCCL's latency table has it.
@@ -42,10 +42,9 @@ const char* to_string(HopKind h);  // "NVLink", "PCI", "NET"
 // NCCL 2.20.3's latencies in microseconds (tuning.cc), for its Tree and Ring algorithms and
 // the LL, LL128, Simple protocols: the base per collective and the latency per hop kind.
 inline constexpr double kNcclBaseLatUs[2][3] = {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}};
-inline constexpr double kNcclHwLatUs[3][2][3] = {
-    {{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}},   // NVLink
-    {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}},    // PCI
-    {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}}};  // network
+inline constexpr double kNcclHwLatUs[3][2][3] = {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}},   // NVLink
+                                                 {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}},    // PCI
+                                                 {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}}};  // network
 
 // NVLS over NVLink, Simple (NCCL 2.2x tuning.cc hwLat; NVLS has no base latency): the
 // whole collective's latency on one node.
@@ -54,9 +53,9 @@ inline constexpr double kNcclNvlsLatUs = 25.0;
 // One protocol's costs as our step programs pay them (NCCL's Ring rows: every step of a
 // step program is a point-to-point hop, as a ring's are).
 struct ProtocolCosts {
-  double launch_ps = 0;                  // once per collective
-  std::array<double, 3> hop_ps{};        // per step, by HopKind
-  double payload_fraction = 1;           // of a link's rate that carries data
+  double launch_ps = 0;            // once per collective
+  std::array<double, 3> hop_ps{};  // per step, by HopKind
+  double payload_fraction = 1;     // of a link's rate that carries data
   double hop(HopKind h) const { return hop_ps[static_cast<int>(h)]; }
 };
 // Protocol::None: all zero, payload fraction 1 (the bare alpha-beta model).

@@ -1,8 +1,9 @@
 // Serial reference executor for step programs (see reference_executor.h).
 #include "schedule/reference_executor.h"
 
-#include <deque>
 #include <fmt/format.h>
+
+#include <deque>
 #include <map>
 #include <utility>
 
@@ -46,9 +47,10 @@ class Executor {
     }
     for (const auto& [pair, q] : queues_)
       if (!q.empty())
-        throw Error(fmt::format("step program left {} message(s) from rank {} to rank {} unreceived (first sent at "
-                                "step {}); every send needs a matching receive",
-                                q.size(), pair.first, pair.second, q.front().sender_step));
+        throw Error(
+            fmt::format("step program left {} message(s) from rank {} to rank {} unreceived (first sent at "
+                        "step {}); every send needs a matching receive",
+                        q.size(), pair.first, pair.second, q.front().sender_step));
     return std::move(*recv_);
   }
 
@@ -67,7 +69,8 @@ class Executor {
       const RankBuffers b = rank_buffers(spec_, r);
       check_size(r, send_[r], b.send);
       recv_store_[r].assign(static_cast<std::size_t>(b.recv / kFloat), 0.0f);
-      std::copy_n(send_[r].begin() + b.self_send / kFloat, b.own / kFloat, recv_store_[r].begin() + b.self_recv / kFloat);
+      std::copy_n(send_[r].begin() + b.self_send / kFloat, b.own / kFloat,
+                  recv_store_[r].begin() + b.self_recv / kFloat);
     }
     recv_ = &recv_store_;
   }
@@ -82,9 +85,10 @@ class Executor {
   std::pair<std::size_t, std::size_t> span(int r, const Transfer& t, const std::vector<float>& buf,
                                            const char* what) const {
     if (t.offset % kFloat != 0 || t.bytes % kFloat != 0)
-      throw Error(fmt::format("reference executor: rank {} step {} {} [{}, +{}) is not whole float32 elements; "
-                              "build the program with element_bytes = 4",
-                              r, state_[r].step, what, t.offset, t.bytes));
+      throw Error(
+          fmt::format("reference executor: rank {} step {} {} [{}, +{}) is not whole float32 elements; "
+                      "build the program with element_bytes = 4",
+                      r, state_[r].step, what, t.offset, t.bytes));
     if (t.offset < 0 || t.bytes < 0 || t.offset + t.bytes > static_cast<Bytes>(buf.size()) * kFloat)
       throw Error(fmt::format("step program: rank {} step {} {} [{}, +{}) exceeds the {}-byte buffer", r,
                               state_[r].step, what, t.offset, t.bytes, buf.size() * kFloat));
@@ -120,9 +124,10 @@ class Executor {
       Message m = std::move(q.front());
       q.pop_front();
       if (m.data.size() != len)
-        throw Error(fmt::format("step program: rank {} step {} expects {} bytes from rank {} but the message (sent at "
-                                "its step {}) has {} bytes",
-                                r, st.step, t.bytes, t.peer, m.sender_step, m.data.size() * kFloat));
+        throw Error(
+            fmt::format("step program: rank {} step {} expects {} bytes from rank {} but the message (sent at "
+                        "its step {}) has {} bytes",
+                        r, st.step, t.bytes, t.peer, m.sender_step, m.data.size() * kFloat));
       if (st.current.op == RecvOp::Reduce)
         for (std::size_t i = 0; i < len; ++i) buf[off + i] += m.data[i];
       else
@@ -145,9 +150,10 @@ class Executor {
       std::map<int, std::size_t> need;
       for (const Transfer& t : st.current.recvs)
         if (++need[t.peer] > queue_size(t.peer, r))
-          throw Error(fmt::format("step program deadlocked: rank {} at step {} waits for a message from rank {} "
-                                  "(rank {} is at step {} of {})",
-                                  r, st.step, t.peer, t.peer, state_[t.peer].step, prog_.num_steps(t.peer)));
+          throw Error(
+              fmt::format("step program deadlocked: rank {} at step {} waits for a message from rank {} "
+                          "(rank {} is at step {} of {})",
+                          r, st.step, t.peer, t.peer, state_[t.peer].step, prog_.num_steps(t.peer)));
     }
     throw Error("step program deadlocked");
   }

@@ -1,10 +1,11 @@
 #include "sim/collective_sim.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
-#include <fmt/format.h>
 #include <unordered_map>
 
 #include "core/enum_names.h"
@@ -33,8 +34,7 @@ constexpr std::uint32_t kStart = 3;  // a group's launch is over: its ranks star
 // are delivered and all of its receives have arrived (plus gamma * reduced bytes).
 class Runner : public EventHandler, public FlowListener {
  public:
-  Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups,
-         const FlowSimOptions& options)
+  Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups, const FlowSimOptions& options)
       : topo_(topo), router_(router), groups_(groups), options_(options), net_(engine_, topo, *this) {
     int slots = 0;
     for (const auto& g : groups_) {
@@ -55,8 +55,10 @@ class Runner : public EventHandler, public FlowListener {
   FlowSimResult run() {
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const double launch = costs_[g]->launch_ps;
-      if (launch > 0) engine_.schedule(duration_ps(launch, "a protocol's launch"), this, kStart, g);
-      else start_group(static_cast<int>(g));
+      if (launch > 0)
+        engine_.schedule(duration_ps(launch, "a protocol's launch"), this, kStart, g);
+      else
+        start_group(static_cast<int>(g));
     }
     FlowSimResult res;
     res.total = engine_.run();
@@ -64,8 +66,8 @@ class Runner : public EventHandler, public FlowListener {
       const int g = slot_group_[s];
       const int r = static_cast<int>(s) - base_[g];
       if (ranks_[s].step < groups_[g].program->num_steps(r))
-        throw std::logic_error(fmt::format("step program deadlocked: group {} rank {} stuck at step {}", g, r,
-                                           ranks_[s].step));
+        throw std::logic_error(
+            fmt::format("step program deadlocked: group {} rank {} stuck at step {}", g, r, ranks_[s].step));
     }
     for (const auto& [key, p] : pairs_) {
       if (p.posted != p.arrived)
@@ -208,8 +210,7 @@ class Runner : public EventHandler, public FlowListener {
       st.run_end = gp.program->same_shape_until(r, st.step);
     }
     // Rank 0 of group 0 paces the checks: every 8th step inside a long run.
-    if (slot == 0 && st.step - st.run_begin >= 3 && st.run_end - st.step > 8 && st.step % 8 == 0)
-      check_pending_ = true;
+    if (slot == 0 && st.step - st.run_begin >= 3 && st.run_end - st.step > 8 && st.step % 8 == 0) check_pending_ = true;
   }
 
   // Called at the end of an instant (all rates solved). If every rank is inside a run of
@@ -242,7 +243,8 @@ class Runner : public EventHandler, public FlowListener {
       for (const Transfer& t : scratch_.sends) {
         const int dst_slot = base_[g] + t.peer;
         pair(static_cast<int>(slot), dst_slot).arrived += k;
-        net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links, static_cast<double>(wire_bytes(g, t.bytes)) * k);
+        net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links,
+                       static_cast<double>(wire_bytes(g, t.bytes)) * k);
         messages_ += static_cast<std::uint64_t>(k);
       }
       for (const Transfer& t : scratch_.recvs) pair(base_[g] + t.peer, static_cast<int>(slot)).posted += k;
@@ -498,9 +500,9 @@ std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<d
 namespace {
 
 // The flow run of `a` over every group at once (programs as the links see them).
-FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a, const std::vector<CollectiveSpec>& specs,
-                      const std::vector<CostParams>& params, const std::vector<std::vector<int>>& gpus,
-                      const FlowSimOptions& opt) {
+FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
+                      const std::vector<CollectiveSpec>& specs, const std::vector<CostParams>& params,
+                      const std::vector<std::vector<int>>& gpus, const FlowSimOptions& opt) {
   std::vector<std::unique_ptr<StepProgram>> programs;
   std::vector<GroupProgram> groups;
   double rank_steps = 0;  // the flow run's work, before any of it is done
@@ -510,10 +512,10 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a, 
     for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
   }
   if (rank_steps > kMaxFlowRankSteps)
-    throw Error(fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
-                            "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
-                            a.name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps,
-                            kMaxFlowRankSteps));
+    throw Error(
+        fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
+                    "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
+                    a.name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps, kMaxFlowRankSteps));
   return simulate_flow(topo, router, groups, opt);
 }
 
@@ -544,9 +546,10 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     throw Error("--ranks: a collective needs at least one group with ranks; use --ranks N with N >= 1");
   for (const auto& g : req.groups)
     if (static_cast<int>(g.size()) > kMaxGroupRanks)
-      throw Error(fmt::format("--ranks: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
-                              "neighbour pair is routed); use --ranks N with N <= {}",
-                              g.size(), kMaxGroupRanks, kMaxGroupRanks));
+      throw Error(
+          fmt::format("--ranks: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
+                      "neighbour pair is routed); use --ranks N with N <= {}",
+                      g.size(), kMaxGroupRanks, kMaxGroupRanks));
   if (req.bytes < 0) throw Error("--bytes: size must be >= 0");
   CollectiveOutcome out;
   std::vector<CollectiveSpec> specs;
@@ -560,17 +563,18 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     spec.ranks_per_node = detect_ranks_per_node(topo, gpus);
     spec.alltoall_bytes = req.alltoall_bytes;
     if (spec.root < 0 || spec.root >= spec.ranks)
-      throw Error(fmt::format("--root: {} is not a rank of a {}-rank group; use 0..{}", spec.root, spec.ranks,
-                              spec.ranks - 1));
+      throw Error(
+          fmt::format("--root: {} is not a rank of a {}-rank group; use 0..{}", spec.root, spec.ranks, spec.ranks - 1));
     specs.push_back(std::move(spec));
   }
   out.spec = specs.front();
   out.params = derive_cost_params(router, req.groups.front(), req.gamma_ps);
   if (req.fidelity == Fidelity::Nccl || req.algorithm == "nccl") {
     if (req.fidelity != Fidelity::Nccl)
-      throw Error(fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
-                              "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
-                              to_string(req.fidelity)));
+      throw Error(
+          fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
+                      "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
+                      to_string(req.fidelity)));
     if (req.algorithm != "nccl" && req.algorithm != "auto")
       throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
                               req.algorithm));
@@ -588,13 +592,14 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     return out;
   }
   std::vector<CostParams> params{out.params};
-  for (std::size_t i = 1; i < specs.size(); ++i) params.push_back(derive_cost_params(router, req.groups[i], req.gamma_ps));
+  for (std::size_t i = 1; i < specs.size(); ++i)
+    params.push_back(derive_cost_params(router, req.groups[i], req.gamma_ps));
   // Why `a` cannot time every group, or nullopt.
   auto refusal = [&](const Algorithm& a) -> std::optional<std::string> {
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (auto why = a.unsupported(specs[i]))
-        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs[i].kind),
-                           specs[i].ranks, *why);
+        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs[i].kind), specs[i].ranks,
+                           *why);
       if (auto why = a.unavailable ? a.unavailable(specs[i], params[i]) : std::nullopt)
         return fmt::format("--algo {}: cannot run {} on this group of {}: {}; use another algorithm or auto", a.name,
                            to_string(specs[i].kind), topo.name(), *why);
@@ -633,7 +638,8 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   if (req.fidelity == Fidelity::Formula) {
     out.time = out.formula_time;
     for (std::size_t i = 1; i < specs.size(); ++i)
-      out.time = std::max(out.time, duration_ps(best_protocol(*out.algorithm, specs[i], params[i]).ps, "the collective"));
+      out.time =
+          std::max(out.time, duration_ps(best_protocol(*out.algorithm, specs[i], params[i]).ps, "the collective"));
     return out;
   }
   FlowSimOptions opt;

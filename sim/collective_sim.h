@@ -46,7 +46,7 @@ struct TransferRecord {
 };
 
 struct GroupProgram {
-  std::vector<int> gpus;             // group rank -> GPU index
+  std::vector<int> gpus;  // group rank -> GPU index
   const StepProgram* program = nullptr;
   // The runtime protocol its steps run under (schedule/protocol.h): the group starts after
   // its launch; a message is delivered the larger of its route's latency and the
@@ -118,11 +118,11 @@ std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<d
 struct CollectiveOutcome {
   const Algorithm* algorithm = nullptr;  // nullptr at fidelity nccl (see `nccl`)
   std::optional<NcclPrediction> nccl;    // fidelity nccl: NCCL's choice for group 0
-  CollectiveSpec spec;       // of group 0
-  CostParams params;         // of group 0
-  Time time;                 // simulated (flow), closed-form (formula) or NCCL's model (nccl)
-  Time formula_time;         // closed form of group 0, always computed
-  std::optional<FlowSimResult> flow;  // present at flow fidelity
+  CollectiveSpec spec;                   // of group 0
+  CostParams params;                     // of group 0
+  Time time;                             // simulated (flow), closed-form (formula) or NCCL's model (nccl)
+  Time formula_time;                     // closed form of group 0, always computed
+  std::optional<FlowSimResult> flow;     // present at flow fidelity
   BusiestLink busiest;
   std::vector<BusiestLink> top_links;  // up to 5, highest utilization first (flow fidelity)
   // The runtime protocol the algorithm runs with (best_protocol for group 0; every group

@@ -2,15 +2,15 @@
 // forms of docs/math.md section 1, and contention worked out by hand.
 #include "sim/collective_sim.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fmt/format.h>
 #include <numeric>
 #include <set>
 
-#include "topology/placement.h"
 #include "core/error.h"
+#include "topology/placement.h"
 #include "topology/presets.h"
 
 namespace meshsim {
@@ -33,9 +33,15 @@ std::vector<int> iota(int n) {
 Topology uncontended_switch(int n) {
   int g = 1;
   for (int c : {8, 4, 3, 2})
-    if (n % c == 0) { g = c; break; }
-  return make_preset("switch", {{"nodes", std::to_string(n / g)}, {"gpus_per_node", std::to_string(g)},
-                                {"bandwidth", "25GB/s"}, {"latency", "1us"}, {"nvls_efficiency", "0.5"}});
+    if (n % c == 0) {
+      g = c;
+      break;
+    }
+  return make_preset("switch", {{"nodes", std::to_string(n / g)},
+                                {"gpus_per_node", std::to_string(g)},
+                                {"bandwidth", "25GB/s"},
+                                {"latency", "1us"},
+                                {"nvls_efficiency", "0.5"}});
 }
 
 struct Case {
@@ -94,8 +100,9 @@ TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
     // fewer flows; at p = 1000 ranks drift and some ports briefly carry 3): its known gap is
     // held here so that it cannot grow unnoticed. Every other algorithm is exact.
     const bool estimate = c.algo == "dbt" && c.n > 3;
-    EXPECT_NEAR(flow / formula, 1.0, estimate ? 0.30 : 1e-3) << c.algo << " " << to_string(c.kind) << " n=" << c.n << " bytes=" << b
-                                           << " flow=" << flow << "ps formula=" << formula << "ps";
+    EXPECT_NEAR(flow / formula, 1.0, estimate ? 0.30 : 1e-3)
+        << c.algo << " " << to_string(c.kind) << " n=" << c.n << " bytes=" << b << " flow=" << flow
+        << "ps formula=" << formula << "ps";
   }
 }
 
@@ -105,7 +112,11 @@ INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, FlowEqualsFormula, testing::ValuesIn(al
 // measured flow/formula ratio per group size and message size, as published in
 // docs/collectives.md, is held here to +-0.01 so the estimate's gap cannot drift unnoticed.
 TEST(DbtClosedForm, GapToFlowIsAsPublished) {
-  struct Point { int n; Bytes bytes; double ratio; };
+  struct Point {
+    int n;
+    Bytes bytes;
+    double ratio;
+  };
   const Point points[] = {{8, KiB(1), 0.9967},    {8, KiB(64), 0.9055},    {8, MiB(1), 0.8409},
                           {8, MiB(16), 1.0193},   {8, MiB(256), 1.0056},   {8, GiB(4), 1.0057},
                           {64, KiB(1), 0.9983},   {64, KiB(64), 0.9527},   {64, MiB(1), 0.9205},
@@ -130,9 +141,13 @@ TEST(DbtClosedForm, GapToFlowIsAsPublished) {
 TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
   const Topology topo = uncontended_switch(8);
   Router router(topo);
-  for (const auto& [algo, kind] : std::vector<std::pair<std::string, CollKind>>{
-           {"ring", CollKind::AllReduce}, {"ring", CollKind::ReduceScatter}, {"recursive_doubling", CollKind::AllReduce},
-           {"rabenseifner", CollKind::AllReduce}, {"binomial", CollKind::Reduce}, {"hierarchical", CollKind::AllReduce}}) {
+  for (const auto& [algo, kind] :
+       std::vector<std::pair<std::string, CollKind>>{{"ring", CollKind::AllReduce},
+                                                     {"ring", CollKind::ReduceScatter},
+                                                     {"recursive_doubling", CollKind::AllReduce},
+                                                     {"rabenseifner", CollKind::AllReduce},
+                                                     {"binomial", CollKind::Reduce},
+                                                     {"hierarchical", CollKind::AllReduce}}) {
     CollectiveRequest req;
     req.kind = kind;
     req.bytes = MiB(64);
@@ -140,8 +155,7 @@ TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
     req.groups = {iota(8)};
     req.gamma_ps = 1.0 / GBps(50).bytes_per_ps();
     const CollectiveOutcome out = run_collective(topo, router, registry(), req);
-    EXPECT_NEAR(static_cast<double>(out.time.ps()) / out.algorithm->cost_ps(out.spec, out.params), 1.0, 1e-3)
-        << algo;
+    EXPECT_NEAR(static_cast<double>(out.time.ps()) / out.algorithm->cost_ps(out.spec, out.params), 1.0, 1e-3) << algo;
   }
 }
 
@@ -164,7 +178,8 @@ TEST(PhysicalConsistency, DgxH100RingAllReduceBusbwIsNvlinkBandwidth) {
   const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
   // Less the Simple protocol's launch and 14 steps of 3.4 us: 56 us of 5.3 ms, 1.1%.
   EXPECT_EQ(out.protocol, Protocol::Simple);
-  EXPECT_NEAR(busbw / nvlink, 1.0 - 56.0 / 5300, 0.002) << "busbw " << busbw * 1e-9 << " GB/s vs NVLink " << nvlink * 1e-9;
+  EXPECT_NEAR(busbw / nvlink, 1.0 - 56.0 / 5300, 0.002)
+      << "busbw " << busbw * 1e-9 << " GB/s vs NVLink " << nvlink * 1e-9;
 }
 
 // multiring on two DGX H100 nodes (8 GPUs and 8 NICs each): every step, each node's 8 rings
@@ -219,7 +234,8 @@ TEST(PhysicalConsistency, DgxH100NvlsAllReduceMatchesPublishedBusbw) {
   req.groups = {iota(8)};
   for (Fidelity f : {Fidelity::Flow, Fidelity::Formula}) {
     req.fidelity = f;
-    for (const auto& [algo, published] : std::vector<std::pair<std::string, double>>{{"nvls", 480e9}, {"ring", 365e9}}) {
+    for (const auto& [algo, published] :
+         std::vector<std::pair<std::string, double>>{{"nvls", 480e9}, {"ring", 365e9}}) {
       req.algorithm = algo;
       const CollectiveOutcome out = run_collective(topo, router, registry(), req);
       const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
@@ -299,12 +315,14 @@ TEST(MultiRing, RingsArePermutationsCrossingNodesOnOneRailEach) {
     s.ranks_per_node = g;
     const auto prog = registry().find("multiring", s.kind)->build(s);
     const int channels = g, nodes = p / g;
-    std::vector<std::vector<int>> next(static_cast<std::size_t>(channels), std::vector<int>(static_cast<std::size_t>(p)));
+    std::vector<std::vector<int>> next(static_cast<std::size_t>(channels),
+                                       std::vector<int>(static_cast<std::size_t>(p)));
     for (int r = 0; r < p; ++r) {
       Step st;
       prog->step(r, 0, st);
       ASSERT_EQ(static_cast<int>(st.sends.size()), channels);
-      for (int c = 0; c < channels; ++c) next[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)] = st.sends[static_cast<std::size_t>(c)].peer;
+      for (int c = 0; c < channels; ++c)
+        next[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)] = st.sends[static_cast<std::size_t>(c)].peer;
     }
     std::vector<std::set<int>> exits(static_cast<std::size_t>(nodes));
     for (int c = 0; c < channels; ++c) {
@@ -322,7 +340,8 @@ TEST(MultiRing, RingsArePermutationsCrossingNodesOnOneRailEach) {
         }
       }
     }
-    for (int k = 0; k < nodes; ++k) EXPECT_EQ(static_cast<int>(exits[static_cast<std::size_t>(k)].size()), channels) << "node " << k;
+    for (int k = 0; k < nodes; ++k)
+      EXPECT_EQ(static_cast<int>(exits[static_cast<std::size_t>(k)].size()), channels) << "node " << k;
   }
 }
 

@@ -1,9 +1,10 @@
 #include "sim/compute_model.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cctype>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -32,11 +33,11 @@ struct GpuRow {
 };
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch
 constexpr GpuRow kGpus[] = {
-    {"h100",    989.4e12, 989.4e12, 66.9e12, 3.35e12,  80, 4.0, 0.78, 0.55, 132, 90},
-    {"h200",    989.4e12, 989.4e12, 66.9e12, 4.8e12,  141, 4.0, 0.78, 0.55, 132, 90},
-    {"a100",    312e12,   312e12,   19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80},
-    {"v100",    0,        125e12,   15.7e12, 0.9e12,   32, 4.0, 0.80, 0.35, 80,  70},
-    {"rtx5000", 0,        89.2e12,  11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48,  75},
+    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90},
+    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90},
+    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80},
+    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70},
+    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75},
 };
 
 // GEMMs (docs/compute.md): C[m,n] is cut into output tiles, one thread block each; the
@@ -58,7 +59,7 @@ constexpr int kGemmMaxSplitK = 16;         // split-K: k shared by up to 16 bloc
 //  memory:    eff = kMemoryEfficiency[kind] * B / (B + bandwidth * kMemoryHalfTime), B = bytes
 //             (Little's law: a kernel needs ~bandwidth x latency bytes in flight to stream).
 //  vector arithmetic of memory-bound kinds: kVectorEfficiency of the fp32 CUDA-core peak.
-constexpr double kAttentionHalfSeq = 128;  // tokens
+constexpr double kAttentionHalfSeq = 128;   // tokens
 constexpr double kMemoryHalfTime = 0.5e-6;  // s
 constexpr double kVectorEfficiency = 0.5;
 
@@ -168,8 +169,8 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
 double ComputeModel::peak_flops(int dtype_bytes) const {
   if (dtype_bytes == 2) return gpu_.peak_flops_bf16 > 0 ? gpu_.peak_flops_bf16 : gpu_.peak_flops_fp16;
   if (dtype_bytes == 4) return gpu_.peak_flops_fp32;
-  throw Error(fmt::format("dtype of {} bytes is not modeled on gpu '{}'; use 2 (bf16/fp16) or 4 (fp32)",
-                          dtype_bytes, gpu_.name));
+  throw Error(fmt::format("dtype of {} bytes is not modeled on gpu '{}'; use 2 (bf16/fp16) or 4 (fp32)", dtype_bytes,
+                          gpu_.name));
 }
 
 double ComputeModel::curve_efficiency(const Kernel& k) const {
@@ -177,10 +178,10 @@ double ComputeModel::curve_efficiency(const Kernel& k) const {
   switch (k.kind) {
     case KernelKind::Gemm: {
       if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency;  // no shape: a large GEMM
-      const double secs = gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n),
-                                       static_cast<double>(k.k));
-      return std::min(1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k) /
-                               (secs * peak));
+      const double secs =
+          gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n), static_cast<double>(k.k));
+      return std::min(
+          1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k) / (secs * peak));
     }
     case KernelKind::Attention: {
       if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency;  // no shape: assume long sequences

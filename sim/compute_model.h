@@ -11,8 +11,8 @@
 // corrects GEMM times with measured points.
 //
 //   ComputeModel h100(gpu_preset("h100"));
-//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1484.73 us: 0.7505 of 989.4 TFLOP/s (tiles, waves, launch)
-//   ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
+//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1484.73 us: 0.7505 of 989.4 TFLOP/s (tiles, waves,
+//   launch) ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
 #pragma once
 
 #include <array>
@@ -34,15 +34,15 @@ struct GpuSpec {
   // is what PyTorch gets for fp32 matmuls by default (TF32 is off unless allow_tf32 is set) and
   // what elementwise arithmetic runs on; a profile may write the TF32 peak here instead.
   double peak_flops_bf16 = 0, peak_flops_fp16 = 0, peak_flops_fp32 = 0;
-  Bandwidth memory_bandwidth;  // device memory (HBM/GDDR) peak
-  Bytes memory = 0;            // device memory capacity
-  Time launch_overhead;        // fixed cost added to every kernel
-  double gemm_efficiency = 0.75;      // fraction of peak a large, well-shaped GEMM reaches
+  Bandwidth memory_bandwidth;     // device memory (HBM/GDDR) peak
+  Bytes memory = 0;               // device memory capacity
+  Time launch_overhead;           // fixed cost added to every kernel
+  double gemm_efficiency = 0.75;  // fraction of peak a large, well-shaped GEMM reaches
   // Streaming multiprocessors: GEMMs run as waves of output tiles over them (tile and wave
   // quantization, docs/compute.md). 0 (a CPU profile, or a GPU given without it): no tiles,
   // time = flops / (peak * gemm_efficiency) with the same per-tile k overhead.
   int sm_count = 0;
-  int arch = 0;  // compute capability x 10 (90 for sm_90); 0 = unknown (a CPU profile)
+  int arch = 0;                       // compute capability x 10 (90 for sm_90); 0 = unknown (a CPU profile)
   double attention_efficiency = 0.5;  // fraction of peak a long-sequence flash-attention kernel reaches
 };
 

@@ -1,12 +1,13 @@
 #include "sim/compute_model.h"
 
-#include <cmath>
-#include <tuple>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <tuple>
+
 #include "core/error.h"
-#include "sim/machine_profile.h"
 #include "core/test_util.h"
+#include "sim/machine_profile.h"
 
 namespace meshsim {
 namespace {
@@ -190,7 +191,8 @@ TEST(ComputeModel, GemmBetweenMeasuredPointsIsInterpolatedInLogSpace) {
     return g.flops / rate * 1e12 / static_cast<double>(curve.time(g).ps());
   };
   const Kernel mid = Kernel::gemm(2048, 2048, 2048, 2);
-  const double expected = static_cast<double>(curve.time(mid).ps()) * std::sqrt(ratio(1024, 300e12) * ratio(4096, 700e12));
+  const double expected =
+      static_cast<double>(curve.time(mid).ps()) * std::sqrt(ratio(1024, 300e12) * ratio(4096, 700e12));
   EXPECT_NEAR(static_cast<double>(m.time(mid).ps()), expected, 2.0);
   const double achieved = mid.flops / m.time(mid).seconds();
   EXPECT_GT(achieved, 300e12);
@@ -370,10 +372,14 @@ TEST(MachineProfile, FitRecoversAlphaAndBandwidth) {
   const AlphaBandwidth g = fit_alpha_bandwidth({{1e6, 0.0}, {2e6, 1e-3}}, "x");
   EXPECT_EQ(g.alpha_s, 0.0);
   EXPECT_NEAR(g.bytes_per_s, 2.5e9, 1.0);
-  EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 1e-3}}, "allgather 2 ranks"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         fit_alpha_bandwidth({{1e6, 1e-3}}, "allgather 2 ranks");
+                       }),
                        "allgather 2 ranks: fitting time = alpha + bytes / bandwidth needs two or more distinct sizes"));
   EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 1e-3}, {1e6, 2e-3}}, "x"); }), "distinct sizes"));
-  EXPECT_TRUE(contains(error_of([] { fit_alpha_bandwidth({{1e6, 2e-3}, {2e6, 1e-3}}, "x"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         fit_alpha_bandwidth({{1e6, 2e-3}, {2e6, 1e-3}}, "x");
+                       }),
                        "does not grow with the size"));
 }
 

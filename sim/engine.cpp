@@ -8,9 +8,10 @@ namespace meshsim {
 
 void Engine::schedule(Time at, EventHandler* h, std::uint32_t kind, std::uint64_t payload) {
   if (at.ps() > kMaxTimePs)  // durations are checked; only their sum can get here
-    throw Error(fmt::format("the simulated timeline passes meshsim's range (53 days) at {} s; the sizes of the input "
-                            "are out of proportion",
-                            at.seconds()));
+    throw Error(
+        fmt::format("the simulated timeline passes meshsim's range (53 days) at {} s; the sizes of the input "
+                    "are out of proportion",
+                    at.seconds()));
   MESHSIM_ASSERT(at >= now_);
   queue_.push(Event{at, seq_++, h, kind, payload});
 }

@@ -6,8 +6,8 @@
 //
 // Events carry two integer payloads and go to an EventHandler. After all events of
 // one instant have run, every handler's end_of_instant() is called (in registration
-// order, and once when run() starts, for work queued before it): resource models use it to re-solve state once per instant instead of once per
-// event (e.g. the flow model recomputes bandwidth shares once when 1024 flows start
+// order, and once when run() starts, for work queued before it): resource models use it to re-solve state once per
+// instant instead of once per event (e.g. the flow model recomputes bandwidth shares once when 1024 flows start
 // together). end_of_instant may schedule events at the same instant; they run next.
 //
 //   Engine eng;
@@ -55,9 +55,7 @@ class Engine {
 
  private:
   struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
+    bool operator()(const Event& a, const Event& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   };
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   std::vector<EventHandler*> instant_handlers_;

@@ -17,8 +17,8 @@ using detail::Runner;
 
 // A unit simulated alone and cut into fused segments.
 struct Fused {
-  std::optional<Op> recv;     // the unit's Recv
-  int template_mb = 0;        // the micro-batch it was planned for (tags are shifted from it)
+  std::optional<Op> recv;  // the unit's Recv
+  int template_mb = 0;     // the micro-batch it was planned for (tags are shifted from it)
   struct Segment {
     Time duration;
     Bytes alloc = 0, free = 0;  // excursion above the level at the segment start; net = alloc - free
@@ -26,7 +26,7 @@ struct Fused {
   };
   std::vector<Segment> segments;
   struct Escape {
-    Op op;          // a Send or a gradient bucket: issued at the end of segment `after`
+    Op op;  // a Send or a gradient bucket: issued at the end of segment `after`
     int after = 0;
   };
   std::vector<Escape> escapes;
@@ -67,8 +67,10 @@ Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, con
   std::vector<std::vector<int>> dependents(n);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = r.ops[i];
-    if (op.kind == OpKind::Compute) dur[i] = compute.time(op.kernel);
-    else dur[i] = costing.time(stage, op).first;
+    if (op.kind == OpKind::Compute)
+      dur[i] = compute.time(op.kernel);
+    else
+      dur[i] = costing.time(stage, op).first;
     for (int d : op.deps) dependents[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
   }
   Runner run(mini, dur, {0});
@@ -106,13 +108,18 @@ Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, con
 
   // Memory: allocations belong to the segment they start in, frees to the one they end in
   // (a free at a cut happens before the next segment's allocations, as in the full run).
-  struct Ev { Time t; int order; Bytes delta; };
+  struct Ev {
+    Time t;
+    int order;
+    Bytes delta;
+  };
   std::vector<Ev> evs;
   for (std::size_t i = 0; i < n; ++i) {
     if (r.ops[i].free) evs.push_back({en[i], 0, -r.ops[i].free});
     if (r.ops[i].alloc) evs.push_back({st[i], 1, r.ops[i].alloc});
   }
-  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return std::tie(a.t, a.order) < std::tie(b.t, b.order); });
+  std::stable_sort(evs.begin(), evs.end(),
+                   [](const Ev& a, const Ev& b) { return std::tie(a.t, a.order) < std::tie(b.t, b.order); });
   std::vector<Bytes> level(cuts.size(), 0), peak(cuts.size(), 0);
   for (const Ev& e : evs) {
     auto k = static_cast<std::size_t>(e.order == 0 ? segment_ending_at(e.t)
@@ -153,9 +160,12 @@ Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, con
     if (st[i] > cursor) charge(cursor, st[i], op.deps);
     Breakdown& b = f.segments[seg_of(st[i])].parts;
     const Time d = en[i] - st[i];
-    if (op.phase == Phase::Recompute) b.recompute += d;
-    else if (op.phase == Phase::Optimizer) b.optimizer += d;
-    else b.compute += d;
+    if (op.phase == Phase::Recompute)
+      b.recompute += d;
+    else if (op.phase == Phase::Optimizer)
+      b.optimizer += d;
+    else
+      b.compute += d;
     cursor = en[i];
   }
   if (end_all > cursor) {
@@ -188,7 +198,7 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, con
   std::vector<const Breakdown*> parts;  // per fused op (global id), or nullptr
   std::vector<int> offset;
   std::map<std::tuple<int, bool, int>, Fused> templates;  // (stage, forward, chunk)
-  std::vector<Fused> singles;  // last micro-batch units, planned one by one
+  std::vector<Fused> singles;                             // last micro-batch units, planned one by one
   singles.reserve(static_cast<std::size_t>(p.pp * p.vchunks));
   ScheduleSimResult res;
   res.trace.source = "sim:formula";
@@ -216,7 +226,10 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, con
       } else {
         auto it = templates.find({s, u.forward, u.chunk});
         if (it == templates.end())
-          it = templates.emplace(std::make_tuple(s, u.forward, u.chunk), analyze(planner.unit(s, u), s, u.microbatch, costing, compute)).first;
+          it = templates
+                   .emplace(std::make_tuple(s, u.forward, u.chunk),
+                            analyze(planner.unit(s, u), s, u.microbatch, costing, compute))
+                   .first;
         f = &it->second;
       }
       flops += f->flops;

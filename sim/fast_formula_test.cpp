@@ -1,11 +1,11 @@
 // The fast formula path against the full op-by-op simulation: the same iteration time,
 // breakdown, activation peaks and FLOPs, to the picosecond, across layouts.
+#include "sim/fast_formula.h"
+
 #include <gtest/gtest.h>
 
-#include "schedule/test_models.h"
-
 #include "schedule/plan.h"
-#include "sim/fast_formula.h"
+#include "schedule/test_models.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
@@ -29,26 +29,99 @@ std::vector<Case> cases() {
     v.push_back({name, m, p, topo});
   };
   const ModelSpec g = gpt(8, 2048, 16, 1024);
-  add("dp_tp", g, [](ParallelSpec& p) { p.tp = 2; p.dp = 2; }, "dgx-h100");
-  add("tp_sp_pp_zero1", g, [](ParallelSpec& p) { p.tp = 4; p.sp = true; p.pp = 2; p.dp = 2; p.microbatches = 4; p.zero = 1; }, "dgx-h100:nodes=2");
-  add("interleaved_selective", g, [](ParallelSpec& p) {
-    p.tp = 2; p.pp = 4; p.vchunks = 2; p.microbatches = 8; p.recompute = Recompute::parse("selective", "t");
-    p.pp_scatter_gather = false; }, "dgx-h100");
-  add("full_recompute", g, [](ParallelSpec& p) { p.pp = 4; p.microbatches = 8; p.recompute = Recompute::parse("full", "t"); }, "dgx-h100");
-  add("every2_zero2", g, [](ParallelSpec& p) {
-    p.pp = 2; p.dp = 4; p.microbatches = 3; p.zero = 2; p.dp_bucket_mib = 4; p.recompute = Recompute::parse("every:2", "t"); }, "dgx-h100");
-  add("sqrt", g, [](ParallelSpec& p) { p.pp = 2; p.microbatches = 2; p.recompute = Recompute::parse("sqrt", "t"); }, "dgx-h100");
+  add(
+      "dp_tp", g,
+      [](ParallelSpec& p) {
+        p.tp = 2;
+        p.dp = 2;
+      },
+      "dgx-h100");
+  add(
+      "tp_sp_pp_zero1", g,
+      [](ParallelSpec& p) {
+        p.tp = 4;
+        p.sp = true;
+        p.pp = 2;
+        p.dp = 2;
+        p.microbatches = 4;
+        p.zero = 1;
+      },
+      "dgx-h100:nodes=2");
+  add(
+      "interleaved_selective", g,
+      [](ParallelSpec& p) {
+        p.tp = 2;
+        p.pp = 4;
+        p.vchunks = 2;
+        p.microbatches = 8;
+        p.recompute = Recompute::parse("selective", "t");
+        p.pp_scatter_gather = false;
+      },
+      "dgx-h100");
+  add(
+      "full_recompute", g,
+      [](ParallelSpec& p) {
+        p.pp = 4;
+        p.microbatches = 8;
+        p.recompute = Recompute::parse("full", "t");
+      },
+      "dgx-h100");
+  add(
+      "every2_zero2", g,
+      [](ParallelSpec& p) {
+        p.pp = 2;
+        p.dp = 4;
+        p.microbatches = 3;
+        p.zero = 2;
+        p.dp_bucket_mib = 4;
+        p.recompute = Recompute::parse("every:2", "t");
+      },
+      "dgx-h100");
+  add(
+      "sqrt", g,
+      [](ParallelSpec& p) {
+        p.pp = 2;
+        p.microbatches = 2;
+        p.recompute = Recompute::parse("sqrt", "t");
+      },
+      "dgx-h100");
   ModelSpec gqa = gpt(4, 2048, 16, 4096);
   gqa.kv_heads = 4;
   gqa.attention = AttentionKind::Flash;
   gqa.ffn = FfnKind::SwiGLU;
-  add("cp_flash", gqa, [](ParallelSpec& p) { p.cp = 2; p.tp = 2; p.sp = true; p.pp = 2; p.microbatches = 2; }, "dgx-h100");
+  add(
+      "cp_flash", gqa,
+      [](ParallelSpec& p) {
+        p.cp = 2;
+        p.tp = 2;
+        p.sp = true;
+        p.pp = 2;
+        p.microbatches = 2;
+      },
+      "dgx-h100");
   ModelSpec moe = gpt(4, 1024, 16, 1024);
   moe.experts = 8;
   moe.top_k = 2;
-  add("moe_ep", moe, [](ParallelSpec& p) { p.dp = 4; p.ep = 4; p.pp = 2; p.microbatches = 2; p.ep_imbalance = 1.5; }, "dgx-h100");
-  add("summa", gpt(4, 1024, 16, 512), [](ParallelSpec& p) {
-    p.mesh2d = 2; p.pp = 2; p.dp = 2; p.microbatches = 4; p.micro_batch_size = 2; }, "frontera-rtx:nodes=4");
+  add(
+      "moe_ep", moe,
+      [](ParallelSpec& p) {
+        p.dp = 4;
+        p.ep = 4;
+        p.pp = 2;
+        p.microbatches = 2;
+        p.ep_imbalance = 1.5;
+      },
+      "dgx-h100");
+  add(
+      "summa", gpt(4, 1024, 16, 512),
+      [](ParallelSpec& p) {
+        p.mesh2d = 2;
+        p.pp = 2;
+        p.dp = 2;
+        p.microbatches = 4;
+        p.micro_batch_size = 2;
+      },
+      "frontera-rtx:nodes=4");
   return v;
 }
 
@@ -56,7 +129,9 @@ std::vector<Case> cases() {
 // fast path declines it and the full simulation runs.
 TEST(FastFormula, DeclinesPipelineScatterGather) {
   ParallelSpec p;
-  p.tp = 2; p.pp = 2; p.microbatches = 2;
+  p.tp = 2;
+  p.pp = 2;
+  p.microbatches = 2;
   const Topology topo = resolve_topology("dgx-h100");
   Mesh mesh;
   mesh.dims = mesh_axes(p);

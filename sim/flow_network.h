@@ -30,8 +30,8 @@ class FlowListener {
 };
 
 struct LinkStats {
-  double bytes = 0;   // bytes carried
-  int peak_flows = 0; // most concurrent flows seen
+  double bytes = 0;    // bytes carried
+  int peak_flows = 0;  // most concurrent flows seen
 };
 
 // Busy interval of a link (recorded only when tracing).
@@ -68,7 +68,7 @@ class FlowNetwork : public EventHandler {
     std::uint64_t tag = 0;
     std::uint32_t version = 0;
     bool active = false;
-    bool fresh = false;    // started this instant, rate not yet set
+    bool fresh = false;  // started this instant, rate not yet set
     std::uint32_t mark = 0;
   };
   void mark_dirty(std::span<const int> links);

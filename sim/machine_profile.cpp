@@ -2,10 +2,11 @@
 #include "sim/machine_profile.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <initializer_list>
 #include <set>
 #include <tuple>
-#include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
 #include "core/yaml_reader.h"
@@ -68,8 +69,8 @@ class Reader : public YamlReader {
 
 GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {
   r.only_keys(g, "gpu",
-              {"preset", "name", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp32", "memory_bandwidth",
-               "memory", "launch_overhead", "gemm_efficiency", "attention_efficiency", "sm_count"},
+              {"preset", "name", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp32", "memory_bandwidth", "memory",
+               "launch_overhead", "gemm_efficiency", "attention_efficiency", "sm_count"},
               "{preset: h100} or {name: my-gpu, peak_flops_bf16: 989TFLOP/s, ...}");
   GpuSpec spec;
   const bool from_preset = static_cast<bool>(g["preset"]);
@@ -94,7 +95,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& g) {
     r.fail(g, "gpu", "missing field 'peak_flops_bf16' (or 'peak_flops_fp16'); write e.g. peak_flops_bf16: 989TFLOP/s");
   if (bf16) spec.peak_flops_bf16 = r.flops(bf16, "gpu.peak_flops_bf16");
   if (fp16) spec.peak_flops_fp16 = r.flops(fp16, "gpu.peak_flops_fp16");
-  if (const YAML::Node v = field("peak_flops_fp32", "67TFLOP/s")) spec.peak_flops_fp32 = r.flops(v, "gpu.peak_flops_fp32");
+  if (const YAML::Node v = field("peak_flops_fp32", "67TFLOP/s"))
+    spec.peak_flops_fp32 = r.flops(v, "gpu.peak_flops_fp32");
   if (const YAML::Node v = field("memory_bandwidth", "3.35TB/s"))
     spec.memory_bandwidth = r.bandwidth(v, "gpu.memory_bandwidth");
   if (const YAML::Node v = field("memory", "80GiB")) spec.memory = r.bytes(v, "gpu.memory");
@@ -117,7 +119,8 @@ void read_memory_efficiency(const Reader& r, const YAML::Node& m, ComputeOverrid
     const auto kind = parse_kernel_kind(name);
     if (!kind) {
       std::string list;
-      for (int i = 0; i < kKernelKinds; ++i) list += (i ? ", " : "") + std::string(to_string(static_cast<KernelKind>(i)));
+      for (int i = 0; i < kKernelKinds; ++i)
+        list += (i ? ", " : "") + std::string(to_string(static_cast<KernelKind>(i)));
       r.fail(kv.first, "memory_efficiency", fmt::format("unknown kernel kind '{}'; valid kinds: {}", name, list));
     }
     out.memory_efficiency[static_cast<int>(*kind)] = r.fraction(kv.second, "memory_efficiency." + name);
@@ -131,7 +134,8 @@ void read_gemm_points(const Reader& r, const YAML::Node& list, ComputeOverrides&
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node p = list[i];
     const std::string field = fmt::format("gemm[{}]", i);
-    r.only_keys(p, field, {"m", "n", "k", "dtype", "achieved"}, "{m: 4096, n: 4096, k: 4096, dtype: bf16, achieved: 700TFLOP/s}");
+    r.only_keys(p, field, {"m", "n", "k", "dtype", "achieved"},
+                "{m: 4096, n: 4096, k: 4096, dtype: bf16, achieved: 700TFLOP/s}");
     GemmPoint g;
     g.m = r.positive_int(r.required(p, "m", field, "4096"), field + ".m");
     g.n = r.positive_int(r.required(p, "n", field, "4096"), field + ".n");
@@ -139,16 +143,18 @@ void read_gemm_points(const Reader& r, const YAML::Node& list, ComputeOverrides&
     g.dtype_bytes = r.dtype_bytes(r.required(p, "dtype", field, "bf16"), field + ".dtype");
     g.achieved_flops = r.flops(r.required(p, "achieved", field, "700TFLOP/s"), field + ".achieved");
     if (!seen.insert({g.m, g.n, g.k, g.dtype_bytes}).second)
-      r.fail(p, field, fmt::format("shape {}x{}x{} is measured twice for {}-byte types (bf16 and fp16 share one "
-                                   "curve); keep one point",
-                                   g.m, g.n, g.k, g.dtype_bytes));
+      r.fail(p, field,
+             fmt::format("shape {}x{}x{} is measured twice for {}-byte types (bf16 and fp16 share one "
+                         "curve); keep one point",
+                         g.m, g.n, g.k, g.dtype_bytes));
     out.gemm_points.push_back(g);
   }
 }
 
 void read_collectives(const Reader& r, const YAML::Node& list, std::vector<CollectiveProfile>& out) {
   if (!list.IsSequence())
-    r.fail(list, "collectives", "expected a list such as - {kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}");
+    r.fail(list, "collectives",
+           "expected a list such as - {kind: allreduce, ranks: 8, alpha: 12us, bandwidth: 180GB/s}");
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string field = fmt::format("collectives[{}]", i);
@@ -173,8 +179,9 @@ void read_collectives(const Reader& r, const YAML::Node& list, std::vector<Colle
     if (const YAML::Node a = c["algorithm"]) p.algorithm = r.text(a, field + ".algorithm");
     for (const CollectiveProfile& q : out)
       if (q.kind == p.kind && q.ranks == p.ranks)
-        r.fail(c, field, fmt::format("a second {} entry for {} ranks; keep one per kind and group size",
-                                     to_string(p.kind), p.ranks));
+        r.fail(c, field,
+               fmt::format("a second {} entry for {} ranks; keep one per kind and group size", to_string(p.kind),
+                           p.ranks));
     out.push_back(p);
   }
 }
@@ -261,7 +268,8 @@ AlphaBandwidth fit_alpha_bandwidth(const std::vector<std::pair<double, double>>&
   for (const auto& [x, y] : points) sx += x, sy += y, sxx += x * x, sxy += x * y;
   const double den = n * sxx - sx * sx;
   if (points.size() < 2 || !(den > 1e-12 * n * sxx))
-    throw Error(what + ": fitting time = alpha + bytes / bandwidth needs two or more distinct sizes; give a wider "
+    throw Error(what +
+                ": fitting time = alpha + bytes / bandwidth needs two or more distinct sizes; give a wider "
                 "--sizes sweep, e.g. 64KiB:16MiB");
   double slope = (n * sxy - sx * sy) / den;
   double alpha = (sy - slope * sx) / n;

@@ -23,8 +23,10 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
   std::sort(used_links_.begin(), used_links_.end());
   std::size_t unfixed = 0;
   for (std::size_t f = 0; f < nf; ++f) {
-    if (paths[f].empty()) fixed_[f] = 1;
-    else ++unfixed;
+    if (paths[f].empty())
+      fixed_[f] = 1;
+    else
+      ++unfixed;
   }
   // Flows per link, for fixing the flows of a bottleneck link.
   // Built lazily only for multi-round cases; a single scan per round is fine for the

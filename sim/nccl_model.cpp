@@ -2,10 +2,11 @@
 // src/graph/search.cc; the formulas are restated in docs/nccl-model.md.
 #include "sim/nccl_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <set>
 
@@ -76,8 +77,8 @@ int nccl_sm(const std::string& text, const std::string& field) {
     const int sm = std::stoi(digits);
     if (sm >= 60) return sm;
   }
-  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or a GPU preset: {})", field,
-                          text, presets));
+  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or a GPU preset: {})", field, text,
+                          presets));
 }
 
 double nccl_link_bw(const LinkSpec& link, int sm) {
@@ -87,15 +88,17 @@ double nccl_link_bw(const LinkSpec& link, int sm) {
       const double lane = sm >= 90 ? 20.6 : sm == 86 ? 12.0 : sm >= 70 ? 20.0 : 18.0;
       return raw / 25.0 * lane;
     }
-    case LinkKind::Pcie: return raw * 0.75;
-    default: return raw;
+    case LinkKind::Pcie:
+      return raw * 0.75;
+    default:
+      return raw;
   }
 }
 
 NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int>& gpus, int sm) {
   if (gpus.size() < 2)
-    throw Error(fmt::format("--algo nccl: NCCL's tuning model needs at least 2 ranks (got {}); use --ranks N with N >= 2",
-                            gpus.size()));
+    throw Error(fmt::format(
+        "--algo nccl: NCCL's tuning model needs at least 2 ranks (got {}); use --ranks N with N >= 2", gpus.size()));
   NcclShape s;
   s.ranks = static_cast<int>(gpus.size());
   std::set<int> nodes;
@@ -157,11 +160,15 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   const bool multi = shape.nodes > 1;
   std::vector<double> speeds;
   if (config.sm >= 90) {
-    if (multi) speeds.assign(kSpeedInterSm90.begin(), kSpeedInterSm90.end());
-    else speeds.assign(kSpeedIntraSm90.begin(), kSpeedIntraSm90.end());
+    if (multi)
+      speeds.assign(kSpeedInterSm90.begin(), kSpeedInterSm90.end());
+    else
+      speeds.assign(kSpeedIntraSm90.begin(), kSpeedIntraSm90.end());
   } else {
-    if (multi) speeds.assign(kSpeedInter.begin(), kSpeedInter.end());
-    else speeds.assign(kSpeedIntra.begin(), kSpeedIntra.end());
+    if (multi)
+      speeds.assign(kSpeedInter.begin(), kSpeedInter.end());
+    else
+      speeds.assign(kSpeedIntra.begin(), kSpeedIntra.end());
   }
   const double inf = std::numeric_limits<double>::infinity();
   const bool one_per_node = shape.intra_path_GBps <= 0;
@@ -210,9 +217,10 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
 
 NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config) {
   if (kind == CollKind::AllToAll || kind == CollKind::SendRecv)
-    throw Error(fmt::format("--algo nccl: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
-                            "reduce; {} is point-to-point in NCCL (no algorithm or protocol to choose); use --algo auto",
-                            to_string(kind)));
+    throw Error(
+        fmt::format("--algo nccl: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
+                    "reduce; {} is point-to-point in NCCL (no algorithm or protocol to choose); use --algo auto",
+                    to_string(kind)));
   if (shape.ranks < 2)
     throw Error(fmt::format("--algo nccl: NCCL's tuning model needs at least 2 ranks (got {})", shape.ranks));
   if (bytes <= 0) throw Error("--bytes: NCCL launches nothing for 0 bytes; use --bytes > 0 with --algo nccl");
@@ -263,13 +271,15 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
       if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
         const double f = (nodes > 1 || ar || kind == CollKind::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
         bus = std::min(ll_max, bus * f);
-        st.push_back(fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", ll_max, f == 0.25 ? "1/4" : "1/3", bus));
+        st.push_back(
+            fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", ll_max, f == 0.25 ? "1/4" : "1/3", bus));
       }
       if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL128) {
         const double f = ppn < 2 ? 0.7 : 0.92;
         const double cap = ch * kPerChMaxRingLL128Bw[row][col];
         bus = std::min(bus * f, cap);
-        st.push_back(fmt::format("  Ring/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", f, ch, kPerChMaxRingLL128Bw[row][col], bus));
+        st.push_back(fmt::format("  Ring/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", f, ch,
+                                 kPerChMaxRingLL128Bw[row][col], bus));
       }
       if (c.algo == NcclAlgo::Tree) {
         bus = std::min(bus * 0.92, ch * kPerChMaxTreeBw[row][col]);
@@ -287,10 +297,9 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
       c.busbw_GBps = bus;
       const double ratio = c.algo == NcclAlgo::Ring ? static_cast<double>(n) / nsteps : 0.5;
       double alg = bus * ratio;
-      st.push_back(fmt::format("algbw = busbw x {} = {:.2f} GB/s", c.algo == NcclAlgo::Ring
-                                                                      ? fmt::format("ranks/nsteps {}/{}", n, nsteps)
-                                                                      : std::string("1/2"),
-                               alg));
+      st.push_back(fmt::format(
+          "algbw = busbw x {} = {:.2f} GB/s",
+          c.algo == NcclAlgo::Ring ? fmt::format("ranks/nsteps {}/{}", n, nsteps) : std::string("1/2"), alg));
       const int log_size = log2i(bytes >> 6);
       if (c.algo == NcclAlgo::Tree && log_size < 23) {
         alg *= kTreeCorrection[pr][log_size];
@@ -328,7 +337,8 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
       }
       c.latency_us = lat;
       c.time_us = lat + d / (1000.0 * alg);
-      st.push_back(fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", lat, bytes, alg, c.time_us));
+      st.push_back(
+          fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", lat, bytes, alg, c.time_us));
       p.candidates.push_back(std::move(c));
     }
   }
@@ -344,16 +354,17 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
 
 std::string nccl_table_text(const NcclPrediction& p) {
   const NcclShape& s = p.shape;
-  std::string out = fmt::format(
-      "NCCL 2.20 tuning model: {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n", s.ranks, s.nodes,
-      s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
+  std::string out = fmt::format("NCCL 2.20 tuning model: {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n",
+                                s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm,
+                                to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
   out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
   out += fmt::format("  {:<6} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",
                      "algbw(GB/s)", "time(us)");
   for (std::size_t i = 0; i < p.candidates.size(); ++i) {
     const NcclCandidate& c = p.candidates[i];
     if (!c.enabled) {
-      out += fmt::format("  {:<6} {:<7} {:>12}   off: {}\n", to_string(c.algo), to_string(c.proto), "-", c.disabled_why);
+      out +=
+          fmt::format("  {:<6} {:<7} {:>12}   off: {}\n", to_string(c.algo), to_string(c.proto), "-", c.disabled_why);
       continue;
     }
     out += fmt::format("  {:<6} {:<7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}{}\n", to_string(c.algo),
@@ -381,7 +392,8 @@ std::string nccl_table_text(const NcclPrediction& p) {
 }
 
 std::string nccl_explain_text(const NcclPrediction& p) {
-  std::string out = "\nNCCL model formulas (NCCL 2.20.3 src/graph/tuning.cc; docs/nccl-model.md), bytes in B, bw in GB/s:\n";
+  std::string out =
+      "\nNCCL model formulas (NCCL 2.20.3 src/graph/tuning.cc; docs/nccl-model.md), bytes in B, bw in GB/s:\n";
   for (const NcclCandidate& c : p.candidates) {
     if (!c.enabled) continue;
     out += fmt::format(" {}/{}:\n", to_string(c.algo), to_string(c.proto));

@@ -47,7 +47,7 @@ struct NcclShape {
   double intra_total_GBps = 0;    // all a GPU can push into its node (sum of its NVLinks)
   double nic_GBps = 0;            // one NIC (multi-node only)
   int nics_per_node = 0;
-  double nic_path_GBps = 0;       // GPU -> NIC -> fabric path bottleneck
+  double nic_path_GBps = 0;  // GPU -> NIC -> fabric path bottleneck
 };
 
 // Settings a user may change. sm: compute capability x10 (70 Volta, 80 Ampere, 90 Hopper;
@@ -60,8 +60,8 @@ struct NcclConfig {
 // The ring graph NCCL's search would build: channels x per-channel speed.
 struct NcclGraph {
   int channels = 0;
-  double bw_GBps = 0;   // per channel
-  std::string how;      // one line on how it was derived
+  double bw_GBps = 0;  // per channel
+  std::string how;     // one line on how it was derived
 };
 
 struct NcclCandidate {
@@ -69,9 +69,9 @@ struct NcclCandidate {
   NcclProto proto = NcclProto::Simple;
   bool enabled = false;
   std::string disabled_why;
-  double latency_us = 0;     // after the ring plateau factor
-  double busbw_GBps = 0;     // model bus bandwidth
-  double algbw_GBps = 0;     // after the tree correction factor
+  double latency_us = 0;  // after the ring plateau factor
+  double busbw_GBps = 0;  // model bus bandwidth
+  double algbw_GBps = 0;  // after the tree correction factor
   double time_us = 0;
   std::vector<std::string> steps;  // the formula with numbers, one line per refinement
 };
@@ -84,9 +84,9 @@ struct NcclPrediction {
   NcclGraph graph;
   std::vector<NcclCandidate> candidates;  // Tree then Ring, LL / LL128 / Simple each
   int chosen_index = -1;
-  Time time;                              // the chosen candidate's time
+  Time time;  // the chosen candidate's time
   const NcclCandidate& chosen() const { return candidates[static_cast<std::size_t>(chosen_index)]; }
-  std::string choice_name() const;        // "Ring/LL128"
+  std::string choice_name() const;  // "Ring/LL128"
 };
 
 // NCCL's view of one link's bandwidth per direction: NVLink counted in 25 GB/s lanes at

@@ -138,10 +138,14 @@ TEST(NcclModel, ChoiceSwitchesAsSizeGrows) {
   bool left_ll = false, left_tree = false;
   for (Bytes b = 64; b <= (Bytes{1} << 33); b *= 2) {
     const NcclPrediction p = nccl_predict(CollKind::AllReduce, b, h100_16_nodes(), {});
-    if (p.chosen().proto != NcclProto::LL) left_ll = true;
-    else EXPECT_FALSE(left_ll) << b;
-    if (p.chosen().algo == NcclAlgo::Ring) left_tree = true;
-    else EXPECT_FALSE(left_tree) << b;
+    if (p.chosen().proto != NcclProto::LL)
+      left_ll = true;
+    else
+      EXPECT_FALSE(left_ll) << b;
+    if (p.chosen().algo == NcclAlgo::Ring)
+      left_tree = true;
+    else
+      EXPECT_FALSE(left_tree) << b;
   }
   EXPECT_TRUE(left_ll);
   EXPECT_TRUE(left_tree);

@@ -1,11 +1,11 @@
 #include "sim/published.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -82,7 +82,8 @@ PublishedGroup parse_group(const Reader& r, const YAML::Node& n, const std::stri
   g.name = r.text(r.required(n, "name", field), field + ".name");
   g.where = r.text(r.required(n, "where", field), field + ".where");
   const YAML::Node base = r.required(n, "scenario", field);
-  if (!base.IsMap()) r.fail(base, field + ".scenario", "expected a scenario mapping (model:, parallel:, topology:, ...)");
+  if (!base.IsMap())
+    r.fail(base, field + ".scenario", "expected a scenario mapping (model:, parallel:, topology:, ...)");
   YAML::Emitter out;
   out << base;
   g.base = out.c_str();
@@ -147,7 +148,8 @@ PublishedSource parse_published_source(const std::string& text, const std::strin
   s.counts = r.text(r.required(root, "counts", "source file"), "counts");
   const YAML::Node groups = r.required(root, "groups", "source file");
   if (!groups.IsSequence() || groups.size() == 0) r.fail(groups, "groups", "expected a non-empty list of groups");
-  for (std::size_t i = 0; i < groups.size(); ++i) s.groups.push_back(parse_group(r, groups[i], fmt::format("groups[{}]", i)));
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    s.groups.push_back(parse_group(r, groups[i], fmt::format("groups[{}]", i)));
   return s;
 }
 
@@ -158,11 +160,13 @@ PublishedSuite load_published_suite(const std::string& path) {
     for (const auto& e : fs::directory_iterator(path, ec))
       if (e.path().extension() == ".yaml") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    if (files.empty()) throw Error(path + ": no *.yaml published sources in this directory; see docs/validation/published.md");
+    if (files.empty())
+      throw Error(path + ": no *.yaml published sources in this directory; see docs/validation/published.md");
   } else if (fs::is_regular_file(path, ec)) {
     files.push_back(path);
   } else {
-    throw Error(path + ": no such file or directory; give the suite directory (validation/published) or one source file");
+    throw Error(path +
+                ": no such file or directory; give the suite directory (validation/published) or one source file");
   }
   PublishedSuite suite;
   for (const fs::path& f : files) {
@@ -188,29 +192,40 @@ double predict_published(const PublishedGroup& g, const PublishedCase& c, const 
                                 s.model.layers / (s.parallel.pp * s.parallel.vchunks) - 1));
       const TrainingResult r = simulate_training(s, registry, true);
       const bool fwd = c.metric == PublishedMetric::LayerForwardMs;
-      return 1e3 * span_s(r, [&](const Op& op) {
-        return op.layer == c.layer && op.microbatch == 0 && (fwd ? op.phase == Phase::Forward : backward_like(op.phase));
-      }, what);
+      return 1e3 * span_s(
+                       r,
+                       [&](const Op& op) {
+                         return op.layer == c.layer && op.microbatch == 0 &&
+                                (fwd ? op.phase == Phase::Forward : backward_like(op.phase));
+                       },
+                       what);
     }
     case PublishedMetric::LayersThroughput:
     case PublishedMetric::LayersForwardS:
     case PublishedMetric::LayersBackwardS: {
       if (s.parallel.pp != 1 || s.parallel.microbatches != 1)
-        throw Error(fmt::format("{}: {} needs parallel.pp = 1 and parallel.microbatches = 1", what, to_string(c.metric)));
+        throw Error(
+            fmt::format("{}: {} needs parallel.pp = 1 and parallel.microbatches = 1", what, to_string(c.metric)));
       const TrainingResult r = simulate_training(s, registry, true);
-      const double fwd = span_s(r, [](const Op& op) { return op.layer >= 0 && op.phase == Phase::Forward; }, what);
-      const double bwd = span_s(r, [](const Op& op) { return op.layer >= 0 && backward_like(op.phase); }, what);
+      const double fwd = span_s(
+          r, [](const Op& op) { return op.layer >= 0 && op.phase == Phase::Forward; }, what);
+      const double bwd = span_s(
+          r, [](const Op& op) { return op.layer >= 0 && backward_like(op.phase); }, what);
       const double batch = static_cast<double>(s.parallel.global_batch());
       if (c.metric == PublishedMetric::LayersForwardS) return fwd / batch;
       if (c.metric == PublishedMetric::LayersBackwardS) return bwd / batch;
       return batch / (fwd + bwd);
     }
     case PublishedMetric::ActivationPct: {
-      const Scenario b = case_node(g, [&] {
-        std::vector<std::string> all = c.set;
-        all.insert(all.end(), c.baseline.begin(), c.baseline.end());
-        return all;
-      }(), what + " baseline").resolve();
+      const Scenario b = case_node(
+                             g,
+                             [&] {
+                               std::vector<std::string> all = c.set;
+                               all.insert(all.end(), c.baseline.begin(), c.baseline.end());
+                               return all;
+                             }(),
+                             what + " baseline")
+                             .resolve();
       validate_parallel(s.parallel, s.model, s.parallel.world_size());
       validate_parallel(b.parallel, b.model, b.parallel.world_size());
       return 100.0 * static_cast<double>(layer_activation_bytes(s.model, s.parallel)) /
@@ -241,7 +256,7 @@ PublishedReport check_published(const PublishedSuite& suite, const AlgorithmRegi
         cr.measured = c.measured;
         cr.predicted = predict_published(g, c, registry);
         cr.error = c.metric == PublishedMetric::ActivationPct ? cr.predicted - cr.measured
-                                                                : 100.0 * (cr.predicted - cr.measured) / cr.measured;
+                                                              : 100.0 * (cr.predicted - cr.measured) / cr.measured;
         gr.mean_error += cr.error;
         gr.mean_abs_error += std::abs(cr.error);
         gr.worst_abs_error = std::max(gr.worst_abs_error, std::abs(cr.error));

@@ -44,29 +44,29 @@ enum class PublishedMetric {
 const char* to_string(PublishedMetric m);
 
 struct PublishedCase {
-  std::string id;                 // unique within its group, e.g. "175b-selective-sp"
+  std::string id;  // unique within its group, e.g. "175b-selective-sp"
   PublishedMetric metric = PublishedMetric::IterationS;
   double measured = 0;
-  std::vector<std::string> set;   // overrides of the group's base scenario
+  std::vector<std::string> set;       // overrides of the group's base scenario
   std::vector<std::string> baseline;  // activation_pct: overrides giving the 100% layer
-  int layer = 1;                  // layer_*_ms: which layer
+  int layer = 1;                      // layer_*_ms: which layer
   std::string note;
 };
 
 struct PublishedGroup {
-  std::string name;        // e.g. "table5"
-  std::string where;       // e.g. "Table 5, end-to-end iteration time (s)"
-  std::string base;        // the base scenario as YAML text
+  std::string name;   // e.g. "table5"
+  std::string where;  // e.g. "Table 5, end-to-end iteration time (s)"
+  std::string base;   // the base scenario as YAML text
   std::vector<PublishedCase> cases;
-  double bound_mean = 0;   // |error| bounds recorded in docs/validation/published.md
+  double bound_mean = 0;  // |error| bounds recorded in docs/validation/published.md
   double bound_worst = 0;
 };
 
 struct PublishedSource {
-  std::string file;        // path it was read from
-  std::string key;         // file stem, e.g. "korthikanti2022"
-  std::string source;      // citation
-  std::string counts;      // what the paper's figures include
+  std::string file;    // path it was read from
+  std::string key;     // file stem, e.g. "korthikanti2022"
+  std::string source;  // citation
+  std::string counts;  // what the paper's figures include
   std::vector<PublishedGroup> groups;
 };
 

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/yaml_reader.h"
 #include "core/units.h"
+#include "core/yaml_reader.h"
 #include "schedule/plan.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -45,26 +45,29 @@ struct BoolField {
 };
 
 constexpr IntField<ModelSpec> kModelInts[] = {
-    {"layers", &ModelSpec::layers}, {"hidden", &ModelSpec::hidden},         {"heads", &ModelSpec::heads},
+    {"layers", &ModelSpec::layers},     {"hidden", &ModelSpec::hidden},         {"heads", &ModelSpec::heads},
     {"kv_heads", &ModelSpec::kv_heads}, {"ffn_hidden", &ModelSpec::ffn_hidden}, {"vocab", &ModelSpec::vocab},
-    {"seq", &ModelSpec::seq},       {"experts", &ModelSpec::experts},       {"top_k", &ModelSpec::top_k}};
+    {"seq", &ModelSpec::seq},           {"experts", &ModelSpec::experts},       {"top_k", &ModelSpec::top_k}};
 constexpr BoolField<ModelSpec> kModelBools[] = {{"bias", &ModelSpec::bias},
                                                 {"tied_embeddings", &ModelSpec::tied_embeddings}};
 constexpr const char* kModelOther[] = {"preset", "name", "ffn", "dtype", "attention"};
 
-constexpr IntField<ParallelSpec> kParallelInts[] = {
-    {"dp", &ParallelSpec::dp},       {"zero", &ParallelSpec::zero},
-    {"tp", &ParallelSpec::tp},       {"cp", &ParallelSpec::cp},
-    {"pp", &ParallelSpec::pp},       {"vchunks", &ParallelSpec::vchunks},
-    {"microbatches", &ParallelSpec::microbatches}, {"micro_batch_size", &ParallelSpec::micro_batch_size},
-    {"ep", &ParallelSpec::ep},       {"mesh2d", &ParallelSpec::mesh2d}};
-constexpr BoolField<ParallelSpec> kParallelBools[] = {
-    {"sp", &ParallelSpec::sp},
-    {"cp_balance", &ParallelSpec::cp_balance},
-    {"kv_replicate", &ParallelSpec::kv_replicate},
-    {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
-    {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
-    {"tp_overlap", &ParallelSpec::tp_overlap}};
+constexpr IntField<ParallelSpec> kParallelInts[] = {{"dp", &ParallelSpec::dp},
+                                                    {"zero", &ParallelSpec::zero},
+                                                    {"tp", &ParallelSpec::tp},
+                                                    {"cp", &ParallelSpec::cp},
+                                                    {"pp", &ParallelSpec::pp},
+                                                    {"vchunks", &ParallelSpec::vchunks},
+                                                    {"microbatches", &ParallelSpec::microbatches},
+                                                    {"micro_batch_size", &ParallelSpec::micro_batch_size},
+                                                    {"ep", &ParallelSpec::ep},
+                                                    {"mesh2d", &ParallelSpec::mesh2d}};
+constexpr BoolField<ParallelSpec> kParallelBools[] = {{"sp", &ParallelSpec::sp},
+                                                      {"cp_balance", &ParallelSpec::cp_balance},
+                                                      {"kv_replicate", &ParallelSpec::kv_replicate},
+                                                      {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
+                                                      {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
+                                                      {"tp_overlap", &ParallelSpec::tp_overlap}};
 constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket"};
 
 // Reads a section's table fields into `spec`, after checking every key of `n` is known.
@@ -88,20 +91,28 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
   ModelSpec m = n["preset"] ? r.located(n["preset"], [&] { return model_preset(r.text(n["preset"], "model.preset")); })
                             : ModelSpec{};
   read_fields(r, n, "model", kModelInts, kModelBools, kModelOther, "{preset: gpt3-175b, layers: 8}", m);
-  if (n["name"]) m.name = r.text(n["name"], "model.name");
-  else if (!n["preset"]) m.name = "custom";
+  if (n["name"])
+    m.name = r.text(n["name"], "model.name");
+  else if (!n["preset"])
+    m.name = "custom";
   if (n["heads"] && !n["kv_heads"] && !n["preset"]) m.kv_heads = m.heads;
   if (const YAML::Node& f = n["ffn"]) {
     const std::string t = r.text(f, "model.ffn");
-    if (t == "gelu") m.ffn = FfnKind::Gelu;
-    else if (t == "swiglu") m.ffn = FfnKind::SwiGLU;
-    else r.fail(f, "model.ffn", "'" + t + "' is not gelu or swiglu");
+    if (t == "gelu")
+      m.ffn = FfnKind::Gelu;
+    else if (t == "swiglu")
+      m.ffn = FfnKind::SwiGLU;
+    else
+      r.fail(f, "model.ffn", "'" + t + "' is not gelu or swiglu");
   }
   if (const YAML::Node& a = n["attention"]) {
     const std::string t = r.text(a, "model.attention");
-    if (t == "plain") m.attention = AttentionKind::Plain;
-    else if (t == "flash") m.attention = AttentionKind::Flash;
-    else r.fail(a, "model.attention", "'" + t + "' is not plain or flash");
+    if (t == "plain")
+      m.attention = AttentionKind::Plain;
+    else if (t == "flash")
+      m.attention = AttentionKind::Flash;
+    else
+      r.fail(a, "model.attention", "'" + t + "' is not plain or flash");
   }
   if (n["dtype"]) m.dtype = r.text(n["dtype"], "model.dtype");
   r.located(n, [&] { validate_model(m, "model"); });
@@ -116,9 +127,8 @@ ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   if (const YAML::Node& v = n["recompute"])
     p.recompute = r.located(v, [&] { return Recompute::parse(r.text(v, "parallel.recompute"), "parallel.recompute"); });
   if (const YAML::Node& v = n["dp_bucket"])
-    p.dp_bucket_mib = static_cast<double>(r.located(v, [&] {
-                        return parse_bytes(r.text(v, "parallel.dp_bucket"), "parallel.dp_bucket");
-                      })) /
+    p.dp_bucket_mib = static_cast<double>(r.located(
+                          v, [&] { return parse_bytes(r.text(v, "parallel.dp_bucket"), "parallel.dp_bucket"); })) /
                       (1024.0 * 1024.0);
   return p;
 }
@@ -151,7 +161,8 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
                  " ranks; drop ranks or make them agree");
     cw.ranks = size;
     if (w["group"]) cw.group = r.text(w["group"], "workload.group");
-    if (cw.group != "all") r.located(w["group"], [&] {
+    if (cw.group != "all")
+      r.located(w["group"], [&] {
         try {
           Mesh{cw.mesh}.dim_index(cw.group);
         } catch (const Error& e) {
@@ -169,7 +180,8 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
 
 ScenarioNode::ScenarioNode() : node_(std::make_unique<YAML::Node>()) {}
 ScenarioNode::~ScenarioNode() = default;
-ScenarioNode::ScenarioNode(const ScenarioNode& o) : source_(o.source_), node_(std::make_unique<YAML::Node>(YAML::Clone(*o.node_))) {}
+ScenarioNode::ScenarioNode(const ScenarioNode& o)
+    : source_(o.source_), node_(std::make_unique<YAML::Node>(YAML::Clone(*o.node_))) {}
 ScenarioNode& ScenarioNode::operator=(const ScenarioNode& o) {
   if (this != &o) {
     source_ = o.source_;
@@ -211,8 +223,7 @@ void ScenarioNode::set(const std::string& assignment) {
   for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
     YAML::Node next = cur[keys[i]];
     if (next && next.IsScalar()) {
-      if (keys[i] != "model")
-        throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
+      if (keys[i] != "model") throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
       YAML::Node m;
       m["preset"] = next.as<std::string>();
       cur[keys[i]] = m;

@@ -25,11 +25,13 @@
 #include <vector>
 
 #include "schedule/model.h"
-#include "schedule/plan.h"
 #include "schedule/parallel.h"
+#include "schedule/plan.h"
 #include "sim/collective_sim.h"
 
-namespace YAML { class Node; }
+namespace YAML {
+class Node;
+}
 
 namespace meshsim {
 
@@ -38,13 +40,13 @@ struct Scenario {
   ModelSpec model;
   ParallelSpec parallel;
   std::string topology = "dgx-h100";
-  bool topology_given = false;     // the file (or --set) named one
+  bool topology_given = false;  // the file (or --set) named one
   std::string placement = "natural";
   std::vector<std::string> order;  // empty: mesh_axes() order
   std::string gpu;                 // empty: default_gpu_for(topology)
   Fidelity fidelity = Fidelity::Formula;
   std::string algorithm = "auto";
-  std::string profile;             // machine profile YAML (calibrate's output)
+  std::string profile;  // machine profile YAML (calibrate's output)
   // A collective workload instead of a training iteration; ranks 0 = as many as run.
   std::optional<CollectiveWorkload> workload;
 };

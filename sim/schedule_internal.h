@@ -24,7 +24,8 @@ class Groups {
     // Mesh rank r's pp coordinate is (r / stride) % size, row-major.
     if (pp_dim_ >= 0) {
       pp_size_ = mesh.dims[static_cast<std::size_t>(pp_dim_)].second;
-      for (std::size_t d = static_cast<std::size_t>(pp_dim_) + 1; d < mesh.dims.size(); ++d) pp_stride_ *= mesh.dims[d].second;
+      for (std::size_t d = static_cast<std::size_t>(pp_dim_) + 1; d < mesh.dims.size(); ++d)
+        pp_stride_ *= mesh.dims[d].second;
     }
     rank_of_gpu_.assign(static_cast<std::size_t>(*std::max_element(pl.gpus().begin(), pl.gpus().end()) + 1), -1);
     for (int r = 0; r < mesh.size(); ++r) rank_of_gpu_[static_cast<std::size_t>(pl.gpu_of(r))] = r;
@@ -81,7 +82,8 @@ struct Costing {
     if (it != cache.end()) return it->second;
     if (op.kind == OpKind::Collective && op.imbalance == 1.0 && op.bytes > 0)
       for (const CollectiveProfile& m : opt.measured)
-        if (m.kind == kind && m.ranks == op.group_size) return cache.emplace(key, std::make_pair(m.time(op.bytes), -1)).first->second;
+        if (m.kind == kind && m.ranks == op.group_size)
+          return cache.emplace(key, std::make_pair(m.time(op.bytes), -1)).first->second;
     CollectiveRequest req;
     req.kind = kind;
     req.bytes = op.bytes;
@@ -173,7 +175,8 @@ class Runner : public EventHandler {
     for (std::size_t r = 0; r < s_.roles.size(); ++r)
       for (std::size_t i = 0; i < s_.roles[r].ops.size(); ++i) {
         const int g = gid(static_cast<int>(r), static_cast<int>(i));
-        if (s_.roles[r].ops[i].kind == OpKind::Recv && remaining_[static_cast<std::size_t>(g)] == 0) finish_at(g, Time{});
+        if (s_.roles[r].ops[i].kind == OpKind::Recv && remaining_[static_cast<std::size_t>(g)] == 0)
+          finish_at(g, Time{});
       }
     for (std::size_t st = 0; st < streams_.size(); ++st) try_start(static_cast<int>(st));
     engine_.run();
@@ -215,7 +218,8 @@ class Runner : public EventHandler {
     start_[static_cast<std::size_t>(g)] = now;
     const int role = locate(g).first;
     cur_mem_[static_cast<std::size_t>(role)] += op(g).alloc;
-    peak_mem_[static_cast<std::size_t>(role)] = std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
+    peak_mem_[static_cast<std::size_t>(role)] =
+        std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
     engine_.schedule(now + dur_[static_cast<std::size_t>(g)], this, 0, static_cast<std::uint64_t>(g));
   }
   void finish_at(int g, Time t) {
@@ -232,8 +236,10 @@ class Runner : public EventHandler {
     for (int d : dependents_[static_cast<std::size_t>(g)]) {
       if (--remaining_[static_cast<std::size_t>(d)] > 0) continue;
       const int dst = stream_of_[static_cast<std::size_t>(d)];
-      if (dst < 0) finish_at(d, now);  // a Recv: done once its Send and deps are
-      else try_start(dst);
+      if (dst < 0)
+        finish_at(d, now);  // a Recv: done once its Send and deps are
+      else
+        try_start(dst);
     }
     if (st >= 0) try_start(st);
   }
@@ -259,7 +265,7 @@ class Runner : public EventHandler {
 // (indexed by global op id, may be empty) gives what each fused op of the fast path
 // (fast_formula.cpp) stood for.
 inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, int crit, Time iteration,
-                       const std::vector<const Breakdown*>& macro) {
+                              const std::vector<const Breakdown*>& macro) {
   const Role& role = schedule.roles[static_cast<std::size_t>(crit)];
   auto at = [&](int i) { return static_cast<std::size_t>(runner.gid(crit, i)); };
   std::unordered_map<std::int64_t, int> send_gid;

@@ -28,10 +28,10 @@ std::string comm_category(const Op& op) {
   return "dp";
 }
 
+using detail::breakdown_of;
 using detail::Costing;
 using detail::Groups;
 using detail::Runner;
-using detail::breakdown_of;
 
 ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,
                                     const Placement& placement, const ComputeModel& compute,
@@ -47,10 +47,15 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       int timing = -1;
       Time d;
       switch (op.kind) {
-        case OpKind::Compute: d = compute.time(op.kernel); break;
+        case OpKind::Compute:
+          d = compute.time(op.kernel);
+          break;
         case OpKind::Collective:
-        case OpKind::Send: std::tie(d, timing) = costing.time(static_cast<int>(r), op); break;
-        case OpKind::Recv: break;
+        case OpKind::Send:
+          std::tie(d, timing) = costing.time(static_cast<int>(r), op);
+          break;
+        case OpKind::Recv:
+          break;
       }
       duration.push_back(d);
       timing_of.push_back(timing);
@@ -67,7 +72,8 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
     Time end;
     for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
       const int g = runner.gid(static_cast<int>(r), static_cast<int>(i));
-      res.trace.events.push_back({static_cast<int>(r), static_cast<int>(i), -1, runner.start()[static_cast<std::size_t>(g)],
+      res.trace.events.push_back({static_cast<int>(r), static_cast<int>(i), -1,
+                                  runner.start()[static_cast<std::size_t>(g)],
                                   runner.end()[static_cast<std::size_t>(g)]});
       end = std::max(end, runner.end()[static_cast<std::size_t>(g)]);
     }

@@ -58,10 +58,10 @@ struct ScheduleSimOptions {
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.
 struct Breakdown {
-  Time compute;     // forward and backward kernels
-  Time recompute;   // recomputed forward kernels
+  Time compute;    // forward and backward kernels
+  Time recompute;  // recomputed forward kernels
   Time optimizer;
-  Time bubble;      // waiting for another stage's compute (pipeline bubble)
+  Time bubble;                          // waiting for another stage's compute (pipeline bubble)
   std::map<std::string, Time> exposed;  // communication the compute stream waited for, by
                                         // dimension: tp, cp, ep, pp, dp, 2d
   Time total() const;
@@ -69,14 +69,14 @@ struct Breakdown {
 
 struct ScheduleSimResult {
   Time iteration;
-  Trace trace;                         // one event per op of every role
+  Trace trace;  // one event per op of every role
   std::vector<Time> role_end;
   std::vector<Bytes> peak_activation;  // per role: peak of the activation stash over the timeline
   int critical_role = 0;
   Breakdown breakdown;                 // of the critical role
   double executed_flops_per_rank = 0;  // summed over the critical role's compute ops
-  double flops_executed = 0;    // summed over every role's ops (one rank per role)
-  double flops_recomputed = 0;  // the recomputed part of flops_executed
+  double flops_executed = 0;           // summed over every role's ops (one rank per role)
+  double flops_recomputed = 0;         // the recomputed part of flops_executed
   std::vector<BusiestLink> top_links;  // flow fidelity: up to 5, by utilization over the iteration
   int distinct_collectives = 0;        // collective timings computed (the rest reused)
 };

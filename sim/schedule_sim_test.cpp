@@ -1,12 +1,12 @@
 // The sim backend on planned schedules: invariants of docs/math.md sections 6 and 9, the
 // activation-memory timeline against the closed forms of section 12, and the breakdown.
-#include <gtest/gtest.h>
+#include "sim/schedule_sim.h"
 
-#include "schedule/test_models.h"
+#include <gtest/gtest.h>
 
 #include "schedule/memory.h"
 #include "schedule/plan.h"
-#include "sim/schedule_sim.h"
+#include "schedule/test_models.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
@@ -87,8 +87,7 @@ TEST(ScheduleSim, OneFOneBBubbleIsPMinusOneOverM) {
     ParallelSpec p;
     p.pp = pp;
     p.microbatches = mb;
-    const ScheduleSimResult r =
-        run(m, p, "switch:gpus_per_node=8,bandwidth=1000000GB/s,latency=0us");
+    const ScheduleSimResult r = run(m, p, "switch:gpus_per_node=8,bandwidth=1000000GB/s,latency=0us");
     const double bubble = static_cast<double>(r.breakdown.bubble.ps());
     const double busy = static_cast<double>((r.breakdown.compute + r.breakdown.recompute).ps());
     EXPECT_NEAR(bubble / busy, static_cast<double>(pp - 1) / mb, 0.02 * (pp - 1) / mb) << pp << " stages, " << mb;
@@ -106,8 +105,9 @@ TEST(ScheduleSim, MoreBandwidthNeverSlowsAnIteration) {
   for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
     // Raise NVLink and NIC bandwidth in turn; the iteration time never goes up.
     Time prev = Time::max();
-    for (const char* bw : {"100GB/s,nic_bandwidth=100Gb/s", "100GB/s,nic_bandwidth=400Gb/s", "450GB/s,nic_bandwidth=400Gb/s",
-                           "900GB/s,nic_bandwidth=400Gb/s", "900GB/s,nic_bandwidth=800Gb/s"}) {
+    for (const char* bw :
+         {"100GB/s,nic_bandwidth=100Gb/s", "100GB/s,nic_bandwidth=400Gb/s", "450GB/s,nic_bandwidth=400Gb/s",
+          "900GB/s,nic_bandwidth=400Gb/s", "900GB/s,nic_bandwidth=800Gb/s"}) {
       const Time t = run(m, p, std::string("dgx-h100:nodes=4,nvlink_bandwidth=") + bw, "natural", f).iteration;
       EXPECT_LE(t, prev) << bw << " " << to_string(f);
       prev = t;
@@ -186,7 +186,9 @@ TEST(ScheduleSim, CollectiveWorkloadThroughTheExecutorInterface) {
   const double alpha = 2e6, beta = 1.0 / 100e9 * 1e12;
   const double one = 2 * 7 * alpha + 2.0 * 7 / 8 * static_cast<double>(MiB(64)) * beta;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_NEAR(static_cast<double>((t.events[static_cast<std::size_t>(i)].end - t.events[static_cast<std::size_t>(i)].start).ps()), one, 2.0);
+    EXPECT_NEAR(static_cast<double>(
+                    (t.events[static_cast<std::size_t>(i)].end - t.events[static_cast<std::size_t>(i)].start).ps()),
+                one, 2.0);
     EXPECT_NEAR(static_cast<double>(t.events[static_cast<std::size_t>(i)].start.ps()), i * one, 2.0 * (i + 1));
   }
   EXPECT_EQ(ex.name(), "sim:formula");

@@ -35,7 +35,8 @@ Placement training_placement(const Scenario& s, const Topology& topo) {
   mesh.dims = mesh_axes(s.parallel);
   if (!s.order.empty()) {
     Mesh ordered;
-    for (const std::string& name : s.order) ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
+    for (const std::string& name : s.order)
+      ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
     mesh = ordered;
   }
   return Placement::parse(s.placement, mesh, topo, "placement");

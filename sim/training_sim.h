@@ -20,9 +20,9 @@
 namespace meshsim {
 
 struct StageMemory {
-  RankMemory model;        // the itemized closed-form table (schedule/memory.h)
-  Bytes activation_peak;   // read off the simulated timeline (layer activations)
-  Bytes peak;              // model's non-layer-activation items + activation_peak
+  RankMemory model;       // the itemized closed-form table (schedule/memory.h)
+  Bytes activation_peak;  // read off the simulated timeline (layer activations)
+  Bytes peak;             // model's non-layer-activation items + activation_peak
   // The model's items other than the layer activations (which the timeline peak replaces),
   // summed by category.
   std::map<std::string, Bytes> other_by_category() const;
@@ -31,14 +31,14 @@ struct StageMemory {
 struct TrainingResult {
   Scenario scenario;
   std::string topology_name;
-  std::string placement;   // placement kind actually used
-  Schedule schedule;        // empty on the fast path
-  bool fast = false;        // figures from simulate_iteration_fast
+  std::string placement;  // placement kind actually used
+  Schedule schedule;      // empty on the fast path
+  bool fast = false;      // figures from simulate_iteration_fast
   ScheduleSimResult sim;
   GpuSpec gpu;
   int gpus = 0;
-  double model_flops = 0;      // per iteration, all GPUs (docs/math.md section 4)
-  double hardware_flops = 0;   // model FLOPs plus the recomputed share (HFU's numerator)
+  double model_flops = 0;     // per iteration, all GPUs (docs/math.md section 4)
+  double hardware_flops = 0;  // model FLOPs plus the recomputed share (HFU's numerator)
   double mfu = 0, hfu = 0;
   double tokens_per_s = 0;
   std::vector<StageMemory> stages;

@@ -1,7 +1,6 @@
 // End-to-end tests of the `meshsim` command: what a user types, what they see.
 #include <gtest/gtest.h>
-
-#include "cli_util.h"
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -10,7 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
+
+#include "cli_util.h"
 
 namespace {
 
@@ -42,8 +42,8 @@ TEST(Cli, ExplainShowsFormulaAndStepTable) {
 }
 
 TEST(Cli, ExplainAtFormulaFidelityStillShowsSteps) {
-  const Result r =
-      meshsim("collective broadcast --ranks 4 --bytes 1MiB --algo binomial --fidelity formula --topology switch --explain");
+  const Result r = meshsim(
+      "collective broadcast --ranks 4 --bytes 1MiB --algo binomial --fidelity formula --topology switch --explain");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("0 -> 2"), std::string::npos) << r.out;
 }
@@ -101,8 +101,10 @@ TEST(Cli, AlgorithmsListComesFromTheRegistry) {
 // = 7e6 ps + 5835553391.3 ps, rounded up to whole picoseconds = 5842553392 ps.
 TEST(Examples, TwoPcieNodesSendRecvHandComputed) {
   const std::string file = std::string(MESHSIM_SOURCE_DIR) + "/examples/topologies/two-pcie-nodes.yaml";
-  const Result r = meshsim("collective sendrecv --ranks 4 --bytes 64MiB --mesh rank=4 --placement list:0,2,1,3 "
-                           "--json --topology " + file);
+  const Result r = meshsim(
+      "collective sendrecv --ranks 4 --bytes 64MiB --mesh rank=4 --placement list:0,2,1,3 "
+      "--json --topology " +
+      file);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["time_ps"].get<std::int64_t>(), 5842553392);
@@ -112,7 +114,8 @@ TEST(Examples, TwoPcieNodesSendRecvHandComputed) {
 // examples/topologies/frontera-16.yaml: the preset form; 16 GPUs in 4 nodes, and the
 // bisection crosses two nodes' FDR links: 2 x 54.54/8 x 0.90 = 12.27 GB/s.
 TEST(Examples, Frontera16PresetFile) {
-  const Result r = meshsim("topology show " + std::string(MESHSIM_SOURCE_DIR) + "/examples/topologies/frontera-16.yaml");
+  const Result r =
+      meshsim("topology show " + std::string(MESHSIM_SOURCE_DIR) + "/examples/topologies/frontera-16.yaml");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("16 GPUs in 4 nodes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bisection bandwidth (one direction): 12.27GB/s"), std::string::npos) << r.out;
@@ -135,13 +138,13 @@ TEST(CliBadInput, AbsurdSizesAndCountsAreNamedNotCrashes) {
       {"simulate --set parallel.microbatches=536870913", "parallel.microbatches", "limit"},
       {"simulate --set parallel.micro_batch_size=1000000000", "parallel.micro_batch_size", "limit"},
       {"simulate --set model.seq=1000000000", "model.seq", "limit"},
-      {"simulate --set model.seq=16000000", "simulated timeline", "out of proportion"},  // was an assert
-      {"collective allreduce --bytes 8000000TB", "the collective", "out of proportion"},  // int64 ps overflow
+      {"simulate --set model.seq=16000000", "simulated timeline", "out of proportion"},     // was an assert
+      {"collective allreduce --bytes 8000000TB", "the collective", "out of proportion"},    // int64 ps overflow
       {"collective allreduce --bytes 1:8000000TB", "the collective", "out of proportion"},  // doubling never ended
       {"collective allreduce -t switch:bandwidth=1e-300B/s", "the collective", "out of proportion"},
-      {"collective broadcast -a pipeline --chunks 1000000000", "chunks", "1..65536"},  // hung
+      {"collective broadcast -a pipeline --chunks 1000000000", "chunks", "1..65536"},                // hung
       {"collective allreduce --fidelity nccl --nccl-channels 1000000", "--nccl-channels", "1..64"},  // 1 GiB in 48 us
-      {"collective allreduce -t frontera-rtx:nodes=99999", "--ranks", "limit of 32768"},  // hung
+      {"collective allreduce -t frontera-rtx:nodes=99999", "--ranks", "limit of 32768"},             // hung
       {"collective allreduce -t dgx-h100:nodes=2048 -n 16384 -a ring", "--fidelity flow", "rank-steps"},
       {"run " + std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/allreduce-cpu.yaml --timeout nan", "--timeout",
        "(0, 86400]"},  // became -9223372036854775808 ms
@@ -194,9 +197,7 @@ TEST(CliBadInput, UnknownUnit) {
   expect_user_error(meshsim("collective allreduce --bytes 64MiBs"), "--bytes", "MiB");
 }
 
-TEST(CliBadInput, ZeroRanks) {
-  expect_user_error(meshsim("collective allreduce --ranks 0"), "--ranks", "N >= 1");
-}
+TEST(CliBadInput, ZeroRanks) { expect_user_error(meshsim("collective allreduce --ranks 0"), "--ranks", "N >= 1"); }
 
 TEST(CliBadInput, MoreRanksThanGpus) {
   expect_user_error(meshsim("collective allreduce --ranks 64 --topology dgx-h100"), "--ranks", "nodes=");

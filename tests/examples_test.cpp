@@ -37,17 +37,21 @@ double breakdown(const Json& j, const std::string& key) {
 
 // 1D (Megatron) vs 2D (SUMMA) in weak scaling on Frontera RTX nodes (docs/math.md section 6).
 TEST(Examples, SummaVersusMegatronWeakScaling) {
-  struct Size { int gpus, q, hidden, heads, nodes; };
+  struct Size {
+    int gpus, q, hidden, heads, nodes;
+  };
   const Size sizes[] = {{4, 2, 2048, 32, 1}, {16, 4, 4096, 64, 4}, {36, 6, 6912, 72, 9}, {64, 8, 8192, 128, 16}};
   double prev_1d = 0, prev_2d = 0;
   for (const Size& s : sizes) {
-    const std::string model = " --set model.hidden=" + std::to_string(s.hidden) + " --set model.heads=" +
-                              std::to_string(s.heads) + " --set model.ffn_hidden=" + std::to_string(4 * s.hidden) +
+    const std::string model = " --set model.hidden=" + std::to_string(s.hidden) +
+                              " --set model.heads=" + std::to_string(s.heads) +
+                              " --set model.ffn_hidden=" + std::to_string(4 * s.hidden) +
                               " --set topology=frontera-rtx:nodes=" + std::to_string(s.nodes);
-    const Json one = simulate("summa-vs-megatron", model + " --set parallel.mesh2d=0 --set parallel.tp=" + std::to_string(s.gpus));
+    const Json one =
+        simulate("summa-vs-megatron", model + " --set parallel.mesh2d=0 --set parallel.tp=" + std::to_string(s.gpus));
     const Json natural = simulate("summa-vs-megatron", model + " --set parallel.mesh2d=" + std::to_string(s.q));
-    const Json bunched =
-        simulate("summa-vs-megatron", model + " --set parallel.mesh2d=" + std::to_string(s.q) + " --set placement=bunched:2x2");
+    const Json bunched = simulate(
+        "summa-vs-megatron", model + " --set parallel.mesh2d=" + std::to_string(s.q) + " --set placement=bunched:2x2");
     const double t1 = one["iteration_s"], tn = natural["iteration_s"], tb = bunched["iteration_s"];
     EXPECT_EQ(one["gpus"], s.gpus);
     if (s.nodes == 1) {
@@ -120,7 +124,8 @@ TEST(Examples, Gpt3LayerOnOneGpuAndAtTp8) {
 // keeps attention replicated; TP splits everything and all-reduces.
 TEST(Examples, MoeExpertParallelVersusTensorParallel) {
   const Json ep = simulate("moe-ep-vs-tp");
-  const Json tp = simulate("moe-ep-vs-tp", "--set parallel.ep=1 --set parallel.dp=1 --set parallel.tp=8 --set parallel.sp=true");
+  const Json tp =
+      simulate("moe-ep-vs-tp", "--set parallel.ep=1 --set parallel.dp=1 --set parallel.tp=8 --set parallel.sp=true");
   EXPECT_GT(breakdown(ep, "exposed ep comm"), 0.0);
   EXPECT_EQ(breakdown(ep, "exposed tp comm"), 0.0);
   EXPECT_GT(breakdown(tp, "exposed tp comm"), 0.0);
@@ -142,7 +147,7 @@ TEST(Examples, RecomputationModesTradeMemoryForTime) {
       csv.string());
   std::ifstream in(csv);
   std::string line;
-  std::getline(in, line);  // header
+  std::getline(in, line);                              // header
   std::map<std::string, std::pair<double, double>> r;  // mode -> (time, peak bytes)
   while (std::getline(in, line)) {
     std::stringstream ss(line);

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -43,8 +43,8 @@ TEST(Launch, EveryRankSeesItsRankAndTheWorldSize) {
 }
 
 TEST(Launch, RanksShareAPortAndAToken) {
-  const Result r = meshsim(
-      "launch -n 2 --port 29999 -- sh -c 'echo $MESHSIM_MASTER_ADDR:$MESHSIM_MASTER_PORT ${#MESHSIM_TOKEN}'");
+  const Result r =
+      meshsim("launch -n 2 --port 29999 -- sh -c 'echo $MESHSIM_MASTER_ADDR:$MESHSIM_MASTER_PORT ${#MESHSIM_TOKEN}'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "127.0.0.1:29999 32\n127.0.0.1:29999 32\n");
 }
@@ -95,9 +95,8 @@ TEST(Launch, AMissingCommandIsAUserError) {
 // The rendezvous across real processes: backend_test's launched test (it skips itself
 // unless MESHSIM_RANK is set) hosts the server on rank 0, gathers and meets at a barrier.
 TEST(Launch, RendezvousAcrossLaunchedProcesses) {
-  const Result r =
-      meshsim(std::string("launch -n 3 --timeout 60 -- ") + BACKEND_TEST_BINARY +
-              " --gtest_filter=RendezvousLaunched.* --gtest_brief=1");
+  const Result r = meshsim(std::string("launch -n 3 --timeout 60 -- ") + BACKEND_TEST_BINARY +
+                           " --gtest_filter=RendezvousLaunched.* --gtest_brief=1");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("gathered: r0,r1,r2"), std::string::npos) << r.out;
 }

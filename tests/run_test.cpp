@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli_util.h"
 
@@ -71,10 +71,11 @@ TEST(Validate, PrintsPredictedAgainstMeasured) {
 }
 
 fs::path tiny_training(const std::string& name) {
-  return write_file(name + ".yaml", "name: " + name +
-                                        "\nmodel: {layers: 2, hidden: 64, heads: 2, ffn_hidden: 256, vocab: 512, seq: 64, "
-                                        "dtype: fp32}\nparallel: {tp: 2, sp: true, pp: 2, micro_batch_size: 1, "
-                                        "microbatches: 2}\n");
+  return write_file(name + ".yaml",
+                    "name: " + name +
+                        "\nmodel: {layers: 2, hidden: 64, heads: 2, ffn_hidden: 256, vocab: 512, seq: 64, "
+                        "dtype: fp32}\nparallel: {tp: 2, sp: true, pp: 2, micro_batch_size: 1, "
+                        "microbatches: 2}\n");
 }
 
 // A training layout (TP 2 + SP, PP 2: 4 ranks) runs for real: every op of every stage runs on
@@ -113,7 +114,8 @@ TEST(Run, AModelTooLargeForTheHostIsRefusedClearly) {
 }
 
 TEST(Run, UnknownBackendIsAClearError) {
-  expect_user_error(meshsim("run " + workload("b", "allreduce", "1MiB", 1).string() + " -n 2 --backend tpu"), "--backend");
+  expect_user_error(meshsim("run " + workload("b", "allreduce", "1MiB", 1).string() + " -n 2 --backend tpu"),
+                    "--backend");
 }
 
 // Without a GPU (no device, no driver, or a build without CUDA) --backend cuda is one
@@ -136,8 +138,9 @@ TEST(Run, CudaBackendWithAMissingPluginNamesTheFile) {
   ::setenv("MESHSIM_CUDA_PLUGIN", "/nonexistent/libmeshsim_cuda.so", 1);
   const Result r = meshsim("run " + f.string() + " -n 2 --backend cuda");
   ::unsetenv("MESHSIM_CUDA_PLUGIN");
-  expect_user_error(r, "--backend cuda: no GPU found (backend cuda: cannot load the CUDA plugin /nonexistent/libmeshsim_cuda.so: ",
-                    "build meshsim with the CUDA toolkit and NCCL (README, On a GPU machine) or set MESHSIM_CUDA_PLUGIN");
+  expect_user_error(
+      r, "--backend cuda: no GPU found (backend cuda: cannot load the CUDA plugin /nonexistent/libmeshsim_cuda.so: ",
+      "build meshsim with the CUDA toolkit and NCCL (README, On a GPU machine) or set MESHSIM_CUDA_PLUGIN");
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
 }
 
@@ -201,8 +204,8 @@ TEST(Calibrate, CpuWritesAProfileWithEveryGroupSizeAndKind) {
                            " --sizes 1MiB:8MiB --kinds allreduce,broadcast --repeats 3");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   const std::string yaml = slurp(out);
-  for (const char* line : {"name: \"cpu\"", "gemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16", "collectives:",
-                           "{kind: allreduce, ranks: 2, alpha: ", "{kind: allreduce, ranks: 4, alpha: ",
+  for (const char* line : {"name: \"cpu\"", "gemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16",
+                           "collectives:", "{kind: allreduce, ranks: 2, alpha: ", "{kind: allreduce, ranks: 4, alpha: ",
                            "{kind: broadcast, ranks: 2, alpha: ", "{kind: broadcast, ranks: 4, alpha: "})
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " in\n" << yaml;
   EXPECT_NE(yaml.find("algorithm: binomial"), std::string::npos) << yaml;
@@ -220,7 +223,8 @@ TEST(Calibrate, BadFlagsAreOneClearError) {
   expect_user_error(meshsim("calibrate --sizes 1MiB" + out), "--sizes: one size cannot separate alpha from bandwidth");
   expect_user_error(meshsim("calibrate --sizes 1MiB:1KiB" + out), "--sizes: sweep");
   expect_user_error(meshsim("calibrate --collectives nccl" + out), "--collectives nccl: native NCCL collectives need");
-  expect_user_error(meshsim("calibrate --out /nonexistent-dir/p.yaml"), "--out: folder '/nonexistent-dir' does not exist");
+  expect_user_error(meshsim("calibrate --out /nonexistent-dir/p.yaml"),
+                    "--out: folder '/nonexistent-dir' does not exist");
   const Result cuda = meshsim("calibrate --backend cuda" + out);
   if (cuda.code != 0) expect_user_error(cuda, "--backend cuda: no GPU found (");
 }

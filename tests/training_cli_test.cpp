@@ -1,8 +1,8 @@
 // End-to-end tests of `meshsim simulate`, `meshsim memory` and `meshsim sweep`: what a
 // user types, what they see. Scenario files are written into a temp dir by each test.
 #include <gtest/gtest.h>
-
-#include "cli_util.h"
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
+
+#include "cli_util.h"
 
 namespace {
 
@@ -161,10 +161,11 @@ TEST(Simulate, SetOnAnUnknownFieldNamesItAndListsTheKnownOnes) {
 // ---- bad input: one line naming the field and the fix, exit code 2 ----
 
 TEST(TrainingBadInput, TpNotDividingHeads) {
-  const fs::path f = write_file("heads.yaml",
-                                "model: {layers: 4, hidden: 768, heads: 12, ffn_hidden: 3072, vocab: 50304, seq: 1024}\n"
-                                "parallel: {tp: 8}\n"
-                                "topology: switch:gpus_per_node=8\n");
+  const fs::path f =
+      write_file("heads.yaml",
+                 "model: {layers: 4, hidden: 768, heads: 12, ffn_hidden: 3072, vocab: 50304, seq: 1024}\n"
+                 "parallel: {tp: 8}\n"
+                 "topology: switch:gpus_per_node=8\n");
   expect_user_error(meshsim("simulate " + f.string()), "parallel.tp", "heads = 12");
   expect_user_error(meshsim("memory " + f.string()), "parallel.tp", "heads = 12");
 }
@@ -175,8 +176,9 @@ TEST(TrainingBadInput, TpAboveKvHeadsWithoutReplication) {
 }
 
 TEST(TrainingBadInput, LayoutThatDoesNotUseTheTopologysGpus) {
-  const fs::path f = write_file("count.yaml", "model: gpt3-175b\nparallel: {tp: 8, pp: 8, microbatches: 8}\n"
-                                              "topology: dgx-h100:nodes=2\n");
+  const fs::path f = write_file("count.yaml",
+                                "model: gpt3-175b\nparallel: {tp: 8, pp: 8, microbatches: 8}\n"
+                                "topology: dgx-h100:nodes=2\n");
   const Result r = meshsim("simulate " + f.string());
   expect_user_error(r, "parallel.dp", "product is 16");
   EXPECT_NE(r.err.find("uses 64 GPUs"), std::string::npos) << r.err;
@@ -184,18 +186,20 @@ TEST(TrainingBadInput, LayoutThatDoesNotUseTheTopologysGpus) {
 }
 
 TEST(TrainingBadInput, SeqNotDivisibleBySequenceParallelism) {
-  const fs::path f = write_file("sp.yaml",
-                                "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1020}\n"
-                                "parallel: {tp: 8, sp: true}\n"
-                                "topology: switch:gpus_per_node=8\n");
+  const fs::path f =
+      write_file("sp.yaml",
+                 "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1020}\n"
+                 "parallel: {tp: 8, sp: true}\n"
+                 "topology: switch:gpus_per_node=8\n");
   expect_user_error(meshsim("simulate " + f.string()), "parallel.sp", "seq = 1020");
 }
 
 TEST(TrainingBadInput, FewerMicroBatchesThanStages) {
-  const fs::path f = write_file("mb.yaml",
-                                "model: {layers: 8, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1024}\n"
-                                "parallel: {pp: 4, dp: 2, microbatches: 2}\n"
-                                "topology: switch:gpus_per_node=8\n");
+  const fs::path f =
+      write_file("mb.yaml",
+                 "model: {layers: 8, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50304, seq: 1024}\n"
+                 "parallel: {pp: 4, dp: 2, microbatches: 2}\n"
+                 "topology: switch:gpus_per_node=8\n");
   expect_user_error(meshsim("simulate " + f.string()), "parallel.microbatches", "at least 4");
 }
 
@@ -240,8 +244,9 @@ TEST(TrainingBadInput, DistributeCheckpointsIsABooleanAndExcludesSp) {
   // The built-in scenario runs sp: its checkpoints are already sharded over tp.
   expect_user_error(meshsim("simulate --set parallel.recompute=full --set parallel.distribute_checkpoints=true"),
                     "parallel.distribute_checkpoints", "set distribute_checkpoints false");
-  const Result r = meshsim("simulate --set parallel.recompute=full --set parallel.sp=false "
-                           "--set parallel.distribute_checkpoints=true");
+  const Result r = meshsim(
+      "simulate --set parallel.recompute=full --set parallel.sp=false "
+      "--set parallel.distribute_checkpoints=true");
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
@@ -326,7 +331,8 @@ TEST(Memory, JsonCarriesTheTable) {
     EXPECT_EQ(sum, stage["total_bytes"].get<double>()) << st;
     EXPECT_EQ(stage["items"], sim["memory"][st]["items"]) << st;
   }
-  const auto big = nlohmann::json::parse(meshsim("memory " + write_file("too_big_json.yaml", kTooBig).string() + " --json").out);
+  const auto big =
+      nlohmann::json::parse(meshsim("memory " + write_file("too_big_json.yaml", kTooBig).string() + " --json").out);
   EXPECT_FALSE(big["fits"].get<bool>());
 }
 
@@ -346,9 +352,9 @@ TEST(Sweep, RankedTableAndCsv) {
   std::vector<std::string> fit_labels;
   for (std::size_t k = 1; k < rows.size(); ++k) {
     EXPECT_EQ(rows[k].rfind(std::to_string(k) + " ", 0), 0u) << rows[k];
-    const int cls = rows[k].find("invalid: ") != std::string::npos              ? 2
+    const int cls = rows[k].find("invalid: ") != std::string::npos            ? 2
                     : rows[k].find("NO (out of memory)") != std::string::npos ? 1
-                                                                                : 0;
+                                                                              : 0;
     EXPECT_GE(cls, last_class) << "row out of order: " << rows[k] << "\n" << r.out;
     last_class = cls;
     (cls == 0 ? fits : cls == 1 ? oom : invalid)++;
@@ -360,8 +366,8 @@ TEST(Sweep, RankedTableAndCsv) {
       fit_labels.push_back(tp + " " + dp);
     }
   }
-  EXPECT_EQ(fits, 2) << r.out;     // tp 2 x dp 4, tp 4 x dp 2
-  EXPECT_EQ(oom, 1) << r.out;      // tp 1 x dp 8
+  EXPECT_EQ(fits, 2) << r.out;  // tp 2 x dp 4, tp 4 x dp 2
+  EXPECT_EQ(oom, 1) << r.out;   // tp 1 x dp 8
   EXPECT_EQ(invalid, 13) << r.out;
   EXPECT_NE(r.out.find("invalid: parallel.tp: 8 does not divide heads = 12"), std::string::npos) << r.out;
 

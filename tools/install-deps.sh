@@ -3,7 +3,7 @@
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is optional: CUDA parts build when it is found.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtbb-dev
-      libopenblas-dev pkg-config
+      libopenblas-dev pkg-config clang-format
       libboost-dev libgtest-dev libgmock-dev libbenchmark-dev graphviz
       chromium   # chromium: report_test renders the HTML report headlessly (skipped without it)
       iproute2 python3)  # netns_validate: ip netns, veth, tc tbf (tools/netns_validate.py; skipped without root)

@@ -1,9 +1,10 @@
 // InfiniBand leaf/spine/core builders (see fabric.h for the picture).
 #include "topology/fabric.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -15,8 +16,7 @@ namespace {
 // capacity; returns the spines (none when there is a single leaf).
 // `up` receives the spec of one leaf<->spine link.
 std::vector<int> add_spines(Topology& t, const std::vector<int>& leaves, int downlinks, double ratio,
-                            const FabricLinks& f, const std::string& prefix, bool even_for_one_leaf,
-                            LinkSpec& up) {
+                            const FabricLinks& f, const std::string& prefix, bool even_for_one_leaf, LinkSpec& up) {
   std::vector<int> spines;
   const double up_ports = static_cast<double>(downlinks) / ratio;
   const int count = std::max(1, static_cast<int>(std::lround(up_ports)));

@@ -1,8 +1,9 @@
 // Meshes, placements of mesh ranks onto GPUs, and the groups they imply.
 #include "topology/placement.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -132,7 +133,8 @@ Placement Placement::bunched(const Mesh& mesh, const Topology& topo, const std::
   for (std::size_t i = 0; i < block.size(); ++i) {
     const auto& [name, size] = mesh.dims[first + i];
     if (block[i] < 1 || size % block[i] != 0)
-      throw Error(fmt::format("{}: block size {} does not divide dimension {}={}; {}", what, block[i], name, size, fix));
+      throw Error(
+          fmt::format("{}: block size {} does not divide dimension {}={}; {}", what, block[i], name, size, fix));
   }
 
   // GPUs of each node, in index order.

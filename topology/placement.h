@@ -35,7 +35,7 @@ namespace meshsim {
 struct Mesh {
   std::vector<std::pair<std::string, int>> dims;  // row-major, last fastest
   int size() const;
-  int dim_index(const std::string& name) const;   // throws Error when absent
+  int dim_index(const std::string& name) const;  // throws Error when absent
   std::vector<int> coords(int rank) const;
   int rank_of(const std::vector<int>& coords) const;
 };

@@ -1,12 +1,12 @@
 #include "topology/placement.h"
 
-#include <functional>
 #include <gtest/gtest.h>
 
-#include "core/test_util.h"
+#include <functional>
 #include <string>
 
 #include "core/error.h"
+#include "core/test_util.h"
 #include "topology/presets.h"
 
 namespace meshsim {
@@ -14,7 +14,6 @@ namespace {
 
 using testing_util::contains;
 using testing_util::error_of;
-
 
 // Node of each mesh rank, as rows of the mesh.
 std::vector<std::vector<int>> node_grid(const Placement& p, const Topology& t) {
@@ -98,8 +97,9 @@ TEST(Placement, BunchedBlockMustFillANodeAndTileTheMesh) {
   const Topology t = make_preset("frontera-rtx", {{"nodes", "4"}});
   const Mesh m = parse_mesh("row=4,col=4", "m");
   std::string msg = error_of([&] { Placement::bunched(m, t, {2, 3}); });
-  EXPECT_TRUE(contains(msg, "placement bunched:2x3: a block of 6 ranks does not fill a 4-GPU node; use a block whose "
-                            "product is 4 that divides row=4,col=4"))
+  EXPECT_TRUE(contains(msg,
+                       "placement bunched:2x3: a block of 6 ranks does not fill a 4-GPU node; use a block whose "
+                       "product is 4 that divides row=4,col=4"))
       << msg;
   const Mesh m6 = parse_mesh("row=2,col=6", "m");
   msg = error_of([&] { Placement::bunched(m6, t, {1, 4}); });
@@ -111,8 +111,9 @@ TEST(Placement, BunchedBlockMustFillANodeAndTileTheMesh) {
 TEST(Placement, MoreRanksThanGpusIsAnError) {
   const Topology t = make_preset("frontera-rtx", {{"nodes", "4"}});
   const std::string msg = error_of([&] { Placement::natural(parse_mesh("row=8,col=8", "m"), t); });
-  EXPECT_TRUE(contains(msg, "placement: mesh row=8,col=8 has 64 ranks but topology 'frontera-rtx:nodes=4' has 16 "
-                            "GPUs; use a larger topology (e.g. nodes=16) or a smaller mesh"))
+  EXPECT_TRUE(contains(msg,
+                       "placement: mesh row=8,col=8 has 64 ranks but topology 'frontera-rtx:nodes=4' has 16 "
+                       "GPUs; use a larger topology (e.g. nodes=16) or a smaller mesh"))
       << msg;
 }
 

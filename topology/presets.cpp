@@ -3,8 +3,8 @@
 // builders come from one list. Figures and pictures: docs/topology.md.
 #include "topology/presets.h"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <string_view>
 
 #include "core/error.h"
@@ -43,9 +43,10 @@ class Params {
     const std::string s = text(key);
     const std::optional<int> v = parse_int(s);
     if (!v)
-      throw Error(fmt::format("{}: '{}' is not an integer; write e.g. {}={}", field(key), s, key,
-                              std::max(min_value, 1)));
-    if (*v < min_value) throw Error(fmt::format("{}: {} is too small; it must be at least {}", field(key), *v, min_value));
+      throw Error(
+          fmt::format("{}: '{}' is not an integer; write e.g. {}={}", field(key), s, key, std::max(min_value, 1)));
+    if (*v < min_value)
+      throw Error(fmt::format("{}: {} is too small; it must be at least {}", field(key), *v, min_value));
     return *v;
   }
   double real(const std::string& key, double lo, double hi, bool lo_open) const {
@@ -60,8 +61,8 @@ class Params {
     if (used == 0 || used != s.size() || !std::isfinite(v))
       throw Error(fmt::format("{}: '{}' is not a number", field(key), s));
     if ((lo_open ? v <= lo : v < lo) || v > hi)
-      throw Error(fmt::format("{}: {} is out of range; it must be in {}{}, {}]", field(key), s, lo_open ? "(" : "[",
-                              lo, hi));
+      throw Error(
+          fmt::format("{}: {} is out of range; it must be in {}{}, {}]", field(key), s, lo_open ? "(" : "[", lo, hi));
     return v;
   }
   double efficiency(const std::string& key) const { return real(key, 0.0, 1.0, true); }
@@ -175,8 +176,10 @@ Topology build_dgx(const Params& p) {
     }
   }
   if (nodes > 1) {
-    if (inter == "rail") add_rail_fabric(t, nics, hosts_per_leaf, ratio, fab);
-    else add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, /*levels=*/2, /*leaves_per_pod=*/0, fab);
+    if (inter == "rail")
+      add_rail_fabric(t, nics, hosts_per_leaf, ratio, fab);
+    else
+      add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, /*levels=*/2, /*leaves_per_pod=*/0, fab);
   }
   t.description = p.describe();
   return t;
@@ -197,8 +200,8 @@ PresetParamInfo nvls_param(const std::string& eff) {
 }
 
 std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std::string& nvlink_eff,
-                                        const std::string& nvls_eff, const std::string& pcie_bw, const std::string& pcie_eff,
-                                        const std::string& nic_bw) {
+                                        const std::string& nvls_eff, const std::string& pcie_bw,
+                                        const std::string& pcie_eff, const std::string& nic_bw) {
   std::vector<PresetParamInfo> v{
       {"nodes", "1", "number of DGX nodes"},
       {"gpus_per_node", "8", "GPUs per node (each with its own PCIe switch and NIC)"},
@@ -391,8 +394,7 @@ const std::vector<PresetEntry>& entries() {
                                 ib_params("200Gb/s", "0.92", "0.6us", "0.15us"))),
                   "a100"},
                  build_pcie_node});
-    v.push_back({{"frontera-rtx",
-                  "4 Quadro RTX 5000 per node on PCIe 3.0 x16, one 56 Gb/s FDR NIC per node, fat-tree",
+    v.push_back({{"frontera-rtx", "4 Quadro RTX 5000 per node on PCIe 3.0 x16, one 56 Gb/s FDR NIC per node, fat-tree",
                   concat({{"nodes", "4", "number of nodes"},
                           {"gpus_per_node", "4", "GPUs per node"},
                           {"hosts_per_leaf", "16", "nodes per leaf switch (one leaf: no spines)"}},
@@ -402,19 +404,22 @@ const std::vector<PresetEntry>& entries() {
                                        {{"switch_latency", "0.2us", "latency of a leaf<->spine hop"}}))),
                   "rtx5000"},
                  build_frontera});
-    v.push_back({{"fat-tree", "NVSwitch nodes with a 400 Gb/s NIC per GPU on a 2- or 3-level fat-tree",
-                  concat({{"nodes", "16", "number of nodes"},
-                          {"gpus_per_node", "8", "GPUs per node (on an NVSwitch)"},
-                          {"levels", "2", "switch levels: 2 (leaf, spine) or 3 (leaf, pod spine, core)"},
-                          {"hosts_per_leaf", "4", "nodes per leaf switch"},
-                          {"leaves_per_pod", "8", "leaves per pod (levels=3)"},
-                          {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}},
-                         concat(concat(concat(link_params("nvlink", "450GB/s", "0.80", kNvlinkHopLatency, "GPU<->NVSwitch NVLink"),
-                                              {nvls_param("0.85")}),
-                                       link_params("pcie", "63GB/s", "0.85", "0.5us", "GPU<->NIC PCIe Gen5")),
-                                ib_params("400Gb/s", "0.92", "0.6us", "0.15us")))},
-                 build_fat_tree});
-    v.push_back({{"switch", "every GPU linked to one crossbar switch: the uncontended reference",
+    v.push_back(
+        {{"fat-tree", "NVSwitch nodes with a 400 Gb/s NIC per GPU on a 2- or 3-level fat-tree",
+          concat(
+              {{"nodes", "16", "number of nodes"},
+               {"gpus_per_node", "8", "GPUs per node (on an NVSwitch)"},
+               {"levels", "2", "switch levels: 2 (leaf, spine) or 3 (leaf, pod spine, core)"},
+               {"hosts_per_leaf", "4", "nodes per leaf switch"},
+               {"leaves_per_pod", "8", "leaves per pod (levels=3)"},
+               {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}},
+              concat(concat(concat(link_params("nvlink", "450GB/s", "0.80", kNvlinkHopLatency, "GPU<->NVSwitch NVLink"),
+                                   {nvls_param("0.85")}),
+                            link_params("pcie", "63GB/s", "0.85", "0.5us", "GPU<->NIC PCIe Gen5")),
+                     ib_params("400Gb/s", "0.92", "0.6us", "0.15us")))},
+         build_fat_tree});
+    v.push_back({{"switch",
+                  "every GPU linked to one crossbar switch: the uncontended reference",
                   {{"nodes", "1", "number of node labels"},
                    {"gpus_per_node", "8", "GPUs per node label"},
                    {"bandwidth", "100GB/s", "line rate per direction of each GPU<->switch link"},
@@ -427,14 +432,17 @@ const std::vector<PresetEntry>& entries() {
                  [](const Params& p) { return build_torus(p, {p.integer("gpus", 1)}); }});
     v.push_back({{"torus2d", "x by y GPUs with wraparound links; GPUs forward",
                   concat({{"x", "4", "size of dimension x"}, {"y", "4", "size of dimension y"}}, direct_link_params())},
-                 [](const Params& p) { return build_torus(p, {p.integer("x", 1), p.integer("y", 1)}); }});
-    v.push_back({{"torus3d", "x by y by z GPUs with wraparound links; GPUs forward",
-                  concat({{"x", "4", "size of dimension x"}, {"y", "4", "size of dimension y"},
-                          {"z", "4", "size of dimension z"}},
-                         direct_link_params())},
                  [](const Params& p) {
-                   return build_torus(p, {p.integer("x", 1), p.integer("y", 1), p.integer("z", 1)});
+                   return build_torus(p, {p.integer("x", 1), p.integer("y", 1)});
                  }});
+    v.push_back(
+        {{"torus3d", "x by y by z GPUs with wraparound links; GPUs forward",
+          concat(
+              {{"x", "4", "size of dimension x"}, {"y", "4", "size of dimension y"}, {"z", "4", "size of dimension z"}},
+              direct_link_params())},
+         [](const Params& p) {
+           return build_torus(p, {p.integer("x", 1), p.integer("y", 1), p.integer("z", 1)});
+         }});
     // Every preset: whether its collectives pay NCCL's protocol costs. The machines do;
     // the synthetic references (switch, ring, tori) keep the bare alpha-beta model.
     for (PresetEntry& e : v) {

@@ -1,21 +1,20 @@
 #include "topology/presets.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <gtest/gtest.h>
-
-#include "core/test_util.h"
 #include <string>
 
 #include "core/error.h"
+#include "core/test_util.h"
 
 namespace meshsim {
 namespace {
 
 using testing_util::contains;
 using testing_util::error_of;
-
 
 std::vector<std::string> hop_names(const Topology& t, const Path& p) {
   std::vector<std::string> v{t.device(t.link(p.links[0]).from).name};
@@ -47,18 +46,17 @@ std::vector<std::string> preset_names() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Catalog, EveryPreset, ::testing::ValuesIn(preset_names()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Catalog, EveryPreset, ::testing::ValuesIn(preset_names()), [](const auto& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+});
 
 TEST(Presets, CatalogListsEveryPresetWithDefaults) {
   const auto names = preset_names();
-  for (const char* n : {"dgx-h100", "dgx-a100", "pcie-node", "frontera-rtx", "fat-tree", "switch", "ring", "torus2d",
-                        "torus3d"})
+  for (const char* n :
+       {"dgx-h100", "dgx-a100", "pcie-node", "frontera-rtx", "fat-tree", "switch", "ring", "torus2d", "torus3d"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   for (const auto& p : preset_catalog())
     for (const auto& param : p.params) EXPECT_FALSE(param.default_value.empty()) << p.name << "." << param.name;
@@ -96,7 +94,7 @@ TEST(Presets, DgxH100RoutesOverNvlinkInsideAndRailsBetweenNodes) {
   EXPECT_NEAR(intra.bottleneck.gbytes_per_s(), 450 * 0.80, 1e-9);  // 360 GB/s
   // Same rail: GPU 2 of node 0 to GPU 2 of node 1 stays on rail leaf 2.
   EXPECT_EQ(hop_names(t, r.path(2, 10)), (std::vector<std::string>{"n0.gpu2", "n0.pcie2", "n0.nic2", "su0.rail2",
-                                                                    "n1.nic2", "n1.pcie2", "n1.gpu2"}));
+                                                                   "n1.nic2", "n1.pcie2", "n1.gpu2"}));
   EXPECT_NEAR(r.path(2, 10).bottleneck.gbytes_per_s(), 50 * 0.92, 1e-9);  // 400 Gb/s x 0.92 = 46 GB/s
   // Across rails the route climbs to a spine, never through the host bridge.
   const auto cross = hop_names(t, r.path(1, 10));
@@ -136,8 +134,8 @@ TEST(Presets, FatTreeOversubscriptionHalvesTheBisection) {
 }
 
 TEST(Presets, ThreeLevelFatTreeClimbsToTheCore) {
-  const Topology t = make_preset("fat-tree", {{"nodes", "16"}, {"levels", "3"}, {"hosts_per_leaf", "2"},
-                                              {"leaves_per_pod", "2"}});
+  const Topology t =
+      make_preset("fat-tree", {{"nodes", "16"}, {"levels", "3"}, {"hosts_per_leaf", "2"}, {"leaves_per_pod", "2"}});
   Router r(t);
   // node 0 (pod 0) to node 15 (pod 3): gpu nic leaf podspine core podspine leaf nic gpu
   const auto names = hop_names(t, r.path(0, 127));
@@ -158,7 +156,9 @@ TEST(Presets, TorusShapes) {
   EXPECT_EQ(make_preset("ring", {{"gpus", "2"}}).links().size(), 2u);
   const Topology r = make_preset("ring", {{"gpus", "8"}, {"gpus_per_node", "4"}});
   EXPECT_EQ(r.num_nodes(), 2);
-  EXPECT_TRUE(contains(error_of([] { make_preset("ring", {{"gpus", "6"}, {"gpus_per_node", "4"}}); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         make_preset("ring", {{"gpus", "6"}, {"gpus_per_node", "4"}});
+                       }),
                        "gpus_per_node"));
 }
 
@@ -227,8 +227,9 @@ TEST_F(TopologyYaml, MalformedYamlNamesFileAndLine) {
 TEST(TopologyYamlErrors, EachNamesTheField) {
   const std::string head = "devices:\n  - {name: gpu0, kind: gpu}\n  - {name: sw, kind: switch}\nlinks:\n";
   auto err = [&](const std::string& link) { return error_of([&] { parse_topology_yaml(head + link, "t.yaml"); }); };
-  std::string m = err("  - {a: gpu0, b: sw, kind: nvlink, bandwidth: 1GB/s}\n  - {a: gpu0, b: gpuX, kind: pcie, "
-                      "bandwidth: 1GB/s}\n");
+  std::string m =
+      err("  - {a: gpu0, b: sw, kind: nvlink, bandwidth: 1GB/s}\n  - {a: gpu0, b: gpuX, kind: pcie, "
+          "bandwidth: 1GB/s}\n");
   EXPECT_TRUE(contains(m, "t.yaml:6: links[1].b: unknown device 'gpuX'")) << m;
   m = err("  - {a: gpu0, b: sw, kind: nvlnk, bandwidth: 1GB/s}\n");
   EXPECT_TRUE(contains(m, "links[0].kind: unknown kind 'nvlnk'")) << m;
@@ -261,8 +262,8 @@ TEST(TopologyYamlErrors, ReduceEfficiencyOnSwitchesOnly) {
   const std::string links =
       "links:\n  - {a: gpu0, b: sw, kind: nvlink, bandwidth: 1GB/s}\n  - {a: gpu1, b: sw, kind: nvlink, "
       "bandwidth: 1GB/s}\n";
-  const Topology t = parse_topology_yaml(head + "  - {name: sw, kind: nvswitch, reduce_efficiency: 0.85}\n" + links,
-                                         "t.yaml");
+  const Topology t =
+      parse_topology_yaml(head + "  - {name: sw, kind: nvswitch, reduce_efficiency: 0.85}\n" + links, "t.yaml");
   EXPECT_DOUBLE_EQ(t.device(2).reduce_efficiency, 0.85);
   std::string m = error_of([&] {
     parse_topology_yaml(head + "  - {name: sw, kind: nvswitch, reduce_efficiency: 1.5}\n" + links, "t.yaml");
@@ -270,8 +271,11 @@ TEST(TopologyYamlErrors, ReduceEfficiencyOnSwitchesOnly) {
   EXPECT_TRUE(contains(m, "t.yaml:4")) << m;
   EXPECT_TRUE(contains(m, "must be in [0, 1]")) << m;
   m = error_of([&] {
-    parse_topology_yaml("devices:\n  - {name: gpu0, kind: gpu, reduce_efficiency: 0.5}\n  - {name: gpu1, kind: gpu}\n"
-                        "  - {name: sw, kind: nvswitch}\n" + links, "t.yaml");
+    parse_topology_yaml(
+        "devices:\n  - {name: gpu0, kind: gpu, reduce_efficiency: 0.5}\n  - {name: gpu1, kind: gpu}\n"
+        "  - {name: sw, kind: nvswitch}\n" +
+            links,
+        "t.yaml");
   });
   EXPECT_TRUE(contains(m, "reduce_efficiency is for switches")) << m;
   auto switch_reduces = [](const Topology& topo) {

@@ -11,6 +11,7 @@
 // latency-so-far plus the hop's latency is least; among the remaining ties (the spines
 // of a fat-tree) one is picked by splitmix64(hash(src, dst), level).
 #include <fmt/format.h>
+
 #include <limits>
 
 #include "core/error.h"
@@ -35,7 +36,8 @@ Router::Router(const Topology& topo) : topo_(topo) {
   adj_.reserve(static_cast<std::size_t>(adj_begin_[n]));
   for (std::size_t d = 0; d < n; ++d)
     for (int l : topo.out_links(static_cast<int>(d)))
-      adj_.push_back({topo.links()[static_cast<std::size_t>(l)].to, topo.links()[static_cast<std::size_t>(l)].spec.latency.ps()});
+      adj_.push_back(
+          {topo.links()[static_cast<std::size_t>(l)].to, topo.links()[static_cast<std::size_t>(l)].spec.latency.ps()});
   forwards_.assign(n, 0);
   for (std::size_t d = 0; d < n; ++d) forwards_[d] = topo.devices()[d].forwards ? 1 : 0;
 }

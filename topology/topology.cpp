@@ -1,8 +1,9 @@
 // Topology building, sealing (validation) and the cut/flow queries.
 #include "topology/topology.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
@@ -11,15 +12,22 @@
 
 namespace meshsim {
 
-constexpr EnumName<DeviceKind> kDeviceKindNames[] = {
-    {DeviceKind::Gpu, "gpu"}, {DeviceKind::NvSwitch, "nvswitch"}, {DeviceKind::PcieSwitch, "pcie-switch"},
-    {DeviceKind::HostBridge, "host-bridge"}, {DeviceKind::Nic, "nic"}, {DeviceKind::Switch, "switch"},
-    {DeviceKind::LeafSwitch, "leaf"}, {DeviceKind::SpineSwitch, "spine"}, {DeviceKind::CoreSwitch, "core"}};
+constexpr EnumName<DeviceKind> kDeviceKindNames[] = {{DeviceKind::Gpu, "gpu"},
+                                                     {DeviceKind::NvSwitch, "nvswitch"},
+                                                     {DeviceKind::PcieSwitch, "pcie-switch"},
+                                                     {DeviceKind::HostBridge, "host-bridge"},
+                                                     {DeviceKind::Nic, "nic"},
+                                                     {DeviceKind::Switch, "switch"},
+                                                     {DeviceKind::LeafSwitch, "leaf"},
+                                                     {DeviceKind::SpineSwitch, "spine"},
+                                                     {DeviceKind::CoreSwitch, "core"}};
 const char* to_string(DeviceKind k) { return enum_name(kDeviceKindNames, k); }
 
-constexpr EnumName<LinkKind> kLinkKindNames[] = {
-    {LinkKind::NvLink, "nvlink"}, {LinkKind::Pcie, "pcie"}, {LinkKind::InfiniBand, "infiniband"},
-    {LinkKind::Ethernet, "ethernet"}, {LinkKind::Generic, "generic"}};
+constexpr EnumName<LinkKind> kLinkKindNames[] = {{LinkKind::NvLink, "nvlink"},
+                                                 {LinkKind::Pcie, "pcie"},
+                                                 {LinkKind::InfiniBand, "infiniband"},
+                                                 {LinkKind::Ethernet, "ethernet"},
+                                                 {LinkKind::Generic, "generic"}};
 const char* to_string(LinkKind k) { return enum_name(kLinkKindNames, k); }
 std::optional<DeviceKind> parse_device_kind(std::string_view name) { return enum_parse(kDeviceKindNames, name); }
 std::string device_kind_names() { return enum_list(kDeviceKindNames); }
@@ -108,18 +116,19 @@ void Topology::seal() {
     if (l.reverse < static_cast<int>(&l - links_.data())) continue;  // check each physical link once
     const auto& a = devices_[l.from].name;
     const auto& b = devices_[l.to].name;
-    if (l.from == l.to)
-      throw Error(fmt::format("link {}<->{}: a device cannot link to itself; remove the link", a, b));
+    if (l.from == l.to) throw Error(fmt::format("link {}<->{}: a device cannot link to itself; remove the link", a, b));
     const DirLink* both[2] = {&l, &links_[l.reverse]};
     for (const DirLink* d : both) {
       const auto& from = devices_[d->from].name;
       const auto& to = devices_[d->to].name;
       if (!(d->spec.raw.bytes_per_s() > 0))
-        throw Error(fmt::format("link {}<->{}: bandwidth must be positive ({}->{} is {} B/s); give a rate such as 25GB/s",
-                                a, b, from, to, d->spec.raw.bytes_per_s()));
+        throw Error(
+            fmt::format("link {}<->{}: bandwidth must be positive ({}->{} is {} B/s); give a rate such as 25GB/s", a, b,
+                        from, to, d->spec.raw.bytes_per_s()));
       if (!(d->spec.efficiency > 0 && d->spec.efficiency <= 1))
-        throw Error(fmt::format("link {}<->{}: efficiency {} ({}->{}) must be in (0, 1]; e.g. 0.8 for 80% of the line rate",
-                                a, b, d->spec.efficiency, from, to));
+        throw Error(
+            fmt::format("link {}<->{}: efficiency {} ({}->{}) must be in (0, 1]; e.g. 0.8 for 80% of the line rate", a,
+                        b, d->spec.efficiency, from, to));
       if (d->spec.latency < Time())
         throw Error(fmt::format("link {}<->{}: latency must not be negative ({}->{})", a, b, from, to));
     }
@@ -162,9 +171,12 @@ void Topology::seal() {
         std::size_t i = 0, j = 0;
         bool shared = false;
         while (i < ta.size() && j < tb.size() && !shared) {
-          if (ta[i] == tb[j]) shared = true;
-          else if (ta[i] < tb[j]) ++i;
-          else ++j;
+          if (ta[i] == tb[j])
+            shared = true;
+          else if (ta[i] < tb[j])
+            ++i;
+          else
+            ++j;
         }
         if (shared || direct(ga, gb)) continue;
         throw Error(fmt::format(

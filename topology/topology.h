@@ -38,10 +38,10 @@ enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Generic };
 
 const char* to_string(DeviceKind k);
 std::optional<DeviceKind> parse_device_kind(std::string_view name);  // inverse of to_string
-std::string device_kind_names();  // "a, b, ..." for messages
+std::string device_kind_names();                                     // "a, b, ..." for messages
 const char* to_string(LinkKind k);
 std::optional<LinkKind> parse_link_kind(std::string_view name);  // inverse of to_string (also "ib" for infiniband)
-std::string link_kind_names();  // "a, b, ..." for messages
+std::string link_kind_names();                                   // "a, b, ..." for messages
 
 // Parameters of one direction of a link.
 struct LinkSpec {
@@ -71,7 +71,7 @@ struct Device {
 struct DirLink {
   int from = 0, to = 0;  // device ids
   LinkSpec spec;
-  int reverse = -1;      // id of the opposite direction
+  int reverse = -1;  // id of the opposite direction
 };
 
 class Topology {
@@ -153,7 +153,7 @@ class Router {
   // epoch_, so a lookup touches just the region it explores.
   std::vector<int> dist_;
   std::vector<int> queue_;
-  std::vector<std::int64_t> lat_;       // least latency (ps) over shortest-hop paths
+  std::vector<std::int64_t> lat_;  // least latency (ps) over shortest-hop paths
   std::vector<std::uint32_t> stamp_;
   std::uint32_t epoch_ = 0;
   struct Edge {
@@ -163,8 +163,8 @@ class Router {
   std::vector<int> adj_begin_;  // CSR: device d's edges are adj_[adj_begin_[d] .. adj_begin_[d+1])
   std::vector<Edge> adj_;
   std::vector<char> forwards_;
-  int bfs_src_ = -1;            // the source of the BFS held in the scratch
-  std::size_t bfs_head_ = 0;    // next queue entry to expand
+  int bfs_src_ = -1;          // the source of the BFS held in the scratch
+  std::size_t bfs_head_ = 0;  // next queue entry to expand
   std::vector<int> candidates_;
 };
 

@@ -1,14 +1,14 @@
 #include "topology/topology.h"
 
-#include <cstdio>
-#include <functional>
 #include <gtest/gtest.h>
 
-#include "core/test_util.h"
+#include <cstdio>
+#include <functional>
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "core/test_util.h"
 #include "topology/presets.h"
 
 namespace meshsim {
@@ -55,8 +55,7 @@ TEST(Topology, SealRejectsEfficiencyOutsideUnitInterval) {
   Topology t("bad");
   const int a = t.add_device(DeviceKind::Gpu, "gpuA", 0);
   const int b = t.add_device(DeviceKind::Gpu, "gpuB", 0);
-  t.add_link(a, b, LinkSpec{LinkKind::NvLink, GBps(10), 1.0, us(1)},
-             LinkSpec{LinkKind::NvLink, GBps(10), 1.5, us(1)});
+  t.add_link(a, b, LinkSpec{LinkKind::NvLink, GBps(10), 1.0, us(1)}, LinkSpec{LinkKind::NvLink, GBps(10), 1.5, us(1)});
   const std::string msg = error_of([&] { t.seal(); });
   EXPECT_NE(msg.find("efficiency"), std::string::npos) << msg;
   EXPECT_NE(msg.find("gpuA<->gpuB"), std::string::npos) << msg;

@@ -1,8 +1,9 @@
 // Topology YAML files, topology specs ("PRESET:k=v,..."), and the Graphviz picture.
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <sstream>
-#include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
 #include "core/yaml_reader.h"
@@ -86,7 +87,8 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
   if (root["protocols"]) {
     const std::string proto = r.scalar(root, "protocols", "protocols");
     if (proto != "nccl" && proto != "none")
-      r.fail(root["protocols"], "protocols", fmt::format("unknown value '{}'; use nccl (NCCL's LL/LL128/Simple costs) or none", proto));
+      r.fail(root["protocols"], "protocols",
+             fmt::format("unknown value '{}'; use nccl (NCCL's LL/LL128/Simple costs) or none", proto));
     t.protocols = proto == "nccl";
   }
   const YAML::Node devices = root["devices"];
@@ -112,7 +114,10 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
     }
     if (const YAML::Node e = d["reduce_efficiency"]) {
       const double eff = r.number(e, field + ".reduce_efficiency");
-      r.located(e, [&] { t.set_reduce_efficiency(id, eff); return 0; });
+      r.located(e, [&] {
+        t.set_reduce_efficiency(id, eff);
+        return 0;
+      });
     }
   }
   const YAML::Node links = root["links"];
@@ -120,8 +125,9 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
   for (std::size_t i = 0; links && i < links.size(); ++i) {
     const YAML::Node l = links[i];
     const std::string field = fmt::format("links[{}]", i);
-    r.only_keys(l, field,
-                {"a", "b", "kind", "bandwidth", "efficiency", "latency", "bandwidth_ba", "efficiency_ba", "latency_ba"});
+    r.only_keys(
+        l, field,
+        {"a", "b", "kind", "bandwidth", "efficiency", "latency", "bandwidth_ba", "efficiency_ba", "latency_ba"});
     int ends[2];
     const char* keys[2] = {"a", "b"};
     for (int e = 0; e < 2; ++e) {
@@ -174,8 +180,8 @@ Topology resolve_topology(const std::string& spec) {
     while (std::getline(ss, item, ',')) {
       const auto eq = item.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-        throw Error(fmt::format("topology '{}': parameter '{}' is not key=value; write e.g. {}:nodes=2", spec, item,
-                                name));
+        throw Error(
+            fmt::format("topology '{}': parameter '{}' is not key=value; write e.g. {}:nodes=2", spec, item, name));
       const std::string key = item.substr(0, eq);
       if (params.count(key)) throw Error(fmt::format("topology '{}': parameter '{}' given twice", spec, key));
       params[key] = item.substr(eq + 1);

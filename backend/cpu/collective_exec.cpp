@@ -1,9 +1,10 @@
 // One rank of a step program over sockets (see collective_exec.h).
 #include "backend/cpu/collective_exec.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 #include "kernels/reduce.h"
@@ -27,7 +28,8 @@ class RankRunner {
                               t.rank(), fmt::join(members_, ",")));
     for (int q : members_)
       if (q < 0 || q >= t.world())
-        throw Error(fmt::format("rank {}: group member {} is not a rank of the {}-rank transport", t.rank(), q, t.world()));
+        throw Error(
+            fmt::format("rank {}: group member {} is not a rank of the {}-rank transport", t.rank(), q, t.world()));
   }
 
   CollectiveRun run() {
@@ -53,9 +55,10 @@ class RankRunner {
  private:
   void setup_buffers() {
     if (prog_.ranks() != spec_.ranks || static_cast<int>(members_.size()) != spec_.ranks)
-      throw Error(fmt::format("rank {}: the program has {} ranks, the spec {} and the group {}; run the "
-                              "collective on a group of the program's size",
-                              r_, prog_.ranks(), spec_.ranks, members_.size()));
+      throw Error(
+          fmt::format("rank {}: the program has {} ranks, the spec {} and the group {}; run the "
+                      "collective on a group of the program's size",
+                      r_, prog_.ranks(), spec_.ranks, members_.size()));
     if (spec_.bytes % kFloat != 0)
       throw Error(fmt::format("rank {}: bytes = {} is not a whole number of float32 values", r_, spec_.bytes));
     send_ = &buffer_;
@@ -79,9 +82,10 @@ class RankRunner {
 
   float* at(std::vector<float>& buf, const Transfer& t, int s, const char* what) const {
     if (t.offset % kFloat != 0 || t.bytes % kFloat != 0)
-      throw Error(fmt::format("rank {}: step {} {} [{}, +{}) is not whole float32 elements; build the program with "
-                              "element_bytes = 4",
-                              r_, s, what, t.offset, t.bytes));
+      throw Error(
+          fmt::format("rank {}: step {} {} [{}, +{}) is not whole float32 elements; build the program with "
+                      "element_bytes = 4",
+                      r_, s, what, t.offset, t.bytes));
     if (t.offset < 0 || t.bytes < 0 || t.offset + t.bytes > static_cast<Bytes>(buf.size()) * kFloat)
       throw Error(fmt::format("rank {}: step {} {} [{}, +{}) exceeds the {}-byte buffer", r_, s, what, t.offset,
                               t.bytes, buf.size() * kFloat));

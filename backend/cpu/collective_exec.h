@@ -37,8 +37,8 @@ struct StepTiming {
 };
 
 struct CollectiveRun {
-  std::vector<StepTiming> steps;         // this rank's steps, in order
-  std::chrono::nanoseconds total{0};     // from entry (buffer setup included) to return
+  std::vector<StepTiming> steps;      // this rank's steps, in order
+  std::chrono::nanoseconds total{0};  // from entry (buffer setup included) to return
 };
 
 // members: the transport ranks of the group, in group-rank order (program rank i runs on

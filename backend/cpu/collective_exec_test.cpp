@@ -21,8 +21,8 @@
 namespace meshsim::cpu {
 namespace {
 
-using testing::run_ranks;
 using meshsim::testing::Buffers;
+using testing::run_ranks;
 using namespace std::chrono_literals;
 
 using Case = meshsim::testing::CollectiveCase;
@@ -156,8 +156,8 @@ TEST(CpuCollectiveFailure, PeerClosingMidCollectiveNamesIt) {
     for (int r : {0, 1, 3}) {
       if (got.errors[r].empty() && std::string(algo) != "ring") continue;  // did not need rank 2 after step 0
       ++failed;
-      EXPECT_NE(got.errors[r].find("lost connection to rank 2"), std::string::npos) << algo << " rank " << r << ": "
-                                                                                    << got.errors[r];
+      EXPECT_NE(got.errors[r].find("lost connection to rank 2"), std::string::npos)
+          << algo << " rank " << r << ": " << got.errors[r];
       EXPECT_EQ(got.errors[r].rfind("rank " + std::to_string(r) + ": ", 0), 0u) << got.errors[r];
     }
     EXPECT_GE(failed, 1) << algo;
@@ -174,7 +174,8 @@ TEST(CpuCollective, GroupsOfTheTransportRunAtOnce) {
   const std::vector<std::vector<int>> groups = {{0, 2}, {3, 1}};
   Buffers in(4, std::vector<float>(1000));
   for (int r = 0; r < 4; ++r)
-    for (std::size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>((r + 1) * 10 + static_cast<int>(i % 7));
+    for (std::size_t i = 0; i < in[r].size(); ++i)
+      in[r][i] = static_cast<float>((r + 1) * 10 + static_cast<int>(i % 7));
   Buffers out = in;
   InMemoryDirectory dir;
   const auto errs = run_ranks(4, [&](int r) {
@@ -184,7 +185,8 @@ TEST(CpuCollective, GroupsOfTheTransportRunAtOnce) {
   });
   for (int r = 0; r < 4; ++r) EXPECT_EQ(errs[static_cast<std::size_t>(r)], "") << "rank " << r;
   for (const auto& g : groups) {
-    const Buffers want = run_reference(*prog, s, {in[static_cast<std::size_t>(g[0])], in[static_cast<std::size_t>(g[1])]});
+    const Buffers want =
+        run_reference(*prog, s, {in[static_cast<std::size_t>(g[0])], in[static_cast<std::size_t>(g[1])]});
     EXPECT_EQ(out[static_cast<std::size_t>(g[0])], want[0]);
     EXPECT_EQ(out[static_cast<std::size_t>(g[1])], want[1]);
   }
@@ -210,8 +212,7 @@ TEST(CpuCollectiveFailure, RanksDisagreeingOnSizeGetAnError) {
     std::vector<float> buf(r == 0 ? 64 : 32, 1.0f);
     run_collective_cpu(t, r == 0 ? *pb : *ps, r == 0 ? big : small, buf);
   });
-  EXPECT_NE(errs[1].find("rank 0 sent a 128-byte message where rank 1 expects 64 bytes"), std::string::npos)
-      << errs[1];
+  EXPECT_NE(errs[1].find("rank 0 sent a 128-byte message where rank 1 expects 64 bytes"), std::string::npos) << errs[1];
   EXPECT_NE(errs[0].find("rank 0: "), std::string::npos) << errs[0];
 }
 
@@ -221,7 +222,8 @@ TEST(CpuCollectiveFailure, WrongBufferSizeIsAnError) {
   s.ranks = 1;
   InMemoryDirectory dir;
   Transport t(0, 1, dir);
-  auto prog = reg.find("ring", CollKind::AllReduce)->unsupported(s) ? nullptr : reg.find("ring", CollKind::AllReduce)->build(s);
+  auto prog =
+      reg.find("ring", CollKind::AllReduce)->unsupported(s) ? nullptr : reg.find("ring", CollKind::AllReduce)->build(s);
   if (!prog) GTEST_SKIP() << "ring refuses 1 rank";
   std::vector<float> buf(7);
   EXPECT_THROW(run_collective_cpu(t, *prog, s, buf), Error);

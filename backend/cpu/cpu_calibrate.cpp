@@ -38,7 +38,7 @@ CpuMeasurements measure_cpu(const CpuCalibrateOptions& opt) {
     for (std::int64_t n : opt.gemm_sizes)
       for (std::int64_t k : opt.gemm_sizes) {
         const double t = best_of(opt.repeats, [&] {
-          kernels::gemm_cpu(kernels::Trans::kNo, kernels::Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+          kernels::gemm_cpu(kernels::Trans::No, kernels::Trans::No, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
                             c.data(), n);
         });
         out.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m * n * k) / t});
@@ -47,7 +47,8 @@ CpuMeasurements measure_cpu(const CpuCalibrateOptions& opt) {
   const double big = best_of(opt.repeats, [&] { kernels::stream_pass_cpu(y.data(), x.data(), x.size(), 0.5f); });
   out.memory_bandwidth = 2.0 * static_cast<double>(x.size()) * 4 / big;
   std::vector<double> small;
-  for (int i = 0; i < 101; ++i) small.push_back(best_of(1, [&] { kernels::stream_pass_cpu(y.data(), x.data(), 256, 0.5f); }));
+  for (int i = 0; i < 101; ++i)
+    small.push_back(best_of(1, [&] { kernels::stream_pass_cpu(y.data(), x.data(), 256, 0.5f); }));
   std::nth_element(small.begin(), small.begin() + 50, small.end());
   out.launch_overhead_s = small[50];
   for (const CalibrationCall& c : calibration_calls(opt.kernel_rows, opt.row, opt.attention)) {

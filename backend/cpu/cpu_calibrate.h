@@ -1,7 +1,7 @@
 // What this host's CPU does, measured with the kernels the cpu backend runs: the rates a
 // compute model needs to predict the cpu backend (meshsim validate, meshsim calibrate
-// --backend cpu), and the reference kernels it runs for every other op (kernel_call.h). Every rank of a run measures at once, so ranks sharing cores see the
-// rates they will get.
+// --backend cpu), and the reference kernels it runs for every other op (kernel_call.h). Every rank of a run measures at
+// once, so ranks sharing cores see the rates they will get.
 //
 //   CpuMeasurements m = measure_cpu({});
 //   m.gemm[i] = {m, n, k, achieved FLOP/s}; m.memory_bandwidth (bytes read + written / s)
@@ -20,9 +20,9 @@ struct MeasuredGemm {
 };
 
 struct CpuMeasurements {
-  std::vector<MeasuredGemm> gemm;  // a grid of shapes, fp32 through kernels::gemm_cpu
-  double memory_bandwidth = 0;     // bytes read + written per second by kernels::stream_pass_cpu on 64 MiB
-  double launch_overhead_s = 0;    // time of a 1 KiB stream_pass_cpu (the fixed cost per op)
+  std::vector<MeasuredGemm> gemm;       // a grid of shapes, fp32 through kernels::gemm_cpu
+  double memory_bandwidth = 0;          // bytes read + written per second by kernels::stream_pass_cpu on 64 MiB
+  double launch_overhead_s = 0;         // time of a 1 KiB stream_pass_cpu (the fixed cost per op)
   std::vector<MeasuredKernel> kernels;  // the CPU references the backend runs: calibration_calls
 };
 

@@ -1,14 +1,14 @@
 // CpuCompute: a schedule's compute ops on this CPU (see cpu_compute.h).
 #include "backend/cpu/cpu_compute.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fmt/format.h>
 
+#include "backend/kernel_call.h"
 #include "core/error.h"
 #include "core/hash.h"
-#include "backend/kernel_call.h"
 #include "kernels/gemm.h"
 
 namespace meshsim::cpu {
@@ -36,11 +36,12 @@ Bytes CpuCompute::workspace_for(const std::vector<Op>& ops, Bytes limit) {
     if (op.kind != OpKind::Compute) continue;
     const std::int64_t f = floats_of(op);
     if (f * 4 > limit)
-      throw Error(fmt::format("backend cpu: compute op '{}' ({} kernel, m={} n={} k={}) needs {} of workspace, more "
-                              "than the {} this host allows; run a smaller model on the cpu backend (e.g. --set "
-                              "model.hidden=512 --set model.layers=4 --set model.seq=512)",
-                              op.name, to_string(op.kernel.kind), op.kernel.m, op.kernel.n, op.kernel.k,
-                              gib(static_cast<double>(f) * 4), gib(static_cast<double>(limit))));
+      throw Error(
+          fmt::format("backend cpu: compute op '{}' ({} kernel, m={} n={} k={}) needs {} of workspace, more "
+                      "than the {} this host allows; run a smaller model on the cpu backend (e.g. --set "
+                      "model.hidden=512 --set model.layers=4 --set model.seq=512)",
+                      op.name, to_string(op.kernel.kind), op.kernel.m, op.kernel.n, op.kernel.k,
+                      gib(static_cast<double>(f) * 4), gib(static_cast<double>(limit))));
     need = std::max(need, f);
   }
   return need * 4;
@@ -61,8 +62,10 @@ void CpuCompute::run(const Op& op) {
   const KernelCall call = gemm ? KernelCall{} : kernel_call(k, op.phase);
   const std::int64_t need = gemm ? floats_of(op) : call.floats();
   if (static_cast<std::int64_t>(ws_.size()) < need)
-    throw Error(fmt::format("backend cpu: compute op '{}' is larger than the reserved workspace; reserve() the role's "
-                            "ops before running them", op.name));
+    throw Error(
+        fmt::format("backend cpu: compute op '{}' is larger than the reserved workspace; reserve() the role's "
+                    "ops before running them",
+                    op.name));
   float* w = ws_.data();
   if (!gemm) {
     run_kernel_call_cpu(call, w);
@@ -72,7 +75,7 @@ void CpuCompute::run(const Op& op) {
   float* a = w;
   float* b = a + k.m * k.k;
   float* c = b + k.k * k.n;
-  kernels::gemm_cpu(kernels::Trans::kNo, kernels::Trans::kNo, k.m, k.n, k.k, 1.0f, a, k.k, b, k.n, 0.0f, c, k.n);
+  kernels::gemm_cpu(kernels::Trans::No, kernels::Trans::No, k.m, k.n, k.k, 1.0f, a, k.k, b, k.n, 0.0f, c, k.n);
 }
 
 }  // namespace meshsim::cpu

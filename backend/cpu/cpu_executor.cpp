@@ -22,7 +22,8 @@ std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) 
 
 std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {
   std::vector<float> v(static_cast<std::size_t>(rank_buffers(spec, rank).send / 4));
-  const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
+  const std::uint64_t base =
+      splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 1000003ULL + static_cast<std::uint64_t>(op)));
   for (std::size_t i = 0; i < v.size(); ++i)  // small integers in [-8, 8): sums stay exact in float32
     v[i] = static_cast<float>(static_cast<int>(splitmix64(base + i) % 16) - 8);
   return v;
@@ -33,8 +34,9 @@ CpuExecutor::CpuExecutor(Transport& transport, const AlgorithmRegistry& registry
 
 Trace CpuExecutor::execute(const Schedule& schedule) {
   if (schedule.roles.size() != 1)
-    throw Error("backend cpu: this schedule has " + std::to_string(schedule.roles.size()) +
-                " roles (a training schedule); the cpu backend runs collective workloads so far (workload: in the scenario)");
+    throw Error(
+        "backend cpu: this schedule has " + std::to_string(schedule.roles.size()) +
+        " roles (a training schedule); the cpu backend runs collective workloads so far (workload: in the scenario)");
   const Role& role = schedule.roles.front();
   const int world = t_.world(), rank = t_.rank();
   Trace trace;

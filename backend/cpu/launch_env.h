@@ -49,7 +49,7 @@ struct LaunchEnv {
   int master_port = 0;
   std::string token;
   std::string bind_addr = kDefaultBindAddr;  // MESHSIM_BIND_ADDR: where this rank's transport listens
-  std::string source;  // "meshsim", "torchrun", "slurm" or "openmpi"
+  std::string source;                        // "meshsim", "torchrun", "slurm" or "openmpi"
 };
 
 // getenv returns the variable's value or nullptr when it is not set.

@@ -31,10 +31,14 @@ std::string error_of(const Env& env) {
 }
 
 TEST(LaunchEnv, Meshsim) {
-  const LaunchEnv e = parse({{"MESHSIM_RANK", "2"}, {"MESHSIM_WORLD_SIZE", "4"}, {"MESHSIM_MASTER_ADDR", "10.1.2.3"},
-                             {"MESHSIM_MASTER_PORT", "29600"}, {"MESHSIM_TOKEN", "abc"},
+  const LaunchEnv e = parse({{"MESHSIM_RANK", "2"},
+                             {"MESHSIM_WORLD_SIZE", "4"},
+                             {"MESHSIM_MASTER_ADDR", "10.1.2.3"},
+                             {"MESHSIM_MASTER_PORT", "29600"},
+                             {"MESHSIM_TOKEN", "abc"},
                              // a torchrun environment around it loses: meshsim's own variables come first
-                             {"RANK", "0"}, {"WORLD_SIZE", "8"}});
+                             {"RANK", "0"},
+                             {"WORLD_SIZE", "8"}});
   EXPECT_EQ(e.source, "meshsim");
   EXPECT_EQ(e.rank, 2);
   EXPECT_EQ(e.world_size, 4);
@@ -45,20 +49,32 @@ TEST(LaunchEnv, Meshsim) {
 }
 
 TEST(LaunchEnv, BindAddressIsReadForEveryLauncher) {
-  EXPECT_EQ(parse({{"MESHSIM_RANK", "1"}, {"MESHSIM_WORLD_SIZE", "2"}, {"MESHSIM_MASTER_ADDR", "10.77.0.1"},
-                   {"MESHSIM_MASTER_PORT", "29600"}, {"MESHSIM_BIND_ADDR", "10.77.0.2"}})
+  EXPECT_EQ(parse({{"MESHSIM_RANK", "1"},
+                   {"MESHSIM_WORLD_SIZE", "2"},
+                   {"MESHSIM_MASTER_ADDR", "10.77.0.1"},
+                   {"MESHSIM_MASTER_PORT", "29600"},
+                   {"MESHSIM_BIND_ADDR", "10.77.0.2"}})
                 .bind_addr,
             "10.77.0.2");
-  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", "192.168.1.5"}})
+  EXPECT_EQ(parse({{"RANK", "0"},
+                   {"WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "node0"},
+                   {"MASTER_PORT", "1234"},
+                   {"MESHSIM_BIND_ADDR", "192.168.1.5"}})
                 .bind_addr,
             "192.168.1.5");
-  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"MESHSIM_BIND_ADDR", ""}}).bind_addr,
+  EXPECT_EQ(parse({{"RANK", "0"},
+                   {"WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "node0"},
+                   {"MASTER_PORT", "1234"},
+                   {"MESHSIM_BIND_ADDR", ""}})
+                .bind_addr,
             "127.0.0.1");  // empty counts as unset
 }
 
 TEST(LaunchEnv, Torchrun) {
-  const LaunchEnv e =
-      parse({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"LOCAL_RANK", "3"}});
+  const LaunchEnv e = parse(
+      {{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}, {"LOCAL_RANK", "3"}});
   EXPECT_EQ(e.source, "torchrun");
   EXPECT_EQ(e.rank, 3);
   EXPECT_EQ(e.world_size, 8);
@@ -68,8 +84,11 @@ TEST(LaunchEnv, Torchrun) {
 }
 
 TEST(LaunchEnv, Slurm) {
-  const LaunchEnv e = parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"MASTER_ADDR", "gpu001"},
-                             {"SLURM_NODELIST", "gpu[001-004]"}, {"MESHSIM_TOKEN", "t"}});
+  const LaunchEnv e = parse({{"SLURM_PROCID", "5"},
+                             {"SLURM_NTASKS", "16"},
+                             {"MASTER_ADDR", "gpu001"},
+                             {"SLURM_NODELIST", "gpu[001-004]"},
+                             {"MESHSIM_TOKEN", "t"}});
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 5);
   EXPECT_EQ(e.world_size, 16);
@@ -77,15 +96,21 @@ TEST(LaunchEnv, Slurm) {
   EXPECT_EQ(e.master_port, kDefaultMasterPort);
   EXPECT_EQ(e.token, "t");
   // MESHSIM_MASTER_* win over MASTER_*.
-  const LaunchEnv m = parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "a"},
-                             {"MESHSIM_MASTER_ADDR", "b"}, {"MASTER_PORT", "1"}, {"MESHSIM_MASTER_PORT", "2"}});
+  const LaunchEnv m = parse({{"SLURM_PROCID", "0"},
+                             {"SLURM_NTASKS", "2"},
+                             {"MASTER_ADDR", "a"},
+                             {"MESHSIM_MASTER_ADDR", "b"},
+                             {"MASTER_PORT", "1"},
+                             {"MESHSIM_MASTER_PORT", "2"}});
   EXPECT_EQ(m.master_addr, "b");
   EXPECT_EQ(m.master_port, 2);
 }
 
 TEST(LaunchEnv, OpenMpi) {
-  const LaunchEnv e = parse({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                             {"MESHSIM_MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "4000"}});
+  const LaunchEnv e = parse({{"OMPI_COMM_WORLD_RANK", "1"},
+                             {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"MESHSIM_MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", "4000"}});
   EXPECT_EQ(e.source, "openmpi");
   EXPECT_EQ(e.rank, 1);
   EXPECT_EQ(e.world_size, 2);
@@ -101,9 +126,11 @@ TEST(LaunchEnv, MissingOrInconsistentVariablesNameTheVariableAndTheFix) {
   const std::string no_addr = error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
   EXPECT_NE(no_addr.find("MASTER_ADDR is not set"), std::string::npos) << no_addr;
   EXPECT_NE(no_addr.find("MESHSIM_MASTER_ADDR"), std::string::npos) << no_addr;
-  const std::string no_port = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "1"}, {"MESHSIM_MASTER_ADDR", "h"}});
+  const std::string no_port =
+      error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "1"}, {"MESHSIM_MASTER_ADDR", "h"}});
   EXPECT_NE(no_port.find("MESHSIM_MASTER_PORT is not set"), std::string::npos) << no_port;
-  const std::string big_rank = error_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  const std::string big_rank =
+      error_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
   EXPECT_NE(big_rank.find("RANK=4 is not below WORLD_SIZE=4"), std::string::npos) << big_rank;
   const std::string bad_num = error_of({{"OMPI_COMM_WORLD_RANK", "x1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
   EXPECT_NE(bad_num.find("OMPI_COMM_WORLD_RANK='x1' is not an integer"), std::string::npos) << bad_num;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -11,9 +13,6 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-
-#include <algorithm>
-#include <array>
 #include <map>
 #include <thread>
 #include <unordered_map>
@@ -167,18 +166,18 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       return fail("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
     const std::string_view value = std::string_view(body).substr(r.pos);
     switch (static_cast<RdzvOp>(op)) {
-      case RdzvOp::kPing:
-        return reply(RdzvStatus::kOk, {});
-      case RdzvOp::kSet: {
+      case RdzvOp::Ping:
+        return reply(RdzvStatus::Ok, {});
+      case RdzvOp::Set: {
         const std::string k(key);
         const std::string v(value);
         srv.set(k, v);  // may reply to waiting sessions; our own reply follows
-        return reply(RdzvStatus::kOk, {});
+        return reply(RdzvStatus::Ok, {});
       }
-      case RdzvOp::kGet: {
+      case RdzvOp::Get: {
         const auto it = srv.store.find(std::string(key));
-        if (it != srv.store.end()) return reply(RdzvStatus::kOk, it->second);
-        if (arg == 0) return reply(RdzvStatus::kAbsent, {});
+        if (it != srv.store.end()) return reply(RdzvStatus::Ok, it->second);
+        if (arg == 0) return reply(RdzvStatus::Absent, {});
         wait_for(std::string(key), Millis(std::min(arg, kMaxWaitMs)));
         return;
       }
@@ -194,7 +193,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     timer.async_wait([self = shared_from_this()](error_code ec) {
       if (ec || !self->waiting) return;  // cancelled, or woken by a SET first
       self->stop_waiting();
-      self->reply(RdzvStatus::kAbsent, {});
+      self->reply(RdzvStatus::Absent, {});
     });
   }
 
@@ -215,7 +214,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     waiting = false;
     waiting_key.clear();
     timer.cancel();
-    reply(RdzvStatus::kOk, value);
+    reply(RdzvStatus::Ok, value);
   }
 
   void reply(RdzvStatus status, std::string_view payload, bool then_close = false) {
@@ -229,7 +228,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     });
   }
 
-  void fail(const std::string& message) { reply(RdzvStatus::kError, message, /*then_close=*/true); }
+  void fail(const std::string& message) { reply(RdzvStatus::Error, message, /*then_close=*/true); }
 
   void close() {
     if (closed) return;
@@ -281,12 +280,13 @@ RendezvousServer::RendezvousServer(RendezvousServerOptions options) : impl_(std:
   m.host = options.host;
   m.token = options.token;
   if (options.port < 0 || options.port > 65535)
-    throw Error(fmt::format("rendezvous: port {} is out of range; use 1..65535, or 0 to pick a free one", options.port));
+    throw Error(
+        fmt::format("rendezvous: port {} is out of range; use 1..65535, or 0 to pick a free one", options.port));
   error_code ec;
   const auto addr = asio::ip::make_address(options.host, ec);
   if (ec)
-    throw Error(fmt::format("rendezvous: cannot listen on '{}': not a numeric IP address; use e.g. 127.0.0.1 or 0.0.0.0",
-                            options.host));
+    throw Error(fmt::format(
+        "rendezvous: cannot listen on '{}': not a numeric IP address; use e.g. 127.0.0.1 or 0.0.0.0", options.host));
   const tcp::endpoint ep(addr, static_cast<unsigned short>(options.port));
   m.acceptor.open(ep.protocol(), ec);
   if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -319,8 +319,8 @@ struct RendezvousClient::Impl {
   RendezvousClientOptions o;
   asio::io_context io;
   tcp::socket sock{io};
-  std::string where;  // "host:port" for messages
-  std::string broken;  // why the connection can no longer be used
+  std::string where;                                   // "host:port" for messages
+  std::string broken;                                  // why the connection can no longer be used
   std::map<std::string, int, std::less<>> generation;  // per barrier/gather name
 
   // Runs io until its work is done or the deadline passes; on the deadline, closes the
@@ -342,24 +342,25 @@ struct RendezvousClient::Impl {
     while (true) {
       tcp::resolver resolver(io);
       error_code ec = asio::error::would_block;
-      resolver.async_resolve(o.host, std::to_string(o.port),
-                             [&](error_code e, tcp::resolver::results_type results) {
-                               if (e) return void(ec = e);
-                               asio::async_connect(sock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
-                             });
+      resolver.async_resolve(o.host, std::to_string(o.port), [&](error_code e, tcp::resolver::results_type results) {
+        if (e) return void(ec = e);
+        asio::async_connect(sock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
+      });
       if (!run_until(deadline)) ec = asio::error::timed_out;
       if (!ec) break;
       last = ec;
       if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again)
-        throw Error(fmt::format("rendezvous: cannot resolve master address '{}': {}; set MESHSIM_MASTER_ADDR "
-                                "(or MASTER_ADDR) to rank 0's host",
-                                o.host, ec.message()));
+        throw Error(
+            fmt::format("rendezvous: cannot resolve master address '{}': {}; set MESHSIM_MASTER_ADDR "
+                        "(or MASTER_ADDR) to rank 0's host",
+                        o.host, ec.message()));
       error_code ignored;
       sock.close(ignored);
       if (Clock::now() + Millis(50) >= deadline)
-        throw Error(fmt::format("rendezvous: cannot reach the server at {} within {} ({}); is rank 0 running, and "
-                                "are MESHSIM_MASTER_ADDR/MESHSIM_MASTER_PORT right?",
-                                where, format_ms(o.connect_timeout), last.message()));
+        throw Error(
+            fmt::format("rendezvous: cannot reach the server at {} within {} ({}); is rank 0 running, and "
+                        "are MESHSIM_MASTER_ADDR/MESHSIM_MASTER_PORT right?",
+                        where, format_ms(o.connect_timeout), last.message()));
       std::this_thread::sleep_for(Millis(50));  // the server may not be up yet
     }
     error_code ignored;
@@ -396,11 +397,11 @@ struct RendezvousClient::Impl {
     }
     const auto status = static_cast<RdzvStatus>(static_cast<unsigned char>(body[0]));
     payload.assign(body, 1);
-    if (status == RdzvStatus::kError) {
+    if (status == RdzvStatus::Error) {
       broken = "the server refused an earlier request: " + payload;
       throw Error(fmt::format("rendezvous: {} on {} refused: {}", what, where, payload));
     }
-    if (status != RdzvStatus::kOk && status != RdzvStatus::kAbsent)
+    if (status != RdzvStatus::Ok && status != RdzvStatus::Absent)
       throw Error(fmt::format("rendezvous: {} on {}: unknown reply status {}; is this a meshsim server?", what, where,
                               static_cast<int>(status)));
     return status;
@@ -415,18 +416,18 @@ struct RendezvousClient::Impl {
       const std::string key = fmt::format("{}/{}", prefix, r);
       const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
       std::string v;
-      if (request(RdzvOp::kGet, key, static_cast<std::uint64_t>(left.count()), {}, left, v, what) == RdzvStatus::kOk) {
+      if (request(RdzvOp::Get, key, static_cast<std::uint64_t>(left.count()), {}, left, v, what) == RdzvStatus::Ok) {
         values[r] = std::move(v);
         continue;
       }
       std::vector<int> missing{r};
       for (int q = r + 1; q < world; ++q)
-        if (request(RdzvOp::kGet, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::kOk)
+        if (request(RdzvOp::Get, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::Ok)
           missing.push_back(q);
-      throw Error(fmt::format("rendezvous: {} timed out after {}: rank{} {} of {} {}; are they running, with the "
-                              "same MESHSIM_TOKEN and master address?",
-                              what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world,
-                              missing_verb));
+      throw Error(fmt::format(
+          "rendezvous: {} timed out after {}: rank{} {} of {} {}; are they running, with the "
+          "same MESHSIM_TOKEN and master address?",
+          what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world, missing_verb));
     }
     return values;
   }
@@ -436,11 +437,11 @@ RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std:
   impl_->o = std::move(options);
   impl_->where = fmt::format("{}:{}", impl_->o.host, impl_->o.port);
   if (impl_->o.port <= 0 || impl_->o.port > 65535)
-    throw Error(fmt::format("rendezvous: master port {} is out of range; set MESHSIM_MASTER_PORT to 1..65535",
-                            impl_->o.port));
+    throw Error(
+        fmt::format("rendezvous: master port {} is out of range; set MESHSIM_MASTER_PORT to 1..65535", impl_->o.port));
   impl_->connect();
   std::string ignored;
-  impl_->request(RdzvOp::kPing, {}, 0, {}, Millis(0), ignored, "connect");
+  impl_->request(RdzvOp::Ping, {}, 0, {}, Millis(0), ignored, "connect");
 }
 
 RendezvousClient::~RendezvousClient() {
@@ -453,37 +454,41 @@ int RendezvousClient::rank() const { return impl_->o.rank; }
 
 void RendezvousClient::set(std::string_view key, std::string_view value) {
   const std::string what = fmt::format("set '{}'", key);
-  if (key.size() > 0xffff) throw Error(fmt::format("rendezvous: key of {} bytes is too long (limit 65535)", key.size()));
+  if (key.size() > 0xffff)
+    throw Error(fmt::format("rendezvous: key of {} bytes is too long (limit 65535)", key.size()));
   if (value.size() + key.size() + impl_->o.token.size() + 64 > kMaxFrameBytes)
-    throw Error(fmt::format("rendezvous: {}: value of {} bytes is over the {} MiB limit of a message; store it in parts",
-                            what, value.size(), kMaxFrameBytes >> 20));
+    throw Error(
+        fmt::format("rendezvous: {}: value of {} bytes is over the {} MiB limit of a message; store it in parts", what,
+                    value.size(), kMaxFrameBytes >> 20));
   std::string ignored;
-  impl_->request(RdzvOp::kSet, key, 0, value, Millis(0), ignored, what);
+  impl_->request(RdzvOp::Set, key, 0, value, Millis(0), ignored, what);
 }
 
 std::string RendezvousClient::get(std::string_view key, Millis timeout) {
   const std::string what = fmt::format("get '{}'", key);
   std::string value;
   const auto wait = std::max(timeout, Millis(1));
-  if (impl_->request(RdzvOp::kGet, key, static_cast<std::uint64_t>(wait.count()), {}, wait, value, what) ==
-      RdzvStatus::kOk)
+  if (impl_->request(RdzvOp::Get, key, static_cast<std::uint64_t>(wait.count()), {}, wait, value, what) ==
+      RdzvStatus::Ok)
     return value;
-  throw Error(fmt::format("rendezvous: timed out after {} waiting for key '{}' on {}; no rank set it (is the rank "
-                          "that publishes it running, with the same MESHSIM_TOKEN?)",
-                          format_ms(timeout), key, impl_->where));
+  throw Error(
+      fmt::format("rendezvous: timed out after {} waiting for key '{}' on {}; no rank set it (is the rank "
+                  "that publishes it running, with the same MESHSIM_TOKEN?)",
+                  format_ms(timeout), key, impl_->where));
 }
 
 bool RendezvousClient::try_get(std::string_view key, std::string& value) {
-  return impl_->request(RdzvOp::kGet, key, 0, {}, Millis(0), value, fmt::format("get '{}'", key)) == RdzvStatus::kOk;
+  return impl_->request(RdzvOp::Get, key, 0, {}, Millis(0), value, fmt::format("get '{}'", key)) == RdzvStatus::Ok;
 }
 
 void RendezvousClient::barrier(std::string_view name, int world_size, Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   const int rank = impl_->o.rank;
   if (rank < 0 || rank >= world_size)
-    throw Error(fmt::format("rendezvous: barrier '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
-                            "MESHSIM_WORLD_SIZE",
-                            name, rank, world_size - 1));
+    throw Error(
+        fmt::format("rendezvous: barrier '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
+                    "MESHSIM_WORLD_SIZE",
+                    name, rank, world_size - 1));
   const int gen = impl_->generation[fmt::format("barrier/{}", name)]++;
   const std::string prefix = fmt::format("barrier/{}/{}", name, gen);
   set(fmt::format("{}/{}", prefix, rank), {});
@@ -494,9 +499,10 @@ std::vector<std::string> RendezvousClient::gather(std::string_view key_prefix, i
                                                   std::string_view value, Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   if (rank < 0 || rank >= world_size)
-    throw Error(fmt::format("rendezvous: gather '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
-                            "MESHSIM_WORLD_SIZE",
-                            key_prefix, rank, world_size - 1));
+    throw Error(
+        fmt::format("rendezvous: gather '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
+                    "MESHSIM_WORLD_SIZE",
+                    key_prefix, rank, world_size - 1));
   const int gen = impl_->generation[fmt::format("gather/{}", key_prefix)]++;
   const std::string prefix = fmt::format("gather/{}/{}", key_prefix, gen);
   set(fmt::format("{}/{}", prefix, rank), value);

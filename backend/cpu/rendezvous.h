@@ -56,8 +56,8 @@ using Millis = std::chrono::milliseconds;
 
 inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
 
-enum class RdzvOp : std::uint8_t { kPing = 1, kSet = 2, kGet = 3 };
-enum class RdzvStatus : std::uint8_t { kOk = 0, kAbsent = 1, kError = 2 };
+enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3 };
+enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2 };
 
 struct RendezvousServerOptions {
   std::string host = "127.0.0.1";  // the address to bind: "0.0.0.0" for every interface
@@ -87,9 +87,9 @@ struct RendezvousClientOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string token;
-  int rank = 0;                               // this client's rank (barrier names the missing ones)
-  Millis connect_timeout = Millis(30'000);    // retries while the server is not up yet
-  Millis io_timeout = Millis(10'000);         // a reply must come within this (plus any GET wait)
+  int rank = 0;                             // this client's rank (barrier names the missing ones)
+  Millis connect_timeout = Millis(30'000);  // retries while the server is not up yet
+  Millis io_timeout = Millis(10'000);       // a reply must come within this (plus any GET wait)
 };
 
 class RendezvousClient {
@@ -112,8 +112,8 @@ class RendezvousClient {
   // Publishes value for this rank and returns every rank's value, in rank order. Like a
   // barrier, the n-th gather with a prefix meets the other ranks' n-th one (the keys are
   // internal: "gather/<prefix>/<n>/<rank>"). Error names the ranks whose value did not arrive.
-  std::vector<std::string> gather(std::string_view key_prefix, int rank, int world_size,
-                                  std::string_view value, Millis timeout);
+  std::vector<std::string> gather(std::string_view key_prefix, int rank, int world_size, std::string_view value,
+                                  Millis timeout);
 
   int rank() const;
 

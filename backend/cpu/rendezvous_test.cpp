@@ -2,22 +2,20 @@
 // and a server that refuses wrong tokens and malformed messages but keeps serving.
 #include "backend/cpu/rendezvous.h"
 
-#include "backend/cpu/launch_env.h"
-
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-
-#include <array>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <thread>
 
+#include "backend/cpu/launch_env.h"
 #include "core/error.h"
 #include "core/test_util.h"
 
@@ -132,8 +130,7 @@ TEST(Rendezvous, BarrierTimeoutNamesMissingRanks) {
   RendezvousServer server({.token = "secret"});
   std::thread rank1([&] {
     RendezvousClient c(client_of(server, 1));
-    EXPECT_NE(error_of([&] { c.barrier("init", 4, 300ms); }).find("ranks 2, 3 of 4 did not arrive"),
-              std::string::npos);
+    EXPECT_NE(error_of([&] { c.barrier("init", 4, 300ms); }).find("ranks 2, 3 of 4 did not arrive"), std::string::npos);
   });
   RendezvousClient c(client_of(server, 0));
   const std::string msg = error_of([&] { c.barrier("init", 4, 300ms); });
@@ -155,8 +152,7 @@ TEST(Rendezvous, GatherReturnsValuesInRankOrder) {
     });
   }
   for (auto& th : threads) th.join();
-  for (int r = 0; r < kWorld; ++r)
-    EXPECT_EQ(got[r], (std::vector<std::string>{"10.0.0.0", "10.0.0.1", "10.0.0.2"}));
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(got[r], (std::vector<std::string>{"10.0.0.0", "10.0.0.1", "10.0.0.2"}));
 
   RendezvousClient lone(client_of(server, 0));
   const std::string msg = error_of([&] { lone.gather("result", 0, 2, "x", 200ms); });
@@ -171,9 +167,9 @@ TEST(Rendezvous, WrongTokenIsRefusedAndServerKeepsServing) {
   EXPECT_NE(msg.find("wrong token"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MESHSIM_TOKEN"), std::string::npos) << msg;
   // A raw SET with a wrong token does not reach the store.
-  const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::kSet, "guess", "k", 0, "evil"));
+  const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::Set, "guess", "k", 0, "evil"));
   ASSERT_GE(reply.size(), 5u);
-  EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::kError));
+  EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error));
   EXPECT_EQ(good.get("k", 1s), "v");
   RendezvousClient late(client_of(server, 2));
   EXPECT_EQ(late.get("k", 1s), "v");
@@ -181,7 +177,7 @@ TEST(Rendezvous, WrongTokenIsRefusedAndServerKeepsServing) {
 
 TEST(Rendezvous, MalformedMessagesAreRefusedWithoutTakingTheServerDown) {
   RendezvousServer server({.token = "secret"});
-  const std::string good_set = encode_request(RdzvOp::kSet, "secret", "k", 0, "v");
+  const std::string good_set = encode_request(RdzvOp::Set, "secret", "k", 0, "v");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"oversized", std::string("\xff\xff\xff\xff", 4) + "xxxx"},
       {"just over the limit", encode_frame(std::string(kMaxFrameBytes + 1, 'a')).substr(0, 64)},
@@ -192,17 +188,17 @@ TEST(Rendezvous, MalformedMessagesAreRefusedWithoutTakingTheServerDown) {
   for (const auto& [name, bytes] : cases) {
     const std::string reply = raw_exchange(server.port(), bytes);
     ASSERT_GE(reply.size(), 5u) << name;
-    EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::kError)) << name;
+    EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error)) << name;
     EXPECT_LT(reply.size(), 300u) << name;
   }
   // Half a header, then a disconnect.
   EXPECT_EQ(raw_exchange(server.port(), std::string("\x00\x00", 2)), "");
   // The good path still works, raw and through a client.
-  const std::string ok = raw_exchange(server.port(), good_set + encode_request(RdzvOp::kGet, "secret", "k", 0, "") +
-                                                         encode_request(RdzvOp::kPing, "guess", "", 0, ""));
-  EXPECT_EQ(ok.substr(0, 5), std::string("\x00\x00\x00\x01\x00", 5));         // SET: OK
-  EXPECT_EQ(ok.substr(5, 6), std::string("\x00\x00\x00\x02\x00v", 6));        // GET: OK "v"
-  EXPECT_EQ(ok[15], static_cast<char>(RdzvStatus::kError));  // bad token: ERROR
+  const std::string ok = raw_exchange(server.port(), good_set + encode_request(RdzvOp::Get, "secret", "k", 0, "") +
+                                                         encode_request(RdzvOp::Ping, "guess", "", 0, ""));
+  EXPECT_EQ(ok.substr(0, 5), std::string("\x00\x00\x00\x01\x00", 5));   // SET: OK
+  EXPECT_EQ(ok.substr(5, 6), std::string("\x00\x00\x00\x02\x00v", 6));  // GET: OK "v"
+  EXPECT_EQ(ok[15], static_cast<char>(RdzvStatus::Error));              // bad token: ERROR
   RendezvousClient c(client_of(server));
   EXPECT_EQ(c.get("k", 1s), "v");
 }

@@ -1,9 +1,10 @@
 // TrainingExecutor: a training schedule's op list run for real on one rank (see the header).
 #include "backend/cpu/training_exec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <condition_variable>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,7 +31,8 @@ class Progress {
   bool wait_deps(const std::vector<int>& deps) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return failed_ || std::all_of(deps.begin(), deps.end(), [&](int d) { return done_[static_cast<std::size_t>(d)]; });
+      return failed_ ||
+             std::all_of(deps.begin(), deps.end(), [&](int d) { return done_[static_cast<std::size_t>(d)]; });
     });
     return !failed_;
   }
@@ -101,9 +103,10 @@ struct Layout {
     for (int r = 0; r < world; ++r) {
       const int g = pl.gpu_of(r);
       if (g < 0 || g >= world || seen[static_cast<std::size_t>(g)]++)
-        throw Error(fmt::format("backend cpu: the placement puts mesh rank {} on GPU {}; every process must be one "
-                                "of GPUs 0..{} exactly once (describe this machine with {} GPUs)",
-                                r, g, world - 1, world));
+        throw Error(
+            fmt::format("backend cpu: the placement puts mesh rank {} on GPU {}; every process must be one "
+                        "of GPUs 0..{} exactly once (describe this machine with {} GPUs)",
+                        r, g, world - 1, world));
       if (g == rank) mesh_rank = r;
     }
     if (!s.pp_axis.empty()) {
@@ -204,9 +207,10 @@ Trace TrainingExecutor::execute(const Schedule& schedule) {
       t.recv(peer, &tag, sizeof tag);
       const auto it = recv_by_tag.find(tag);
       if (it == recv_by_tag.end())
-        throw Error(fmt::format("rank {}: stage {} sent a pipeline message with tag {} that stage {} does not expect; "
-                                "the ranks run different schedules (same scenario and --set on every rank?)",
-                                rank_, from, tag, lay.stage));
+        throw Error(
+            fmt::format("rank {}: stage {} sent a pipeline message with tag {} that stage {} does not expect; "
+                        "the ranks run different schedules (same scenario and --set on every rank?)",
+                        rank_, from, tag, lay.stage));
       const Op& op = ops[static_cast<std::size_t>(it->second)];
       std::vector<float>& buf = sized(inbox[static_cast<std::size_t>(it->second)], op.bytes / 4 * 4);
       t.recv(peer, buf.data(), buf.size() * 4);
@@ -236,7 +240,8 @@ Trace TrainingExecutor::execute(const Schedule& schedule) {
           const int me = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
           if (op.coll == CollKind::SendRecv) {  // ring shift along the axis
             std::vector<float>& out = sized(buffer, 2 * bytes);
-            const SendOp send{members[static_cast<std::size_t>((me + 1) % p)], out.data(), static_cast<std::size_t>(bytes)};
+            const SendOp send{members[static_cast<std::size_t>((me + 1) % p)], out.data(),
+                              static_cast<std::size_t>(bytes)};
             const RecvOpDesc recv{members[static_cast<std::size_t>((me + p - 1) % p)], out.data() + bytes / 4,
                                   static_cast<std::size_t>(bytes), RecvMode::Copy};
             t.exchange(std::span(&send, 1), std::span(&recv, 1), what);
@@ -280,7 +285,8 @@ Trace TrainingExecutor::execute(const Schedule& schedule) {
   std::array<bool, kStreams> used{};
   for (const Op& op : ops) used[static_cast<std::size_t>(op.stream)] = true;
   for (int s = 0; s < kStreams; ++s)
-    if (used[static_cast<std::size_t>(s)]) threads.emplace_back(guarded([&, s] { stream_body(static_cast<Stream>(s)); }));
+    if (used[static_cast<std::size_t>(s)])
+      threads.emplace_back(guarded([&, s] { stream_body(static_cast<Stream>(s)); }));
   for (auto& th : threads) th.join();
   if (progress.error()) std::rethrow_exception(progress.error());
 

@@ -1,25 +1,25 @@
 // TCP transport of the cpu backend (see transport.h): setup, framing, concurrent steps.
 #include "backend/cpu/transport.h"
 
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <array>
-#include <functional>
 #include <utility>  // before Asio: boost 1.74 awaitable.hpp uses std::exchange
-#include <boost/asio.hpp>
-#include <cstdint>
-#include <cstring>
-#include <fmt/format.h>
-#include <optional>
-#include <thread>
-#include <vector>
 
+#include <fmt/format.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/reduce.h"
@@ -180,9 +180,10 @@ struct Transport::Impl {
 
   void check_usable(int peer, const std::string& what) const {
     if (closed)
-      throw Error(fmt::format("rank {}: {} after the transport was closed (an earlier call failed or close() was "
-                              "called); create a new Transport",
-                              rank, what));
+      throw Error(
+          fmt::format("rank {}: {} after the transport was closed (an earlier call failed or close() was "
+                      "called); create a new Transport",
+                      rank, what));
     if (peer < 0 || peer >= world || peer == rank || !socks[peer])
       throw Error(fmt::format("rank {}: {} names peer {}, which is not another rank of the {}-rank world", rank, what,
                               peer, world));
@@ -213,9 +214,10 @@ void Transport::Impl::setup(PeerDirectory& dir) {
     acceptor.bind(ep);
     acceptor.listen(std::max(world, 16));
   } catch (const boost::system::system_error& e) {
-    throw Error(fmt::format("rank {}: cannot listen on {}: {}; set TransportOptions::bind_addr to an address of this "
-                            "host",
-                            rank, opt.bind_addr, e.code().message()));
+    throw Error(
+        fmt::format("rank {}: cannot listen on {}: {}; set TransportOptions::bind_addr to an address of this "
+                    "host",
+                    rank, opt.bind_addr, e.code().message()));
   }
   const std::string host = acceptor.local_endpoint().address().is_v6()
                                ? "[" + acceptor.local_endpoint().address().to_string() + "]"
@@ -237,8 +239,9 @@ void Transport::Impl::setup(PeerDirectory& dir) {
   auto check_hello = [&](const Hello& h, int expect_from) -> int {
     const int who = expect_from >= 0 ? expect_from : h.from;
     if (h.magic != kHelloMagic || h.version != kVersion) {
-      fail(who, "setup: the peer is not a meshsim transport of this version (bad hello); check the address and "
-                "that every rank runs the same build");
+      fail(who,
+           "setup: the peer is not a meshsim transport of this version (bad hello); check the address and "
+           "that every rank runs the same build");
       return -1;
     }
     if (h.world != world || h.to != rank || (expect_from >= 0 ? h.from != expect_from : h.from >= rank || h.from < 0)) {
@@ -306,8 +309,8 @@ void Transport::Impl::setup(PeerDirectory& dir) {
     dialing[q]->async_connect(ep, [&, q, ep](const boost::system::error_code& ec) {
       if (stopping) return;
       if (ec) {
-        if (Clock::now() >= deadline) return fail(q, "setup: cannot connect to " + ep.address().to_string() + ": " +
-                                                         ec.message());
+        if (Clock::now() >= deadline)
+          return fail(q, "setup: cannot connect to " + ep.address().to_string() + ": " + ec.message());
         timers[q] = std::make_unique<asio::steady_timer>(io, std::chrono::milliseconds(20));
         timers[q]->async_wait([&, q, ep](const boost::system::error_code&) {
           if (!stopping) dial(q, ep);
@@ -359,9 +362,10 @@ void Transport::Impl::setup(PeerDirectory& dir) {
       why = failure->peer >= 0 ? fmt::format("rank {}: {} (peer rank {})", rank, failure->text, failure->peer)
                                : fmt::format("rank {}: {}", rank, failure->text);
     else
-      why = fmt::format("rank {}: setup: only {} of {} peers connected within {} ms; start every rank of the job "
-                        "(same world size, token and directory) or raise the timeout",
-                        rank, connected, expected, opt.timeout.count());
+      why = fmt::format(
+          "rank {}: setup: only {} of {} peers connected within {} ms; start every rank of the job "
+          "(same world size, token and directory) or raise the timeout",
+          rank, connected, expected, opt.timeout.count());
     bail(why);
   }
   failure.reset();
@@ -461,24 +465,24 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
     if (c.sent == 0) c.out_frame.bytes = s.bytes;
     // The buffer sequence must outlive the operation: it lives in the channel.
     std::size_t n = 0;
-    if (c.sent < sizeof(Frame)) c.out_bufs[n++] = asio::buffer(reinterpret_cast<const char*>(&c.out_frame) + c.sent,
-                                                               sizeof(Frame) - c.sent);
+    if (c.sent < sizeof(Frame))
+      c.out_bufs[n++] = asio::buffer(reinterpret_cast<const char*>(&c.out_frame) + c.sent, sizeof(Frame) - c.sent);
     const std::size_t payload_done = c.sent > sizeof(Frame) ? c.sent - sizeof(Frame) : 0;
     if (s.bytes > payload_done)
       c.out_bufs[n++] = asio::buffer(static_cast<const char*>(s.data) + payload_done, s.bytes - payload_done);
-    socks[q]->async_write_some(std::span(c.out_bufs.data(), n), [&, q](const boost::system::error_code& ec, std::size_t k) {
-      Chan& cc = ch[q];
-      const SendOp& op = *cc.sends[cc.si];
-      if (ec)
-        return fail(q, fmt::format("sending {} bytes ({})", op.bytes, ec.message()));
-      cc.sent += k;
-      if (cc.sent == sizeof(Frame) + op.bytes) {
-        cc.sent = 0;
-        ++cc.si;
-        --pending;
-      }
-      write_more(q);
-    });
+    socks[q]->async_write_some(std::span(c.out_bufs.data(), n),
+                               [&, q](const boost::system::error_code& ec, std::size_t k) {
+                                 Chan& cc = ch[q];
+                                 const SendOp& op = *cc.sends[cc.si];
+                                 if (ec) return fail(q, fmt::format("sending {} bytes ({})", op.bytes, ec.message()));
+                                 cc.sent += k;
+                                 if (cc.sent == sizeof(Frame) + op.bytes) {
+                                   cc.sent = 0;
+                                   ++cc.si;
+                                   --pending;
+                                 }
+                                 write_more(q);
+                               });
   };
   read_more = [&](int q) {
     Chan& c = ch[q];
@@ -508,14 +512,16 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
                                   });
         }
         if (cc.in_frame.magic != kFrameMagic)
-          return fail(q, fmt::format("the stream from rank {} is out of sync (bad frame magic); both ranks must run "
-                                     "the same program",
-                                     q),
+          return fail(q,
+                      fmt::format("the stream from rank {} is out of sync (bad frame magic); both ranks must run "
+                                  "the same program",
+                                  q),
                       Why::Protocol);
         if (cc.in_frame.bytes != op.bytes)
-          return fail(q, fmt::format("rank {} sent a {}-byte message where rank {} expects {} bytes; the two ranks "
-                                     "run different step programs or buffer sizes",
-                                     q, cc.in_frame.bytes, rank, op.bytes),
+          return fail(q,
+                      fmt::format("rank {} sent a {}-byte message where rank {} expects {} bytes; the two ranks "
+                                  "run different step programs or buffer sizes",
+                                  q, cc.in_frame.bytes, rank, op.bytes),
                       Why::Protocol);
       } else if (op.mode == RecvMode::Copy) {
         cc.got += k;
@@ -567,24 +573,30 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
   } else if (failure && failure->why == Why::Protocol) {
     msg = fmt::format("rank {}: {}: {}", rank, what, failure->text);
   } else if (failure) {
-    msg = fmt::format("rank {}: lost connection to rank {} during {}: {}; rank {} exited, closed its transport or "
-                      "failed -- check its log",
-                      rank, failure->peer, what, failure->text, failure->peer);
+    msg = fmt::format(
+        "rank {}: lost connection to rank {} during {}: {}; rank {} exited, closed its transport or "
+        "failed -- check its log",
+        rank, failure->peer, what, failure->text, failure->peer);
   } else if (undelivered >= 0) {
-    msg = fmt::format("rank {}: lost connection to rank {} during {}: rank {} closed the connection or did not take "
-                      "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its log or raise "
-                      "TransportOptions::timeout",
-                      rank, undelivered, what, undelivered, opt.timeout.count());
+    msg = fmt::format(
+        "rank {}: lost connection to rank {} during {}: rank {} closed the connection or did not take "
+        "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its log "
+        "or raise "
+        "TransportOptions::timeout",
+        rank, undelivered, what, undelivered, opt.timeout.count());
   } else {
     int q = 0;
     std::string doing;
     for (int i = 0; i < world && doing.empty(); ++i)
-      if (ch[i].ri < ch[i].recvs.size()) q = i, doing = fmt::format("waiting to receive {} bytes", ch[i].recvs[ch[i].ri]->bytes);
+      if (ch[i].ri < ch[i].recvs.size())
+        q = i, doing = fmt::format("waiting to receive {} bytes", ch[i].recvs[ch[i].ri]->bytes);
     for (int i = 0; i < world && doing.empty(); ++i)
-      if (ch[i].si < ch[i].sends.size()) q = i, doing = fmt::format("waiting to send {} bytes", ch[i].sends[ch[i].si]->bytes);
-    msg = fmt::format("rank {}: lost connection to rank {} during {}: no progress for {} ms ({}); rank {} is stuck, "
-                      "dead or runs a different program -- check its log or raise TransportOptions::timeout",
-                      rank, q, what, opt.timeout.count(), doing, q);
+      if (ch[i].si < ch[i].sends.size())
+        q = i, doing = fmt::format("waiting to send {} bytes", ch[i].sends[ch[i].si]->bytes);
+    msg = fmt::format(
+        "rank {}: lost connection to rank {} during {}: no progress for {} ms ({}); rank {} is stuck, "
+        "dead or runs a different program -- check its log or raise TransportOptions::timeout",
+        rank, q, what, opt.timeout.count(), doing, q);
   }
   if (root.empty()) root = msg;
   std::vector<bool> mid_message(world, false);

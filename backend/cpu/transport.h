@@ -71,7 +71,7 @@ struct TransportOptions {
   // Setup deadline, and the longest a call may go without any progress on its sockets.
   std::chrono::milliseconds timeout{30000};
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF (0 = system default)
-  bool wait_delivered = true;          // exchange() returns once the peers acknowledged the bytes sent
+  bool wait_delivered = true;         // exchange() returns once the peers acknowledged the bytes sent
 };
 
 struct SendOp {

@@ -124,8 +124,9 @@ TEST(Transport, ClosedPeerFailsFastNamingIt) {
   });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_NE(errs[0].find("rank 0: lost connection to rank 2 during receive from rank 2"), std::string::npos) << errs[0];
-  EXPECT_NE(errs[1].find("rank 1: receive from rank 0 stopped because rank 0 gave up: rank 0: lost connection to rank 2"),
-            std::string::npos)
+  EXPECT_NE(
+      errs[1].find("rank 1: receive from rank 0 stopped because rank 0 gave up: rank 0: lost connection to rank 2"),
+      std::string::npos)
       << errs[1];
   EXPECT_EQ(errs[2], "");
 }

@@ -24,8 +24,8 @@ void Checker::abort_comms() {
 void Checker::fail(std::string_view op, const std::string& what) {
   const bool had_comms = !comms_.empty() && !aborted_;
   abort_comms();
-  throw Error(fmt::format("backend cuda: rank {}: {}: {}{}", rank_, op, what,
-                          had_comms ? "; NCCL communicators aborted" : ""));
+  throw Error(
+      fmt::format("backend cuda: rank {}: {}: {}{}", rank_, op, what, had_comms ? "; NCCL communicators aborted" : ""));
 }
 
 Watchdog::Watchdog(Checker& check, WatchdogOptions options, WatchClock clock)
@@ -39,8 +39,8 @@ void Watchdog::poll_comms(std::string_view op) {
     check_.nccl(check_.api().comm_get_async_error(c, &async), "ncclCommGetAsyncError", op);
     // ncclInProgress (7) is not an error: a non-blocking call is still being set up.
     if (async != 0 && async != 7)
-      check_.fail(op, fmt::format("asynchronous NCCL error {} ({}) while waiting for the op",
-                                  async, check_.api().error_string(Lib::Nccl, async)));
+      check_.fail(op, fmt::format("asynchronous NCCL error {} ({}) while waiting for the op", async,
+                                  check_.api().error_string(Lib::Nccl, async)));
   }
 }
 

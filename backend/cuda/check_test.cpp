@@ -31,8 +31,9 @@ TEST(Checker, FailureNamesRankOpCallAndLibraryTextAndAbortsEveryCommOnce) {
   check.add_comm(world);
   check.add_comm(tp);
   const std::string msg = error_of([&] { check.nccl(2, "ncclSend", "op 'tp.allreduce' (#17 of role 0)"); });
-  EXPECT_EQ(msg, "backend cuda: rank 3: op 'tp.allreduce' (#17 of role 0): ncclSend failed: NCCL error 2 (fake NCCL "
-                 "error 2); NCCL communicators aborted");
+  EXPECT_EQ(msg,
+            "backend cuda: rank 3: op 'tp.allreduce' (#17 of role 0): ncclSend failed: NCCL error 2 (fake NCCL "
+            "error 2); NCCL communicators aborted");
   EXPECT_TRUE(check.aborted());
   EXPECT_TRUE(api.has("abort comm#1"));
   EXPECT_TRUE(api.has("abort comm#2"));
@@ -79,8 +80,9 @@ TEST(Watchdog, AsyncNcclErrorAbortsAndNamesTheOp) {
   FakeClock fc;
   Watchdog dog(check, {.timeout = 10s, .poll = 1ms}, fc.clock());
   const std::string msg = error_of([&] { dog.wait(nullptr, "op 'dp.allreduce' (#40 of role 1)"); });
-  EXPECT_EQ(msg, "backend cuda: rank 5: op 'dp.allreduce' (#40 of role 1): asynchronous NCCL error 6 (fake NCCL error "
-                 "6) while waiting for the op; NCCL communicators aborted");
+  EXPECT_EQ(msg,
+            "backend cuda: rank 5: op 'dp.allreduce' (#40 of role 1): asynchronous NCCL error 6 (fake NCCL error "
+            "6) while waiting for the op; NCCL communicators aborted");
   EXPECT_EQ(api.count("async_poll"), 4);  // three clean polls, the fourth reports
   EXPECT_TRUE(api.has("abort comm#1"));
   EXPECT_EQ(fc.t - SteadyTime{}, 3ms);

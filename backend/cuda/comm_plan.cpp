@@ -29,9 +29,10 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
   for (int r = 0; r < world; ++r) {
     const int g = placement.gpu_of(r);
     if (g < 0 || g >= world || mesh_rank_of[static_cast<std::size_t>(g)] >= 0)
-      throw Error(fmt::format("placement: {} puts mesh rank {} on GPU {}; the cuda backend runs one process per GPU "
-                              "and needs the mesh on GPUs 0..{} (one each)",
-                              placement.kind(), r, g, world - 1));
+      throw Error(
+          fmt::format("placement: {} puts mesh rank {} on GPU {}; the cuda backend runs one process per GPU "
+                      "and needs the mesh on GPUs 0..{} (one each)",
+                      placement.kind(), r, g, world - 1));
     mesh_rank_of[static_cast<std::size_t>(g)] = r;
   }
   plan.mesh_rank = mesh_rank_of[static_cast<std::size_t>(world_rank)];
@@ -48,7 +49,8 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
     if (schedule.roles[i].stage == stage) plan.role = static_cast<int>(i);
   if (plan.role < 0 && schedule.roles.size() == 1 && schedule.pp_axis.empty()) plan.role = 0;
   if (plan.role < 0)
-    throw Error(fmt::format("backend cuda: rank {} is on stage {}, which no role of the schedule runs", world_rank, stage));
+    throw Error(
+        fmt::format("backend cuda: rank {} is on stage {}, which no role of the schedule runs", world_rank, stage));
 
   std::set<std::string> names;  // sorted: every rank splits in the same order
   for (const Role& r : schedule.roles)
@@ -78,12 +80,14 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
     if (op.kind == OpKind::Collective) {
       const int size = static_cast<int>(plan.axis(op.axis).members.size());
       if (op.group_size != size)
-        throw Error(fmt::format("backend cuda: op {} ('{}') is planned for a group of {} on axis '{}', but the "
-                                "placement's groups along it have {} ranks",
-                                i, op.name, op.group_size, op.axis, size));
+        throw Error(
+            fmt::format("backend cuda: op {} ('{}') is planned for a group of {} on axis '{}', but the "
+                        "placement's groups along it have {} ranks",
+                        i, op.name, op.group_size, op.axis, size));
     } else if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
       if (schedule.pp_axis.empty())
-        throw Error(fmt::format("backend cuda: op {} ('{}') sends between stages but the schedule has no pp axis", i, op.name));
+        throw Error(
+            fmt::format("backend cuda: op {} ('{}') sends between stages but the schedule has no pp axis", i, op.name));
       const int peer_mesh = plan.mesh_rank + (op.peer - stage) * pp_stride;
       if (peer_mesh < 0 || peer_mesh >= world)
         throw Error(fmt::format("backend cuda: op {} ('{}') names stage {}, outside the mesh", i, op.name, op.peer));

@@ -39,9 +39,9 @@ struct CommPlan {
   int world_rank = 0;
   int world_size = 1;
   int mesh_rank = 0;
-  int role = 0;                    // index into Schedule::roles this rank runs
-  std::vector<AxisComm> axes;      // every axis any role's collectives use, sorted by name
-  std::map<int, int> stage_peers;  // Send/Recv of this rank's role: peer stage -> world rank
+  int role = 0;                                         // index into Schedule::roles this rank runs
+  std::vector<AxisComm> axes;                           // every axis any role's collectives use, sorted by name
+  std::map<int, int> stage_peers;                       // Send/Recv of this rank's role: peer stage -> world rank
   const AxisComm& axis(const std::string& name) const;  // throws Error when absent
 };
 

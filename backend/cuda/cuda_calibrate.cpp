@@ -45,7 +45,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   const std::int64_t rows = std::max<std::int64_t>(static_cast<std::int64_t>(opt.kernel_bytes / 4) / opt.row, 1);
   const std::vector<CalibrationCall> calls = calibration_calls(rows, opt.row, opt.attention);
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer
-  for (const CalibrationCall& c : calls) kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
+  for (const CalibrationCall& c : calls)
+    kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
   const std::size_t buf_bytes = std::max({gemm_bytes, opt.memory_bytes, kernel_floats * 4});
   void* buf[3] = {};
   for (void*& b : buf) {
@@ -87,9 +88,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
   for (const CalibrationCall& c : calls) {
     const std::string what = "calibrate " + c.call.text();
-    const double secs = time_per_call(what, [&] {
-      check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what);
-    });
+    const double secs = time_per_call(
+        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
     m.kernels.push_back({c, secs});
   }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {

@@ -25,19 +25,19 @@ struct MeasuredGemm {
 };
 
 struct CudaMeasurements {
-  std::vector<MeasuredGemm> gemm;  // every (m, n, k) of gemm_sizes, per dtype
-  double memory_bandwidth = 0;     // bytes read + written per second by stream_pass on memory_bytes
-  double launch_overhead_s = 0;    // time per back-to-back stream_pass of 1 KiB
+  std::vector<MeasuredGemm> gemm;       // every (m, n, k) of gemm_sizes, per dtype
+  double memory_bandwidth = 0;          // bytes read + written per second by stream_pass on memory_bytes
+  double launch_overhead_s = 0;         // time per back-to-back stream_pass of 1 KiB
   std::vector<MeasuredKernel> kernels;  // our kernels (kernels/cuda_ops.h): calibration_calls
 };
 
 struct CudaCalibrateOptions {
   std::vector<std::int64_t> gemm_sizes{1024, 4096, 8192};  // every (m, n, k) of these
   std::vector<DType> dtypes{DType::Bf16, DType::Fp16, DType::Fp32};
-  int repeats = 10;                      // timed calls per figure, after one warm-up call
-  std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass
-  std::size_t kernel_bytes = 256 << 20;  // the row kernels' rows x row floats
-  std::int64_t row = 4096;               // the kernels' row length (a hidden size, a key count)
+  int repeats = 10;                                        // timed calls per figure, after one warm-up call
+  std::size_t memory_bytes = 512 << 20;                    // per buffer of the bandwidth pass
+  std::size_t kernel_bytes = 256 << 20;                    // the row kernels' rows x row floats
+  std::int64_t row = 4096;                                 // the kernels' row length (a hidden size, a key count)
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
 };
 

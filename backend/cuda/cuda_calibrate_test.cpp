@@ -33,7 +33,7 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   const CudaMeasurements m = measure_cuda(api, check, 1, small());
   EXPECT_TRUE(api.has("set_device 1"));
   ASSERT_EQ(m.gemm.size(), 2u * 2 * 2 * 2);  // 2 dtypes x 2^3 shapes
-  EXPECT_EQ(api.count("gemm"), 16 * 3);    // a warm-up and 2 timed calls each
+  EXPECT_EQ(api.count("gemm"), 16 * 3);      // a warm-up and 2 timed calls each
   EXPECT_TRUE(api.has("gemm 128x64x128 fp32 blas#1"));
   for (const MeasuredGemm& g : m.gemm)
     EXPECT_DOUBLE_EQ(g.flops_per_s, 2.0 * static_cast<double>(g.m) * g.n * g.k / 0.25e-3) << g.m << g.n << g.k;

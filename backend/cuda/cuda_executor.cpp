@@ -120,8 +120,8 @@ class Run {
     for (std::size_t i = 0; i < n; ++i) {
       const int op = static_cast<int>(i);
       timings[i].op = op;
-      check_.cuda(api_.event_elapsed_ms(&timings[i].start_ms, start_event(), start_event_of(op)), "cudaEventElapsedTime",
-                  label(op));
+      check_.cuda(api_.event_elapsed_ms(&timings[i].start_ms, start_event(), start_event_of(op)),
+                  "cudaEventElapsedTime", label(op));
       check_.cuda(api_.event_elapsed_ms(&timings[i].end_ms, start_event(), end_event(op)), "cudaEventElapsedTime",
                   label(op));
     }
@@ -154,8 +154,8 @@ class Run {
       streams[i] = op.stream;
       for (int d : op.deps)
         if (d < 0 || d >= static_cast<int>(i))
-          throw Error(fmt::format("backend cuda: op {} ('{}') depends on op {}, which does not come before it", i,
-                                  op.name, d));
+          throw Error(
+              fmt::format("backend cuda: op {} ('{}') depends on op {}, which does not come before it", i, op.name, d));
       if (op.kind != OpKind::Collective) {
         needs[i] = op_needs(op);
         continue;
@@ -176,9 +176,10 @@ class Run {
       if (it == cache.end()) {
         const Algorithm* alg = alg_name.empty() ? nullptr : registry_.find(alg_name, spec.kind);
         if (alg == nullptr)
-          throw Error(fmt::format("backend cuda: op {} ('{}') names no {} algorithm ('{}'); resolve_algorithms() "
-                                  "before running, or see meshsim algorithms",
-                                  i, op.name, to_string(spec.kind), alg_name));
+          throw Error(
+              fmt::format("backend cuda: op {} ('{}') names no {} algorithm ('{}'); resolve_algorithms() "
+                          "before running, or see meshsim algorithms",
+                          i, op.name, to_string(spec.kind), alg_name));
         it = cache.emplace(key, std::shared_ptr<StepProgram>(alg->build(spec))).first;
       }
       programs_[i] = it->second;
@@ -191,18 +192,18 @@ class Run {
   }
 
   void check_native(int i, const CollectiveSpec& spec) const {
-    const bool per_rank = spec.kind == CollKind::AllGather || spec.kind == CollKind::ReduceScatter ||
-                          spec.kind == CollKind::AllToAll;
+    const bool per_rank =
+        spec.kind == CollKind::AllGather || spec.kind == CollKind::ReduceScatter || spec.kind == CollKind::AllToAll;
     if (per_rank && spec.bytes % (kFloat * spec.ranks) != 0)
-      throw Error(fmt::format("backend cuda: op {} ('{}'): native NCCL {} needs bytes divisible by 4 x {} ranks, "
-                              "got {}; use --collectives ours",
-                              i, role_.ops[static_cast<std::size_t>(i)].name, to_string(spec.kind), spec.ranks,
-                              spec.bytes));
+      throw Error(
+          fmt::format("backend cuda: op {} ('{}'): native NCCL {} needs bytes divisible by 4 x {} ranks, "
+                      "got {}; use --collectives ours",
+                      i, role_.ops[static_cast<std::size_t>(i)].name, to_string(spec.kind), spec.ranks, spec.bytes));
     if (!spec.alltoall_bytes.empty())
-      throw Error(fmt::format("backend cuda: op {} ('{}'): native ncclAlltoAll moves even blocks, but this all-to-all "
-                              "is skewed (imbalance {}); use --collectives ours",
-                              i, role_.ops[static_cast<std::size_t>(i)].name,
-                              role_.ops[static_cast<std::size_t>(i)].imbalance));
+      throw Error(fmt::format(
+          "backend cuda: op {} ('{}'): native ncclAlltoAll moves even blocks, but this all-to-all "
+          "is skewed (imbalance {}); use --collectives ours",
+          i, role_.ops[static_cast<std::size_t>(i)].name, role_.ops[static_cast<std::size_t>(i)].imbalance));
   }
 
   void setup_device() {
@@ -274,15 +275,22 @@ class Run {
     for (int d : op.deps)
       if (role_.ops[static_cast<std::size_t>(d)].stream != op.stream)
         check_.cuda(api_.stream_wait_event(s, end_event(d)), "cudaStreamWaitEvent", where);
-    const bool numerics = op.kind == OpKind::Collective && opt_.data.input && specs_[static_cast<std::size_t>(i)].bytes > 0 &&
+    const bool numerics = op.kind == OpKind::Collective && opt_.data.input &&
+                          specs_[static_cast<std::size_t>(i)].bytes > 0 &&
                           specs_[static_cast<std::size_t>(i)].ranks > 1 && op.coll != CollKind::SendRecv;
     if (numerics) fill_input(i);
     check_.cuda(api_.event_record(start_event_of(i), s), "cudaEventRecord", where);
     switch (op.kind) {
-      case OpKind::Compute: issue_compute(i, s); break;
-      case OpKind::Collective: issue_collective(i, s); break;
+      case OpKind::Compute:
+        issue_compute(i, s);
+        break;
+      case OpKind::Collective:
+        issue_collective(i, s);
+        break;
       case OpKind::Send:
-      case OpKind::Recv: issue_p2p(i); break;
+      case OpKind::Recv:
+        issue_p2p(i);
+        break;
     }
     check_.cuda(api_.event_record(end_event(i), s), "cudaEventRecord", where);
     last_on_stream_[static_cast<std::size_t>(op.stream)] = i;
@@ -293,13 +301,13 @@ class Run {
     const Op& op = role_.ops[static_cast<std::size_t>(i)];
     StreamH s = stream(op.stream);
     if (op.kind == OpKind::Send)
-      check_.nccl(api_.send(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
-                            res_.world, s),
-                  "ncclSend", label(i));
+      check_.nccl(
+          api_.send(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
+          "ncclSend", label(i));
     else
-      check_.nccl(api_.recv(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer),
-                            res_.world, s),
-                  "ncclRecv", label(i));
+      check_.nccl(
+          api_.recv(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
+          "ncclRecv", label(i));
   }
 
   void issue_compute(int i, StreamH s) {
@@ -311,8 +319,10 @@ class Run {
       if (k.dtype_bytes == 2)
         t = opt_.fp16 ? DType::Fp16 : DType::Bf16;
       else if (k.dtype_bytes != 4)
-        throw Error(fmt::format("backend cuda: {}: GEMMs of {}-byte elements are not supported (2: bf16/fp16, "
-                                "4: fp32)", label(i), k.dtype_bytes));
+        throw Error(
+            fmt::format("backend cuda: {}: GEMMs of {}-byte elements are not supported (2: bf16/fp16, "
+                        "4: fp32)",
+                        label(i), k.dtype_bytes));
       check_.cublas(api_.gemm(res_.blas[static_cast<std::size_t>(op.stream)], k.m, k.n, k.k, t, at(i, "a"), at(i, "b"),
                               at(i, "c")),
                     "cublasGemmEx", label(i));
@@ -432,8 +442,9 @@ class Run {
         status = api_.collective(spec.kind, at(i, "send"), at(i, "recv"), count / p, DType::Fp32, 0, comm, s);
         break;
       default:
-        call = spec.kind == CollKind::Broadcast ? "ncclBroadcast" : spec.kind == CollKind::Reduce ? "ncclReduce"
-                                                                                                  : "ncclAllReduce";
+        call = spec.kind == CollKind::Broadcast ? "ncclBroadcast"
+               : spec.kind == CollKind::Reduce  ? "ncclReduce"
+                                                : "ncclAllReduce";
         status = api_.collective(spec.kind, at(i, "data"), at(i, "data"), count, DType::Fp32, spec.root, comm, s);
         break;
     }
@@ -451,8 +462,8 @@ class Run {
     const bool shared = spec.kind != CollKind::AllToAll;
     const Region& r = ws_.region(i, shared ? "data" : "send");
     if (static_cast<std::int64_t>(in.size()) * kFloat > r.bytes)
-      throw Error(fmt::format("backend cuda: {}: input of {} floats exceeds its {}-byte buffer", label(i), in.size(),
-                              r.bytes));
+      throw Error(
+          fmt::format("backend cuda: {}: input of {} floats exceeds its {}-byte buffer", label(i), in.size(), r.bytes));
     check_.cuda(api_.memcpy_to_device(at(i, shared ? "data" : "send"), in.data(), in.size() * sizeof(float)),
                 "cudaMemcpy (input)", label(i));
   }

@@ -26,7 +26,8 @@
 // an NCCL send waits for its receive, where the simulator's sends are eager; so every rank
 // issues its messages in one global message order (p2p_plan.h: receives move ahead of
 // sends where the schedule crosses them, as 1F1B's steady state does), which cannot
-// deadlock; the host issues ops in that order, not always in schedule order. All-to-all ops run even (op.imbalance is not applied).
+// deadlock; the host issues ops in that order, not always in schedule order. All-to-all ops run even (op.imbalance is
+// not applied).
 //
 //   GpuApi& api = real_gpu_api();
 //   CudaExecutor ex(api, registry, placement, {.rank = env.rank, .device = local_rank,

@@ -50,9 +50,10 @@ Schedule small() {
   norm.name = "norm";
   norm.kernel = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 8, 64, 1, 4096, 2);
   norm.deps = {0};
-  s.roles = {Role{"all", 0,
-                  {gemm("fc1", 64, 32, 16, 2, {}), norm, coll("dp", 2, 1024, Stream::Dp, {0}),
-                   gemm("head", 8, 8, 8, 4, {2})}}};
+  s.roles = {Role{
+      "all",
+      0,
+      {gemm("fc1", 64, 32, 16, 2, {}), norm, coll("dp", 2, 1024, Stream::Dp, {0}), gemm("head", 8, 8, 8, 4, {2})}}};
   return s;
 }
 
@@ -74,7 +75,9 @@ struct Fixture {
     o.watchdog.poll = 10ms;
     return o;
   }
-  WatchClock clock() { return {[this] { return now; }, [this](std::chrono::microseconds d) { now += d; }}; }
+  WatchClock clock() {
+    return {[this] { return now; }, [this](std::chrono::microseconds d) { now += d; }};
+  }
   Trace run(const Schedule& s, const CudaExecutorOptions& o) {
     const Placement pl = Placement::natural(Mesh{s.axes}, topo);
     CudaExecutor ex(api, registry, pl, o, clock());
@@ -87,7 +90,7 @@ TEST(CudaExecutor, IssuesEveryOpOnItsStreamWithCrossStreamWaits) {
   const Trace t = f.run(small(), f.options(1));
   const FakeGpuApi& a = f.api;
   EXPECT_TRUE(a.has("set_device 0"));
-  EXPECT_EQ(a.count("malloc"), 1);  // one workspace, nothing allocated during the step
+  EXPECT_EQ(a.count("malloc"), 1);         // one workspace, nothing allocated during the step
   EXPECT_EQ(a.count("get_unique_id"), 0);  // rank 1 gets rank 0's
   EXPECT_TRUE(a.has("comm_init_rank n=2 rank=1"));
   EXPECT_EQ(a.count("comm_split"), 0);  // the dp group is the whole world
@@ -231,8 +234,9 @@ TEST(CudaExecutor, FailingCallNamesRankAndOpAbortsAndReleases) {
   Fixture f;
   f.api.fail("gemm", 13, /*after=*/1);  // the second GEMM fails
   const std::string msg = error_of([&] { f.run(small(), f.options(1)); });
-  EXPECT_EQ(msg, "backend cuda: rank 1: op 'head' (#3 of role 0): cublasGemmEx failed: cuBLAS error 13 (fake cuBLAS "
-                 "error 13); NCCL communicators aborted");
+  EXPECT_EQ(msg,
+            "backend cuda: rank 1: op 'head' (#3 of role 0): cublasGemmEx failed: cuBLAS error 13 (fake cuBLAS "
+            "error 13); NCCL communicators aborted");
   EXPECT_TRUE(f.api.has("abort comm#1"));
   EXPECT_FALSE(f.api.has("comm_destroy comm#1"));  // aborted communicators are not destroyed again
   EXPECT_EQ(f.api.count("free"), 1);
@@ -253,8 +257,9 @@ TEST(CudaExecutor, AsyncErrorWhileWaitingAbortsAndNamesTheOldestUnfinishedOp) {
   f.api.events_finish = false;
   f.api.async_error = 6;
   const std::string msg = error_of([&] { f.run(small(), f.options(1)); });
-  EXPECT_EQ(msg, "backend cuda: rank 1: op 'fc1' (#0 of role 0): asynchronous NCCL error 6 (fake NCCL error 6) while "
-                 "waiting for the op; NCCL communicators aborted");
+  EXPECT_EQ(msg,
+            "backend cuda: rank 1: op 'fc1' (#0 of role 0): asynchronous NCCL error 6 (fake NCCL error 6) while "
+            "waiting for the op; NCCL communicators aborted");
   EXPECT_TRUE(f.api.has("abort comm#1"));
 }
 
@@ -302,8 +307,10 @@ TEST(CudaExecutor, RealApiNeedsTheToolkitAndNccl) {
   ::setenv(kCudaPluginEnv, MESHSIM_CUDA_PLUGIN_FILE, 1);
   EXPECT_EQ(real_gpu_api().error_string(Lib::Cuda, 0), "no error");
 #endif
-  if (old == nullptr) ::unsetenv(kCudaPluginEnv);
-  else ::setenv(kCudaPluginEnv, saved.c_str(), 1);
+  if (old == nullptr)
+    ::unsetenv(kCudaPluginEnv);
+  else
+    ::setenv(kCudaPluginEnv, saved.c_str(), 1);
 }
 
 }  // namespace

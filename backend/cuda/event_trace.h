@@ -19,9 +19,9 @@
 namespace meshsim::cuda {
 
 struct OpTiming {
-  int op = 0;            // index into the role's ops
-  float start_ms = 0;    // cudaEventElapsedTime(rank start, op start)
-  float end_ms = 0;      // cudaEventElapsedTime(rank start, op end)
+  int op = 0;          // index into the role's ops
+  float start_ms = 0;  // cudaEventElapsedTime(rank start, op start)
+  float end_ms = 0;    // cudaEventElapsedTime(rank start, op end)
 };
 
 Time ms_to_time(float ms);  // >= 0, rounded to the nearest picosecond

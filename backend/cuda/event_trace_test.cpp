@@ -8,9 +8,9 @@ namespace meshsim::cuda {
 namespace {
 
 TEST(EventTrace, MillisecondsBecomeRoundedPicoseconds) {
-  EXPECT_EQ(ms_to_time(1.25f).ps(), 1'250'000'000);   // exact in binary
+  EXPECT_EQ(ms_to_time(1.25f).ps(), 1'250'000'000);  // exact in binary
   EXPECT_EQ(ms_to_time(0.0f).ps(), 0);
-  EXPECT_EQ(ms_to_time(-0.0005f).ps(), 0);             // below the start: event resolution
+  EXPECT_EQ(ms_to_time(-0.0005f).ps(), 0);  // below the start: event resolution
   // 0.1f is 0.100000001490116... ms: the nearest picosecond of the float's exact value.
   EXPECT_EQ(ms_to_time(0.1f).ps(), 100'000'001);
   // 2e-9f ms is 1.99999994 ps: rounded to nearest, not truncated.
@@ -39,8 +39,10 @@ TEST(EventTrace, EventsInOpOrderWithRoleRankAndSource) {
 }
 
 TEST(EventTrace, AnOpTimedTwiceIsAnError) {
-  EXPECT_TRUE(testing_util::contains(
-      testing_util::error_of([] { assemble_trace(0, 2, {{4, 0, 1}, {4, 1, 2}}); }), "rank 2: op 4 was timed twice"));
+  EXPECT_TRUE(testing_util::contains(testing_util::error_of([] {
+                                       assemble_trace(0, 2, {{4, 0, 1}, {4, 1, 2}});
+                                     }),
+                                     "rank 2: op 4 was timed twice"));
 }
 
 }  // namespace

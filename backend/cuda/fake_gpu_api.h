@@ -24,16 +24,15 @@
 //   FakeGpuApi a, b;  a.wire = &wire;  b.wire = &wire;   // then run rank 0 on a, rank 1 on b
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <tuple>
-
-#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/gpu_api.h"
@@ -96,9 +95,8 @@ class FakeGpuApi : public GpuApi {
 
   void fail(const std::string& call, int status, int after = 0) { fails_[call] = {status, after}; }
   int count(const std::string& call) const {
-    return static_cast<int>(std::count_if(log.begin(), log.end(), [&](const std::string& l) {
-      return l == call || l.rfind(call + " ", 0) == 0;
-    }));
+    return static_cast<int>(std::count_if(
+        log.begin(), log.end(), [&](const std::string& l) { return l == call || l.rfind(call + " ", 0) == 0; }));
   }
   bool has(const std::string& line) const { return std::find(log.begin(), log.end(), line) != log.end(); }
   // The name a handle was created with ("stream#2", "comm#1", "event#7").

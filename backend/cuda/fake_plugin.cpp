@@ -17,7 +17,9 @@ meshsim::cuda::DeviceInfo probe() {
   return info;
 }
 
-std::string no_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) { return "fake: no device"; }
+std::string no_device(const std::vector<float>&, const std::vector<float>&, std::vector<float>&) {
+  return "fake: no device";
+}
 std::string no_device_pass(const std::vector<float>&, float, std::vector<float>&) { return "fake: no device"; }
 
 }  // namespace

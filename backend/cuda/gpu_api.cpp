@@ -7,18 +7,24 @@ namespace meshsim::cuda {
 
 const char* to_string(Lib lib) {
   switch (lib) {
-    case Lib::Cuda: return "CUDA";
-    case Lib::Nccl: return "NCCL";
-    case Lib::Cublas: return "cuBLAS";
+    case Lib::Cuda:
+      return "CUDA";
+    case Lib::Nccl:
+      return "NCCL";
+    case Lib::Cublas:
+      return "cuBLAS";
   }
   return "?";
 }
 
 const char* to_string(DType t) {
   switch (t) {
-    case DType::Bf16: return "bf16";
-    case DType::Fp16: return "fp16";
-    case DType::Fp32: return "fp32";
+    case DType::Bf16:
+      return "bf16";
+    case DType::Fp16:
+      return "fp16";
+    case DType::Fp32:
+      return "fp32";
   }
   return "?";
 }

@@ -57,8 +57,8 @@ class GpuApi {
   virtual int malloc(void** ptr, std::size_t bytes) = 0;
   virtual int free(void* ptr) = 0;
   virtual int memset_async(void* ptr, int value, std::size_t bytes, StreamH stream) = 0;
-  virtual int memcpy_to_device(void* dst, const void* src, std::size_t bytes) = 0;   // synchronous
-  virtual int memcpy_to_host(void* dst, const void* src, std::size_t bytes) = 0;     // synchronous
+  virtual int memcpy_to_device(void* dst, const void* src, std::size_t bytes) = 0;  // synchronous
+  virtual int memcpy_to_host(void* dst, const void* src, std::size_t bytes) = 0;    // synchronous
   virtual int stream_create(StreamH* stream) = 0;  // non-blocking w.r.t. the legacy stream
   virtual int stream_destroy(StreamH stream) = 0;
   virtual int event_create(EventH* event) = 0;
@@ -97,7 +97,8 @@ class GpuApi {
 
   // Kernels (kernels/); status as cudaError_t.
   virtual int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) = 0;
-  virtual int stream_pass(float* dst, const float* src, std::size_t n, StreamH stream) = 0;  // copy, kernels/stream_pass
+  virtual int stream_pass(float* dst, const float* src, std::size_t n,
+                          StreamH stream) = 0;  // copy, kernels/stream_pass
   // One of our kernels (kernels/cuda_ops.h) as `call` describes it (backend/kernel_call.h),
   // its operands in `ws` (call.floats() floats, 16-byte aligned): what the executor runs for
   // every non-GEMM compute op and calibrate times.

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "backend/cuda/gpu_api.h"
-#include "kernels/reduce.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/reduce.h"
 #include "kernels/stream_pass.h"
 
 static_assert(sizeof(ncclUniqueId) == meshsim::cuda::kUniqueIdBytes, "ncclUniqueId size changed");
@@ -20,18 +20,24 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::Bf16: return ncclBfloat16;
-    case DType::Fp16: return ncclFloat16;
-    case DType::Fp32: return ncclFloat32;
+    case DType::Bf16:
+      return ncclBfloat16;
+    case DType::Fp16:
+      return ncclFloat16;
+    case DType::Fp32:
+      return ncclFloat32;
   }
   return ncclFloat32;
 }
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::Bf16: return CUDA_R_16BF;
-    case DType::Fp16: return CUDA_R_16F;
-    case DType::Fp32: return CUDA_R_32F;
+    case DType::Bf16:
+      return CUDA_R_16BF;
+    case DType::Fp16:
+      return CUDA_R_16F;
+    case DType::Fp32:
+      return CUDA_R_32F;
   }
   return CUDA_R_32F;
 }
@@ -40,8 +46,10 @@ class RealGpuApi final : public GpuApi {
  public:
   std::string error_string(Lib lib, int status) override {
     switch (lib) {
-      case Lib::Cuda: return cudaGetErrorString(static_cast<cudaError_t>(status));
-      case Lib::Cublas: return cublasGetStatusString(static_cast<cublasStatus_t>(status));
+      case Lib::Cuda:
+        return cudaGetErrorString(static_cast<cudaError_t>(status));
+      case Lib::Cublas:
+        return cublasGetStatusString(static_cast<cublasStatus_t>(status));
       case Lib::Nccl: {
         std::string s = ncclGetErrorString(static_cast<ncclResult_t>(status));
         const char* last = ncclGetLastError(nullptr);
@@ -116,13 +124,20 @@ class RealGpuApi final : public GpuApi {
                  StreamH stream) override {
     const ncclDataType_t t = nccl_type(type);
     switch (kind) {
-      case CollKind::AllReduce: return ncclAllReduce(send, recv, count, t, ncclSum, comm, stream);
-      case CollKind::AllGather: return ncclAllGather(send, recv, count, t, comm, stream);
-      case CollKind::ReduceScatter: return ncclReduceScatter(send, recv, count, t, ncclSum, comm, stream);
-      case CollKind::Broadcast: return ncclBroadcast(send, recv, count, t, root, comm, stream);
-      case CollKind::Reduce: return ncclReduce(send, recv, count, t, ncclSum, root, comm, stream);
-      case CollKind::AllToAll: return ncclAlltoAll(send, recv, count, t, comm, stream);
-      case CollKind::SendRecv: break;
+      case CollKind::AllReduce:
+        return ncclAllReduce(send, recv, count, t, ncclSum, comm, stream);
+      case CollKind::AllGather:
+        return ncclAllGather(send, recv, count, t, comm, stream);
+      case CollKind::ReduceScatter:
+        return ncclReduceScatter(send, recv, count, t, ncclSum, comm, stream);
+      case CollKind::Broadcast:
+        return ncclBroadcast(send, recv, count, t, root, comm, stream);
+      case CollKind::Reduce:
+        return ncclReduce(send, recv, count, t, ncclSum, root, comm, stream);
+      case CollKind::AllToAll:
+        return ncclAlltoAll(send, recv, count, t, comm, stream);
+      case CollKind::SendRecv:
+        break;
     }
     return ncclInvalidArgument;
   }
@@ -160,7 +175,8 @@ class RealGpuApi final : public GpuApi {
     const std::uint64_t seed = 1234;
     const auto scale = static_cast<float>(c.scale());
     switch (c.fn) {
-      case Fn::Pass: return K::stream_pass_cuda(op(1), op(0), static_cast<std::size_t>(h), 0.5f, stream);
+      case Fn::Pass:
+        return K::stream_pass_cuda(op(1), op(0), static_cast<std::size_t>(h), 0.5f, stream);
       case Fn::LayerNormFwd:
         return K::layernorm_forward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f, stream);
       case Fn::LayerNormBwd:
@@ -169,35 +185,45 @@ class RealGpuApi final : public GpuApi {
         if (int e = K::layernorm2d_stats_cuda(op(0), op(1), r, h, stream)) return e;
         return K::layernorm2d_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), r, h, c.full, 1e-5f, stream);
       case Fn::LayerNorm2dBwd:
-        if (int e = K::layernorm2d_backward_stats_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream)) return e;
+        if (int e = K::layernorm2d_backward_stats_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream))
+          return e;
         return K::layernorm2d_backward_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), r, h,
                                                   c.full, stream);
-      case Fn::GeluFwd: return K::gelu_forward_cuda(op(0), op(1), n, stream);
-      case Fn::GeluBwd: return K::gelu_backward_cuda(op(0), op(1), op(2), n, stream);
-      case Fn::SwigluFwd: return K::swiglu_forward_cuda(op(0), op(0) + h, 2 * h, op(1), r, h, stream);
+      case Fn::GeluFwd:
+        return K::gelu_forward_cuda(op(0), op(1), n, stream);
+      case Fn::GeluBwd:
+        return K::gelu_backward_cuda(op(0), op(1), op(2), n, stream);
+      case Fn::SwigluFwd:
+        return K::swiglu_forward_cuda(op(0), op(0) + h, 2 * h, op(1), r, h, stream);
       case Fn::SwigluBwd:
         return K::swiglu_backward_cuda(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h, stream);
-      case Fn::DropoutFwd: return K::dropout_forward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
-      case Fn::DropoutBwd: return K::dropout_backward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
+      case Fn::DropoutFwd:
+        return K::dropout_forward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
+      case Fn::DropoutBwd:
+        return K::dropout_backward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
       case Fn::DropoutAddFwd:
         if (int e = K::dropout_forward_cuda(op(0), op(2), n, kDropoutP, seed, 0, stream)) return e;
         return K::reduce_sum_cuda(op(2), op(1), n, stream);
-      case Fn::SoftmaxFwd: return K::softmax_forward_cuda(op(0), op(1), 1, r, h, 1.0f, {}, stream);
-      case Fn::SoftmaxBwd: return K::softmax_backward_cuda(op(0), op(1), op(2), 1, r, h, 1.0f, stream);
+      case Fn::SoftmaxFwd:
+        return K::softmax_forward_cuda(op(0), op(1), 1, r, h, 1.0f, {}, stream);
+      case Fn::SoftmaxBwd:
+        return K::softmax_backward_cuda(op(0), op(1), op(2), 1, r, h, 1.0f, stream);
       case Fn::CrossEntropyFwd:
         if (int e = K::cross_entropy_local_max_cuda(op(0), op(1), r, h, stream)) return e;
         if (int e = K::cross_entropy_local_stats_cuda(op(0), op(1), ids(2), op(3), r, h, 0, stream)) return e;
         return K::cross_entropy_loss_cuda(op(1), op(3), ids(2), op(4), r, stream);
       case Fn::CrossEntropyBwd:
-        return K::cross_entropy_backward_cuda(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h,
-                                              0, stream);
-      case Fn::LseMerge: return K::attention_merge_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream);
+        return K::cross_entropy_backward_cuda(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h, 0,
+                                              stream);
+      case Fn::LseMerge:
+        return K::attention_merge_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream);
       case Fn::AttentionFwd:
         return K::attention_forward_cuda(op(0), op(1), op(2), op(3), op(4), c.shape, scale, {c.causal, 0, 0}, stream);
       case Fn::AttentionBwd:
-        return K::attention_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape,
-                                          scale, {c.causal, 0, 0}, stream);
-      case Fn::AdamW: return K::adamw_step_cuda(op(0), op(1), op(2), op(3), n, {}, 1, stream);
+        return K::attention_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape, scale,
+                                          {c.causal, 0, 0}, stream);
+      case Fn::AdamW:
+        return K::adamw_step_cuda(op(0), op(1), op(2), op(3), n, {}, 1, stream);
     }
     return 1;  // cudaErrorInvalidValue
   }

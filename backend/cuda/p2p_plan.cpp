@@ -64,7 +64,7 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
   }
   const auto n = static_cast<std::size_t>(base[roles]);
   std::vector<std::vector<int>> succ(n);
-  std::vector<std::pair<int, int>> key(n);  // (op index, role): ranks advance together
+  std::vector<std::pair<int, int>> key(n);              // (op index, role): ranks advance together
   std::map<std::pair<bool, std::int64_t>, int> end_of;  // (is_send, tag) -> node
   for (std::size_t r = 0; r < roles; ++r) {
     const std::vector<Op>& ops = schedule.roles[r].ops;
@@ -75,9 +75,10 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
       if (!is_p2p(ops[i])) continue;
       const auto k = std::make_pair(ops[i].kind == OpKind::Send, ops[i].tag);
       if (end_of.count(k) != 0)
-        throw Error(fmt::format("backend cuda: pipeline: tag {} is {} twice (role {} op {} '{}'); every message "
-                                "needs one send and one receive",
-                                ops[i].tag, ops[i].kind == OpKind::Send ? "sent" : "received", r, i, ops[i].name));
+        throw Error(
+            fmt::format("backend cuda: pipeline: tag {} is {} twice (role {} op {} '{}'); every message "
+                        "needs one send and one receive",
+                        ops[i].tag, ops[i].kind == OpKind::Send ? "sent" : "received", r, i, ops[i].name));
       end_of[k] = v;
     }
   }
@@ -86,7 +87,8 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
   };
   for (const auto& [k, v] : end_of) {
     const int r = role_of_node(v);
-    const Op& op = schedule.roles[static_cast<std::size_t>(r)].ops[static_cast<std::size_t>(v - base[static_cast<std::size_t>(r)])];
+    const Op& op = schedule.roles[static_cast<std::size_t>(r)]
+                       .ops[static_cast<std::size_t>(v - base[static_cast<std::size_t>(r)])];
     auto other = end_of.find({!k.first, k.second});
     auto peer = role_of_stage.find(op.peer);
     if (other == end_of.end() || peer == role_of_stage.end() || role_of_node(other->second) != peer->second)
@@ -97,8 +99,9 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
   }
   const std::vector<int> order = topo(succ, key);
   if (order.size() != n)
-    throw Error("backend cuda: pipeline: the schedule's messages and dependencies form a cycle; it cannot run on any "
-                "backend (a malformed schedule)");
+    throw Error(
+        "backend cuda: pipeline: the schedule's messages and dependencies form a cycle; it cannot run on any "
+        "backend (a malformed schedule)");
   std::vector<int> pos(n);
   for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(order[i])] = static_cast<int>(i);
   // A message's rank: where its send landed.
@@ -106,7 +109,8 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
   for (const auto& [k, v] : end_of) {
     const int send = k.first ? v : end_of.at({true, k.second});
     const int r = role_of_node(v);
-    ranked[static_cast<std::size_t>(r)].emplace_back(pos[static_cast<std::size_t>(send)], v - base[static_cast<std::size_t>(r)]);
+    ranked[static_cast<std::size_t>(r)].emplace_back(pos[static_cast<std::size_t>(send)],
+                                                     v - base[static_cast<std::size_t>(r)]);
   }
   std::vector<std::vector<int>> out(roles);
   for (std::size_t r = 0; r < roles; ++r) {
@@ -121,13 +125,16 @@ std::vector<int> issue_order(const Schedule& schedule, int role, const std::vect
   const std::size_t n = ops.size();
   std::vector<std::vector<int>> succ(n);
   role_edges(ops, 0, succ);
-  for (std::size_t j = 1; j < p2p_order.size(); ++j) succ[static_cast<std::size_t>(p2p_order[j - 1])].push_back(p2p_order[j]);
+  for (std::size_t j = 1; j < p2p_order.size(); ++j)
+    succ[static_cast<std::size_t>(p2p_order[j - 1])].push_back(p2p_order[j]);
   std::vector<int> key(n);
   for (std::size_t i = 0; i < n; ++i) key[i] = static_cast<int>(i);
   std::vector<int> order = topo(succ, key);
   if (order.size() != n)
-    throw Error(fmt::format("backend cuda: role {}: its pipeline messages cannot be issued in message order without "
-                            "breaking a dependency (a malformed schedule)", role));
+    throw Error(
+        fmt::format("backend cuda: role {}: its pipeline messages cannot be issued in message order without "
+                    "breaking a dependency (a malformed schedule)",
+                    role));
   return order;
 }
 

@@ -1,6 +1,8 @@
 // The CUDA plugin's entry point (plugin.h): libmeshsim_cuda.so exports meshsim_cuda_plugin
 // and nothing else (plugin.map). Also device.h's CUDA parts: GPU discovery and the device
 // self-tests, which main-side device.cpp forwards here.
+#include "backend/cuda/plugin.h"
+
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "backend/cuda/device_cudart.h"
-#include "backend/cuda/plugin.h"
 #include "kernels/reduce.h"
 #include "kernels/stream_pass.h"
 
@@ -48,7 +49,8 @@ std::string stream_pass_on_device_cuda(const std::vector<float>& in, float scale
   std::string err = check(cudaMalloc(&din, n * sizeof(float)), "cudaMalloc");
   if (err.empty()) err = check(cudaMalloc(&dout, n * sizeof(float)), "cudaMalloc");
   if (err.empty()) err = check(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (err.empty()) err = check(static_cast<cudaError_t>(kernels::stream_pass_cuda(dout, din, n, scale, nullptr)), "stream_pass");
+  if (err.empty())
+    err = check(static_cast<cudaError_t>(kernels::stream_pass_cuda(dout, din, n, scale, nullptr)), "stream_pass");
   if (err.empty()) err = check(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   cudaFree(din);
   cudaFree(dout);

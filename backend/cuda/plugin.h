@@ -33,8 +33,8 @@ inline constexpr const char* kCudaPluginEnv = "MESHSIM_CUDA_PLUGIN";
 }  // namespace meshsim::cuda
 
 struct MeshsimCudaPlugin {
-  int abi_version;        // the plugin's kCudaPluginAbi; the caller checks it before any other field
-  const char* libraries;  // what it was built against: "CUDA runtime 13.0, cuBLAS 13.1.0, NCCL 2.28.3"
+  int abi_version;                      // the plugin's kCudaPluginAbi; the caller checks it before any other field
+  const char* libraries;                // what it was built against: "CUDA runtime 13.0, cuBLAS 13.1.0, NCCL 2.28.3"
   meshsim::cuda::GpuApi& (*gpu_api)();  // the RealGpuApi (gpu_api_real.cpp), one per process
   // device.h's functions, run by the plugin.
   meshsim::cuda::DeviceInfo (*probe_devices)();

@@ -57,7 +57,8 @@ const MeshsimCudaPlugin& load(const std::string& path, const std::vector<std::st
   ::dlerror();
   void* sym = ::dlsym(handle, kCudaPluginSymbol);
   if (sym == nullptr)
-    throw cannot_load(path, std::string("not a meshsim CUDA plugin (no ") + kCudaPluginSymbol + ": " + dl_error() + ")");
+    throw cannot_load(path,
+                      std::string("not a meshsim CUDA plugin (no ") + kCudaPluginSymbol + ": " + dl_error() + ")");
   const auto entry = reinterpret_cast<const MeshsimCudaPlugin* (*)(int)>(sym);
   const MeshsimCudaPlugin* table = entry(kCudaPluginAbi);
   if (table == nullptr) throw cannot_load(path, std::string(kCudaPluginSymbol) + " returned no table");

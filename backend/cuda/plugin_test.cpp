@@ -28,8 +28,10 @@ class PluginEnv {
     ::setenv(kCudaPluginEnv, value.c_str(), 1);
   }
   ~PluginEnv() {
-    if (old_) ::setenv(kCudaPluginEnv, old_->c_str(), 1);
-    else ::unsetenv(kCudaPluginEnv);
+    if (old_)
+      ::setenv(kCudaPluginEnv, old_->c_str(), 1);
+    else
+      ::unsetenv(kCudaPluginEnv);
   }
   PluginEnv(const PluginEnv&) = delete;
   PluginEnv& operator=(const PluginEnv&) = delete;
@@ -73,7 +75,8 @@ TEST(CudaPlugin, BadEnvironmentPathReachesRealApiAndProbe) {
 
 TEST(CudaPlugin, ALibraryWithoutTheEntryPointIsRefused) {
   const std::string e = error_of([] { load_cuda_plugin("libm.so.6"); });
-  EXPECT_TRUE(contains(e, "cannot load the CUDA plugin libm.so.6: not a meshsim CUDA plugin (no meshsim_cuda_plugin")) << e;
+  EXPECT_TRUE(contains(e, "cannot load the CUDA plugin libm.so.6: not a meshsim CUDA plugin (no meshsim_cuda_plugin"))
+      << e;
   EXPECT_FALSE(contains(e, "\n")) << e;
 }
 

@@ -53,8 +53,8 @@ struct Region {
 
 struct WorkspacePlan {
   std::int64_t total = 0;
-  std::vector<Region> arenas;               // one per used stream (name = to_string(stream))
-  std::vector<std::vector<Region>> ops;     // per op: its buffers, in the order of its needs
+  std::vector<Region> arenas;            // one per used stream (name = to_string(stream))
+  std::vector<std::vector<Region>> ops;  // per op: its buffers, in the order of its needs
   // The region `name` of op `op`; throws Error (naming both) when absent.
   const Region& region(int op, const std::string& name) const;
 };

@@ -58,8 +58,11 @@ TEST(Workspace, ArenaPerStreamSizedByItsLargestOp) {
   EXPECT_EQ(p.region(2, "y").offset, 256);
   EXPECT_EQ(p.region(1, "data").offset, 768);
   expect_sound(p, streams);
-  EXPECT_TRUE(testing_util::contains(testing_util::error_of([&] { p.region(1, "stage"); }), "op 1 has no buffer 'stage'"));
-  EXPECT_TRUE(testing_util::contains(testing_util::error_of([] { plan_workspace({Stream::Dp}, {{{"x", -1}}}); }),
+  EXPECT_TRUE(
+      testing_util::contains(testing_util::error_of([&] { p.region(1, "stage"); }), "op 1 has no buffer 'stage'"));
+  EXPECT_TRUE(testing_util::contains(testing_util::error_of([] {
+                                       plan_workspace({Stream::Dp}, {{{"x", -1}}});
+                                     }),
                                      "op 0 buffer 'x' needs -1 bytes"));
 }
 

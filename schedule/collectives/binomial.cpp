@@ -35,8 +35,9 @@
 // Cost (exact under the step rules, one flow per link at any time):
 //   broadcast  ceil(log2 p) * (alpha + n*beta)
 //   reduce     ceil(log2 p) * (alpha + n*beta + n*gamma)
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "schedule/collectives/common.h"
 
@@ -129,8 +130,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const std::string head = fmt::format("binomial {} (p={}, n={}B)", to_string(s.kind), s.ranks, s.bytes);
   if (s.kind == CollKind::Reduce)
     return explain_text(head, "ceil(log2 p)*(alpha + n*beta + n*gamma)",
-                        fmt::format("{}*({} + {}B/{} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes,
-                                    fmt_rate(c.beta_ps), s.bytes, fmt_rate(c.gamma_ps)),
+                        fmt::format("{}*({} + {}B/{} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes, fmt_rate(c.beta_ps),
+                                    s.bytes, fmt_rate(c.gamma_ps)),
                         cost(s, c));
   return explain_text(head, "ceil(log2 p)*(alpha + n*beta)",
                       fmt::format("{}*({} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes, fmt_rate(c.beta_ps)),

@@ -13,8 +13,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "schedule/collective.h"
 
@@ -39,7 +39,10 @@ constexpr std::int64_t lowbit(std::int64_t x) { return x & -x; }
 // floor(log2 x) for x >= 1.
 constexpr int floor_log2(std::int64_t x) {
   int r = 0;
-  while (x > 1) { x >>= 1; ++r; }
+  while (x > 1) {
+    x >>= 1;
+    ++r;
+  }
   return r;
 }
 // ceil(log2 x) for x >= 1 (0 for x = 1); also the number of powers of two below x.
@@ -85,7 +88,8 @@ struct Levels {
   bool separate;
 };
 inline Levels levels(const CostParams& c) {
-  const bool intra = c.intra_alpha_ps != 0 || c.intra_beta_ps != 0, inter = c.inter_alpha_ps != 0 || c.inter_beta_ps != 0;
+  const bool intra = c.intra_alpha_ps != 0 || c.intra_beta_ps != 0,
+             inter = c.inter_alpha_ps != 0 || c.inter_beta_ps != 0;
   return {intra ? c.intra_alpha_ps : c.alpha_ps, intra ? c.intra_beta_ps : c.beta_ps,
           inter ? c.inter_alpha_ps : c.alpha_ps, inter ? c.inter_beta_ps : c.beta_ps,
           (intra || inter) && !c.shared_uplink};
@@ -97,14 +101,12 @@ inline Levels levels(const CostParams& c) {
 int default_chunks(Bytes bytes, Bytes elem, Bytes target);
 
 // ---- explain text -----------------------------------------------------------------------
-std::string fmt_alpha(double alpha_ps);         // "5.000us"
-std::string fmt_rate(double per_byte_ps);       // beta or gamma as "25.00GB/s" ("inf" when 0)
-std::string fmt_result(double ps);              // "123.456us"
+std::string fmt_alpha(double alpha_ps);    // "5.000us"
+std::string fmt_rate(double per_byte_ps);  // beta or gamma as "25.00GB/s" ("inf" when 0)
+std::string fmt_result(double ps);         // "123.456us"
 // "<name> <kind>: <symbolic>\n  = <numeric>\n  = <result>"
-std::string explain_text(const std::string& head, const std::string& symbolic,
-                         const std::string& numeric, double ps);
+std::string explain_text(const std::string& head, const std::string& symbolic, const std::string& numeric, double ps);
 // Reason for a kind the algorithm does not implement, or nullopt if it does.
-std::optional<std::string> kind_reason(const std::string& name, const std::vector<CollKind>& kinds,
-                                       CollKind k);
+std::optional<std::string> kind_reason(const std::string& name, const std::vector<CollKind>& kinds, CollKind k);
 
 }  // namespace meshsim::collectives

@@ -18,9 +18,9 @@
 // Exact for even blocks when every port carries only its own rank's flows (the flow run
 // equals it on one switch). Uneven sizes: the same with b*(count) replaced by the largest
 // per-rank total sent or received at each level, an estimate (ranks drift in a real run).
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "schedule/collectives/common.h"
 
@@ -97,13 +97,13 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const Loads m = s.ranks >= 2 ? loads(s) : Loads{};
-  const std::string head = fmt::format("concurrent alltoall (p={}, g={} per node, n={}B{})", s.ranks,
-                                       std::max(1, s.ranks_per_node), s.bytes,
-                                       s.alltoall_bytes.empty() ? "" : ", uneven sizes: an estimate");
-  const char* form = m.inter == 0   ? "a_i + S_i*b_i"
-                     : m.intra == 0 ? "a_e + S_e*b_e"
+  const std::string head =
+      fmt::format("concurrent alltoall (p={}, g={} per node, n={}B{})", s.ranks, std::max(1, s.ranks_per_node), s.bytes,
+                  s.alltoall_bytes.empty() ? "" : ", uneven sizes: an estimate");
+  const char* form = m.inter == 0         ? "a_i + S_i*b_i"
+                     : m.intra == 0       ? "a_e + S_e*b_e"
                      : levels(c).separate ? "max(a_i + S_i*b_i, a_e + S_e*b_e)"
-                                    : "max(a_i, a_e) + S_i*b_i + S_e*b_e";
+                                          : "max(a_i, a_e) + S_i*b_i + S_e*b_e";
   return explain_text(head,
                       fmt::format("{}, S_i/S_e = largest bytes a rank sends or receives inside / across nodes", form),
                       fmt::format("S_i = {:.0f}B, S_e = {:.0f}B", m.intra, m.inter), cost(s, c));

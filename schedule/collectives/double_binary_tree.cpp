@@ -52,9 +52,10 @@
 // ports carry one flow and finish early; with many ranks the drift between depths also
 // lets a third flow onto some ports (measured on the flow model: p = 1000, large n, the
 // simulation is up to 25% slower than this estimate; see docs/collectives.md).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "schedule/collectives/common.h"
@@ -108,8 +109,7 @@ struct Slots {
 
 class DbtProgram final : public StepProgram {
  public:
-  explicit DbtProgram(const CollectiveSpec& s)
-      : p_(s.ranks), k_(chunks_of(s)), n_(s.bytes), elem_(s.element_bytes) {
+  explicit DbtProgram(const CollectiveSpec& s) : p_(s.ranks), k_(chunks_of(s)), n_(s.bytes), elem_(s.element_bytes) {
     half_[0] = slice(n_, 2, 0, elem_);
     half_[1] = slice(n_, 2, 1, elem_);
     if (p_ < 2) return;
@@ -122,13 +122,19 @@ class DbtProgram final : public StepProgram {
         const int d = nd.depth;
         const bool inner = nd.child[0] >= 0, has_parent = nd.parent >= 0;
         // UP: inner ranks reduce in [H-d-1, H-d-1+k) and forward in [H-d, H-d+k).
-        if (inner && has_parent) up_[r].add(h_ - d - 1, h_ - d + k_);
-        else if (inner) up_[r].add(h_ - d - 1, h_ - d - 1 + k_);
-        else if (has_parent) up_[r].add(h_ - d, h_ - d + k_);
+        if (inner && has_parent)
+          up_[r].add(h_ - d - 1, h_ - d + k_);
+        else if (inner)
+          up_[r].add(h_ - d - 1, h_ - d - 1 + k_);
+        else if (has_parent)
+          up_[r].add(h_ - d, h_ - d + k_);
         // DOWN: receive in [H+d-2, H+d-2+k), forward in [H+d-1, H+d-1+k).
-        if (inner && has_parent) down_[r].add(h_ + d - 2, h_ + d - 1 + k_);
-        else if (inner) down_[r].add(h_ + d - 1, h_ + d - 1 + k_);
-        else if (has_parent) down_[r].add(h_ + d - 2, h_ + d - 2 + k_);
+        if (inner && has_parent)
+          down_[r].add(h_ + d - 2, h_ + d - 1 + k_);
+        else if (inner)
+          down_[r].add(h_ + d - 1, h_ + d - 1 + k_);
+        else if (has_parent)
+          down_[r].add(h_ + d - 2, h_ + d - 2 + k_);
       }
     }
   }
@@ -144,8 +150,10 @@ class DbtProgram final : public StepProgram {
     int lo = 0, hi = k_ + 2 * h_ + 1;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (up.count_below(mid + 1) + down.count_below(mid + 1) > s) hi = mid;
-      else lo = mid + 1;
+      if (up.count_below(mid + 1) + down.count_below(mid + 1) > s)
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     const int t = lo;
     const bool is_up = up.has(t) && up.count_below(t) + down.count_below(t) == s;
@@ -262,9 +270,7 @@ Algorithm make_double_binary_tree() {
   a.summary = "NCCL-style double binary tree: two complementary pipelined trees, one per half";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("dbt", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<DbtProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<DbtProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

@@ -41,8 +41,9 @@ class HierarchicalProgram final : public StepProgram {
     s -= g_ - 1;
     if (s < 2 * (nodes_ - 1)) {
       const Range mine = slice(n_, g_, l, elem_);
-      const RingView inter{nodes_, node, ((node + 1) % nodes_) * g_ + l, ((node + nodes_ - 1) % nodes_) * g_ + l,
-                           mine.begin, mine.size(), elem_};
+      const RingView inter{
+          nodes_,      node, ((node + 1) % nodes_) * g_ + l, ((node + nodes_ - 1) % nodes_) * g_ + l, mine.begin,
+          mine.size(), elem_};
       if (s < nodes_ - 1) return ring_reduce_scatter_step(inter, s, out);
       return ring_all_gather_step(inter, s - (nodes_ - 1), out);
     }
@@ -99,9 +100,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
       fmt::format("hierarchical allreduce (p={}, g={} per node, N={} nodes, n={}B)", s.ranks, g, nodes, s.bytes),
       "2(g-1)*a_i + 2(g-1)*M1*b_i + (g-1)*M1*gamma + 2(N-1)*a_e + 2(N-1)*M2*b_e + (N-1)*M2*gamma, "
       "M1 = ceil(n/g), M2 = ceil(M1/N)",
-      fmt::format("2*{}*{} + 2*{}*{}B/{} + {}*{}B/{} + 2*{}*{} + 2*{}*{}B/{} + {}*{}B/{}", g - 1,
-                  fmt_alpha(li.alpha), g - 1, m1, fmt_rate(li.beta), g - 1, m1, fmt_rate(c.gamma_ps), nodes - 1,
-                  fmt_alpha(le.alpha), nodes - 1, m2, fmt_rate(le.beta), nodes - 1, m2, fmt_rate(c.gamma_ps)),
+      fmt::format("2*{}*{} + 2*{}*{}B/{} + {}*{}B/{} + 2*{}*{} + 2*{}*{}B/{} + {}*{}B/{}", g - 1, fmt_alpha(li.alpha),
+                  g - 1, m1, fmt_rate(li.beta), g - 1, m1, fmt_rate(c.gamma_ps), nodes - 1, fmt_alpha(le.alpha),
+                  nodes - 1, m2, fmt_rate(le.beta), nodes - 1, m2, fmt_rate(c.gamma_ps)),
       cost(s, c));
 }
 

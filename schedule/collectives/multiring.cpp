@@ -29,9 +29,9 @@
 // When p divides the parts evenly, C*M = n/p: at large n the all-reduce moves
 // 2(p-1)/p*n at max((C-1)/C*b_i, b_e/C) per byte, the NIC term C times smaller than a ring's.
 // The flow fidelity times the same program over the routed links, shared paths included.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 #include "schedule/collectives/common.h"
@@ -49,7 +49,8 @@ Shape shape_of(const CollectiveSpec& s) {
 
 class MultiRingProgram final : public StepProgram {
  public:
-  explicit MultiRingProgram(const CollectiveSpec& s) : kind_(s.kind), sh_(shape_of(s)), n_(s.bytes), elem_(s.element_bytes) {}
+  explicit MultiRingProgram(const CollectiveSpec& s)
+      : kind_(s.kind), sh_(shape_of(s)), n_(s.bytes), elem_(s.element_bytes) {}
   int ranks() const override { return sh_.p; }
   int num_steps(int) const override { return kind_ == CollKind::AllReduce ? 2 * (sh_.p - 1) : sh_.p - 1; }
   int same_shape_until(int, int s) const override {
@@ -119,12 +120,16 @@ struct StepCost {
 };
 StepCost step_cost(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
-  const double m = static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
+  const double m =
+      static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
   const Levels l = levels(c);
   double t = 0;
-  if (sh.nodes == 1) t = l.ai + m * l.bi;  // one node: a plain ring over its path
-  else if (!l.separate) t = std::max(l.ai, l.ae) + ((sh.channels - 1) * l.bi + l.be) * m;
-  else t = std::max(l.ai + (sh.channels - 1) * m * l.bi, l.ae + m * l.be);
+  if (sh.nodes == 1)
+    t = l.ai + m * l.bi;  // one node: a plain ring over its path
+  else if (!l.separate)
+    t = std::max(l.ai, l.ae) + ((sh.channels - 1) * l.bi + l.be) * m;
+  else
+    t = std::max(l.ai + (sh.channels - 1) * m * l.bi, l.ae + m * l.be);
   return {t, m, sh.channels};
 }
 
@@ -135,19 +140,22 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   const StepCost st = step_cost(s, c);
   const double steps = s.ranks - 1, reduce = st.channels * st.chunk_bytes * c.gamma_ps;
   switch (s.kind) {
-    case CollKind::ReduceScatter: return steps * (st.transfer_ps + reduce);
-    case CollKind::AllGather: return steps * st.transfer_ps;
-    default: return steps * (2 * st.transfer_ps + reduce);
+    case CollKind::ReduceScatter:
+      return steps * (st.transfer_ps + reduce);
+    case CollKind::AllGather:
+      return steps * st.transfer_ps;
+    default:
+      return steps * (2 * st.transfer_ps + reduce);
   }
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
   const StepCost st = s.ranks >= 2 ? step_cost(s, c) : StepCost{0, 0, 1};
-  const char* step = sh.nodes == 1 ? "a_i + M*b_i"
+  const char* step = sh.nodes == 1        ? "a_i + M*b_i"
                      : levels(c).separate ? "max(a_i + (C-1)*M*b_i, a_e + M*b_e)"
-                         : "max(a_i, a_e) + ((C-1)*b_i + b_e)*M";
-  const std::string phases = s.kind == CollKind::AllReduce ? "(p-1)*(2*step + C*M*gamma)"
+                                          : "max(a_i, a_e) + ((C-1)*b_i + b_e)*M";
+  const std::string phases = s.kind == CollKind::AllReduce       ? "(p-1)*(2*step + C*M*gamma)"
                              : s.kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
                                                                  : "(p-1)*step";
   return explain_text(

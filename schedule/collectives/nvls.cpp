@@ -22,10 +22,10 @@
 // (all-gather). Timed (make_timing): the link loads above, as one step in which every rank
 // sends n(1 + 1/p) bytes (scaled by 1/reduce efficiency), spread over the other ranks,
 // through the switch; at flow fidelity they share the links with whatever else is in flight.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "schedule/collectives/common.h"
@@ -107,8 +107,7 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const std::string head = fmt::format(
       "nvls {} (p={}, n={}B; a flow step table shows the link loads through the switch, not executed steps)",
       to_string(s.kind), s.ranks, s.bytes);
-  if (s.ranks >= 2 && unavailable(s, c))
-    return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
+  if (s.ranks >= 2 && unavailable(s, c)) return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
   return explain_text(head, "a_s + n*(1 + 1/p)*b_s (reduce and multicast in the switch, pipelined)",
                       fmt::format("a_s = {}, n*(1 + 1/p) = {:.0f}B, b_s = {}", fmt_alpha(c.switch_alpha_ps),
                                   link_bytes(s), fmt_rate(c.switch_beta_ps)),

@@ -18,8 +18,9 @@
 //           as if every rank waited for the largest block of each step. Uneven ranks drift
 //           apart in a real run, which can make it shorter (or, when a fast rank's next
 //           message lands on a port still busy, slightly different).
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "schedule/collectives/common.h"
 
@@ -87,13 +88,13 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const int p = s.ranks;
-  const std::string head = fmt::format("pairwise alltoall (p={}, n={}B{})", p, s.bytes,
-                                       s.alltoall_bytes.empty() ? "" : ", uneven sizes");
+  const std::string head =
+      fmt::format("pairwise alltoall (p={}, n={}B{})", p, s.bytes, s.alltoall_bytes.empty() ? "" : ", uneven sizes");
   if (s.alltoall_bytes.empty())
-    return explain_text(head, "(p-1)*(alpha + (n/p)*beta)",
-                        fmt::format("{}*({} + {}B/{})", p - 1, fmt_alpha(c.alpha_ps), alltoall_block(s, 0, 0),
-                                    fmt_rate(c.beta_ps)),
-                        cost(s, c));
+    return explain_text(
+        head, "(p-1)*(alpha + (n/p)*beta)",
+        fmt::format("{}*({} + {}B/{})", p - 1, fmt_alpha(c.alpha_ps), alltoall_block(s, 0, 0), fmt_rate(c.beta_ps)),
+        cost(s, c));
   Bytes sum = 0;
   for (int d = 1; d < p; ++d) {
     Bytes m = 0;
@@ -113,9 +114,7 @@ Algorithm make_pairwise() {
   a.summary = "all-to-all in p-1 steps, step d sends to r+d and receives from r-d (uneven sizes allowed)";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pairwise", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<PairwiseProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<PairwiseProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

@@ -33,8 +33,9 @@
 //       (p-1 + k-1)*(alpha + (n/k)*beta + (n/k)*gamma)
 //     and for p = 2 (no middle rank: the root's reduce of chunk j overlaps the transfer of
 //     chunk j+1) it is k*(alpha + (n/k)*beta) + (n/k)*gamma when gamma <= beta.
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "schedule/collectives/common.h"
 
@@ -50,7 +51,11 @@ int chunks_of(const CollectiveSpec& s) {
 class PipelineProgram final : public StepProgram {
  public:
   explicit PipelineProgram(const CollectiveSpec& s)
-      : p_(s.ranks), root_(s.root), k_(chunks_of(s)), n_(s.bytes), elem_(s.element_bytes),
+      : p_(s.ranks),
+        root_(s.root),
+        k_(chunks_of(s)),
+        n_(s.bytes),
+        elem_(s.element_bytes),
         reduce_(s.kind == CollKind::Reduce) {}
   int ranks() const override { return p_; }
   int num_steps(int rank) const override {
@@ -61,9 +66,9 @@ class PipelineProgram final : public StepProgram {
   // Chain index c: 0 is the end that only sends, p-1 the end that only receives.
   void step(int rank, int s, Step& out) const override {
     const int c = chain(rank);
-    const bool sends = c < p_ - 1, recvs = c > 0;
-    const int recv_chunk = c == 0 ? -1 : s;        // the first chain rank never receives
-    const int send_chunk = c == 0 ? s : s - 1;     // others forward what they got a step earlier
+    const bool sends = c<p_ - 1, recvs = c> 0;
+    const int recv_chunk = c == 0 ? -1 : s;     // the first chain rank never receives
+    const int send_chunk = c == 0 ? s : s - 1;  // others forward what they got a step earlier
     if (sends && send_chunk >= 0 && send_chunk < k_) add(out.sends, member(c + 1), send_chunk);
     if (recvs && recv_chunk >= 0 && recv_chunk < k_) add(out.recvs, member(c - 1), recv_chunk);
     out.op = reduce_ ? RecvOp::Reduce : RecvOp::Copy;
@@ -130,9 +135,8 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const int k = chunks_of(s), p = s.ranks;
   const Bytes sm = max_slice(s.bytes, k, s.element_bytes);
-  const std::string head =
-      fmt::format("pipeline {} (p={}, n={}B, k={} chunks{})", to_string(s.kind), p, s.bytes, k,
-                  s.chunks > 0 ? "" : ", default ceil(n/512KiB) in [1,64]");
+  const std::string head = fmt::format("pipeline {} (p={}, n={}B, k={} chunks{})", to_string(s.kind), p, s.bytes, k,
+                                       s.chunks > 0 ? "" : ", default ceil(n/512KiB) in [1,64]");
   if (s.kind == CollKind::Reduce)
     return explain_text(head,
                         "(p-1 + k-1)*(alpha + s*beta + s*gamma), s = ceil(n/k) (p >= 3; exact longest path "
@@ -154,9 +158,7 @@ Algorithm make_pipeline() {
   a.summary = "chunked chain from/to the root: (p-1 + k-1) chunk times, bandwidth-optimal for large n";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pipeline", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<PipelineProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<PipelineProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

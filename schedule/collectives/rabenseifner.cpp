@@ -74,8 +74,8 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   const int p = s.ranks, l = floor_log2(p);
   double t = 0;
   for (int i = 0; i < l; ++i) {
-    const double half = static_cast<double>(max_slice(s.bytes, 2 << i, s.element_bytes));   // halving step i
-    const double dbl = static_cast<double>(max_slice(s.bytes, p >> i, s.element_bytes));    // doubling step i
+    const double half = static_cast<double>(max_slice(s.bytes, 2 << i, s.element_bytes));  // halving step i
+    const double dbl = static_cast<double>(max_slice(s.bytes, p >> i, s.element_bytes));   // doubling step i
     t += c.alpha_ps + half * (xor_step_beta(s, c, p >> (i + 1)) + c.gamma_ps);
     t += c.alpha_ps + dbl * xor_step_beta(s, c, 1 << i);
   }
@@ -87,8 +87,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const Bytes moved = s.bytes - max_slice(s.bytes, p, s.element_bytes);  // (p-1)/p*n
   return explain_text(fmt::format("rabenseifner allreduce (p={}, n={}B)", p, s.bytes),
                       "2 log2 p*alpha + 2(p-1)/p*n*beta + (p-1)/p*n*gamma",
-                      fmt::format("2*{}*{} + 2*{}B/{} + {}B/{}", l, fmt_alpha(c.alpha_ps), moved,
-                                  fmt_rate(c.beta_ps), moved, fmt_rate(c.gamma_ps)),
+                      fmt::format("2*{}*{} + 2*{}B/{} + {}B/{}", l, fmt_alpha(c.alpha_ps), moved, fmt_rate(c.beta_ps),
+                                  moved, fmt_rate(c.gamma_ps)),
                       cost(s, c));
 }
 

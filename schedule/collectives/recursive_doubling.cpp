@@ -32,7 +32,10 @@ Range block(Bytes n, int p, Bytes elem, int index, int count) {
 class RdProgram final : public StepProgram {
  public:
   explicit RdProgram(const CollectiveSpec& s)
-      : p_(s.ranks), steps_(floor_log2(s.ranks)), n_(s.bytes), elem_(s.element_bytes),
+      : p_(s.ranks),
+        steps_(floor_log2(s.ranks)),
+        n_(s.bytes),
+        elem_(s.element_bytes),
         gather_(s.kind == CollKind::AllGather) {}
   int ranks() const override { return p_; }
   int num_steps(int) const override { return steps_; }
@@ -86,11 +89,11 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const int steps = floor_log2(s.ranks);
   const std::string head = fmt::format("recursive_doubling {} (p={}, n={}B)", to_string(s.kind), s.ranks, s.bytes);
   if (s.kind == CollKind::AllGather)
-    return explain_text(head, "log2 p*alpha + sum_s B_s*beta, B_s = largest block of 2^s slices (= (p-1)/p*n)",
-                        fmt::format("{}*{} + {}B/{}", steps, fmt_alpha(c.alpha_ps),
-                                    s.bytes - slice(s.bytes, s.ranks, s.ranks - 1, s.element_bytes).size(),
-                                    fmt_rate(c.beta_ps)),
-                        cost(s, c));
+    return explain_text(
+        head, "log2 p*alpha + sum_s B_s*beta, B_s = largest block of 2^s slices (= (p-1)/p*n)",
+        fmt::format("{}*{} + {}B/{}", steps, fmt_alpha(c.alpha_ps),
+                    s.bytes - slice(s.bytes, s.ranks, s.ranks - 1, s.element_bytes).size(), fmt_rate(c.beta_ps)),
+        cost(s, c));
   return explain_text(head, "log2 p*(alpha + n*beta + n*gamma)",
                       fmt::format("{}*({} + {}B/{} + {}B/{})", steps, fmt_alpha(c.alpha_ps), s.bytes,
                                   fmt_rate(c.beta_ps), s.bytes, fmt_rate(c.gamma_ps)),
@@ -105,9 +108,7 @@ Algorithm make_recursive_doubling() {
   a.summary = "pairwise exchanges with r XOR 2^s: log2 p steps, latency-optimal (power-of-two groups)";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<RdProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<RdProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

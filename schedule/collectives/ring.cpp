@@ -68,11 +68,17 @@ class RingProgram final : public StepProgram {
   void step(int rank, int s, Step& out) const override {
     const RingView v{p_, rank, (rank + 1) % p_, (rank + p_ - 1) % p_, 0, n_, elem_};
     switch (kind_) {
-      case CollKind::ReduceScatter: ring_reduce_scatter_step(v, s, out); break;
-      case CollKind::AllGather: ring_all_gather_step(v, s, out); break;
+      case CollKind::ReduceScatter:
+        ring_reduce_scatter_step(v, s, out);
+        break;
+      case CollKind::AllGather:
+        ring_all_gather_step(v, s, out);
+        break;
       default:
-        if (s < p_ - 1) ring_reduce_scatter_step(v, s, out);
-        else ring_all_gather_step(v, s - (p_ - 1), out);
+        if (s < p_ - 1)
+          ring_reduce_scatter_step(v, s, out);
+        else
+          ring_all_gather_step(v, s - (p_ - 1), out);
     }
   }
 
@@ -89,9 +95,12 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   const double rs = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, c.gamma_ps);
   const double ag = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, 0.0);
   switch (s.kind) {
-    case CollKind::ReduceScatter: return rs;
-    case CollKind::AllGather: return ag;
-    default: return rs + ag;
+    case CollKind::ReduceScatter:
+      return rs;
+    case CollKind::AllGather:
+      return ag;
+    default:
+      return rs + ag;
   }
 }
 
@@ -124,9 +133,7 @@ Algorithm make_ring() {
   a.summary = "ring r -> r+1: bandwidth-optimal, 2(p-1) latency steps for all-reduce";
   a.kinds = kKinds;
   a.unsupported = [](const CollectiveSpec& s) { return kind_reason("ring", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<RingProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<RingProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

@@ -18,8 +18,10 @@ class DirectProgram final : public StepProgram {
   int ranks() const override { return p_; }
   int num_steps(int rank) const override { return rank <= 1 ? 1 : 0; }
   void step(int rank, int, Step& out) const override {
-    if (rank == 0) out.sends.push_back(Transfer{1, 0, n_, 0});
-    else out.recvs.push_back(Transfer{0, 0, n_, 0});
+    if (rank == 0)
+      out.sends.push_back(Transfer{1, 0, n_, 0});
+    else
+      out.recvs.push_back(Transfer{0, 0, n_, 0});
     out.op = RecvOp::Copy;
   }
 
@@ -54,9 +56,7 @@ Algorithm make_direct() {
   a.summary = "one message from rank 0 to rank 1";
   a.kinds = kKinds;
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<DirectProgram>(s);
-  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<DirectProgram>(s); };
   a.cost_ps = cost;
   a.explain = explain;
   return a;

@@ -39,7 +39,7 @@ class Comm {
   int size() const { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const { return members_; }
 
-  void allreduce(std::vector<float>& data);                   // sum, in place
+  void allreduce(std::vector<float>& data);  // sum, in place
   void allreduce(float* data, std::int64_t n);
   // The group's sum of one value (a loss, a count).
   float allreduce(float value) {

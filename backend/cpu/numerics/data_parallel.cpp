@@ -29,7 +29,7 @@ DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const
   w.resize(static_cast<std::size_t>(padded), 0.f);
   out.shard_begin = shard * r;
 
-  if (stage == ZeroStage::kNone) {
+  if (stage == ZeroStage::None) {
     dp.allreduce(flat);
     AdamState st(padded);
     adam_step(adam, 1, w.data(), flat.data(), st, padded);
@@ -38,7 +38,7 @@ DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const
     out.updated = unflatten(cfg, w);
     return out;
   }
-  if (stage == ZeroStage::kOne) {
+  if (stage == ZeroStage::One) {
     dp.allreduce(flat);
     out.grads = unflatten(cfg, flat);
     out.grad_shard.assign(flat.begin() + out.shard_begin, flat.begin() + out.shard_begin + shard);

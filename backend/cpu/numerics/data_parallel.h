@@ -11,7 +11,7 @@
 // The flat vector (param_infos order) is padded with zeros to a multiple of d.
 //
 //   Comm dp(transport, {0, 1, 2, 3}, registry);
-//   DpStep s = data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, kNumericsAdam);
+//   DpStep s = data_parallel_step(cfg, params, batch, dp, ZeroStage::None, kNumericsAdam);
 //   // s.loss (mean over the global batch), s.grads (full; ZeRO-2: only this rank's slice
 //   // is meaningful, see grad_shard), s.updated (parameters after one Adam step)
 #pragma once
@@ -24,15 +24,15 @@
 
 namespace meshsim::numerics {
 
-enum class ZeroStage { kNone, kOne, kTwo };
+enum class ZeroStage { None, One, Two };
 
 struct DpStep {
-  double loss = 0;             // mean over the global batch (all-reduced)
-  Tensor logits;               // this rank's rows [B/d*S, V]
-  TensorMap grads;             // all-reduced gradients (kNone, kOne); empty for kTwo
+  double loss = 0;                // mean over the global batch (all-reduced)
+  Tensor logits;                  // this rank's rows [B/d*S, V]
+  TensorMap grads;                // all-reduced gradients (kNone, kOne); empty for kTwo
   std::vector<float> grad_shard;  // this rank's slice of the padded flat gradient
   std::int64_t shard_begin = 0;   // its offset in the flat vector
-  TensorMap updated;           // parameters after one Adam step
+  TensorMap updated;              // parameters after one Adam step
 };
 
 DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, Comm& dp,

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <mutex>
 
 #include "backend/cpu/numerics/test_util.h"
@@ -43,10 +42,11 @@ void check_dp(int d, ZeroStage stage) {
   for (int r = 0; r < d; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_NEAR(steps[r].loss, ref.loss, 1e-5 * ref.loss);
-    expect_close(steps[r].logits.data,
-                 std::vector<float>(ref.logits.data.begin() + r * rows * V, ref.logits.data.begin() + (r + 1) * rows * V),
-                 "logits");
-    if (stage != ZeroStage::kTwo) expect_maps_close(steps[r].grads, ref.grads, "grads");
+    expect_close(
+        steps[r].logits.data,
+        std::vector<float>(ref.logits.data.begin() + r * rows * V, ref.logits.data.begin() + (r + 1) * rows * V),
+        "logits");
+    if (stage != ZeroStage::Two) expect_maps_close(steps[r].grads, ref.grads, "grads");
     // the rank's gradient shard (ZeRO-2: all it ever holds) against the reference slice
     const std::int64_t b = steps[r].shard_begin;
     std::vector<float> want(steps[r].grad_shard.size(), 0.f);
@@ -69,10 +69,10 @@ void check_dp(int d, ZeroStage stage) {
   }
 }
 
-TEST(DataParallel, TwoRanksMatchSingleRank) { check_dp(2, ZeroStage::kNone); }
-TEST(DataParallel, Zero1FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::kOne); }
-TEST(DataParallel, Zero2TwoRanksMatchesSingleRankAdamStep) { check_dp(2, ZeroStage::kTwo); }
-TEST(DataParallel, Zero2FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::kTwo); }
+TEST(DataParallel, TwoRanksMatchSingleRank) { check_dp(2, ZeroStage::None); }
+TEST(DataParallel, Zero1FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::One); }
+TEST(DataParallel, Zero2TwoRanksMatchesSingleRankAdamStep) { check_dp(2, ZeroStage::Two); }
+TEST(DataParallel, Zero2FourRanksMatchesSingleRankAdamStep) { check_dp(4, ZeroStage::Two); }
 
 // The comparison can fail: one rank's gradients before the all-reduce (what a missing
 // all-reduce would leave) are far outside the tolerance, and so is the Adam step on them.
@@ -98,7 +98,7 @@ TEST(DataParallel, RejectsBatchThatDoesNotSplit) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const auto errors = run_world(2, [&](int, cpu::Transport& t) {
     Comm dp(t, {0, 1}, reg);
-    data_parallel_step(cfg, params, batch, dp, ZeroStage::kNone, kNumericsAdam);
+    data_parallel_step(cfg, params, batch, dp, ZeroStage::None, kNumericsAdam);
   });
   for (const auto& e : errors) EXPECT_NE(e.find("does not split over 2 ranks"), std::string::npos) << e;
 }

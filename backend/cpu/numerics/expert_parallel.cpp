@@ -10,7 +10,8 @@ void validate_ep(const ModelConfig& cfg, int e) {
   validate(cfg);
   if (cfg.moe.experts == 0) throw Error("expert parallel: the model has no MoE layers; set model.moe.experts");
   if (cfg.moe.experts % e != 0)
-    throw Error(fmt::format("expert parallel: {} experts do not split over ep = {}; use a multiple", cfg.moe.experts, e));
+    throw Error(
+        fmt::format("expert parallel: {} experts do not split over ep = {}; use a multiple", cfg.moe.experts, e));
   if (cfg.batch % e != 0)
     throw Error(fmt::format("expert parallel: batch {} does not split over ep = {} ranks", cfg.batch, e));
 }
@@ -39,11 +40,11 @@ namespace {
 struct EpSaved : Saved {
   Routing routing;
   std::vector<float> xn;
-  std::vector<Assignment> order;            // send layout: (token, slot) per row
-  std::vector<std::int64_t> send_rows;      // rows per destination
-  std::vector<std::int64_t> recv_counts;    // [source][local expert] rows received
-  std::vector<ExpertRun> runs;              // per local expert
-  std::vector<float> returned;              // expert outputs, in send layout
+  std::vector<Assignment> order;          // send layout: (token, slot) per row
+  std::vector<std::int64_t> send_rows;    // rows per destination
+  std::vector<std::int64_t> recv_counts;  // [source][local expert] rows received
+  std::vector<ExpertRun> runs;            // per local expert
+  std::vector<float> returned;            // expert outputs, in send layout
 };
 
 // Rows of each local expert, gathered from the receive buffer (source-major) and back.
@@ -163,7 +164,8 @@ void ExpertParallelFfn::backward(int layer, const Saved& saved, const float* dou
   std::vector<std::int64_t> back_n;
   const std::vector<float> dx_rows = ep_.alltoall(drecv, recv_n, back_n);
   std::vector<const float*> slot_dx(static_cast<std::size_t>(rows * K), nullptr);
-  for (std::size_t i = 0; i < s.order.size(); ++i) slot_dx[s.order[i].row * K + s.order[i].slot] = dx_rows.data() + i * h;
+  for (std::size_t i = 0; i < s.order.size(); ++i)
+    slot_dx[s.order[i].row * K + s.order[i].slot] = dx_rows.data() + i * h;
   std::fill(dxn, dxn + rows * h, 0.f);
   for (std::int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < K; ++j) add_into(dxn + r * h, slot_dx[r * K + j], h);

@@ -49,8 +49,8 @@ class ExpertParallelFfn : public FfnCore {
 
 struct EpStep {
   double loss = 0;
-  Tensor logits;   // this rank's rows
-  TensorMap grads; // non-expert (all-reduced) and this rank's experts
+  Tensor logits;    // this rank's rows
+  TensorMap grads;  // non-expert (all-reduced) and this rank's experts
   std::vector<std::vector<std::int64_t>> dispatched;
 };
 

@@ -36,9 +36,10 @@ void check_ep(const ModelConfig& cfg, int e) {
   bool uneven = false;
   for (int r = 0; r < e; ++r) {
     EXPECT_NEAR(steps[r].loss, ref.loss, 1e-5 * ref.loss) << "rank " << r;
-    testing::expect_close(steps[r].logits.data,
-                          std::vector<float>(ref.logits.data.begin() + r * rows, ref.logits.data.begin() + (r + 1) * rows),
-                          "logits rank " + std::to_string(r));
+    testing::expect_close(
+        steps[r].logits.data,
+        std::vector<float>(ref.logits.data.begin() + r * rows, ref.logits.data.begin() + (r + 1) * rows),
+        "logits rank " + std::to_string(r));
     for (const auto& [name, g] : steps[r].grads) all.emplace(name, g);  // non-expert: rank 0's copy
     for (const auto& d : steps[r].dispatched)
       for (auto n : d) uneven |= n != d[0];

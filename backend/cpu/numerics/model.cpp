@@ -42,35 +42,35 @@ std::vector<ParamInfo> param_infos(const ModelConfig& c) {
   const std::int64_t h = c.hidden, f = c.ffn, V = c.vocab;
   const float wh = 1.f / std::sqrt(float(h)), wf = 1.f / std::sqrt(float(f));
   std::vector<ParamInfo> out;
-  out.push_back({"embed", V, h, Init::kWeight, 0.5f});
-  if (!c.tied) out.push_back({"head", V, h, Init::kWeight, wh});
+  out.push_back({"embed", V, h, Init::Weight, 0.5f});
+  if (!c.tied) out.push_back({"head", V, h, Init::Weight, wh});
   for (int l = 0; l < c.layers; ++l) {
     auto L = [&](const char* leaf) { return layer_param(l, leaf); };
-    out.push_back({L("ln1.g"), 1, h, Init::kGain, 0.2f});
-    out.push_back({L("ln1.b"), 1, h, Init::kBias, 0.1f});
-    out.push_back({L("attn.wqkv"), h, 3 * h, Init::kWeight, wh});
-    out.push_back({L("attn.bqkv"), 1, 3 * h, Init::kBias, 0.1f});
-    out.push_back({L("attn.wo"), h, h, Init::kWeight, wh});
-    out.push_back({L("attn.bo"), 1, h, Init::kBias, 0.1f});
-    out.push_back({L("ln2.g"), 1, h, Init::kGain, 0.2f});
-    out.push_back({L("ln2.b"), 1, h, Init::kBias, 0.1f});
+    out.push_back({L("ln1.g"), 1, h, Init::Gain, 0.2f});
+    out.push_back({L("ln1.b"), 1, h, Init::Bias, 0.1f});
+    out.push_back({L("attn.wqkv"), h, 3 * h, Init::Weight, wh});
+    out.push_back({L("attn.bqkv"), 1, 3 * h, Init::Bias, 0.1f});
+    out.push_back({L("attn.wo"), h, h, Init::Weight, wh});
+    out.push_back({L("attn.bo"), 1, h, Init::Bias, 0.1f});
+    out.push_back({L("ln2.g"), 1, h, Init::Gain, 0.2f});
+    out.push_back({L("ln2.b"), 1, h, Init::Bias, 0.1f});
     if (c.moe.experts == 0) {
-      out.push_back({L("mlp.w1"), h, f, Init::kWeight, wh});
-      out.push_back({L("mlp.b1"), 1, f, Init::kBias, 0.1f});
-      out.push_back({L("mlp.w2"), f, h, Init::kWeight, wf});
-      out.push_back({L("mlp.b2"), 1, h, Init::kBias, 0.1f});
+      out.push_back({L("mlp.w1"), h, f, Init::Weight, wh});
+      out.push_back({L("mlp.b1"), 1, f, Init::Bias, 0.1f});
+      out.push_back({L("mlp.w2"), f, h, Init::Weight, wf});
+      out.push_back({L("mlp.b2"), 1, h, Init::Bias, 0.1f});
     } else {
-      out.push_back({L("moe.router"), h, c.moe.experts, Init::kWeight, 2.f * wh});
+      out.push_back({L("moe.router"), h, c.moe.experts, Init::Weight, 2.f * wh});
       for (int e = 0; e < c.moe.experts; ++e) {
-        out.push_back({expert_param(l, e, "w1"), h, f, Init::kWeight, wh});
-        out.push_back({expert_param(l, e, "b1"), 1, f, Init::kBias, 0.1f});
-        out.push_back({expert_param(l, e, "w2"), f, h, Init::kWeight, wf});
-        out.push_back({expert_param(l, e, "b2"), 1, h, Init::kBias, 0.1f});
+        out.push_back({expert_param(l, e, "w1"), h, f, Init::Weight, wh});
+        out.push_back({expert_param(l, e, "b1"), 1, f, Init::Bias, 0.1f});
+        out.push_back({expert_param(l, e, "w2"), f, h, Init::Weight, wf});
+        out.push_back({expert_param(l, e, "b2"), 1, h, Init::Bias, 0.1f});
       }
     }
   }
-  out.push_back({"lnf.g", 1, h, Init::kGain, 0.2f});
-  out.push_back({"lnf.b", 1, h, Init::kBias, 0.1f});
+  out.push_back({"lnf.g", 1, h, Init::Gain, 0.2f});
+  out.push_back({"lnf.b", 1, h, Init::Bias, 0.1f});
   return out;
 }
 
@@ -92,24 +92,28 @@ std::uint64_t name_hash(const std::string& s) {
 
 float init_value(const ModelConfig& cfg, const ParamInfo& info, std::int64_t index) {
   const float u = 2.f * k::dropout_uniform(splitmix64(cfg.seed) ^ name_hash(info.name),
-                                           static_cast<std::uint64_t>(index)) - 1.f;  // [-1, 1)
+                                           static_cast<std::uint64_t>(index)) -
+                  1.f;  // [-1, 1)
   switch (info.init) {
-    case Init::kGain: return 1.f + info.scale * u;
-    case Init::kBias:
-    case Init::kWeight: return info.scale * u;
+    case Init::Gain:
+      return 1.f + info.scale * u;
+    case Init::Bias:
+    case Init::Weight:
+      return info.scale * u;
   }
   return 0.f;
 }
 
-Tensor init_block(const ModelConfig& cfg, const std::string& name, std::int64_t r0, std::int64_t r1,
-                  std::int64_t c0, std::int64_t c1) {
+Tensor init_block(const ModelConfig& cfg, const std::string& name, std::int64_t r0, std::int64_t r1, std::int64_t c0,
+                  std::int64_t c1) {
   const ParamInfo info = param_info(cfg, name);
   if (r0 < 0 || r1 > info.rows || r0 > r1 || c0 < 0 || c1 > info.cols || c0 > c1)
-    throw Error(fmt::format("init_block('{}'): block [{}, {}) x [{}, {}) is outside the {} x {} tensor", name, r0,
-                            r1, c0, c1, info.rows, info.cols));
+    throw Error(fmt::format("init_block('{}'): block [{}, {}) x [{}, {}) is outside the {} x {} tensor", name, r0, r1,
+                            c0, c1, info.rows, info.cols));
   Tensor t(r1 - r0, c1 - c0);
   for (std::int64_t r = r0; r < r1; ++r)
-    for (std::int64_t c = c0; c < c1; ++c) t.data[(r - r0) * t.cols + (c - c0)] = init_value(cfg, info, r * info.cols + c);
+    for (std::int64_t c = c0; c < c1; ++c)
+      t.data[(r - r0) * t.cols + (c - c0)] = init_value(cfg, info, r * info.cols + c);
   return t;
 }
 
@@ -149,11 +153,11 @@ Batch make_batch(const ModelConfig& cfg, std::uint64_t data_seed) {
 
 // ---- dropout ----------------------------------------------------------------------------
 std::uint64_t dropout_key(std::uint64_t seed, int layer, int site) {
-  return splitmix64(splitmix64(seed ^ 0xd809u) + static_cast<std::uint64_t>(layer) * 16 + static_cast<std::uint64_t>(site));
+  return splitmix64(splitmix64(seed ^ 0xd809u) + static_cast<std::uint64_t>(layer) * 16 +
+                    static_cast<std::uint64_t>(site));
 }
 
-void dropout_rows_forward(float* x, const std::vector<std::int64_t>& rows, std::int64_t h, float p,
-                          std::uint64_t key) {
+void dropout_rows_forward(float* x, const std::vector<std::int64_t>& rows, std::int64_t h, float p, std::uint64_t key) {
   if (p == 0.f) return;
   for (std::size_t i = 0; i < rows.size(); ++i)
     k::dropout_forward_cpu(x + i * h, x + i * h, static_cast<std::size_t>(h), p, key,
@@ -177,18 +181,20 @@ std::vector<std::int64_t> row_range(std::int64_t first, std::int64_t count) {
 // ---- helpers ----------------------------------------------------------------------------
 void linear_forward(const float* x, std::int64_t rows, std::int64_t in, const float* w, std::int64_t out,
                     const float* b, float* y) {
-  k::gemm_cpu(k::Trans::kNo, k::Trans::kNo, rows, out, in, 1.f, x, in, w, out, 0.f, y, out);
+  k::gemm_cpu(k::Trans::No, k::Trans::No, rows, out, in, 1.f, x, in, w, out, 0.f, y, out);
   if (b) k::add_bias_cpu(y, b, rows, out);
 }
 
 void linear_backward(const float* dy, const float* x, std::int64_t rows, std::int64_t in, const float* w,
                      std::int64_t out, float* dx, float* dw, float* db) {
-  if (dx) k::gemm_cpu(k::Trans::kNo, k::Trans::kYes, rows, in, out, 1.f, dy, out, w, out, 0.f, dx, in);
-  if (dw) k::gemm_cpu(k::Trans::kYes, k::Trans::kNo, in, out, rows, 1.f, x, in, dy, out, 1.f, dw, out);
+  if (dx) k::gemm_cpu(k::Trans::No, k::Trans::Yes, rows, in, out, 1.f, dy, out, w, out, 0.f, dx, in);
+  if (dw) k::gemm_cpu(k::Trans::Yes, k::Trans::No, in, out, rows, 1.f, x, in, dy, out, 1.f, dw, out);
   if (db) k::bias_backward_cpu(dy, db, rows, out);
 }
 
-void add_into(float* dst, const float* src, std::int64_t n) { k::reduce_sum_cpu(dst, src, static_cast<std::size_t>(n)); }
+void add_into(float* dst, const float* src, std::int64_t n) {
+  k::reduce_sum_cpu(dst, src, static_cast<std::size_t>(n));
+}
 
 // ---- attention core ---------------------------------------------------------------------
 namespace {
@@ -202,7 +208,8 @@ std::unique_ptr<Saved> LocalAttention::forward(const float* qkv, std::int64_t ro
   if (rows % seq_ != 0) throw Error(fmt::format("attention: {} rows are not whole sequences of {}", rows, seq_));
   auto s = std::make_unique<AttnSaved>();
   const std::size_t n = static_cast<std::size_t>(rows * hl);
-  s->q.resize(n), s->k.resize(n), s->v.resize(n), s->o.resize(n), s->lse.resize(static_cast<std::size_t>(rows * heads_));
+  s->q.resize(n), s->k.resize(n), s->v.resize(n), s->o.resize(n),
+      s->lse.resize(static_cast<std::size_t>(rows * heads_));
   k::split_heads_cpu(qkv, 3 * hl, s->q.data(), nseq, seq_, heads_, d_);
   k::split_heads_cpu(qkv + hl, 3 * hl, s->k.data(), nseq, seq_, heads_, d_);
   k::split_heads_cpu(qkv + 2 * hl, 3 * hl, s->v.data(), nseq, seq_, heads_, d_);
@@ -228,8 +235,8 @@ void LocalAttention::backward(const Saved& saved, const float* dctx, std::int64_
 }
 
 // ---- MLP --------------------------------------------------------------------------------
-void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1,
-                 const float* b1, const float* w2, const float* b2, float* out, MlpSaved& s) {
+void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1, const float* b1,
+                 const float* w2, const float* b2, float* out, MlpSaved& s) {
   s.x.assign(x, x + rows * h);
   s.pre.resize(static_cast<std::size_t>(rows * f));
   s.act.resize(s.pre.size());
@@ -250,7 +257,7 @@ namespace {
 struct MoeSaved : Saved {
   Routing routing;
   std::vector<std::vector<Assignment>> assigned;  // per expert
-  std::vector<ExpertRun> runs;                     // per expert
+  std::vector<ExpertRun> runs;                    // per expert
   std::vector<float> xn;
 };
 }  // namespace
@@ -350,8 +357,8 @@ void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, c
   add_into(out, c.x1.data(), T * h);
 }
 
-void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c,
-                    const float* dy, float* dx, AttentionCore& attn, FfnCore& ffn, TensorMap& grads) {
+void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c, const float* dy,
+                    float* dx, AttentionCore& attn, FfnCore& ffn, TensorMap& grads) {
   const std::int64_t T = std::int64_t(c.rows.size()), h = cfg.hidden;
   auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
   auto G = [&](const char* leaf) { return grads.at(layer_param(layer, leaf)).p(); };
@@ -391,16 +398,16 @@ double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, co
   const std::int64_t h = cfg.hidden, V = cfg.vocab;
   std::vector<float> xn(rows * h), mu(rows), rs(rows), mx(rows), stats(2 * rows), loss(rows), dl(rows * V),
       dxn(rows * h);
-  k::layernorm_forward_cpu(x, params.at("lnf.g").p(), params.at("lnf.b").p(), xn.data(), mu.data(), rs.data(), rows,
-                           h, cfg.ln_eps);
+  k::layernorm_forward_cpu(x, params.at("lnf.g").p(), params.at("lnf.b").p(), xn.data(), mu.data(), rs.data(), rows, h,
+                           cfg.ln_eps);
   const float* w = params.at(output_param(cfg)).p();  // [V, h]
-  k::gemm_cpu(k::Trans::kNo, k::Trans::kYes, rows, V, h, 1.f, xn.data(), h, w, h, 0.f, logits, V);
+  k::gemm_cpu(k::Trans::No, k::Trans::Yes, rows, V, h, 1.f, xn.data(), h, w, h, 0.f, logits, V);
   k::cross_entropy_local_max_cpu(logits, mx.data(), rows, V);
   k::cross_entropy_local_stats_cpu(logits, mx.data(), targets, stats.data(), rows, V, 0);
   k::cross_entropy_loss_cpu(mx.data(), stats.data(), targets, loss.data(), rows);
   k::cross_entropy_backward_cpu(logits, mx.data(), stats.data(), targets, grad_scale, dl.data(), rows, V, 0);
-  k::gemm_cpu(k::Trans::kNo, k::Trans::kNo, rows, h, V, 1.f, dl.data(), V, w, h, 0.f, dxn.data(), h);
-  k::gemm_cpu(k::Trans::kYes, k::Trans::kNo, V, h, rows, 1.f, dl.data(), V, xn.data(), h, 1.f,
+  k::gemm_cpu(k::Trans::No, k::Trans::No, rows, h, V, 1.f, dl.data(), V, w, h, 0.f, dxn.data(), h);
+  k::gemm_cpu(k::Trans::Yes, k::Trans::No, V, h, rows, 1.f, dl.data(), V, xn.data(), h, 1.f,
               grads.at(output_param(cfg)).p(), h);
   k::layernorm_backward_cpu(dxn.data(), x, params.at("lnf.g").p(), mu.data(), rs.data(), dx, grads.at("lnf.g").p(),
                             grads.at("lnf.b").p(), rows, h);
@@ -412,10 +419,10 @@ double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, co
 StepResult partial_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, int first_seq, int nseq,
                         AttentionCore& attn, FfnCore& ffn) {
   if (first_seq < 0 || nseq < 1 || first_seq + nseq > cfg.batch)
-    throw Error(fmt::format("partial_step: sequences [{}, {}) are outside the batch of {}", first_seq,
-                            first_seq + nseq, cfg.batch));
-  return rows_step(cfg, params, batch, row_range(std::int64_t(first_seq) * cfg.seq, std::int64_t(nseq) * cfg.seq),
-                   attn, ffn);
+    throw Error(fmt::format("partial_step: sequences [{}, {}) are outside the batch of {}", first_seq, first_seq + nseq,
+                            cfg.batch));
+  return rows_step(cfg, params, batch, row_range(std::int64_t(first_seq) * cfg.seq, std::int64_t(nseq) * cfg.seq), attn,
+                   ffn);
 }
 
 StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch,
@@ -442,8 +449,8 @@ StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batc
     layer_forward(cfg, params, l, rows, x.data(), y.data(), attn, ffn, caches[l]);
     std::swap(x, y);
   }
-  res.loss = head_forward_backward(cfg, params, x.data(), T, targets.data(), 1.f / float(cfg.tokens()),
-                                   res.logits.p(), y.data(), res.grads);
+  res.loss = head_forward_backward(cfg, params, x.data(), T, targets.data(), 1.f / float(cfg.tokens()), res.logits.p(),
+                                   y.data(), res.grads);
   for (int l = cfg.layers - 1; l >= 0; --l) {
     layer_backward(cfg, params, l, caches[l], y.data(), x.data(), attn, ffn, res.grads);
     std::swap(x, y);

@@ -73,11 +73,11 @@ struct Tensor {
 };
 using TensorMap = std::map<std::string, Tensor>;
 
-enum class Init { kWeight, kGain, kBias };
+enum class Init { Weight, Gain, Bias };
 struct ParamInfo {
   std::string name;
   std::int64_t rows = 0, cols = 0;
-  Init init = Init::kWeight;
+  Init init = Init::Weight;
   float scale = 1.f;  // weights: uniform in [-scale, scale)
 };
 
@@ -86,14 +86,14 @@ struct ParamInfo {
 // attn.bqkv attn.wo attn.bo ln2.g ln2.b, then mlp.w1 mlp.b1 mlp.w2 mlp.b2 (dense) or
 // moe.router and moe.e{k}.w1/b1/w2/b2 (MoE).
 std::vector<ParamInfo> param_infos(const ModelConfig& cfg);
-ParamInfo param_info(const ModelConfig& cfg, const std::string& name);  // Error if unknown
-std::string layer_param(int layer, const std::string& leaf);  // "l1.attn.wo"
+ParamInfo param_info(const ModelConfig& cfg, const std::string& name);     // Error if unknown
+std::string layer_param(int layer, const std::string& leaf);               // "l1.attn.wo"
 std::string expert_param(int layer, int expert, const std::string& leaf);  // "l1.moe.e3.w1"
 
 float init_value(const ModelConfig& cfg, const ParamInfo& info, std::int64_t index);
 // Rows [r0, r1) x columns [c0, c1) of parameter `name`.
-Tensor init_block(const ModelConfig& cfg, const std::string& name, std::int64_t r0, std::int64_t r1,
-                  std::int64_t c0, std::int64_t c1);
+Tensor init_block(const ModelConfig& cfg, const std::string& name, std::int64_t r0, std::int64_t r1, std::int64_t c0,
+                  std::int64_t c1);
 TensorMap init_params(const ModelConfig& cfg);
 TensorMap zeros_like(const TensorMap& m);
 // The output projection [V, h]: "embed" when tied, else "head".
@@ -108,8 +108,7 @@ Batch make_batch(const ModelConfig& cfg, std::uint64_t data_seed);
 // ---- dropout by global token index ------------------------------------------------------
 std::uint64_t dropout_key(std::uint64_t seed, int layer, int site);
 // x: [rows.size(), h]; row i is global token rows[i].
-void dropout_rows_forward(float* x, const std::vector<std::int64_t>& rows, std::int64_t h, float p,
-                          std::uint64_t key);
+void dropout_rows_forward(float* x, const std::vector<std::int64_t>& rows, std::int64_t h, float p, std::uint64_t key);
 void dropout_rows_backward(float* dx, const std::vector<std::int64_t>& rows, std::int64_t h, float p,
                            std::uint64_t key);
 std::vector<std::int64_t> row_range(std::int64_t first, std::int64_t count);
@@ -163,8 +162,8 @@ class FfnCore {
 struct MlpSaved : Saved {
   std::vector<float> x, pre, act;
 };
-void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1,
-                 const float* b1, const float* w2, const float* b2, float* out, MlpSaved& s);
+void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1, const float* b1,
+                 const float* w2, const float* b2, float* out, MlpSaved& s);
 void mlp_backward(const MlpSaved& s, const float* dout, std::int64_t rows, std::int64_t h, std::int64_t f,
                   const float* w1, const float* w2, float* dx, float* dw1, float* db1, float* dw2, float* db2);
 
@@ -204,8 +203,7 @@ void embed_backward(const ModelConfig& cfg, const std::int64_t* ids, std::int64_
 // for the mean loss): returns the SUM of per-token losses, writes logits [rows, V] and
 // dx [rows, h], accumulates lnf and output-projection gradients.
 double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, const float* x, std::int64_t rows,
-                             const std::int64_t* targets, float grad_scale, float* logits, float* dx,
-                             TensorMap& grads);
+                             const std::int64_t* targets, float grad_scale, float* logits, float* dx, TensorMap& grads);
 
 struct StepResult {
   double loss = 0;  // mean over tokens

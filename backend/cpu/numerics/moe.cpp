@@ -75,8 +75,8 @@ std::vector<Assignment> assignments(const Routing& r, int e) {
   return out;
 }
 
-void expert_forward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const float* x,
-                    std::int64_t n, ExpertRun& run) {
+void expert_forward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const float* x, std::int64_t n,
+                    ExpertRun& run) {
   auto P = [&](const char* leaf) { return params.at(expert_param(layer, e, leaf)).p(); };
   run.out.assign(static_cast<std::size_t>(n * cfg.hidden), 0.f);
   if (n == 0) return;

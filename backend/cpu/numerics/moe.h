@@ -25,9 +25,9 @@ namespace meshsim::numerics {
 struct Routing {
   std::int64_t rows = 0;
   int experts = 0, top_k = 0;
-  std::vector<float> probs;         // [rows, E] softmax of the router logits
-  std::vector<int> expert;          // [rows, k] chosen experts
-  std::vector<float> weight;        // [rows, k] renormalized gate weights
+  std::vector<float> probs;   // [rows, E] softmax of the router logits
+  std::vector<int> expert;    // [rows, k] chosen experts
+  std::vector<float> weight;  // [rows, k] renormalized gate weights
 };
 
 Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, int top_k, const float* wr);
@@ -51,8 +51,8 @@ struct ExpertRun {
   MlpSaved saved;
   std::vector<float> out;  // [n, h]
 };
-void expert_forward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const float* x,
-                    std::int64_t n, ExpertRun& run);
+void expert_forward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const float* x, std::int64_t n,
+                    ExpertRun& run);
 // dout [n, h] -> dx [n, h] (overwritten); gradients accumulated into grads.
 void expert_backward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const ExpertRun& run,
                      const float* dout, std::int64_t n, float* dx, TensorMap& grads);

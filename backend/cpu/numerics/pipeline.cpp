@@ -55,8 +55,10 @@ PpStep pipeline_step(const ModelConfig& cfg, const TensorMap& w, const Batch& ba
     out.ops.push_back(fmt::format("F{}", j));
     const std::int64_t g0 = std::int64_t(j) * rows;
     std::vector<float> x(rows * h), y(rows * h);
-    if (is_first) embed_forward(cfg, w, batch.ids.data() + g0, rows, x.data());
-    else pp.recv(s - 1, x.data(), rows * h);
+    if (is_first)
+      embed_forward(cfg, w, batch.ids.data() + g0, rows, x.data());
+    else
+      pp.recv(s - 1, x.data(), rows * h);
     const auto grows = row_range(g0, rows);
     for (int i = 0; i < per; ++i) {
       layer_forward(cfg, w, first + i, grows, x.data(), y.data(), attn, ffn, caches[j][i]);
@@ -73,15 +75,19 @@ PpStep pipeline_step(const ModelConfig& cfg, const TensorMap& w, const Batch& ba
   auto backward = [&](int j) {
     out.ops.push_back(fmt::format("B{}", j));
     std::vector<float> dy(rows * h), dx(rows * h);
-    if (is_last) dy = std::move(head_dx[j]);
-    else pp.recv(s + 1, dy.data(), rows * h);
+    if (is_last)
+      dy = std::move(head_dx[j]);
+    else
+      pp.recv(s + 1, dy.data(), rows * h);
     for (int i = per - 1; i >= 0; --i) {
       layer_backward(cfg, w, first + i, caches[j][i], dy.data(), dx.data(), attn, ffn, out.grads);
       std::swap(dx, dy);
       caches[j][i] = LayerCache{};  // activations of this micro-batch are freed after its backward
     }
-    if (is_first) embed_backward(cfg, batch.ids.data() + std::int64_t(j) * rows, rows, dy.data(), out.grads);
-    else pp.send(s - 1, dy.data(), rows * h);
+    if (is_first)
+      embed_backward(cfg, batch.ids.data() + std::int64_t(j) * rows, rows, dy.data(), out.grads);
+    else
+      pp.send(s - 1, dy.data(), rows * h);
   };
 
   const int warmup = std::min(p - 1 - s, m);

@@ -36,10 +36,10 @@ void validate_pp(const ModelConfig& cfg, int stages, int microbatches);
 TensorMap pp_stage_params(const ModelConfig& cfg, int stages, int stage);
 
 struct PpStep {
-  double loss = 0;                // mean over the batch (broadcast from the last stage)
-  Tensor logits;                  // last stage: [B*S, V]; others empty
-  TensorMap grads;                // this stage's parameters
-  std::vector<std::string> ops;   // this stage's schedule as run ("F0", "B0", ...)
+  double loss = 0;               // mean over the batch (broadcast from the last stage)
+  Tensor logits;                 // last stage: [B*S, V]; others empty
+  TensorMap grads;               // this stage's parameters
+  std::vector<std::string> ops;  // this stage's schedule as run ("F0", "B0", ...)
 };
 
 PpStep pipeline_step(const ModelConfig& cfg, const TensorMap& stage_params, const Batch& batch, Comm& pp,

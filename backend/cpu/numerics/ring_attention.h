@@ -55,10 +55,10 @@ class RingAttention : public AttentionCore {
 };
 
 struct CpStep {
-  double loss = 0;                  // mean over the batch
-  std::vector<std::int64_t> rows;   // this rank's global token rows
-  Tensor logits;                    // [rows, V] in `rows` order
-  TensorMap grads;                  // all-reduced, full
+  double loss = 0;                 // mean over the batch
+  std::vector<std::int64_t> rows;  // this rank's global token rows
+  Tensor logits;                   // [rows, V] in `rows` order
+  TensorMap grads;                 // all-reduced, full
 };
 
 CpStep context_parallel_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch, Comm& cp);

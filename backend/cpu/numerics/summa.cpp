@@ -82,8 +82,8 @@ void summa_ab(Mesh& M, const Tensor& A, const Tensor& B, Tensor& C) {
     std::vector<float> b = M.i == l ? B.data : std::vector<float>(B.data.size());
     M.row.broadcast(a, l);
     M.col.broadcast(b, l);
-    k::gemm_cpu(k::Trans::kNo, k::Trans::kNo, A.rows, B.cols, A.cols, 1.f, a.data(), A.cols, b.data(), B.cols, 1.f,
-                C.p(), C.cols);
+    k::gemm_cpu(k::Trans::No, k::Trans::No, A.rows, B.cols, A.cols, 1.f, a.data(), A.cols, b.data(), B.cols, 1.f, C.p(),
+                C.cols);
   }
 }
 
@@ -94,7 +94,7 @@ Tensor summa_abt(Mesh& M, const Tensor& A, const Tensor& B) {
     std::vector<float> b = M.i == l ? B.data : std::vector<float>(B.data.size());
     M.col.broadcast(b, l);
     std::vector<float> t(static_cast<std::size_t>(A.rows * B.rows));
-    k::gemm_cpu(k::Trans::kNo, k::Trans::kYes, A.rows, B.rows, A.cols, 1.f, A.p(), A.cols, b.data(), B.cols, 0.f,
+    k::gemm_cpu(k::Trans::No, k::Trans::Yes, A.rows, B.rows, A.cols, 1.f, A.p(), A.cols, b.data(), B.cols, 0.f,
                 t.data(), B.rows);
     M.row.reduce(t, l);
     if (M.j == l) C.data = std::move(t);
@@ -109,7 +109,7 @@ Tensor summa_atb(Mesh& M, const Tensor& A, const Tensor& B) {
     std::vector<float> a = M.j == l ? A.data : std::vector<float>(A.data.size());
     M.row.broadcast(a, l);
     std::vector<float> t(static_cast<std::size_t>(A.cols * B.cols));
-    k::gemm_cpu(k::Trans::kYes, k::Trans::kNo, A.cols, B.cols, A.rows, 1.f, a.data(), A.cols, B.p(), B.cols, 0.f,
+    k::gemm_cpu(k::Trans::Yes, k::Trans::No, A.cols, B.cols, A.rows, 1.f, a.data(), A.cols, B.p(), B.cols, 0.f,
                 t.data(), B.cols);
     M.col.reduce(t, l);
     if (M.i == l) C.data = std::move(t);
@@ -168,7 +168,7 @@ MlpBlockResult summa_mlp_block(const ModelConfig& cfg, const MlpBlockData& d, Co
   std::vector<float> db2(hq, 0.f), db1(fq, 0.f), dgamma(hq, 0.f), dbeta(hq, 0.f);
   k::bias_backward_cpu(dy.p(), db2.data(), Tq, hq);
   to_row0(db2, "l0.mlp.b2");
-  Tensor dact = summa_abt(M, dy, w2);  // dy W2^T
+  Tensor dact = summa_abt(M, dy, w2);                   // dy W2^T
   r.grads.emplace("l0.mlp.w2", summa_atb(M, act, dy));  // act^T dy
   k::gelu_backward_cpu(dact.p(), pre.p(), dact.p(), dact.data.size());
   k::bias_backward_cpu(dact.p(), db1.data(), Tq, fq);

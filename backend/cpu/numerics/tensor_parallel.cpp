@@ -12,28 +12,33 @@ namespace k = meshsim::kernels;
 
 void validate_tp(const ModelConfig& cfg, int t, bool sp) {
   validate(cfg);
-  if (cfg.moe.experts > 0) throw Error("tensor parallel: MoE layers are not sharded by TP here; use expert parallelism");
+  if (cfg.moe.experts > 0)
+    throw Error("tensor parallel: MoE layers are not sharded by TP here; use expert parallelism");
   auto divides = [&](int v, const char* field) {
     if (v % t != 0)
-      throw Error(fmt::format("tensor parallel: model.{} = {} does not divide by tp = {}; pick a multiple", field, v, t));
+      throw Error(
+          fmt::format("tensor parallel: model.{} = {} does not divide by tp = {}; pick a multiple", field, v, t));
   };
   divides(cfg.heads, "heads");
   divides(cfg.ffn, "ffn");
   divides(cfg.vocab, "vocab");
   if (sp && cfg.tokens() % t != 0)
-    throw Error(fmt::format("sequence parallel: batch x seq = {} token rows do not divide by tp = {}", cfg.tokens(), t));
+    throw Error(
+        fmt::format("sequence parallel: batch x seq = {} token rows do not divide by tp = {}", cfg.tokens(), t));
 }
 
 namespace {
-enum class Split { kReplicated, kRows, kCols, kQkvCols };
+enum class Split { Replicated, Rows, Cols, QkvCols };
 
 Split split_of(const std::string& name) {
-  auto ends = [&](const char* s) { return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0; };
-  if (name == "embed" || name == "head") return Split::kRows;
-  if (ends("attn.wqkv") || ends("attn.bqkv")) return Split::kQkvCols;
-  if (ends("attn.wo") || ends("mlp.w2")) return Split::kRows;
-  if (ends("mlp.w1") || ends("mlp.b1")) return Split::kCols;
-  return Split::kReplicated;
+  auto ends = [&](const char* s) {
+    return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0;
+  };
+  if (name == "embed" || name == "head") return Split::Rows;
+  if (ends("attn.wqkv") || ends("attn.bqkv")) return Split::QkvCols;
+  if (ends("attn.wo") || ends("mlp.w2")) return Split::Rows;
+  if (ends("mlp.w1") || ends("mlp.b1")) return Split::Cols;
+  return Split::Replicated;
 }
 }  // namespace
 
@@ -41,10 +46,16 @@ TensorMap tp_shard_params(const ModelConfig& cfg, int t, int r) {
   TensorMap m;
   for (const ParamInfo& p : param_infos(cfg)) {
     switch (split_of(p.name)) {
-      case Split::kReplicated: m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, 0, p.cols)); break;
-      case Split::kRows: m.emplace(p.name, init_block(cfg, p.name, r * p.rows / t, (r + 1) * p.rows / t, 0, p.cols)); break;
-      case Split::kCols: m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, r * p.cols / t, (r + 1) * p.cols / t)); break;
-      case Split::kQkvCols: {
+      case Split::Replicated:
+        m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, 0, p.cols));
+        break;
+      case Split::Rows:
+        m.emplace(p.name, init_block(cfg, p.name, r * p.rows / t, (r + 1) * p.rows / t, 0, p.cols));
+        break;
+      case Split::Cols:
+        m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, r * p.cols / t, (r + 1) * p.cols / t));
+        break;
+      case Split::QkvCols: {
         const std::int64_t h = cfg.hidden, w = h / t;
         Tensor out(p.rows, 3 * w);
         for (int part = 0; part < 3; ++part) {
@@ -71,13 +82,13 @@ TensorMap tp_assemble(const ModelConfig& cfg, const std::vector<TensorMap>& shar
       for (std::int64_t i = 0; i < b.rows; ++i)
         for (std::int64_t j = 0; j < b.cols; ++j) {
           std::int64_t gi = i, gj = j;
-          if (s == Split::kRows) gi = r * p.rows / t + i;
-          if (s == Split::kCols) gj = r * p.cols / t + j;
-          if (s == Split::kQkvCols) {
+          if (s == Split::Rows) gi = r * p.rows / t + i;
+          if (s == Split::Cols) gj = r * p.cols / t + j;
+          if (s == Split::QkvCols) {
             const std::int64_t w = cfg.hidden / t;
             gj = (j / w) * cfg.hidden + r * w + j % w;
           }
-          if (s == Split::kReplicated && r > 0) continue;
+          if (s == Split::Replicated && r > 0) continue;
           out.data[gi * p.cols + gj] = b.data[i * b.cols + j];
         }
     }
@@ -120,7 +131,8 @@ void tp_layer_forward(const ModelConfig& cfg, const TensorMap& w, int l, const T
   auto P = [&](const char* leaf) { return w.at(layer_param(l, leaf)).p(); };
   c.x = x;
   c.xn1.resize(Tl * h), c.mu1.resize(Tl), c.rs1.resize(Tl), c.xn2.resize(Tl * h), c.mu2.resize(Tl), c.rs2.resize(Tl);
-  k::layernorm_forward_cpu(x.data(), P("ln1.g"), P("ln1.b"), c.xn1.data(), c.mu1.data(), c.rs1.data(), Tl, h, cfg.ln_eps);
+  k::layernorm_forward_cpu(x.data(), P("ln1.g"), P("ln1.b"), c.xn1.data(), c.mu1.data(), c.rs1.data(), Tl, h,
+                           cfg.ln_eps);
   c.xn1_full = ops.f_fwd(c.xn1);
   c.qkv.resize(T * 3 * hl), c.ctx.resize(T * hl);
   linear_forward(c.xn1_full.data(), T, h, P("attn.wqkv"), 3 * hl, P("attn.bqkv"), c.qkv.data());
@@ -206,7 +218,7 @@ TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Ba
   const std::vector<float> xn_full = ops.f_fwd(xn);
   const float* wout = w.at(output_param(cfg)).p();  // [V/t, h]
   out.logits = Tensor(T, Vl);
-  k::gemm_cpu(k::Trans::kNo, k::Trans::kYes, T, Vl, h, 1.f, xn_full.data(), h, wout, h, 0.f, out.logits.p(), Vl);
+  k::gemm_cpu(k::Trans::No, k::Trans::Yes, T, Vl, h, 1.f, xn_full.data(), h, wout, h, 0.f, out.logits.p(), Vl);
   std::vector<float> mx(T), stats(2 * T), loss(T), dl(T * Vl);
   k::cross_entropy_local_max_cpu(out.logits.p(), mx.data(), T, Vl);
   tp.allreduce_max(mx.data(), T);
@@ -216,11 +228,11 @@ TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Ba
   double sum = 0;
   for (float v : loss) sum += v;
   out.loss = sum / double(T);
-  k::cross_entropy_backward_cpu(out.logits.p(), mx.data(), stats.data(), batch.targets.data(), 1.f / float(T), dl.data(),
-                                T, Vl, v0);
+  k::cross_entropy_backward_cpu(out.logits.p(), mx.data(), stats.data(), batch.targets.data(), 1.f / float(T),
+                                dl.data(), T, Vl, v0);
   std::vector<float> dxn_part(T * h);
-  k::gemm_cpu(k::Trans::kNo, k::Trans::kNo, T, h, Vl, 1.f, dl.data(), Vl, wout, h, 0.f, dxn_part.data(), h);
-  k::gemm_cpu(k::Trans::kYes, k::Trans::kNo, Vl, h, T, 1.f, dl.data(), Vl, xn_full.data(), h, 1.f,
+  k::gemm_cpu(k::Trans::No, k::Trans::No, T, h, Vl, 1.f, dl.data(), Vl, wout, h, 0.f, dxn_part.data(), h);
+  k::gemm_cpu(k::Trans::Yes, k::Trans::No, Vl, h, T, 1.f, dl.data(), Vl, xn_full.data(), h, 1.f,
               out.grads.at(output_param(cfg)).p(), h);
   const std::vector<float> dxn = ops.f_bwd(std::move(dxn_part));
   std::vector<float> dx(Tl * h);
@@ -235,7 +247,7 @@ TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Ba
   // SP: replicated parameters saw only this rank's rows; sum over the group.
   if (sp)
     for (auto& [name, g] : out.grads)
-      if (split_of(name) == Split::kReplicated) tp.allreduce(g.data);
+      if (split_of(name) == Split::Replicated) tp.allreduce(g.data);
   return out;
 }
 

@@ -40,9 +40,9 @@ TensorMap tp_shard_params(const ModelConfig& cfg, int t, int rank);
 TensorMap tp_assemble(const ModelConfig& cfg, const std::vector<TensorMap>& shards);
 
 struct TpStep {
-  double loss = 0;   // mean over the batch
-  Tensor logits;     // [B*S, V/t]: this rank's vocabulary columns
-  TensorMap grads;   // this rank's shards (replicated tensors: the full gradient)
+  double loss = 0;  // mean over the batch
+  Tensor logits;    // [B*S, V/t]: this rank's vocabulary columns
+  TensorMap grads;  // this rank's shards (replicated tensors: the full gradient)
 };
 
 TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& shard, const Batch& batch, Comm& tp,
