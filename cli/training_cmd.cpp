@@ -133,6 +133,9 @@ struct SweepFlags : ScenarioFlags {
   std::string csv, report;
 };
 
+// The most variants one sweep runs (each is held in memory until the ranked table is printed).
+constexpr int kMaxSweepVariants = 1 << 20;
+
 struct Variant {
   std::vector<std::string> sets;  // the --vary assignments
   std::string label;
@@ -146,6 +149,18 @@ int run_sweep(const SweepFlags& f) {
   if (vs.empty()) throw Error("--vary: a sweep needs at least one --vary path=v1,v2,...");
   const ScenarioNode base = f.node();
   if (base.is_workload()) require_training(base.resolve(), "sweep");
+  // The cross product is held in memory: count it before building it.
+  double count = 1;
+  std::string shape;
+  for (const Vary& v : vs) {
+    count *= static_cast<double>(v.values.size());
+    shape += fmt::format("{}{}", shape.empty() ? "" : " x ", v.values.size());
+  }
+  if (count > kMaxSweepVariants)
+    throw Error(
+        fmt::format("--vary: {} = {:.0f} variants exceed meshsim's limit of {} per sweep; vary fewer values "
+                    "or split the sweep into several runs",
+                    shape, count, kMaxSweepVariants));
   std::vector<Variant> variants(1);
   for (const Vary& v : vs) {
     std::vector<Variant> next;

@@ -37,14 +37,20 @@ inline std::optional<std::string> read_text_file(const std::string& path) {
 }
 
 // A key given twice in one mapping (yaml-cpp keeps both and reads the first): Error
-// "SOURCE:LINE: KEY: given twice in one mapping".
+// "SOURCE:LINE: KEY: given twice in one mapping"; so is a key that is not a plain name
+// ("? [a, b]: 1", or an empty "? : 1"), which no reader can name in a message.
 inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source) {
   if (n.IsSequence()) {
     for (const YAML::Node& e : n) reject_duplicate_keys(e, source);
   } else if (n.IsMap()) {
     std::vector<std::string> seen;
     for (const auto& kv : n) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+      if (!kv.first.IsScalar())
+        throw Error(
+            fmt::format("{}:{}: a mapping key must be a plain name, not empty, a list or a mapping; write "
+                        "key: value",
+                        source, std::max(kv.first.Mark().line, n.Mark().line) + 1));
+      const std::string key = kv.first.Scalar();
       if (!key.empty() && std::find(seen.begin(), seen.end(), key) != seen.end())
         throw Error(
             fmt::format("{}:{}: {}: given twice in one mapping; keep one", source, kv.first.Mark().line + 1, key));

@@ -4,6 +4,8 @@
 #include "topology/presets.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -458,6 +460,25 @@ const std::vector<PresetEntry>& entries() {
 
 }  // namespace
 
+namespace {
+// The GPUs a preset would build, from its size parameters, before anything is built: a
+// typo of a few digits must not cost minutes and gigabytes first.
+void check_size(const PresetInfo& info, const Params& p) {
+  double gpus = 1;
+  std::string how;
+  for (const char* key : {"nodes", "gpus_per_node", "gpus", "x", "y", "z"}) {
+    const bool has =
+        std::any_of(info.params.begin(), info.params.end(), [&](const PresetParamInfo& q) { return q.name == key; });
+    if (!has) continue;
+    gpus *= p.integer(key, 1);
+    how += fmt::format("{}{}={}", how.empty() ? "" : " x ", key, p.text(key));
+  }
+  if (gpus > kMaxTopologyGpus)
+    throw Error(fmt::format("{}: {} = {:.0f} GPUs exceeds meshsim's limit of {} per topology; use fewer nodes",
+                            p.topology_name(), how, gpus, kMaxTopologyGpus));
+}
+}  // namespace
+
 const std::vector<PresetInfo>& preset_catalog() {
   static const std::vector<PresetInfo> catalog = [] {
     std::vector<PresetInfo> v;
@@ -471,6 +492,7 @@ Topology make_preset(const std::string& name, const PresetParams& params) {
   for (const auto& e : entries()) {
     if (e.info.name != name) continue;
     const Params p(e.info, params);
+    check_size(e.info, p);
     Topology t = e.build(p);
     t.protocols = p.choice("protocols", {"nccl", "none"}) == "nccl";
     t.seal();

@@ -53,6 +53,9 @@ struct PresetInfo {
 // All presets, in a fixed order (feeds the CLI help).
 const std::vector<PresetInfo>& preset_catalog();
 
+// The most GPUs a preset builds (16 times the largest collective group, kMaxGroupRanks).
+inline constexpr int kMaxTopologyGpus = 1 << 19;
+
 // Builds and seals a preset. Unknown preset or parameter names, bad values and
 // impossible combinations throw meshsim::Error naming the parameter and the fix.
 Topology make_preset(const std::string& name, const PresetParams& params = {});
