@@ -37,6 +37,9 @@ struct Options {
   int root = 0;
   int chunks = 0;
   std::string reduce_bw;
+  std::string maxbytes;  // nccl-tests' -e: --bytes is then the sweep's MIN
+  int stepfactor = 0;    // nccl-tests' -f (our -f is --fidelity): multiply by this; 0 = 2
+  std::string format = "meshsim";
   std::string alltoall_sizes;
   bool explain = false;
   bool json = false;
@@ -156,14 +159,36 @@ int run(const Options& o) {
 
   AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   Router router(topo);
-  const std::vector<Bytes> sizes = parse_bytes_sweep(o.bytes, "--bytes");
+  std::string sweep = o.bytes;
+  if (!o.maxbytes.empty()) {
+    if (o.bytes.find(':') != std::string::npos)
+      throw Error("--maxbytes: give the sweep either as --bytes MIN:MAX or as --bytes MIN --maxbytes MAX, not both");
+    sweep += ":" + o.maxbytes;
+  }
+  if (o.stepfactor != 0) {
+    if (sweep.find(':') == std::string::npos)
+      throw Error("--stepfactor: applies to a sweep; add --maxbytes MAX (nccl-tests' -e) or --bytes MIN:MAX");
+    sweep += ":" + std::to_string(o.stepfactor);
+  }
+  const bool nccl_tests = o.format == "nccl-tests";
+  if (!nccl_tests && o.format != "meshsim")
+    throw Error(fmt::format("--format: unknown table format '{}'; use meshsim or nccl-tests", o.format));
+  if (nccl_tests && (o.json || o.explain)) throw Error("--format nccl-tests: a text table; drop --json and --explain");
+  const std::vector<Bytes> sizes = parse_bytes_sweep(sweep, "--bytes");
+  std::vector<double> busbws;
   std::vector<CollectiveOutcome> outs;
   nlohmann::ordered_json json_out = nlohmann::ordered_json::array();
-  if (sizes.size() > 1 && !o.json) std::cout << sweep_header(ctx, *kind) << std::flush;
+  if (nccl_tests)
+    std::cout << nccl_tests_header(ctx, *kind) << std::flush;
+  else if (sizes.size() > 1 && !o.json)
+    std::cout << sweep_header(ctx, *kind) << std::flush;
   for (Bytes b : sizes) {
     req.bytes = b;
     CollectiveOutcome out = run_collective(topo, router, registry, req);
-    if (o.json) {
+    if (nccl_tests) {
+      std::cout << nccl_tests_row(out) << std::flush;
+      busbws.push_back(static_cast<double>(b) / out.time.seconds() * busbw_factor(*kind, group_size) * 1e-9);
+    } else if (o.json) {
       json_out.push_back(outcome_json(topo, ctx, out));
     } else if (sizes.size() > 1) {
       std::cout << sweep_row(out) << std::flush;
@@ -186,6 +211,7 @@ int run(const Options& o) {
     }
     if (!o.trace.empty()) outs.push_back(std::move(out));
   }
+  if (nccl_tests) std::cout << nccl_tests_footer(busbws);
   if (o.explain && sizes.size() > 1 && !o.json) std::cout << "(--explain applies to a single --bytes size)\n";
   if (o.json) std::cout << (sizes.size() == 1 ? json_out.front() : json_out).dump(2) << "\n";
   if (!o.trace.empty()) {
@@ -205,7 +231,13 @@ Run add_collective_command(CLI::App& app) {
   c->add_option("kind", o->kind, "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
       ->required();
   c->add_option("--ranks,-n", o->ranks, "Ranks in the mesh (default: every GPU of the topology)");
-  c->add_option("--bytes,-b", o->bytes, "Size, e.g. 64MiB, or a doubling sweep MIN:MAX, e.g. 1KiB:4GiB")
+  c->add_option("--bytes,-b,--minbytes", o->bytes,
+                "Size, e.g. 64MiB, or a sweep MIN:MAX (doubling, e.g. 1KiB:4GiB) or MIN:MAX:F (times F)")
+      ->capture_default_str();
+  c->add_option("--maxbytes,-e", o->maxbytes, "Sweep from --bytes up to this size, as nccl-tests' -b MIN -e MAX");
+  c->add_option("--stepfactor", o->stepfactor, "Sweep step factor, as nccl-tests' -f (default 2)");
+  c->add_option("--format", o->format,
+                "Table layout: meshsim, or nccl-tests (its columns and its Avg bus bandwidth line)")
       ->capture_default_str();
   std::string algo_help =
       "Algorithm, auto (lowest closed-form time), or nccl (NCCL 2.20's tuning model picks algorithm and protocol). "

@@ -90,14 +90,24 @@ Bytes parse_bytes(std::string_view text, std::string_view field) {
 std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field) {
   const auto colon = text.find(':');
   if (colon == std::string_view::npos) return {parse_bytes(text, field)};
+  std::string_view rest = text.substr(colon + 1);
+  int factor = 2;
+  if (const auto second = rest.find(':'); second != std::string_view::npos) {
+    const std::optional<int> f = parse_int(rest.substr(second + 1));
+    if (!f || *f < 2 || *f > 1024)
+      throw Error(fmt::format("{}: step factor '{}' in '{}' is not an integer in 2..1024; write e.g. 8:8GiB:2", field,
+                              rest.substr(second + 1), text));
+    factor = *f;
+    rest = rest.substr(0, second);
+  }
   const Bytes lo = parse_bytes(text.substr(0, colon), field);
-  const Bytes hi = parse_bytes(text.substr(colon + 1), field);
+  const Bytes hi = parse_bytes(rest, field);
   if (lo <= 0 || hi < lo)
     throw Error(std::string(field) + ": sweep '" + std::string(text) + "' needs 0 < MIN <= MAX, e.g. 1KiB:4GiB");
   std::vector<Bytes> sizes;
-  for (Bytes b = lo;; b *= 2) {  // doubling stops before it could wrap
+  for (Bytes b = lo;; b *= factor) {  // multiplying stops before it could wrap
     sizes.push_back(b);
-    if (b > hi / 2) break;
+    if (b > hi / factor) break;
   }
   return sizes;
 }

@@ -104,7 +104,8 @@ Time transfer_time(Bytes bytes, Bandwidth bw);
 //   bandwidth: "25GB/s", "200Gb/s", "1.5TB/s", "100MB/s", "800Mb/s"  (B = bytes, b = bits)
 //   time:      "1.5us", "200ns", "3ms", "2s", "500ps"
 Bytes parse_bytes(std::string_view text, std::string_view field);
-// One size, or a doubling sweep MIN:MAX ("1KiB:4GiB" = 1KiB, 2KiB, ..., 4GiB).
+// One size, or a sweep MIN:MAX doubling ("1KiB:4GiB" = 1KiB, 2KiB, ..., 4GiB), or
+// MIN:MAX:F multiplying by the integer F (nccl-tests' -b MIN -e MAX -f F: "8:8GiB:4").
 std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field);
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_time(std::string_view text, std::string_view field);

@@ -100,5 +100,15 @@ TEST(Units, ByteSweepsDouble) {
   EXPECT_TRUE(contains(error_of([] { parse_bytes_sweep("1KiB:4Kb", "--sizes"); }), "--sizes"));
 }
 
+TEST(Units, ByteSweepsTakeAStepFactorAsNcclTestsDo) {
+  // nccl-tests -b 8 -e 1000 -f 4: 8, 32, 128, 512 (the next, 2048, passes MAX).
+  EXPECT_EQ(parse_bytes_sweep("8:1000:4", "--bytes"), (std::vector<Bytes>{8, 32, 128, 512}));
+  EXPECT_EQ(parse_bytes_sweep("1KiB:8KiB:2", "--bytes"), parse_bytes_sweep("1KiB:8KiB", "--bytes"));
+  // The top of the range: 2^62 x 4 would wrap; the sweep stops instead.
+  EXPECT_EQ(parse_bytes_sweep("1:8000000TB:4", "--bytes").back(), Bytes{1} << 62);
+  for (const char* bad : {"8:1G:1", "8:1G:x", "8:1G:0", "8:1G:2000"})
+    EXPECT_TRUE(contains(error_of([&] { parse_bytes_sweep(bad, "--bytes"); }), "is not an integer in 2..1024")) << bad;
+}
+
 }  // namespace
 }  // namespace meshsim

@@ -119,6 +119,42 @@ std::string sweep_row(const CollectiveOutcome& out) {
                      out.formula_time.us());
 }
 
+std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind) {
+  std::string s =
+      fmt::format("# meshsim collective {} (nccl-tests layout): {} ranks x {} group(s), topology {}, fidelity {}\n",
+                  to_string(kind), ctx.ranks, ctx.groups, ctx.topology, to_string(ctx.fidelity));
+  s += "#\n";
+  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+                   "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+                   "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                   "busbw", "#wrong");
+  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+                   "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  return s;
+}
+
+std::string nccl_tests_row(const CollectiveOutcome& out) {
+  const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
+  const CollKind k = out.spec.kind;
+  const bool reduces = k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
+  const bool rooted = k == CollKind::Broadcast || k == CollKind::Reduce;
+  // nccl-tests' count: elements per rank's send buffer for reduce-scatter and all-gather.
+  const Bytes count = out.spec.bytes / 4;
+  const std::string cols =
+      fmt::format("{:>7.2f}  {:>6.2f}  {:>6.2f}  {:>6}", out.time.us(), bw.algbw_GBps, bw.busbw_GBps, "N/A");
+  return fmt::format("  {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}\n", out.spec.bytes, count, "float",
+                     reduces ? "sum" : "none", rooted ? out.spec.root : -1, cols, cols);
+}
+
+std::string nccl_tests_footer(const std::vector<double>& busbw_GBps) {
+  double sum = 0;
+  for (double b : busbw_GBps) sum += b;
+  const double avg = busbw_GBps.empty() ? 0 : sum / static_cast<double>(busbw_GBps.size());
+  return fmt::format(
+      "# Out of bounds values : 0 OK (simulated: no data checked)\n# Avg bus bandwidth    : {:.4f} \n#\n", avg);
+}
+
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
   if (out.nccl) return nccl_explain_text(*out.nccl);
   std::string s = "\nFormula (docs/math.md section 1):\n";

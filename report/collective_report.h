@@ -45,6 +45,13 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
 // One row per size of a --bytes A:B sweep, like nccl-tests' output.
 std::string sweep_header(const CollectiveContext& ctx, CollKind kind);
 std::string sweep_row(const CollectiveOutcome& out);
+// The same sweep in nccl-tests' layout (its columns in its order, out-of-place then in-place,
+// fp32, so that a script that reads nccl-tests output reads this): #wrong is N/A, nothing
+// was computed; in-place is the out-of-place time (the simulator moves the same bytes).
+// The footer is nccl-tests' closing lines with the average bus bandwidth over the rows.
+std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind);
+std::string nccl_tests_row(const CollectiveOutcome& out);
+std::string nccl_tests_footer(const std::vector<double>& busbw_GBps);
 
 // The teaching view: the formula with numbers, and (when recorded) the step table.
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows);

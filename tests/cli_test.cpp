@@ -1,6 +1,9 @@
 // End-to-end tests of the `meshsim` command: what a user types, what they see.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include <iterator>
+#include <sstream>
 
 #include <array>
 #include <cstdio>
@@ -31,6 +34,44 @@ TEST(Cli, SweepPrintsOneRowPerSize) {
   for (const char* size : {" 1024 ", " 2048 ", " 4096 ", " 8192 "}) rows += r.out.find(size) != std::string::npos;
   EXPECT_EQ(rows, 4) << r.out;
   EXPECT_NE(r.out.find("busbw"), std::string::npos);
+}
+
+// nccl-tests' layout, read as a script reads nccl-tests output: lines not starting with '#'
+// split on blanks into its 13 columns; the closing average is the mean of the busbw column.
+TEST(Cli, NcclTestsLayoutParsesLikeNcclTests) {
+  const Result r = meshsim("collective allreduce -t switch -b 8 -e 1MiB --stepfactor 4 --format nccl-tests");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::vector<std::string>> rows;
+  double avg = -1;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) avg = std::stod(line.substr(25));
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream cols(line);
+    rows.emplace_back(std::istream_iterator<std::string>(cols), std::istream_iterator<std::string>());
+  }
+  ASSERT_EQ(rows.size(), 9u) << r.out;  // 8, 32, ..., 524288 (x4 up to 1 MiB)
+  double sum = 0;
+  long long size = 8;
+  for (const auto& c : rows) {
+    ASSERT_EQ(c.size(), 13u) << r.out;
+    EXPECT_EQ(std::stoll(c[0]), size);
+    EXPECT_EQ(std::stoll(c[1]), size / 4);  // fp32 elements
+    EXPECT_EQ(c[2], "float");
+    EXPECT_EQ(c[3], "sum");
+    EXPECT_EQ(c[4], "-1");
+    EXPECT_EQ(c[8], "N/A");
+    for (int i = 5; i <= 8; ++i) EXPECT_EQ(c[static_cast<std::size_t>(i)], c[static_cast<std::size_t>(i + 4)]);
+    // busbw = algbw x 2(p-1)/p on 8 ranks, and algbw = size / time.
+    EXPECT_NEAR(std::stod(c[7]), std::stod(c[6]) * 1.75, 0.01 + 0.001 * std::stod(c[7])) << c[0];
+    EXPECT_NEAR(std::stod(c[6]), static_cast<double>(size) / std::stod(c[5]) * 1e-3, 0.01 + 0.01 * std::stod(c[6]));
+    sum += std::stod(c[7]);
+    size *= 4;
+  }
+  EXPECT_NEAR(avg, sum / 9, 0.01) << r.out;
+  const Result both = meshsim("collective allreduce -b 8:1MiB -e 2MiB --format nccl-tests");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--maxbytes: give the sweep either as"), std::string::npos) << both.err;
 }
 
 TEST(Cli, ExplainShowsFormulaAndStepTable) {
