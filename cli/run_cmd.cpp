@@ -180,9 +180,11 @@ RankSession::RankSession(const RunFlags& f)
         "meshsim: warning: MESHSIM_TOKEN=insecure: this run is not authenticated; any process that reaches {}:{} "
         "can join it and read its data; use this on a single host only\n",
         env.master_addr, env.master_port);
-  if (env.rank == 0)
-    server = std::make_unique<cpu::RendezvousServer>(
-        cpu::RendezvousServerOptions{env.master_addr, env.master_port, env.token});
+  if (env.rank == 0) {
+    cpu::RendezvousServerOptions so{env.master_addr, env.master_port, env.token};
+    so.max_connections = 4 * env.world_size + 64;  // one client per rank, with room for retries
+    server = std::make_unique<cpu::RendezvousServer>(std::move(so));
+  }
   store = std::make_unique<cpu::RendezvousClient>(
       cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
