@@ -21,7 +21,7 @@
 // MESHSIM_TOKEN is required, whatever the launcher: the same secret on every rank (e.g.
 // `export MESHSIM_TOKEN=$(openssl rand -hex 16)` once, before torchrun/srun/mpirun, which
 // pass the environment on). Without it anyone who can reach rank 0's port could join the
-// store, register as a rank and receive another rank's data; so an
+// store, register as a rank and receive another rank's data (docs/security.md); so an
 // unset or empty MESHSIM_TOKEN is an Error saying how to set one. MESHSIM_TOKEN=insecure
 // waives the requirement for a local experiment: `insecure` is then set and the ranks use
 // that public word as their token (callers print a warning). `meshsim launch` sets a

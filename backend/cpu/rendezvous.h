@@ -39,7 +39,7 @@
 // Every request carries the shared token (MESHSIM_TOKEN). A request with the wrong token,
 // an oversized length, a truncated body or an unknown op is answered with ERROR and its
 // connection closed; the server keeps serving everyone else. The token is a guard against
-// strangers and stale jobs, not encryption.
+// strangers and stale jobs, not encryption (docs/security.md).
 //
 // Anyone who can reach the port can connect, so the server spends nothing on a peer
 // before it has shown the token, and bounds what it keeps per connection:

@@ -11,7 +11,7 @@
 // else (garbage, a port scanner, another job, a second "rank p") is closed and logged,
 // and setup goes on with the real ranks (its timeout error names what was refused). The
 // token travels in clear and is compared as is: it keeps out whoever does not know it,
-// which is the threat model; an on-path attacker who can read the
+// which is the threat model (docs/security.md); an on-path attacker who can read the
 // traffic can read the data too, so hashing the token with the rank would not help. The
 // dialling rank found its peer's address in the (authenticated) directory, so a reply
 // that fails the check is an Error.
