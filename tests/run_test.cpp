@@ -2,9 +2,15 @@
 // processes over loopback TCP, results checked against the serial reference executor.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "cli_util.h"
@@ -179,6 +185,73 @@ TEST(Run, CollectivesFlagIsChecked) {
   expect_user_error(meshsim("run " + f.string() + " -n 2 --collectives nccl"),
                     "--collectives nccl: native NCCL collectives need --backend cuda");
   expect_user_error(meshsim("run " + f.string() + " -n 2 --backend cuda --collectives mpi"), "--collectives: 'mpi'");
+}
+
+// Sets environment variables for one scope (the ranks a test starts by hand inherit them)
+// and restores the previous values after, so no other test sees them.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::vector<std::pair<std::string, const char*>>& vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      value ? ::setenv(name.c_str(), value, 1) : ::unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A rank started by hand (here as torchrun would) without MESHSIM_TOKEN stops before it
+// opens a socket, in one line that says how to make a token and how to waive it.
+TEST(Run, HandStartedRanksWithoutATokenStopAtOnce) {
+  const fs::path f = workload("notoken", "allreduce", "1MiB", 1, "ring");
+  const ScopedEnv env({{"RANK", "0"},
+                       {"WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", "29517"},
+                       {"MESHSIM_TOKEN", nullptr}});
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = meshsim("run " + f.string());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // no wait for rank 1
+  expect_user_error(r, "MESHSIM_TOKEN is not set (torchrun launch, rank 0 of 2)",
+                    "export MESHSIM_TOKEN=$(openssl rand -hex 16)");
+  EXPECT_NE(r.err.find("MESHSIM_TOKEN=insecure"), std::string::npos) << r.err;
+  expect_user_error(meshsim("calibrate --backend cpu --out " + (temp_dir() / "p.yaml").string()),
+                    "MESHSIM_TOKEN is not set");
+}
+
+// MESHSIM_TOKEN=insecure runs, unauthenticated, with one warning line saying so.
+TEST(Run, AnInsecureTokenRunsWithOneWarning) {
+  const fs::path f = workload("insecure", "allreduce", "1MiB", 1, "ring");
+  const std::string port = std::to_string(free_port());
+  const ScopedEnv env({{"RANK", "0"},
+                       {"WORLD_SIZE", "1"},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", port.c_str()},
+                       {"MESHSIM_TOKEN", "insecure"}});
+  const Result r = meshsim("run " + f.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("warning: MESHSIM_TOKEN=insecure: this run is not authenticated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:" + port), std::string::npos) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["max_abs_error"].get<double>(), 0.0);
 }
 
 // A rank killed mid-run: the run stops within a bounded time, naming the rank, and

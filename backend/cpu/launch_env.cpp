@@ -90,7 +90,15 @@ LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv)
     else
       env.master_port = kDefaultMasterPort;
 
-    if (const char* token = vars.find(kTokenVar)) env.token = token;
+    const char* token = vars.find(kTokenVar);
+    if (!token)
+      throw Error(
+          fmt::format("{} is not set ({} launch, rank {} of {}): set {} to the same secret on every rank, e.g. `export "
+                      "{}=$(openssl "
+                      "rand -hex 16)` before starting them, or {}={} to run unauthenticated for a local experiment",
+                      kTokenVar, f.source, env.rank, env.world_size, kTokenVar, kTokenVar, kTokenVar, kInsecureToken));
+    env.token = token;
+    env.insecure = env.token == kInsecureToken;
     if (const char* bind = vars.find(kBindAddrVar)) env.bind_addr = bind;
     return env;
   }

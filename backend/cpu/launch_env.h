@@ -15,10 +15,17 @@
 //
 // `meshsim launch` sets the MESHSIM_* variables. Slurm and Open MPI do not say where
 // rank 0 listens, so the master address must be set by hand (e.g. the first host of
-// `scontrol show hostnames $SLURM_NODELIST`). The token is MESHSIM_TOKEN, else empty:
-// runs across hosts should set MESHSIM_TOKEN to the same secret on every rank, so that
-// stray connections to the rendezvous port are refused. A missing or inconsistent
-// variable is an Error naming it and the fix.
+// `scontrol show hostnames $SLURM_NODELIST`). A missing or inconsistent variable is an
+// Error naming it and the fix.
+//
+// MESHSIM_TOKEN is required, whatever the launcher: the same secret on every rank (e.g.
+// `export MESHSIM_TOKEN=$(openssl rand -hex 16)` once, before torchrun/srun/mpirun, which
+// pass the environment on). Without it anyone who can reach rank 0's port could join the
+// store, register as a rank and receive another rank's data (docs/security.md); so an
+// unset or empty MESHSIM_TOKEN is an Error saying how to set one. MESHSIM_TOKEN=insecure
+// waives the requirement for a local experiment: `insecure` is then set and the ranks use
+// that public word as their token (callers print a warning). `meshsim launch` sets a
+// random token per run.
 //
 // MESHSIM_BIND_ADDR (any launcher) is the address this rank's transport listens on and
 // publishes to its peers (default 127.0.0.1, ranks on one machine). Ranks on different
@@ -41,13 +48,15 @@ inline constexpr const char* kMasterPortVar = "MESHSIM_MASTER_PORT";
 inline constexpr const char* kTokenVar = "MESHSIM_TOKEN";
 inline constexpr const char* kBindAddrVar = "MESHSIM_BIND_ADDR";
 inline constexpr const char* kDefaultBindAddr = "127.0.0.1";
+inline constexpr const char* kInsecureToken = "insecure";  // MESHSIM_TOKEN=insecure: no secret, on purpose
 
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;
-  std::string token;
+  std::string token;                         // MESHSIM_TOKEN: never empty
+  bool insecure = false;                     // MESHSIM_TOKEN=insecure: authentication waived (warn the user)
   std::string bind_addr = kDefaultBindAddr;  // MESHSIM_BIND_ADDR: where this rank's transport listens
   std::string source;                        // "meshsim", "torchrun", "slurm" or "openmpi"
 };

@@ -14,16 +14,22 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-LaunchEnv parse(const Env& env) {
+LaunchEnv parse_exactly(const Env& env) {
   return launch_env_from([&](const char* name) -> const char* {
     const auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
 }
 
-std::string error_of(const Env& env) {
+// The tests of the launcher variables add the token every real run needs (its own tests below).
+LaunchEnv parse(Env env) {
+  env.emplace("MESHSIM_TOKEN", "tok");
+  return parse_exactly(env);
+}
+
+std::string error_of(const Env& env, bool with_token = true) {
   try {
-    parse(env);
+    with_token ? parse(env) : parse_exactly(env);
   } catch (const Error& e) {
     return e.what();
   }
@@ -80,7 +86,8 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(e.world_size, 8);
   EXPECT_EQ(e.master_addr, "node0");
   EXPECT_EQ(e.master_port, 1234);
-  EXPECT_EQ(e.token, "");  // no MESHSIM_TOKEN: empty
+  EXPECT_EQ(e.token, "tok");
+  EXPECT_FALSE(e.insecure);
 }
 
 TEST(LaunchEnv, Slurm) {
@@ -139,6 +146,34 @@ TEST(LaunchEnv, MissingOrInconsistentVariablesNameTheVariableAndTheFix) {
   EXPECT_NE(bad_port.find("MASTER_PORT=70000 is out of range"), std::string::npos) << bad_port;
   const std::string zero_world = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "0"}});
   EXPECT_NE(zero_world.find("MESHSIM_WORLD_SIZE=0"), std::string::npos) << zero_world;
+}
+
+// Every launcher needs MESHSIM_TOKEN: without one any process that reaches the port could
+// join the job (docs/security.md). The error says how to make one, and how to waive it.
+TEST(LaunchEnv, ATokenIsRequiredUnlessExplicitlyWaived) {
+  const Env torchrun = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  for (const Env& env : {torchrun, Env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}},
+                         Env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}}) {
+    const std::string msg = error_of(env, /*with_token=*/false);
+    EXPECT_NE(msg.find("MESHSIM_TOKEN is not set"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("same secret on every rank"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("export MESHSIM_TOKEN=$(openssl rand -hex 16)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MESHSIM_TOKEN=insecure"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;  // one line
+  }
+  Env empty = torchrun;
+  empty["MESHSIM_TOKEN"] = "";  // set but empty is no secret either
+  EXPECT_NE(error_of(empty, false).find("MESHSIM_TOKEN is not set (torchrun launch, rank 1 of 2)"), std::string::npos)
+      << error_of(empty, false);
+  Env waived = torchrun;
+  waived["MESHSIM_TOKEN"] = "insecure";
+  const LaunchEnv w = parse_exactly(waived);
+  EXPECT_TRUE(w.insecure);
+  EXPECT_EQ(w.token, "insecure");  // every rank agrees on it, so the run works, unauthenticated
+  Env secret = torchrun;
+  secret["MESHSIM_TOKEN"] = "4f1c0ffee";
+  EXPECT_FALSE(parse_exactly(secret).insecure);
+  EXPECT_EQ(parse_exactly(secret).token, "4f1c0ffee");
 }
 
 }  // namespace

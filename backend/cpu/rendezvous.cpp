@@ -13,6 +13,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <map>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +31,7 @@ using boost::system::error_code;
 namespace {
 
 constexpr std::uint64_t kMaxWaitMs = 24ull * 3600 * 1000;  // a GET waits at most a day
+constexpr int kMaxLoggedRefusals = 32;
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -109,61 +112,148 @@ struct RendezvousServer::Impl {
   struct Session;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::string host;
-  std::string token;
+  asio::steady_timer accept_retry{io};  // out of descriptors: accept again after options.accept_backoff
+  RendezvousServerOptions options;
   int port = 0;
   std::unordered_map<std::string, std::string> store;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Session>>> waiters;  // GETs waiting per key
   std::map<Session*, std::weak_ptr<Session>> sessions;
   bool stopping = false;
+  bool out_of_descriptors = false;  // logged once per episode
+  int logged = 0;
   std::thread thread;
 
   void accept();
   void set(const std::string& key, std::string_view value);
   void shutdown();  // on the io thread
+  // Logs why a connection was refused or closed: the first kMaxLoggedRefusals, then says it stops,
+  // so a flood of strangers cannot flood rank 0's log.
+  void log(const std::string& line) {
+    if (logged > kMaxLoggedRefusals) return;
+    const std::string text =
+        ++logged <= kMaxLoggedRefusals
+            ? "meshsim: rendezvous: " + line
+            : fmt::format("meshsim: rendezvous: more than {} refusals; no more are logged", kMaxLoggedRefusals);
+    if (options.log)
+      options.log(text);
+    else
+      std::fprintf(stderr, "%s\n", text.c_str());
+  }
 };
 
 struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   Impl& srv;
   tcp::socket sock;
-  asio::steady_timer timer;
+  std::string peer;          // "address:port" for the log
+  asio::steady_timer timer;  // a waiting GET's deadline
+  asio::steady_timer guard;  // closes a connection that does not authenticate, or stalls mid-frame
+  Clock::time_point accepted = Clock::now();
+  Clock::time_point progress = Clock::now();  // the last time bytes of a request arrived
+  bool authenticated = false;                 // a request with the right token arrived
+  bool in_frame = false;                      // part of a request has arrived, the rest has not
   std::array<unsigned char, 4> header{};
-  std::string body;
+  std::array<unsigned char, 3> prefix{};  // u8 op | u16 token_len
+  std::array<char, kMaxTokenBytes> token{};
+  std::uint64_t frame_len = 0;
+  std::string body;  // the rest of the request, allocated only once its token is checked
   std::string out;
   std::string waiting_key;  // non-empty while a GET waits
   bool waiting = false;
   bool closed = false;
 
-  Session(Impl& s, tcp::socket so) : srv(s), sock(std::move(so)), timer(s.io) {}
+  Session(Impl& s, tcp::socket so, std::string who)
+      : srv(s), sock(std::move(so)), peer(std::move(who)), timer(s.io), guard(s.io) {}
 
   void start() {
     srv.sessions[this] = weak_from_this();
+    watch();
     read_header();
   }
 
+  // Until it authenticates, a connection has options.idle_timeout in all from its accept (no
+  // slow trickle keeps a stranger's connection open); after, a request once begun must keep
+  // making progress. An authenticated rank may stay idle between requests: it is part of the job.
+  void watch() {
+    const Millis idle = srv.options.idle_timeout;
+    guard.expires_at(!authenticated ? accepted + idle : in_frame ? progress + idle : Clock::now() + idle);
+    guard.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->closed || self->srv.stopping) return;
+      const Millis idle = self->srv.options.idle_timeout;
+      const auto now = Clock::now();
+      if (!self->authenticated && now >= self->accepted + idle) {
+        self->srv.log(fmt::format("closed a connection from {}: no request with the right token within {}", self->peer,
+                                  format_ms(idle)));
+        return self->close();
+      }
+      if (self->authenticated && self->in_frame && now >= self->progress + idle) {
+        self->srv.log(
+            fmt::format("closed a connection from {}: a request stalled halfway for {}", self->peer, format_ms(idle)));
+        return self->close();
+      }
+      self->watch();
+    });
+  }
+
+  // Reads exactly `buf`, noting every bit of progress for watch().
+  template <class Buffer, class Then>
+  void read(Buffer buf, Then then) {
+    auto self = shared_from_this();
+    asio::async_read(
+        sock, buf,
+        [self, total = asio::buffer_size(buf)](const error_code& ec, std::size_t n) -> std::size_t {
+          if (n > 0) self->in_frame = true;
+          self->progress = Clock::now();
+          return ec ? 0 : std::min<std::size_t>(total - n, 64 << 10);
+        },
+        [self, then](error_code ec, std::size_t) {
+          if (ec || self->srv.stopping) return self->close();
+          then();
+        });
+  }
+
+  // A refusal before the token was checked is logged: it is a stranger or a misconfigured rank.
+  void refuse(const std::string& why) {
+    if (!authenticated) srv.log(fmt::format("refused a connection from {}: {}", peer, why));
+    fail(why);
+  }
+
   void read_header() {
-    asio::async_read(sock, asio::buffer(header), [self = shared_from_this()](error_code ec, std::size_t) {
-      if (ec || self->srv.stopping) return self->close();
-      const std::uint64_t len = get_be(self->header.data(), 4);
-      if (len > kMaxFrameBytes)
-        return self->fail(fmt::format("message of {} bytes exceeds the limit of {} bytes", len, kMaxFrameBytes));
-      self->body.resize(len);
-      asio::async_read(self->sock, asio::buffer(self->body), [self](error_code ec2, std::size_t) {
-        if (ec2 || self->srv.stopping) return self->close();
-        self->handle();
+    in_frame = false;
+    read(asio::buffer(header), [this] {
+      frame_len = get_be(header.data(), 4);
+      if (frame_len > kMaxFrameBytes)
+        return refuse(fmt::format("message of {} bytes exceeds the limit of {} bytes", frame_len, kMaxFrameBytes));
+      if (frame_len < prefix.size()) return refuse("malformed request: the body is shorter than its fields say");
+      read(asio::buffer(prefix), [this] {
+        const std::uint64_t token_len = get_be(prefix.data() + 1, 2);
+        if (token_len > kMaxTokenBytes)
+          return refuse(
+              fmt::format("token of {} bytes is longer than the limit of {} bytes", token_len, kMaxTokenBytes));
+        if (prefix.size() + token_len > frame_len)
+          return refuse("malformed request: the body is shorter than its fields say");
+        read(asio::buffer(token.data(), token_len), [this, token_len] {
+          if (!same_token(std::string_view(token.data(), token_len), srv.options.token))
+            return refuse("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
+          if (!authenticated) {
+            authenticated = true;
+            watch();  // from now on only a stalled request is timed out
+          }
+          body.resize(frame_len - prefix.size() - token_len);  // <= kMaxFrameBytes, from a rank of this job
+          read(asio::buffer(body), [this] {
+            in_frame = false;
+            handle();
+          });
+        });
       });
     });
   }
 
   void handle() {
     Reader r{body};
-    const auto op = static_cast<std::uint8_t>(r.num(1));
-    const std::string_view tok = r.str(r.num(2));
+    const auto op = prefix[0];
     const std::string_view key = r.str(r.num(2));
     const std::uint64_t arg = r.num(8);
     if (!r.ok) return fail("malformed request: the body is shorter than its fields say");
-    if (!same_token(tok, srv.token))
-      return fail("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
     const std::string_view value = std::string_view(body).substr(r.pos);
     switch (static_cast<RdzvOp>(op)) {
       case RdzvOp::Ping:
@@ -222,6 +312,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     b.push_back(static_cast<char>(status));
     b.append(payload);
     out = encode_frame(b);
+    std::string().swap(body);  // a large SET's value is stored; do not keep a second copy per connection
     asio::async_write(sock, asio::buffer(out), [self = shared_from_this(), then_close](error_code ec, std::size_t) {
       if (ec || then_close || self->srv.stopping) return self->close();
       self->read_header();
@@ -236,6 +327,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     if (waiting) stop_waiting();
     error_code ignored;
     timer.cancel();
+    guard.cancel();
     sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
     srv.sessions.erase(this);
@@ -245,10 +337,33 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
 void RendezvousServer::Impl::accept() {
   acceptor.async_accept([this](error_code ec, tcp::socket sock) {
     if (stopping || !acceptor.is_open()) return;
+    // Out of descriptors (or kernel memory): the pending connection stays queued and the
+    // listening socket stays readable, so accepting again at once would spin. Wait instead;
+    // the queued clients are served once descriptors free up.
+    if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
+        ec == asio::error::no_memory) {
+      if (!out_of_descriptors)
+        log(fmt::format("cannot accept a connection: {}; retrying every {} (raise `ulimit -n`?)", ec.message(),
+                        format_ms(options.accept_backoff)));
+      out_of_descriptors = true;
+      accept_retry.expires_after(options.accept_backoff);
+      accept_retry.async_wait([this](error_code e) {
+        if (!e && !stopping) accept();
+      });
+      return;
+    }
+    out_of_descriptors = false;
     if (!ec) {
       error_code ignored;
-      sock.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(*this, std::move(sock))->start();
+      const auto remote = sock.remote_endpoint(ignored);
+      const std::string who = fmt::format("{}:{}", remote.address().to_string(), remote.port());
+      if (sessions.size() >= static_cast<std::size_t>(std::max(1, options.max_connections))) {
+        log(fmt::format("refused a connection from {}: {} connections are open, the limit", who, sessions.size()));
+        sock.close(ignored);
+      } else {
+        sock.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(*this, std::move(sock), who)->start();
+      }
     }
     accept();
   });
@@ -267,6 +382,7 @@ void RendezvousServer::Impl::set(const std::string& key, std::string_view value)
 void RendezvousServer::Impl::shutdown() {
   stopping = true;
   error_code ignored;
+  accept_retry.cancel();
   acceptor.close(ignored);
   std::vector<std::shared_ptr<Session>> live;
   for (auto& [ptr, weak] : sessions)
@@ -277,24 +393,26 @@ void RendezvousServer::Impl::shutdown() {
 
 RendezvousServer::RendezvousServer(RendezvousServerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.host = options.host;
-  m.token = options.token;
-  if (options.port < 0 || options.port > 65535)
-    throw Error(
-        fmt::format("rendezvous: port {} is out of range; use 1..65535, or 0 to pick a free one", options.port));
+  m.options = std::move(options);
+  const RendezvousServerOptions& o = m.options;
+  if (o.token.size() > kMaxTokenBytes)
+    throw Error(fmt::format("rendezvous: MESHSIM_TOKEN has {} bytes; use at most {} (e.g. openssl rand -hex 16)",
+                            o.token.size(), kMaxTokenBytes));
+  if (o.port < 0 || o.port > 65535)
+    throw Error(fmt::format("rendezvous: port {} is out of range; use 1..65535, or 0 to pick a free one", o.port));
   error_code ec;
-  const auto addr = asio::ip::make_address(options.host, ec);
+  const auto addr = asio::ip::make_address(o.host, ec);
   if (ec)
     throw Error(fmt::format(
-        "rendezvous: cannot listen on '{}': not a numeric IP address; use e.g. 127.0.0.1 or 0.0.0.0", options.host));
-  const tcp::endpoint ep(addr, static_cast<unsigned short>(options.port));
+        "rendezvous: cannot listen on '{}': not a numeric IP address; use e.g. 127.0.0.1 or 0.0.0.0", o.host));
+  const tcp::endpoint ep(addr, static_cast<unsigned short>(o.port));
   m.acceptor.open(ep.protocol(), ec);
   if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) m.acceptor.bind(ep, ec);
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
     throw Error(fmt::format("rendezvous: cannot listen on {}:{}: {}; pick another port (--port, MESHSIM_MASTER_PORT)",
-                            options.host, options.port, ec.message()));
+                            o.host, o.port, ec.message()));
   m.port = m.acceptor.local_endpoint().port();
   m.accept();
   m.thread = std::thread([&m] { m.io.run(); });
@@ -310,7 +428,7 @@ void RendezvousServer::stop() {
 }
 
 int RendezvousServer::port() const { return impl_->port; }
-const std::string& RendezvousServer::host() const { return impl_->host; }
+const std::string& RendezvousServer::host() const { return impl_->options.host; }
 
 // ---------------------------------------------------------------------------------------
 // Client: asynchronous operations run on a private io_context for at most a deadline.

@@ -36,15 +36,33 @@
 //   status 1 ABSENT  GET found no value within its wait; payload empty
 //   status 2 ERROR   payload = one line of text; the server then closes the connection
 //
-// Every request carries the shared token (empty when none was set). A request with the
-// wrong token, an oversized length, a truncated body or an unknown op is answered with
-// ERROR and its connection closed; the server keeps serving everyone else. The token is
-// a guard against stray connections, not encryption: on multi-host runs set MESHSIM_TOKEN
-// to a secret and bind the server to the cluster-internal interface only.
+// Every request carries the shared token (MESHSIM_TOKEN). A request with the wrong token,
+// an oversized length, a truncated body or an unknown op is answered with ERROR and its
+// connection closed; the server keeps serving everyone else. The token is a guard against
+// strangers and stale jobs, not encryption (docs/security.md).
+//
+// Anyone who can reach the port can connect, so the server spends nothing on a peer
+// before it has shown the token, and bounds what it keeps per connection:
+//   - it reads a request in steps: the u32 length (over kMaxFrameBytes: refused), then op
+//     and token_len (over kMaxTokenBytes: refused), then the token into a fixed buffer;
+//     only a request with the right token gets the rest of its body allocated. Before that
+//     a connection holds a few hundred bytes, whatever length it announced.
+//   - a connection must send a request with the right token within idle_timeout of its
+//     accept, and once authenticated, a request once begun must keep arriving (no
+//     idle_timeout without a byte); otherwise it is closed. An authenticated connection may
+//     stay idle between requests: ranks hold theirs for the whole run.
+//   - at most max_connections are open; one more is closed as soon as it is accepted.
+//   - when accept fails for want of descriptors (EMFILE, ENFILE) or kernel memory, the
+//     server tries again after accept_backoff instead of at once (the pending connection
+//     keeps the socket readable: retrying at once would spin a core), and serves the
+//     waiting clients once descriptors free up.
+// Each refusal is logged (one line naming the peer address and the reason; the first 32).
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,14 +73,19 @@ namespace meshsim::cpu {
 using Millis = std::chrono::milliseconds;
 
 inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
+inline constexpr std::size_t kMaxTokenBytes = 256;         // MESHSIM_TOKEN (openssl rand -hex 16: 32)
 
 enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3 };
 enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2 };
 
 struct RendezvousServerOptions {
-  std::string host = "127.0.0.1";  // the address to bind: "0.0.0.0" for every interface
-  int port = 0;                    // 0: pick a free port (see port())
-  std::string token;               // clients must send the same token
+  std::string host = "127.0.0.1";                         // the address to bind: "0.0.0.0" for every interface
+  int port = 0;                                           // 0: pick a free port (see port())
+  std::string token;                                      // clients must send the same token (at most kMaxTokenBytes)
+  int max_connections = 1024;                             // open at once; a run uses 4 x world size + 64
+  Millis idle_timeout = Millis(10'000);                   // to authenticate; and without progress inside a request
+  Millis accept_backoff = Millis(100);                    // before accepting again when out of descriptors
+  std::function<void(const std::string&)> log = nullptr;  // a refusal, as one line; unset: stderr
 };
 
 class RendezvousServer {

@@ -4,14 +4,25 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -55,6 +66,82 @@ std::string raw_exchange(int port, const std::string& bytes) {
   }
   return got;  // reading ended: the server closed the connection
 }
+
+// Plain sockets for the tests of hostile peers: they hold hundreds of connections, or
+// connect while this process has no descriptor to spare.
+int raw_socket() { return ::socket(AF_INET, SOCK_STREAM, 0); }
+
+bool raw_connect(int fd, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+void raw_send(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// Reads until the peer closes or `deadline`; returns what arrived, and whether it closed.
+std::pair<std::string, bool> raw_read_until_closed(int fd, Clock::time_point deadline) {
+  std::string got;
+  std::array<char, 512> buf{};
+  while (Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 1))) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) return {got, true};  // EOF or reset: the server closed it
+    got.append(buf.data(), static_cast<std::size_t>(n));
+  }
+  return {got, false};
+}
+
+// Reads exactly n bytes, or what arrived by `deadline`.
+std::string raw_read_n(int fd, std::size_t n, Clock::time_point deadline) {
+  std::string got;
+  std::array<char, 512> buf{};
+  while (got.size() < n && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10) <= 0) continue;
+    const ssize_t k = ::recv(fd, buf.data(), std::min(buf.size(), n - got.size()), 0);
+    if (k <= 0) break;
+    got.append(buf.data(), static_cast<std::size_t>(k));
+  }
+  return got;
+}
+
+long rss_kib() {  // this process's resident memory
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+double cpu_seconds() {  // CPU time of every thread of this process
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Collects the server's refusal log.
+struct Log {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& l) {
+      std::lock_guard lock(mu);
+      lines.push_back(l);
+    };
+  }
+  std::string all() {
+    std::lock_guard lock(mu);
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  }
+};
 
 TEST(Rendezvous, SetGetAcrossThreads) {
   RendezvousServer server({.token = "secret"});
@@ -173,6 +260,136 @@ TEST(Rendezvous, WrongTokenIsRefusedAndServerKeepsServing) {
   EXPECT_EQ(good.get("k", 1s), "v");
   RendezvousClient late(client_of(server, 2));
   EXPECT_EQ(late.get("k", 1s), "v");
+}
+
+// A SET without the token (wrong, or none) is refused and stores nothing, even when it
+// announces a large value: the server answers after the token, without waiting for the body.
+TEST(Rendezvous, UnauthenticatedSetIsRefusedAndNotStored) {
+  Log log;
+  RendezvousServer server({.token = "secret", .log = log.sink()});
+  for (const std::string token : {"guess", "", "secreT", "secret-and-more"}) {
+    const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::Set, token, "fresh", 0, "evil"));
+    ASSERT_GE(reply.size(), 5u) << token;
+    EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error)) << token;
+    EXPECT_NE(reply.find("wrong token"), std::string::npos) << token;
+  }
+  // 4 MiB announced, only the token sent: refused at once, nothing waits for the rest.
+  const std::string big = encode_request(RdzvOp::Set, "guess", "fresh", 0, std::string(kMaxFrameBytes - 64, 'x'));
+  const int fd = raw_socket();
+  ASSERT_TRUE(raw_connect(fd, server.port()));
+  raw_send(fd, big.substr(0, 4 + 3 + 5));
+  const auto [reply, closed] = raw_read_until_closed(fd, Clock::now() + 3s);
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  ASSERT_GE(reply.size(), 5u);
+  EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error));
+  RendezvousClient c(client_of(server));
+  std::string v;
+  EXPECT_FALSE(c.try_get("fresh", v)) << v;
+  EXPECT_NE(log.all().find("refused a connection from 127.0.0.1:"), std::string::npos) << log.all();
+  EXPECT_NE(log.all().find("wrong token"), std::string::npos) << log.all();
+}
+
+// 200 strangers each announce a 4 MiB request, send half its token and stall. Before the
+// token is checked the server holds a few hundred bytes per connection (announced lengths
+// are not allocated: 200 x 4 MiB would be 800 MiB), and closes each one idle_timeout after
+// its accept.
+TEST(Rendezvous, HalfSentRequestsCostNoMemoryAndAreClosedByTheDeadline) {
+  constexpr int kConns = 200;
+  constexpr auto kIdle = 1s;
+  Log log;
+  RendezvousServer server({.token = "secret", .idle_timeout = kIdle, .log = log.sink()});
+  { RendezvousClient warm(client_of(server)); }  // the server's first allocations, not counted
+  const std::string half = encode_request(RdzvOp::Set, "secret", "k", 0, std::string(kMaxFrameBytes - 64, 'x'))
+                               .substr(0, 4 + 3 + 3);  // length, op, token length, "sec"
+  const long before = rss_kib();                       // after making `half`: its 4 MiB temporaries may stay resident
+  std::vector<int> fds;
+  const auto sent = Clock::now();
+  for (int i = 0; i < kConns; ++i) {
+    fds.push_back(raw_socket());
+    ASSERT_TRUE(raw_connect(fds.back(), server.port())) << i;
+    raw_send(fds.back(), half);
+  }
+  std::this_thread::sleep_for(300ms);  // the server has read what they sent
+  const long during = rss_kib();
+  std::cout << "RSS before " << before << " KiB, with " << kConns << " half-sent requests " << during << " KiB (+"
+            << during - before << " KiB)\n";
+  EXPECT_LT(during - before, 8 * 1024) << "KiB";
+  int closed = 0;
+  for (const int fd : fds) closed += raw_read_until_closed(fd, sent + kIdle + 2s).second;
+  const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+  std::cout << closed << " of " << kConns << " closed " << took << " s after they were sent (idle_timeout 1 s)\n";
+  EXPECT_EQ(closed, kConns);
+  EXPECT_GE(took, 0.9);  // not before the deadline: a slow rank gets its full idle_timeout
+  for (const int fd : fds) ::close(fd);
+  EXPECT_NE(log.all().find("no request with the right token within 1s"), std::string::npos) << log.all();
+  RendezvousClient c(client_of(server));  // the store still serves its ranks
+  c.set("after", "ok");
+  EXPECT_EQ(c.get("after", 1s), "ok");
+}
+
+// One connection over max_connections is closed as soon as it is accepted; the others are
+// served, and a rank gets in again once connections close.
+TEST(Rendezvous, ConnectionsBeyondTheLimitAreClosedAtOnce) {
+  Log log;
+  RendezvousServer server({.token = "secret", .max_connections = 4, .log = log.sink()});
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(raw_socket());
+    ASSERT_TRUE(raw_connect(held.back(), server.port()));
+  }
+  std::this_thread::sleep_for(100ms);
+  const int extra = raw_socket();
+  ASSERT_TRUE(raw_connect(extra, server.port()));
+  const auto start = Clock::now();
+  EXPECT_TRUE(raw_read_until_closed(extra, start + 3s).second);
+  EXPECT_LT(Clock::now() - start, 2s);  // at once, not at the 10 s idle timeout
+  ::close(extra);
+  for (const int fd : held) EXPECT_FALSE(raw_read_until_closed(fd, Clock::now() + 10ms).second);  // still open
+  EXPECT_NE(log.all().find("4 connections are open, the limit"), std::string::npos) << log.all();
+  for (const int fd : held) ::close(fd);
+  std::this_thread::sleep_for(200ms);  // the server sees them go
+  RendezvousClient c(client_of(server));
+  c.set("k", "v");
+  EXPECT_EQ(c.get("k", 1s), "v");
+}
+
+// With no descriptor left, accept fails with EMFILE while the connection stays queued.
+// The server waits accept_backoff between tries instead of spinning a core, and answers
+// the queued client once descriptors free up.
+TEST(Rendezvous, OutOfDescriptorsDoesNotSpinAndServesOnceThereAreSome) {
+  Log log;
+  RendezvousServer server({.token = "secret", .log = log.sink()});
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++open_now;
+  rlimit low = saved;
+  low.rlim_cur = open_now + 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  const int client = raw_socket();  // its descriptor, taken before there are none
+  std::vector<int> filler;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  ASSERT_TRUE(raw_connect(client, server.port()));  // queued: the server cannot accept it
+  raw_send(client, encode_request(RdzvOp::Ping, "secret", "", 0, ""));
+  const double cpu0 = cpu_seconds();
+  std::this_thread::sleep_for(1s);
+  const double cpu = cpu_seconds() - cpu0;
+  const auto [early, early_closed] = raw_read_until_closed(client, Clock::now() + 10ms);
+  for (const int fd : filler) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::cout << "CPU time of the process over 1 s out of descriptors: " << cpu << " s\n";
+  EXPECT_LT(cpu, 0.2);  // a spinning accept loop takes a whole core: ~1 s
+  EXPECT_TRUE(early.empty());
+  const auto start = Clock::now();
+  const std::string reply = raw_read_n(client, 5, start + 3s);
+  ::close(client);
+  std::cout << "answered " << std::chrono::duration<double>(Clock::now() - start).count()
+            << " s after descriptors were freed\n";
+  EXPECT_EQ(reply, std::string("\x00\x00\x00\x01\x00", 5));  // PING: OK
+  EXPECT_NE(log.all().find("cannot accept a connection"), std::string::npos) << log.all();
+  EXPECT_EQ(log.lines.size(), 1u) << log.all();  // once per episode, not once per try
 }
 
 TEST(Rendezvous, MalformedMessagesAreRefusedWithoutTakingTheServerDown) {

@@ -15,6 +15,7 @@
 #include <array>
 #include <boost/asio.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -235,30 +236,32 @@ void Transport::Impl::setup(PeerDirectory& dir) {
     std::memcpy(h.token, opt.token.data(), opt.token.size());
     return h;
   };
-  // Checks a hello; `expect_from` < 0 accepts any lower rank. Returns the sender or fails.
-  auto check_hello = [&](const Hello& h, int expect_from) -> int {
-    const int who = expect_from >= 0 ? expect_from : h.from;
+  auto same_token = [&](const Hello& h) {  // no early exit on the first differing byte
+    if (h.token_len != opt.token.size()) return false;
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < opt.token.size(); ++i) diff |= static_cast<unsigned char>(h.token[i] ^ opt.token[i]);
+    return diff == 0;
+  };
+  // Checks the hello that the higher rank `q` answers ours with; fails setup on a mismatch
+  // (we dialled the address `q` published in the directory: it is no stranger).
+  auto check_reply = [&](const Hello& h, int q) {
     if (h.magic != kHelloMagic || h.version != kVersion) {
-      fail(who,
+      fail(q,
            "setup: the peer is not a meshsim transport of this version (bad hello); check the address and "
            "that every rank runs the same build");
-      return -1;
+      return false;
     }
-    if (h.world != world || h.to != rank || (expect_from >= 0 ? h.from != expect_from : h.from >= rank || h.from < 0)) {
-      fail(who, fmt::format("setup: hello from rank {} (world {}) addressed to rank {}; this is rank {} of {} -- the "
-                            "ranks disagree on the world size or rank numbering",
-                            h.from, h.world, h.to, rank, world));
-      return -1;
+    if (!same_token(h)) {
+      fail(q, "setup: wrong token in hello; start every rank of the job with the same MESHSIM_TOKEN");
+      return false;
     }
-    if (h.token_len != opt.token.size() || std::memcmp(h.token, opt.token.data(), opt.token.size()) != 0) {
-      fail(who, "setup: wrong token in hello; start every rank of the job with the same token");
-      return -1;
+    if (h.world != world || h.to != rank || h.from != q) {
+      fail(q, fmt::format("setup: hello from rank {} (world {}) addressed to rank {}; this is rank {} of {} -- the "
+                          "ranks disagree on the world size or rank numbering",
+                          h.from, h.world, h.to, rank, world));
+      return false;
     }
-    if (socks[h.from] && expect_from < 0) {
-      fail(who, fmt::format("setup: rank {} connected twice; is another job using the same directory?", h.from));
-      return -1;
-    }
-    return h.from;
+    return true;
   };
 
   int connected = 0;
@@ -266,38 +269,88 @@ void Transport::Impl::setup(PeerDirectory& dir) {
   bool stopping = false;  // set before draining after a failure: no more retries
   std::vector<Hello> out_hello(world), in_hello(world);
 
-  // Accept from every lower rank: read its hello, check it, answer with ours.
+  // Accept from every lower rank: read its hello, check it, answer with ours. Anyone who
+  // can reach the port can connect, so a connection counts as rank p only once its hello
+  // carries the job's token, this world size, this rank as addressee and a lower rank p
+  // not connected yet. Anything else (a port scanner, garbage, another job, a duplicate)
+  // is closed and logged, and setup goes on waiting for the real ranks; if they never
+  // come, the timeout's error names what was refused.
   struct Pending {
     tcp::socket sock;
+    std::string who;  // "address:port"
     Hello hello;
     Hello reply;
   };
   std::vector<std::shared_ptr<Pending>> accepted;  // closed by bail() so draining cannot block
-  std::function<void(int)> accept_next = [&](int remaining) {
-    if (remaining == 0) return;
-    acceptor.async_accept([&, remaining](const boost::system::error_code& ec, tcp::socket s) {
+  std::vector<bool> claimed(world, false);         // a hello from this rank was accepted
+  int refused = 0;
+  std::string last_refusal;
+  const std::size_t max_pending = static_cast<std::size_t>(world) + 64;
+  auto log = [&](const std::string& line) {
+    if (refused > 17) return;  // a flood of strangers does not flood the log
+    const std::string text = refused <= 16 ? fmt::format("meshsim: rank {}: transport setup: {}", rank, line)
+                                           : fmt::format(
+                                                 "meshsim: rank {}: transport setup: more than 16 "
+                                                 "connections refused; no more are logged",
+                                                 rank);
+    if (opt.log)
+      opt.log(text);
+    else
+      std::fprintf(stderr, "%s\n", text.c_str());
+  };
+  auto refuse = [&](Pending& p, const std::string& why) {
+    ++refused;
+    last_refusal = fmt::format("from {}: {}", p.who, why);
+    log(fmt::format("refused a connection from {}: {}", p.who, why));
+    boost::system::error_code ignored;
+    p.sock.close(ignored);
+  };
+  // Why a hello is not from a rank this rank still waits for ("" when it is).
+  auto stranger = [&](const Hello& h) -> std::string {
+    if (h.magic != kHelloMagic || h.version != kVersion) return "not a meshsim hello of this version";
+    if (!same_token(h)) return "wrong token (not MESHSIM_TOKEN of this job)";
+    if (h.world != world || h.to != rank)
+      return fmt::format("hello for rank {} of world {}; this is rank {} of {}", h.to, h.world, rank, world);
+    if (h.from < 0 || h.from >= rank)
+      return fmt::format("claims rank {}; only ranks 0..{} connect to rank {}", h.from, rank - 1, rank);
+    if (claimed[h.from]) return fmt::format("claims rank {}, which is already connected", h.from);
+    return "";
+  };
+  std::function<void()> accept_next = [&] {
+    acceptor.async_accept([&](const boost::system::error_code& ec, tcp::socket s) {
       if (stopping) return;
       if (ec) return fail(-1, "setup: accept failed: " + ec.message());
-      auto p = std::make_shared<Pending>(Pending{std::move(s), {}, {}});
+      boost::system::error_code ignored;
+      const auto remote = s.remote_endpoint(ignored);
+      auto p = std::make_shared<Pending>(
+          Pending{std::move(s), fmt::format("{}:{}", remote.address().to_string(), remote.port()), {}, {}});
+      std::erase_if(accepted, [](const std::shared_ptr<Pending>& q) { return !q->sock.is_open(); });
+      if (accepted.size() >= max_pending) {
+        refuse(*p, fmt::format("{} connections are already waiting for their hello", accepted.size()));
+        return accept_next();
+      }
       accepted.push_back(p);
       asio::async_read(p->sock, asio::buffer(&p->hello, sizeof(Hello)),
                        [&, p](const boost::system::error_code& ec2, std::size_t) {
-                         if (ec2) return fail(-1, "setup: reading a hello failed: " + ec2.message());
-                         const int from = check_hello(p->hello, -1);
-                         if (from < 0) return;
+                         if (stopping) return;
+                         if (ec2) return refuse(*p, "closed before a whole hello (" + ec2.message() + ")");
+                         if (const std::string why = stranger(p->hello); !why.empty()) return refuse(*p, why);
+                         const int from = p->hello.from;
+                         claimed[from] = true;
                          tune(p->sock);
                          p->reply = make_hello(from);
                          asio::async_write(p->sock, asio::buffer(&p->reply, sizeof(Hello)),
                                            [&, p, from](const boost::system::error_code& ec3, std::size_t) {
+                                             if (stopping) return;
                                              if (ec3) return fail(from, "setup: answering the hello: " + ec3.message());
                                              socks[from].emplace(std::move(p->sock));
                                              ++connected;
                                            });
                        });
-      accept_next(remaining - 1);
+      accept_next();
     });
   };
-  accept_next(rank);
+  if (rank > 0) accept_next();
 
   // Connect to every higher rank (retrying while it is not listening yet).
   std::vector<std::optional<tcp::socket>> dialing(world);
@@ -328,7 +381,7 @@ void Transport::Impl::setup(PeerDirectory& dir) {
                                                                   " refused our hello (" + ec3.message() +
                                                                   "); check that every rank uses the same token and "
                                                                   "world size");
-                                             if (check_hello(in_hello[q], q) < 0) return;
+                                             if (!check_reply(in_hello[q], q)) return;
                                              socks[q].emplace(std::move(*dialing[q]));
                                              ++connected;
                                            });
@@ -363,11 +416,25 @@ void Transport::Impl::setup(PeerDirectory& dir) {
                                : fmt::format("rank {}: {}", rank, failure->text);
     else
       why = fmt::format(
-          "rank {}: setup: only {} of {} peers connected within {} ms; start every rank of the job "
-          "(same world size, token and directory) or raise the timeout",
-          rank, connected, expected, opt.timeout.count());
+          "rank {}: setup: only {} of {} peers connected within {} ms{}; start every rank of the job "
+          "(same world size, MESHSIM_TOKEN and directory) or raise the timeout",
+          rank, connected, expected, opt.timeout.count(),
+          refused == 0
+              ? std::string()
+              : fmt::format(" (refused {} connection{}, the last {})", refused, refused > 1 ? "s" : "", last_refusal));
     bail(why);
   }
+  // Every lower rank is in: stop listening, drop whoever else is still connected, and let
+  // their cancelled handlers run now (they refer to this frame).
+  stopping = true;
+  boost::system::error_code ignored;
+  acceptor.close(ignored);
+  for (auto& p : accepted)
+    if (p->sock.is_open()) p->sock.close(ignored);
+  for (auto& t : timers)
+    if (t) t->cancel();
+  io.restart();
+  io.run();
   failure.reset();
   for (auto& sk : socks)
     if (sk) fds.push_back(sk->native_handle());

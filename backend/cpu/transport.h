@@ -3,8 +3,18 @@
 // Every pair of ranks shares one connection (the lower rank connects to the higher one),
 // set up in the constructor: each rank listens on `bind_addr` port 0, publishes
 // "host:port" in a PeerDirectory, looks its higher peers up and connects; a hello
-// (magic, version, both ranks, world size, token) is checked on both ends, so a stray or
-// misconfigured process is refused with an Error instead of corrupting a run.
+// (magic, version, both ranks, world size, token) is checked on both ends.
+//
+// Anyone who can reach a rank's port can connect to it during setup. The accepting rank
+// counts a connection as rank p only when its hello carries the job's token, this world
+// size, this rank as addressee, and a lower rank p that has not connected yet; anything
+// else (garbage, a port scanner, another job, a second "rank p") is closed and logged,
+// and setup goes on with the real ranks (its timeout error names what was refused). The
+// token travels in clear and is compared as is: it keeps out whoever does not know it,
+// which is the threat model (docs/security.md); an on-path attacker who can read the
+// traffic can read the data too, so hashing the token with the rank would not help. The
+// dialling rank found its peer's address in the (authenticated) directory, so a reply
+// that fails the check is an Error.
 //
 // Messages are framed: a 16-byte header (magic, byte count) before the payload. A
 // receive whose expected size differs from the header's count is an Error naming both
@@ -37,6 +47,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +83,7 @@ struct TransportOptions {
   std::chrono::milliseconds timeout{30000};
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF (0 = system default)
   bool wait_delivered = true;         // exchange() returns once the peers acknowledged the bytes sent
+  std::function<void(const std::string&)> log = nullptr;  // a connection refused in setup, one line; unset: stderr
 };
 
 struct SendOp {
