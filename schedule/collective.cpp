@@ -280,6 +280,22 @@ const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const Colle
 
 namespace collectives {
 
+AllToAllOffsets alltoall_offsets(const CollectiveSpec& s) {
+  const auto p = static_cast<std::size_t>(s.ranks);
+  AllToAllOffsets o{std::vector<std::vector<Bytes>>(p, std::vector<Bytes>(p, 0)),
+                    std::vector<std::vector<Bytes>>(p, std::vector<Bytes>(p, 0))};
+  for (std::size_t r = 0; r < p; ++r) {
+    Bytes so = 0, ro = 0;
+    for (std::size_t q = 0; q < p; ++q) {
+      o.send[r][q] = so;
+      so += alltoall_block(s, static_cast<int>(r), static_cast<int>(q));
+      o.recv[r][q] = ro;
+      ro += alltoall_block(s, static_cast<int>(q), static_cast<int>(r));
+    }
+  }
+  return o;
+}
+
 int default_chunks(Bytes bytes, Bytes elem, Bytes target) {
   const Bytes by_size = (bytes + target - 1) / target;
   const Bytes elems = bytes / elem;

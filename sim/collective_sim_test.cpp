@@ -10,22 +10,15 @@
 #include <set>
 
 #include "core/error.h"
+#include "sim/sim_test_util.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
 namespace meshsim {
 namespace {
 
-const AlgorithmRegistry& registry() {
-  static const AlgorithmRegistry r = AlgorithmRegistry::builtin();
-  return r;
-}
-
-std::vector<int> iota(int n) {
-  std::vector<int> v(n);
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using sim_testing::iota;
+using sim_testing::registry;
 
 // One crossbar, equal links: the uncontended reference. GPUs per node is the largest of
 // 8, 4, 3, 2 dividing n, so the hierarchical algorithm has nodes to work with.

@@ -6,21 +6,14 @@
 #include <numeric>
 
 #include "sim/collective_sim.h"
+#include "sim/sim_test_util.h"
 #include "topology/presets.h"
 
 namespace meshsim {
 namespace {
 
-const AlgorithmRegistry& registry() {
-  static const AlgorithmRegistry r = AlgorithmRegistry::builtin();
-  return r;
-}
-
-std::vector<int> iota(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using sim_testing::iota;
+using sim_testing::registry;
 
 CollectiveOutcome ring_allreduce(const Topology& topo, Bytes bytes, Fidelity f, const std::string& algo = "ring") {
   Router router(topo);

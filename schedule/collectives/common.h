@@ -95,6 +95,14 @@ inline Levels levels(const CostParams& c) {
           (intra || inter) && !c.shared_uplink};
 }
 
+// Where each block of an all-to-all sits (the buffer rules of collective.h): send[r][q] is
+// the offset of rank r's block for q in r's send buffer (destination order), recv[r][q] the
+// offset of q's block for r in r's receive buffer (source order). p x p, like the sizes.
+struct AllToAllOffsets {
+  std::vector<std::vector<Bytes>> send, recv;
+};
+AllToAllOffsets alltoall_offsets(const CollectiveSpec& s);
+
 // ---- chunking ---------------------------------------------------------------------------
 // Default chunk count of the pipelined algorithms: one chunk per `target` bytes, at least 1,
 // at most 64, and never more chunks than elements. Depends on the spec only.

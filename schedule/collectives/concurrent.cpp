@@ -29,20 +29,7 @@ namespace {
 
 class ConcurrentProgram final : public StepProgram {
  public:
-  explicit ConcurrentProgram(const CollectiveSpec& s) : spec_(s) {
-    const auto p = static_cast<std::size_t>(s.ranks);
-    send_off_.assign(p, std::vector<Bytes>(p, 0));
-    recv_off_.assign(p, std::vector<Bytes>(p, 0));
-    for (std::size_t r = 0; r < p; ++r) {
-      Bytes so = 0, ro = 0;
-      for (std::size_t q = 0; q < p; ++q) {
-        send_off_[r][q] = so;
-        so += alltoall_block(s, static_cast<int>(r), static_cast<int>(q));
-        recv_off_[r][q] = ro;
-        ro += alltoall_block(s, static_cast<int>(q), static_cast<int>(r));
-      }
-    }
-  }
+  explicit ConcurrentProgram(const CollectiveSpec& s) : spec_(s), off_(alltoall_offsets(s)) {}
   int ranks() const override { return spec_.ranks; }
   int num_steps(int) const override { return spec_.ranks < 2 ? 0 : 1; }
   void step(int rank, int, Step& out) const override {
@@ -50,15 +37,15 @@ class ConcurrentProgram final : public StepProgram {
     for (int d = 1; d < spec_.ranks; ++d) {  // peers in pairwise's order: r+1, r+2, ...
       const int dst = (rank + d) % spec_.ranks, src = mod(rank - d, spec_.ranks);
       const auto ud = static_cast<std::size_t>(dst), us = static_cast<std::size_t>(src);
-      out.sends.push_back(Transfer{dst, send_off_[r][ud], alltoall_block(spec_, rank, dst), dst});
-      out.recvs.push_back(Transfer{src, recv_off_[r][us], alltoall_block(spec_, src, rank), src});
+      out.sends.push_back(Transfer{dst, off_.send[r][ud], alltoall_block(spec_, rank, dst), dst});
+      out.recvs.push_back(Transfer{src, off_.recv[r][us], alltoall_block(spec_, src, rank), src});
     }
     out.op = RecvOp::Copy;
   }
 
  private:
   CollectiveSpec spec_;
-  std::vector<std::vector<Bytes>> send_off_, recv_off_;
+  AllToAllOffsets off_;
 };
 
 const std::vector<CollKind> kKinds = {CollKind::AllToAll};

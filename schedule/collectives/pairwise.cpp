@@ -35,19 +35,8 @@ class PairwiseProgram final : public StepProgram {
       return;
     }
     // Prefix sums: the input is already p x p, so these tables are the size of the input.
-    const auto p = static_cast<std::size_t>(p_);
     sizes_ = s.alltoall_bytes;
-    send_off_.assign(p, std::vector<Bytes>(p, 0));
-    recv_off_.assign(p, std::vector<Bytes>(p, 0));
-    for (std::size_t r = 0; r < p; ++r) {
-      Bytes so = 0, ro = 0;
-      for (std::size_t q = 0; q < p; ++q) {
-        send_off_[r][q] = so;
-        so += sizes_[r][q];
-        recv_off_[r][q] = ro;
-        ro += sizes_[q][r];
-      }
-    }
+    off_ = alltoall_offsets(s);
   }
   int ranks() const override { return p_; }
   int num_steps(int) const override { return p_ - 1; }
@@ -57,8 +46,8 @@ class PairwiseProgram final : public StepProgram {
       out.sends.push_back(Transfer{dst, dst * block_, block_, dst});
       out.recvs.push_back(Transfer{src, src * block_, block_, src});
     } else {
-      out.sends.push_back(Transfer{dst, send_off_[rank][dst], sizes_[rank][dst], dst});
-      out.recvs.push_back(Transfer{src, recv_off_[rank][src], sizes_[src][rank], src});
+      out.sends.push_back(Transfer{dst, off_.send[rank][dst], sizes_[rank][dst], dst});
+      out.recvs.push_back(Transfer{src, off_.recv[rank][src], sizes_[src][rank], src});
     }
     out.op = RecvOp::Copy;
   }
@@ -67,7 +56,8 @@ class PairwiseProgram final : public StepProgram {
   int p_;
   bool even_;
   Bytes block_ = 0;
-  std::vector<std::vector<Bytes>> sizes_, send_off_, recv_off_;
+  std::vector<std::vector<Bytes>> sizes_;
+  AllToAllOffsets off_;
 };
 
 const std::vector<CollKind> kKinds = {CollKind::AllToAll};
