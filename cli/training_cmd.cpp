@@ -1,7 +1,7 @@
 // meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
 //   [--trace FILE] [--json] [--report FILE.html]
 // meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
-// meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html]
+// meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--report FILE.html] [--json]
 #include <fmt/format.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
@@ -131,6 +131,7 @@ struct SweepFlags : ScenarioFlags {
   std::vector<std::string> vary;
   int jobs = 0;
   std::string csv, report;
+  bool json = false;
 };
 
 // The most variants one sweep runs (each is held in memory until the ranked table is printed).
@@ -227,14 +228,42 @@ int run_sweep(const SweepFlags& f) {
          fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.1f}%", 100 * r.mfu),
          fmt::format("{:.1f} GiB", static_cast<double>(peak) / (1 << 30)), r.fits ? "yes" : "NO (out of memory)"});
   }
-  std::vector<std::size_t> width(table.front().size(), 0);
-  for (const auto& row : table)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  for (const auto& row : table) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c)
-      line += (c ? "  " : "") + (c + 1 == row.size() ? row[c] : fmt::format("{:<{}}", row[c], width[c]));
-    std::cout << line << "\n";
+  if (f.json) {
+    // The ranked table with full-precision numbers: one object per variant, best first.
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const Variant& v = variants[static_cast<std::size_t>(order[k])];
+      nlohmann::ordered_json j;
+      j["rank"] = k + 1;
+      j["variant"] = v.label;
+      j["set"] = v.sets;
+      if (v.result) {
+        const TrainingResult& r = *v.result;
+        Bytes peak = 0;
+        for (const auto& st : r.stages) peak = std::max(peak, st.peak);
+        j["gpus"] = r.scenario.parallel.world_size();
+        j["iteration_s"] = r.sim.iteration.seconds();
+        j["tokens_per_s"] = r.tokens_per_s;
+        j["mfu"] = r.mfu;
+        j["hfu"] = r.hfu;
+        j["peak_bytes"] = peak;
+        j["fits"] = r.fits;
+      } else {
+        j["error"] = v.error;
+      }
+      out.push_back(std::move(j));
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::vector<std::size_t> width(table.front().size(), 0);
+    for (const auto& row : table)
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (const auto& row : table) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c)
+        line += (c ? "  " : "") + (c + 1 == row.size() ? row[c] : fmt::format("{:<{}}", row[c], width[c]));
+      std::cout << line << "\n";
+    }
   }
   if (!f.csv.empty()) {
     std::string csv = "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error\n";
@@ -313,6 +342,7 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--jobs", f->jobs, "parallel workers (default: all cores)");
   c->add_option("--csv", f->csv, "write every variant as CSV");
   c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
+  c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
   return [f] { return run_sweep(*f); };
 }
 

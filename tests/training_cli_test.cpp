@@ -399,6 +399,38 @@ TEST(Sweep, RankedTableAndCsv) {
   EXPECT_GE(throughput.at(fit_labels[0]), throughput.at(fit_labels[1]));
 }
 
+// --json: the ranked table as data. Each valid variant equals `simulate --json` of the same
+// --set (an independent run of the scenario), invalid ones carry the error the table shows.
+TEST(Sweep, JsonIsTheRankedTableAndEachRowIsThatVariantsSimulation) {
+  const fs::path f = write_file("sweep.yaml", kSweep);
+  const Result r = meshsim("sweep " + f.string() + kSweepVary + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 16u);
+  const Result table = meshsim("sweep " + f.string() + kSweepVary);
+  const std::vector<std::string> rows = split_lines(table.out);
+  int checked = 0;
+  for (std::size_t k = 0; k < j.size(); ++k) {
+    const auto& v = j[k];
+    EXPECT_EQ(v["rank"], k + 1);
+    // The same order as the text table: its row k+1 names the same variant.
+    EXPECT_NE(rows[k + 1].find(v["variant"].get<std::string>()), std::string::npos) << rows[k + 1];
+    if (v.contains("error")) {
+      EXPECT_NE(rows[k + 1].find("invalid: "), std::string::npos);
+      continue;
+    }
+    if (checked++ >= 3) continue;  // three simulations are enough to tie the rows to their runs
+    std::string sets;
+    for (const auto& s : v["set"]) sets += " --set " + s.get<std::string>();
+    const Result one = meshsim("simulate " + f.string() + sets + " --json");
+    ASSERT_EQ(one.code, 0) << one.err;
+    const auto sim = nlohmann::json::parse(one.out);
+    EXPECT_EQ(v["iteration_s"].get<double>(), sim["iteration_s"].get<double>()) << v["variant"];
+    EXPECT_EQ(v["gpus"], sim["gpus"]);
+  }
+  EXPECT_GT(checked, 0) << r.out;
+}
+
 TEST(Sweep, OutputDoesNotDependOnJobs) {
   const fs::path f = write_file("sweep_jobs.yaml", kSweep);
   const Result one = meshsim("sweep " + f.string() + kSweepVary + " --jobs 1");
