@@ -187,7 +187,7 @@ int run(const Options& o) {
     CollectiveOutcome out = run_collective(topo, router, registry, req);
     if (nccl_tests) {
       std::cout << nccl_tests_row(out) << std::flush;
-      busbws.push_back(static_cast<double>(b) / out.time.seconds() * busbw_factor(*kind, group_size) * 1e-9);
+      busbws.push_back(bandwidths(*kind, group_size, b, out.time).busbw_GBps);
     } else if (o.json) {
       json_out.push_back(outcome_json(topo, ctx, out));
     } else if (sizes.size() > 1) {

@@ -29,6 +29,13 @@ constexpr std::uint32_t kDeliver = 1;
 constexpr std::uint32_t kStepDone = 2;
 constexpr std::uint32_t kStart = 3;  // a group's launch is over: its ranks start
 
+// Whether every link of a route is NVLink (a protocol's NVLink hop; else PCI in a node).
+bool all_nvlink(const Topology& topo, const Path& path) {
+  for (int l : path.links)
+    if (topo.link(l).spec.kind != LinkKind::NvLink) return false;
+  return true;
+}
+
 // Runs step programs of several groups on one FlowNetwork. See step semantics in
 // schedule/collective.h: sends complete on delivery; a step ends when all of its sends
 // are delivered and all of its receives have arrived (plus gamma * reduced bytes).
@@ -150,17 +157,14 @@ class Runner : public EventHandler, public FlowListener {
 
   // A message's latency after it drains: its route's, or the protocol's hop latency for the
   // route's kind (NET across nodes, NVLink when every link is NVLink, else PCI) if larger.
-  Time message_latency(const GroupProgram& gp, int r, int peer, const Path& path) const {
-    const ProtocolCosts& c = protocol_costs(gp.protocol);
+  Time message_latency(int g, int r, int peer, const Path& path) const {
+    const GroupProgram& gp = groups_[static_cast<std::size_t>(g)];
     if (gp.protocol == Protocol::None) return path.latency;
-    HopKind kind = HopKind::NvLink;
-    if (topo_.node_of_gpu(gp.gpus[r]) != topo_.node_of_gpu(gp.gpus[peer])) {
-      kind = HopKind::Net;
-    } else {
-      for (int l : path.links)
-        if (topo_.link(l).spec.kind != LinkKind::NvLink) kind = HopKind::Pci;
-    }
-    return std::max(path.latency, duration_ps(c.hop(kind), "a protocol's hop latency"));
+    const HopKind kind = topo_.node_of_gpu(gp.gpus[r]) != topo_.node_of_gpu(gp.gpus[peer]) ? HopKind::Net
+                         : all_nvlink(topo_, path)                                         ? HopKind::NvLink
+                                                                                           : HopKind::Pci;
+    return std::max(path.latency,
+                    duration_ps(costs_[static_cast<std::size_t>(g)]->hop(kind), "a protocol's hop latency"));
   }
   // The bytes a transfer takes on the wire: its payload over the protocol's fraction.
   Bytes wire_bytes(int g, Bytes payload) const {
@@ -283,7 +287,7 @@ class Runner : public EventHandler, public FlowListener {
     if (st.last_peer != t.peer) {
       st.last_peer = t.peer;
       st.last_path = &router_.path(gp.gpus[r], gp.gpus[t.peer]);
-      st.last_latency = message_latency(gp, r, t.peer, *st.last_path);
+      st.last_latency = message_latency(g, r, t.peer, *st.last_path);
     }
     const Path& path = *st.last_path;
     std::uint32_t id;
@@ -424,7 +428,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
       a_in = std::max(a_in, a);
       bw_in = std::min(bw_in, bw);
-      for (int l : path.links) intra_nvlink = intra_nvlink && topo.link(l).spec.kind == LinkKind::NvLink;
+      intra_nvlink = intra_nvlink && all_nvlink(topo, path);
     } else {
       a_out = std::max(a_out, a);
       bw_out = std::min(bw_out, bw);
@@ -633,8 +637,13 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
     }
   }
   if (auto why = refusal(*out.algorithm)) throw Error(*why);
-  out.formula_time = duration_ps(best_protocol(*out.algorithm, out.spec, out.params).ps, "the collective");
-  out.protocol = best_protocol(*out.algorithm, out.spec, out.params).protocol;
+  // Group 0's closed form under its runtime protocol, and that protocol.
+  auto set_formula = [&] {
+    const ProtocolCost pc = best_protocol(*out.algorithm, out.spec, out.params);
+    out.formula_time = duration_ps(pc.ps, "the collective");
+    out.protocol = pc.protocol;
+  };
+  set_formula();
   if (req.fidelity == Fidelity::Formula) {
     out.time = out.formula_time;
     for (std::size_t i = 1; i < specs.size(); ++i)
@@ -660,11 +669,7 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   } else {
     out.flow = flow_of(topo, router, *out.algorithm, specs, params, req.groups, opt);
   }
-  if (out.algorithm != formula_for) {  // the flow check chose another algorithm
-    const ProtocolCost pc = best_protocol(*out.algorithm, out.spec, out.params);
-    out.formula_time = duration_ps(pc.ps, "the collective");
-    out.protocol = pc.protocol;
-  }
+  if (out.algorithm != formula_for) set_formula();  // the flow check chose another algorithm
   out.time = out.flow->total;
   std::vector<double> bytes;
   for (const LinkStats& s : out.flow->link_stats) bytes.push_back(s.bytes);
