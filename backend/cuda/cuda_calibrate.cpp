@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace meshsim::cuda {
 
@@ -28,7 +30,27 @@ struct Scope {
   }
 };
 
+void fill_operands(GpuApi& api, Checker& check, void* const (&buf)[3], std::size_t bytes) {
+  const std::vector<std::uint16_t> chunk =
+      calibration_operands(std::min<std::size_t>(bytes, std::size_t{16} << 20) / 2);
+  const std::size_t chunk_bytes = chunk.size() * 2;
+  for (void* b : buf)
+    for (std::size_t off = 0; off < bytes; off += chunk_bytes)
+      check.cuda(api.memcpy_to_device(static_cast<char*>(b) + off, chunk.data(), std::min(chunk_bytes, bytes - off)),
+                 "cudaMemcpy", fmt::format("calibrate operands ({} bytes)", bytes));
+}
+
 }  // namespace
+
+std::vector<std::uint16_t> calibration_operands(std::size_t words) {
+  std::vector<std::uint16_t> out(std::max<std::size_t>(words, 1));
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (std::uint16_t& w : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    w = static_cast<std::uint16_t>((static_cast<std::uint16_t>(x >> 24) & 0x83FFu) | 0x3800u);
+  }
+  return out;
+}
 
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& opt) {
   const char* where = "calibrate";
@@ -52,8 +74,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   for (void*& b : buf) {
     check.cuda(api.malloc(&b, buf_bytes), "cudaMalloc", fmt::format("{} ({} bytes)", where, buf_bytes));
     s.buffers.push_back(b);
-    check.cuda(api.memset_async(b, 0, buf_bytes, s.stream), "cudaMemsetAsync", where);
   }
+  fill_operands(api, check, buf, buf_bytes);
 
   // Seconds per call of `body`: one warm-up call, then `repeats` between two events.
   auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {

@@ -43,4 +43,12 @@ struct CudaCalibrateOptions {
 
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& options);
 
+// The words every calibration buffer is filled with (repeated), fixed from run to run. On
+// zeros or any constant the tensor cores draw less power and run faster than on real data
+// (13% for an 8192^3 bf16 GEMM on an H200, device/METHOD.md), so the operands are random:
+// each 16-bit word is an fp16 of exponent 14 (|x| in [0.5, 1)) with a random sign and
+// mantissa, which read as bf16 is a normal number of magnitude 2^-15..2^-8, and two of which
+// read as an fp32 are one too. Finite and normal in every width the GEMM grid reads.
+std::vector<std::uint16_t> calibration_operands(std::size_t words);
+
 }  // namespace meshsim::cuda

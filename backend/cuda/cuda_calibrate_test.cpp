@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <set>
+
 #include "backend/cuda/fake_gpu_api.h"
 #include "core/test_util.h"
 
@@ -62,3 +66,31 @@ TEST(CudaCalibrate, AFailingCallNamesRankAndMeasurementAndFreesBuffers) {
 
 }  // namespace
 }  // namespace meshsim::cuda
+
+// The operands decode, by the IEEE layouts written out here (not the generator's masks), to
+// finite, normal, non-zero numbers as fp16, as bf16 and as fp32, and they are not constant.
+TEST(CudaCalibrate, OperandsAreRandomAndNormalInEveryWidth) {
+  const std::vector<std::uint16_t> w = meshsim::cuda::calibration_operands(1 << 16);
+  ASSERT_EQ(w.size(), 1u << 16);
+  auto normal = [](std::uint32_t exponent, std::uint32_t all_ones) { return exponent != 0 && exponent != all_ones; };
+  std::set<std::uint16_t> distinct(w.begin(), w.end());
+  EXPECT_EQ(distinct.size(), 2048u);  // a random sign and 10-bit mantissa: every one of 2^11 words appears
+  int negative = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::uint32_t h = w[i];
+    const std::uint32_t fp16_exp = (h >> 10) & 0x1F, bf16_exp = (h >> 7) & 0xFF;
+    ASSERT_TRUE(normal(fp16_exp, 0x1F)) << i;
+    ASSERT_TRUE(normal(bf16_exp, 0xFF)) << i;
+    const double fp16 = std::ldexp(1.0 + (h & 0x3FF) / 1024.0, static_cast<int>(fp16_exp) - 15);
+    ASSERT_GE(fp16, 0.5) << i;
+    ASSERT_LT(fp16, 1.0) << i;
+    negative += (h >> 15) != 0;
+    if (i % 2 == 1) {  // little-endian: the odd word is the fp32's high half
+      const std::uint32_t bits = (h << 16) | w[i - 1];
+      float f;
+      std::memcpy(&f, &bits, 4);
+      ASSERT_TRUE(std::isnormal(f)) << i;
+    }
+  }
+  EXPECT_NEAR(negative, 1 << 15, 1 << 11);  // the sign is random too
+}

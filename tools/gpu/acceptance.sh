@@ -7,10 +7,13 @@
 #   tools/gpu/acceptance.sh RESULTS_DIR                 # every step
 #   tools/gpu/acceptance.sh RESULTS_DIR --steps 1,2,3   # some steps (a device call lasts 10 minutes at most)
 #   tools/gpu/acceptance.sh RESULTS_DIR --bundle DIR|FILE.tar.gz
+#   tools/gpu/acceptance.sh RESULTS_DIR --budget 420   # every step inside 420 s of wall time
 #
 # Writes RESULTS_DIR/acceptance.md (date, GPU, driver, and per step: the command, its output,
 # pass or fail and why), each step's full log, the measured profile (gpu-profile.yaml) and
-# validate's JSON. Every step runs under its own timeout, so one hang costs that step alone.
+# validate's JSON. Every step runs under its own timeout, so one hang costs that step alone;
+# with --budget S no step's timeout reaches past S seconds from the first step, and a step
+# with under 15 s left is recorded as not run (a fail).
 # Exit 0: every step run passed; 1: a step failed; 2: it cannot run here (no GPU, no pack,
 # a library missing), with one line saying which.
 set -uo pipefail
@@ -19,11 +22,14 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 results=""
 bundle=""
 steps="all"
+budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --budget) budget="$2"; shift 2
+      [[ "$budget" =~ ^[0-9]+$ ]] || { echo "acceptance: --budget takes whole seconds, not '$budget'" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "acceptance: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -z "$results" ] || { echo "acceptance: one RESULTS_DIR only ('$results', then '$1')" >&2; exit 2; }
        results="$1"; shift ;;
@@ -103,8 +109,18 @@ step() {
   local n="$1" title="$2" limit="$3" check="$4"
   shift 5
   want "$n" || return 0
-  local log="$results/step-$n.log" t0 t1 rc verdict why
-  echo "acceptance: step $n: $title" >&2
+  local log="$results/step-$n.log" t0 t1 rc verdict why left
+  if [ "$budget" -gt 0 ]; then
+    left=$((budget - SECONDS))
+    if [ "$left" -lt 15 ]; then
+      echo "acceptance: step $n: not run, the ${budget} s budget is spent" >&2
+      failed=1
+      printf '## Step %s: %s\n\n**NOT RUN**: the run'"'"'s --budget of %s s was spent\n\n' "$n" "$title" "$budget" >>"$md"
+      return 0
+    fi
+    [ "$limit" -le $((left - 5)) ] || limit=$((left - 5))
+  fi
+  echo "acceptance: step $n: $title (at most $limit s)" >&2
   t0=$(date +%s.%N)
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
   rc=$?
@@ -215,8 +231,11 @@ one_gpu_ranks=("$root/tools/gpu/one_gpu_ranks.sh" "$M")
   echo
 } >"$md"
 
+SECONDS=0  # the budget counts from here
 step 1 "the pack's CUDA code is for this GPU (sm_90)" 60 sm90 -- \
-  sh -c 'for f; do echo "$f:"; cuobjdump --list-elf "$f" 2>&1 | tee /tmp/elf.txt;
+  sh -c 'c=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+         [ -n "$c" ] || { echo "MISSING: cuobjdump (not on the PATH nor in /usr/local/cuda*/bin)"; exit 1; }
+         for f; do echo "$f:"; "$c" --list-elf "$f" 2>&1 | tee /tmp/elf.txt;
                   grep -q sm_90 /tmp/elf.txt || echo "MISSING: no sm_90 code in $f"; done' _ \
   "$B/cli/libmeshsim_cuda.so" "$B/kernels/kernels_test" "$B/bench/kernels_bench"
 step 2 "every kernel test, the CUDA ones on the GPU (kernels_test)" 300 gtest_all_ran -- "$B/kernels/kernels_test"
