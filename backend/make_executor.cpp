@@ -103,6 +103,8 @@ std::unique_ptr<Executor> make_cuda(const AlgorithmRegistry& registry, const Pla
   if (o.store) c.share_id = cuda::store_id_exchange(*o.store, o.rank, o.timeout, o.nccl_id_key);
   c.native_collectives = o.collectives == CollectivesMode::Nccl;
   c.watchdog.timeout = o.timeout;
+  c.warmup = o.warmup;
+  c.random_operands = true;
   cuda::GpuApi& api = o.gpu_api ? *o.gpu_api : cuda::real_gpu_api();
   if (!o.checks) return std::make_unique<cuda::CudaExecutor>(api, registry, placement, std::move(c));
   auto state = std::make_shared<CheckedCudaExecutor::State>();

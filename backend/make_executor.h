@@ -75,6 +75,8 @@ struct ExecutorOptions {
   int rank = 0;                               // this process: GPU `rank` of the placement's topology
   int world = 1;                              // ranks running
   std::chrono::milliseconds timeout{120000};  // any wait on a peer (transports, watchdog, the store)
+  // cuda: untimed passes before the timed one; the GEMM operands hold calibrate's random words.
+  int warmup = 1;
   // The job's rendezvous store: cpu training (address exchange) and cuda (the ncclUniqueId).
   cpu::RendezvousClient* store = nullptr;
 

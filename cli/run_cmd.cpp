@@ -305,6 +305,7 @@ int run_rank(const RunFlags& f) {
 
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);
+  eopt.warmup = f.warmup;
   if (axis != "rank") eopt.cpu.groups[axis] = placement.groups_along(axis);
   eopt.checks = &checks;
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
@@ -430,6 +431,10 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
     c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 120)");
+    c->add_option("--warmup", f->warmup,
+                  "cuda: untimed passes of the step before the timed one (default 1: first calls of cuBLAS, "
+                  "the kernels and NCCL connections stay out of the times)")
+        ->check(CLI::Range(0, 100));
     // The arguments to pass on to the ranks: the same command without -n.
     auto argv = std::make_shared<std::vector<std::string>>();
     return Run([f, typed, argv, is_validate] {
@@ -441,7 +446,9 @@ Run add_run_commands(CLI::App& app, Run* validate) {
                                  "--collectives",
                                  to_string(f->collectives),
                                  "--timeout",
-                                 fmt::format("{}", f->timeout_s)};
+                                 fmt::format("{}", f->timeout_s),
+                                 "--warmup",
+                                 fmt::format("{}", f->warmup)};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");

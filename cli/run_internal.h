@@ -28,6 +28,7 @@ struct RunFlags {
   std::string trace;
   bool json = false;
   double timeout_s = 120;
+  int warmup = 1;  // cuda: untimed passes of the step before the timed one
 };
 
 // The backend as run and validate name it in their first line: "cpu", or "cuda (collectives: ours)".

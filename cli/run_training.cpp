@@ -127,6 +127,7 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
   }
 
   ExecutorOptions eopt = s.executor_options(f.backend, f.collectives);
+  eopt.warmup = f.warmup;
   eopt.schedule = ScheduleKind::Training;
   if (cuda) eopt.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);

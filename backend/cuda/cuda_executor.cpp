@@ -9,6 +9,7 @@
 
 #include "backend/cpu/rendezvous.h"
 #include "backend/cuda/comm_plan.h"
+#include "backend/cuda/cuda_calibrate.h"
 #include "backend/cuda/event_trace.h"
 #include "backend/cuda/p2p_plan.h"
 #include "backend/cuda/workspace.h"
@@ -92,30 +93,12 @@ class Run {
     prepare_ops();
     setup_device();
     setup_comms();
+    // Untimed passes first: each GEMM shape's first cuBLAS call (its heuristics, its kernels
+    // loaded lazily), our kernels' first launches and NCCL's first connection between two
+    // ranks cost milliseconds that a training step does not pay again.
+    for (int pass = 0; pass < opt_.warmup; ++pass) run_pass(false);
+    run_pass(true);
     const std::size_t n = role_.ops.size();
-    // Common start: a device-side barrier over the world, then this rank's start event,
-    // which every stream waits for.
-    StreamH compute = stream(Stream::Compute);
-    check_.nccl(api_.collective(CollKind::AllReduce, barrier_, barrier_, 1, DType::Fp32, 0, res_.world, compute),
-                "ncclAllReduce", "start barrier");
-    check_.cuda(api_.event_record(start_event(), compute), "cudaEventRecord", "start barrier");
-    for (int s = 0; s < kStreams; ++s)
-      if (res_.streams[static_cast<std::size_t>(s)] != nullptr && s != static_cast<int>(Stream::Compute))
-        check_.cuda(api_.stream_wait_event(res_.streams[static_cast<std::size_t>(s)], start_event()),
-                    "cudaStreamWaitEvent", "start barrier");
-    dog_.progress();
-    std::vector<int> issued;  // ops in issue order; issued[0, waited) are known finished
-    issued.reserve(n);
-    std::size_t waited = 0;
-    for (int op : order_) {
-      issue(op);
-      issued.push_back(op);
-      while (static_cast<int>(issued.size() - waited) > std::max(opt_.max_in_flight, 1)) {
-        dog_.wait(end_event(issued[waited]), label(issued[waited]));
-        ++waited;
-      }
-    }
-    for (; waited < issued.size(); ++waited) dog_.wait(end_event(issued[waited]), label(issued[waited]));
     std::vector<OpTiming> timings(n);
     for (std::size_t i = 0; i < n; ++i) {
       const int op = static_cast<int>(i);
@@ -139,6 +122,33 @@ class Run {
   EventH end_event(int op) const { return res_.events[static_cast<std::size_t>(2 + 2 * op)]; }
   char* at(int op, const std::string& name) const {
     return static_cast<char*>(res_.workspace) + ws_.region(op, name).offset;
+  }
+
+  // One pass over the role: a device-side barrier over the world, then this rank's start
+  // event, which every stream waits for; every op in issue order; the host waits for all.
+  // Numerics (collective workloads) are filled and checked in the timed pass only.
+  void run_pass(bool timed) {
+    StreamH compute = stream(Stream::Compute);
+    check_.nccl(api_.collective(CollKind::AllReduce, barrier_, barrier_, 1, DType::Fp32, 0, res_.world, compute),
+                "ncclAllReduce", "start barrier");
+    check_.cuda(api_.event_record(start_event(), compute), "cudaEventRecord", "start barrier");
+    for (int s = 0; s < kStreams; ++s)
+      if (res_.streams[static_cast<std::size_t>(s)] != nullptr && s != static_cast<int>(Stream::Compute))
+        check_.cuda(api_.stream_wait_event(res_.streams[static_cast<std::size_t>(s)], start_event()),
+                    "cudaStreamWaitEvent", "start barrier");
+    dog_.progress();
+    std::vector<int> issued;  // ops in issue order; issued[0, waited) are known finished
+    issued.reserve(role_.ops.size());
+    std::size_t waited = 0;
+    for (int op : order_) {
+      issue(op, timed);
+      issued.push_back(op);
+      while (static_cast<int>(issued.size() - waited) > std::max(opt_.max_in_flight, 1)) {
+        dog_.wait(end_event(issued[waited]), label(issued[waited]));
+        ++waited;
+      }
+    }
+    for (; waited < issued.size(); ++waited) dog_.wait(end_event(issued[waited]), label(issued[waited]));
   }
 
   // Step programs, specs and buffer needs of every op; then the workspace plan.
@@ -236,12 +246,47 @@ class Run {
           break;
         }
     }
-    // Zeroed once on the compute stream; the other streams start after it (start event).
-    check_.cuda(api_.memset_async(res_.workspace, 0, static_cast<std::size_t>(ws_.total + kWorkspaceAlign),
-                                  stream(Stream::Compute)),
-                "cudaMemsetAsync", "setup");
+    // Zeroed once on the compute stream, but for the GEMM operands when they are random
+    // (copied synchronously, so the two never touch the same bytes); the other streams start
+    // after it (start event).
+    const auto [lo, hi] = opt_.random_operands ? gemm_operand_range() : std::pair<std::int64_t, std::int64_t>{0, 0};
+    char* base = static_cast<char*>(res_.workspace);
+    const std::int64_t end = ws_.total + kWorkspaceAlign;
+    for (auto [from, to] : {std::pair{std::int64_t{0}, lo}, std::pair{hi, end}})
+      if (to > from)
+        check_.cuda(api_.memset_async(base + from, 0, static_cast<std::size_t>(to - from), stream(Stream::Compute)),
+                    "cudaMemsetAsync", "setup");
+    if (hi > lo) fill_random(base + lo, hi - lo);
     res_.events.assign(1 + 2 * role_.ops.size(), nullptr);
     for (EventH& e : res_.events) check_.cuda(api_.event_create(&e), "cudaEventCreate", "setup");
+  }
+
+  // The bytes from the first GEMM operand to the last, on every stream: they hold the random
+  // words calibrate times its GEMMs on (cuda_calibrate.h), since on zeros the tensor cores
+  // run faster than on real data and the step is compared with that profile. Other ops'
+  // buffers in the range get the same words: they carry no data (workspace.h), and token ids
+  // outside the vocabulary shard are skipped (kernels/vocab.cu). {0, 0} without GEMMs.
+  std::pair<std::int64_t, std::int64_t> gemm_operand_range() const {
+    std::int64_t lo = ws_.total, hi = 0;
+    for (std::size_t i = 0; i < role_.ops.size(); ++i) {
+      const Op& op = role_.ops[i];
+      if (op.kind != OpKind::Compute || op.kernel.kind != KernelKind::Gemm) continue;
+      for (const char* name : {"a", "b"}) {
+        const Region& r = ws_.region(static_cast<int>(i), name);
+        lo = std::min(lo, r.offset);
+        hi = std::max(hi, r.end());
+      }
+    }
+    return hi > lo ? std::pair{lo, hi} : std::pair<std::int64_t, std::int64_t>{0, 0};
+  }
+  void fill_random(char* dst, std::int64_t bytes) {
+    const std::vector<std::uint16_t> words =
+        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(bytes, std::int64_t{16} << 20) / 2));
+    const auto chunk = static_cast<std::int64_t>(words.size() * 2);
+    for (std::int64_t off = 0; off < bytes; off += chunk)
+      check_.cuda(
+          api_.memcpy_to_device(dst + off, words.data(), static_cast<std::size_t>(std::min(chunk, bytes - off))),
+          "cudaMemcpy (GEMM operands)", "setup");
   }
 
   void setup_comms() {
@@ -268,14 +313,14 @@ class Run {
     }
   }
 
-  void issue(int i) {
+  void issue(int i, bool timed) {
     const Op& op = role_.ops[static_cast<std::size_t>(i)];
     const std::string where = label(i);
     StreamH s = stream(op.stream);
     for (int d : op.deps)
       if (role_.ops[static_cast<std::size_t>(d)].stream != op.stream)
         check_.cuda(api_.stream_wait_event(s, end_event(d)), "cudaStreamWaitEvent", where);
-    const bool numerics = op.kind == OpKind::Collective && opt_.data.input &&
+    const bool numerics = timed && op.kind == OpKind::Collective && opt_.data.input &&
                           specs_[static_cast<std::size_t>(i)].bytes > 0 &&
                           specs_[static_cast<std::size_t>(i)].ranks > 1 && op.coll != CollKind::SendRecv;
     if (numerics) fill_input(i);

@@ -17,7 +17,11 @@
 //     communicator;
 //   - buffers: one workspace allocated before the step (workspace.h), none during it;
 //   - times: CUDA events around every op, relative to a per-rank start event recorded
-//     after a device-side barrier (an all-reduce of one value over the world).
+//     after a device-side barrier (an all-reduce of one value over the world), of the last
+//     of 1 + `warmup` passes over the role (first calls of cuBLAS, our kernels and NCCL
+//     connections are paid in the untimed ones);
+//   - GEMM operands: zeros, or with `random_operands` the random words calibrate times its
+//     GEMMs on (cuda_calibrate.h), as `meshsim run`/`validate` ask.
 // Every status goes through one Checker (check.h); the host waits only through the
 // Watchdog, so an asynchronous NCCL error or a stuck peer aborts the communicators and
 // throws an Error naming the rank and the op. Known limits: ncclCommInitRank and the first
@@ -78,8 +82,10 @@ struct CudaExecutorOptions {
   bool native_collectives = false;  // --collectives nccl
   bool fp16 = false;                // 2-byte GEMMs in fp16 instead of bf16
   WatchdogOptions watchdog;
-  int max_in_flight = 4096;  // ops issued but not known finished before the host waits
-  CollectiveData data;       // empty functions: no numerics
+  int max_in_flight = 4096;      // ops issued but not known finished before the host waits
+  int warmup = 0;                // untimed passes of the role before the timed one
+  bool random_operands = false;  // GEMM operands hold calibrate's random words, not zeros
+  CollectiveData data;           // empty functions: no numerics
 };
 
 class CudaExecutor : public Executor {
@@ -87,8 +93,8 @@ class CudaExecutor : public Executor {
   CudaExecutor(GpuApi& api, const AlgorithmRegistry& registry, const Placement& placement, CudaExecutorOptions options,
                WatchClock clock = {});
   std::string name() const override { return "cuda"; }
-  // Runs this rank's role once. Device resources (communicators, streams, events, the
-  // workspace) live for the call and are released on return, also when it throws.
+  // Runs this rank's role 1 + warmup times and returns the last pass's times. Device resources (communicators, streams,
+  // events, the workspace) live for the call and are released on return, also when it throws.
   Trace execute(const Schedule& schedule) override;
 
  private:

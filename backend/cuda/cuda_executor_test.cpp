@@ -188,6 +188,32 @@ TEST(CudaExecutor, PipelineSendRecvUseTheWorldCommunicatorAndPeerRank) {
   EXPECT_EQ(t.events[0].role, 1);
 }
 
+// warmup = 2: the role runs three times, the barrier before each; the times are the last
+// pass's. random_operands: the GEMM operands are copied in (calibrate's words), and only the
+// bytes before and after them are zeroed.
+TEST(CudaExecutor, WarmupPassesRunFirstAndGemmOperandsAreRandom) {
+  Fixture f;
+  CudaExecutorOptions o = f.options(1);
+  o.warmup = 2;
+  o.random_operands = true;
+  const Trace t = f.run(small(), o);
+  const FakeGpuApi& a = f.api;
+  EXPECT_EQ(a.count("collective allreduce count=1 fp32 root=0 on comm#1"), 3);
+  EXPECT_EQ(a.count("gemm 64x32x16 bf16 blas#1"), 3);
+  EXPECT_EQ(a.count("kernel layernorm_fwd 8x64"), 3);
+  EXPECT_EQ(a.count("send 512 to 0 on comm#1"), 6);
+  EXPECT_EQ(a.count("memset"), 2);
+  EXPECT_EQ(a.count("memcpy_to_device"), 1);  // fc1's and head's a and b: under 16 MiB, one copy
+  ASSERT_EQ(t.events.size(), 4u);
+  for (const TraceEvent& e : t.events) EXPECT_EQ((e.end - e.start).ps(), 500'000'000LL);  // one record apart
+  // Without: one memset of the whole workspace, nothing copied, each op once.
+  Fixture g;
+  g.run(small(), g.options(1));
+  EXPECT_EQ(g.api.count("memset"), 1);
+  EXPECT_EQ(g.api.count("memcpy_to_device"), 0);
+  EXPECT_EQ(g.api.count("gemm 64x32x16 bf16 blas#1"), 1);
+}
+
 TEST(CudaExecutor, CollectiveDataIsFilledAndReadBackFromTheOpsBuffer) {
   Fixture f;
   CudaExecutorOptions o = f.options(1);

@@ -182,7 +182,7 @@ sm90() {
 }
 profile_written() {
   [ "$rc" -eq 0 ] && grep -q '^gemm:' "$results/gpu-profile.yaml" 2>/dev/null &&
-    { echo "profile written with $(grep -c ' m: ' "$results/gpu-profile.yaml") GEMM points"; return 0; }
+    { echo "profile written with $(grep -c '{m: ' "$results/gpu-profile.yaml") GEMM points"; return 0; }
   echo "no profile (exit $rc)"
   return 1
 }
@@ -246,15 +246,21 @@ step 5 "calibrate --backend cuda: the profile, and the preset beside it" 420 pro
   "$M" calibrate --backend cuda -n 1 --out "$results/gpu-profile.yaml"
 step 6 "validate one GPT-3 layer at TP=1 against the measured profile (within 10%)" 300 within10 -- \
   "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" --json
+tp2pp2=(--set parallel.dp=1 --set parallel.zero=0 --set topology=dgx-h100:nodes=1,gpus_per_node=4)
 step 7 "4 ranks on one GPU through NCCL: TP=2, PP=2 training (our collectives)" 150 finished_training -- \
-  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda --set parallel.dp=1 --set parallel.zero=0
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda "${tp2pp2[@]}"
 step 8 "4 ranks on one GPU: the same with NCCL's own collectives" 150 finished_training -- \
-  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda --collectives nccl --set parallel.dp=1 \
-  --set parallel.zero=0
+  "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda --collectives nccl "${tp2pp2[@]}"
 step 9 "4 ranks on one GPU: an all-reduce workload, numerics checked (our step programs)" 150 numerics_ok -- \
   "${one_gpu_ranks[@]}" 4 run examples/scenarios/allreduce-cpu.yaml --timeout 60 --backend cuda --json
 step 10 "4 ranks on one GPU: the same through NCCL's own all-reduce" 150 numerics_ok -- \
   "${one_gpu_ranks[@]}" 4 run examples/scenarios/allreduce-cpu.yaml --timeout 60 --backend cuda --collectives nccl --json
+
+step 11 "8 ranks on one GPU: TP=2, PP=2, DP=2 with ZeRO-1 (every communicator split; our collectives)" 150 \
+  finished_training -- "${one_gpu_ranks[@]}" 8 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda
+step 12 "validate as in step 6 but without the warm-up pass (--warmup 0), to show what the first pass costs" 300 \
+  ok_rc -- "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" \
+  --warmup 0 --json
 
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
