@@ -245,7 +245,8 @@ step 4 "LayerNorm, GeLU, softmax and AdamW at >= 70% of the copy bandwidth (kern
 step 5 "calibrate --backend cuda: the profile, and the preset beside it" 420 profile_written -- \
   "$M" calibrate --backend cuda -n 1 --out "$results/gpu-profile.yaml"
 step 6 "validate one GPT-3 layer at TP=1 against the measured profile (within 10%)" 300 within10 -- \
-  "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" --json
+  "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" --json \
+  --trace "$results/validate-trace.json"
 tp2pp2=(--set parallel.dp=1 --set parallel.zero=0 --set topology=dgx-h100:nodes=1,gpus_per_node=4)
 step 7 "4 ranks on one GPU through NCCL: TP=2, PP=2 training (our collectives)" 150 finished_training -- \
   "${one_gpu_ranks[@]}" 4 run examples/scenarios/tiny-gpt-cpu.yaml --timeout 60 --backend cuda "${tp2pp2[@]}"
