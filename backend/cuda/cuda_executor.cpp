@@ -96,8 +96,13 @@ class Run {
     // Untimed passes first: each GEMM shape's first cuBLAS call (its heuristics, its kernels
     // loaded lazily), our kernels' first launches and NCCL's first connection between two
     // ranks cost milliseconds that a training step does not pay again.
-    for (int pass = 0; pass < opt_.warmup; ++pass) run_pass(false);
-    run_pass(true);
+    for (int pass = 0; pass <= opt_.warmup; ++pass) {
+      // Every pass starts from the same random operands: the step's last ops (zeroing the
+      // gradients, copying parameters) overwrite the arena the GEMMs read, and on zeros
+      // the tensor cores run 15-20% faster (an H100 here, docs/validation/gpu-h100.md).
+      if (pass > 0 && operands_.second > operands_.first) fill_random(operands_.first, operands_.second);
+      run_pass(pass == opt_.warmup);
+    }
     const std::size_t n = role_.ops.size();
     std::vector<OpTiming> timings(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -249,14 +254,15 @@ class Run {
     // Zeroed once on the compute stream, but for the GEMM operands when they are random
     // (copied synchronously, so the two never touch the same bytes); the other streams start
     // after it (start event).
-    const auto [lo, hi] = opt_.random_operands ? gemm_operand_range() : std::pair<std::int64_t, std::int64_t>{0, 0};
+    operands_ = opt_.random_operands ? gemm_operand_range() : std::pair<std::int64_t, std::int64_t>{0, 0};
+    const auto [lo, hi] = operands_;
     char* base = static_cast<char*>(res_.workspace);
     const std::int64_t end = ws_.total + kWorkspaceAlign;
     for (auto [from, to] : {std::pair{std::int64_t{0}, lo}, std::pair{hi, end}})
       if (to > from)
         check_.cuda(api_.memset_async(base + from, 0, static_cast<std::size_t>(to - from), stream(Stream::Compute)),
                     "cudaMemsetAsync", "setup");
-    if (hi > lo) fill_random(base + lo, hi - lo);
+    if (hi > lo) fill_random(lo, hi);
     res_.events.assign(1 + 2 * role_.ops.size(), nullptr);
     for (EventH& e : res_.events) check_.cuda(api_.event_create(&e), "cudaEventCreate", "setup");
   }
@@ -279,14 +285,15 @@ class Run {
     }
     return hi > lo ? std::pair{lo, hi} : std::pair<std::int64_t, std::int64_t>{0, 0};
   }
-  void fill_random(char* dst, std::int64_t bytes) {
+  // Workspace bytes [lo, hi) get the random words (synchronous copies; nothing may run).
+  void fill_random(std::int64_t lo, std::int64_t hi) {
     const std::vector<std::uint16_t> words =
-        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(bytes, std::int64_t{16} << 20) / 2));
+        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(hi - lo, std::int64_t{16} << 20) / 2));
     const auto chunk = static_cast<std::int64_t>(words.size() * 2);
-    for (std::int64_t off = 0; off < bytes; off += chunk)
-      check_.cuda(
-          api_.memcpy_to_device(dst + off, words.data(), static_cast<std::size_t>(std::min(chunk, bytes - off))),
-          "cudaMemcpy (GEMM operands)", "setup");
+    char* base = static_cast<char*>(res_.workspace);
+    for (std::int64_t off = lo; off < hi; off += chunk)
+      check_.cuda(api_.memcpy_to_device(base + off, words.data(), static_cast<std::size_t>(std::min(chunk, hi - off))),
+                  "cudaMemcpy (GEMM operands)", "setup");
   }
 
   void setup_comms() {
@@ -532,7 +539,8 @@ class Run {
   CommPlan plan_;
   const Role& role_;
   const Schedule& schedule_;
-  std::vector<int> order_;  // host issue order (p2p_plan.h)
+  std::vector<int> order_;                                // host issue order (p2p_plan.h)
+  std::pair<std::int64_t, std::int64_t> operands_{0, 0};  // workspace bytes holding random GEMM operands
   Checker check_;
   Resources res_;
   Watchdog dog_;

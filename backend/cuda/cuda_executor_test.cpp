@@ -189,8 +189,8 @@ TEST(CudaExecutor, PipelineSendRecvUseTheWorldCommunicatorAndPeerRank) {
 }
 
 // warmup = 2: the role runs three times, the barrier before each; the times are the last
-// pass's. random_operands: the GEMM operands are copied in (calibrate's words), and only the
-// bytes before and after them are zeroed.
+// pass's. random_operands: the GEMM operands are copied in (calibrate's words) before every
+// pass, and only the bytes before and after them are zeroed.
 TEST(CudaExecutor, WarmupPassesRunFirstAndGemmOperandsAreRandom) {
   Fixture f;
   CudaExecutorOptions o = f.options(1);
@@ -203,7 +203,7 @@ TEST(CudaExecutor, WarmupPassesRunFirstAndGemmOperandsAreRandom) {
   EXPECT_EQ(a.count("kernel layernorm_fwd 8x64"), 3);
   EXPECT_EQ(a.count("send 512 to 0 on comm#1"), 6);
   EXPECT_EQ(a.count("memset"), 2);
-  EXPECT_EQ(a.count("memcpy_to_device"), 1);  // fc1's and head's a and b: under 16 MiB, one copy
+  EXPECT_EQ(a.count("memcpy_to_device"), 3);  // before each pass (fc1's and head's a and b: one copy)
   ASSERT_EQ(t.events.size(), 4u);
   for (const TraceEvent& e : t.events) EXPECT_EQ((e.end - e.start).ps(), 500'000'000LL);  // one record apart
   // Without: one memset of the whole workspace, nothing copied, each op once.
