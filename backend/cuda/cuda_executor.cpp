@@ -96,13 +96,7 @@ class Run {
     // Untimed passes first: each GEMM shape's first cuBLAS call (its heuristics, its kernels
     // loaded lazily), our kernels' first launches and NCCL's first connection between two
     // ranks cost milliseconds that a training step does not pay again.
-    for (int pass = 0; pass <= opt_.warmup; ++pass) {
-      // Every pass starts from the same random operands: the step's last ops (zeroing the
-      // gradients, copying parameters) overwrite the arena the GEMMs read, and on zeros
-      // the tensor cores run 15-20% faster (an H100 here, docs/validation/gpu-h100.md).
-      if (pass > 0 && operands_.second > operands_.first) fill_random(operands_.first, operands_.second);
-      run_pass(pass == opt_.warmup);
-    }
+    for (int pass = 0; pass <= opt_.warmup; ++pass) run_pass(pass == opt_.warmup);
     const std::size_t n = role_.ops.size();
     std::vector<OpTiming> timings(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -173,6 +167,8 @@ class Run {
               fmt::format("backend cuda: op {} ('{}') depends on op {}, which does not come before it", i, op.name, d));
       if (op.kind != OpKind::Collective) {
         needs[i] = op_needs(op);
+        if (opt_.random_operands && op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm)
+          take_operands_to_pool(needs[i]);
         continue;
       }
       const CollectiveSpec spec = collective_spec(op, op.group_size, kFloat);
@@ -230,9 +226,11 @@ class Run {
       if (op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm)
         gemm[static_cast<std::size_t>(op.stream)] = true;
     }
-    // The workspace, plus 256 bytes at its end for the start barrier's all-reduce.
-    check_.cuda(api_.malloc(&res_.workspace, static_cast<std::size_t>(ws_.total + kWorkspaceAlign)), "cudaMalloc",
-                fmt::format("setup: workspace of {} bytes", ws_.total + kWorkspaceAlign));
+    // The workspace, plus 256 bytes at its end for the start barrier's all-reduce, then the
+    // GEMM operand pool (random_operands).
+    const std::int64_t pool = pool_a_ + pool_b_, bytes = ws_.total + kWorkspaceAlign + pool;
+    check_.cuda(api_.malloc(&res_.workspace, static_cast<std::size_t>(bytes)), "cudaMalloc",
+                fmt::format("setup: workspace of {} bytes", bytes));
     barrier_ = static_cast<char*>(res_.workspace) + ws_.total;
     for (int s = 0; s < kStreams; ++s) {
       if (!used[static_cast<std::size_t>(s)]) continue;
@@ -251,49 +249,44 @@ class Run {
           break;
         }
     }
-    // Zeroed once on the compute stream, but for the GEMM operands when they are random
-    // (copied synchronously, so the two never touch the same bytes); the other streams start
-    // after it (start event).
-    operands_ = opt_.random_operands ? gemm_operand_range() : std::pair<std::int64_t, std::int64_t>{0, 0};
-    const auto [lo, hi] = operands_;
-    char* base = static_cast<char*>(res_.workspace);
-    const std::int64_t end = ws_.total + kWorkspaceAlign;
-    for (auto [from, to] : {std::pair{std::int64_t{0}, lo}, std::pair{hi, end}})
-      if (to > from)
-        check_.cuda(api_.memset_async(base + from, 0, static_cast<std::size_t>(to - from), stream(Stream::Compute)),
-                    "cudaMemsetAsync", "setup");
-    if (hi > lo) fill_random(lo, hi);
+    // Zeroed once on the compute stream; the other streams start after it (start event). The
+    // pool is copied in synchronously: the two never touch the same bytes.
+    check_.cuda(api_.memset_async(res_.workspace, 0, static_cast<std::size_t>(ws_.total + kWorkspaceAlign),
+                                  stream(Stream::Compute)),
+                "cudaMemsetAsync", "setup");
+    if (pool > 0) fill_pool(static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign, pool);
     res_.events.assign(1 + 2 * role_.ops.size(), nullptr);
     for (EventH& e : res_.events) check_.cuda(api_.event_create(&e), "cudaEventCreate", "setup");
   }
 
-  // The bytes from the first GEMM operand to the last, on every stream: they hold the random
-  // words calibrate times its GEMMs on (cuda_calibrate.h), since on zeros the tensor cores
-  // run faster than on real data and the step is compared with that profile. Other ops'
-  // buffers in the range get the same words: they carry no data (workspace.h), and token ids
-  // outside the vocabulary shard are skipped (kernels/vocab.cu). {0, 0} without GEMMs.
-  std::pair<std::int64_t, std::int64_t> gemm_operand_range() const {
-    std::int64_t lo = ws_.total, hi = 0;
-    for (std::size_t i = 0; i < role_.ops.size(); ++i) {
-      const Op& op = role_.ops[i];
-      if (op.kind != OpKind::Compute || op.kernel.kind != KernelKind::Gemm) continue;
-      for (const char* name : {"a", "b"}) {
-        const Region& r = ws_.region(static_cast<int>(i), name);
-        lo = std::min(lo, r.offset);
-        hi = std::max(hi, r.end());
-      }
-    }
-    return hi > lo ? std::pair{lo, hi} : std::pair<std::int64_t, std::int64_t>{0, 0};
+  // random_operands: every GEMM reads A from the start of one pool and B from after the
+  // largest A, a pool no op writes, holding the random words calibrate times its GEMMs on
+  // (cuda_calibrate.h). In the arena the operands would hold what earlier ops left there
+  // (zeros from the embedding of ids outside the shard, from zero_grads), and on such data the
+  // tensor cores run faster than on real data: GPT-3's GEMMs ran 16% faster than the profile on
+  // an H100 (docs/validation/gpu-h100.md). The executor carries no data between ops anyway
+  // (workspace.h), so a GEMM's inputs are any numbers of the right size.
+  void take_operands_to_pool(std::vector<BufferNeed>& need) {
+    std::erase_if(need, [&](const BufferNeed& b) {
+      if (b.name == "a") pool_a_ = std::max(pool_a_, align_up(b.bytes));
+      if (b.name == "b") pool_b_ = std::max(pool_b_, align_up(b.bytes));
+      return b.name == "a" || b.name == "b";
+    });
   }
-  // Workspace bytes [lo, hi) get the random words (synchronous copies; nothing may run).
-  void fill_random(std::int64_t lo, std::int64_t hi) {
+  char* operand(int op, const char* name) const {
+    if (pool_a_ + pool_b_ == 0) return at(op, name);
+    char* pool = static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign;
+    return std::string_view(name) == "a" ? pool : pool + pool_a_;
+  }
+  // Synchronous copies of the random words (nothing runs yet).
+  void fill_pool(char* dst, std::int64_t bytes) {
     const std::vector<std::uint16_t> words =
-        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(hi - lo, std::int64_t{16} << 20) / 2));
+        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(bytes, std::int64_t{16} << 20) / 2));
     const auto chunk = static_cast<std::int64_t>(words.size() * 2);
-    char* base = static_cast<char*>(res_.workspace);
-    for (std::int64_t off = lo; off < hi; off += chunk)
-      check_.cuda(api_.memcpy_to_device(base + off, words.data(), static_cast<std::size_t>(std::min(chunk, hi - off))),
-                  "cudaMemcpy (GEMM operands)", "setup");
+    for (std::int64_t off = 0; off < bytes; off += chunk)
+      check_.cuda(
+          api_.memcpy_to_device(dst + off, words.data(), static_cast<std::size_t>(std::min(chunk, bytes - off))),
+          "cudaMemcpy (GEMM operands)", "setup");
   }
 
   void setup_comms() {
@@ -375,8 +368,8 @@ class Run {
             fmt::format("backend cuda: {}: GEMMs of {}-byte elements are not supported (2: bf16/fp16, "
                         "4: fp32)",
                         label(i), k.dtype_bytes));
-      check_.cublas(api_.gemm(res_.blas[static_cast<std::size_t>(op.stream)], k.m, k.n, k.k, t, at(i, "a"), at(i, "b"),
-                              at(i, "c")),
+      check_.cublas(api_.gemm(res_.blas[static_cast<std::size_t>(op.stream)], k.m, k.n, k.k, t, operand(i, "a"),
+                              operand(i, "b"), at(i, "c")),
                     "cublasGemmEx", label(i));
       return;
     }
@@ -539,8 +532,8 @@ class Run {
   CommPlan plan_;
   const Role& role_;
   const Schedule& schedule_;
-  std::vector<int> order_;                                // host issue order (p2p_plan.h)
-  std::pair<std::int64_t, std::int64_t> operands_{0, 0};  // workspace bytes holding random GEMM operands
+  std::vector<int> order_;                // host issue order (p2p_plan.h)
+  std::int64_t pool_a_ = 0, pool_b_ = 0;  // random_operands: the GEMM operand pool's A and B parts
   Checker check_;
   Resources res_;
   Watchdog dog_;

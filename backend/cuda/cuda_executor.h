@@ -20,8 +20,9 @@
 //     after a device-side barrier (an all-reduce of one value over the world), of the last
 //     of 1 + `warmup` passes over the role (first calls of cuBLAS, our kernels and NCCL
 //     connections are paid in the untimed ones);
-//   - GEMM operands: zeros, or with `random_operands` the random words calibrate times its
-//     GEMMs on (cuda_calibrate.h), as `meshsim run`/`validate` ask.
+//   - GEMM operands: their buffers in the arena (what earlier ops left there), or with
+//     `random_operands` (as `meshsim run`/`validate` ask) one pool beside the arena that no
+//     op writes, holding the random words calibrate times its GEMMs on (cuda_calibrate.h).
 // Every status goes through one Checker (check.h); the host waits only through the
 // Watchdog, so an asynchronous NCCL error or a stuck peer aborts the communicators and
 // throws an Error naming the rank and the op. Known limits: ncclCommInitRank and the first
@@ -84,7 +85,7 @@ struct CudaExecutorOptions {
   WatchdogOptions watchdog;
   int max_in_flight = 4096;      // ops issued but not known finished before the host waits
   int warmup = 0;                // untimed passes of the role before the timed one
-  bool random_operands = false;  // GEMM operands hold calibrate's random words, not zeros
+  bool random_operands = false;  // GEMMs read a pool of calibrate's random words
   CollectiveData data;           // empty functions: no numerics
 };
 
