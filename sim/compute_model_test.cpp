@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -381,6 +382,42 @@ TEST(MachineProfile, FitRecoversAlphaAndBandwidth) {
                          fit_alpha_bandwidth({{1e6, 2e-3}, {2e6, 1e-3}}, "x");
                        }),
                        "does not grow with the size"));
+}
+
+// The Hopper presets against the profiles `meshsim calibrate --backend cuda` measured on a
+// real H100 and H200 (docs/validation/gpu-h100.md, gpu-h200.md; the files are the runs'
+// own). Each measured GEMM point's time beside the preset's for the same shape: their
+// geometric mean over every shape of a width at or above 4096 in each dimension (the 1024
+// shapes last ~10 us and varied 144-211 TFLOP/s between runs of one card), and the 1 GiB
+// memory pass. Bounds: what the runs showed, with room for a re-calibration's spread.
+TEST(GpuPresets, HopperPresetsHoldAgainstTheMeasuredProfiles) {
+  struct Card {
+    const char* preset;
+    const char* profile;
+  };
+  for (const Card c : {Card{"h100", "run5-h100-profile.yaml"}, Card{"h200", "run6-h200-profile.yaml"}}) {
+    SCOPED_TRACE(c.preset);
+    const MachineProfile measured =
+        load_machine_profile(std::string(MESHSIM_SOURCE_DIR) + "/docs/validation/gpu-runs/" + c.profile);
+    const ComputeModel preset(gpu_preset(c.preset));
+    for (const int width : {2, 4}) {
+      double log_sum = 0;
+      int n = 0;
+      for (const GemmPoint& p : measured.compute.gemm_points) {
+        if (p.dtype_bytes != width || std::min({p.m, p.n, p.k}) < 4096) continue;
+        const Kernel g = Kernel::gemm(p.m, p.n, p.k, width);
+        log_sum += std::log(preset.time(g).seconds() * p.achieved_flops / g.flops);  // preset / measured time
+        ++n;
+      }
+      ASSERT_EQ(n, 27) << width;  // {4096, 8192, 16384}^3
+      const double ratio = std::exp(log_sum / n);
+      EXPECT_GT(ratio, 0.92) << width;  // runs: h100 0.98 / 1.03, h200 0.96 / 1.03 (2-byte / fp32)
+      EXPECT_LT(ratio, 1.10) << width;
+    }
+    const double bytes = 2.0 * (512 << 20);  // calibrate's pass: 512 MiB read, 512 MiB written
+    const double preset_rate = bytes / preset.time(Kernel::elementwise(KernelKind::Memcpy, 0, bytes, 4)).seconds();
+    EXPECT_NEAR(preset_rate / measured.gpu.memory_bandwidth.bytes_per_s(), 1.0, 0.03);  // runs: h100 0.99, h200 1.01
+  }
 }
 
 }  // namespace
