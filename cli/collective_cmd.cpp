@@ -119,7 +119,7 @@ int run(const Options& o) {
   CollectiveRequest req;
   req.kind = *kind;
   req.algorithm = o.algo;
-  req.fidelity = parse_fidelity(o.fidelity.empty() ? (o.algo == "nccl" ? "nccl" : "flow") : o.fidelity, "--fidelity");
+  req.fidelity = collective_fidelity(o.fidelity, o.algo, "--fidelity");
   if (req.fidelity != Fidelity::Nccl && (!o.nccl_arch.empty() || o.nccl_channels != 0))
     throw Error("--nccl-arch/--nccl-channels: only apply to NCCL's model; add --algo nccl");
   if (o.nccl_channels < 0 || o.nccl_channels > 64)

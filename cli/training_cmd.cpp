@@ -54,16 +54,6 @@ struct ScenarioFlags {
   }
 };
 
-// simulate, memory and sweep time training layouts; a collective workload is run's.
-Scenario require_training(Scenario s, const char* command) {
-  if (s.workload)
-    throw Error(
-        fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
-                    "with meshsim validate (or run), or time the collective with meshsim collective {} -b {}",
-                    command, to_string(s.workload->kind), s.workload->bytes));
-  return s;
-}
-
 struct SimulateFlags : ScenarioFlags {
   std::string trace, report;
   bool json = false;
@@ -90,15 +80,11 @@ struct MemoryFlags : ScenarioFlags {
 
 int run_memory(const MemoryFlags& f) {
   const Scenario s = require_training(f.node().resolve(), "memory");
-  validate_model(s.model, "model");
-  validate_parallel(s.parallel, s.model, s.parallel.world_size());
-  std::vector<RankMemory> stages;
-  for (int st = 0; st < s.parallel.pp; ++st) stages.push_back(rank_memory(s.model, s.parallel, st));
-  const Bytes capacity = gpu_preset(s.gpu).memory;
+  const StageMemories m = stage_memories(s);
   if (f.json)
-    std::cout << memory_json(s, stages, capacity).dump(2) << "\n";
+    std::cout << memory_json(s, m.stages, m.capacity).dump(2) << "\n";
   else
-    std::cout << memory_table_text(s.model, s.parallel, stages, capacity);
+    std::cout << memory_table_text(s.model, s.parallel, m.stages, m.capacity);
   return 0;
 }
 

@@ -544,6 +544,10 @@ std::vector<const Algorithm*> auto_flow_candidates(const std::vector<RankedAlgor
 
 }  // namespace
 
+Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field) {
+  return parse_fidelity(text.empty() ? (algorithm == "nccl" ? "nccl" : "flow") : text, field);
+}
+
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
                                  const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())

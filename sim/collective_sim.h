@@ -142,6 +142,10 @@ inline constexpr int kMaxGroupRanks = 32768;
 // all-reduce is 1.3e5); above it the closed form's choice stands.
 inline constexpr double kAutoFlowCheckRankSteps = 1.5e5;
 
+// A collective's fidelity as asked for: `text` parsed (its error names `field`), or, when
+// empty, nccl for `--algo nccl` (NCCL's own choice is only known to its model) and flow else.
+Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field);
+
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
 // algorithm (`auto`: lowest closed-form time for group 0; at flow fidelity, the fastest
 // under flow of the closed forms' favourites and ring, where cheap), and times it. At

@@ -1,6 +1,8 @@
 // simulate_training: scenario -> topology, placement, schedule, sim backend, figures.
 #include "sim/training_sim.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -40,6 +42,24 @@ Placement training_placement(const Scenario& s, const Topology& topo) {
     mesh = ordered;
   }
   return Placement::parse(s.placement, mesh, topo, "placement");
+}
+
+Scenario require_training(Scenario s, const std::string& command) {
+  if (s.workload)
+    throw Error(
+        fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
+                    "with meshsim validate (or run), or time the collective with meshsim collective {} -b {}",
+                    command, to_string(s.workload->kind), s.workload->bytes));
+  return s;
+}
+
+StageMemories stage_memories(const Scenario& s) {
+  validate_model(s.model, "model");
+  validate_parallel(s.parallel, s.model, s.parallel.world_size());
+  StageMemories m;
+  for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
+  m.capacity = gpu_preset(s.gpu).memory;
+  return m;
 }
 
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,

@@ -72,6 +72,18 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
 // `topo` as `placement:` says; what simulate_training and the real backends both use.
 Placement training_placement(const Scenario& s, const Topology& topo);
 
+// `s` itself, or the Error that `command` (simulate, memory, sweep, or the Python module's
+// function) times training layouts and a collective workload is run's or validate's.
+Scenario require_training(Scenario s, const std::string& command);
+
+// `meshsim memory`'s table: the model and layout validated, then rank_memory() of every
+// pipeline stage, and the scenario GPU's capacity.
+struct StageMemories {
+  std::vector<RankMemory> stages;
+  Bytes capacity = 0;
+};
+StageMemories stage_memories(const Scenario& s);
+
 // The layers' activation items of rank_memory() (category "activations"): the part the
 // simulated timeline replaces with its measured peak.
 bool is_layer_activation(const MemoryItem& item);

@@ -1,0 +1,118 @@
+// The Python module's native part, `meshsim._meshsim` (python/meshsim/__init__.py is the API
+// users call; docs/python.md). Each function takes what the CLI command of the same name
+// takes, runs the same library code, and returns the command's --json output as a string,
+// which the Python side turns into dicts and lists. A meshsim::Error becomes the Python
+// exception meshsim.MeshsimError carrying the same one-line message.
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "report/collective_report.h"
+#include "report/training_report.h"
+#include "sim/collective_sim.h"
+#include "sim/scenario.h"
+#include "sim/training_sim.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+
+namespace py = pybind11;
+
+namespace meshsim::python {
+namespace {
+
+// A scenario from a file, from YAML text (a dict arrives as JSON, which is YAML), or the
+// built-in default, with the overrides applied in order (each "path=value", as --set).
+Scenario load_scenario(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
+                       const std::string& fidelity, const std::string& command) {
+  ScenarioNode n = !text.empty()   ? ScenarioNode::parse(text, "<dict>")
+                   : !path.empty() ? ScenarioNode::load(path)
+                                   : ScenarioNode::builtin_default();
+  for (const std::string& s : sets) n.set(s);
+  if (!fidelity.empty()) {
+    parse_fidelity(fidelity, "fidelity");  // a typo is the argument's error, not run.fidelity's
+    n.set("run.fidelity=" + fidelity);
+  }
+  return require_training(n.resolve(), command);
+}
+
+std::string simulate(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
+                     const std::string& fidelity) {
+  const Scenario s = load_scenario(path, text, sets, fidelity, "simulate");
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  return training_json(simulate_training(s, registry, false)).dump();
+}
+
+std::string memory(const std::string& path, const std::string& text, const std::vector<std::string>& sets) {
+  const Scenario s = load_scenario(path, text, sets, "", "memory");
+  const StageMemories m = stage_memories(s);
+  return memory_json(s, m.stages, m.capacity).dump();
+}
+
+// One collective on the first `ranks` GPUs of `topology` (all of them when ranks < 1), in
+// one group, naturally placed: `meshsim collective KIND -t TOPOLOGY --bytes SIZES --algo ALGO`.
+// `bytes` is one size or a sweep (MIN:MAX[:FACTOR]); the result is a list, one per size.
+std::string collective(const std::string& kind_text, const std::string& bytes, const std::string& topology,
+                       const std::string& algo, const std::string& fidelity, int ranks) {
+  const auto kind = parse_coll_kind(kind_text);
+  if (!kind)
+    throw Error(
+        fmt::format("kind: unknown collective '{}'; use allreduce, allgather, reducescatter, broadcast, "
+                    "reduce, alltoall or sendrecv",
+                    kind_text));
+  const Topology topo = resolve_topology(topology);
+  if (ranks < 1) ranks = topo.num_gpus();
+  if (ranks > topo.num_gpus())
+    throw Error(fmt::format("ranks: {} ranks but topology '{}' has {} GPUs; use ranks <= {} or a larger topology",
+                            ranks, topology, topo.num_gpus(), topo.num_gpus()));
+  const Placement pl = Placement::parse("natural", parse_mesh(fmt::format("rank={}", ranks), "ranks"), topo, "ranks");
+  CollectiveRequest req;
+  req.kind = *kind;
+  req.algorithm = algo;
+  req.fidelity = collective_fidelity(fidelity, algo, "fidelity");
+  req.nccl.sm = nccl_sm(default_gpu_for(topology), "topology");
+  req.groups = {pl.gpus()};
+  CollectiveContext ctx;
+  ctx.topology = topology;
+  ctx.placement = pl.kind();
+  ctx.mesh = fmt::format("rank={}", ranks);
+  ctx.group = "all";
+  ctx.requested_algorithm = algo;
+  ctx.fidelity = req.fidelity;
+  ctx.groups = 1;
+  ctx.ranks = ranks;
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  Router router(topo);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (Bytes b : parse_bytes_sweep(bytes, "bytes")) {
+    req.bytes = b;
+    out.push_back(outcome_json(topo, ctx, run_collective(topo, router, registry, req)));
+  }
+  return out.dump();
+}
+
+}  // namespace
+}  // namespace meshsim::python
+
+PYBIND11_MODULE(_meshsim, m) {
+  namespace mp = meshsim::python;
+  m.doc() = "meshsim's native functions; use the meshsim package, not this module";
+  static py::exception<meshsim::Error> error(m, "MeshsimError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const meshsim::Error& e) {
+      error(e.what());
+    }
+  });
+  m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("memory", &mp::memory, py::arg("path"), py::arg("text"), py::arg("sets"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("collective", &mp::collective, py::arg("kind"), py::arg("bytes"), py::arg("topology"), py::arg("algo"),
+        py::arg("fidelity"), py::arg("ranks"), py::call_guard<py::gil_scoped_release>());
+}

@@ -1,0 +1,94 @@
+"""meshsim from Python: simulate training iterations, memory tables and collectives.
+
+Each function runs the same code as the meshsim command of the same name and returns its
+--json output as plain Python objects (dicts, lists, numbers, strings), ready for pandas.
+A bad input raises MeshsimError (a ValueError) with meshsim's one-line message.
+
+    import meshsim
+    r = meshsim.simulate("examples/scenarios/gpt3-175b-1024xh100.yaml", fidelity="formula")
+    r["iteration_s"], r["mfu"], r["breakdown_s"]
+    r = meshsim.simulate({"model": {"preset": "gpt3-175b"}, "parallel": {"tp": 8, "pp": 8, "dp": 16},
+                          "topology": "dgx-h100:nodes=128"}, overrides={"parallel.microbatches": 64})
+    meshsim.memory("examples/scenarios/llama3-70b-128k.yaml")["stages"]
+    meshsim.collective("allreduce", "1GiB", topology="dgx-h100:nodes=2")[0]["busbw_GBps"]
+    rows = meshsim.sweep("examples/scenarios/tiny-gpt-cpu.yaml", {"parallel.tp": [1, 2, 4]})
+
+docs/python.md describes every function and field.
+"""
+
+import itertools
+import json
+
+from . import _meshsim
+from ._meshsim import MeshsimError
+
+__all__ = ["simulate", "memory", "collective", "sweep", "MeshsimError"]
+
+
+def _scenario_args(scenario, overrides, set):
+    """(path, yaml_text, sets) for the native functions."""
+    path, text = "", ""
+    if isinstance(scenario, dict):
+        text = json.dumps(scenario)  # JSON is YAML
+    elif scenario is not None:
+        path = str(scenario)
+    sets = [f"{k}={_value(v)}" for k, v in (overrides or {}).items()]
+    sets += list(set or [])
+    return path, text, sets
+
+
+def _value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return str(v)
+
+
+def simulate(scenario=None, *, fidelity=None, overrides=None, set=None):
+    """One training iteration: `meshsim simulate SCENARIO --json` as a dict.
+
+    scenario: a YAML path, a dict in the scenario format (docs/scenarios.md), or None for the
+    built-in default. overrides: {"parallel.tp": 4, ...} (each as --set path=value); set: a
+    list of "path=value" strings, applied after overrides. fidelity: "formula", "flow" or
+    "nccl" (default: the scenario's run.fidelity).
+    """
+    path, text, sets = _scenario_args(scenario, overrides, set)
+    return json.loads(_meshsim.simulate(path, text, sets, fidelity or ""))
+
+
+def memory(scenario=None, *, overrides=None, set=None):
+    """The itemized memory table per pipeline stage: `meshsim memory SCENARIO --json`."""
+    path, text, sets = _scenario_args(scenario, overrides, set)
+    return json.loads(_meshsim.memory(path, text, sets))
+
+
+def collective(kind, bytes="1GiB", *, topology="dgx-h100", algo="auto", fidelity=None, ranks=0):
+    """One collective on the first `ranks` GPUs of `topology` (0: all), one group, natural
+    placement: `meshsim collective KIND -t TOPOLOGY --bytes BYTES --algo ALGO --json`.
+
+    bytes: a size ("256MiB", 1 << 20) or a sweep "MIN:MAX[:FACTOR]". Returns a list with one
+    dict per size (time_us, algbw_GBps, busbw_GBps, algorithm, protocol, busiest_links, ...).
+    """
+    return json.loads(_meshsim.collective(kind, str(bytes), topology, algo, fidelity or "", int(ranks)))
+
+
+def sweep(scenario=None, vary=None, *, fidelity=None, overrides=None, set=None, rank_by="tokens_per_s"):
+    """Every combination of the `vary` values ({"parallel.tp": [1, 2, 4], ...}), each simulated
+    as simulate(scenario, overrides=overrides | variant) would: a list of rows, best first by
+    `rank_by` (higher is better), then the variants that failed, each with its "error".
+
+    Each row: {"set": {path: value, ...}, "result": simulate's dict} or {"set": ..., "error": str}.
+    """
+    vary = dict(vary or {})
+    paths = list(vary)
+    rows, failed = [], []
+    for values in itertools.product(*(vary[p] for p in paths)):
+        variant = dict(zip(paths, values))
+        try:
+            result = simulate(scenario, fidelity=fidelity, overrides={**(overrides or {}), **variant}, set=set)
+            rows.append({"set": variant, "result": result})
+        except MeshsimError as e:
+            failed.append({"set": variant, "error": str(e)})
+    rows.sort(key=lambda r: -r["result"][rank_by])
+    return rows + failed

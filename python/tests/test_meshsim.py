@@ -1,0 +1,91 @@
+"""The Python module against the meshsim command: the same scenario gives the same JSON,
+errors arrive as MeshsimError with the command's message, and the collective follows its
+closed form where one is exact. Run by CTest (python_pytest) with PYTHONPATH=build/python and
+MESHSIM_BINARY set to the command's binary."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import meshsim
+
+BIN = os.environ.get("MESHSIM_BINARY", "build/cli/meshsim")
+TINY = "examples/scenarios/tiny-gpt-cpu.yaml"
+
+
+def cli_json(*args):
+    out = subprocess.run([BIN, *args, "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def test_simulate_equals_the_command_byte_for_byte_in_its_figures():
+    for scenario, extra in ((TINY, []), ("examples/scenarios/gpt3-175b-1024xh100.yaml", ["--fidelity", "formula"])):
+        want = cli_json("simulate", scenario, *extra)
+        got = meshsim.simulate(scenario, fidelity="formula" if extra else None)
+        assert got == want
+
+
+def test_default_scenario_and_overrides_are_the_commands_set():
+    want = cli_json("simulate", "--set", "parallel.tp=4", "--set", "parallel.dp=4")
+    assert meshsim.simulate(overrides={"parallel.tp": 4, "parallel.dp": 4}) == want
+    assert meshsim.simulate(set=["parallel.tp=4", "parallel.dp=4"]) == want
+
+
+def test_a_dict_scenario_equals_the_same_yaml_file(tmp_path):
+    scenario = {
+        "name": "dict-case",
+        "model": {"layers": 4, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 4096, "seq": 256,
+                  "dtype": "fp32"},
+        "parallel": {"tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "microbatches": 4},
+    }
+    path = tmp_path / "case.yaml"
+    path.write_text(json.dumps(scenario))  # JSON is YAML
+    assert meshsim.simulate(scenario) == cli_json("simulate", str(path))
+
+
+def test_memory_equals_the_command():
+    assert meshsim.memory(TINY) == cli_json("memory", TINY)
+
+
+def test_errors_carry_the_commands_message():
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.simulate(TINY, overrides={"parallel.tp": 3})
+    proc = subprocess.run([BIN, "simulate", TINY, "--set", "parallel.tp=3"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert str(e.value) in proc.stderr
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(meshsim.MeshsimError, match="fidelity"):
+        meshsim.simulate(TINY, fidelity="flwo")
+    with pytest.raises(meshsim.MeshsimError, match="kind"):
+        meshsim.collective("allreduse", "1MiB")
+
+
+def test_collective_equals_the_command_and_the_ring_closed_form():
+    got = meshsim.collective("allreduce", "64MiB:256MiB", topology="dgx-h100:nodes=2", algo="multiring")
+    want = cli_json("collective", "allreduce", "-t", "dgx-h100:nodes=2", "--bytes", "64MiB:256MiB", "--algo",
+                    "multiring")
+    assert got == want and len(got) == 3
+    # A ring all-reduce on p ranks of a switch with no protocols: 2(p-1) steps of alpha and
+    # n/p bytes at the link bandwidth (docs/math.md section 1).
+    (r,) = meshsim.collective("allreduce", "64MiB", topology="switch:gpus_per_node=8", algo="ring",
+                              fidelity="formula")
+    p, n = 8, 64 * 2**20
+    alpha_us, bw = r["alpha_us"], r["bandwidth_GBps"] * 1e9
+    assert r["time_us"] == pytest.approx(2 * (p - 1) * (alpha_us + n / p / bw * 1e6), rel=1e-6)
+
+
+def test_sweep_ranks_the_valid_variants_and_keeps_the_errors():
+    base = {"parallel.pp": 1, "parallel.sp": False, "parallel.zero": 0, "topology": "dgx-h100:nodes=1,gpus_per_node=4"}
+    rows = meshsim.sweep(TINY, {"parallel.tp": [1, 2, 4], "parallel.dp": [1, 2, 4]}, overrides=base)
+    valid = [r for r in rows if "result" in r]
+    failed = [r for r in rows if "error" in r]
+    # Only tp x dp = 4 uses the 4 GPUs; the other six are rows with the command's error.
+    assert sorted((r["set"]["parallel.tp"], r["set"]["parallel.dp"]) for r in valid) == [(1, 4), (2, 2), (4, 1)]
+    assert len(failed) == 6 and all("product is 4" in r["error"] for r in failed)
+    assert rows[: len(valid)] == valid  # valid first, best first
+    speeds = [r["result"]["tokens_per_s"] for r in valid]
+    assert speeds == sorted(speeds, reverse=True)
+    for r in valid:
+        assert r["result"] == meshsim.simulate(TINY, overrides={**base, **r["set"]})
