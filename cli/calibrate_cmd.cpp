@@ -323,6 +323,10 @@ Run add_calibrate_command(CLI::App& app) {
   auto f = std::make_shared<CalibrateFlags>();
   auto typed = std::make_shared<BackendFlagText>();
   CLI::App* c = app.add_subcommand("calibrate", "measure this machine and write a machine profile (docs/profile.md)");
+  c->footer(
+      "Examples:\n  meshsim calibrate --out cpu.yaml                   # this CPU, 2 ranks over TCP\n"
+      "  meshsim calibrate --backend cuda -n 1 --out gpu.yaml   # one GPU: GEMM grid, kernels, memory\n"
+      "  meshsim simulate SCENARIO.yaml --profile gpu.yaml      # then predict with it");
   c->add_option("--backend", typed->backend,
                 "cpu (this host's CPU, processes over TCP) or cuda (one GPU per rank, NCCL)");
   c->add_option("--out", f->out, "the profile to write, e.g. profile.yaml")->required();

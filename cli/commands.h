@@ -21,6 +21,10 @@ namespace meshsim::cli {
 
 using Run = std::function<int()>;
 
+// Every file a command writes is named on stderr once written ("meshsim: wrote PATH (WHAT)"),
+// so scripts piping --json from stdout see nothing extra.
+void say_wrote(const std::string& path, const std::string& what);
+
 Run add_collective_command(CLI::App& app);
 Run add_topology_command(CLI::App& app);
 Run add_algorithms_command(CLI::App& app);
@@ -32,7 +36,6 @@ Run add_run_commands(CLI::App& app, Run* validate);  // `run` (returned) and `va
 int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s);
 Run add_launch_command(CLI::App& app);
 Run add_calibrate_command(CLI::App& app);
-Run add_check_published_command(
-    CLI::App& app);  // `meshsim check-published [PATH] [--json]`  // `meshsim calibrate --backend cpu|cuda --out FILE`
+Run add_check_published_command(CLI::App& app);  // `meshsim check-published [PATH] [--json]`
 
 }  // namespace meshsim::cli

@@ -6,6 +6,10 @@
 #include "cli/commands.h"
 #include "core/error.h"
 
+void meshsim::cli::say_wrote(const std::string& path, const std::string& what) {
+  std::fprintf(stderr, "meshsim: wrote %s (%s)\n", path.c_str(), what.c_str());
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"meshsim: simulate, explain and compare collectives and training schedules on modeled GPU clusters"};
   app.require_subcommand(1);

@@ -251,6 +251,7 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
   std::ofstream out(path);
   if (!out) throw Error("--trace: cannot write '" + path + "'");
   out << J{{"traceEvents", events}}.dump();
+  say_wrote(path, predicted ? "Perfetto trace, measured and predicted" : "Perfetto trace, measured");
 }
 
 namespace {
@@ -422,6 +423,14 @@ Run add_run_commands(CLI::App& app, Run* validate) {
         app.add_subcommand(is_validate ? "validate" : "run",
                            is_validate ? "run a scenario for real and compare with the simulator"
                                        : "run a scenario for real (cpu: processes over TCP; cuda: GPUs with NCCL)");
+    c->footer(
+        is_validate
+            ? "Examples:\n  meshsim validate examples/scenarios/allreduce-cpu.yaml -n 4 --trace both.json\n"
+              "  meshsim validate examples/scenarios/tiny-gpt-cpu.yaml\n"
+              "  meshsim validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set run.profile=gpu.yaml"
+            : "Examples:\n  meshsim run examples/scenarios/allreduce-cpu.yaml -n 4\n"
+              "  meshsim run examples/scenarios/tiny-gpt-cpu.yaml --json\n"
+              "  meshsim launch -n 8 -- meshsim run examples/scenarios/tiny-gpt-cpu.yaml --backend cuda");
     c->add_option("scenario", f->file, "scenario YAML with a workload: section")->required();
     c->add_option("--set", f->sets, "override a field: path=value, repeatable");
     c->add_option("--backend", typed->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");

@@ -84,7 +84,12 @@ Run add_topology_command(CLI::App& app) {
   auto o = std::make_shared<TopoOptions>();
   CLI::App* t = app.add_subcommand("topology", "Inspect cluster topologies (presets and YAML files)");
   t->require_subcommand(1);
+  t->footer(
+      "Examples:\n  meshsim topology list\n  meshsim topology show dgx-h100:nodes=4,inter=rail --dot cluster.dot");
   CLI::App* s = t->add_subcommand("show", "Print devices, links, injection and bisection bandwidth");
+  s->footer(
+      "Examples:\n  meshsim topology show frontera-rtx:nodes=4 --links\n"
+      "  meshsim topology show examples/topologies/two-pcie-nodes.yaml --dot t.dot && dot -Tsvg t.dot -o t.svg");
   s->add_option("spec", o->spec, "PRESET, PRESET:key=value,... or FILE.yaml")->required();
   s->add_option("--dot", o->dot, "Write a Graphviz picture to this file");
   s->add_flag("--links", o->all_links, "List every directed link");

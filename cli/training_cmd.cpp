@@ -69,8 +69,14 @@ int run_simulate(const SimulateFlags& f) {
     std::cout << training_json(r).dump(2) << "\n";
   else
     std::cout << training_summary_text(r);
-  if (!f.trace.empty()) write_file(f.trace, training_trace(r).dump(), "--trace");
-  if (!f.report.empty()) write_html_report(training_html(r), f.report);
+  if (!f.trace.empty()) {
+    write_file(f.trace, training_trace(r).dump(), "--trace");
+    say_wrote(f.trace, "Perfetto trace: open in https://ui.perfetto.dev");
+  }
+  if (!f.report.empty()) {
+    write_html_report(training_html(r), f.report);
+    say_wrote(f.report, "HTML report");
+  }
   return 0;
 }
 
@@ -269,6 +275,7 @@ int run_sweep(const SweepFlags& f) {
                          v.result->fits ? "yes" : "no");
     }
     write_file(f.csv, csv, "--csv");
+    say_wrote(f.csv, fmt::format("CSV, {} variants", n));
   }
   if (!f.report.empty()) {
     HtmlReport h;
@@ -290,6 +297,7 @@ int run_sweep(const SweepFlags& f) {
           {vs.size() > 1 ? v.sets.back() : "time", x, v.result->sim.iteration.seconds(), v.label, v.result->fits});
     }
     write_html_report(h, f.report);
+    say_wrote(f.report, "HTML report");
   }
   return 0;
 }
@@ -300,6 +308,12 @@ Run add_simulate_command(CLI::App& app) {
   auto f = std::make_shared<SimulateFlags>();
   CLI::App* c =
       app.add_subcommand("simulate", "time one training iteration of a scenario (built-in default without one)");
+  c->footer(
+      "Examples:\n"
+      "  meshsim simulate                                   # GPT-3 175B on 16 DGX H100 nodes\n"
+      "  meshsim simulate examples/scenarios/gpt3-175b-1024xh100.yaml --fidelity flow\n"
+      "  meshsim simulate --set parallel.tp=4 --set parallel.dp=4 --json\n"
+      "  meshsim simulate examples/scenarios/llama3-70b-128k.yaml --report llama.html --trace llama.json");
   f->add(c, false);
   c->add_option(
       "--fidelity", f->fidelity,
@@ -314,6 +328,9 @@ Run add_simulate_command(CLI::App& app) {
 Run add_memory_command(CLI::App& app) {
   auto f = std::make_shared<MemoryFlags>();
   CLI::App* c = app.add_subcommand("memory", "itemized memory per rank for each pipeline stage");
+  c->footer(
+      "Examples:\n  meshsim memory examples/scenarios/llama3-70b-128k.yaml --set parallel.cp=1 --set parallel.dp=8\n"
+      "  meshsim memory examples/scenarios/gpt3-175b-1024xh100.yaml --set parallel.zero=3 --json");
   f->add(c, true);
   c->add_flag("--json", f->json, "print the table as JSON (stages, items with their formulas, totals, fits)");
   return [f] { return run_memory(*f); };
@@ -322,6 +339,13 @@ Run add_memory_command(CLI::App& app) {
 Run add_sweep_command(CLI::App& app) {
   auto f = std::make_shared<SweepFlags>();
   CLI::App* c = app.add_subcommand("sweep", "simulate every combination of --vary values, ranked");
+  c->footer(
+      "Examples:\n"
+      "  meshsim sweep examples/scenarios/recompute-modes.yaml --vary parallel.recompute=none,selective,full --csv "
+      "m.csv\n"
+      "  meshsim sweep examples/scenarios/summa-vs-megatron.yaml --vary placement=natural,bunched:2x2 \\\n"
+      "      --vary parallel.micro_batch_size=8,16,24 --report sweep.html\n"
+      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --json");
   f->add(c, true);
   c->add_option("--vary", f->vary, "path=v1,v2,... (use | between values that contain commas), repeatable")->required();
   c->add_option("--fidelity", f->fidelity, "formula, flow or nccl for every variant");

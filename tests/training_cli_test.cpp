@@ -343,7 +343,8 @@ TEST(Sweep, RankedTableAndCsv) {
   const fs::path csv = temp_dir() / "sweep.csv";
   const Result r = meshsim("sweep " + f.string() + kSweepVary + " --csv " + csv.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(r.err.empty()) << r.err;  // no progress bar when stderr is not a terminal
+  // No progress bar when stderr is not a terminal; only the line naming the file written.
+  EXPECT_EQ(r.err, "meshsim: wrote " + csv.string() + " (CSV, 16 variants)\n");
   const std::vector<std::string> rows = split_lines(r.out);
   ASSERT_EQ(rows.size(), 17u) << r.out;  // header + 4 x 4 x 1 variants
   EXPECT_EQ(rows[0].rfind("rank", 0), 0u) << rows[0];
@@ -452,6 +453,7 @@ TEST(Reports, SimulateHtmlIsSelfContained) {
   const fs::path html = temp_dir() / "simulate.html";
   const Result r = meshsim("simulate " + f.string() + " --report " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "meshsim: wrote " + html.string() + " (HTML report)\n");
   expect_self_contained_html(html);
 }
 
@@ -466,8 +468,11 @@ TEST(Reports, SweepHtmlIsSelfContained) {
 TEST(Reports, TraceHasTimedSlicesPerStage) {
   const fs::path f = write_file("small_trace.yaml", kSmall);
   const fs::path trace = temp_dir() / "training_trace.json";
-  const Result r = meshsim("simulate " + f.string() + " --trace " + trace.string());
+  const Result r = meshsim("simulate " + f.string() + " --trace " + trace.string() + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
+  // The file is named on stderr, so --json on stdout stays one document.
+  EXPECT_EQ(r.err, "meshsim: wrote " + trace.string() + " (Perfetto trace: open in https://ui.perfetto.dev)\n");
+  EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));
   const auto j = nlohmann::json::parse(slurp(trace));
   ASSERT_TRUE(j.contains("traceEvents"));
   ASSERT_TRUE(j["traceEvents"].is_array());
