@@ -190,6 +190,8 @@ struct Transport::Impl {
                               peer, world));
   }
 
+  class Setup;  // one run of setup()
+  class Step;   // one run of exchange()
   void setup(PeerDirectory& dir);
   void exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs, const std::string& what);
   int wait_delivered(std::span<const SendOp> sends);
@@ -197,247 +199,349 @@ struct Transport::Impl {
 
 // ---- setup -------------------------------------------------------------------------
 
-void Transport::Impl::setup(PeerDirectory& dir) {
-  const auto deadline = Clock::now() + opt.timeout;
-  auto left = [&] {
-    return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  };
-  tcp::acceptor acceptor(io);
-  try {
-    const tcp::endpoint ep(asio::ip::make_address(opt.bind_addr), 0);
-    acceptor.open(ep.protocol());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    if (opt.socket_buffer_bytes > 0) {  // before listen, so accepted sockets scale their window
-      acceptor.set_option(asio::socket_base::send_buffer_size(opt.socket_buffer_bytes));
-      acceptor.set_option(asio::socket_base::receive_buffer_size(opt.socket_buffer_bytes));
-    }
-    acceptor.bind(ep);
-    acceptor.listen(std::max(world, 16));
-  } catch (const boost::system::system_error& e) {
-    throw Error(
-        fmt::format("rank {}: cannot listen on {}: {}; set TransportOptions::bind_addr to an address of this "
-                    "host",
-                    rank, opt.bind_addr, e.code().message()));
-  }
-  const std::string host = acceptor.local_endpoint().address().is_v6()
-                               ? "[" + acceptor.local_endpoint().address().to_string() + "]"
-                               : acceptor.local_endpoint().address().to_string();
-  dir.publish(rank, fmt::format("{}:{}", host, acceptor.local_endpoint().port()));
+// One run of setup(): the listening socket, the connections on their way in (accepted,
+// waiting for a hello) and out (dialled, trading hellos), and the named handlers that move
+// them along. The handlers refer to this object, which lives in setup()'s frame, so every
+// way out of run() first closes everything and lets the cancelled handlers run.
+//
+// Accepting: every lower rank connects, sends its hello and gets ours back. Anyone who can
+// reach the port can connect, so a connection counts as rank p only once its hello carries
+// the job's token, this world size, this rank as addressee and a lower rank p not connected
+// yet. Anything else (a port scanner, garbage, another job, a duplicate) is closed and
+// logged, and setup goes on waiting for the real ranks; if they never come, the timeout's
+// error names what was refused.
+//
+// Dialling: this rank connects to every higher rank (retrying while it is not listening
+// yet), sends its hello and checks the reply.
+class Transport::Impl::Setup {
+ public:
+  Setup(Impl& t, PeerDirectory& dir)
+      : t_(t),
+        dir_(dir),
+        deadline_(Clock::now() + t.opt.timeout),
+        acceptor_(t.io),
+        expected_(t.world - 1),
+        out_hello_(static_cast<std::size_t>(t.world)),
+        in_hello_(static_cast<std::size_t>(t.world)),
+        claimed_(static_cast<std::size_t>(t.world), false),
+        max_pending_(static_cast<std::size_t>(t.world) + 64),
+        dialing_(static_cast<std::size_t>(t.world)),
+        timers_(static_cast<std::size_t>(t.world)) {}
 
-  if (opt.token.size() > kMaxToken)
-    throw Error(fmt::format("rank {}: token has {} bytes; use at most {}", rank, opt.token.size(), kMaxToken));
-  auto make_hello = [&](int to) {
-    Hello h;
-    h.from = rank;
-    h.to = to;
-    h.world = world;
-    h.token_len = static_cast<std::uint32_t>(opt.token.size());
-    std::memcpy(h.token, opt.token.data(), opt.token.size());
-    return h;
-  };
-  auto same_token = [&](const Hello& h) {  // no early exit on the first differing byte
-    if (h.token_len != opt.token.size()) return false;
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < opt.token.size(); ++i) diff |= static_cast<unsigned char>(h.token[i] ^ opt.token[i]);
-    return diff == 0;
-  };
-  // Checks the hello that the higher rank `q` answers ours with; fails setup on a mismatch
-  // (we dialled the address `q` published in the directory: it is no stranger).
-  auto check_reply = [&](const Hello& h, int q) {
-    if (h.magic != kHelloMagic || h.version != kVersion) {
-      fail(q,
-           "setup: the peer is not a meshsim transport of this version (bad hello); check the address and "
-           "that every rank runs the same build");
-      return false;
-    }
-    if (!same_token(h)) {
-      fail(q, "setup: wrong token in hello; start every rank of the job with the same MESHSIM_TOKEN");
-      return false;
-    }
-    if (h.world != world || h.to != rank || h.from != q) {
-      fail(q, fmt::format("setup: hello from rank {} (world {}) addressed to rank {}; this is rank {} of {} -- the "
-                          "ranks disagree on the world size or rank numbering",
-                          h.from, h.world, h.to, rank, world));
-      return false;
-    }
-    return true;
-  };
+  // Listens, publishes, connects every pair; throws Error (after closing everything) on
+  // failure or timeout.
+  void run();
 
-  int connected = 0;
-  const int expected = world - 1;
-  bool stopping = false;  // set before draining after a failure: no more retries
-  std::vector<Hello> out_hello(world), in_hello(world);
-
-  // Accept from every lower rank: read its hello, check it, answer with ours. Anyone who
-  // can reach the port can connect, so a connection counts as rank p only once its hello
-  // carries the job's token, this world size, this rank as addressee and a lower rank p
-  // not connected yet. Anything else (a port scanner, garbage, another job, a duplicate)
-  // is closed and logged, and setup goes on waiting for the real ranks; if they never
-  // come, the timeout's error names what was refused.
+ private:
+  using error_code = boost::system::error_code;
+  // A connection accepted on the listening socket, not yet known to be a rank.
   struct Pending {
     tcp::socket sock;
     std::string who;  // "address:port"
     Hello hello;
     Hello reply;
   };
-  std::vector<std::shared_ptr<Pending>> accepted;  // closed by bail() so draining cannot block
-  std::vector<bool> claimed(world, false);         // a hello from this rank was accepted
-  int refused = 0;
-  std::string last_refusal;
-  const std::size_t max_pending = static_cast<std::size_t>(world) + 64;
-  auto log = [&](const std::string& line) {
-    if (refused > 17) return;  // a flood of strangers does not flood the log
-    const std::string text = refused <= 16 ? fmt::format("meshsim: rank {}: transport setup: {}", rank, line)
-                                           : fmt::format(
-                                                 "meshsim: rank {}: transport setup: more than 16 "
-                                                 "connections refused; no more are logged",
-                                                 rank);
-    if (opt.log)
-      opt.log(text);
-    else
-      std::fprintf(stderr, "%s\n", text.c_str());
-  };
-  auto refuse = [&](Pending& p, const std::string& why) {
-    ++refused;
-    last_refusal = fmt::format("from {}: {}", p.who, why);
-    log(fmt::format("refused a connection from {}: {}", p.who, why));
-    boost::system::error_code ignored;
-    p.sock.close(ignored);
-  };
-  // Why a hello is not from a rank this rank still waits for ("" when it is).
-  auto stranger = [&](const Hello& h) -> std::string {
-    if (h.magic != kHelloMagic || h.version != kVersion) return "not a meshsim hello of this version";
-    if (!same_token(h)) return "wrong token (not MESHSIM_TOKEN of this job)";
-    if (h.world != world || h.to != rank)
-      return fmt::format("hello for rank {} of world {}; this is rank {} of {}", h.to, h.world, rank, world);
-    if (h.from < 0 || h.from >= rank)
-      return fmt::format("claims rank {}; only ranks 0..{} connect to rank {}", h.from, rank - 1, rank);
-    if (claimed[h.from]) return fmt::format("claims rank {}, which is already connected", h.from);
-    return "";
-  };
-  std::function<void()> accept_next = [&] {
-    acceptor.async_accept([&](const boost::system::error_code& ec, tcp::socket s) {
-      if (stopping) return;
-      if (ec) return fail(-1, "setup: accept failed: " + ec.message());
-      boost::system::error_code ignored;
-      const auto remote = s.remote_endpoint(ignored);
-      auto p = std::make_shared<Pending>(
-          Pending{std::move(s), fmt::format("{}:{}", remote.address().to_string(), remote.port()), {}, {}});
-      std::erase_if(accepted, [](const std::shared_ptr<Pending>& q) { return !q->sock.is_open(); });
-      if (accepted.size() >= max_pending) {
-        refuse(*p, fmt::format("{} connections are already waiting for their hello", accepted.size()));
-        return accept_next();
-      }
-      accepted.push_back(p);
-      asio::async_read(p->sock, asio::buffer(&p->hello, sizeof(Hello)),
-                       [&, p](const boost::system::error_code& ec2, std::size_t) {
-                         if (stopping) return;
-                         if (ec2) return refuse(*p, "closed before a whole hello (" + ec2.message() + ")");
-                         if (const std::string why = stranger(p->hello); !why.empty()) return refuse(*p, why);
-                         const int from = p->hello.from;
-                         claimed[from] = true;
-                         tune(p->sock);
-                         p->reply = make_hello(from);
-                         asio::async_write(p->sock, asio::buffer(&p->reply, sizeof(Hello)),
-                                           [&, p, from](const boost::system::error_code& ec3, std::size_t) {
-                                             if (stopping) return;
-                                             if (ec3) return fail(from, "setup: answering the hello: " + ec3.message());
-                                             socks[from].emplace(std::move(p->sock));
-                                             ++connected;
-                                           });
-                       });
-      accept_next();
-    });
-  };
-  if (rank > 0) accept_next();
 
-  // Connect to every higher rank (retrying while it is not listening yet).
-  std::vector<std::optional<tcp::socket>> dialing(world);
-  std::vector<std::unique_ptr<asio::steady_timer>> timers(world);
-  std::function<void(int, tcp::endpoint)> dial = [&](int q, tcp::endpoint ep) {
-    dialing[q].emplace(io);
-    dialing[q]->open(ep.protocol());
-    tune(*dialing[q]);
-    dialing[q]->async_connect(ep, [&, q, ep](const boost::system::error_code& ec) {
-      if (stopping) return;
-      if (ec) {
-        if (Clock::now() >= deadline)
-          return fail(q, "setup: cannot connect to " + ep.address().to_string() + ": " + ec.message());
-        timers[q] = std::make_unique<asio::steady_timer>(io, std::chrono::milliseconds(20));
-        timers[q]->async_wait([&, q, ep](const boost::system::error_code&) {
-          if (!stopping) dial(q, ep);
-        });
-        return;
-      }
-      out_hello[q] = make_hello(q);
-      asio::async_write(*dialing[q], asio::buffer(&out_hello[q], sizeof(Hello)),
-                        [&, q](const boost::system::error_code& ec2, std::size_t) {
-                          if (ec2) return fail(q, "setup: sending the hello: " + ec2.message());
-                          asio::async_read(*dialing[q], asio::buffer(&in_hello[q], sizeof(Hello)),
-                                           [&, q](const boost::system::error_code& ec3, std::size_t) {
-                                             if (ec3)
-                                               return fail(q, "setup: rank " + std::to_string(q) +
-                                                                  " refused our hello (" + ec3.message() +
-                                                                  "); check that every rank uses the same token and "
-                                                                  "world size");
-                                             if (!check_reply(in_hello[q], q)) return;
-                                             socks[q].emplace(std::move(*dialing[q]));
-                                             ++connected;
-                                           });
-                        });
-    });
-  };
-  auto bail = [&](const std::string& why) {
-    stopping = true;
-    boost::system::error_code ec;
-    acceptor.close(ec);
-    for (auto& d : dialing)
-      if (d) d->close(ec);
-    for (auto& p : accepted) p->sock.close(ec);
-    for (auto& t : timers)
-      if (t) t->cancel();
-    abandon();
-    throw Error(why);
-  };
+  std::chrono::milliseconds left() const {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()));
+  }
+  void listen();
+  Hello make_hello(int to) const;
+  bool same_token(const Hello& h) const;
+  bool check_reply(const Hello& h, int q);
+  std::string stranger(const Hello& h) const;
+  void log(const std::string& line) const;
+  void refuse(Pending& p, const std::string& why);
+
+  void accept_next();
+  void on_accept(const error_code& ec, tcp::socket s);
+  void on_hello(const std::shared_ptr<Pending>& p, const error_code& ec);
+  void on_replied(const std::shared_ptr<Pending>& p, int from, const error_code& ec);
+
+  void dial(int q, const tcp::endpoint& ep);
+  void on_connect(int q, const tcp::endpoint& ep, const error_code& ec);
+  void on_hello_sent(int q, const error_code& ec);
+  void on_reply(int q, const error_code& ec);
+
+  std::string why_failed() const;
+  [[noreturn]] void bail(const std::string& why);
+  void finish();
+
+  Impl& t_;
+  PeerDirectory& dir_;
+  const Clock::time_point deadline_;
+  tcp::acceptor acceptor_;
+  int connected_ = 0;
+  const int expected_;
+  bool stopping_ = false;  // set before draining after a failure: no more retries
+  std::vector<Hello> out_hello_, in_hello_;
+  std::vector<std::shared_ptr<Pending>> accepted_;  // closed by bail() so draining cannot block
+  std::vector<bool> claimed_;                       // a hello from this rank was accepted
+  int refused_ = 0;
+  std::string last_refusal_;
+  const std::size_t max_pending_;
+  std::vector<std::optional<tcp::socket>> dialing_;
+  std::vector<std::unique_ptr<asio::steady_timer>> timers_;
+};
+
+void Transport::Impl::setup(PeerDirectory& dir) { Setup(*this, dir).run(); }
+
+void Transport::Impl::Setup::run() {
+  listen();
+  if (t_.opt.token.size() > kMaxToken)
+    throw Error(fmt::format("rank {}: token has {} bytes; use at most {}", t_.rank, t_.opt.token.size(), kMaxToken));
+  if (t_.rank > 0) accept_next();
   try {
-    for (int q = rank + 1; q < world; ++q) {
-      const auto [h, port] = split_host_port(q, dir.lookup(q, left()));
+    for (int q = t_.rank + 1; q < t_.world; ++q) {
+      const auto [h, port] = split_host_port(q, dir_.lookup(q, left()));
       dial(q, tcp::endpoint(asio::ip::make_address(h), port));
     }
   } catch (const std::exception& e) {
-    bail(fmt::format("rank {}: setup: {}", rank, e.what()));
+    bail(fmt::format("rank {}: setup: {}", t_.rank, e.what()));
   }
-  const bool in_time = drive([&] { return connected == expected; }, false);
-  if (!in_time || failure) {
-    std::string why;
-    if (failure)
-      why = failure->peer >= 0 ? fmt::format("rank {}: {} (peer rank {})", rank, failure->text, failure->peer)
-                               : fmt::format("rank {}: {}", rank, failure->text);
-    else
-      why = fmt::format(
-          "rank {}: setup: only {} of {} peers connected within {} ms{}; start every rank of the job "
-          "(same world size, MESHSIM_TOKEN and directory) or raise the timeout",
-          rank, connected, expected, opt.timeout.count(),
-          refused == 0
-              ? std::string()
-              : fmt::format(" (refused {} connection{}, the last {})", refused, refused > 1 ? "s" : "", last_refusal));
-    bail(why);
+  const bool in_time = t_.drive([&] { return connected_ == expected_; }, false);
+  if (!in_time || t_.failure) bail(why_failed());
+  finish();
+}
+
+// Opens the listening socket on bind_addr port 0 and publishes its "host:port".
+void Transport::Impl::Setup::listen() {
+  const TransportOptions& opt = t_.opt;
+  try {
+    const tcp::endpoint ep(asio::ip::make_address(opt.bind_addr), 0);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    if (opt.socket_buffer_bytes > 0) {  // before listen, so accepted sockets scale their window
+      acceptor_.set_option(asio::socket_base::send_buffer_size(opt.socket_buffer_bytes));
+      acceptor_.set_option(asio::socket_base::receive_buffer_size(opt.socket_buffer_bytes));
+    }
+    acceptor_.bind(ep);
+    acceptor_.listen(std::max(t_.world, 16));
+  } catch (const boost::system::system_error& e) {
+    throw Error(
+        fmt::format("rank {}: cannot listen on {}: {}; set TransportOptions::bind_addr to an address of this "
+                    "host",
+                    t_.rank, opt.bind_addr, e.code().message()));
   }
-  // Every lower rank is in: stop listening, drop whoever else is still connected, and let
-  // their cancelled handlers run now (they refer to this frame).
-  stopping = true;
-  boost::system::error_code ignored;
-  acceptor.close(ignored);
-  for (auto& p : accepted)
-    if (p->sock.is_open()) p->sock.close(ignored);
-  for (auto& t : timers)
+  const std::string host = acceptor_.local_endpoint().address().is_v6()
+                               ? "[" + acceptor_.local_endpoint().address().to_string() + "]"
+                               : acceptor_.local_endpoint().address().to_string();
+  dir_.publish(t_.rank, fmt::format("{}:{}", host, acceptor_.local_endpoint().port()));
+}
+
+Hello Transport::Impl::Setup::make_hello(int to) const {
+  Hello h;
+  h.from = t_.rank;
+  h.to = to;
+  h.world = t_.world;
+  h.token_len = static_cast<std::uint32_t>(t_.opt.token.size());
+  std::memcpy(h.token, t_.opt.token.data(), t_.opt.token.size());
+  return h;
+}
+
+// No early exit on the first differing byte.
+bool Transport::Impl::Setup::same_token(const Hello& h) const {
+  const std::string& token = t_.opt.token;
+  if (h.token_len != token.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(h.token[i] ^ token[i]);
+  return diff == 0;
+}
+
+// Checks the hello that the higher rank `q` answers ours with; fails setup on a mismatch
+// (we dialled the address `q` published in the directory: it is no stranger).
+bool Transport::Impl::Setup::check_reply(const Hello& h, int q) {
+  if (h.magic != kHelloMagic || h.version != kVersion) {
+    t_.fail(q,
+            "setup: the peer is not a meshsim transport of this version (bad hello); check the address and "
+            "that every rank runs the same build");
+    return false;
+  }
+  if (!same_token(h)) {
+    t_.fail(q, "setup: wrong token in hello; start every rank of the job with the same MESHSIM_TOKEN");
+    return false;
+  }
+  if (h.world != t_.world || h.to != t_.rank || h.from != q) {
+    t_.fail(q, fmt::format("setup: hello from rank {} (world {}) addressed to rank {}; this is rank {} of {} -- the "
+                           "ranks disagree on the world size or rank numbering",
+                           h.from, h.world, h.to, t_.rank, t_.world));
+    return false;
+  }
+  return true;
+}
+
+// Why a hello is not from a rank this rank still waits for ("" when it is).
+std::string Transport::Impl::Setup::stranger(const Hello& h) const {
+  const int rank = t_.rank, world = t_.world;
+  if (h.magic != kHelloMagic || h.version != kVersion) return "not a meshsim hello of this version";
+  if (!same_token(h)) return "wrong token (not MESHSIM_TOKEN of this job)";
+  if (h.world != world || h.to != rank)
+    return fmt::format("hello for rank {} of world {}; this is rank {} of {}", h.to, h.world, rank, world);
+  if (h.from < 0 || h.from >= rank)
+    return fmt::format("claims rank {}; only ranks 0..{} connect to rank {}", h.from, rank - 1, rank);
+  if (claimed_[static_cast<std::size_t>(h.from)])
+    return fmt::format("claims rank {}, which is already connected", h.from);
+  return "";
+}
+
+void Transport::Impl::Setup::log(const std::string& line) const {
+  if (refused_ > 17) return;  // a flood of strangers does not flood the log
+  const std::string text = refused_ <= 16 ? fmt::format("meshsim: rank {}: transport setup: {}", t_.rank, line)
+                                          : fmt::format(
+                                                "meshsim: rank {}: transport setup: more than 16 "
+                                                "connections refused; no more are logged",
+                                                t_.rank);
+  if (t_.opt.log)
+    t_.opt.log(text);
+  else
+    std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+void Transport::Impl::Setup::refuse(Pending& p, const std::string& why) {
+  ++refused_;
+  last_refusal_ = fmt::format("from {}: {}", p.who, why);
+  log(fmt::format("refused a connection from {}: {}", p.who, why));
+  error_code ignored;
+  p.sock.close(ignored);
+}
+
+// ---- setup: accepting from the lower ranks
+
+void Transport::Impl::Setup::accept_next() {
+  acceptor_.async_accept([this](const error_code& ec, tcp::socket s) { on_accept(ec, std::move(s)); });
+}
+
+// A connection came in: at most max_pending_ wait for their hello at once.
+void Transport::Impl::Setup::on_accept(const error_code& ec, tcp::socket s) {
+  if (stopping_) return;
+  if (ec) return t_.fail(-1, "setup: accept failed: " + ec.message());
+  error_code ignored;
+  const auto remote = s.remote_endpoint(ignored);
+  auto p = std::make_shared<Pending>(
+      Pending{std::move(s), fmt::format("{}:{}", remote.address().to_string(), remote.port()), {}, {}});
+  std::erase_if(accepted_, [](const std::shared_ptr<Pending>& q) { return !q->sock.is_open(); });
+  if (accepted_.size() >= max_pending_) {
+    refuse(*p, fmt::format("{} connections are already waiting for their hello", accepted_.size()));
+    return accept_next();
+  }
+  accepted_.push_back(p);
+  asio::async_read(p->sock, asio::buffer(&p->hello, sizeof(Hello)),
+                   [this, p](const error_code& ec2, std::size_t) { on_hello(p, ec2); });
+  accept_next();
+}
+
+// Its hello is in: a rank still awaited gets ours back, anyone else is refused.
+void Transport::Impl::Setup::on_hello(const std::shared_ptr<Pending>& p, const error_code& ec) {
+  if (stopping_) return;
+  if (ec) return refuse(*p, "closed before a whole hello (" + ec.message() + ")");
+  if (const std::string why = stranger(p->hello); !why.empty()) return refuse(*p, why);
+  const int from = p->hello.from;
+  claimed_[static_cast<std::size_t>(from)] = true;
+  t_.tune(p->sock);
+  p->reply = make_hello(from);
+  asio::async_write(p->sock, asio::buffer(&p->reply, sizeof(Hello)),
+                    [this, p, from](const error_code& ec2, std::size_t) { on_replied(p, from, ec2); });
+}
+
+void Transport::Impl::Setup::on_replied(const std::shared_ptr<Pending>& p, int from, const error_code& ec) {
+  if (stopping_) return;
+  if (ec) return t_.fail(from, "setup: answering the hello: " + ec.message());
+  t_.socks[static_cast<std::size_t>(from)].emplace(std::move(p->sock));
+  ++connected_;
+}
+
+// ---- setup: dialling the higher ranks
+
+void Transport::Impl::Setup::dial(int q, const tcp::endpoint& ep) {
+  auto& d = dialing_[static_cast<std::size_t>(q)];
+  d.emplace(t_.io);
+  d->open(ep.protocol());
+  t_.tune(*d);
+  d->async_connect(ep, [this, q, ep](const error_code& ec) { on_connect(q, ep, ec); });
+}
+
+// Connected: send our hello. Refused: retry in 20 ms until the deadline.
+void Transport::Impl::Setup::on_connect(int q, const tcp::endpoint& ep, const error_code& ec) {
+  if (stopping_) return;
+  const auto i = static_cast<std::size_t>(q);
+  if (ec) {
+    if (Clock::now() >= deadline_)
+      return t_.fail(q, "setup: cannot connect to " + ep.address().to_string() + ": " + ec.message());
+    timers_[i] = std::make_unique<asio::steady_timer>(t_.io, std::chrono::milliseconds(20));
+    timers_[i]->async_wait([this, q, ep](const error_code&) {
+      if (!stopping_) dial(q, ep);
+    });
+    return;
+  }
+  out_hello_[i] = make_hello(q);
+  asio::async_write(*dialing_[i], asio::buffer(&out_hello_[i], sizeof(Hello)),
+                    [this, q](const error_code& ec2, std::size_t) { on_hello_sent(q, ec2); });
+}
+
+void Transport::Impl::Setup::on_hello_sent(int q, const error_code& ec) {
+  if (ec) return t_.fail(q, "setup: sending the hello: " + ec.message());
+  const auto i = static_cast<std::size_t>(q);
+  asio::async_read(*dialing_[i], asio::buffer(&in_hello_[i], sizeof(Hello)),
+                   [this, q](const error_code& ec2, std::size_t) { on_reply(q, ec2); });
+}
+
+void Transport::Impl::Setup::on_reply(int q, const error_code& ec) {
+  if (ec)
+    return t_.fail(q, "setup: rank " + std::to_string(q) + " refused our hello (" + ec.message() +
+                          "); check that every rank uses the same token and world size");
+  const auto i = static_cast<std::size_t>(q);
+  if (!check_reply(in_hello_[i], q)) return;
+  t_.socks[i].emplace(std::move(*dialing_[i]));
+  ++connected_;
+}
+
+// ---- setup: endings
+
+// The error of a setup that failed or ran out of time.
+std::string Transport::Impl::Setup::why_failed() const {
+  const int rank = t_.rank;
+  if (const auto& f = t_.failure)
+    return f->peer >= 0 ? fmt::format("rank {}: {} (peer rank {})", rank, f->text, f->peer)
+                        : fmt::format("rank {}: {}", rank, f->text);
+  return fmt::format(
+      "rank {}: setup: only {} of {} peers connected within {} ms{}; start every rank of the job "
+      "(same world size, MESHSIM_TOKEN and directory) or raise the timeout",
+      rank, connected_, expected_, t_.opt.timeout.count(),
+      refused_ == 0
+          ? std::string()
+          : fmt::format(" (refused {} connection{}, the last {})", refused_, refused_ > 1 ? "s" : "", last_refusal_));
+}
+
+// Closes everything, lets the cancelled handlers run, marks the transport dead and throws.
+void Transport::Impl::Setup::bail(const std::string& why) {
+  stopping_ = true;
+  error_code ec;
+  acceptor_.close(ec);
+  for (auto& d : dialing_)
+    if (d) d->close(ec);
+  for (auto& p : accepted_) p->sock.close(ec);
+  for (auto& t : timers_)
     if (t) t->cancel();
-  io.restart();
-  io.run();
-  failure.reset();
-  for (auto& sk : socks)
-    if (sk) fds.push_back(sk->native_handle());
+  t_.abandon();
+  throw Error(why);
+}
+
+// Every lower rank is in: stop listening, drop whoever else is still connected, and let
+// their cancelled handlers run now (they refer to this object).
+void Transport::Impl::Setup::finish() {
+  stopping_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& p : accepted_)
+    if (p->sock.is_open()) p->sock.close(ignored);
+  for (auto& t : timers_)
+    if (t) t->cancel();
+  t_.io.restart();
+  t_.io.run();
+  t_.failure.reset();
+  for (auto& sk : t_.socks)
+    if (sk) t_.fds.push_back(sk->native_handle());
 }
 
 // ---- steps -------------------------------------------------------------------------
@@ -496,15 +600,17 @@ int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
   }
 }
 
-void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs,
-                               const std::string& what) {
-  for (const SendOp& s : sends) check_usable(s.peer, what + ": send");
-  for (const RecvOpDesc& r : recvs) {
-    check_usable(r.peer, what + ": receive");
-    if (r.mode == RecvMode::SumFloat && r.bytes % sizeof(float) != 0)
-      throw Error(fmt::format("rank {}: {}: a summing receive of {} bytes from rank {} is not whole float32 values",
-                              rank, what, r.bytes, r.peer));
-  }
+// One exchange(): per peer, its ops in order and the progress through them, and the named
+// handlers that write and read them. The handlers refer to this object, which lives in
+// exchange()'s frame; a failed step lets them all finish (abandon()) before it throws.
+class Transport::Impl::Step {
+ public:
+  Step(Impl& t, std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs, const std::string& what);
+  // Runs the step to its end; throws Error (after telling the peers and closing) on failure.
+  void run();
+
+ private:
+  using error_code = boost::system::error_code;
   // Per peer: the ops in order, and the progress through them.
   struct Chan {
     std::vector<const SendOp*> sends;
@@ -517,160 +623,254 @@ void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const Re
     std::size_t got = 0;        // payload bytes of recvs[ri] read (SumFloat: also added, except `fill`)
     std::size_t fill = 0;       // SumFloat: bytes in scratch not yet added
   };
-  std::vector<Chan> ch(world);
-  std::vector<std::string> abort_text(world);
-  for (const SendOp& s : sends) ch[s.peer].sends.push_back(&s);
-  for (const RecvOpDesc& r : recvs) ch[r.peer].recvs.push_back(&r);
-  std::size_t pending = sends.size() + recvs.size();
-  failure.reset();
 
-  std::function<void(int)> write_more, read_more;
-  write_more = [&](int q) {
-    Chan& c = ch[q];
-    if (c.si == c.sends.size()) return;
-    const SendOp& s = *c.sends[c.si];
-    if (c.sent == 0) c.out_frame.bytes = s.bytes;
-    // The buffer sequence must outlive the operation: it lives in the channel.
-    std::size_t n = 0;
-    if (c.sent < sizeof(Frame))
-      c.out_bufs[n++] = asio::buffer(reinterpret_cast<const char*>(&c.out_frame) + c.sent, sizeof(Frame) - c.sent);
-    const std::size_t payload_done = c.sent > sizeof(Frame) ? c.sent - sizeof(Frame) : 0;
-    if (s.bytes > payload_done)
-      c.out_bufs[n++] = asio::buffer(static_cast<const char*>(s.data) + payload_done, s.bytes - payload_done);
-    socks[q]->async_write_some(std::span(c.out_bufs.data(), n),
-                               [&, q](const boost::system::error_code& ec, std::size_t k) {
-                                 Chan& cc = ch[q];
-                                 const SendOp& op = *cc.sends[cc.si];
-                                 if (ec) return fail(q, fmt::format("sending {} bytes ({})", op.bytes, ec.message()));
-                                 cc.sent += k;
-                                 if (cc.sent == sizeof(Frame) + op.bytes) {
-                                   cc.sent = 0;
-                                   ++cc.si;
-                                   --pending;
-                                 }
-                                 write_more(q);
-                               });
-  };
-  read_more = [&](int q) {
-    Chan& c = ch[q];
-    if (c.ri == c.recvs.size()) return;
-    const RecvOpDesc& r = *c.recvs[c.ri];
-    auto on_read = [&, q](const boost::system::error_code& ec, std::size_t k) {
-      Chan& cc = ch[q];
-      const RecvOpDesc& op = *cc.recvs[cc.ri];
-      if (ec)
-        return fail(q, fmt::format("receiving {} bytes ({})", op.bytes,
-                                   ec == asio::error::eof ? "the peer closed the connection" : ec.message()));
-      // Acknowledge now rather than after the delayed-ACK timer (40 ms on Linux): the
-      // sender's step waits for delivery (wait_delivered), so a late ACK is dead time.
-      if (opt.wait_delivered) {
-        const int one = 1;
-        ::setsockopt(socks[q]->native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
-      }
-      if (cc.got_frame < sizeof(Frame)) {
-        cc.got_frame += k;
-        if (cc.got_frame < sizeof(Frame)) return read_more(q);
-        if (cc.in_frame.magic == kAbortMagic) {
-          abort_text[q].assign(std::min<std::size_t>(cc.in_frame.bytes, kMaxAbortText), '\0');
-          return asio::async_read(*socks[q], asio::buffer(abort_text[q]),
-                                  [&, q](const boost::system::error_code& ec2, std::size_t) {
-                                    if (ec2) return fail(q, "the peer gave up and closed the connection");
-                                    fail(q, abort_text[q], Why::Aborted);
-                                  });
-        }
-        if (cc.in_frame.magic != kFrameMagic)
-          return fail(q,
-                      fmt::format("the stream from rank {} is out of sync (bad frame magic); both ranks must run "
-                                  "the same program",
-                                  q),
-                      Why::Protocol);
-        if (cc.in_frame.bytes != op.bytes)
-          return fail(q,
-                      fmt::format("rank {} sent a {}-byte message where rank {} expects {} bytes; the two ranks "
-                                  "run different step programs or buffer sizes",
-                                  q, cc.in_frame.bytes, rank, op.bytes),
-                      Why::Protocol);
-      } else if (op.mode == RecvMode::Copy) {
-        cc.got += k;
-      } else {
-        cc.fill += k;
-        const std::size_t whole = cc.fill / sizeof(float);
-        float* dst = static_cast<float*>(op.data) + cc.got / sizeof(float);
-        kernels::reduce_sum_cpu(dst, scratch[q].data(), whole);
-        const std::size_t rest = cc.fill - whole * sizeof(float);
-        if (rest > 0) std::memmove(scratch[q].data(), reinterpret_cast<char*>(scratch[q].data()) + whole * 4, rest);
-        cc.got += whole * sizeof(float);
-        cc.fill = rest;
-      }
-      if (cc.got_frame == sizeof(Frame) && cc.got == op.bytes) {
-        cc.got_frame = cc.got = cc.fill = 0;
-        ++cc.ri;
-        --pending;
-      }
-      read_more(q);
-    };
-    if (c.got_frame < sizeof(Frame)) {
-      socks[q]->async_read_some(
-          asio::buffer(reinterpret_cast<char*>(&c.in_frame) + c.got_frame, sizeof(Frame) - c.got_frame), on_read);
-    } else if (r.mode == RecvMode::Copy) {
-      socks[q]->async_read_some(asio::buffer(static_cast<char*>(r.data) + c.got, r.bytes - c.got), on_read);
-    } else {
-      auto& sc = scratch[q];
-      if (sc.size() * sizeof(float) < kReduceChunk) sc.resize(kReduceChunk / sizeof(float));
-      const std::size_t room = std::min(kReduceChunk - c.fill, r.bytes - c.got - c.fill);
-      socks[q]->async_read_some(asio::buffer(reinterpret_cast<char*>(sc.data()) + c.fill, room), on_read);
-    }
-  };
-  for (int q = 0; q < world; ++q) {
+  void write_more(int q);
+  void on_written(int q, const error_code& ec, std::size_t k);
+  void read_more(int q);
+  void on_read(int q, const error_code& ec, std::size_t k);
+  bool on_header(int q, std::size_t k);
+  void add_summed(int q, std::size_t k);
+  std::string failure_message(int undelivered, std::string& root) const;
+  std::string stall_message() const;
+  [[noreturn]] void give_up(int undelivered);
+
+  Impl& t_;
+  std::span<const SendOp> sends_;
+  const std::string& what_;
+  std::vector<Chan> ch_;
+  std::vector<std::string> abort_text_;
+  std::size_t pending_;  // ops not complete yet
+};
+
+void Transport::Impl::exchange(std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs,
+                               const std::string& what) {
+  for (const SendOp& s : sends) check_usable(s.peer, what + ": send");
+  for (const RecvOpDesc& r : recvs) {
+    check_usable(r.peer, what + ": receive");
+    if (r.mode == RecvMode::SumFloat && r.bytes % sizeof(float) != 0)
+      throw Error(fmt::format("rank {}: {}: a summing receive of {} bytes from rank {} is not whole float32 values",
+                              rank, what, r.bytes, r.peer));
+  }
+  Step(*this, sends, recvs, what).run();
+}
+
+Transport::Impl::Step::Step(Impl& t, std::span<const SendOp> sends, std::span<const RecvOpDesc> recvs,
+                            const std::string& what)
+    : t_(t),
+      sends_(sends),
+      what_(what),
+      ch_(static_cast<std::size_t>(t.world)),
+      abort_text_(static_cast<std::size_t>(t.world)),
+      pending_(sends.size() + recvs.size()) {
+  for (const SendOp& s : sends) ch_[static_cast<std::size_t>(s.peer)].sends.push_back(&s);
+  for (const RecvOpDesc& r : recvs) ch_[static_cast<std::size_t>(r.peer)].recvs.push_back(&r);
+  t_.failure.reset();
+}
+
+void Transport::Impl::Step::run() {
+  for (int q = 0; q < t_.world; ++q) {
     write_more(q);
     read_more(q);
   }
-  const bool in_time = drive([&] { return pending == 0; }, true);
+  const bool in_time = t_.drive([&] { return pending_ == 0; }, true);
   int undelivered = -1;  // a peer that did not acknowledge our bytes in time
-  if (in_time && !failure && opt.wait_delivered) {
-    undelivered = wait_delivered(sends);
+  if (in_time && !t_.failure && t_.opt.wait_delivered) {
+    undelivered = t_.wait_delivered(sends_);
     if (undelivered < 0) return;
   }
-  if (in_time && !failure && undelivered < 0) return;
-  std::string msg;
-  std::string root;  // what peers are told
-  if (failure && failure->why == Why::Aborted) {
-    root = failure->text;
-    msg = fmt::format("rank {}: {} stopped because rank {} gave up: {}", rank, what, failure->peer, root);
-  } else if (failure && failure->why == Why::Protocol) {
-    msg = fmt::format("rank {}: {}: {}", rank, what, failure->text);
-  } else if (failure) {
-    msg = fmt::format(
+  if (in_time && !t_.failure && undelivered < 0) return;
+  give_up(undelivered);
+}
+
+// Writes what is left of the peer's current send: the rest of its frame and payload.
+void Transport::Impl::Step::write_more(int q) {
+  Chan& c = ch_[static_cast<std::size_t>(q)];
+  if (c.si == c.sends.size()) return;
+  const SendOp& s = *c.sends[c.si];
+  if (c.sent == 0) c.out_frame.bytes = s.bytes;
+  // The buffer sequence must outlive the operation: it lives in the channel.
+  std::size_t n = 0;
+  if (c.sent < sizeof(Frame))
+    c.out_bufs[n++] = asio::buffer(reinterpret_cast<const char*>(&c.out_frame) + c.sent, sizeof(Frame) - c.sent);
+  const std::size_t payload_done = c.sent > sizeof(Frame) ? c.sent - sizeof(Frame) : 0;
+  if (s.bytes > payload_done)
+    c.out_bufs[n++] = asio::buffer(static_cast<const char*>(s.data) + payload_done, s.bytes - payload_done);
+  t_.socks[static_cast<std::size_t>(q)]->async_write_some(
+      std::span(c.out_bufs.data(), n), [this, q](const error_code& ec, std::size_t k) { on_written(q, ec, k); });
+}
+
+void Transport::Impl::Step::on_written(int q, const error_code& ec, std::size_t k) {
+  Chan& c = ch_[static_cast<std::size_t>(q)];
+  const SendOp& op = *c.sends[c.si];
+  if (ec) return t_.fail(q, fmt::format("sending {} bytes ({})", op.bytes, ec.message()));
+  c.sent += k;
+  if (c.sent == sizeof(Frame) + op.bytes) {
+    c.sent = 0;
+    ++c.si;
+    --pending_;
+  }
+  write_more(q);
+}
+
+// Reads the next piece of the peer's current receive: its frame header, then its payload
+// (Copy: into the destination; SumFloat: into the scratch, a chunk at most).
+void Transport::Impl::Step::read_more(int q) {
+  const auto i = static_cast<std::size_t>(q);
+  Chan& c = ch_[i];
+  if (c.ri == c.recvs.size()) return;
+  const RecvOpDesc& r = *c.recvs[c.ri];
+  tcp::socket& sock = *t_.socks[i];
+  auto on = [this, q](const error_code& ec, std::size_t k) { on_read(q, ec, k); };
+  if (c.got_frame < sizeof(Frame)) {
+    sock.async_read_some(asio::buffer(reinterpret_cast<char*>(&c.in_frame) + c.got_frame, sizeof(Frame) - c.got_frame),
+                         on);
+  } else if (r.mode == RecvMode::Copy) {
+    sock.async_read_some(asio::buffer(static_cast<char*>(r.data) + c.got, r.bytes - c.got), on);
+  } else {
+    auto& sc = t_.scratch[i];
+    if (sc.size() * sizeof(float) < kReduceChunk) sc.resize(kReduceChunk / sizeof(float));
+    const std::size_t room = std::min(kReduceChunk - c.fill, r.bytes - c.got - c.fill);
+    sock.async_read_some(asio::buffer(reinterpret_cast<char*>(sc.data()) + c.fill, room), on);
+  }
+}
+
+void Transport::Impl::Step::on_read(int q, const error_code& ec, std::size_t k) {
+  Chan& c = ch_[static_cast<std::size_t>(q)];
+  const RecvOpDesc& op = *c.recvs[c.ri];
+  if (ec)
+    return t_.fail(q, fmt::format("receiving {} bytes ({})", op.bytes,
+                                  ec == asio::error::eof ? "the peer closed the connection" : ec.message()));
+  // Acknowledge now rather than after the delayed-ACK timer (40 ms on Linux): the
+  // sender's step waits for delivery (wait_delivered), so a late ACK is dead time.
+  if (t_.opt.wait_delivered) {
+    const int one = 1;
+    ::setsockopt(t_.socks[static_cast<std::size_t>(q)]->native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+  }
+  if (c.got_frame < sizeof(Frame)) {
+    if (!on_header(q, k)) return;
+  } else if (op.mode == RecvMode::Copy) {
+    c.got += k;
+  } else {
+    add_summed(q, k);
+  }
+  if (c.got_frame == sizeof(Frame) && c.got == op.bytes) {
+    c.got_frame = c.got = c.fill = 0;
+    ++c.ri;
+    --pending_;
+  }
+  read_more(q);
+}
+
+// `k` more header bytes of the current receive arrived. Returns true when the header is
+// whole and matches the receive; otherwise it has read on, failed the step, or started
+// reading the peer's abort message.
+bool Transport::Impl::Step::on_header(int q, std::size_t k) {
+  const auto i = static_cast<std::size_t>(q);
+  Chan& c = ch_[i];
+  const RecvOpDesc& op = *c.recvs[c.ri];
+  c.got_frame += k;
+  if (c.got_frame < sizeof(Frame)) {
+    read_more(q);
+    return false;
+  }
+  if (c.in_frame.magic == kAbortMagic) {
+    abort_text_[i].assign(std::min<std::size_t>(c.in_frame.bytes, kMaxAbortText), '\0');
+    asio::async_read(*t_.socks[i], asio::buffer(abort_text_[i]), [this, q, i](const error_code& ec, std::size_t) {
+      if (ec) return t_.fail(q, "the peer gave up and closed the connection");
+      t_.fail(q, abort_text_[i], Why::Aborted);
+    });
+    return false;
+  }
+  if (c.in_frame.magic != kFrameMagic) {
+    t_.fail(q,
+            fmt::format("the stream from rank {} is out of sync (bad frame magic); both ranks must run "
+                        "the same program",
+                        q),
+            Why::Protocol);
+    return false;
+  }
+  if (c.in_frame.bytes != op.bytes) {
+    t_.fail(q,
+            fmt::format("rank {} sent a {}-byte message where rank {} expects {} bytes; the two ranks "
+                        "run different step programs or buffer sizes",
+                        q, c.in_frame.bytes, t_.rank, op.bytes),
+            Why::Protocol);
+    return false;
+  }
+  return true;
+}
+
+// `k` more bytes of a SumFloat receive are in the scratch: adds the whole floats among them
+// to the destination and keeps the rest for the next read.
+void Transport::Impl::Step::add_summed(int q, std::size_t k) {
+  Chan& c = ch_[static_cast<std::size_t>(q)];
+  const RecvOpDesc& op = *c.recvs[c.ri];
+  auto& sc = t_.scratch[static_cast<std::size_t>(q)];
+  c.fill += k;
+  const std::size_t whole = c.fill / sizeof(float);
+  float* dst = static_cast<float*>(op.data) + c.got / sizeof(float);
+  kernels::reduce_sum_cpu(dst, sc.data(), whole);
+  const std::size_t rest = c.fill - whole * sizeof(float);
+  if (rest > 0) std::memmove(sc.data(), reinterpret_cast<char*>(sc.data()) + whole * 4, rest);
+  c.got += whole * sizeof(float);
+  c.fill = rest;
+}
+
+// The error of a failed step; `root` gets what the peers are told when it is not the error.
+std::string Transport::Impl::Step::failure_message(int undelivered, std::string& root) const {
+  const int rank = t_.rank;
+  const auto& f = t_.failure;
+  if (f && f->why == Why::Aborted) {
+    root = f->text;
+    return fmt::format("rank {}: {} stopped because rank {} gave up: {}", rank, what_, f->peer, root);
+  }
+  if (f && f->why == Why::Protocol) return fmt::format("rank {}: {}: {}", rank, what_, f->text);
+  if (f)
+    return fmt::format(
         "rank {}: lost connection to rank {} during {}: {}; rank {} exited, closed its transport or "
         "failed -- check its log",
-        rank, failure->peer, what, failure->text, failure->peer);
-  } else if (undelivered >= 0) {
-    msg = fmt::format(
+        rank, f->peer, what_, f->text, f->peer);
+  if (undelivered >= 0)
+    return fmt::format(
         "rank {}: lost connection to rank {} during {}: rank {} closed the connection or did not take "
-        "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its log "
-        "or raise "
+        "delivery of the bytes sent to it for {} ms; it failed, is stuck or runs a different program -- check its "
+        "log or raise "
         "TransportOptions::timeout",
-        rank, undelivered, what, undelivered, opt.timeout.count());
-  } else {
-    int q = 0;
-    std::string doing;
-    for (int i = 0; i < world && doing.empty(); ++i)
-      if (ch[i].ri < ch[i].recvs.size())
-        q = i, doing = fmt::format("waiting to receive {} bytes", ch[i].recvs[ch[i].ri]->bytes);
-    for (int i = 0; i < world && doing.empty(); ++i)
-      if (ch[i].si < ch[i].sends.size())
-        q = i, doing = fmt::format("waiting to send {} bytes", ch[i].sends[ch[i].si]->bytes);
-    msg = fmt::format(
-        "rank {}: lost connection to rank {} during {}: no progress for {} ms ({}); rank {} is stuck, "
-        "dead or runs a different program -- check its log or raise TransportOptions::timeout",
-        rank, q, what, opt.timeout.count(), doing, q);
+        rank, undelivered, what_, undelivered, t_.opt.timeout.count());
+  return stall_message();
+}
+
+// The error of a step that made no progress for `timeout`: names the first peer it waits for.
+std::string Transport::Impl::Step::stall_message() const {
+  const int world = t_.world;
+  int q = 0;
+  std::string doing;
+  for (int i = 0; i < world && doing.empty(); ++i) {
+    const Chan& c = ch_[static_cast<std::size_t>(i)];
+    if (c.ri < c.recvs.size()) q = i, doing = fmt::format("waiting to receive {} bytes", c.recvs[c.ri]->bytes);
   }
+  for (int i = 0; i < world && doing.empty(); ++i) {
+    const Chan& c = ch_[static_cast<std::size_t>(i)];
+    if (c.si < c.sends.size()) q = i, doing = fmt::format("waiting to send {} bytes", c.sends[c.si]->bytes);
+  }
+  return fmt::format(
+      "rank {}: lost connection to rank {} during {}: no progress for {} ms ({}); rank {} is stuck, "
+      "dead or runs a different program -- check its log or raise TransportOptions::timeout",
+      t_.rank, q, what_, t_.opt.timeout.count(), doing, q);
+}
+
+// Tells the peers why (those whose stream sits between messages), closes and throws.
+void Transport::Impl::Step::give_up(int undelivered) {
+  std::string root;  // what peers are told
+  const std::string msg = failure_message(undelivered, root);
   if (root.empty()) root = msg;
-  std::vector<bool> mid_message(world, false);
-  for (int q = 0; q < world; ++q) mid_message[q] = ch[q].sent > 0;
-  if (failure && failure->why == Why::Lost) mid_message[failure->peer] = true;  // that link is gone
-  send_abort(root, mid_message);
-  abandon();
+  std::vector<bool> mid_message(static_cast<std::size_t>(t_.world), false);
+  for (int q = 0; q < t_.world; ++q)
+    mid_message[static_cast<std::size_t>(q)] = ch_[static_cast<std::size_t>(q)].sent > 0;
+  if (t_.failure && t_.failure->why == Why::Lost)
+    mid_message[static_cast<std::size_t>(t_.failure->peer)] = true;  // that link is gone
+  t_.send_abort(root, mid_message);
+  t_.abandon();
   throw Error(msg);
 }
 
