@@ -345,8 +345,11 @@ TEST(Sweep, RankedTableAndCsv) {
   ASSERT_EQ(r.code, 0) << r.err;
   // No progress bar when stderr is not a terminal; only the line naming the file written.
   EXPECT_EQ(r.err, "meshsim: wrote " + csv.string() + " (CSV, 16 variants)\n");
-  const std::vector<std::string> rows = split_lines(r.out);
-  ASSERT_EQ(rows.size(), 17u) << r.out;  // header + 4 x 4 x 1 variants
+  std::vector<std::string> rows = split_lines(r.out);
+  ASSERT_EQ(rows.size(), 18u) << r.out;  // header + 4 x 4 x 1 variants + the summary
+  EXPECT_EQ(rows.back().rfind("16 variants: 2 fit, 1 out of memory, 13 invalid; best: parallel.tp=", 0), 0u)
+      << rows.back();
+  rows.pop_back();
   EXPECT_EQ(rows[0].rfind("rank", 0), 0u) << rows[0];
   // Ranks 1..16 in order; fitting layouts, then out-of-memory ones, then invalid ones.
   int last_class = 0, fits = 0, oom = 0, invalid = 0;
@@ -398,6 +401,41 @@ TEST(Sweep, RankedTableAndCsv) {
   ASSERT_EQ(fit_labels.size(), 2u);
   ASSERT_EQ(throughput.size(), 2u);
   EXPECT_GE(throughput.at(fit_labels[0]), throughput.at(fit_labels[1]));
+}
+
+// --jsonl streams one line per variant in --vary order (the last --vary fastest), the same
+// bytes with one worker or two, each line the --json object of that variant without its rank.
+TEST(Sweep, JsonlStreamsEveryVariantInOrderForAnyJobs) {
+  const fs::path f = write_file("sweep_jsonl.yaml", kSweep);
+  std::string files[2];
+  for (int jobs : {1, 2}) {
+    const fs::path out = temp_dir() / ("sweep" + std::to_string(jobs) + ".jsonl");
+    const Result r = meshsim("sweep " + f.string() + kSweepVary + " --jobs " + std::to_string(jobs) + " --jsonl " +
+                             out.string() + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    files[jobs - 1] = slurp(out);
+    if (jobs == 2) {
+      const std::vector<std::string> lines = split_lines(files[1]);
+      ASSERT_EQ(lines.size(), 16u);
+      const auto ranked = nlohmann::json::parse(r.out);
+      ASSERT_EQ(ranked.size(), 16u);
+      const char* tps[] = {"1", "2", "4", "8"};
+      for (std::size_t k = 0; k < lines.size(); ++k) {
+        auto line = nlohmann::json::parse(lines[k]);
+        EXPECT_EQ(line["set"][0], std::string("parallel.tp=") + tps[k / 4]) << lines[k];
+        EXPECT_EQ(line["set"][1], std::string("parallel.dp=") + tps[k % 4]) << lines[k];
+        bool found = false;
+        for (auto j : ranked)
+          if (j["variant"] == line["variant"]) {
+            j.erase("rank");
+            EXPECT_EQ(j, line);
+            found = true;
+          }
+        EXPECT_TRUE(found) << lines[k];
+      }
+    }
+  }
+  EXPECT_EQ(files[0], files[1]);
 }
 
 // --json: the ranked table as data. Each valid variant equals `simulate --json` of the same
