@@ -1,6 +1,7 @@
 // Scenario YAML: parsing, --set overrides, and resolution into a validated Scenario.
 #include "sim/scenario.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <set>
@@ -117,6 +118,20 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
   if (n["dtype"]) m.dtype = r.text(n["dtype"], "model.dtype");
   r.located(n, [&] { validate_model(m, "model"); });
   return m;
+}
+
+// dp for `dp: auto`: the topology's GPUs over pp x cp x tp, which must divide them.
+int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
+  ParallelSpec one = s.parallel;
+  one.dp = 1;
+  const std::int64_t rest = one.world_size();
+  const std::int64_t gpus = r.located(at, [&] { return resolve_topology(s.topology).num_gpus(); });
+  if (rest < 1 || gpus % rest != 0)
+    r.fail(at, "parallel.dp",
+           fmt::format("auto: the {} GPUs of topology {} are not a multiple of pp x cp x tp = {}; give dp a number or "
+                       "change the layout",
+                       gpus, s.topology, rest));
+  return static_cast<int>(gpus / rest);
 }
 
 ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
@@ -253,11 +268,21 @@ Scenario ScenarioNode::resolve() const {
   } else {
     s.model = resolve_model(r, n["model"]);
   }
-  s.parallel = resolve_parallel(r, n["parallel"]);
+  // `dp: auto`: as many data-parallel replicas as the topology's GPUs hold (read after it).
+  const YAML::Node dp_node = n["parallel"] && n["parallel"].IsMap() ? n["parallel"]["dp"] : YAML::Node();
+  const bool dp_auto = dp_node && dp_node.IsScalar() && dp_node.Scalar() == "auto";
+  if (dp_auto) {
+    YAML::Node rest = YAML::Clone(n["parallel"]);
+    rest.remove("dp");
+    s.parallel = resolve_parallel(r, rest);
+  } else {
+    s.parallel = resolve_parallel(r, n["parallel"]);
+  }
   if (n["topology"]) {
     s.topology = r.text(n["topology"], "topology");
     s.topology_given = true;
   }
+  if (dp_auto) s.parallel.dp = auto_dp(r, dp_node, s);
   if (n["placement"]) s.placement = r.text(n["placement"], "placement");
   if (n["gpu"]) s.gpu = r.text(n["gpu"], "gpu");
   if (const YAML::Node& o = n["order"]) {

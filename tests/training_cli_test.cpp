@@ -151,6 +151,19 @@ TEST(Simulate, SetOverridesTheLayout) {
   EXPECT_NE(layout_line(r.out).find("dp 4 x pp 8 x cp 1 x tp 4 (sp) = 128 GPUs"), std::string::npos) << r.out;
 }
 
+// dp: auto fills the topology: 128 GPUs (the default's 16 DGX nodes) over pp 8 x tp 4 = 4.
+TEST(Simulate, DpAutoFillsTheTopologysGpus) {
+  const Result r = meshsim("simulate --set parallel.tp=4 --set parallel.dp=auto");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(layout_line(r.out).find("dp 4 x pp 8 x cp 1 x tp 4 (sp) = 128 GPUs"), std::string::npos) << r.out;
+  const fs::path f = write_file("dp_auto.yaml",
+                                "model: gpt3-175b\nparallel: {dp: auto, tp: 8, pp: 3, microbatches: 8}\n"
+                                "topology: dgx-h100:nodes=2\n");
+  const Result bad = meshsim("simulate " + f.string());
+  expect_user_error(bad, "parallel.dp: auto: the 16 GPUs of topology dgx-h100:nodes=2", "pp x cp x tp = 24");
+  EXPECT_NE(bad.err.find("dp_auto.yaml:2:"), std::string::npos) << bad.err;  // the file and line of `dp: auto`
+}
+
 TEST(Simulate, SetOnAnUnknownFieldNamesItAndListsTheKnownOnes) {
   const Result r = meshsim("simulate --set parallel.tpp=4");
   expect_user_error(r, "--set: parallel: unknown key 'tpp'", "valid keys");
