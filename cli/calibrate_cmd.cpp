@@ -178,38 +178,76 @@ RunFlags run_flags(const CalibrateFlags& f) {
   return rf;
 }
 
-int calibrate_rank(const CalibrateFlags& f) {
-  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
-  const std::vector<CollKind> kinds = parse_kinds(f.kinds);
-  RankSession s(run_flags(f));
-  const int rank = s.env.rank, world = s.env.world_size;
-
-  // Compute: every rank at once; rank 0's figures.
+// Compute, measured on this rank: its machine profile, device, our kernels' timings and
+// (cuda) the measurement against the matching GPU preset.
+struct ComputeMeasurement {
   MachineProfile profile;
-  cuda::DeviceInfo info;
   int device = 0;
   std::vector<MeasuredKernel> kernels;
   std::string preset_check;  // cuda: the measurement against the matching GPU preset
+};
+
+ComputeMeasurement measure_compute(const CalibrateFlags& f, int rank) {
+  ComputeMeasurement c;
   if (f.backend == Backend::Cpu) {
     const cpu::CpuMeasurements m = cpu::measure_cpu({});
-    profile = cpu_machine_profile(m);
-    kernels = m.kernels;
+    c.profile = cpu_machine_profile(m);
+    c.kernels = m.kernels;
   } else {
-    info = require_cuda_devices();
-    device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
+    const cuda::DeviceInfo info = require_cuda_devices();
+    c.device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
     const cuda::CudaCalibrateOptions options;
-    const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, device, options);
-    const std::string name = info.names.at(static_cast<std::size_t>(device));
-    profile = cuda_machine_profile(m, name);
-    kernels = m.kernels;
+    const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, c.device, options);
+    const std::string name = info.names.at(static_cast<std::size_t>(c.device));
+    c.profile = cuda_machine_profile(m, name);
+    c.kernels = m.kernels;
     if (const std::string preset = gpu_preset_for_device(name); !preset.empty())
-      preset_check = format_preset_check(check_against_preset(m, options, gpu_preset(preset)), preset);
+      c.preset_check = format_preset_check(check_against_preset(m, options, gpu_preset(preset)), preset);
   }
-  s.store->barrier("calibrate/compute", world, s.timeout);
+  return c;
+}
 
-  // Collectives per group size.
+// Per op of a calibration schedule: its time on its slowest rank (ps), from every rank's trace.
+std::vector<std::int64_t> slowest_per_op(const std::vector<std::string>& all, std::size_t ops) {
+  std::vector<std::int64_t> slowest(ops, 0);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r)))
+      slowest.at(static_cast<std::size_t>(e.op)) =
+          std::max(slowest.at(static_cast<std::size_t>(e.op)), (e.end - e.start).ps());
+  return slowest;
+}
+
+// Per kind, the alpha-bandwidth fit through the median time of each size over groups of g
+// ranks, added to the profile (a kind whose fit fails is left to the topology model).
+void fit_collectives(MachineProfile& profile, const std::vector<CollKind>& kinds, const std::vector<Bytes>& sizes,
+                     const std::vector<Point>& points, const std::vector<std::int64_t>& slowest, int g) {
+  for (CollKind k : kinds) {
+    std::vector<std::pair<double, double>> fit_points;
+    for (Bytes b : sizes) {
+      std::vector<double> t;
+      for (std::size_t i = 0; i < points.size(); ++i)
+        if (points[i].kind == k && points[i].bytes == b) t.push_back(static_cast<double>(slowest[i]) * 1e-12);
+      std::sort(t.begin(), t.end());
+      fit_points.emplace_back(static_cast<double>(b), t[t.size() / 2]);
+    }
+    AlphaBandwidth fit;
+    try {
+      fit = fit_alpha_bandwidth(fit_points, fmt::format("{} over {} ranks", to_string(k), g));
+    } catch (const Error& e) {  // noise on a busy host: leave this entry to the topology model
+      std::cerr << "meshsim calibrate: warning: not written: " << e.what() << "\n";
+      continue;
+    }
+    profile.collectives.push_back({k, g, Time::from_ps(static_cast<std::int64_t>(fit.alpha_s * 1e12)),
+                                   Bandwidth::from_bytes_per_s(fit.bytes_per_s), algorithm_for(k)});
+  }
+}
+
+// Collectives per group size: every rank runs them; rank 0 fits them into the profile.
+void measure_collectives(RankSession& s, const CalibrateFlags& f, const std::vector<CollKind>& kinds,
+                         const std::vector<Bytes>& sizes, int device, MachineProfile& profile) {
+  const int rank = s.env.rank, world = s.env.world_size;
   const Topology topo = resolve_topology(fmt::format("switch:gpus_per_node={}", world));
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   for (int g : group_sizes(world)) {
@@ -226,36 +264,12 @@ int calibrate_rank(const CalibrateFlags& f) {
     const std::vector<std::string> all =
         s.store->gather(fmt::format("calibrate/g{}", g), rank, world, encode_trace(mine), s.timeout);
     if (rank != 0) continue;
-    std::vector<std::int64_t> slowest(points.size(), 0);  // per op: its slowest rank
-    for (std::size_t r = 0; r < all.size(); ++r)
-      for (const TraceEvent& e : decode_trace(all[r], static_cast<int>(r)))
-        slowest.at(static_cast<std::size_t>(e.op)) =
-            std::max(slowest.at(static_cast<std::size_t>(e.op)), (e.end - e.start).ps());
-    for (CollKind k : kinds) {
-      std::vector<std::pair<double, double>> fit_points;
-      for (Bytes b : sizes) {
-        std::vector<double> t;
-        for (std::size_t i = 0; i < points.size(); ++i)
-          if (points[i].kind == k && points[i].bytes == b) t.push_back(static_cast<double>(slowest[i]) * 1e-12);
-        std::sort(t.begin(), t.end());
-        fit_points.emplace_back(static_cast<double>(b), t[t.size() / 2]);
-      }
-      AlphaBandwidth fit;
-      try {
-        fit = fit_alpha_bandwidth(fit_points, fmt::format("{} over {} ranks", to_string(k), g));
-      } catch (const Error& e) {  // noise on a busy host: leave this entry to the topology model
-        std::cerr << "meshsim calibrate: warning: not written: " << e.what() << "\n";
-        continue;
-      }
-      profile.collectives.push_back({k, g, Time::from_ps(static_cast<std::int64_t>(fit.alpha_s * 1e12)),
-                                     Bandwidth::from_bytes_per_s(fit.bytes_per_s), algorithm_for(k)});
-    }
+    fit_collectives(profile, kinds, sizes, points, slowest_per_op(all, points.size()), g);
   }
-  if (rank != 0) {
-    s.finish();
-    return 0;
-  }
+}
 
+// Writes the profile to --out, after checking that it loads.
+void write_profile(const CalibrateFlags& f, MachineProfile& profile, int world) {
   profile.description +=
       fmt::format("; {} rank(s), collectives over {} ({}), sizes {}", world, f.backend == Backend::Cpu ? "TCP" : "NCCL",
                   f.backend == Backend::Cpu ? "our step programs" : to_string(f.collectives), f.sizes);
@@ -264,8 +278,12 @@ int calibrate_rank(const CalibrateFlags& f) {
   std::ofstream out(f.out);
   if (!out || !(out << yaml)) throw Error("--out: cannot write '" + f.out + "'; check the folder exists");
   out.close();
+}
 
-  std::cout << fmt::format("meshsim calibrate --backend {}: {} rank(s) -> {}\n\n", to_string(f.backend), world, f.out);
+// The compute figures written: best GEMM, our kernels against the memory bandwidth, the
+// efficiencies, and (cuda) the check against the preset.
+void print_compute(const ComputeMeasurement& c) {
+  const MachineProfile& profile = c.profile;
   double peak = 0;
   for (const GemmPoint& q : profile.compute.gemm_points) peak = std::max(peak, q.achieved_flops);
   std::cout << fmt::format("compute ({}): best GEMM {} over {} shapes, memory {}, launch overhead {}\n",
@@ -273,7 +291,7 @@ int calibrate_rank(const CalibrateFlags& f) {
                            format_bandwidth(profile.gpu.memory_bandwidth), format_time(profile.gpu.launch_overhead));
   std::cout << fmt::format("\n{:<34} {:>11} {:>12} {:>14}\n", "our kernel (float32)", "time", "bandwidth",
                            "of memory bw");
-  for (const MeasuredKernel& k : kernels) {
+  for (const MeasuredKernel& k : c.kernels) {
     const double bw = k.bytes_per_s(), of = bw / profile.gpu.memory_bandwidth.bytes_per_s();
     std::cout << fmt::format("{:<34} {:>11} ", k.what.call.text(), format_time(sec(k.seconds)));
     if (k.what.kind == KernelKind::Attention)  // compute-bound: its FLOP rate instead
@@ -286,7 +304,10 @@ int calibrate_rank(const CalibrateFlags& f) {
     if (const auto& e = profile.compute.memory_efficiency[static_cast<std::size_t>(kind)])
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
-  if (!preset_check.empty()) std::cout << preset_check << "\n";
+  if (!c.preset_check.empty()) std::cout << c.preset_check << "\n";
+}
+
+void print_collectives(const MachineProfile& profile) {
   if (profile.collectives.empty()) {
     std::cout << "collectives: not measured (one rank); give -n 2 or more\n";
   } else {
@@ -296,6 +317,27 @@ int calibrate_rank(const CalibrateFlags& f) {
       std::cout << fmt::format("{:<14} {:>5} {:<10} {:>10} {:>12}\n", to_string(c.kind), c.ranks, c.algorithm,
                                format_time(c.alpha), format_bandwidth(c.bandwidth));
   }
+}
+
+int calibrate_rank(const CalibrateFlags& f) {
+  const std::vector<Bytes> sizes = parse_bytes_sweep(f.sizes, "--sizes");
+  const std::vector<CollKind> kinds = parse_kinds(f.kinds);
+  RankSession s(run_flags(f));
+  const int rank = s.env.rank, world = s.env.world_size;
+
+  // Compute: every rank at once; rank 0's figures.
+  ComputeMeasurement compute = measure_compute(f, rank);
+  s.store->barrier("calibrate/compute", world, s.timeout);
+  measure_collectives(s, f, kinds, sizes, compute.device, compute.profile);
+  if (rank != 0) {
+    s.finish();
+    return 0;
+  }
+
+  write_profile(f, compute.profile, world);
+  std::cout << fmt::format("meshsim calibrate --backend {}: {} rank(s) -> {}\n\n", to_string(f.backend), world, f.out);
+  print_compute(compute);
+  print_collectives(compute.profile);
   s.finish();
   return 0;
 }

@@ -97,14 +97,8 @@ std::vector<std::vector<int>> choose_groups(const Placement& pl, const std::stri
   return pl.groups_along(group);
 }
 
-int run(const Options& o) {
-  const auto kind = parse_coll_kind(o.kind);
-  if (!kind)
-    throw Error(
-        fmt::format("collective: unknown kind '{}'; use allreduce, allgather, reducescatter, broadcast, "
-                    "reduce, alltoall or sendrecv",
-                    o.kind));
-  const Topology topo = resolve_topology(o.topology);
+// --ranks (default: every GPU of the topology, or the mesh size), checked against the topology.
+int resolve_ranks(const Options& o, const Topology& topo) {
   int ranks = o.ranks;
   if (ranks == -1) ranks = o.mesh.empty() ? topo.num_gpus() : parse_mesh(o.mesh, "--mesh").size();
   if (ranks < 1)
@@ -114,10 +108,13 @@ int run(const Options& o) {
         fmt::format("--ranks {}: topology '{}' has only {} GPUs; use --ranks <= {} or a larger topology "
                     "(e.g. --topology {}:nodes=N)",
                     ranks, o.topology, topo.num_gpus(), topo.num_gpus(), topo.name()));
-  const Mesh mesh = choose_mesh(o, ranks);
-  const Placement pl = Placement::parse(o.placement, mesh, topo, "--placement");
+  return ranks;
+}
+
+// The request for every size of the sweep (bytes set per size), options checked in order.
+CollectiveRequest make_request(const Options& o, CollKind kind, const Placement& pl) {
   CollectiveRequest req;
-  req.kind = *kind;
+  req.kind = kind;
   req.algorithm = o.algo;
   req.fidelity = collective_fidelity(o.fidelity, o.algo, "--fidelity");
   if (req.fidelity != Fidelity::Nccl && (!o.nccl_arch.empty() || o.nccl_channels != 0))
@@ -136,14 +133,18 @@ int run(const Options& o) {
   if (!o.reduce_bw.empty()) req.gamma_ps = 1.0 / parse_bandwidth(o.reduce_bw, "--reduce-bw").bytes_per_ps();
   const int group_size = static_cast<int>(req.groups.front().size());
   if (!o.alltoall_sizes.empty()) {
-    if (*kind != CollKind::AllToAll) throw Error("--alltoall-sizes: only applies to alltoall");
+    if (kind != CollKind::AllToAll) throw Error("--alltoall-sizes: only applies to alltoall");
     req.alltoall_bytes = read_alltoall_sizes(o.alltoall_sizes, group_size);
   }
   const bool small = group_size <= 16;
   req.record = req.fidelity != Fidelity::Nccl && (!o.trace.empty() || (o.explain && small));
   if (req.fidelity == Fidelity::Nccl && !o.trace.empty())
     throw Error("--trace: NCCL's model predicts a time, not steps; drop --trace or use --fidelity flow");
+  return req;
+}
 
+// What the reports say about the run besides its outcome.
+CollectiveContext make_context(const Options& o, const Placement& pl, const Mesh& mesh, const CollectiveRequest& req) {
   CollectiveContext ctx;
   ctx.topology = o.topology;
   ctx.placement = pl.kind();
@@ -155,10 +156,13 @@ int run(const Options& o) {
   ctx.requested_algorithm = o.algo;
   ctx.fidelity = req.fidelity;
   ctx.groups = static_cast<int>(req.groups.size());
-  ctx.ranks = group_size;
+  ctx.ranks = static_cast<int>(req.groups.front().size());
+  return ctx;
+}
 
-  AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  Router router(topo);
+// The sizes to run as parse_bytes_sweep reads them: --bytes, or MIN:MAX[:FACTOR] from
+// --bytes, --maxbytes and --stepfactor.
+std::string sweep_text(const Options& o) {
   std::string sweep = o.bytes;
   if (!o.maxbytes.empty()) {
     if (o.bytes.find(':') != std::string::npos)
@@ -170,10 +174,63 @@ int run(const Options& o) {
       throw Error("--stepfactor: applies to a sweep; add --maxbytes MAX (nccl-tests' -e) or --bytes MIN:MAX");
     sweep += ":" + std::to_string(o.stepfactor);
   }
+  return sweep;
+}
+
+// Whether --format asks for nccl-tests' table (checked against --json and --explain).
+bool nccl_tests_format(const Options& o) {
   const bool nccl_tests = o.format == "nccl-tests";
   if (!nccl_tests && o.format != "meshsim")
     throw Error(fmt::format("--format: unknown table format '{}'; use meshsim or nccl-tests", o.format));
   if (nccl_tests && (o.json || o.explain)) throw Error("--format nccl-tests: a text table; drop --json and --explain");
+  return nccl_tests;
+}
+
+// --explain for one size: the steps behind `out`.
+void print_explanation(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                       const CollectiveRequest& req, const CollectiveOutcome& out) {
+  const bool small = req.groups.front().size() <= 16;
+  const CollectiveOutcome* shown = &out;
+  CollectiveOutcome flow_view;
+  if (!out.flow && !out.nccl && small) {
+    // The step table comes from the flow model even when the headline is the formula.
+    CollectiveRequest fr = req;
+    fr.fidelity = Fidelity::Flow;
+    fr.algorithm = out.algorithm->name;
+    fr.record = true;
+    flow_view = run_collective(topo, router, registry, fr);
+    shown = &flow_view;
+  }
+  std::cout << explain_text(topo, *shown, 200);
+}
+
+void write_trace(const Options& o, const Topology& topo, const CollectiveContext& ctx,
+                 const std::vector<CollectiveOutcome>& outs) {
+  std::ofstream f(o.trace);
+  if (!f) throw Error(fmt::format("--trace: cannot write '{}'", o.trace));
+  f << perfetto_trace(topo, ctx, outs).dump() << "\n";
+  if (!o.json) std::cout << fmt::format("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+}
+
+int run(const Options& o) {
+  const auto kind = parse_coll_kind(o.kind);
+  if (!kind)
+    throw Error(
+        fmt::format("collective: unknown kind '{}'; use allreduce, allgather, reducescatter, broadcast, "
+                    "reduce, alltoall or sendrecv",
+                    o.kind));
+  const Topology topo = resolve_topology(o.topology);
+  const int ranks = resolve_ranks(o, topo);
+  const Mesh mesh = choose_mesh(o, ranks);
+  const Placement pl = Placement::parse(o.placement, mesh, topo, "--placement");
+  CollectiveRequest req = make_request(o, *kind, pl);
+  const int group_size = static_cast<int>(req.groups.front().size());
+  const CollectiveContext ctx = make_context(o, pl, mesh, req);
+
+  AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  Router router(topo);
+  const std::string sweep = sweep_text(o);
+  const bool nccl_tests = nccl_tests_format(o);
   const std::vector<Bytes> sizes = parse_bytes_sweep(sweep, "--bytes");
   std::vector<double> busbws;
   std::vector<CollectiveOutcome> outs;
@@ -195,31 +252,13 @@ int run(const Options& o) {
     } else {
       std::cout << summary_text(topo, ctx, out);
     }
-    if (o.explain && sizes.size() == 1 && !o.json) {
-      const CollectiveOutcome* shown = &out;
-      CollectiveOutcome flow_view;
-      if (!out.flow && !out.nccl && small) {
-        // The step table comes from the flow model even when the headline is the formula.
-        CollectiveRequest fr = req;
-        fr.fidelity = Fidelity::Flow;
-        fr.algorithm = out.algorithm->name;
-        fr.record = true;
-        flow_view = run_collective(topo, router, registry, fr);
-        shown = &flow_view;
-      }
-      std::cout << explain_text(topo, *shown, 200);
-    }
+    if (o.explain && sizes.size() == 1 && !o.json) print_explanation(topo, router, registry, req, out);
     if (!o.trace.empty()) outs.push_back(std::move(out));
   }
   if (nccl_tests) std::cout << nccl_tests_footer(busbws);
   if (o.explain && sizes.size() > 1 && !o.json) std::cout << "(--explain applies to a single --bytes size)\n";
   if (o.json) std::cout << (sizes.size() == 1 ? json_out.front() : json_out).dump(2) << "\n";
-  if (!o.trace.empty()) {
-    std::ofstream f(o.trace);
-    if (!f) throw Error(fmt::format("--trace: cannot write '{}'", o.trace));
-    f << perfetto_trace(topo, ctx, outs).dump() << "\n";
-    if (!o.json) std::cout << fmt::format("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
-  }
+  if (!o.trace.empty()) write_trace(o, topo, ctx, outs);
   return 0;
 }
 

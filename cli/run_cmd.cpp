@@ -256,6 +256,117 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
 
 namespace {
 
+// The topology the predictions use, with a GPU for every rank running.
+Topology checked_topology(const std::string& topo_spec, int ranks) {
+  Topology topo = resolve_topology(topo_spec);
+  if (topo.num_gpus() < ranks)
+    throw Error(
+        fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
+                    "one GPU per rank",
+                    topo_spec, topo.num_gpus(), ranks));
+  return topo;
+}
+
+// Resolves an `auto` algorithm the way the simulator does, for this machine, and replans.
+void resolve_auto_algorithm(CollectiveWorkload& w, Schedule& schedule, const Topology& topo,
+                            const AlgorithmRegistry& registry, const Placement& placement, const std::string& axis) {
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = w.kind;
+  req.bytes = w.bytes / 4 * 4;
+  req.fidelity = Fidelity::Formula;
+  req.groups = placement.groups_along(axis);
+  req.root = w.root;
+  w.algorithm = run_collective(topo, router, registry, req).algorithm->name;
+  schedule = plan_collectives(w);
+}
+
+// What rank 0 reports a collective workload's run against.
+struct CollectiveRun {
+  const RunFlags& f;
+  const Scenario& sc;
+  const CollectiveWorkload& w;
+  const std::string& topo_spec;  // the machine model
+  double gamma_ps;
+  const Placement& placement;
+  const Schedule& schedule;
+  const std::string& axis;  // the group's mesh axis
+};
+
+nlohmann::ordered_json run_json(const CollectiveRun& r, const Comparison& table, const Measured& m) {
+  const RunFlags& f = r.f;
+  const CollectiveWorkload& w = r.w;
+  nlohmann::ordered_json j;
+  j["backend"] = to_string(f.backend);
+  if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
+  j["ranks"] = w.ranks;
+  j["collective"] = to_string(w.kind);
+  j["algorithm"] = w.algorithm;
+  j["bytes"] = w.bytes;
+  if (!w.mesh.empty()) {
+    j["mesh"] = format_mesh(w.mesh);
+    j["group"] = r.axis;
+    j["placement"] = r.sc.placement;
+  }
+  j["machine_model"] = r.topo_spec;
+  j["gamma_ps_per_byte"] = r.gamma_ps;
+  add_comparison_json(j, table);
+  j["numerics_checked"] = m.all_checked;
+  j["max_abs_error"] = m.max_error;
+  return j;
+}
+
+std::string run_text(const CollectiveRun& r, const Comparison& table, const Measured& m) {
+  const RunFlags& f = r.f;
+  const CollectiveWorkload& w = r.w;
+  std::ostringstream text;
+  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
+                      to_string(w.kind), format_bytes(w.bytes), w.ranks,
+                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm,
+                      backend_label(f));
+  if (!w.mesh.empty())
+    text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh),
+                        r.sc.placement, r.placement.groups_along(r.axis).size(), r.schedule.roles[0].ops[0].group_size,
+                        r.axis);
+  text << fmt::format("  machine model: {}{}\n", r.topo_spec,
+                      r.gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", r.gamma_ps) : "");
+  text << comparison_text(table);
+  text << (m.all_checked
+               ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n",
+                             m.max_error)
+               : std::string("  numerics: not checked (buffers above the check limit)\n"));
+  return text.str();
+}
+
+// Every op measured (over all ranks) against the prediction (validate), as text or JSON,
+// and the side-by-side trace.
+void report_collective_run(const CollectiveRun& r, const Topology& topo, const AlgorithmRegistry& registry,
+                           const Measured& m) {
+  const RunFlags& f = r.f;
+  const CollectiveWorkload& w = r.w;
+  const std::size_t ops = r.schedule.roles[0].ops.size();
+  std::optional<ScheduleSimResult> predicted;
+  if (f.validate) {
+    const ComputeModel compute(gpu_preset("h100"));  // no compute ops in a collective workload
+    Router router(topo);
+    ScheduleSimOptions opt;
+    opt.fidelity = r.sc.fidelity;
+    opt.gamma_ps = r.gamma_ps;
+    predicted = simulate_schedule(r.schedule, topo, router, r.placement, compute, registry, opt);
+  }
+  std::vector<Time> op_times;  // per op: the latest end over ranks minus the earliest start
+  for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
+  const Comparison table =
+      op_comparison(r.schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
+  std::cout << (f.json ? run_json(r, table, m).dump(2) + "\n" : run_text(r, table, m)) << std::flush;
+
+  if (!f.trace.empty()) {
+    std::vector<TraceEvent> measured;
+    for (const auto& evs : m.per_rank) measured.insert(measured.end(), evs.begin(), evs.end());
+    write_side_by_side_trace(f.trace, r.schedule, f.backend, measured, predicted ? &predicted->trace : nullptr);
+  }
+}
+
 int run_rank(const RunFlags& f) {
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);
@@ -278,12 +389,7 @@ int run_rank(const RunFlags& f) {
   const std::string topo_spec = machine_topology(session, sc);
   // The reduction cost only matters to validate's prediction, made on rank 0.
   const double gamma_ps = f.validate && env.rank == 0 && !sc.topology_given && transport ? measure_gamma_ps() : 0.0;
-  const Topology topo = resolve_topology(topo_spec);
-  if (topo.num_gpus() < w.ranks)
-    throw Error(
-        fmt::format("topology: {} has {} GPUs, fewer than the {} ranks running; describe this machine with "
-                    "one GPU per rank",
-                    topo_spec, topo.num_gpus(), w.ranks));
+  const Topology topo = checked_topology(topo_spec, w.ranks);
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   Schedule schedule = plan_collectives(w);
   Mesh mesh;
@@ -292,17 +398,7 @@ int run_rank(const RunFlags& f) {
   const Placement placement =
       w.mesh.empty() ? Placement::natural(mesh, topo) : Placement::parse(sc.placement, mesh, topo, "placement");
   const std::string axis = schedule.roles[0].ops[0].axis;
-  if (w.algorithm.empty()) {  // resolve auto the way the simulator does, for this machine
-    Router router(topo);
-    CollectiveRequest req;
-    req.kind = w.kind;
-    req.bytes = w.bytes / 4 * 4;
-    req.fidelity = Fidelity::Formula;
-    req.groups = placement.groups_along(axis);
-    req.root = w.root;
-    w.algorithm = run_collective(topo, router, registry, req).algorithm->name;
-    schedule = plan_collectives(w);
-  }
+  if (w.algorithm.empty()) resolve_auto_algorithm(w, schedule, topo, registry, placement, axis);
 
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);
@@ -318,60 +414,9 @@ int run_rank(const RunFlags& f) {
   }
 
   // Rank 0 reports.
-  const std::size_t ops = schedule.roles[0].ops.size();
-  const Measured m = decode(all, ops);
-  std::optional<ScheduleSimResult> predicted;
-  if (f.validate) {
-    const ComputeModel compute(gpu_preset("h100"));  // no compute ops in a collective workload
-    Router router(topo);
-    ScheduleSimOptions opt;
-    opt.fidelity = sc.fidelity;
-    opt.gamma_ps = gamma_ps;
-    predicted = simulate_schedule(schedule, topo, router, placement, compute, registry, opt);
-  }
-  std::vector<Time> op_times;  // per op: the latest end over ranks minus the earliest start
-  for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
-  const Comparison table =
-      op_comparison(schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
-  nlohmann::ordered_json j;
-  j["backend"] = to_string(f.backend);
-  if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
-  j["ranks"] = w.ranks;
-  j["collective"] = to_string(w.kind);
-  j["algorithm"] = w.algorithm;
-  j["bytes"] = w.bytes;
-  if (!w.mesh.empty()) {
-    j["mesh"] = format_mesh(w.mesh);
-    j["group"] = axis;
-    j["placement"] = sc.placement;
-  }
-  j["machine_model"] = topo_spec;
-  j["gamma_ps_per_byte"] = gamma_ps;
-  add_comparison_json(j, table);
-  std::ostringstream text;
-  text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
-                      to_string(w.kind), format_bytes(w.bytes), w.ranks,
-                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm,
-                      backend_label(f));
-  if (!w.mesh.empty())
-    text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh),
-                        sc.placement, placement.groups_along(axis).size(), schedule.roles[0].ops[0].group_size, axis);
-  text << fmt::format("  machine model: {}{}\n", topo_spec,
-                      gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", gamma_ps) : "");
-  text << comparison_text(table);
-  j["numerics_checked"] = m.all_checked;
-  j["max_abs_error"] = m.max_error;
-  text << (m.all_checked
-               ? fmt::format("  numerics: every rank's result equals the serial reference (max abs error {})\n",
-                             m.max_error)
-               : std::string("  numerics: not checked (buffers above the check limit)\n"));
-  std::cout << (f.json ? j.dump(2) + "\n" : text.str()) << std::flush;
-
-  if (!f.trace.empty()) {
-    std::vector<TraceEvent> measured;
-    for (const auto& evs : m.per_rank) measured.insert(measured.end(), evs.begin(), evs.end());
-    write_side_by_side_trace(f.trace, schedule, f.backend, measured, predicted ? &predicted->trace : nullptr);
-  }
+  const Measured m = decode(all, schedule.roles[0].ops.size());
+  const CollectiveRun run{f, sc, w, topo_spec, gamma_ps, placement, schedule, axis};
+  report_collective_run(run, topo, registry, m);
   session.finish();
   if (m.all_checked && m.max_error != 0)
     throw Error(

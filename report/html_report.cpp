@@ -319,9 +319,76 @@ std::string memory_section(const HtmlReport& r) {
   return s;
 }
 
-std::string scaling_section(const HtmlReport& r) {
-  if (r.sweep.empty()) return "";
-  std::vector<std::string> series;
+// The scaling chart's frame: plot area, axis ranges and ticks, and the value-to-pixel maps.
+struct ScalingAxes {
+  static constexpr double left = 90, plot_w = 780, top = 16, plot_h = 340, right = 250;
+  static constexpr double bottom = top + plot_h;
+  bool logx = false, logy = false;
+  double x_lo = 0, x_hi = 0, y_lo = 0, y_hi = 0;
+  std::vector<AxisTick> xticks, yticks;
+
+  double X(double v) const {
+    const double f =
+        logx ? (std::log(v) - std::log(x_lo)) / (std::log(x_hi) - std::log(x_lo)) : (v - x_lo) / (x_hi - x_lo);
+    return left + f * plot_w;
+  }
+  double Y(double t) const {
+    const double f = logy ? (std::log(std::max(t, y_lo)) - std::log(y_lo)) / (std::log(y_hi) - std::log(y_lo))
+                          : (t - y_lo) / (y_hi - y_lo);
+    return bottom - f * plot_h;
+  }
+};
+
+// The x axis over the distinct sorted xs in [xmin, xmax]: log scale past a ratio of 8.
+void scaling_x_axis(const std::vector<double>& xs, double xmin, double xmax, ScalingAxes& a) {
+  a.logx = xmin > 0 && xmax / xmin > 8;
+  a.x_lo = xmin;
+  a.x_hi = xmax;
+  if (a.logx) {
+    a.x_lo = xmin / 1.25;
+    a.x_hi = xmax * 1.25;
+    if (xs.size() <= 12) {
+      for (double v : xs) a.xticks.push_back({v, fmt::format("{}", v)});
+    } else {
+      for (double d = std::pow(10.0, std::floor(std::log10(a.x_lo))); d <= a.x_hi; d *= 10) {
+        for (double m : {1.0, 2.0, 5.0}) {
+          if (d * m >= a.x_lo && d * m <= a.x_hi) a.xticks.push_back({d * m, fmt::format("{}", d * m)});
+        }
+      }
+    }
+  } else {
+    const double pad = xmax > xmin ? (xmax - xmin) * 0.05 : std::max(std::abs(xmin) * 0.1, 1.0);
+    a.x_lo = xmin - pad;
+    a.x_hi = xmax + pad;
+    a.xticks = linear_ticks(a.x_lo, a.x_hi, 8);
+  }
+}
+
+// The time axis up to tmax.
+void scaling_y_axis(const HtmlReport& r, double tmax, ScalingAxes& a) {
+  if (tmax <= 0) tmax = 1e-3;
+  double tmin = tmax;
+  for (const HtmlSweepPoint& p : r.sweep) {
+    if (p.time_s > 0) tmin = std::min(tmin, p.time_s);
+  }
+  // Times spanning more than 8x get a log axis too, so strong scaling stays readable.
+  a.logy = tmax / tmin > 8;
+  if (a.logy) {
+    a.y_lo = tmin / 1.25;
+    a.y_hi = tmax * 1.25;
+    for (double d = std::pow(10.0, std::floor(std::log10(a.y_lo))); d <= a.y_hi; d *= 10) {
+      for (double m : {1.0, 2.0, 5.0}) {
+        if (d * m >= a.y_lo && d * m <= a.y_hi) a.yticks.push_back({d * m, short_seconds(d * m)});
+      }
+    }
+  } else {
+    a.yticks = time_ticks(0, tmax * 1.08, 6);
+    a.y_hi = std::max(a.yticks.back().value, tmax * 1.08);
+  }
+}
+
+// The sweep's series in order of appearance, and the axes its points need.
+ScalingAxes scaling_axes(const HtmlReport& r, std::vector<std::string>& series) {
   double xmin = r.sweep[0].x, xmax = r.sweep[0].x, tmax = 0;
   std::vector<double> xs;
   for (const HtmlSweepPoint& p : r.sweep) {
@@ -332,127 +399,99 @@ std::string scaling_section(const HtmlReport& r) {
     if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
   }
   std::sort(xs.begin(), xs.end());
-  const bool logx = xmin > 0 && xmax / xmin > 8;
-  const double left = 90, plot_w = 780, top = 16, plot_h = 340, right = 250;
-  const double bottom = top + plot_h;
-  double x_lo = xmin, x_hi = xmax;
-  std::vector<AxisTick> xticks;
-  if (logx) {
-    x_lo = xmin / 1.25;
-    x_hi = xmax * 1.25;
-    if (xs.size() <= 12) {
-      for (double v : xs) xticks.push_back({v, fmt::format("{}", v)});
-    } else {
-      for (double d = std::pow(10.0, std::floor(std::log10(x_lo))); d <= x_hi; d *= 10) {
-        for (double m : {1.0, 2.0, 5.0}) {
-          if (d * m >= x_lo && d * m <= x_hi) xticks.push_back({d * m, fmt::format("{}", d * m)});
-        }
-      }
-    }
-  } else {
-    const double pad = xmax > xmin ? (xmax - xmin) * 0.05 : std::max(std::abs(xmin) * 0.1, 1.0);
-    x_lo = xmin - pad;
-    x_hi = xmax + pad;
-    xticks = linear_ticks(x_lo, x_hi, 8);
-  }
-  if (tmax <= 0) tmax = 1e-3;
-  double tmin = tmax;
-  for (const HtmlSweepPoint& p : r.sweep) {
-    if (p.time_s > 0) tmin = std::min(tmin, p.time_s);
-  }
-  // Times spanning more than 8x get a log axis too, so strong scaling stays readable.
-  const bool logy = tmax / tmin > 8;
-  std::vector<AxisTick> yticks;
-  double y_lo = 0, y_hi = 0;
-  if (logy) {
-    y_lo = tmin / 1.25;
-    y_hi = tmax * 1.25;
-    for (double d = std::pow(10.0, std::floor(std::log10(y_lo))); d <= y_hi; d *= 10) {
-      for (double m : {1.0, 2.0, 5.0}) {
-        if (d * m >= y_lo && d * m <= y_hi) yticks.push_back({d * m, short_seconds(d * m)});
-      }
-    }
-  } else {
-    yticks = time_ticks(0, tmax * 1.08, 6);
-    y_hi = std::max(yticks.back().value, tmax * 1.08);
-  }
-  auto X = [&](double v) {
-    const double f =
-        logx ? (std::log(v) - std::log(x_lo)) / (std::log(x_hi) - std::log(x_lo)) : (v - x_lo) / (x_hi - x_lo);
-    return left + f * plot_w;
-  };
-  auto Y = [&](double t) {
-    const double f = logy ? (std::log(std::max(t, y_lo)) - std::log(y_lo)) / (std::log(y_hi) - std::log(y_lo))
-                          : (t - y_lo) / (y_hi - y_lo);
-    return bottom - f * plot_h;
-  };
+  ScalingAxes a;
+  scaling_x_axis(xs, xmin, xmax, a);
+  scaling_y_axis(r, tmax, a);
+  return a;
+}
 
-  std::string s = "<section id=\"scaling\">\n<h2>Scaling</h2>\n";
-  s += fmt::format("<p class=\"note\">Time per iteration vs {}{}{}; crosses do not fit in memory.</p>\n",
-                   html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label),
-                   logx ? " (log scale)" : "", logy ? ", time on a log scale" : "");
-  s += svg_open(left + plot_w + right, bottom + 56);
-  for (const AxisTick& t : yticks) {
+// Grid lines, tick labels, axes and their titles.
+std::string scaling_grid(const HtmlReport& r, const ScalingAxes& a) {
+  const double left = a.left, plot_w = a.plot_w, top = a.top, plot_h = a.plot_h, bottom = a.bottom;
+  std::string s;
+  for (const AxisTick& t : a.yticks) {
     s += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"grid\"/>"
         "<text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"tick\">{5}</text>\n",
-        num(left, 0), num(Y(t.value), 1), num(left + plot_w, 0), num(left - 6, 0), num(Y(t.value) + 4, 1), t.label);
+        num(left, 0), num(a.Y(t.value), 1), num(left + plot_w, 0), num(left - 6, 0), num(a.Y(t.value) + 4, 1), t.label);
   }
-  for (const AxisTick& t : xticks) {
-    if (t.value < x_lo || t.value > x_hi) continue;
+  for (const AxisTick& t : a.xticks) {
+    if (t.value < a.x_lo || t.value > a.x_hi) continue;
     s += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" class=\"grid\"/>"
         "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
-        num(X(t.value), 1), num(top, 0), num(bottom + 4, 0), num(bottom + 17, 0), html_escape(t.label));
+        num(a.X(t.value), 1), num(top, 0), num(bottom + 4, 0), num(bottom + 17, 0), html_escape(t.label));
   }
   s += fmt::format("<path d=\"M{0} {1}V{2}H{3}\" class=\"axis\" fill=\"none\"/>\n", num(left, 0), num(top, 0),
                    num(bottom, 0), num(left + plot_w, 0));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">{}{}</text>\n",
                    num(left + plot_w / 2, 0), num(bottom + 38, 0),
                    html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label),
-                   logx ? " (log scale)" : "");
+                   a.logx ? " (log scale)" : "");
   s += fmt::format(
       "<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" class=\"axis-title\">"
       "time per iteration{}</text>\n",
-      num(left - 66, 0), num(top + plot_h / 2, 0), logy ? " (log scale)" : "");
-  for (std::size_t si = 0; si < series.size(); ++si) {
-    const std::string color = palette_color(static_cast<int>(si));
-    std::vector<const HtmlSweepPoint*> pts;
-    for (const HtmlSweepPoint& p : r.sweep) {
-      if (p.series == series[si]) pts.push_back(&p);
-    }
-    std::stable_sort(pts.begin(), pts.end(),
-                     [](const HtmlSweepPoint* a, const HtmlSweepPoint* b) { return a->x < b->x; });
-    std::string line;
-    for (const HtmlSweepPoint* p : pts) {
-      if (p->fits) line += fmt::format("{}{} {}", line.empty() ? "M" : "L", num(X(p->x), 2), num(Y(p->time_s), 2));
-    }
-    if (!line.empty()) {
-      s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", line, color);
-    }
-    for (const HtmlSweepPoint* p : pts) {
-      const std::string tip = fmt::format("{} · {}: {} = {}, {}{}", html_escape(p->series), html_escape(p->label),
-                                          html_escape(r.sweep_x_label), fmt::format("{}", p->x),
-                                          format_seconds(p->time_s), p->fits ? "" : ", does not fit in memory");
-      const std::string px = num(X(p->x), 2), py = num(Y(p->time_s), 2);
-      if (p->fits) {
-        s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n", px, py, color,
-                         tip);
-      } else {
-        s += fmt::format(
-            "<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"{2}\" stroke-width=\"2.5\" "
-            "class=\"nofit\"><title>{3}</title></path>\n",
-            px, py, color, tip);
-      }
-    }
-    const double ly = top + 6 + si * 20;
-    s += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-        "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"{3}\"/>"
-        "<text x=\"{5}\" y=\"{6}\" class=\"legend\">{7}</text>\n",
-        num(left + plot_w + 20, 0), num(ly, 0), num(left + plot_w + 44, 0), color, num(left + plot_w + 32, 0),
-        num(left + plot_w + 52, 0), num(ly + 4, 0), html_escape(series[si]));
+      num(left - 66, 0), num(top + plot_h / 2, 0), a.logy ? " (log scale)" : "");
+  return s;
+}
+
+// Series si: the line through its points that fit, every point (a cross where it does not
+// fit) and its legend entry.
+std::string scaling_series(const HtmlReport& r, const ScalingAxes& a, const std::string& name, std::size_t si) {
+  const double left = a.left, plot_w = a.plot_w, top = a.top;
+  std::string s;
+  const std::string color = palette_color(static_cast<int>(si));
+  std::vector<const HtmlSweepPoint*> pts;
+  for (const HtmlSweepPoint& p : r.sweep) {
+    if (p.series == name) pts.push_back(&p);
   }
+  std::stable_sort(pts.begin(), pts.end(),
+                   [](const HtmlSweepPoint* x, const HtmlSweepPoint* y) { return x->x < y->x; });
+  std::string line;
+  for (const HtmlSweepPoint* p : pts) {
+    if (p->fits) line += fmt::format("{}{} {}", line.empty() ? "M" : "L", num(a.X(p->x), 2), num(a.Y(p->time_s), 2));
+  }
+  if (!line.empty()) {
+    s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", line, color);
+  }
+  for (const HtmlSweepPoint* p : pts) {
+    const std::string tip = fmt::format("{} · {}: {} = {}, {}{}", html_escape(p->series), html_escape(p->label),
+                                        html_escape(r.sweep_x_label), fmt::format("{}", p->x),
+                                        format_seconds(p->time_s), p->fits ? "" : ", does not fit in memory");
+    const std::string px = num(a.X(p->x), 2), py = num(a.Y(p->time_s), 2);
+    if (p->fits) {
+      s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n", px, py, color,
+                       tip);
+    } else {
+      s += fmt::format(
+          "<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"{2}\" stroke-width=\"2.5\" "
+          "class=\"nofit\"><title>{3}</title></path>\n",
+          px, py, color, tip);
+    }
+  }
+  const double ly = top + 6 + si * 20;
+  s += fmt::format(
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
+      "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"{3}\"/>"
+      "<text x=\"{5}\" y=\"{6}\" class=\"legend\">{7}</text>\n",
+      num(left + plot_w + 20, 0), num(ly, 0), num(left + plot_w + 44, 0), color, num(left + plot_w + 32, 0),
+      num(left + plot_w + 52, 0), num(ly + 4, 0), html_escape(name));
+  return s;
+}
+
+std::string scaling_section(const HtmlReport& r) {
+  if (r.sweep.empty()) return "";
+  std::vector<std::string> series;
+  const ScalingAxes a = scaling_axes(r, series);
+  const double left = a.left, plot_w = a.plot_w, top = a.top, right = a.right, bottom = a.bottom;
+
+  std::string s = "<section id=\"scaling\">\n<h2>Scaling</h2>\n";
+  s += fmt::format("<p class=\"note\">Time per iteration vs {}{}{}; crosses do not fit in memory.</p>\n",
+                   html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label),
+                   a.logx ? " (log scale)" : "", a.logy ? ", time on a log scale" : "");
+  s += svg_open(left + plot_w + right, bottom + 56);
+  s += scaling_grid(r, a);
+  for (std::size_t si = 0; si < series.size(); ++si) s += scaling_series(r, a, series[si], si);
   const double ly = top + 6 + series.size() * 20 + 6;
   s += fmt::format(
       "<path d=\"M{0} {1}m-5 -5l10 10m0 -10l-10 10\" stroke=\"#555\" stroke-width=\"2.5\"/>"

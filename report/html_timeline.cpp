@@ -46,17 +46,10 @@ struct WidePiece {
   double cover;
 };
 
-}  // namespace
-
-TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
-  if (columns <= 0) throw Error(fmt::format("html report: timeline columns must be positive, got {}", columns));
-  TimelineLayout layout;
-  layout.columns = columns;
-  layout.categories = timeline_categories(report.spans);
-  const int ncat = static_cast<int>(layout.categories.size());
+// The report's spans by lane (report order), after checking each span's lane and times;
+// [lo, hi] becomes their extent (including 0).
+std::vector<std::vector<int>> spans_by_lane(const HtmlReport& report, double& lo, double& hi) {
   const int nlanes = static_cast<int>(report.lanes.size());
-
-  double lo = 0, hi = 0;
   std::vector<std::vector<int>> by_lane(nlanes);
   for (std::size_t i = 0; i < report.spans.size(); ++i) {
     const HtmlSpan& s = report.spans[i];
@@ -74,45 +67,54 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
     hi = std::max(hi, s.end_s);
     by_lane[s.lane].push_back(static_cast<int>(i));
   }
-  if (hi <= lo) hi = lo + 1e-3;
-  layout.t0_s = lo;
-  layout.t1_s = hi;
-  const double scale = columns / (hi - lo);
+  return by_lane;
+}
 
+// Each span's index in `categories`.
+std::vector<int> category_of_spans(const HtmlReport& report, const std::vector<std::string>& categories) {
   std::vector<int> cat_of(report.spans.size());
   for (std::size_t i = 0; i < report.spans.size(); ++i) {
-    cat_of[i] =
-        static_cast<int>(std::find(layout.categories.begin(), layout.categories.end(), report.spans[i].category) -
-                         layout.categories.begin());
+    cat_of[i] = static_cast<int>(std::find(categories.begin(), categories.end(), report.spans[i].category) -
+                                 categories.begin());
   }
+  return cat_of;
+}
 
-  std::vector<Cell> cells;
-  std::vector<WidePiece> wide;
-  for (int lane = 0; lane < nlanes; ++lane) {
-    std::vector<int>& ids = by_lane[lane];
-    if (ids.empty()) continue;
-    std::stable_sort(ids.begin(), ids.end(),
-                     [&](int a, int b) { return report.spans[a].start_s < report.spans[b].start_s; });
-    cells.assign(static_cast<std::size_t>(columns) * ncat, Cell{});
-    wide.clear();
+// One lane's rectangles: its spans binned into columns (narrow spans summed per category
+// and column, wide spans cut into per-column pieces), then each column laid out.
+class LaneLayout {
+ public:
+  LaneLayout(const HtmlReport& report, const std::vector<int>& ids, const std::vector<int>& cat_of, int lane,
+             int columns, int ncat)
+      : report_(report),
+        ids_(ids),
+        cat_of_(cat_of),
+        lane_(lane),
+        columns_(columns),
+        ncat_(ncat),
+        cells_(static_cast<std::size_t>(columns) * ncat, Cell{}),
+        open_(ncat),
+        open_last_(ncat, -1) {}
 
-    for (int k = 0; k < static_cast<int>(ids.size()); ++k) {
-      const HtmlSpan& s = report.spans[ids[k]];
-      const double a = std::clamp((s.start_s - lo) * scale, 0.0, static_cast<double>(columns));
-      const double b = std::clamp((s.end_s - lo) * scale, 0.0, static_cast<double>(columns));
+  // Spans at time t lie at column (t - lo) * scale.
+  void bin(double lo, double scale) {
+    for (int k = 0; k < static_cast<int>(ids_.size()); ++k) {
+      const HtmlSpan& s = report_.spans[ids_[k]];
+      const double a = std::clamp((s.start_s - lo) * scale, 0.0, static_cast<double>(columns_));
+      const double b = std::clamp((s.end_s - lo) * scale, 0.0, static_cast<double>(columns_));
       if (b <= a) continue;  // zero-length spans cover nothing
       const bool is_wide = b - a >= 1;
-      const int c0 = std::clamp(static_cast<int>(std::floor(a)), 0, columns - 1);
-      const int c1 = std::clamp(static_cast<int>(std::ceil(b)) - 1, c0, columns - 1);
+      const int c0 = std::clamp(static_cast<int>(std::floor(a)), 0, columns_ - 1);
+      const int c1 = std::clamp(static_cast<int>(std::ceil(b)) - 1, c0, columns_ - 1);
       for (int c = c0; c <= c1; ++c) {
         const double from = std::max(a, static_cast<double>(c));
         const double to = std::min(b, static_cast<double>(c + 1));
         if (to <= from) continue;
         if (is_wide) {
-          wide.push_back({c, k, from - c, to - from});
+          wide_.push_back({c, k, from - c, to - from});
           continue;
         }
-        Cell& cell = cells[static_cast<std::size_t>(c) * ncat + cat_of[ids[k]]];
+        Cell& cell = cells_[static_cast<std::size_t>(c) * ncat_ + cat_of_[ids_[k]]];
         cell.cover += to - from;
         cell.first = std::min(cell.first, from - c);
         if (cell.count == 0) cell.first_id = k;
@@ -120,42 +122,19 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
         ++cell.count;
       }
     }
-    std::stable_sort(wide.begin(), wide.end(),
+    std::stable_sort(wide_.begin(), wide_.end(),
                      [](const WidePiece& x, const WidePiece& y) { return x.column < y.column; });
+  }
 
-    // Lay each column out: wide-span pieces and one piece per category of narrow spans,
-    // side by side in order of first start. A wide span's pieces join into one exact
-    // rectangle; touching narrow pieces of a category join too (run-length).
-    std::vector<TimelineRect> lane_rects;
-    std::vector<TimelineRect> open(ncat);  // narrow, per category; spans == 0: none
-    std::vector<int> open_last(ncat, -1);  // last span (lane order) of the open rect
-    std::vector<TimelineRect> open_wide;   // wide, a few at a time
-    auto flush = [&](int cat) {
-      if (open[cat].spans > 0) lane_rects.push_back(open[cat]);
-      open[cat].spans = 0;
-    };
-    struct Part {
-      double first;
-      double cover;
-      int cat;   // narrow: category
-      int span;  // wide: span (lane order); narrow: -1
-    };
+  // Lay each column out: wide-span pieces and one piece per category of narrow spans,
+  // side by side in order of first start. A wide span's pieces join into one exact
+  // rectangle; touching narrow pieces of a category join too (run-length).
+  std::vector<TimelineRect> rects() {
     std::vector<Part> parts;
     std::size_t w = 0;
-    for (int c = 0; c < columns; ++c) {
+    for (int c = 0; c < columns_; ++c) {
       parts.clear();
-      double total = 0;
-      for (; w < wide.size() && wide[w].column == c; ++w) {
-        parts.push_back({wide[w].first, wide[w].cover, cat_of[ids[wide[w].span]], wide[w].span});
-        total += wide[w].cover;
-      }
-      for (int cat = 0; cat < ncat; ++cat) {
-        const Cell& cell = cells[static_cast<std::size_t>(c) * ncat + cat];
-        if (cell.count > 0 && cell.cover > 0) {
-          parts.push_back({cell.first, cell.cover, cat, -1});
-          total += cell.cover;
-        }
-      }
+      const double total = column_parts(c, w, parts);
       if (parts.empty()) continue;
       std::stable_sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) { return x.first < y.first; });
       const double shrink = total > 1 ? 1 / total : 1;
@@ -166,41 +145,123 @@ TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
         const double x = std::min(std::max(cursor, c + p.first), c + 1 - remaining);
         cursor = x + pw;
         remaining -= pw;
-        if (p.span >= 0) {
-          auto it = std::find_if(open_wide.begin(), open_wide.end(), [&](const TimelineRect& r) {
-            return r.span == ids[p.span] && std::abs(r.x1 - x) < 1e-9;
-          });
-          if (it != open_wide.end()) {
-            it->x1 = x + pw;
-          } else {
-            open_wide.push_back(TimelineRect{lane, p.cat, x, x + pw, 1, ids[p.span]});
-          }
-          continue;
-        }
-        const Cell& cell = cells[static_cast<std::size_t>(c) * ncat + p.cat];
-        TimelineRect& r = open[p.cat];
-        if (r.spans > 0 && std::abs(r.x1 - x) < 1e-9) {
-          r.x1 = x + pw;
-          r.spans += cell.count - (open_last[p.cat] == cell.first_id ? 1 : 0);
-        } else {
-          flush(p.cat);
-          r = TimelineRect{lane, p.cat, x, x + pw, cell.count, -1};
-        }
-        r.span = r.spans == 1 ? ids[cell.first_id] : -1;
-        open_last[p.cat] = cell.last_id;
+        if (p.span >= 0)
+          place_wide(p, x, pw);
+        else
+          place_narrow(p, c, x, pw);
       }
-      // A wide rectangle that stops short of the column's right edge cannot continue.
-      auto stop = std::stable_partition(open_wide.begin(), open_wide.end(),
-                                        [&](const TimelineRect& r) { return r.x1 >= c + 1 - 1e-9; });
-      lane_rects.insert(lane_rects.end(), stop, open_wide.end());
-      open_wide.erase(stop, open_wide.end());
+      close_wide(c);
     }
-    lane_rects.insert(lane_rects.end(), open_wide.begin(), open_wide.end());
-    open_wide.clear();
-    for (int cat = 0; cat < ncat; ++cat) flush(cat);
-    std::stable_sort(lane_rects.begin(), lane_rects.end(), [](const TimelineRect& x, const TimelineRect& y) {
+    lane_rects_.insert(lane_rects_.end(), open_wide_.begin(), open_wide_.end());
+    open_wide_.clear();
+    for (int cat = 0; cat < ncat_; ++cat) flush(cat);
+    std::stable_sort(lane_rects_.begin(), lane_rects_.end(), [](const TimelineRect& x, const TimelineRect& y) {
       return x.x0 < y.x0 || (x.x0 == y.x0 && x.category < y.category);
     });
+    return std::move(lane_rects_);
+  }
+
+ private:
+  struct Part {
+    double first;
+    double cover;
+    int cat;   // narrow: category
+    int span;  // wide: span (lane order); narrow: -1
+  };
+
+  // Column c's wide pieces (from wide_[w] on; w moves past them), then its narrow pieces by
+  // category; returns their total cover.
+  double column_parts(int c, std::size_t& w, std::vector<Part>& parts) const {
+    double total = 0;
+    for (; w < wide_.size() && wide_[w].column == c; ++w) {
+      parts.push_back({wide_[w].first, wide_[w].cover, cat_of_[ids_[wide_[w].span]], wide_[w].span});
+      total += wide_[w].cover;
+    }
+    for (int cat = 0; cat < ncat_; ++cat) {
+      const Cell& cell = cells_[static_cast<std::size_t>(c) * ncat_ + cat];
+      if (cell.count > 0 && cell.cover > 0) {
+        parts.push_back({cell.first, cell.cover, cat, -1});
+        total += cell.cover;
+      }
+    }
+    return total;
+  }
+
+  void place_wide(const Part& p, double x, double pw) {
+    auto it = std::find_if(open_wide_.begin(), open_wide_.end(),
+                           [&](const TimelineRect& r) { return r.span == ids_[p.span] && std::abs(r.x1 - x) < 1e-9; });
+    if (it != open_wide_.end()) {
+      it->x1 = x + pw;
+    } else {
+      open_wide_.push_back(TimelineRect{lane_, p.cat, x, x + pw, 1, ids_[p.span]});
+    }
+  }
+
+  void place_narrow(const Part& p, int c, double x, double pw) {
+    const Cell& cell = cells_[static_cast<std::size_t>(c) * ncat_ + p.cat];
+    TimelineRect& r = open_[p.cat];
+    if (r.spans > 0 && std::abs(r.x1 - x) < 1e-9) {
+      r.x1 = x + pw;
+      r.spans += cell.count - (open_last_[p.cat] == cell.first_id ? 1 : 0);
+    } else {
+      flush(p.cat);
+      r = TimelineRect{lane_, p.cat, x, x + pw, cell.count, -1};
+    }
+    r.span = r.spans == 1 ? ids_[cell.first_id] : -1;
+    open_last_[p.cat] = cell.last_id;
+  }
+
+  // A wide rectangle that stops short of the column's right edge cannot continue.
+  void close_wide(int c) {
+    auto stop = std::stable_partition(open_wide_.begin(), open_wide_.end(),
+                                      [&](const TimelineRect& r) { return r.x1 >= c + 1 - 1e-9; });
+    lane_rects_.insert(lane_rects_.end(), stop, open_wide_.end());
+    open_wide_.erase(stop, open_wide_.end());
+  }
+
+  void flush(int cat) {
+    if (open_[cat].spans > 0) lane_rects_.push_back(open_[cat]);
+    open_[cat].spans = 0;
+  }
+
+  const HtmlReport& report_;
+  const std::vector<int>& ids_;     // the lane's spans by start
+  const std::vector<int>& cat_of_;  // per span
+  const int lane_, columns_, ncat_;
+  std::vector<Cell> cells_;  // per column and category
+  std::vector<WidePiece> wide_;
+  std::vector<TimelineRect> lane_rects_;
+  std::vector<TimelineRect> open_;       // narrow, per category; spans == 0: none
+  std::vector<int> open_last_;           // last span (lane order) of the open rect
+  std::vector<TimelineRect> open_wide_;  // wide, a few at a time
+};
+
+}  // namespace
+
+TimelineLayout layout_timeline(const HtmlReport& report, int columns) {
+  if (columns <= 0) throw Error(fmt::format("html report: timeline columns must be positive, got {}", columns));
+  TimelineLayout layout;
+  layout.columns = columns;
+  layout.categories = timeline_categories(report.spans);
+  const int ncat = static_cast<int>(layout.categories.size());
+  const int nlanes = static_cast<int>(report.lanes.size());
+
+  double lo = 0, hi = 0;
+  std::vector<std::vector<int>> by_lane = spans_by_lane(report, lo, hi);
+  if (hi <= lo) hi = lo + 1e-3;
+  layout.t0_s = lo;
+  layout.t1_s = hi;
+  const double scale = columns / (hi - lo);
+  const std::vector<int> cat_of = category_of_spans(report, layout.categories);
+
+  for (int lane = 0; lane < nlanes; ++lane) {
+    std::vector<int>& ids = by_lane[lane];
+    if (ids.empty()) continue;
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int a, int b) { return report.spans[a].start_s < report.spans[b].start_s; });
+    LaneLayout lane_layout(report, ids, cat_of, lane, columns, ncat);
+    lane_layout.bin(lo, scale);
+    const std::vector<TimelineRect> lane_rects = lane_layout.rects();
     layout.rects.insert(layout.rects.end(), lane_rects.begin(), lane_rects.end());
   }
   return layout;
@@ -225,20 +286,9 @@ constexpr double kRowH = 18;
 constexpr double kBarH = 14;
 constexpr double kCharW = 6.2;  // of the 10px span labels, for deciding what fits
 
-}  // namespace
-
-std::string timeline_section(const HtmlReport& report) {
-  if (report.lanes.empty() || report.spans.empty()) return "";
-  const TimelineLayout layout = layout_timeline(report);
+// Each category's fill: its own colour if known, else the next fallback colour.
+std::vector<std::string> category_fills(const TimelineLayout& layout) {
   const int ncat = static_cast<int>(layout.categories.size());
-  const int nlanes = static_cast<int>(report.lanes.size());
-  const double px = kPlotW / layout.columns;
-  const double rows_h = nlanes * kRowH;
-  const double axis_y = kTopH + rows_h;
-  const double legend_y = axis_y + 40;
-  const double height = legend_y + 24;
-  const double width = kLabelW + kPlotW + kRightW;
-
   std::vector<std::string> fills(ncat);
   int fallback = 0;
   for (int i = 0; i < ncat; ++i) {
@@ -246,22 +296,13 @@ std::string timeline_section(const HtmlReport& report) {
                        known_categories().end();
     fills[i] = category_color(layout.categories[i], known ? 0 : fallback++);
   }
+  return fills;
+}
 
+// Lane stripes and names.
+std::string lane_rows(const HtmlReport& report) {
   std::string s;
-  s += "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
-  s += fmt::format(
-      "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
-      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
-      report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
-  s += fmt::format(
-      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-      "xmlns=\"http://www.w3.org/2000/svg\">\n",
-      num(width, 0), num(height, 0));
-  s += "<style>";
-  for (int i = 0; i < ncat; ++i) s += fmt::format(".k{}{{fill:{}}}", i, fills[i]);
-  s += "rect.s{stroke:#fff;stroke-width:0.6}</style>\n";
-
-  // Lane stripes and names.
+  const int nlanes = static_cast<int>(report.lanes.size());
   for (int l = 0; l < nlanes; ++l) {
     const double y = kTopH + l * kRowH;
     if (l % 2 == 0) {
@@ -271,8 +312,12 @@ std::string timeline_section(const HtmlReport& report) {
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"lane\">{}</text>\n", num(kLabelW - 8, 0),
                      num(y + kRowH / 2 + 4, 0), html_escape(report.lanes[l]));
   }
+  return s;
+}
 
-  // Grid lines and tick labels.
+// Grid lines and tick labels.
+std::string time_axis(const TimelineLayout& layout, double axis_y) {
+  std::string s;
   const std::vector<AxisTick> ticks = time_ticks(layout.t0_s, layout.t1_s, 10);
   for (const AxisTick& t : ticks) {
     const double x = kLabelW + (t.value - layout.t0_s) / (layout.t1_s - layout.t0_s) * kPlotW;
@@ -286,9 +331,16 @@ std::string timeline_section(const HtmlReport& report) {
                    num(axis_y, 0), num(kLabelW + kPlotW, 0));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">time</text>\n",
                    num(kLabelW + kPlotW / 2, 0), num(axis_y + 32, 0));
+  return s;
+}
 
-  // Spans: single-span rectangles at least a pixel wide get their own element, tooltip
-  // and label; everything else goes into one path per lane and category.
+// Spans: single-span rectangles at least a pixel wide get their own element, tooltip
+// and label; everything else goes into one path per lane and category.
+std::string span_shapes(const HtmlReport& report, const TimelineLayout& layout, const std::vector<std::string>& fills) {
+  std::string s;
+  const int ncat = static_cast<int>(layout.categories.size());
+  const int nlanes = static_cast<int>(report.lanes.size());
+  const double px = kPlotW / layout.columns;
   std::vector<std::string> paths(static_cast<std::size_t>(nlanes) * ncat);
   std::vector<int> path_spans(paths.size(), 0);
   std::vector<double> path_time(paths.size(), 0);
@@ -326,16 +378,53 @@ std::string timeline_section(const HtmlReport& report) {
                        format_seconds(path_time[k]));
     }
   }
+  return s;
+}
 
-  // Legend.
+// Legend.
+std::string legend(const TimelineLayout& layout, double legend_y) {
+  std::string s;
   double lx = kLabelW;
-  for (int i = 0; i < ncat; ++i) {
+  for (std::size_t i = 0; i < layout.categories.size(); ++i) {
     s += fmt::format(
         "<rect class=\"k{}\" x=\"{}\" y=\"{}\" width=\"12\" height=\"12\"/>"
         "<text x=\"{}\" y=\"{}\" class=\"legend\">{}</text>\n",
         i, num(lx, 0), num(legend_y, 0), num(lx + 16, 0), num(legend_y + 10, 0), html_escape(layout.categories[i]));
     lx += 16 + layout.categories[i].size() * 7.0 + 18;
   }
+  return s;
+}
+
+}  // namespace
+
+std::string timeline_section(const HtmlReport& report) {
+  if (report.lanes.empty() || report.spans.empty()) return "";
+  const TimelineLayout layout = layout_timeline(report);
+  const int nlanes = static_cast<int>(report.lanes.size());
+  const double rows_h = nlanes * kRowH;
+  const double axis_y = kTopH + rows_h;
+  const double legend_y = axis_y + 40;
+  const double height = legend_y + 24;
+  const double width = kLabelW + kPlotW + kRightW;
+  const std::vector<std::string> fills = category_fills(layout);
+
+  std::string s;
+  s += "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
+  s += fmt::format(
+      "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
+      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
+      report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
+  s += fmt::format(
+      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n",
+      num(width, 0), num(height, 0));
+  s += "<style>";
+  for (std::size_t i = 0; i < fills.size(); ++i) s += fmt::format(".k{}{{fill:{}}}", i, fills[i]);
+  s += "rect.s{stroke:#fff;stroke-width:0.6}</style>\n";
+  s += lane_rows(report);
+  s += time_axis(layout, axis_y);
+  s += span_shapes(report, layout, fills);
+  s += legend(layout, legend_y);
   s += "</svg>\n</section>\n";
   return s;
 }

@@ -205,22 +205,10 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
   put("optimizer", opt, 1);
 }
 
-}  // namespace
-
-RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
-  if (stage < 0 || stage >= p.pp)
-    throw Error(
-        fmt::format("stage: {} is outside 0..{} (pp = {}); pick an existing pipeline stage", stage, p.pp - 1, p.pp));
-  const Shape x = shape_of(m, p);
-  const bool first = stage == 0, last = stage == p.pp - 1;
-  RankMemory r;
-  r.role = fmt::format("stage {} of {} ({})", stage, p.pp,
-                       p.pp == 1 ? "only: embedding and head"
-                       : first   ? "first: embedding"
-                       : last    ? "last: head"
-                                 : "middle");
-
-  // Weights, gradients, optimizer: 16 bytes per parameter for 16-bit mixed-precision Adam.
+// Weights, gradients, optimizer: 16 bytes per parameter for 16-bit mixed-precision Adam.
+// Returns the parameters this rank holds before ZeRO sharding.
+double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const ParallelSpec& p, const Shape& x,
+                         bool first, bool last) {
   const int stage_layers = m.layers / p.pp;
   const double t = x.t;
   const double expert = m.expert_params_per_layer();
@@ -228,7 +216,7 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   double held_params = 0;                                            // parameters this rank holds before ZeRO sharding
   auto state = [&](const std::string& name, double params, int shard_group) {
     held_params += params;
-    state_items(r.items, m, p, name, params, shard_group);
+    state_items(out, m, p, name, params, shard_group);
   };
   state("layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
   // Experts split over tp like a dense MLP without ep; whole, E/e per rank, with ep (as planned).
@@ -238,32 +226,39 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;
     state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
   }
+  return held_params;
+}
 
-  // Activations.
+// Activations of the layers in flight on `stage`.
+void activation_items(std::vector<MemoryItem>& out, const ModelSpec& m, const ParallelSpec& p, int stage) {
   const int chunk_layers = m.layers / (p.pp * p.vchunks);
   const int n = inflight_chunks(p, stage);
   const std::string inflight = fmt::format("{} in flight", n);
   const RecomputeMode mode = p.recompute.mode;
   if (mode == RecomputeMode::None || mode == RecomputeMode::Selective) {
-    scaled(r.items, layer_activation_items(m, p, mode), "activations", "", static_cast<long long>(n) * chunk_layers,
+    scaled(out, layer_activation_items(m, p, mode), "activations", "", static_cast<long long>(n) * chunk_layers,
            fmt::format("{} layers x {}", chunk_layers, inflight));
   } else {
     // Full = checkpoints at every layer; EveryK / Sqrt = every K layers. During backward one
     // segment (1 or K layers) of one micro-batch is recomputed and held whole.
     const int k = mode == RecomputeMode::Full ? 1 : recompute_segment_layers(m, p);
     const int ckpts = (chunk_layers + k - 1) / k;
-    scaled(r.items, layer_activation_items(m, p, RecomputeMode::Full), "activations", "checkpoint.",
+    scaled(out, layer_activation_items(m, p, RecomputeMode::Full), "activations", "checkpoint.",
            static_cast<long long>(n) * ckpts, fmt::format("{} checkpoints x {}", ckpts, inflight));
-    scaled(r.items, layer_activation_items(m, p, RecomputeMode::None), "activations", "recompute.", k,
+    scaled(out, layer_activation_items(m, p, RecomputeMode::None), "activations", "recompute.", k,
            fmt::format("{} layer segment", k));
   }
+}
 
-  // Extras of docs/math.md section 12: embedding dropout mask (GPT layer only) for the micro-batches
-  // in flight on the first stage; output-side tensors for the one micro-batch the last stage
-  // holds (its backward follows its forward directly).
+// Extras of docs/math.md section 12: embedding dropout mask (GPT layer only) for the micro-batches
+// in flight on the first stage; output-side tensors for the one micro-batch the last stage
+// holds (its backward follows its forward directly).
+void extra_items(std::vector<MemoryItem>& out, const ModelSpec& m, const ParallelSpec& p, const Shape& x, bool first,
+                 bool last) {
+  const double t = x.t;
   const double sbh = x.s * x.b * x.h;
   auto extra = [&](const char* name, double bytes, const std::string& formula) {
-    r.items.push_back({"extras", name, formula, static_cast<Bytes>(std::llround(bytes))});
+    out.push_back({"extras", name, formula, static_cast<Bytes>(std::llround(bytes))});
   };
   if (first && m.attention == AttentionKind::Plain) {
     const int mb = std::min(p.microbatches, p.pp);
@@ -276,17 +271,23 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
     extra("output_proj_input", x.P * sbh / (x.tsp * x.c), coef_text(x.P) + "sbh" + div_text(x, x.tsp, true, x.tsym));
     extra("cross_entropy_logits_fp32", 4 * x.s * x.b * x.v / (t * x.c), "4sbv" + div_text(x, x.t, true, x.tsym));
   }
+}
 
-  // Temporaries: an allowance of twice the largest single tensor of one layer (its gradient
-  // and the gradient flowing into it exist together during that layer's backward).
+// Temporaries: an allowance of twice the largest single tensor of one layer (its gradient
+// and the gradient flowing into it exist together during that layer's backward).
+MemoryItem temporaries_item(const ModelSpec& m, const ParallelSpec& p) {
   const std::vector<MemoryItem> whole = layer_activation_items(m, p, RecomputeMode::None);
   const auto big = std::max_element(whole.begin(), whole.end(),
                                     [](const MemoryItem& a, const MemoryItem& b) { return a.bytes < b.bytes; });
-  r.items.push_back(
-      {"temporaries", "backward_buffers", fmt::format("2 x {} ({})", big->formula, big->name), 2 * big->bytes});
+  return {"temporaries", "backward_buffers", fmt::format("2 x {} ({})", big->formula, big->name), 2 * big->bytes};
+}
 
-  // Communication workspace: the largest buffer any one collective of this layout needs
-  // (they are assumed to run one at a time out of a shared, pre-allocated workspace).
+// Communication workspace: the largest buffer any one collective of this layout needs
+// (they are assumed to run one at a time out of a shared, pre-allocated workspace).
+MemoryItem workspace_item(const ModelSpec& m, const ParallelSpec& p, const Shape& x, double held_params) {
+  const double t = x.t;
+  const double expert = m.expert_params_per_layer();
+  const double sbh = x.s * x.b * x.h;
   MemoryItem ws{"workspace", "none", "no collectives", 0};
   auto candidate = [&](const std::string& name, double bytes, const std::string& formula) {
     const Bytes b = static_cast<Bytes>(std::llround(bytes));
@@ -317,7 +318,28 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
   if (p.mesh2d > 0)
     candidate("summa_broadcast", x.P * (sbh + x.h * x.f) / (t * x.c),
               coef_text(x.P) + "(sbh + hf)/q^2 (one activation and one weight block)");
-  r.items.push_back(ws);
+  return ws;
+}
+
+}  // namespace
+
+RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
+  if (stage < 0 || stage >= p.pp)
+    throw Error(
+        fmt::format("stage: {} is outside 0..{} (pp = {}); pick an existing pipeline stage", stage, p.pp - 1, p.pp));
+  const Shape x = shape_of(m, p);
+  const bool first = stage == 0, last = stage == p.pp - 1;
+  RankMemory r;
+  r.role = fmt::format("stage {} of {} ({})", stage, p.pp,
+                       p.pp == 1 ? "only: embedding and head"
+                       : first   ? "first: embedding"
+                       : last    ? "last: head"
+                                 : "middle");
+  const double held_params = model_state_items(r.items, m, p, x, first, last);
+  activation_items(r.items, m, p, stage);
+  extra_items(r.items, m, p, x, first, last);
+  r.items.push_back(temporaries_item(m, p));
+  r.items.push_back(workspace_item(m, p, x, held_params));
   return r;
 }
 

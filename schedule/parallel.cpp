@@ -70,10 +70,8 @@ void in_range(int v, int lo, int most, const char* field) {
   if (v > most) fail(field, fmt::format("{} exceeds meshsim's limit of {}", v, most));
 }
 
-}  // namespace
-
-void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
-  validate_model(m, "model");
+// Every size within meshsim's range, and at least one GPU.
+void check_ranges(const ParallelSpec& p, int gpus) {
   in_range(p.dp, 1, kMaxGpus, "dp");
   in_range(p.tp, 1, kMaxGpus, "tp");
   in_range(p.cp, 1, kMaxGpus, "cp");
@@ -84,6 +82,10 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
   in_range(p.ep, 1, kMaxGpus, "ep");
   in_range(p.mesh2d, 0, kMaxGpus, "mesh2d");
   if (gpus < 1) throw Error(fmt::format("gpus: {} must be at least 1", gpus));
+}
+
+// The layout's GPUs, tokens per micro-batch and layer passes per stage within meshsim's limits.
+void check_products(const ParallelSpec& p, const ModelSpec& m) {
   // Products in 64 bits: each factor fits, their product may not fit an int.
   const std::int64_t q = p.mesh2d;
   const std::int64_t world = std::int64_t{p.dp} * p.pp * p.cp * (q > 0 ? q * q : std::int64_t{p.tp});
@@ -101,13 +103,20 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
     fail("microbatches", fmt::format("{} micro-batches x {} layers per stage = {} layer passes per stage exceed "
                                      "meshsim's limit of {} (the schedule holds every op); use fewer micro-batches",
                                      p.microbatches, m.layers / p.pp, passes, kMaxLayerPasses));
+}
+
+// ZeRO stage, expert imbalance, gradient bucket size and recomputation.
+void check_options(const ParallelSpec& p) {
   if (p.zero < 0 || p.zero > 3) fail("zero", fmt::format("stage {} does not exist; use 0, 1, 2 or 3", p.zero));
   if (!(p.ep_imbalance >= 1.0))
     fail("ep_imbalance", fmt::format("{} must be >= 1 (busiest expert rank / mean; 1 = balanced)", p.ep_imbalance));
   if (!(p.dp_bucket_mib > 0)) fail("dp_bucket_mib", fmt::format("{} must be positive, e.g. 25", p.dp_bucket_mib));
   if (p.recompute.mode == RecomputeMode::EveryK && p.recompute.every_k < 1)
     fail("recompute", fmt::format("every:{} needs K >= 1 layers, e.g. every:4", p.recompute.every_k));
+}
 
+// Sequence parallelism and distributed checkpoints need 1D tensor parallelism.
+void check_sequence_parallel(const ParallelSpec& p) {
   if (p.sp && p.tp < 2 && p.mesh2d == 0)
     fail("sp", fmt::format("sequence parallelism needs tp > 1 (tp = {}); set tp or drop sp", p.tp));
   if (p.distribute_checkpoints) {
@@ -125,20 +134,27 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
                        "full, every:K or sqrt, or set distribute_checkpoints false",
                        p.recompute.to_string()));
   }
-  if (p.mesh2d > 0) {
-    const int q = p.mesh2d;
-    if (p.tp > 1) fail("mesh2d", fmt::format("q = {} replaces 1D tensor parallelism; set tp = 1 (tp = {})", q, p.tp));
-    if (p.sp) fail("sp", fmt::format("mesh2d = {} already splits the sequence dimension; drop sp", q));
-    if (p.cp > 1) fail("cp", fmt::format("context parallelism is not modelled with mesh2d = {}; set cp = 1", q));
-    auto divides = [&](int v, const char* what) {
-      if (v % q != 0) fail("mesh2d", fmt::format("q = {} does not divide {} = {}; choose q dividing it", q, what, v));
-    };
-    divides(m.heads, "heads");
-    divides(m.hidden, "hidden");
-    divides(m.ffn_hidden, "ffn_hidden");
-    divides(m.vocab, "vocab");
-    divides(p.micro_batch_size, "micro_batch_size (each mesh row holds b/q sequences)");
-  }
+}
+
+// 2D tensor parallelism (mesh2d = q) replaces tp, sp and cp, and q divides the split widths.
+void check_mesh2d(const ParallelSpec& p, const ModelSpec& m) {
+  if (p.mesh2d <= 0) return;
+  const int q = p.mesh2d;
+  if (p.tp > 1) fail("mesh2d", fmt::format("q = {} replaces 1D tensor parallelism; set tp = 1 (tp = {})", q, p.tp));
+  if (p.sp) fail("sp", fmt::format("mesh2d = {} already splits the sequence dimension; drop sp", q));
+  if (p.cp > 1) fail("cp", fmt::format("context parallelism is not modelled with mesh2d = {}; set cp = 1", q));
+  auto divides = [&](int v, const char* what) {
+    if (v % q != 0) fail("mesh2d", fmt::format("q = {} does not divide {} = {}; choose q dividing it", q, what, v));
+  };
+  divides(m.heads, "heads");
+  divides(m.hidden, "hidden");
+  divides(m.ffn_hidden, "ffn_hidden");
+  divides(m.vocab, "vocab");
+  divides(p.micro_batch_size, "micro_batch_size (each mesh row holds b/q sequences)");
+}
+
+// tp splits the attention heads and the K/V heads (or replicates the K/V heads evenly).
+void check_heads(const ParallelSpec& p, const ModelSpec& m) {
   if (m.heads % p.tp != 0)
     fail("tp", fmt::format("{} does not divide heads = {}; use a divisor of the head count", p.tp, m.heads));
   if (p.tp > m.kv_heads) {
@@ -151,7 +167,10 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
   } else if (m.kv_heads % p.tp != 0) {
     fail("tp", fmt::format("{} does not divide kv_heads = {}; use a divisor of the K/V head count", p.tp, m.kv_heads));
   }
+}
 
+// The layout uses exactly the GPUs there are.
+void check_world(const ParallelSpec& p, int gpus, const std::string& gpus_from) {
   if (p.world_size() != gpus) {
     const std::string tensor = p.mesh2d > 0 ? fmt::format("q^2 = {}", p.tensor_size()) : fmt::format("tp = {}", p.tp);
     const std::string have =
@@ -160,14 +179,20 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
                            "change the sizes so that their product is {}",
                            p.dp, p.pp, p.cp, tensor, p.world_size(), have, gpus));
   }
+}
 
+// cp (twice over with cp_balance) and sp split the sequence evenly.
+void check_sequence_split(const ParallelSpec& p, const ModelSpec& m) {
   const int seq_div = p.cp * (p.sp ? p.tp : 1) * (p.cp > 1 && p.cp_balance ? 2 : 1);
   if (m.seq % seq_div != 0)
     fail(p.cp > 1 ? "cp" : "sp",
          fmt::format("seq = {} is not divisible by {} (cp = {}{}{}); choose a sequence length that is", m.seq, seq_div,
                      p.cp, p.sp ? fmt::format(" x tp = {}", p.tp) : "",
                      p.cp > 1 && p.cp_balance ? " x 2 for cp_balance" : ""));
+}
 
+// Stages (and model chunks) split the layers evenly and get enough micro-batches.
+void check_pipeline(const ParallelSpec& p, const ModelSpec& m) {
   if (m.layers % (p.pp * p.vchunks) != 0)
     fail("pp",
          fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the layers",
@@ -182,7 +207,10 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
       fail("microbatches", fmt::format("{} is not a multiple of pp = {}, which interleaving (vchunks = {}) needs",
                                        p.microbatches, p.pp, p.vchunks));
   }
+}
 
+// Expert parallelism: a MoE model whose experts and data-parallel ranks ep divides.
+void check_experts(const ParallelSpec& p, const ModelSpec& m) {
   if (p.ep > 1) {
     if (!m.moe()) fail("ep", fmt::format("{} needs a mixture-of-experts model (model.experts = 0); set ep = 1", p.ep));
     if (m.experts % p.ep != 0)
@@ -192,6 +220,22 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
                              "ranks, so make dp a multiple of ep",
                              p.ep, p.dp));
   }
+}
+
+}  // namespace
+
+void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
+  validate_model(m, "model");
+  check_ranges(p, gpus);
+  check_products(p, m);
+  check_options(p);
+  check_sequence_parallel(p);
+  check_mesh2d(p, m);
+  check_heads(p, m);
+  check_world(p, gpus, gpus_from);
+  check_sequence_split(p, m);
+  check_pipeline(p, m);
+  check_experts(p, m);
 }
 
 }  // namespace meshsim

@@ -67,48 +67,72 @@ LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::option
   return s;
 }
 
-// The steps of one layer's forward for micro-batch tokens c.tokens (= b*s/c).
-std::vector<LayerStep> layer_steps(const Ctx& c) {
-  const ModelSpec& m = c.m;
-  const ParallelSpec& p = c.p;
-  const int P = c.P, t = p.tp, cp = p.cp;
-  const double T = c.tokens, h = m.hidden;
-  const double Tn = p.sp ? T / t : T;  // tokens LayerNorm and dropout run on
-  const double b = p.micro_batch_size, s_local = static_cast<double>(m.seq) / cp;
-  const double heads_local = static_cast<double>(m.heads) / t;
-  const double hd = m.head_dim();
-  const double kv_local = hd * std::max(1.0, static_cast<double>(m.kv_heads) / t);  // K/V width per rank
-  const Bytes act = static_cast<Bytes>(T * h) * P;                                  // b*s/c*h*P
-  std::vector<LayerStep> v;
+// The steps of one layer's forward for micro-batch tokens c.tokens (= b*s/c), appended block
+// by block.
+class LayerSteps {
+ public:
+  explicit LayerSteps(const Ctx& c)
+      : m(c.m),
+        p(c.p),
+        P(c.P),
+        t(p.tp),
+        cp(p.cp),
+        T(c.tokens),
+        h(m.hidden),
+        Tn(p.sp ? T / t : T),
+        b(p.micro_batch_size),
+        s_local(static_cast<double>(m.seq) / cp),
+        heads_local(static_cast<double>(m.heads) / t),
+        hd(m.head_dim()),
+        kv_local(hd * std::max(1.0, static_cast<double>(m.kv_heads) / t)),
+        act(static_cast<Bytes>(T * h) * P),
+        ffn(m.ffn_hidden),
+        up(m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn),
+        act_bytes_per(m.ffn == FfnKind::SwiGLU ? 3.0 : 2.0),
+        act_fn(m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu) {}
 
-  auto tp_in = [&](const std::string& where) {  // f (or g with SP) before a column-parallel GEMM
+  std::vector<LayerStep> steps() && {
+    attention_block();
+    mlp_block();
+    return std::move(v);
+  }
+
+ private:
+  void tp_in(const std::string& where) {  // f (or g with SP) before a column-parallel GEMM
     if (t == 1) return;
     if (p.sp)
       v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
     else
       v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
     v.back().overlaps_wgrad = true;
-  };
-  auto tp_out = [&](const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
+  }
+  void tp_out(const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
     if (t == 1) return;
     if (p.sp)
       v.push_back(coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, "tp", t, act, Stream::Tp));
     else
       v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
-  };
-  auto norm = [&](const std::string& name) {
+  }
+  void norm(const std::string& name) {
     v.push_back(kern(name, KernelKind::Norm, KernelFn::LayerNorm, Tn, h, 8 * Tn * h, 2.0 * P * Tn * h, P));
-  };
-  auto dropout_residual = [&](const std::string& name) {
+  }
+  void dropout_residual(const std::string& name) {
     v.push_back(kern(name, KernelKind::Elementwise, KernelFn::DropoutAdd, Tn, h, 3 * Tn * h, 4.0 * P * Tn * h, P));
-  };
+  }
 
   // --- attention block ---
-  norm("ln1");
-  tp_in("attn");
-  v.push_back(gemm("attn.qkv", T, h / t + 2 * kv_local, h, P));
-  const bool causal_skip = m.attention == AttentionKind::Flash;
-  if (cp > 1) {
+  void attention_block() {
+    norm("ln1");
+    tp_in("attn");
+    v.push_back(gemm("attn.qkv", T, h / t + 2 * kv_local, h, P));
+    attention_core();
+    v.push_back(gemm("attn.proj", T, h, h / t, P));
+    tp_out("attn");
+    dropout_residual("attn.dropout_residual");
+  }
+
+  // Context parallelism: ring attention over cp ranks, one K/V block per step.
+  LayerStep ring_attention() const {
     LayerStep r;
     r.type = LayerStep::Type::Ring;
     r.name = "attn.ring";
@@ -121,8 +145,11 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     const double fl = 4 * b * s_local * s_local * heads_local * hd;
     r.k = attention_kernel(b * heads_local, s_local, s_local, hd, false, fl,
                            P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
-    v.push_back(r);
-  } else if (m.attention == AttentionKind::Flash) {
+    return r;
+  }
+
+  LayerStep flash_attention() const {
+    const bool causal_skip = m.attention == AttentionKind::Flash;
     const double fl = 4 * b * s_local * s_local * heads_local * hd * (causal_skip ? 0.5 : 1.0);
     LayerStep a;
     a.type = LayerStep::Type::Kern;
@@ -130,35 +157,48 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     a.core = true;
     a.k = attention_kernel(b * heads_local, s_local, s_local, hd, causal_skip, fl,
                            P * (2 * T * h / t + 2 * T * kv_local), P);
-    v.push_back(a);
-  } else {
-    const double rows = b * heads_local * s_local;  // score rows
-    v.push_back(gemm("attn.scores", rows, s_local, hd, P, true));
-    v.push_back(kern("attn.softmax", KernelKind::Softmax, KernelFn::Softmax, rows, s_local, 5 * rows * s_local,
-                     2.0 * P * rows * s_local, P, true));
-    v.push_back(kern("attn.dropout", KernelKind::Elementwise, KernelFn::Dropout, rows, s_local, rows * s_local,
-                     3.0 * P * rows * s_local, P, true));
-    v.push_back(gemm("attn.sv", rows, hd, s_local, P, true));
+    return a;
   }
-  v.push_back(gemm("attn.proj", T, h, h / t, P));
-  tp_out("attn");
-  dropout_residual("attn.dropout_residual");
+
+  void attention_core() {
+    if (cp > 1) {
+      v.push_back(ring_attention());
+    } else if (m.attention == AttentionKind::Flash) {
+      v.push_back(flash_attention());
+    } else {
+      const double rows = b * heads_local * s_local;  // score rows
+      v.push_back(gemm("attn.scores", rows, s_local, hd, P, true));
+      v.push_back(kern("attn.softmax", KernelKind::Softmax, KernelFn::Softmax, rows, s_local, 5 * rows * s_local,
+                       2.0 * P * rows * s_local, P, true));
+      v.push_back(kern("attn.dropout", KernelKind::Elementwise, KernelFn::Dropout, rows, s_local, rows * s_local,
+                       3.0 * P * rows * s_local, P, true));
+      v.push_back(gemm("attn.sv", rows, hd, s_local, P, true));
+    }
+  }
 
   // --- MLP block ---
-  norm("ln2");
-  const double ffn = m.ffn_hidden;
-  const double up = m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn;  // gate + up for SwiGLU
-  const double act_bytes_per = m.ffn == FfnKind::SwiGLU ? 3.0 : 2.0;
-  const KernelFn act_fn = m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu;
-  if (!m.moe()) {
+  void mlp_block() {
+    norm("ln2");
+    if (!m.moe())
+      dense_mlp();
+    else if (p.ep == 1)
+      replicated_experts();
+    else
+      expert_parallel();
+    dropout_residual("mlp.dropout_residual");
+  }
+
+  void dense_mlp() {
     tp_in("mlp");
     v.push_back(gemm("mlp.fc1", T, up / t, h, P));
     v.push_back(kern(m.ffn == FfnKind::SwiGLU ? "mlp.swiglu" : "mlp.gelu", KernelKind::Elementwise, act_fn, T, ffn / t,
                      8 * T * ffn / t, act_bytes_per * P * T * ffn / t, P));
     v.push_back(gemm("mlp.fc2", T, h, ffn / t, P));
     tp_out("mlp");
-  } else if (p.ep == 1) {
-    // Every rank holds every expert, split over tp like a dense MLP.
+  }
+
+  // Every rank holds every expert, split over tp like a dense MLP.
+  void replicated_experts() {
     tp_in("moe");
     v.push_back(gemm("moe.router", T, m.experts, h, P));
     v.push_back(
@@ -169,9 +209,11 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
                      act_bytes_per * P * routed * ffn / t, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / t, P));
     tp_out("moe");
-  } else {
-    // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that
-    // own their top-k experts; experts are whole (not split over tp).
+  }
+
+  // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that
+  // own their top-k experts; experts are whole (not split over tp).
+  void expert_parallel() {
     const double Te = T / t;
     const Bytes a2a = static_cast<Bytes>(Te * m.top_k * h) * P;
     v.push_back(gemm("moe.router", Te, m.experts, h, P));
@@ -191,9 +233,25 @@ std::vector<LayerStep> layer_steps(const Ctx& c) {
     if (t > 1 && !p.sp)  // restore the tp-replicated activation
       v.push_back(coll("tp.gather.moe", CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
   }
-  dropout_residual("mlp.dropout_residual");
-  return v;
-}
+
+  const ModelSpec& m;
+  const ParallelSpec& p;
+  const int P, t, cp;
+  const double T, h;
+  const double Tn;  // tokens LayerNorm and dropout run on
+  const double b, s_local;
+  const double heads_local;
+  const double hd;
+  const double kv_local;  // K/V width per rank
+  const Bytes act;        // b*s/c*h*P
+  const double ffn;
+  const double up;  // gate + up for SwiGLU
+  const double act_bytes_per;
+  const KernelFn act_fn;
+  std::vector<LayerStep> v;
+};
+
+std::vector<LayerStep> layer_steps(const Ctx& c) { return LayerSteps(c).steps(); }
 
 Op make_op(Phase phase, const LayerStep& s, CollKind kind, int layer, int mb) {
   Op op = collective(phase, s.stream, kind, s.axis, s.group, s.bytes, s.name, layer, mb);

@@ -542,14 +542,8 @@ std::vector<const Algorithm*> auto_flow_candidates(const std::vector<RankedAlgor
   return out;
 }
 
-}  // namespace
-
-Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field) {
-  return parse_fidelity(text.empty() ? (algorithm == "nccl" ? "nccl" : "flow") : text, field);
-}
-
-CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
-                                 const CollectiveRequest& req) {
+// The requests no collective run can take, first failing check reported.
+void check_collective_request(const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())
     throw Error("--ranks: a collective needs at least one group with ranks; use --ranks N with N >= 1");
   for (const auto& g : req.groups)
@@ -559,7 +553,10 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
                       "neighbour pair is routed); use --ranks N with N <= {}",
                       g.size(), kMaxGroupRanks, kMaxGroupRanks));
   if (req.bytes < 0) throw Error("--bytes: size must be >= 0");
-  CollectiveOutcome out;
+}
+
+// One collective spec per group of the request.
+std::vector<CollectiveSpec> group_specs(const Topology& topo, const CollectiveRequest& req) {
   std::vector<CollectiveSpec> specs;
   for (const auto& gpus : req.groups) {
     CollectiveSpec spec;
@@ -575,110 +572,170 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
           fmt::format("--root: {} is not a rank of a {}-rank group; use 0..{}", spec.root, spec.ranks, spec.ranks - 1));
     specs.push_back(std::move(spec));
   }
+  return specs;
+}
+
+// NCCL's tuning model for every group; the slowest group's time.
+void nccl_outcome(const Topology& topo, Router& router, const CollectiveRequest& req, CollectiveOutcome& out) {
+  if (req.fidelity != Fidelity::Nccl)
+    throw Error(
+        fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
+                    "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
+                    to_string(req.fidelity)));
+  if (req.algorithm != "nccl" && req.algorithm != "auto")
+    throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
+                            req.algorithm));
+  for (std::size_t i = 0; i < req.groups.size(); ++i) {
+    const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
+    NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
+    if (i == 0) {
+      out.time = pred.time;
+      out.nccl = std::move(pred);
+    } else {
+      out.time = std::max(out.time, pred.time);
+    }
+  }
+  out.formula_time = out.nccl->time;
+}
+
+// A step-program collective (fidelity formula or flow) over every group of the request.
+class StepCollective {
+ public:
+  StepCollective(const Topology& topo, Router& router, const AlgorithmRegistry& registry, const CollectiveRequest& req,
+                 std::vector<CollectiveSpec> specs, CollectiveOutcome& out)
+      : topo_(topo), router_(router), registry_(registry), req_(req), specs_(std::move(specs)), out_(out) {
+    params_.push_back(out.params);
+    for (std::size_t i = 1; i < specs_.size(); ++i)
+      params_.push_back(derive_cost_params(router, req.groups[i], req.gamma_ps));
+  }
+
+  void run() {
+    choose_algorithm();
+    if (auto why = refusal(*out_.algorithm)) throw Error(*why);
+    set_formula();
+    if (req_.fidelity == Fidelity::Formula) {
+      formula_time();
+      return;
+    }
+    flow_time();
+  }
+
+ private:
+  // Why `a` cannot time every group, or nullopt.
+  std::optional<std::string> refusal(const Algorithm& a) const {
+    for (std::size_t i = 0; i < specs_.size(); ++i) {
+      if (auto why = a.unsupported(specs_[i]))
+        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs_[i].kind),
+                           specs_[i].ranks, *why);
+      if (auto why = a.unavailable ? a.unavailable(specs_[i], params_[i]) : std::nullopt)
+        return fmt::format("--algo {}: cannot run {} on this group of {}: {}; use another algorithm or auto", a.name,
+                           to_string(specs_[i].kind), topo_.name(), *why);
+    }
+    return std::nullopt;
+  }
+
+  // The requested algorithm, or `auto`'s favourite and, at flow fidelity, the candidates
+  // worth a flow run.
+  void choose_algorithm() {
+    if (req_.algorithm == "auto") {
+      const std::vector<RankedAlgorithm> ranked = rank_algorithms(registry_, out_.spec, out_.params);
+      out_.algorithm = ranked.front().algorithm;
+      // Worth a flow run: cheap to simulate, and a closed form within 10x the favourite's
+      // (a flow run rarely comes out below its own closed form) and well inside meshsim's range.
+      const double best_ps = ranked.front().cost_ps;
+      auto cheap = [&](const Algorithm& a) {
+        const double c = best_protocol(a, out_.spec, out_.params).ps;
+        if (&a != ranked.front().algorithm && !(c <= 10 * best_ps && c <= 0.25 * static_cast<double>(kMaxTimePs)))
+          return false;
+        const auto prog = a.make_timing ? a.make_timing(out_.spec, out_.params) : a.build(out_.spec);
+        double steps = 0;
+        for (int r = 0; r < prog->ranks(); ++r) steps += prog->num_steps(r);
+        return steps <= kAutoFlowCheckRankSteps;
+      };
+      auto refused = [&](const Algorithm& a) { return refusal(a); };
+      if (req_.fidelity == Fidelity::Flow) flow_candidates_ = auto_flow_candidates(ranked, refused, cheap);
+    } else {
+      out_.algorithm = registry_.find(req_.algorithm, req_.kind);
+      if (out_.algorithm == nullptr) {
+        std::string names;
+        for (const Algorithm* a : registry_.for_kind(req_.kind)) names += (names.empty() ? "" : ", ") + a->name;
+        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req_.algorithm,
+                                to_string(req_.kind), names));
+      }
+    }
+  }
+
+  // Group 0's closed form under its runtime protocol, and that protocol.
+  void set_formula() {
+    const ProtocolCost pc = best_protocol(*out_.algorithm, out_.spec, out_.params);
+    out_.formula_time = duration_ps(pc.ps, "the collective");
+    out_.protocol = pc.protocol;
+  }
+
+  // Fidelity formula: the slowest group's closed form.
+  void formula_time() {
+    out_.time = out_.formula_time;
+    for (std::size_t i = 1; i < specs_.size(); ++i)
+      out_.time =
+          std::max(out_.time, duration_ps(best_protocol(*out_.algorithm, specs_[i], params_[i]).ps, "the collective"));
+  }
+
+  // Fidelity flow: every group's routed flows at once; the busiest links.
+  void flow_time() {
+    FlowSimOptions opt;
+    opt.gamma_ps = req_.gamma_ps;
+    opt.record = req_.record;
+    opt.fast_forward = req_.fast_forward;
+    const Algorithm* formula_for = out_.algorithm;
+    if (flow_candidates_.size() > 1) {
+      // `auto` at flow fidelity: the closed forms' favourites timed under contention; the
+      // fastest wins (ties: the closed form's order).
+      for (const Algorithm* a : flow_candidates_) {
+        FlowSimResult r = flow_of(topo_, router_, *a, specs_, params_, req_.groups, opt);
+        if (!out_.flow || r.total < out_.flow->total) {
+          out_.algorithm = a;
+          out_.flow = std::move(r);
+        }
+      }
+    } else {
+      out_.flow = flow_of(topo_, router_, *out_.algorithm, specs_, params_, req_.groups, opt);
+    }
+    if (out_.algorithm != formula_for) set_formula();  // the flow check chose another algorithm
+    out_.time = out_.flow->total;
+    std::vector<double> bytes;
+    for (const LinkStats& s : out_.flow->link_stats) bytes.push_back(s.bytes);
+    out_.top_links = busiest_links(topo_, bytes, out_.time);
+    if (!out_.top_links.empty()) out_.busiest = out_.top_links.front();
+  }
+
+  const Topology& topo_;
+  Router& router_;
+  const AlgorithmRegistry& registry_;
+  const CollectiveRequest& req_;
+  const std::vector<CollectiveSpec> specs_;
+  std::vector<CostParams> params_;
+  std::vector<const Algorithm*> flow_candidates_;
+  CollectiveOutcome& out_;
+};
+
+}  // namespace
+
+Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field) {
+  return parse_fidelity(text.empty() ? (algorithm == "nccl" ? "nccl" : "flow") : text, field);
+}
+
+CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                                 const CollectiveRequest& req) {
+  check_collective_request(req);
+  CollectiveOutcome out;
+  std::vector<CollectiveSpec> specs = group_specs(topo, req);
   out.spec = specs.front();
   out.params = derive_cost_params(router, req.groups.front(), req.gamma_ps);
   if (req.fidelity == Fidelity::Nccl || req.algorithm == "nccl") {
-    if (req.fidelity != Fidelity::Nccl)
-      throw Error(
-          fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
-                      "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
-                      to_string(req.fidelity)));
-    if (req.algorithm != "nccl" && req.algorithm != "auto")
-      throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
-                              req.algorithm));
-    for (std::size_t i = 0; i < req.groups.size(); ++i) {
-      const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
-      NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
-      if (i == 0) {
-        out.time = pred.time;
-        out.nccl = std::move(pred);
-      } else {
-        out.time = std::max(out.time, pred.time);
-      }
-    }
-    out.formula_time = out.nccl->time;
+    nccl_outcome(topo, router, req, out);
     return out;
   }
-  std::vector<CostParams> params{out.params};
-  for (std::size_t i = 1; i < specs.size(); ++i)
-    params.push_back(derive_cost_params(router, req.groups[i], req.gamma_ps));
-  // Why `a` cannot time every group, or nullopt.
-  auto refusal = [&](const Algorithm& a) -> std::optional<std::string> {
-    for (std::size_t i = 0; i < specs.size(); ++i) {
-      if (auto why = a.unsupported(specs[i]))
-        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs[i].kind), specs[i].ranks,
-                           *why);
-      if (auto why = a.unavailable ? a.unavailable(specs[i], params[i]) : std::nullopt)
-        return fmt::format("--algo {}: cannot run {} on this group of {}: {}; use another algorithm or auto", a.name,
-                           to_string(specs[i].kind), topo.name(), *why);
-    }
-    return std::nullopt;
-  };
-  std::vector<const Algorithm*> flow_candidates;
-  if (req.algorithm == "auto") {
-    const std::vector<RankedAlgorithm> ranked = rank_algorithms(registry, out.spec, out.params);
-    out.algorithm = ranked.front().algorithm;
-    // Worth a flow run: cheap to simulate, and a closed form within 10x the favourite's
-    // (a flow run rarely comes out below its own closed form) and well inside meshsim's range.
-    const double best_ps = ranked.front().cost_ps;
-    auto cheap = [&](const Algorithm& a) {
-      const double c = best_protocol(a, out.spec, out.params).ps;
-      if (&a != ranked.front().algorithm && !(c <= 10 * best_ps && c <= 0.25 * static_cast<double>(kMaxTimePs)))
-        return false;
-      const auto prog = a.make_timing ? a.make_timing(out.spec, out.params) : a.build(out.spec);
-      double steps = 0;
-      for (int r = 0; r < prog->ranks(); ++r) steps += prog->num_steps(r);
-      return steps <= kAutoFlowCheckRankSteps;
-    };
-    if (req.fidelity == Fidelity::Flow) flow_candidates = auto_flow_candidates(ranked, refusal, cheap);
-  } else {
-    out.algorithm = registry.find(req.algorithm, req.kind);
-    if (out.algorithm == nullptr) {
-      std::string names;
-      for (const Algorithm* a : registry.for_kind(req.kind)) names += (names.empty() ? "" : ", ") + a->name;
-      throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req.algorithm,
-                              to_string(req.kind), names));
-    }
-  }
-  if (auto why = refusal(*out.algorithm)) throw Error(*why);
-  // Group 0's closed form under its runtime protocol, and that protocol.
-  auto set_formula = [&] {
-    const ProtocolCost pc = best_protocol(*out.algorithm, out.spec, out.params);
-    out.formula_time = duration_ps(pc.ps, "the collective");
-    out.protocol = pc.protocol;
-  };
-  set_formula();
-  if (req.fidelity == Fidelity::Formula) {
-    out.time = out.formula_time;
-    for (std::size_t i = 1; i < specs.size(); ++i)
-      out.time =
-          std::max(out.time, duration_ps(best_protocol(*out.algorithm, specs[i], params[i]).ps, "the collective"));
-    return out;
-  }
-  FlowSimOptions opt;
-  opt.gamma_ps = req.gamma_ps;
-  opt.record = req.record;
-  opt.fast_forward = req.fast_forward;
-  const Algorithm* formula_for = out.algorithm;
-  if (flow_candidates.size() > 1) {
-    // `auto` at flow fidelity: the closed forms' favourites timed under contention; the
-    // fastest wins (ties: the closed form's order).
-    for (const Algorithm* a : flow_candidates) {
-      FlowSimResult r = flow_of(topo, router, *a, specs, params, req.groups, opt);
-      if (!out.flow || r.total < out.flow->total) {
-        out.algorithm = a;
-        out.flow = std::move(r);
-      }
-    }
-  } else {
-    out.flow = flow_of(topo, router, *out.algorithm, specs, params, req.groups, opt);
-  }
-  if (out.algorithm != formula_for) set_formula();  // the flow check chose another algorithm
-  out.time = out.flow->total;
-  std::vector<double> bytes;
-  for (const LinkStats& s : out.flow->link_stats) bytes.push_back(s.bytes);
-  out.top_links = busiest_links(topo, bytes, out.time);
-  if (!out.top_links.empty()) out.busiest = out.top_links.front();
+  StepCollective(topo, router, registry, req, std::move(specs), out).run();
   return out;
 }
 

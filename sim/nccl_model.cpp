@@ -215,7 +215,10 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   return g;
 }
 
-NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config) {
+namespace {
+
+// The requests NCCL's tuning model has no answer for, first failing check reported.
+void check_nccl_request(CollKind kind, Bytes bytes, const NcclShape& shape) {
   if (kind == CollKind::AllToAll || kind == CollKind::SendRecv)
     throw Error(
         fmt::format("--algo nccl: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
@@ -226,6 +229,162 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
   if (bytes <= 0) throw Error("--bytes: NCCL launches nothing for 0 bytes; use --bytes > 0 with --algo nccl");
   if (shape.nodes < 1 || shape.ranks < shape.nodes)
     throw Error(fmt::format("nccl model: {} ranks on {} nodes is not a group shape", shape.ranks, shape.nodes));
+}
+
+// What every (algorithm, protocol) candidate is computed from.
+struct Tuning {
+  Tuning(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config, const NcclGraph& graph)
+      : kind(kind),
+        bytes(bytes),
+        shape(shape),
+        n(shape.ranks),
+        nodes(shape.nodes),
+        sm(config.sm),
+        ar(kind == CollKind::AllReduce),
+        ag_rs(kind == CollKind::AllGather || kind == CollKind::ReduceScatter),
+        nsteps(ar      ? 2 * (n - 1)
+               : ag_rs ? n - 1
+                       : n),
+        inter_steps(ar      ? (nodes > 1 ? 2 * nodes : 0)
+                    : ag_rs ? nodes - 1
+                            : nodes),
+        row(arch_row(sm)),
+        col(nodes <= 2 ? nodes - 1 : 2),
+        ll_max(kLlMaxBw[nodes == 1 ? row : 0][col]),
+        ppn(static_cast<double>(n) / nodes),
+        ch(graph.channels),
+        bw(graph.bw_GBps),
+        intra_hw(shape.intra == NcclHw::NvLink ? 0 : 1),
+        ll128_ok((sm == 70 || sm == 80 || sm == 90) && (shape.intra == NcclHw::NvLink || ppn < 2)),
+        d(static_cast<double>(bytes)) {}
+
+  const CollKind kind;
+  const Bytes bytes;
+  const NcclShape& shape;
+  const int n, nodes, sm;
+  const bool ar;
+  const bool ag_rs;
+  const int nsteps;
+  const int inter_steps;
+  const int row;
+  const int col;
+  const double ll_max;
+  const double ppn;
+  const int ch;
+  const double bw;
+  const int intra_hw;
+  const bool ll128_ok;
+  const double d;
+};
+
+// Bus bandwidth, then algorithm bandwidth, of an enabled candidate.
+void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
+  const int ch = t.ch, row = t.row, col = t.col, nodes = t.nodes;
+  auto& st = c.steps;
+  double bus = ch * t.bw;
+  st.push_back(fmt::format("busbw = channels x bw = {} x {} = {:.2f} GB/s", ch, t.bw, bus));
+  if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
+    const double f = (nodes > 1 || t.ar || t.kind == CollKind::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
+    bus = std::min(t.ll_max, bus * f);
+    st.push_back(
+        fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", t.ll_max, f == 0.25 ? "1/4" : "1/3", bus));
+  }
+  if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL128) {
+    const double f = t.ppn < 2 ? 0.7 : 0.92;
+    const double cap = ch * kPerChMaxRingLL128Bw[row][col];
+    bus = std::min(bus * f, cap);
+    st.push_back(
+        fmt::format("  Ring/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", f, ch, kPerChMaxRingLL128Bw[row][col], bus));
+  }
+  if (c.algo == NcclAlgo::Tree) {
+    bus = std::min(bus * 0.92, ch * kPerChMaxTreeBw[row][col]);
+    st.push_back(fmt::format("  Tree: min(busbw x 0.92, {} ch x {}) = {:.2f}", ch, kPerChMaxTreeBw[row][col], bus));
+    if (c.proto == NcclProto::LL) {
+      bus = std::min(bus / 3.8, t.ll_max);
+      st.push_back(fmt::format("  Tree/LL: min(busbw / 3.8, llMaxBw {}) = {:.2f}", t.ll_max, bus));
+    } else if (c.proto == NcclProto::LL128) {
+      const double f = nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+      bus = std::min(bus * f, ch * kPerChMaxTreeLL128Bw[row][col]);
+      st.push_back(fmt::format("  Tree/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", nodes == 1 ? "7/9" : "120/128", ch,
+                               kPerChMaxTreeLL128Bw[row][col], bus));
+    }
+  }
+  c.busbw_GBps = bus;
+  const double ratio = c.algo == NcclAlgo::Ring ? static_cast<double>(t.n) / t.nsteps : 0.5;
+  double alg = bus * ratio;
+  st.push_back(fmt::format(
+      "algbw = busbw x {} = {:.2f} GB/s",
+      c.algo == NcclAlgo::Ring ? fmt::format("ranks/nsteps {}/{}", t.n, t.nsteps) : std::string("1/2"), alg));
+  const int log_size = log2i(t.bytes >> 6);
+  if (c.algo == NcclAlgo::Tree && log_size < 23) {
+    alg *= kTreeCorrection[pr][log_size];
+    st.push_back(fmt::format("  tree correction for 2^{} x 64 B: x{} = {:.2f} GB/s", log_size,
+                             kTreeCorrection[pr][log_size], alg));
+  }
+  c.algbw_GBps = alg;
+}
+
+// Latency of an enabled candidate.
+void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
+  const int n = t.n, nodes = t.nodes, nsteps = t.nsteps, inter_steps = t.inter_steps;
+  auto& st = c.steps;
+  double lat = kBaseLat[a][pr];
+  double intra = kHwLat[t.intra_hw][a][pr];
+  const double inter = kHwLat[2][a][pr];
+  if (c.algo == NcclAlgo::Ring) {
+    if (t.kind == CollKind::Broadcast || t.kind == CollKind::Reduce) {
+      const double hop = kHwLat[nodes == 1 ? t.intra_hw : 2][a][pr];
+      lat += hop;
+      st.push_back(fmt::format("latency = base {} + one {} hop {} = {:.2f} us (pipelined chain, same channels)",
+                               kBaseLat[a][pr], nodes == 1 ? to_string(t.shape.intra) : "NET", hop, lat));
+    } else {
+      const double ovh = nodes > 1 ? kNetOverhead * (c.proto == NcclProto::Simple ? 3 : 1) : 0.0;
+      intra = std::max(intra, ovh);
+      lat += (nsteps - inter_steps) * intra + inter_steps * inter;
+      st.push_back(fmt::format("latency = base {} + {} intra steps x {} + {} inter steps x {} = {:.2f} us",
+                               kBaseLat[a][pr], nsteps - inter_steps, intra, inter_steps, inter, lat));
+    }
+    if (c.proto == NcclProto::Simple && nodes > 1 && t.ar && t.bytes / (static_cast<Bytes>(t.ch) * n) >= 64) {
+      const double f = t.sm < 80 ? 1.9 : 1.4;
+      lat *= f;
+      st.push_back(fmt::format("  ring plateau (multi-node allreduce): latency x {} = {:.2f} us", f, lat));
+    }
+  } else {
+    const int per_node = n / nodes;
+    lat += 2 * ((per_node - 1) * intra + log2i(nodes) * inter);
+    st.push_back(fmt::format("latency = base {} + 2 x (({} - 1) x {} + log2i({}) {} x {}) = {:.2f} us", kBaseLat[a][pr],
+                             per_node, intra, nodes, log2i(nodes), inter, lat));
+  }
+  c.latency_us = lat;
+}
+
+// Algorithm a (NCCL's order) with protocol pr: disabled with the reason, or timed.
+NcclCandidate nccl_candidate(const Tuning& t, int a, int pr) {
+  NcclCandidate c;
+  c.algo = a == 0 ? NcclAlgo::Tree : NcclAlgo::Ring;
+  c.proto = static_cast<NcclProto>(pr);
+  if (c.algo == NcclAlgo::Tree && !t.ar) {
+    c.disabled_why = "NCCL runs Tree for allreduce only";
+    return c;
+  }
+  if (c.proto == NcclProto::LL128 && !t.ll128_ok) {
+    c.disabled_why = "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
+    return c;
+  }
+  c.enabled = true;
+  candidate_bandwidth(t, pr, c);
+  candidate_latency(t, a, pr, c);
+  const double lat = c.latency_us, alg = c.algbw_GBps;
+  c.time_us = lat + t.d / (1000.0 * alg);
+  c.steps.push_back(
+      fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", lat, t.bytes, alg, c.time_us));
+  return c;
+}
+
+}  // namespace
+
+NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config) {
+  check_nccl_request(kind, bytes, shape);
   NcclPrediction p;
   p.kind = kind;
   p.bytes = bytes;
@@ -233,115 +392,9 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
   p.config = config;
   p.graph = nccl_graph(shape, config);
 
-  const int n = shape.ranks, nodes = shape.nodes, sm = config.sm;
-  const bool ar = kind == CollKind::AllReduce;
-  const bool ag_rs = kind == CollKind::AllGather || kind == CollKind::ReduceScatter;
-  const int nsteps = ar ? 2 * (n - 1) : ag_rs ? n - 1 : n;
-  const int inter_steps = ar ? (nodes > 1 ? 2 * nodes : 0) : ag_rs ? nodes - 1 : nodes;
-  const int row = arch_row(sm);
-  const int col = nodes <= 2 ? nodes - 1 : 2;
-  const double ll_max = kLlMaxBw[nodes == 1 ? row : 0][col];
-  const double ppn = static_cast<double>(n) / nodes;
-  const int ch = p.graph.channels;
-  const double bw = p.graph.bw_GBps;
-  const int intra_hw = shape.intra == NcclHw::NvLink ? 0 : 1;
-  const bool ll128_ok = (sm == 70 || sm == 80 || sm == 90) && (shape.intra == NcclHw::NvLink || ppn < 2);
-  const double d = static_cast<double>(bytes);
-
-  for (int a = 0; a < kAlgos; ++a) {
-    for (int pr = 0; pr < kProtos; ++pr) {
-      NcclCandidate c;
-      c.algo = a == 0 ? NcclAlgo::Tree : NcclAlgo::Ring;
-      c.proto = static_cast<NcclProto>(pr);
-      if (c.algo == NcclAlgo::Tree && !ar) {
-        c.disabled_why = "NCCL runs Tree for allreduce only";
-        p.candidates.push_back(std::move(c));
-        continue;
-      }
-      if (c.proto == NcclProto::LL128 && !ll128_ok) {
-        c.disabled_why = "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
-        p.candidates.push_back(std::move(c));
-        continue;
-      }
-      c.enabled = true;
-      auto& st = c.steps;
-      // Bandwidth.
-      double bus = ch * bw;
-      st.push_back(fmt::format("busbw = channels x bw = {} x {} = {:.2f} GB/s", ch, bw, bus));
-      if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
-        const double f = (nodes > 1 || ar || kind == CollKind::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
-        bus = std::min(ll_max, bus * f);
-        st.push_back(
-            fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", ll_max, f == 0.25 ? "1/4" : "1/3", bus));
-      }
-      if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL128) {
-        const double f = ppn < 2 ? 0.7 : 0.92;
-        const double cap = ch * kPerChMaxRingLL128Bw[row][col];
-        bus = std::min(bus * f, cap);
-        st.push_back(fmt::format("  Ring/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", f, ch,
-                                 kPerChMaxRingLL128Bw[row][col], bus));
-      }
-      if (c.algo == NcclAlgo::Tree) {
-        bus = std::min(bus * 0.92, ch * kPerChMaxTreeBw[row][col]);
-        st.push_back(fmt::format("  Tree: min(busbw x 0.92, {} ch x {}) = {:.2f}", ch, kPerChMaxTreeBw[row][col], bus));
-        if (c.proto == NcclProto::LL) {
-          bus = std::min(bus / 3.8, ll_max);
-          st.push_back(fmt::format("  Tree/LL: min(busbw / 3.8, llMaxBw {}) = {:.2f}", ll_max, bus));
-        } else if (c.proto == NcclProto::LL128) {
-          const double f = nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
-          bus = std::min(bus * f, ch * kPerChMaxTreeLL128Bw[row][col]);
-          st.push_back(fmt::format("  Tree/LL128: min(busbw x {}, {} ch x {}) = {:.2f}", nodes == 1 ? "7/9" : "120/128",
-                                   ch, kPerChMaxTreeLL128Bw[row][col], bus));
-        }
-      }
-      c.busbw_GBps = bus;
-      const double ratio = c.algo == NcclAlgo::Ring ? static_cast<double>(n) / nsteps : 0.5;
-      double alg = bus * ratio;
-      st.push_back(fmt::format(
-          "algbw = busbw x {} = {:.2f} GB/s",
-          c.algo == NcclAlgo::Ring ? fmt::format("ranks/nsteps {}/{}", n, nsteps) : std::string("1/2"), alg));
-      const int log_size = log2i(bytes >> 6);
-      if (c.algo == NcclAlgo::Tree && log_size < 23) {
-        alg *= kTreeCorrection[pr][log_size];
-        st.push_back(fmt::format("  tree correction for 2^{} x 64 B: x{} = {:.2f} GB/s", log_size,
-                                 kTreeCorrection[pr][log_size], alg));
-      }
-      c.algbw_GBps = alg;
-      // Latency.
-      double lat = kBaseLat[a][pr];
-      double intra = kHwLat[intra_hw][a][pr];
-      const double inter = kHwLat[2][a][pr];
-      if (c.algo == NcclAlgo::Ring) {
-        if (kind == CollKind::Broadcast || kind == CollKind::Reduce) {
-          const double hop = kHwLat[nodes == 1 ? intra_hw : 2][a][pr];
-          lat += hop;
-          st.push_back(fmt::format("latency = base {} + one {} hop {} = {:.2f} us (pipelined chain, same channels)",
-                                   kBaseLat[a][pr], nodes == 1 ? to_string(shape.intra) : "NET", hop, lat));
-        } else {
-          const double ovh = nodes > 1 ? kNetOverhead * (c.proto == NcclProto::Simple ? 3 : 1) : 0.0;
-          intra = std::max(intra, ovh);
-          lat += (nsteps - inter_steps) * intra + inter_steps * inter;
-          st.push_back(fmt::format("latency = base {} + {} intra steps x {} + {} inter steps x {} = {:.2f} us",
-                                   kBaseLat[a][pr], nsteps - inter_steps, intra, inter_steps, inter, lat));
-        }
-        if (c.proto == NcclProto::Simple && nodes > 1 && ar && bytes / (static_cast<Bytes>(ch) * n) >= 64) {
-          const double f = sm < 80 ? 1.9 : 1.4;
-          lat *= f;
-          st.push_back(fmt::format("  ring plateau (multi-node allreduce): latency x {} = {:.2f} us", f, lat));
-        }
-      } else {
-        const int per_node = n / nodes;
-        lat += 2 * ((per_node - 1) * intra + log2i(nodes) * inter);
-        st.push_back(fmt::format("latency = base {} + 2 x (({} - 1) x {} + log2i({}) {} x {}) = {:.2f} us",
-                                 kBaseLat[a][pr], per_node, intra, nodes, log2i(nodes), inter, lat));
-      }
-      c.latency_us = lat;
-      c.time_us = lat + d / (1000.0 * alg);
-      st.push_back(
-          fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", lat, bytes, alg, c.time_us));
-      p.candidates.push_back(std::move(c));
-    }
-  }
+  const Tuning tuning(kind, bytes, shape, config, p.graph);
+  for (int a = 0; a < kAlgos; ++a)
+    for (int pr = 0; pr < kProtos; ++pr) p.candidates.push_back(nccl_candidate(tuning, a, pr));
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < p.candidates.size(); ++i)
     if (p.candidates[i].enabled && p.candidates[i].time_us < best) {
