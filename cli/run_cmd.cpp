@@ -74,6 +74,9 @@ void check_backend(RunFlags& f, const BackendFlagText& typed) {
   f.backend = parse_backend(typed.backend);
   f.collectives = parse_collectives_mode(typed.collectives);
   check_collectives_mode(f.backend, f.collectives);
+  if (f.format != "meshsim" && f.format != "nccl-tests")
+    throw Error(fmt::format("--format: unknown table format '{}'; use meshsim or nccl-tests", f.format));
+  if (f.format == "nccl-tests" && f.json) throw Error("--format nccl-tests: a text table; drop --json");
   if (f.backend == Backend::Cuda) require_cuda_devices();
 }
 
@@ -316,6 +319,26 @@ nlohmann::ordered_json run_json(const CollectiveRun& r, const Comparison& table,
   return j;
 }
 
+// nccl-tests' table from the measured run: one row for the workload's size at the mean of
+// its iterations (nccl-tests averages its iterations too), #wrong from the numerics check.
+std::string run_nccl_tests(const CollectiveRun& r, const std::vector<Time>& op_times, const Measured& m) {
+  const CollectiveWorkload& w = r.w;
+  Time total;
+  for (const Time& t : op_times) total += t;
+  const Time mean = Time::from_ps(total.ps() / std::max<std::int64_t>(1, static_cast<std::int64_t>(op_times.size())));
+  const bool exact = m.all_checked && m.max_error == 0;
+  const NcclTestsRow row{w.kind, r.schedule.roles[0].ops[0].group_size,        w.bytes, w.root,
+                         mean,   m.all_checked ? (exact ? "0" : "N/A") : "N/A"};
+  std::string s =
+      fmt::format("# meshsim {} {} (nccl-tests layout): {} ranks, backend {}, measured, mean of {} iterations\n",
+                  r.f.validate ? "validate" : "run", to_string(w.kind), w.ranks, backend_label(r.f), op_times.size());
+  s += "#\n" + nccl_tests_columns() + nccl_tests_row(row);
+  s += nccl_tests_footer({bandwidths(w.kind, row.ranks, w.bytes, mean).busbw_GBps},
+                         m.all_checked ? (exact ? "0 OK" : "N/A (results differ from the serial reference)")
+                                       : "N/A (not checked: buffers above the check limit)");
+  return s;
+}
+
 std::string run_text(const CollectiveRun& r, const Comparison& table, const Measured& m) {
   const RunFlags& f = r.f;
   const CollectiveWorkload& w = r.w;
@@ -358,7 +381,10 @@ void report_collective_run(const CollectiveRun& r, const Topology& topo, const A
   for (std::size_t i = 0; i < ops; ++i) op_times.push_back(m.end[i] - m.start[i]);
   const Comparison table =
       op_comparison(r.schedule, op_times, predicted ? &*predicted : nullptr, w.kind, w.bytes, w.ranks);
-  std::cout << (f.json ? run_json(r, table, m).dump(2) + "\n" : run_text(r, table, m)) << std::flush;
+  if (f.format == "nccl-tests")
+    std::cout << run_nccl_tests(r, op_times, m) << std::flush;
+  else
+    std::cout << (f.json ? run_json(r, table, m).dump(2) + "\n" : run_text(r, table, m)) << std::flush;
 
   if (!f.trace.empty()) {
     std::vector<TraceEvent> measured;
@@ -485,6 +511,9 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
     c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 120)");
+    c->add_option("--format", f->format,
+                  "collective workloads: meshsim (the table against the prediction) or nccl-tests (nccl-tests' "
+                  "columns from the measured run, #wrong from the numerics check)");
     c->add_option("--warmup", f->warmup,
                   "cuda: untimed passes of the step before the timed one (default 1: first calls of cuBLAS, "
                   "the kernels and NCCL connections stay out of the times)")
@@ -502,7 +531,9 @@ Run add_run_commands(CLI::App& app, Run* validate) {
                                  "--timeout",
                                  fmt::format("{}", f->timeout_s),
                                  "--warmup",
-                                 fmt::format("{}", f->warmup)};
+                                 fmt::format("{}", f->warmup),
+                                 "--format",
+                                 f->format};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");

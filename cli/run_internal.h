@@ -28,7 +28,8 @@ struct RunFlags {
   std::string trace;
   bool json = false;
   double timeout_s = 120;
-  int warmup = 1;  // cuda: untimed passes of the step before the timed one
+  int warmup = 1;                  // cuda: untimed passes of the step before the timed one
+  std::string format = "meshsim";  // collective workloads: meshsim's table, or nccl-tests' layout
 };
 
 // The backend as run and validate name it in their first line: "cpu", or "cuda (collectives: ours)".
@@ -48,7 +49,8 @@ struct BackendFlagText {
 
 // The checks the flags allow before any rank starts, in this order (the first that fails is
 // the one clear error): --timeout in (0, 86400] seconds; --backend and --collectives known
-// (parsed here into f.backend and f.collectives); NCCL's collectives only on cuda; a GPU for cuda.
+// (parsed here into f.backend and f.collectives); NCCL's collectives only on cuda; --format known (and
+// not with --json); a GPU for cuda.
 void check_backend(RunFlags& f, const BackendFlagText& typed);
 
 // One rank of a run: its launcher environment, the rendezvous store (served by rank 0)

@@ -119,11 +119,8 @@ std::string sweep_row(const CollectiveOutcome& out) {
                      out.formula_time.us());
 }
 
-std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind) {
-  std::string s =
-      fmt::format("# meshsim collective {} (nccl-tests layout): {} ranks x {} group(s), topology {}, fidelity {}\n",
-                  to_string(kind), ctx.ranks, ctx.groups, ctx.topology, to_string(ctx.fidelity));
-  s += "#\n";
+std::string nccl_tests_columns() {
+  std::string s;
   s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
                    "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
   s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
@@ -134,25 +131,38 @@ std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind) {
   return s;
 }
 
-std::string nccl_tests_row(const CollectiveOutcome& out) {
-  const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
-  const CollKind k = out.spec.kind;
+std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind) {
+  return fmt::format("# meshsim collective {} (nccl-tests layout): {} ranks x {} group(s), topology {}, fidelity {}\n",
+                     to_string(kind), ctx.ranks, ctx.groups, ctx.topology, to_string(ctx.fidelity)) +
+         "#\n" + nccl_tests_columns();
+}
+
+std::string nccl_tests_row(const NcclTestsRow& row) {
+  const Bandwidths bw = bandwidths(row.kind, row.ranks, row.bytes, row.time);
+  const CollKind k = row.kind;
   const bool reduces = k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
   const bool rooted = k == CollKind::Broadcast || k == CollKind::Reduce;
   // nccl-tests' count: elements per rank's send buffer for reduce-scatter and all-gather.
-  const Bytes count = out.spec.bytes / 4;
+  const Bytes count = row.bytes / 4;
   const std::string cols =
-      fmt::format("{:>7.2f}  {:>6.2f}  {:>6.2f}  {:>6}", out.time.us(), bw.algbw_GBps, bw.busbw_GBps, "N/A");
-  return fmt::format("  {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}\n", out.spec.bytes, count, "float",
-                     reduces ? "sum" : "none", rooted ? out.spec.root : -1, cols, cols);
+      fmt::format("{:>7.2f}  {:>6.2f}  {:>6.2f}  {:>6}", row.time.us(), bw.algbw_GBps, bw.busbw_GBps, row.wrong);
+  return fmt::format("  {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}\n", row.bytes, count, "float",
+                     reduces ? "sum" : "none", rooted ? row.root : -1, cols, cols);
 }
 
-std::string nccl_tests_footer(const std::vector<double>& busbw_GBps) {
+std::string nccl_tests_row(const CollectiveOutcome& out) {
+  return nccl_tests_row(NcclTestsRow{out.spec.kind, out.spec.ranks, out.spec.bytes, out.spec.root, out.time, "N/A"});
+}
+
+std::string nccl_tests_footer(const std::vector<double>& busbw_GBps, const std::string& out_of_bounds) {
   double sum = 0;
   for (double b : busbw_GBps) sum += b;
   const double avg = busbw_GBps.empty() ? 0 : sum / static_cast<double>(busbw_GBps.size());
-  return fmt::format(
-      "# Out of bounds values : 0 OK (simulated: no data checked)\n# Avg bus bandwidth    : {:.4f} \n#\n", avg);
+  return fmt::format("# Out of bounds values : {}\n# Avg bus bandwidth    : {:.4f} \n#\n", out_of_bounds, avg);
+}
+
+std::string nccl_tests_footer(const std::vector<double>& busbw_GBps) {
+  return nccl_tests_footer(busbw_GBps, "0 OK (simulated: no data checked)");
 }
 
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {

@@ -52,6 +52,20 @@ std::string sweep_row(const CollectiveOutcome& out);
 std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind);
 std::string nccl_tests_row(const CollectiveOutcome& out);
 std::string nccl_tests_footer(const std::vector<double>& busbw_GBps);
+// The same layout for any figures (run and validate print measured ones): the three column
+// heading lines, a row of one size at `time` with #wrong as given ("0", "N/A"), and the
+// footer with its out-of-bounds line.
+struct NcclTestsRow {
+  CollKind kind = CollKind::AllReduce;
+  int ranks = 0;
+  Bytes bytes = 0;
+  int root = 0;
+  Time time;
+  std::string wrong = "N/A";
+};
+std::string nccl_tests_columns();
+std::string nccl_tests_row(const NcclTestsRow& row);
+std::string nccl_tests_footer(const std::vector<double>& busbw_GBps, const std::string& out_of_bounds);
 
 // The teaching view: the formula with numbers, and (when recorded) the step table.
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows);

@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "cli_util.h"
 
@@ -58,6 +60,40 @@ TEST(Run, AllToAllWithASizeThatDoesNotSplitEvenly) {
   const Json j = Json::parse(r.out);
   EXPECT_TRUE(j["numerics_checked"].get<bool>());
   EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0);
+}
+
+// --format nccl-tests: nccl-tests' 13 columns from the measured run, read as a script reads
+// nccl-tests output; #wrong 0 from the numerics check; busbw = algbw x 2(p-1)/p for 3 ranks.
+TEST(Run, NcclTestsTableFromTheMeasuredRun) {
+  const fs::path f = workload("nt", "allreduce", "4MiB", 3, "ring");
+  const Result r = meshsim("run " + f.string() + " -n 3 --format nccl-tests");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  std::istringstream in(r.out);
+  std::vector<std::vector<std::string>> rows;
+  double avg = -1;
+  bool ok_line = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) avg = std::stod(line.substr(25));
+    if (line == "# Out of bounds values : 0 OK") ok_line = true;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream cols(line);
+    rows.emplace_back(std::istream_iterator<std::string>(cols), std::istream_iterator<std::string>());
+  }
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  const auto& c = rows[0];
+  ASSERT_EQ(c.size(), 13u) << r.out;
+  EXPECT_EQ(c[0], "4194304");
+  EXPECT_EQ(c[1], "1048576");
+  EXPECT_EQ(c[3], "sum");
+  EXPECT_EQ(c[8], "0");
+  EXPECT_GT(std::stod(c[5]), 0.0);
+  EXPECT_NEAR(std::stod(c[6]), 4194304 / std::stod(c[5]) * 1e-3, 0.01 + 0.01 * std::stod(c[6])) << r.out;
+  EXPECT_NEAR(std::stod(c[7]), std::stod(c[6]) * 4.0 / 3.0, 0.01 + 0.01 * std::stod(c[7])) << r.out;
+  EXPECT_NEAR(avg, std::stod(c[7]), 0.01) << r.out;
+  EXPECT_TRUE(ok_line) << r.out;
+  expect_user_error(meshsim("run " + f.string() + " -n 3 --format nccl-tests --json"), "--format nccl-tests",
+                    "drop --json");
+  expect_user_error(meshsim("run " + f.string() + " -n 3 --format nccl"), "--format", "meshsim or nccl-tests");
 }
 
 TEST(Validate, PrintsPredictedAgainstMeasured) {
