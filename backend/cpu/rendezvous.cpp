@@ -126,7 +126,7 @@ struct RendezvousServer::Impl {
   std::map<int, std::weak_ptr<Session>> ranks;  // registered (HELLO) connections by rank
   int wrong_tokens = 0;                         // connections refused for a wrong token
   std::atomic<bool> failed{false};              // failure is set (read by stop() on another thread)
-  std::atomic<int> registered{0};               // ranks that said HELLO (likewise)
+  std::atomic<int> heard{0};                    // HELLOs, accepted or refused: ranks told (likewise)
   std::thread thread;
 
   void accept();
@@ -302,6 +302,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   // Registers this connection as rank r. A job that cannot succeed (a world size other than
   // the store's, a rank out of range, a rank taken twice) fails at once, for every rank.
   void hello(std::int32_t r, std::int64_t world) {
+    ++srv.heard;  // this rank gets an answer now: stop() need not linger for it
     const std::int64_t expected = srv.options.world_size > 0 ? srv.options.world_size : world;
     std::string why;
     if (world != expected)
@@ -325,7 +326,6 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       return reply(RdzvStatus::Failed, srv.failure, /*then_close=*/true);
     }
     rank = r;
-    if (!srv.ranks.contains(r)) ++srv.registered;
     srv.ranks[r] = weak_from_this();
     srv.set(fmt::format("meshsim/joined/{}", r), peer);
     reply(RdzvStatus::Ok, {});
@@ -501,7 +501,7 @@ void RendezvousServer::stop() {
   // A failed job: ranks that have not reached the store yet would otherwise find no server
   // and retry until their connect timeout; serve a while longer so that they learn why.
   const auto linger_until = Clock::now() + m.options.linger_on_failure;
-  while (m.failed && m.registered < m.options.world_size && Clock::now() < linger_until)
+  while (m.failed && m.heard < m.options.world_size && Clock::now() < linger_until)
     std::this_thread::sleep_for(Millis(20));
   asio::post(m.io, [&m] { m.shutdown(); });
   m.thread.join();  // run() returns once every cancelled operation has finished

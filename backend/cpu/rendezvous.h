@@ -110,7 +110,7 @@ struct RendezvousServerOptions {
   std::function<void(const std::string&)> log = nullptr;  // a refusal, as one line; unset: stderr
   int world_size = 0;  // > 0: a HELLO must give this world size (MESHSIM_WORLD_SIZE); 0: any
   // After the job failed, stop() keeps serving up to this long while fewer than world_size
-  // ranks have registered, so that a late rank is told why instead of finding no server.
+  // HELLOs (accepted or refused) have come, so that a late rank is told why, not left to retry.
   Millis linger_on_failure = Millis(0);
 };
 
