@@ -217,8 +217,9 @@ ExecutorOptions RankSession::executor_options(Backend backend, CollectivesMode c
 void RankSession::finish() {
   store->barrier("done", env.world_size, timeout);
   if (env.rank != 0) {
+    // BYE before "left/": once every left/ key is set, rank 0 may stop the store at once.
+    store->leave();  // closing the connection from now on is no failure
     store->set("left/" + std::to_string(env.rank), "1");
-    store->leave();  // closing the connection now is no failure
     return;
   }
   for (int r = 1; r < env.world_size; ++r) store->get("left/" + std::to_string(r), timeout, r);

@@ -269,7 +269,10 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     if (!r.ok) return fail("malformed request: the body is shorter than its fields say");
     const std::string_view value = std::string_view(body).substr(r.pos);
     // A failed job answers everything with why, so that each rank stops within a round trip.
-    if (!srv.failure.empty() && static_cast<RdzvOp>(op) != RdzvOp::Abort)
+    // The store's own keys stay readable: a rank that timed out at the same moment still
+    // says which ranks never reached the store.
+    const bool own_key = static_cast<RdzvOp>(op) == RdzvOp::Get && arg == 0 && key.starts_with("meshsim/");
+    if (!srv.failure.empty() && static_cast<RdzvOp>(op) != RdzvOp::Abort && !own_key)
       return reply(RdzvStatus::Failed, srv.failure, /*then_close=*/true);
     switch (static_cast<RdzvOp>(op)) {
       case RdzvOp::Ping:
