@@ -5,7 +5,9 @@
 // MESHSIM_TOKEN (random per run) set, as backend/cpu/launch_env.h reads them (see its
 // kRankVar etc.). The ranks
 // share the launcher's stdout and stderr. The ranks run in a process group of their own:
-// when one fails (non-zero exit or a signal), the run times out, or the launcher gets
+// when one fails (non-zero exit, a signal, or stopped by SIGSTOP/SIGTSTP: a stopped rank
+// would hold the others at their next barrier until their timeout), the run times out
+// (--timeout, default kDefaultTimeoutS; 0: no limit), or the launcher gets
 // SIGINT/SIGTERM/SIGHUP, the whole group gets SIGTERM, then SIGKILL after a grace period,
 // so no rank or child of a rank is left behind (on Linux the launcher is a subreaper, so it
 // also reaps the orphaned children of ranks).
@@ -50,11 +52,15 @@ using namespace std::chrono_literals;
 
 constexpr auto kGrace = 3s;   // SIGTERM, then SIGKILL after this
 constexpr auto kPoll = 10ms;  // how often the launcher looks at its ranks
+// A run that hangs (a rank waiting on a peer that will never answer) ends by itself: ten
+// minutes is far beyond the example scenarios (seconds) and five times a rank's own 120 s
+// rendezvous timeout, yet bounds what a forgotten job costs on a shared machine.
+constexpr double kDefaultTimeoutS = 600;
 
 struct LaunchOptions {
   int nprocs = 0;
   int port = 0;
-  double timeout_s = 0;
+  double timeout_s = kDefaultTimeoutS;
   std::vector<std::string> command;
 };
 
@@ -92,6 +98,8 @@ std::string signal_name(int sig) {
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return "exited with " + signal_name(WTERMSIG(status));
+  if (WIFSTOPPED(status))
+    return "was stopped by " + signal_name(WSTOPSIG(status)) + " and would hold the others at their next barrier";
   return fmt::format("stopped with wait status {}", status);
 }
 
@@ -162,12 +170,13 @@ class Ranks {
   bool empty() const { return live_.empty(); }
 
   // Reaps every child that has exited: ranks, returned as (rank, status) in rank order, and
-  // orphaned children of ranks (the launcher is their subreaper), dropped.
+  // orphaned children of ranks (the launcher is their subreaper), dropped. A rank that was
+  // stopped (WIFSTOPPED) is returned too, and stays live (it is still to be killed and reaped).
   std::vector<std::pair<int, int>> reap() {
     std::vector<std::pair<int, int>> done;
     while (true) {
       int status = 0;
-      const pid_t r = ::waitpid(-1, &status, WNOHANG);
+      const pid_t r = ::waitpid(-1, &status, WNOHANG | WUNTRACED);
       if (r < 0 && errno == ECHILD) {  // no children at all: nothing is running
         for (const auto& [pid, rank] : live_) done.emplace_back(rank, 0);
         live_.clear();
@@ -175,7 +184,7 @@ class Ranks {
       if (r <= 0) break;
       if (const auto it = live_.find(r); it != live_.end()) {
         done.emplace_back(it->second, status);
-        live_.erase(it);
+        if (!WIFSTOPPED(status)) live_.erase(it);
       }
     }
     std::sort(done.begin(), done.end());
@@ -204,6 +213,10 @@ class Ranks {
   void signal_all(int sig) {
     if (pgid_ > 0) ::kill(-pgid_, sig);
     for (const auto& [pid, rank] : live_) ::kill(pid, sig);  // also ranks that left the group
+    if (sig == SIGTERM) {  // a stopped process keeps SIGTERM pending: let it run to act on it
+      if (pgid_ > 0) ::kill(-pgid_, SIGCONT);
+      for (const auto& [pid, rank] : live_) ::kill(pid, SIGCONT);
+    }
   }
 
   void kill_all() {
@@ -313,7 +326,9 @@ Run add_launch_command(CLI::App& app) {
       "  meshsim launch -n 8 --timeout 600 -- meshsim validate SCENARIO.yaml --backend cuda");
   l->add_option("-n,--nprocs", o->nprocs, "Number of ranks to start")->required()->check(CLI::Range(1, 65536));
   l->add_option("--port", o->port, "Rendezvous port for rank 0 (default: a free one)")->check(CLI::Range(0, 65535));
-  l->add_option("--timeout", o->timeout_s, "Stop all ranks and fail after this many seconds (default 0: no limit)");
+  l->add_option(
+      "--timeout", o->timeout_s,
+      fmt::format("Stop all ranks and fail after this many seconds (default {:g}; 0: no limit)", kDefaultTimeoutS));
   l->add_option("command", o->command, "COMMAND ARGS... (write -- before the command)")->required();
   return [o] { return launch(*o); };
 }

@@ -185,11 +185,14 @@ RankSession::RankSession(const RunFlags& f)
         env.master_addr, env.master_port);
   if (env.rank == 0) {
     cpu::RendezvousServerOptions so{env.master_addr, env.master_port, env.token};
-    so.max_connections = 4 * env.world_size + 64;  // one client per rank, with room for retries
+    so.max_connections = 4 * env.world_size + 64;    // one client per rank, with room for retries
+    so.world_size = env.world_size;                  // a rank with another MESHSIM_WORLD_SIZE is refused at once
+    so.linger_on_failure = std::chrono::seconds(3);  // a late rank of a failed run is told why, not left to retry
     server = std::make_unique<cpu::RendezvousServer>(std::move(so));
   }
-  store = std::make_unique<cpu::RendezvousClient>(
-      cpu::RendezvousClientOptions{env.master_addr, env.master_port, env.token, env.rank, timeout, timeout});
+  // Registered: the store fails the run at once for every rank when this one dies or is misconfigured.
+  store = std::make_unique<cpu::RendezvousClient>(cpu::RendezvousClientOptions{
+      env.master_addr, env.master_port, env.token, env.rank, timeout, timeout, env.world_size});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
   if (f.backend == Backend::Cpu) {  // the cuda backend talks NCCL
     cpu::TransportOptions topt;
@@ -217,10 +220,13 @@ ExecutorOptions RankSession::executor_options(Backend backend, CollectivesMode c
 void RankSession::finish() {
   store->barrier("done", env.world_size, timeout);
   if (env.rank != 0) {
+    // BYE before "left/": once every left/ key is set, rank 0 may stop the store at once.
+    store->leave();  // closing the connection from now on is no failure
     store->set("left/" + std::to_string(env.rank), "1");
     return;
   }
-  for (int r = 1; r < env.world_size; ++r) store->get("left/" + std::to_string(r), timeout);
+  for (int r = 1; r < env.world_size; ++r) store->get("left/" + std::to_string(r), timeout, r);
+  store->leave();
 }
 
 std::string machine_topology(RankSession& s, const Scenario& sc) {

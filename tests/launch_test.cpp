@@ -87,6 +87,21 @@ TEST(Launch, TimeoutStopsAllRanks) {
   expect_user_error(r, "--timeout", "ranks 0, 1 still running");
 }
 
+// A rank stopped by SIGSTOP would hold the others at their next barrier until their
+// timeout: the launcher notices at once, names it and stops every rank (the stopped one too).
+TEST(Launch, AStoppedRankIsNamedAndStopsEveryRankWithinSeconds) {
+  const auto start = Clock::now();
+  const Result r = meshsim("launch -n 3 -- sh -c 'if [ $MESHSIM_RANK = 1 ]; then kill -STOP $$; fi; sleep 60'");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  expect_user_error(r, "rank 1 was stopped by signal 19", "stopped the other ranks");
+}
+
+TEST(Launch, HasADefaultTimeout) {
+  const Result r = meshsim("launch --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("default 600; 0: no limit"), std::string::npos) << r.out;
+}
+
 TEST(Launch, AMissingCommandIsAUserError) {
   expect_user_error(meshsim("launch -n 2 -- meshsim-no-such-program"), "meshsim-no-such-program",
                     "check the command after --");

@@ -304,6 +304,85 @@ TEST(Run, ARankKilledMidRunStopsEveryRank) {
   EXPECT_LT(secs, 60.0);
 }
 
+// Ranks started by hand (no launcher to stop them), each with its own environment: every
+// rank's stderr, its exit code, and how long the slowest took. Rank r runs with env[r]
+// prepended to its command line.
+struct HandRun {
+  std::vector<std::string> err;
+  std::vector<int> code;
+  double secs = 0;
+};
+HandRun run_by_hand(const fs::path& scenario, const std::vector<std::string>& env, const std::string& flags) {
+  const std::string port = std::to_string(free_port());
+  std::string script = "export MESHSIM_MASTER_ADDR=127.0.0.1 MESHSIM_MASTER_PORT=" + port +
+                       " MESHSIM_TOKEN=0123456789abcdef0123456789abcdef; ";
+  const fs::path dir = temp_dir() / ("hand" + port);
+  fs::create_directories(dir);
+  for (std::size_t r = 0; r < env.size(); ++r)
+    script += "(env " + env[r] + " " + MESHSIM_BINARY + " run " + scenario.string() + " " + flags + " >/dev/null 2>" +
+              (dir / std::to_string(r)).string() + "; echo $? > " + (dir / (std::to_string(r) + ".rc")).string() +
+              ") & ";
+  script += "wait";
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = std::system(("sh -c '" + script + "'").c_str());
+  HandRun h;
+  h.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rc, 0);
+  for (std::size_t r = 0; r < env.size(); ++r) {
+    h.err.push_back(slurp(dir / std::to_string(r)));
+    const std::string code = slurp(dir / (std::to_string(r) + ".rc"));
+    h.code.push_back(code.empty() ? -1 : std::stoi(code));
+  }
+  return h;
+}
+
+// A rank with another MESHSIM_WORLD_SIZE: every rank stops within seconds (not the 120 s
+// timeout), and each says which rank and which variable.
+TEST(RunFailure, AnotherWorldSizeStopsEveryRankAtOnce) {
+  const fs::path f = workload("worldsize", "allreduce", "1MiB", 1, "ring");
+  const HandRun h = run_by_hand(f,
+                                {"MESHSIM_RANK=0 MESHSIM_WORLD_SIZE=3", "MESHSIM_RANK=1 MESHSIM_WORLD_SIZE=3",
+                                 "MESHSIM_RANK=2 MESHSIM_WORLD_SIZE=4"},
+                                "");
+  EXPECT_LT(h.secs, 15.0);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(h.code[r], 2) << h.err[r];
+    EXPECT_NE(h.err[r].find("rank 2 has MESHSIM_WORLD_SIZE=4 but rank 0 (the store) has 3"), std::string::npos)
+        << "rank " << r << ": " << h.err[r];
+  }
+}
+
+// Two ranks with the same MESHSIM_RANK: refused at the store, every rank stops at once.
+TEST(RunFailure, ARankIdTakenTwiceStopsEveryRankAtOnce) {
+  const fs::path f = workload("duprank", "allreduce", "1MiB", 1, "ring");
+  const HandRun h = run_by_hand(f,
+                                {"MESHSIM_RANK=0 MESHSIM_WORLD_SIZE=3", "MESHSIM_RANK=1 MESHSIM_WORLD_SIZE=3",
+                                 "MESHSIM_RANK=1 MESHSIM_WORLD_SIZE=3"},
+                                "");
+  EXPECT_LT(h.secs, 15.0);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(h.code[r], 0) << h.err[r];
+    EXPECT_NE(h.err[r].find("MESHSIM_RANK=1"), std::string::npos) << "rank " << r << ": " << h.err[r];
+  }
+}
+
+// A rank that never starts: the others' error names exactly that rank, and says it never
+// reached the store, rather than blaming rank 0.
+TEST(RunFailure, ARankThatNeverStartsIsNamedExactly) {
+  const fs::path f = workload("norank", "allreduce", "1MiB", 1, "ring");
+  const HandRun h = run_by_hand(f,
+                                {"MESHSIM_RANK=0 MESHSIM_WORLD_SIZE=4", "MESHSIM_RANK=1 MESHSIM_WORLD_SIZE=4",
+                                 "MESHSIM_RANK=2 MESHSIM_WORLD_SIZE=4"},
+                                "--timeout 3");
+  EXPECT_LT(h.secs, 20.0);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(h.code[r], 0) << h.err[r];
+    EXPECT_NE(h.err[r].find("rank 3 of 4"), std::string::npos) << "rank " << r << ": " << h.err[r];
+    EXPECT_NE(h.err[r].find("rank 3 never reached the store"), std::string::npos) << "rank " << r << ": " << h.err[r];
+    EXPECT_EQ(h.err[r].find("did rank 0 exit"), std::string::npos) << "rank " << r << ": " << h.err[r];
+  }
+}
+
 // meshsim calibrate --backend cpu on 4 ranks: a profile with this host's compute and, per
 // group size (2 and 4) and kind, a fitted collective, which `simulate --profile` loads.
 TEST(Calibrate, CpuWritesAProfileWithEveryGroupSizeAndKind) {

@@ -17,7 +17,7 @@ void StoreDirectory::publish(int rank, const std::string& host_port) {
 }
 
 std::string StoreDirectory::lookup(int rank, std::chrono::milliseconds timeout) {
-  return store_.get(prefix_ + std::to_string(rank), timeout);
+  return store_.get(prefix_ + std::to_string(rank), timeout, rank);  // a timeout names the rank
 }
 
 std::vector<float> seeded_input(const CollectiveSpec& spec, int rank, std::uint64_t seed, int op) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -121,11 +122,17 @@ struct RendezvousServer::Impl {
   bool stopping = false;
   bool out_of_descriptors = false;  // logged once per episode
   int logged = 0;
+  std::string failure;                          // why the job failed (the first reason); empty: it has not
+  std::map<int, std::weak_ptr<Session>> ranks;  // registered (HELLO) connections by rank
+  int wrong_tokens = 0;                         // connections refused for a wrong token
+  std::atomic<bool> failed{false};              // failure is set (read by stop() on another thread)
+  std::atomic<int> heard{0};                    // HELLOs, accepted or refused: ranks told (likewise)
   std::thread thread;
 
   void accept();
   void set(const std::string& key, std::string_view value);
-  void shutdown();  // on the io thread
+  void fail_job(const std::string& why);  // keeps the first reason; answers every waiting GET with it
+  void shutdown();                        // on the io thread
   // Logs why a connection was refused or closed: the first kMaxLoggedRefusals, then says it stops,
   // so a flood of strangers cannot flood rank 0's log.
   void log(const std::string& line) {
@@ -160,6 +167,8 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   std::string waiting_key;  // non-empty while a GET waits
   bool waiting = false;
   bool closed = false;
+  int rank = -1;      // >= 0 once registered by HELLO
+  bool left = false;  // said BYE: closing is the end of a successful run
 
   Session(Impl& s, tcp::socket so, std::string who)
       : srv(s), sock(std::move(so)), peer(std::move(who)), timer(s.io), guard(s.io) {}
@@ -232,8 +241,12 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
         if (prefix.size() + token_len > frame_len)
           return refuse("malformed request: the body is shorter than its fields say");
         read(asio::buffer(token.data(), token_len), [this, token_len] {
-          if (!same_token(std::string_view(token.data(), token_len), srv.options.token))
+          if (!same_token(std::string_view(token.data(), token_len), srv.options.token)) {
+            ++srv.wrong_tokens;  // a timed-out barrier reports it: the missing rank may be this one
+            srv.store["meshsim/wrong-token"] =
+                fmt::format("{} connection(s) with a wrong MESHSIM_TOKEN, the last from {}", srv.wrong_tokens, peer);
             return refuse("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
+          }
           if (!authenticated) {
             authenticated = true;
             watch();  // from now on only a stalled request is timed out
@@ -255,8 +268,22 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     const std::uint64_t arg = r.num(8);
     if (!r.ok) return fail("malformed request: the body is shorter than its fields say");
     const std::string_view value = std::string_view(body).substr(r.pos);
+    // A failed job answers everything with why, so that each rank stops within a round trip.
+    // The store's own keys stay readable: a rank that timed out at the same moment still
+    // says which ranks never reached the store.
+    const bool own_key = static_cast<RdzvOp>(op) == RdzvOp::Get && arg == 0 && key.starts_with("meshsim/");
+    if (!srv.failure.empty() && static_cast<RdzvOp>(op) != RdzvOp::Abort && !own_key)
+      return reply(RdzvStatus::Failed, srv.failure, /*then_close=*/true);
     switch (static_cast<RdzvOp>(op)) {
       case RdzvOp::Ping:
+        return reply(RdzvStatus::Ok, {});
+      case RdzvOp::Hello:
+        return hello(static_cast<std::int32_t>(arg & 0xffffffffu), static_cast<std::int64_t>(arg >> 32));
+      case RdzvOp::Abort:
+        srv.fail_job(std::string(value));
+        return reply(RdzvStatus::Ok, {});
+      case RdzvOp::Bye:
+        left = true;
         return reply(RdzvStatus::Ok, {});
       case RdzvOp::Set: {
         const std::string k(key);
@@ -273,6 +300,38 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       }
     }
     fail(fmt::format("unknown op {}", op));
+  }
+
+  // Registers this connection as rank r. A job that cannot succeed (a world size other than
+  // the store's, a rank out of range, a rank taken twice) fails at once, for every rank.
+  void hello(std::int32_t r, std::int64_t world) {
+    ++srv.heard;  // this rank gets an answer now: stop() need not linger for it
+    const std::int64_t expected = srv.options.world_size > 0 ? srv.options.world_size : world;
+    std::string why;
+    if (world != expected)
+      why = fmt::format(
+          "rank {} has MESHSIM_WORLD_SIZE={} but rank 0 (the store) has {}; set the same MESHSIM_WORLD_SIZE on "
+          "every rank",
+          r, world, expected);
+    else if (r < 0 || r >= expected)
+      why = fmt::format(
+          "a rank has MESHSIM_RANK={}, outside 0..{} (MESHSIM_WORLD_SIZE={}); give each rank its own "
+          "MESHSIM_RANK in that range",
+          r, expected - 1, expected);
+    else if (const auto it = srv.ranks.find(r); it != srv.ranks.end())
+      if (const auto other = it->second.lock(); other && other.get() != this && !other->closed && !other->left)
+        why = fmt::format(
+            "rank {} joined twice (from {} and from {}): two processes have MESHSIM_RANK={}; give each rank its "
+            "own MESHSIM_RANK",
+            r, other->peer, peer, r);
+    if (!why.empty()) {
+      srv.fail_job(why);
+      return reply(RdzvStatus::Failed, srv.failure, /*then_close=*/true);
+    }
+    rank = r;
+    srv.ranks[r] = weak_from_this();
+    srv.set(fmt::format("meshsim/joined/{}", r), peer);
+    reply(RdzvStatus::Ok, {});
   }
 
   void wait_for(std::string key, Millis wait) {
@@ -325,6 +384,11 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     if (closed) return;
     closed = true;
     if (waiting) stop_waiting();
+    if (rank >= 0 && !left && !srv.stopping)
+      srv.fail_job(fmt::format(
+          "rank {} lost its connection to the store (from {}) before it finished: it exited, crashed or was "
+          "killed; its own output says why",
+          rank, peer));
     error_code ignored;
     timer.cancel();
     guard.cancel();
@@ -379,6 +443,20 @@ void RendezvousServer::Impl::set(const std::string& key, std::string_view value)
     if (auto s = w.lock(); s && s->waiting && !s->closed) s->wake(store[key]);
 }
 
+void RendezvousServer::Impl::fail_job(const std::string& why) {
+  if (!failure.empty()) return;
+  failure = why;
+  failed = true;  // not logged: every rank's own error line says it
+  std::vector<std::shared_ptr<Session>> waiting;
+  for (auto& [ptr, weak] : sessions)
+    if (auto s = weak.lock(); s && s->waiting && !s->closed) waiting.push_back(std::move(s));
+  for (auto& s : waiting) {
+    s->stop_waiting();
+    s->timer.cancel();
+    s->reply(RdzvStatus::Failed, failure, /*then_close=*/true);
+  }
+}
+
 void RendezvousServer::Impl::shutdown() {
   stopping = true;
   error_code ignored;
@@ -423,6 +501,11 @@ RendezvousServer::~RendezvousServer() { stop(); }
 void RendezvousServer::stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
   Impl& m = *impl_;
+  // A failed job: ranks that have not reached the store yet would otherwise find no server
+  // and retry until their connect timeout; serve a while longer so that they learn why.
+  const auto linger_until = Clock::now() + m.options.linger_on_failure;
+  while (m.failed && m.heard < m.options.world_size && Clock::now() < linger_until)
+    std::this_thread::sleep_for(Millis(20));
   asio::post(m.io, [&m] { m.shutdown(); });
   m.thread.join();  // run() returns once every cancelled operation has finished
 }
@@ -515,6 +598,10 @@ struct RendezvousClient::Impl {
     }
     const auto status = static_cast<RdzvStatus>(static_cast<unsigned char>(body[0]));
     payload.assign(body, 1);
+    if (status == RdzvStatus::Failed) {
+      broken = "the run failed: " + payload;
+      throw Error(fmt::format("rendezvous: rank {}: {} stopped: the run failed: {}", o.rank, what, payload));
+    }
     if (status == RdzvStatus::Error) {
       broken = "the server refused an earlier request: " + payload;
       throw Error(fmt::format("rendezvous: {} on {} refused: {}", what, where, payload));
@@ -542,12 +629,47 @@ struct RendezvousClient::Impl {
       for (int q = r + 1; q < world; ++q)
         if (request(RdzvOp::Get, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::Ok)
           missing.push_back(q);
-      throw Error(fmt::format(
+      const std::string message = fmt::format(
           "rendezvous: {} timed out after {}: rank{} {} of {} {}; are they running, with the "
-          "same MESHSIM_TOKEN and master address?",
-          what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world, missing_verb));
+          "same MESHSIM_TOKEN and master address?{}",
+          what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world, missing_verb,
+          diagnose(missing));
+      abort(fmt::format("rank {}: {}", o.rank, message));  // the others stop now, with this message
+      throw Error(message);
     }
     return values;
+  }
+
+  // What the store knows about the missing ranks: which never reached it (registered ranks
+  // only: others never say HELLO), and connections it refused for a wrong token.
+  std::string diagnose(const std::vector<int>& missing) {
+    std::string out;
+    try {
+      std::string v;
+      if (o.world_size > 0) {
+        std::vector<int> absent;
+        for (std::size_t i = 0; i < missing.size() && i < 16; ++i)
+          if (request(RdzvOp::Get, fmt::format("meshsim/joined/{}", missing[i]), 0, {}, Millis(0), v, "get") !=
+              RdzvStatus::Ok)
+            absent.push_back(missing[i]);
+        if (!absent.empty())
+          out += fmt::format(" (rank{} {} never reached the store: not started, or another MESHSIM_MASTER_ADDR/PORT)",
+                             absent.size() > 1 ? "s" : "", list_ranks(absent));
+      }
+      if (request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") == RdzvStatus::Ok)
+        out += fmt::format(" (the store refused {})", v);
+    } catch (const Error&) {  // the diagnosis is a bonus; the timeout is the error
+    }
+    return out;
+  }
+
+  void abort(const std::string& why) noexcept {
+    if (o.world_size <= 0) return;  // unregistered clients (tests, tools) may retry a barrier
+    try {
+      std::string ignored;
+      request(RdzvOp::Abort, {}, 0, why, Millis(0), ignored, "abort");
+    } catch (...) {  // the store is gone or the job failed already: nothing left to tell
+    }
   }
 };
 
@@ -559,7 +681,19 @@ RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std:
         fmt::format("rendezvous: master port {} is out of range; set MESHSIM_MASTER_PORT to 1..65535", impl_->o.port));
   impl_->connect();
   std::string ignored;
-  impl_->request(RdzvOp::Ping, {}, 0, {}, Millis(0), ignored, "connect");
+  const int world = impl_->o.world_size;
+  try {
+    impl_->request(RdzvOp::Ping, {}, 0, {}, Millis(0), ignored, "connect");
+    if (world > 0)
+      impl_->request(RdzvOp::Hello, {},
+                     (static_cast<std::uint64_t>(world) << 32) | static_cast<std::uint32_t>(impl_->o.rank), {},
+                     Millis(0), ignored, "register");
+  } catch (const Error& e) {  // name the rank: under launch every rank writes to the same stderr
+    const std::string_view m = e.what();
+    const std::string_view head = "rendezvous: ";
+    if (!m.starts_with(head) || m.starts_with("rendezvous: rank ")) throw;
+    throw Error(fmt::format("rendezvous: rank {}: {}", impl_->o.rank, m.substr(head.size())));
+  }
 }
 
 RendezvousClient::~RendezvousClient() {
@@ -569,6 +703,19 @@ RendezvousClient::~RendezvousClient() {
 }
 
 int RendezvousClient::rank() const { return impl_->o.rank; }
+
+void RendezvousClient::leave() {
+  if (impl_->o.world_size <= 0) return;
+  std::string ignored;
+  impl_->request(RdzvOp::Bye, {}, 0, {}, Millis(0), ignored, "leave");
+}
+
+void RendezvousClient::abort(std::string_view why) noexcept {
+  try {
+    impl_->abort(fmt::format("rank {}: {}", impl_->o.rank, why));
+  } catch (...) {
+  }
+}
 
 void RendezvousClient::set(std::string_view key, std::string_view value) {
   const std::string what = fmt::format("set '{}'", key);
@@ -582,17 +729,27 @@ void RendezvousClient::set(std::string_view key, std::string_view value) {
   impl_->request(RdzvOp::Set, key, 0, value, Millis(0), ignored, what);
 }
 
-std::string RendezvousClient::get(std::string_view key, Millis timeout) {
+std::string RendezvousClient::get(std::string_view key, Millis timeout, int publisher) {
   const std::string what = fmt::format("get '{}'", key);
   std::string value;
   const auto wait = std::max(timeout, Millis(1));
   if (impl_->request(RdzvOp::Get, key, static_cast<std::uint64_t>(wait.count()), {}, wait, value, what) ==
       RdzvStatus::Ok)
     return value;
-  throw Error(
-      fmt::format("rendezvous: timed out after {} waiting for key '{}' on {}; no rank set it (is the rank "
-                  "that publishes it running, with the same MESHSIM_TOKEN?)",
-                  format_ms(timeout), key, impl_->where));
+  const int world = impl_->o.world_size;
+  const std::string message =
+      publisher < 0
+          ? fmt::format(
+                "rendezvous: timed out after {} waiting for key '{}' on {}; no rank set it (is the rank "
+                "that publishes it running, with the same MESHSIM_TOKEN?){}",
+                format_ms(timeout), key, impl_->where, impl_->diagnose({}))
+          : fmt::format(
+                "rendezvous: timed out after {} waiting for key '{}' on {}: rank {}{} did not set it; is it running, "
+                "with the same MESHSIM_TOKEN and master address?{}",
+                format_ms(timeout), key, impl_->where, publisher, world > 0 ? fmt::format(" of {}", world) : "",
+                impl_->diagnose({publisher}));
+  impl_->abort(fmt::format("rank {}: {}", impl_->o.rank, message));  // the others stop now, with this message
+  throw Error(message);
 }
 
 bool RendezvousClient::try_get(std::string_view key, std::string& value) {

@@ -29,12 +29,34 @@
 //   op 1 PING  check the token; key, arg and value are empty/0          -> OK
 //   op 2 SET   store value under key (replaces; wakes waiting GETs)      -> OK
 //   op 3 GET   the value of key; if absent wait up to arg milliseconds  -> OK value | ABSENT
+//   op 4 HELLO register as a rank of the job: arg = world_size << 32 | rank  -> OK
+//   op 5 ABORT this rank failed; value = why, one line                   -> OK
+//   op 6 BYE   this rank is done: its connection closing is no failure   -> OK
 //
 // Reply body:   u8 status | payload
 //
 //   status 0 OK      payload = the value (GET) or empty
 //   status 1 ABSENT  GET found no value within its wait; payload empty
 //   status 2 ERROR   payload = one line of text; the server then closes the connection
+//   status 3 FAILED  the job has failed; payload = why (one line naming the rank); the
+//                    server then closes the connection
+//
+// Failure detection. A rank that says HELLO is registered; the store then fails the whole
+// job at once, rather than let every rank wait out its timeout, when
+//   - a HELLO gives a world size other than the store's (options.world_size, rank 0's
+//     MESHSIM_WORLD_SIZE), or a rank outside 0..world_size-1 (MESHSIM_RANK),
+//   - a second connection says HELLO with a rank already registered (two ranks share a
+//     MESHSIM_RANK),
+//   - a rank says ABORT (it failed: e.g. its barrier timed out, naming the missing ranks),
+//   - a registered rank's connection closes before it said BYE (it exited or crashed).
+// From then on every waiting GET and every later request is answered FAILED with the first
+// reason, so each rank fails within a round trip with one line that names the rank and
+// what to fix. The store keeps "meshsim/joined/<rank>" (the rank's address) for each
+// registered rank, so a barrier that times out can tell a rank that never reached the
+// store from one that reached it and did not arrive. A connection with the wrong token
+// cannot be told from a stranger's, so it does not fail the job (a stranger must not be
+// able to stop it); the store counts them under "meshsim/wrong-token" and a timed-out
+// barrier reports that count, pointing at MESHSIM_TOKEN.
 //
 // Every request carries the shared token (MESHSIM_TOKEN). A request with the wrong token,
 // an oversized length, a truncated body or an unknown op is answered with ERROR and its
@@ -75,8 +97,8 @@ using Millis = std::chrono::milliseconds;
 inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
 inline constexpr std::size_t kMaxTokenBytes = 256;         // MESHSIM_TOKEN (openssl rand -hex 16: 32)
 
-enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3 };
-enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2 };
+enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3, Hello = 4, Abort = 5, Bye = 6 };
+enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2, Failed = 3 };
 
 struct RendezvousServerOptions {
   std::string host = "127.0.0.1";                         // the address to bind: "0.0.0.0" for every interface
@@ -86,6 +108,10 @@ struct RendezvousServerOptions {
   Millis idle_timeout = Millis(10'000);                   // to authenticate; and without progress inside a request
   Millis accept_backoff = Millis(100);                    // before accepting again when out of descriptors
   std::function<void(const std::string&)> log = nullptr;  // a refusal, as one line; unset: stderr
+  int world_size = 0;  // > 0: a HELLO must give this world size (MESHSIM_WORLD_SIZE); 0: any
+  // After the job failed, stop() keeps serving up to this long while fewer than world_size
+  // HELLOs (accepted or refused) have come, so that a late rank is told why, not left to retry.
+  Millis linger_on_failure = Millis(0);
 };
 
 class RendezvousServer {
@@ -99,7 +125,7 @@ class RendezvousServer {
 
   int port() const;
   const std::string& host() const;
-  void stop();  // idempotent; the destructor calls it
+  void stop();  // idempotent; the destructor calls it (after linger_on_failure, if that applies)
 
  private:
   struct Impl;
@@ -113,20 +139,24 @@ struct RendezvousClientOptions {
   int rank = 0;                             // this client's rank (barrier names the missing ones)
   Millis connect_timeout = Millis(30'000);  // retries while the server is not up yet
   Millis io_timeout = Millis(10'000);       // a reply must come within this (plus any GET wait)
+  int world_size = 0;                       // > 0: register (HELLO) as rank of a job this size at connect; 0: do not
 };
 
 class RendezvousClient {
  public:
   // Connects (retrying until connect_timeout: rank 0 may start its server later than the
-  // others start their clients) and checks the token. Throws Error naming the address.
+  // others start their clients) and checks the token; with world_size > 0 also registers.
+  // Throws Error naming the address, and the rank and the variable to fix when refused.
   explicit RendezvousClient(RendezvousClientOptions options);
   ~RendezvousClient();
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
 
   void set(std::string_view key, std::string_view value);
-  // Blocks until key is set or the timeout passes: then Error naming the key.
-  std::string get(std::string_view key, Millis timeout);
+  // Blocks until key is set or the timeout passes: then Error naming the key, and the rank
+  // expected to set it when publisher >= 0 (with what the store knows of it). A registered
+  // client's timeout fails the job, so that the other ranks stop with the same message.
+  std::string get(std::string_view key, Millis timeout, int publisher = -1);
   // Without waiting: true and the value when key is set now, else false.
   bool try_get(std::string_view key, std::string& value);
   // All world_size ranks (each with its own client) meet; a barrier name may be reused,
@@ -135,8 +165,16 @@ class RendezvousClient {
   // Publishes value for this rank and returns every rank's value, in rank order. Like a
   // barrier, the n-th gather with a prefix meets the other ranks' n-th one (the keys are
   // internal: "gather/<prefix>/<n>/<rank>"). Error names the ranks whose value did not arrive.
+  // A registered client's barrier or gather that times out fails the job (see above).
   std::vector<std::string> gather(std::string_view key_prefix, int rank, int world_size, std::string_view value,
                                   Millis timeout);
+
+  // A registered rank is done: its connection may close without failing the job. Call it
+  // after the last request of a successful run.
+  void leave();
+  // Fails the job with why (one line; sent as "rank <r>: why"), so that the other ranks stop
+  // waiting at once. Only a registered client (world_size > 0) does; best effort, never throws.
+  void abort(std::string_view why) noexcept;
 
   int rank() const;
 

@@ -457,6 +457,148 @@ TEST(Rendezvous, PortInUseIsAnError) {
 }
 
 // Run by tests/launch_test.cpp under `meshsim launch -n 3`; skips itself otherwise.
+// Failure detection (issue 16): a misconfigured or dead rank fails every rank of the job
+// within seconds, with one line that names the rank and what to set, instead of leaving
+// the others to wait out their timeout. The waits below are 60 s; the bound is 5 s.
+constexpr auto kFast = 5s;
+
+RendezvousClientOptions member_of(const RendezvousServer& s, int rank, int world, std::string token = "secret") {
+  RendezvousClientOptions o = client_of(s, rank, std::move(token));
+  o.world_size = world;
+  return o;
+}
+
+// Rank 0 waits at a barrier of `world` ranks (60 s) on its own thread; the result is its
+// error message and how long it waited.
+struct Waiter {
+  std::string error;
+  Clock::duration waited{};
+  std::thread thread;
+  Waiter(const RendezvousServer& server, int world) {
+    // Registered before the constructor returns: the test's next step meets a waiting rank 0.
+    thread = std::thread([this, c = std::make_shared<RendezvousClient>(member_of(server, 0, world)), world] {
+      const auto start = Clock::now();
+      error = error_of([&] { c->barrier("start", world, 60s); });
+      waited = Clock::now() - start;
+    });
+  }
+  ~Waiter() {
+    if (thread.joinable()) thread.join();
+  }
+  void join() { thread.join(); }
+};
+
+TEST(RendezvousFailure, AnotherWorldSizeIsRefusedAtOnceForEveryRank) {
+  RendezvousServer server({.token = "secret", .world_size = 3});
+  Waiter rank0(server, 3);
+  std::this_thread::sleep_for(100ms);  // rank 0 is waiting
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { RendezvousClient c(member_of(server, 1, 4)); });
+  EXPECT_LT(Clock::now() - start, kFast);
+  EXPECT_NE(msg.find("rank 1 has MESHSIM_WORLD_SIZE=4 but rank 0 (the store) has 3"), std::string::npos) << msg;
+  rank0.join();
+  EXPECT_LT(rank0.waited, kFast);
+  EXPECT_NE(rank0.error.find("the run failed: rank 1 has MESHSIM_WORLD_SIZE=4"), std::string::npos) << rank0.error;
+  // Every later request fails the same way: a late rank learns it within a round trip.
+  const std::string late = error_of([&] { RendezvousClient c(member_of(server, 2, 3)); });
+  EXPECT_NE(late.find("rank 2"), std::string::npos) << late;
+  EXPECT_NE(late.find("MESHSIM_WORLD_SIZE"), std::string::npos) << late;
+}
+
+TEST(RendezvousFailure, ARankIdTakenTwiceIsRefusedAtOnce) {
+  RendezvousServer server({.token = "secret", .world_size = 3});
+  Waiter rank0(server, 3);
+  RendezvousClient first(member_of(server, 1, 3));
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { RendezvousClient c(member_of(server, 1, 3)); });
+  EXPECT_LT(Clock::now() - start, kFast);
+  EXPECT_NE(msg.find("rank 1 joined twice"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("two processes have MESHSIM_RANK=1"), std::string::npos) << msg;
+  rank0.join();
+  EXPECT_LT(rank0.waited, kFast);
+  EXPECT_NE(rank0.error.find("MESHSIM_RANK=1"), std::string::npos) << rank0.error;
+}
+
+TEST(RendezvousFailure, ARankOutOfRangeIsRefusedAtOnce) {
+  RendezvousServer server({.token = "secret", .world_size = 3});
+  Waiter rank0(server, 3);
+  const std::string msg = error_of([&] { RendezvousClient c(member_of(server, 5, 3)); });
+  EXPECT_NE(msg.find("MESHSIM_RANK=5, outside 0..2"), std::string::npos) << msg;
+  rank0.join();
+  EXPECT_LT(rank0.waited, kFast);
+  EXPECT_NE(rank0.error.find("MESHSIM_RANK=5"), std::string::npos) << rank0.error;
+}
+
+TEST(RendezvousFailure, AWrongTokenNamesTheRankAndTheTimeoutSaysWhy) {
+  RendezvousServer server({.token = "secret", .log = [](const std::string&) {}, .world_size = 3});
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { RendezvousClient c(member_of(server, 2, 3, "stale")); });
+  EXPECT_LT(Clock::now() - start, kFast);
+  EXPECT_NE(msg.find("rendezvous: rank 2: connect"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("wrong token"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MESHSIM_TOKEN"), std::string::npos) << msg;
+  // A stranger cannot fail the job, so the others wait, but their timeout names the missing
+  // rank, that it never reached the store, and the refused token.
+  RendezvousClient rank1(member_of(server, 1, 3));
+  RendezvousClient rank0(member_of(server, 0, 3));
+  const std::string timeout = error_of([&] { rank0.barrier("start", 3, 300ms); });
+  EXPECT_NE(timeout.find("ranks 1, 2 of 3 did not arrive"), std::string::npos) << timeout;
+  EXPECT_NE(timeout.find("rank 2 never reached the store"), std::string::npos) << timeout;
+  EXPECT_NE(timeout.find("1 connection(s) with a wrong MESHSIM_TOKEN"), std::string::npos) << timeout;
+}
+
+TEST(RendezvousFailure, ATimedOutBarrierNamesExactlyTheMissingRanksToEveryRank) {
+  RendezvousServer server({.token = "secret", .world_size = 4});
+  RendezvousClient rank0(member_of(server, 0, 4));
+  RendezvousClient rank1(member_of(server, 1, 4));
+  RendezvousClient rank3(member_of(server, 3, 4));  // registered, but never comes to the barrier
+  std::string msg1;
+  Clock::duration waited1{};
+  std::thread t([&] {
+    const auto start = Clock::now();
+    msg1 = error_of([&] { rank1.barrier("start", 4, 60s); });
+    waited1 = Clock::now() - start;
+  });
+  const std::string msg0 = error_of([&] { rank0.barrier("start", 4, 500ms); });
+  t.join();
+  EXPECT_NE(msg0.find("ranks 2, 3 of 4 did not arrive"), std::string::npos) << msg0;
+  EXPECT_NE(msg0.find("rank 2 never reached the store"), std::string::npos) << msg0;
+  EXPECT_EQ(msg0.find("did rank 0 exit"), std::string::npos) << msg0;
+  // Rank 1 waited 60 s in principle; rank 0's timeout ends its wait, with rank 0's reason.
+  EXPECT_LT(waited1, kFast);
+  EXPECT_NE(msg1.find("the run failed: rank 0: rendezvous: barrier 'start' timed out"), std::string::npos) << msg1;
+  EXPECT_NE(msg1.find("ranks 2, 3 of 4 did not arrive"), std::string::npos) << msg1;
+}
+
+TEST(RendezvousFailure, ARankThatDiesIsNamedToTheOthers) {
+  RendezvousServer server({.token = "secret", .log = [](const std::string&) {}, .world_size = 3});
+  Waiter rank0(server, 3);
+  {
+    RendezvousClient rank1(member_of(server, 1, 3));
+    std::this_thread::sleep_for(100ms);
+  }  // closed without leave(): it died
+  rank0.join();
+  EXPECT_LT(rank0.waited, kFast);
+  EXPECT_NE(rank0.error.find("rank 1 lost its connection to the store"), std::string::npos) << rank0.error;
+}
+
+TEST(RendezvousFailure, ARankThatLeftIsNoFailure) {
+  RendezvousServer server({.token = "secret", .world_size = 2});
+  RendezvousClient rank0(member_of(server, 0, 2));
+  {
+    RendezvousClient rank1(member_of(server, 1, 2));
+    rank1.set("left/1", "1");
+    rank1.leave();
+  }
+  std::this_thread::sleep_for(100ms);  // the close has reached the store
+  EXPECT_EQ(rank0.get("left/1", 1s), "1");
+  // Unregistered clients (world_size 0) may come and go as before.
+  { RendezvousClient tool(client_of(server, 1)); }
+  std::this_thread::sleep_for(100ms);
+  rank0.set("k", "v");
+  EXPECT_EQ(rank0.get("k", 1s), "v");
+}
+
 TEST(RendezvousLaunched, GatherAndBarrierAcrossProcesses) {
   if (!std::getenv(kRankVar)) GTEST_SKIP() << "runs under `meshsim launch` only";
   const LaunchEnv env = launch_env();
