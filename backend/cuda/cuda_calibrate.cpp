@@ -30,16 +30,6 @@ struct Scope {
   }
 };
 
-void fill_operands(GpuApi& api, Checker& check, void* const (&buf)[3], std::size_t bytes) {
-  const std::vector<std::uint16_t> chunk =
-      calibration_operands(std::min<std::size_t>(bytes, std::size_t{16} << 20) / 2);
-  const std::size_t chunk_bytes = chunk.size() * 2;
-  for (void* b : buf)
-    for (std::size_t off = 0; off < bytes; off += chunk_bytes)
-      check.cuda(api.memcpy_to_device(static_cast<char*>(b) + off, chunk.data(), std::min(chunk_bytes, bytes - off)),
-                 "cudaMemcpy", fmt::format("calibrate operands ({} bytes)", bytes));
-}
-
 }  // namespace
 
 std::vector<std::uint16_t> calibration_operands(std::size_t words) {
@@ -50,6 +40,15 @@ std::vector<std::uint16_t> calibration_operands(std::size_t words) {
     w = static_cast<std::uint16_t>((static_cast<std::uint16_t>(x >> 24) & 0x83FFu) | 0x3800u);
   }
   return out;
+}
+
+void copy_calibration_operands(GpuApi& api, Checker& check, void* dst, std::size_t bytes, const std::string& what) {
+  const std::vector<std::uint16_t> chunk =
+      calibration_operands(std::min<std::size_t>(bytes, std::size_t{16} << 20) / 2);
+  const std::size_t chunk_bytes = chunk.size() * 2;
+  for (std::size_t off = 0; off < bytes; off += chunk_bytes)
+    check.cuda(api.memcpy_to_device(static_cast<char*>(dst) + off, chunk.data(), std::min(chunk_bytes, bytes - off)),
+               "cudaMemcpy", fmt::format("{} ({} bytes)", what, bytes));
 }
 
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& opt) {
@@ -75,7 +74,7 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     check.cuda(api.malloc(&b, buf_bytes), "cudaMalloc", fmt::format("{} ({} bytes)", where, buf_bytes));
     s.buffers.push_back(b);
   }
-  fill_operands(api, check, buf, buf_bytes);
+  for (void* b : buf) copy_calibration_operands(api, check, b, buf_bytes, "calibrate operands");
 
   // Seconds per call of `body`: one warm-up call, then `repeats` between two events.
   auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -53,5 +54,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
 // mantissa, which read as bf16 is a normal number of magnitude 2^-15..2^-8, and two of which
 // read as an fp32 are one too. Finite and normal in every width the GEMM grid reads.
 std::vector<std::uint16_t> calibration_operands(std::size_t words);
+// `bytes` of device memory at `dst` filled with those words (synchronous copies of a chunk of
+// at most 16 MiB, repeated); a failed copy is `check`'s error naming `what`.
+void copy_calibration_operands(GpuApi& api, Checker& check, void* dst, std::size_t bytes, const std::string& what);
 
 }  // namespace meshsim::cuda

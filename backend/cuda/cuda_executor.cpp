@@ -254,7 +254,9 @@ class Run {
     check_.cuda(api_.memset_async(res_.workspace, 0, static_cast<std::size_t>(ws_.total + kWorkspaceAlign),
                                   stream(Stream::Compute)),
                 "cudaMemsetAsync", "setup");
-    if (pool > 0) fill_pool(static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign, pool);
+    if (pool > 0)
+      copy_calibration_operands(api_, check_, static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign,
+                                static_cast<std::size_t>(pool), "setup: GEMM operands");
     res_.events.assign(1 + 2 * role_.ops.size(), nullptr);
     for (EventH& e : res_.events) check_.cuda(api_.event_create(&e), "cudaEventCreate", "setup");
   }
@@ -277,16 +279,6 @@ class Run {
     if (pool_a_ + pool_b_ == 0) return at(op, name);
     char* pool = static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign;
     return std::string_view(name) == "a" ? pool : pool + pool_a_;
-  }
-  // Synchronous copies of the random words (nothing runs yet).
-  void fill_pool(char* dst, std::int64_t bytes) {
-    const std::vector<std::uint16_t> words =
-        calibration_operands(static_cast<std::size_t>(std::min<std::int64_t>(bytes, std::int64_t{16} << 20) / 2));
-    const auto chunk = static_cast<std::int64_t>(words.size() * 2);
-    for (std::int64_t off = 0; off < bytes; off += chunk)
-      check_.cuda(
-          api_.memcpy_to_device(dst + off, words.data(), static_cast<std::size_t>(std::min(chunk, bytes - off))),
-          "cudaMemcpy (GEMM operands)", "setup");
   }
 
   void setup_comms() {
