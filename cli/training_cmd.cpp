@@ -1,5 +1,5 @@
 // meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
-//   [--trace FILE] [--json] [--report FILE.html]
+//   [--trace FILE] [--json] [--report FILE.html] [--links FILE.csv] [--no-link-sharing]
 // meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
 #include <fmt/format.h>
 
@@ -43,12 +43,16 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 namespace {
 
 struct SimulateFlags : ScenarioFlags {
-  std::string trace, report;
-  bool json = false;
+  std::string trace, report, links;
+  bool json = false, no_link_sharing = false;
 };
 
 int run_simulate(const SimulateFlags& f) {
-  const Scenario s = require_training(f.node().resolve(), "simulate");
+  ScenarioNode node = f.node();
+  if (f.no_link_sharing) node.set("run.link_sharing=false");
+  const Scenario s = require_training(node.resolve(), "simulate");
+  if (!f.links.empty() && s.fidelity != Fidelity::Flow)
+    throw Error("--links: link loads come from the flow fidelity; add --fidelity flow (or set run.fidelity: flow)");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
   // the fast path (same figures).
@@ -64,6 +68,10 @@ int run_simulate(const SimulateFlags& f) {
   if (!f.report.empty()) {
     write_html_report(training_html(r), f.report);
     say_wrote(f.report, "HTML report");
+  }
+  if (!f.links.empty()) {
+    write_file(f.links, links_csv(r), "--links");
+    say_wrote(f.links, "per-link load CSV");
   }
   return 0;
 }
@@ -91,7 +99,7 @@ Run add_simulate_command(CLI::App& app) {
   c->footer(
       "Examples:\n"
       "  meshsim simulate                                   # GPT-3 175B on 16 DGX H100 nodes\n"
-      "  meshsim simulate examples/scenarios/gpt3-175b-1024xh100.yaml --fidelity flow\n"
+      "  meshsim simulate examples/scenarios/gpt3-175b-1024xh100.yaml --fidelity flow --links links.csv\n"
       "  meshsim simulate --set parallel.tp=4 --set parallel.dp=4 --json\n"
       "  meshsim simulate examples/scenarios/llama3-70b-128k.yaml --report llama.html --trace llama.json");
   f->add(c, false);
@@ -102,6 +110,11 @@ Run add_simulate_command(CLI::App& app) {
   c->add_option("--trace", f->trace, "write a Perfetto/Chrome trace (one process per stage, a track per stream)");
   c->add_flag("--json", f->json, "print the result as JSON");
   c->add_option("--report", f->report, "write a self-contained HTML report");
+  c->add_option("--links", f->links,
+                "flow: write every link's load over the iteration as CSV (link,name,tier,capacity_GBps,bytes,"
+                "utilization,peak)");
+  c->add_flag("--no-link-sharing", f->no_link_sharing,
+              "flow: time every collective and send alone, as if no other op ran (run.link_sharing: false)");
   return [f] { return run_simulate(*f); };
 }
 

@@ -18,11 +18,6 @@ Bandwidths bandwidths(CollKind kind, int ranks, Bytes bytes, Time t) {
   return b;
 }
 
-std::string link_name(const Topology& topo, int link) {
-  const DirLink& l = topo.link(link);
-  return fmt::format("{} -> {}", topo.device(l.from).name, topo.device(l.to).name);
-}
-
 namespace {
 
 std::string factor_text(CollKind kind, int p) {

@@ -38,8 +38,6 @@ struct Bandwidths {
 };
 Bandwidths bandwidths(CollKind kind, int ranks, Bytes bytes, Time t);
 
-std::string link_name(const Topology& topo, int link);
-
 std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out);
 
 // One row per size of a --bytes A:B sweep, like nccl-tests' output.

@@ -10,6 +10,7 @@
 //   timeline  one row per lane, colored spans, time axis, legend   <section id="timeline">
 //   breakdown stacked bar + one bar per category, seconds and %    <section id="breakdown">
 //   memory    one stacked bar per role, capacity line, peak mark   <section id="memory">
+//   links     link load by tier: utilization bar, peak, load line  <section id="links">
 //   scaling   time vs x, one line per series (log x past 8x)       <section id="scaling">
 //   table     the optional ranked table                            <section id="table">
 //
@@ -72,6 +73,18 @@ struct HtmlSweepPoint {
   bool fits = true;
 };
 
+// One link in the link-load section: its tier, carried bytes, utilization over the run,
+// peak load (< 0: not known) and, optionally, its load over time as (fraction of the run,
+// fraction of its rate) at every change, drawn as a step line.
+struct HtmlLinkLoad {
+  std::string tier;
+  std::string name;
+  double bytes = 0;
+  double utilization = 0;
+  double peak = -1;
+  std::vector<std::pair<double, double>> load;
+};
+
 struct HtmlReport {
   std::string title;
   std::vector<std::pair<std::string, std::string>> summary;  // key/value rows
@@ -79,6 +92,7 @@ struct HtmlReport {
   std::vector<HtmlSpan> spans;
   std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;
+  std::vector<HtmlLinkLoad> links;              // empty = no link-load section
   std::string sweep_x_label;                    // e.g. "GPUs"
   std::vector<HtmlSweepPoint> sweep;            // empty = no plot
   std::vector<std::vector<std::string>> table;  // first row = header

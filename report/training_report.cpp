@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -14,6 +15,13 @@ namespace {
 
 std::string gib(Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024)); }
 std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
+// Bytes to two decimals in the largest binary unit up to TiB (sums of link loads are not
+// round sizes, which format_bytes would spell out in KiB).
+std::string approx_bytes(double b) {
+  if (b >= 0x1p40) return fmt::format("{:.2f}TiB", b / 0x1p40);
+  if (b >= 0x1p30) return fmt::format("{:.2f}GiB", b / 0x1p30);
+  return fmt::format("{:.2f}MiB", b / 0x1p20);
+}
 
 std::string op_category(const Op& op) {
   if (op.kind == OpKind::Compute) {
@@ -24,7 +32,64 @@ std::string op_category(const Op& op) {
   return comm_category(op);
 }
 
+// The link with id `id` in r.links (sorted by id), or nullptr.
+const LinkReport* link_by_id(const TrainingResult& r, int id) {
+  auto it = std::lower_bound(r.links.begin(), r.links.end(), id, [](const LinkReport& l, int v) { return l.id < v; });
+  return it != r.links.end() && it->id == id ? &*it : nullptr;
+}
+
+// A link's load averaged over kLoadBuckets equal slices of the iteration, as (start of the
+// slice / iteration, mean load): what a chart a few hundred pixels wide can show.
+constexpr int kLoadBuckets = 300;
+std::vector<std::pair<double, double>> averaged_load(const LinkLoadSeries& series, double span_s) {
+  std::vector<double> sum(kLoadBuckets, 0.0);
+  if (span_s <= 0) return {};
+  const double width = span_s / kLoadBuckets;
+  for (std::size_t i = 0; i < series.load.size(); ++i) {
+    const double from = series.load[i].first.seconds();
+    const double to = i + 1 < series.load.size() ? series.load[i + 1].first.seconds() : span_s;
+    for (int b = std::max(0, static_cast<int>(from / width)); b < kLoadBuckets && b * width < to; ++b)
+      sum[static_cast<std::size_t>(b)] +=
+          series.load[i].second * std::max(0.0, std::min(to, (b + 1) * width) - std::max(from, b * width));
+  }
+  std::vector<std::pair<double, double>> out;
+  for (int b = 0; b < kLoadBuckets; ++b)
+    out.emplace_back(static_cast<double>(b) / kLoadBuckets, sum[static_cast<std::size_t>(b)] / width);
+  return out;
+}
+
 }  // namespace
+
+std::vector<TierLoad> tier_loads(const std::vector<LinkReport>& links) {
+  static const std::vector<std::string> kOrder{"nvlink", "pcie", "nic", "leaf-spine", "spine-core", "switch"};
+  std::vector<TierLoad> out;
+  for (const LinkReport& l : links) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const TierLoad& t) { return t.tier == l.tier; });
+    if (it == out.end()) {
+      out.push_back({l.tier, 0, 0, &l});
+      it = out.end() - 1;
+    }
+    ++it->links;
+    it->bytes += l.bytes;
+    if (l.utilization > it->busiest->utilization) it->busiest = &l;
+  }
+  auto rank = [&](const std::string& t) {
+    const auto k = std::find(kOrder.begin(), kOrder.end(), t);
+    return static_cast<std::size_t>(k - kOrder.begin());
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const TierLoad& a, const TierLoad& b) {
+    return rank(a.tier) != rank(b.tier) ? rank(a.tier) < rank(b.tier) : a.tier < b.tier;
+  });
+  return out;
+}
+
+std::string links_csv(const TrainingResult& r) {
+  std::string s = "link,name,tier,capacity_GBps,bytes,utilization,peak\n";
+  for (const LinkReport& l : r.links)
+    s += fmt::format("{},{},{},{:.3f},{:.0f},{:.6f},{:.6f}\n", l.id, l.name, l.tier, l.capacity_Bps * 1e-9, l.bytes,
+                     l.utilization, l.peak);
+  return s;
+}
 
 std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b) {
   std::vector<std::pair<std::string, Time>> rows{{"compute", b.compute}, {"recompute", b.recompute}};
@@ -87,9 +152,26 @@ std::string training_summary_text(const TrainingResult& r) {
   }
   if (!r.sim.top_links.empty()) {
     o << "  busiest links over the iteration (flow):\n";
-    for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
-      o << fmt::format("    {:<40} {:>10} carried, {} utilized\n", r.link_names[i],
-                       format_bytes(static_cast<Bytes>(r.sim.top_links[i].bytes)), pct(r.sim.top_links[i].utilization));
+    for (std::size_t i = 0; i < r.sim.top_links.size(); ++i) {
+      const LinkReport* l = link_by_id(r, r.sim.top_links[i].link);
+      o << fmt::format("    {:<40} {:>10} carried, {} utilized{}\n", r.link_names[i],
+                       format_bytes(static_cast<Bytes>(r.sim.top_links[i].bytes)), pct(r.sim.top_links[i].utilization),
+                       r.sim.links_shared && l != nullptr ? ", peak " + pct(l->peak) : "");
+    }
+    o << "  link load by tier (busiest link of each):\n";
+    for (const TierLoad& t : tier_loads(r.links))
+      o << fmt::format("    {:<11} {:>6} links {:>12} carried   {:<36} {} utilized{}\n", t.tier, t.links,
+                       approx_bytes(t.bytes), t.busiest->name, pct(t.busiest->utilization),
+                       r.sim.links_shared ? ", peak " + pct(t.busiest->peak) : "");
+    if (r.sim.links_shared) {
+      std::string lost;
+      for (const auto& [cat, d] : r.sim.sharing_delay)
+        lost += fmt::format("{}{} {} ops +{}", lost.empty() ? "" : ", ", cat, d.first, format_time(d.second));
+      o << fmt::format("  link sharing: ops in flight share the links; slowed by it (all stages): {}\n",
+                       lost.empty() ? "none" : lost);
+    } else {
+      o << "  link sharing: off (--no-link-sharing): every op timed alone\n";
+    }
   } else if (s.fidelity != Fidelity::Flow) {
     o << "  busiest links: run with --fidelity flow to see link load and contention\n";
   }
@@ -189,11 +271,36 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["capacity_bytes"] = r.capacity;
   j["fits"] = r.fits;
   J links = J::array();
-  for (std::size_t i = 0; i < r.sim.top_links.size(); ++i)
-    links.push_back(J{{"link", r.link_names[i]},
-                      {"bytes", r.sim.top_links[i].bytes},
-                      {"utilization", r.sim.top_links[i].utilization}});
+  for (std::size_t i = 0; i < r.sim.top_links.size(); ++i) {
+    J one{{"link", r.link_names[i]},
+          {"bytes", r.sim.top_links[i].bytes},
+          {"utilization", r.sim.top_links[i].utilization}};
+    if (const LinkReport* l = link_by_id(r, r.sim.top_links[i].link)) {
+      one["tier"] = l->tier;
+      if (r.sim.links_shared) one["peak"] = l->peak;
+    }
+    links.push_back(one);
+  }
   j["busiest_links"] = links;
+  if (!r.links.empty()) {
+    J tiers = J::array();
+    for (const TierLoad& t : tier_loads(r.links)) {
+      J one{{"tier", t.tier},
+            {"links", t.links},
+            {"bytes", t.bytes},
+            {"busiest", t.busiest->name},
+            {"utilization", t.busiest->utilization}};
+      if (r.sim.links_shared) one["peak"] = t.busiest->peak;
+      tiers.push_back(one);
+    }
+    j["link_tiers"] = tiers;
+    j["link_sharing"] = r.sim.links_shared;
+    if (r.sim.links_shared) {
+      J delay = J::object();
+      for (const auto& [cat, d] : r.sim.sharing_delay) delay[cat] = J{{"ops", d.first}, {"lost_s", d.second.seconds()}};
+      j["sharing_delay"] = delay;
+    }
+  }
   std::size_t ops = 0;
   for (const Role& role : r.schedule.roles) ops += role.ops.size();
   j["engine"] = r.fast ? "fast-formula" : "op-level";
@@ -242,6 +349,19 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
     ev["args"] = args;
     events.push_back(ev);
   }
+  // Counter tracks: the busiest links' load over time, in a process of their own.
+  if (!r.sim.link_load.empty()) {
+    const std::size_t pid = r.schedule.roles.size();
+    events.push_back(
+        J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", "links"}}}});
+    for (const LinkLoadSeries& series : r.sim.link_load) {
+      const LinkReport* l = link_by_id(r, series.link);
+      const std::string name = "load % " + (l != nullptr ? l->name : std::to_string(series.link));
+      for (const auto& [at, load] : series.load)
+        events.push_back(
+            J{{"ph", "C"}, {"pid", pid}, {"name", name}, {"ts", at.us()}, {"args", J{{"load", 100 * load}}}});
+    }
+  }
   return J{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
@@ -287,6 +407,22 @@ HtmlReport training_html(const TrainingResult& r) {
     bar.capacity_bytes = static_cast<double>(r.capacity);
     bar.peak_bytes = static_cast<double>(r.stages[st].peak);
     h.memory.push_back(bar);
+  }
+  // Link load: the busiest links of each tier, the series-tracked ones with their load over time.
+  const double span = r.sim.iteration.seconds();
+  for (const TierLoad& t : tier_loads(r.links)) {
+    std::vector<const LinkReport*> tier;
+    for (const LinkReport& l : r.links)
+      if (l.tier == t.tier) tier.push_back(&l);
+    std::stable_sort(tier.begin(), tier.end(),
+                     [](const LinkReport* a, const LinkReport* b) { return a->utilization > b->utilization; });
+    if (tier.size() > kHtmlLinksPerTier) tier.resize(kHtmlLinksPerTier);
+    for (const LinkReport* l : tier) {
+      HtmlLinkLoad row{l->tier, l->name, l->bytes, l->utilization, r.sim.links_shared ? l->peak : -1, {}};
+      for (const LinkLoadSeries& series : r.sim.link_load)
+        if (series.link == l->id) row.load = averaged_load(series, span);
+      h.links.push_back(std::move(row));
+    }
   }
   return h;
 }

@@ -28,6 +28,20 @@ nlohmann::ordered_json training_json(const TrainingResult& r);
 nlohmann::ordered_json training_trace(const TrainingResult& r);
 HtmlReport training_html(const TrainingResult& r);
 
+// Link load per tier (nvlink, pcie, nic, leaf-spine, spine-core, switch, then others by
+// name): how many links carried bytes, the bytes, and the busiest link (points into `links`).
+struct TierLoad {
+  std::string tier;
+  int links = 0;
+  double bytes = 0;
+  const LinkReport* busiest = nullptr;
+};
+std::vector<TierLoad> tier_loads(const std::vector<LinkReport>& links);
+// `simulate --links FILE`: every link that carried bytes, one row each, by link id:
+// link,name,tier,capacity_GBps,bytes,utilization,peak
+std::string links_csv(const TrainingResult& r);
+inline constexpr std::size_t kHtmlLinksPerTier = 4;  // rows per tier in the report's link-load section
+
 // Breakdown rows in a fixed order: (label, time).
 std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b);
 

@@ -294,11 +294,12 @@ Scenario ScenarioNode::resolve() const {
     }
   }
   if (const YAML::Node& run = n["run"]) {
-    r.only_keys(run, "run", {"fidelity", "algorithm", "profile"}, "{fidelity: flow}");
+    r.only_keys(run, "run", {"fidelity", "algorithm", "profile", "link_sharing"}, "{fidelity: flow}");
     if (const YAML::Node& f = run["fidelity"])
       s.fidelity = r.located(f, [&] { return parse_fidelity(r.text(f, "run.fidelity"), "run.fidelity"); });
     if (run["algorithm"]) s.algorithm = r.text(run["algorithm"], "run.algorithm");
     if (run["profile"]) s.profile = r.text(run["profile"], "run.profile");
+    if (run["link_sharing"]) s.link_sharing = r.boolean(run["link_sharing"], "run.link_sharing");
   }
   if (s.gpu.empty()) s.gpu = default_gpu_for(s.topology);
   // Mesh order: a permutation of the layout's axes.

@@ -47,6 +47,8 @@ struct Scenario {
   Fidelity fidelity = Fidelity::Formula;
   std::string algorithm = "auto";
   std::string profile;  // machine profile YAML (calibrate's output)
+  // Flow fidelity: the ops in flight share the links (ScheduleSimOptions::share_links).
+  bool link_sharing = true;
   // A collective workload instead of a training iteration; ranks 0 = as many as run.
   std::optional<CollectiveWorkload> workload;
 };

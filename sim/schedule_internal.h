@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "sim/engine.h"
+#include "sim/link_sharing.h"
 #include "sim/schedule_sim.h"
 
 namespace meshsim::detail {
@@ -127,10 +128,14 @@ struct Costing {
   }
 };
 
+// List scheduling of every role's streams on the event engine. An op takes its duration,
+// or, when `sharing` is given and the op has a profile there (profile[g] >= 0), as long as
+// the links it shares with the other ops in flight let it (sim/link_sharing.h).
 class Runner : public EventHandler {
  public:
-  Runner(const Schedule& s, std::vector<Time> duration, std::vector<int> offset)
-      : s_(s), dur_(std::move(duration)), off_(std::move(offset)) {
+  Runner(const Schedule& s, std::vector<Time> duration, std::vector<int> offset, LinkSharing* sharing = nullptr,
+         std::vector<int> profile = {})
+      : s_(s), dur_(std::move(duration)), off_(std::move(offset)), sharing_(sharing), profile_(std::move(profile)) {
     const std::size_t n = dur_.size();
     remaining_.assign(n, 0);
     dependents_.assign(n, {});
@@ -142,6 +147,8 @@ class Runner : public EventHandler {
     busy_.assign(streams_.size(), false);
     cur_mem_.assign(s.roles.size(), 0);
     peak_mem_.assign(s.roles.size(), 0);
+    generation_.assign(n, 0);
+    if (sharing_ != nullptr) MESHSIM_ASSERT(profile_.size() == n);
     std::unordered_map<std::int64_t, int> send_of_tag;
     for (std::size_t r = 0; r < s.roles.size(); ++r)
       for (std::size_t i = 0; i < s.roles[r].ops.size(); ++i) {
@@ -189,7 +196,17 @@ class Runner : public EventHandler {
       }
   }
 
-  void handle(const Event& e) override { finish(static_cast<int>(e.payload)); }
+  void handle(const Event& e) override {
+    if (e.kind == kShared) {
+      const int g = static_cast<int>(e.payload & 0xffffffffU);
+      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[static_cast<std::size_t>(g)]) return;  // moved
+      sharing_->finish(g, engine_.now(), changed_);
+      reschedule();
+      finish(g);
+      return;
+    }
+    finish(static_cast<int>(e.payload));
+  }
 
   const std::vector<Time>& start() const { return start_; }
   const std::vector<Time>& end() const { return end_; }
@@ -220,7 +237,20 @@ class Runner : public EventHandler {
     cur_mem_[static_cast<std::size_t>(role)] += op(g).alloc;
     peak_mem_[static_cast<std::size_t>(role)] =
         std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
+    if (sharing_ != nullptr && profile_[static_cast<std::size_t>(g)] >= 0) {
+      sharing_->start(g, profile_[static_cast<std::size_t>(g)], now, changed_);
+      reschedule();
+      return;
+    }
     engine_.schedule(now + dur_[static_cast<std::size_t>(g)], this, 0, static_cast<std::uint64_t>(g));
+  }
+  // Ends that link sharing moved: a new event each, the old one ignored by its generation.
+  void reschedule() {
+    for (const auto& [g, at] : changed_) {
+      const std::uint32_t gen = ++generation_[static_cast<std::size_t>(g)];
+      engine_.schedule(at, this, kShared, (static_cast<std::uint64_t>(gen) << 32) | static_cast<std::uint64_t>(g));
+    }
+    changed_.clear();
   }
   void finish_at(int g, Time t) {
     start_[static_cast<std::size_t>(g)] = t;
@@ -244,9 +274,14 @@ class Runner : public EventHandler {
     if (st >= 0) try_start(st);
   }
 
+  static constexpr std::uint32_t kShared = 1;  // event kind of an end under link sharing
   const Schedule& s_;
   std::vector<Time> dur_;
   std::vector<int> off_;
+  LinkSharing* sharing_;
+  std::vector<int> profile_;
+  std::vector<std::uint32_t> generation_;
+  std::vector<std::pair<int, Time>> changed_;
   Engine engine_;
   std::vector<int> remaining_;
   std::vector<std::vector<int>> dependents_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -27,6 +28,42 @@ std::string comm_category(const Op& op) {
   if (op.axis == "row" || op.axis == "col") return "2d";
   return "dp";
 }
+
+namespace {
+
+constexpr std::size_t kLoadTracks = 8;  // links whose load over time the result keeps
+
+// Each link's load (fraction of its achievable rate) at every instant it changed, read off
+// the speed changes of the ops that load it.
+std::vector<LinkLoadSeries> load_series(const Topology& topo, const LinkSharing& sharing,
+                                        const std::vector<BusiestLink>& links) {
+  std::vector<LinkLoadSeries> out;
+  for (const BusiestLink& b : links) {
+    LinkLoadSeries series{b.link, {}};
+    const double cap = topo.link(b.link).spec.effective().bytes_per_ps();
+    std::unordered_map<int, double> speed;  // of the ops that load this link, by op
+    std::unordered_map<int, double> u_of_profile;
+    double load = 0;
+    for (const SpeedChange& c : sharing.speed_changes()) {
+      const int p = sharing.profile_of(c.op);
+      auto it = u_of_profile.find(p);
+      if (it == u_of_profile.end()) it = u_of_profile.emplace(p, sharing.load(p, b.link)).first;
+      if (it->second <= 0) continue;
+      double& s = speed[c.op];
+      load += (c.speed - s) * it->second;
+      s = c.speed;
+      const double frac = std::max(0.0, load / cap);
+      if (!series.load.empty() && series.load.back().first == c.at)
+        series.load.back().second = frac;
+      else
+        series.load.emplace_back(c.at, frac);
+    }
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+}  // namespace
 
 using detail::breakdown_of;
 using detail::Costing;
@@ -61,7 +98,23 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       timing_of.push_back(timing);
     }
   }
-  Runner runner(schedule, duration, offset);
+  // Flow fidelity: the ops in flight share the links (sim/link_sharing.h).
+  const bool share = options.fidelity == Fidelity::Flow && options.share_links && !costing.link_stats.empty();
+  std::optional<LinkSharing> sharing;
+  std::vector<int> profile;
+  if (share) {
+    sharing.emplace(topo);
+    std::vector<int> profile_of_timing(costing.link_stats.size(), -1);
+    profile.assign(timing_of.size(), -1);
+    for (std::size_t g = 0; g < timing_of.size(); ++g) {
+      const int t = timing_of[g];
+      if (t < 0 || duration[g] <= Time{}) continue;
+      int& p = profile_of_timing[static_cast<std::size_t>(t)];
+      if (p < 0) p = sharing->add_profile(duration[g], costing.link_stats[static_cast<std::size_t>(t)]);
+      profile[g] = p;
+    }
+  }
+  Runner runner(schedule, duration, offset, share ? &*sharing : nullptr, std::move(profile));
   runner.run();
 
   ScheduleSimResult res;
@@ -93,15 +146,34 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       if (op.phase == Phase::Recompute) res.flops_recomputed += op.kernel.flops;
     }
 
-  // Busiest links over the iteration (flow): bytes of every op's timing, summed.
+  // Link loads over the iteration (flow): bytes of every op's timing, summed; with link
+  // sharing, each link's peak and the busiest links' load over time as well.
   if (!costing.link_stats.empty() && res.iteration > Time{}) {
-    std::vector<double> bytes(topo.links().size(), 0.0);
-    for (std::size_t g = 0; g < timing_of.size(); ++g) {
-      if (timing_of[g] < 0) continue;
-      const auto& stats = costing.link_stats[static_cast<std::size_t>(timing_of[g])];
-      for (std::size_t l = 0; l < stats.size() && l < bytes.size(); ++l) bytes[l] += stats[l].bytes;
+    if (share) {
+      res.link_usage = sharing->link_usage();
+      res.links_shared = true;
+      for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+        for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
+          const auto g = static_cast<std::size_t>(runner.gid(static_cast<int>(r), static_cast<int>(i)));
+          const Time taken = runner.end()[g] - runner.start()[g];
+          if (timing_of[g] < 0 || taken <= duration[g]) continue;
+          auto& [ops, extra] = res.sharing_delay[comm_category(schedule.roles[r].ops[i])];
+          ++ops;
+          extra += taken - duration[g];
+        }
+    } else {
+      res.link_usage.assign(topo.links().size(), LinkUsage{});
+      for (std::size_t g = 0; g < timing_of.size(); ++g) {
+        if (timing_of[g] < 0) continue;
+        const auto& stats = costing.link_stats[static_cast<std::size_t>(timing_of[g])];
+        for (std::size_t l = 0; l < stats.size() && l < res.link_usage.size(); ++l)
+          res.link_usage[l].bytes += stats[l].bytes;
+      }
     }
+    std::vector<double> bytes;
+    for (const LinkUsage& u : res.link_usage) bytes.push_back(u.bytes);
     res.top_links = busiest_links(topo, bytes, res.iteration);
+    if (share) res.link_load = load_series(topo, *sharing, busiest_links(topo, bytes, res.iteration, kLoadTracks));
   }
   return res;
 }

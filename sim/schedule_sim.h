@@ -25,8 +25,10 @@
 //               the next along the axis), as ring attention does.
 //   send        point-to-point between corresponding ranks of two stages, all pairs at once.
 // Durations are computed once per distinct (role, kind, axis, bytes, root) and reused.
-// Collectives of different ops do not contend with each other (each is timed alone with
-// its own concurrent groups); the report says so.
+// At `flow`, the ops in flight then share the links (sim/link_sharing.h): a DP bucket that
+// overlaps a pipeline send on the same NICs slows both, max-min fairly, and an op that
+// overlaps nothing takes its time alone (share_links = false: every op takes that).
+// `formula` and `nccl` time each op alone.
 #pragma once
 
 #include <map>
@@ -38,6 +40,7 @@
 #include "schedule/ir.h"
 #include "sim/collective_sim.h"
 #include "sim/compute_model.h"
+#include "sim/link_sharing.h"
 #include "sim/machine_profile.h"
 #include "topology/placement.h"
 
@@ -54,6 +57,9 @@ struct ScheduleSimOptions {
   // entry already holds the contention between groups). All-to-alls with imbalance
   // keep the topology model.
   std::vector<CollectiveProfile> measured;
+  // Flow: the ops in flight share the routed links (sim/link_sharing.h); false: each op
+  // takes its time alone, as if nothing else ran.
+  bool share_links = true;
 };
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.
@@ -67,18 +73,30 @@ struct Breakdown {
   Time total() const;
 };
 
+// A link's load over the iteration: (time, fraction of its achievable rate) at every change.
+struct LinkLoadSeries {
+  int link = -1;
+  std::vector<std::pair<Time, double>> load;
+};
+
 struct ScheduleSimResult {
   Time iteration;
   Trace trace;  // one event per op of every role
   std::vector<Time> role_end;
   std::vector<Bytes> peak_activation;  // per role: peak of the activation stash over the timeline
   int critical_role = 0;
-  Breakdown breakdown;                 // of the critical role
-  double executed_flops_per_rank = 0;  // summed over the critical role's compute ops
-  double flops_executed = 0;           // summed over every role's ops (one rank per role)
-  double flops_recomputed = 0;         // the recomputed part of flops_executed
-  std::vector<BusiestLink> top_links;  // flow fidelity: up to 5, by utilization over the iteration
-  int distinct_collectives = 0;        // collective timings computed (the rest reused)
+  Breakdown breakdown;                    // of the critical role
+  double executed_flops_per_rank = 0;     // summed over the critical role's compute ops
+  double flops_executed = 0;              // summed over every role's ops (one rank per role)
+  double flops_recomputed = 0;            // the recomputed part of flops_executed
+  std::vector<BusiestLink> top_links;     // flow fidelity: up to 5, by utilization over the iteration
+  std::vector<LinkUsage> link_usage;      // flow fidelity: every link, by id (peak only with links_shared)
+  std::vector<LinkLoadSeries> link_load;  // links_shared: the 8 busiest links' load over time
+  bool links_shared = false;              // flow fidelity with ScheduleSimOptions::share_links
+  // links_shared: by comm category (tp, dp, pp, ...), the ops that took longer than alone
+  // and the time they lost, summed over every stage.
+  std::map<std::string, std::pair<int, Time>> sharing_delay;
+  int distinct_collectives = 0;  // collective timings computed (the rest reused)
 };
 
 ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,

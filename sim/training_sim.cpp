@@ -90,6 +90,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
 
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;
+  opt.share_links = s.link_sharing;
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
   std::optional<ScheduleSimResult> fast;
   if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
@@ -126,10 +127,14 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
     r.fits = r.fits && m.peak <= r.capacity;
     r.stages.push_back(std::move(m));
   }
-  for (const BusiestLink& l : r.sim.top_links) {
-    const DirLink& dl = topo.link(l.link);
-    r.link_names.push_back(topo.device(dl.from).name + " -> " + topo.device(dl.to).name);
-  }
+  for (const BusiestLink& l : r.sim.top_links) r.link_names.push_back(link_name(topo, l.link));
+  for (std::size_t l = 0; l < r.sim.link_usage.size(); ++l)
+    if (r.sim.link_usage[l].bytes > 0) {
+      const int id = static_cast<int>(l);
+      const double cap = topo.link(id).spec.effective().bytes_per_ps() * 1e12;
+      r.links.push_back({id, link_name(topo, id), link_tier(topo, id), cap, r.sim.link_usage[l].bytes,
+                         r.sim.link_usage[l].bytes / (cap * secs), r.sim.link_usage[l].peak});
+    }
   return r;
 }
 

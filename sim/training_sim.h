@@ -28,6 +28,17 @@ struct StageMemory {
   std::map<std::string, Bytes> other_by_category() const;
 };
 
+// One link's load over the iteration (flow fidelity), for --links, JSON and the report.
+struct LinkReport {
+  int id = -1;
+  std::string name;         // "n0.gpu0 -> n0.nvsw"
+  std::string tier;         // link_tier(): nvlink, pcie, nic, leaf-spine, ...
+  double capacity_Bps = 0;  // achievable bytes per second
+  double bytes = 0;         // carried over the iteration
+  double utilization = 0;   // bytes / (capacity x iteration time)
+  double peak = 0;          // highest load at an instant / capacity (0 when ops did not share links)
+};
+
 struct TrainingResult {
   Scenario scenario;
   std::string topology_name;
@@ -45,6 +56,7 @@ struct TrainingResult {
   Bytes capacity = 0;
   bool fits = true;
   std::vector<std::string> link_names;  // names of sim.top_links
+  std::vector<LinkReport> links;        // flow fidelity: every link that carried bytes, by id
 };
 
 // Clusters already built, by topology spec, with their routers (whose route caches then

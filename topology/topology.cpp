@@ -327,4 +327,26 @@ Bandwidth bisection_bandwidth(const Topology& topo) {
   return flow_between(topo, first, second);
 }
 
+std::string link_name(const Topology& topo, int link) {
+  const DirLink& l = topo.link(link);
+  return topo.device(l.from).name + " -> " + topo.device(l.to).name;
+}
+
+std::string link_tier(const Topology& topo, int link) {
+  const DirLink& l = topo.link(link);
+  const DeviceKind a = topo.device(l.from).kind, b = topo.device(l.to).kind;
+  auto either = [&](DeviceKind k) { return a == k || b == k; };
+  if (l.spec.kind == LinkKind::NvLink) return "nvlink";
+  if (l.spec.kind == LinkKind::Pcie) return "pcie";
+  if (either(DeviceKind::Nic)) return "nic";
+  if (either(DeviceKind::LeafSwitch) && either(DeviceKind::SpineSwitch)) return "leaf-spine";
+  if (either(DeviceKind::SpineSwitch) && either(DeviceKind::CoreSwitch)) return "spine-core";
+  auto is_switch = [](DeviceKind k) {
+    return k == DeviceKind::Switch || k == DeviceKind::LeafSwitch || k == DeviceKind::SpineSwitch ||
+           k == DeviceKind::CoreSwitch;
+  };
+  if (is_switch(a) && is_switch(b)) return "switch";
+  return to_string(l.spec.kind);
+}
+
 }  // namespace meshsim

@@ -168,6 +168,13 @@ class Router {
   std::vector<int> candidates_;
 };
 
+// "n0.gpu0 -> n0.nvsw": a directed link by its two devices.
+std::string link_name(const Topology& topo, int link);
+// Which tier of the cluster a link belongs to, for reports of link load: "nvlink", "pcie",
+// "nic" (a NIC and its leaf switch), "leaf-spine", "spine-core", "switch" (other switch to
+// switch links) or the link kind's name.
+std::string link_tier(const Topology& topo, int link);
+
 // Injection bandwidth of one GPU: the sum of effective bandwidths of its outgoing links
 // (what it can push into the fabric at once), and the bandwidth that leaves its node.
 Bandwidth gpu_injection_bandwidth(const Topology& topo, int gpu);

@@ -1,0 +1,232 @@
+// LinkSharing: max-min fair speeds of the ops in flight over the links they share. See the
+// header and docs/math.md section 7.
+#include "sim/link_sharing.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+namespace {
+constexpr double kTolerance = 1e-9;  // relative: a link is full within this of its capacity
+}
+
+LinkSharing::LinkSharing(const Topology& topo)
+    : topo_(topo),
+      full_load_(topo.links().size(), 0.0),
+      cur_load_(topo.links().size(), 0.0),
+      on_link_(topo.links().size()),
+      usage_(topo.links().size()),
+      slot_(topo.links().size(), -1) {
+  cap_.reserve(topo.links().size());
+  for (const DirLink& l : topo.links()) cap_.push_back(l.spec.effective().bytes_per_ps());
+}
+
+int LinkSharing::add_profile(Time alone, const std::vector<LinkStats>& stats) {
+  Profile p;
+  p.alone_ps = static_cast<double>(alone.ps());
+  p.bytes.reserve(stats.size());
+  for (std::size_t l = 0; l < stats.size() && l < cap_.size(); ++l) {
+    if (stats[l].bytes <= 0) continue;
+    p.bytes.emplace_back(static_cast<int>(l), stats[l].bytes);
+    // Alone, an op never loads a link beyond its rate; rounding must not make it seem to.
+    const double u = p.alone_ps > 0 ? std::min(stats[l].bytes / p.alone_ps, cap_[l]) : 0.0;
+    if (u > 0) p.loads.emplace_back(static_cast<int>(l), u);
+  }
+  profiles_.push_back(std::move(p));
+  return static_cast<int>(profiles_.size()) - 1;
+}
+
+double LinkSharing::load(int profile, int link) const {
+  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(profile)].loads)
+    if (l == link) return u;
+  return 0;
+}
+
+int LinkSharing::profile_of(int op) const {
+  return op < static_cast<int>(ops_.size()) ? ops_[static_cast<std::size_t>(op)].profile : -1;
+}
+
+bool LinkSharing::overloaded(int link) const {
+  const auto l = static_cast<std::size_t>(link);
+  return full_load_[l] > cap_[l] * (1 + kTolerance);
+}
+
+void LinkSharing::add_load(int op, double sign) {
+  const Profile& p = profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(op)].profile)];
+  for (const auto& [l, u] : p.loads) {
+    const auto li = static_cast<std::size_t>(l);
+    full_load_[li] += sign * u;
+    auto& v = on_link_[li];
+    if (sign > 0) {
+      v.push_back(op);
+    } else {
+      v.erase(std::find(v.begin(), v.end(), op));  // keeps the order: results must not depend on removals
+      if (v.empty()) full_load_[li] = 0;           // no rounding residue on an idle link
+    }
+  }
+}
+
+std::vector<int> LinkSharing::component(const std::vector<int>& seeds) {
+  ++epoch_;
+  std::vector<int> out;
+  for (int s : seeds)
+    if (ops_[static_cast<std::size_t>(s)].active && mark_[static_cast<std::size_t>(s)] != epoch_) {
+      mark_[static_cast<std::size_t>(s)] = epoch_;
+      out.push_back(s);
+    }
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const Profile& p = profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(out[k])].profile)];
+    for (const auto& [l, u] : p.loads) {
+      if (!overloaded(l)) continue;
+      for (int j : on_link_[static_cast<std::size_t>(l)])
+        if (mark_[static_cast<std::size_t>(j)] != epoch_) {
+          mark_[static_cast<std::size_t>(j)] = epoch_;
+          out.push_back(j);
+        }
+    }
+  }
+  return out;
+}
+
+void LinkSharing::start(int op, int profile, Time now, std::vector<std::pair<int, Time>>& changed) {
+  MESHSIM_ASSERT(op >= 0 && profile >= 0 && profile < static_cast<int>(profiles_.size()));
+  if (static_cast<std::size_t>(op) >= ops_.size()) {
+    ops_.resize(static_cast<std::size_t>(op) + 1);
+    mark_.resize(ops_.size(), 0);
+  }
+  Active& a = ops_[static_cast<std::size_t>(op)];
+  MESHSIM_ASSERT(!a.active);
+  const Profile& p = profiles_[static_cast<std::size_t>(profile)];
+  a = Active{profile, p.alone_ps, 0.0, now, false, true};
+  for (const auto& [l, b] : p.bytes) usage_[static_cast<std::size_t>(l)].bytes += b;
+  add_load(op, +1);
+  resolve(component({op}), now, changed, op);
+}
+
+void LinkSharing::finish(int op, Time now, std::vector<std::pair<int, Time>>& changed) {
+  Active& a = ops_[static_cast<std::size_t>(op)];
+  MESHSIM_ASSERT(a.active);
+  // The ops it shared a full link with: the only ones whose speed can change.
+  std::vector<int> seeds;
+  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(a.profile)].loads)
+    if (overloaded(l))
+      for (int j : on_link_[static_cast<std::size_t>(l)])
+        if (j != op) seeds.push_back(j);
+  set_speed(op, 0.0, now);
+  add_load(op, -1);
+  a.active = false;
+  resolve(component(seeds), now, changed, -1);
+}
+
+void LinkSharing::set_speed(int op, double speed, Time now) {
+  Active& a = ops_[static_cast<std::size_t>(op)];
+  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(a.profile)].loads) {
+    const auto li = static_cast<std::size_t>(l);
+    cur_load_[li] += (speed - a.speed) * u;
+    if (speed == 0 && on_link_[li].size() <= 1) cur_load_[li] = 0;  // no rounding residue on an idle link
+  }
+  a.speed = speed;
+  changes_.push_back({now, op, speed});
+}
+
+void LinkSharing::record_peaks(const std::vector<int>& ops) {
+  for (int i : ops)
+    for (const auto& [l, u] : profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(i)].profile)].loads) {
+      const auto li = static_cast<std::size_t>(l);
+      usage_[li].peak = std::max(usage_[li].peak, cur_load_[li] / cap_[li]);
+    }
+}
+
+bool LinkSharing::overloaded_any(int op) const {
+  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(op)].profile)].loads)
+    if (overloaded(l)) return true;
+  return false;
+}
+
+// Progressive filling over the component's full links: every unfixed op's speed rises
+// together; the first link to fill fixes its ops at that speed; at 1 the rest are fixed.
+std::vector<double> LinkSharing::fill(const std::vector<int>& ops) {
+  std::vector<int> links;  // the full links of the component
+  std::vector<double> rem, weight;
+  std::vector<std::vector<std::pair<std::size_t, double>>> members;               // per full link: (op index, u)
+  std::vector<std::vector<std::pair<std::size_t, double>>> op_links(ops.size());  // per op: (link index, u)
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Profile& p = profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(ops[i])].profile)];
+    for (const auto& [l, u] : p.loads) {
+      if (!overloaded(l)) continue;
+      int& k = slot_[static_cast<std::size_t>(l)];
+      if (k < 0) {
+        k = static_cast<int>(links.size());
+        links.push_back(l);
+        rem.push_back(cap_[static_cast<std::size_t>(l)]);
+        weight.push_back(0);
+        members.emplace_back();
+      }
+      const auto ks = static_cast<std::size_t>(k);
+      weight[ks] += u;
+      members[ks].emplace_back(i, u);
+      op_links[i].emplace_back(ks, u);
+    }
+  }
+  for (int l : links) slot_[static_cast<std::size_t>(l)] = -1;
+  std::vector<double> speed(ops.size(), -1.0);
+  std::size_t unfixed = ops.size();
+  double level = 0;
+  while (unfixed > 0) {
+    double step = 1 - level;
+    for (std::size_t k = 0; k < links.size(); ++k)
+      if (weight[k] > 0) step = std::min(step, std::max(0.0, rem[k]) / weight[k]);
+    level += step;
+    for (std::size_t k = 0; k < links.size(); ++k) rem[k] -= step * weight[k];
+    if (level >= 1 - kTolerance) {
+      for (double& s : speed)
+        if (s < 0) s = 1;
+      break;
+    }
+    for (std::size_t k = 0; k < links.size(); ++k) {
+      if (weight[k] <= 0 || rem[k] > kTolerance * cap_[static_cast<std::size_t>(links[k])]) continue;
+      for (const auto& [i, u] : members[k]) {
+        if (speed[i] >= 0) continue;
+        speed[i] = level;
+        --unfixed;
+        for (const auto& [k2, u2] : op_links[i]) weight[k2] -= u2;
+      }
+      weight[k] = 0;
+    }
+  }
+  return speed;
+}
+
+void LinkSharing::resolve(const std::vector<int>& ops, Time now, std::vector<std::pair<int, Time>>& changed,
+                          int started) {
+  if (ops.empty()) return;
+  for (int i : ops) {  // bring every op's remaining work up to now at its old speed
+    Active& a = ops_[static_cast<std::size_t>(i)];
+    a.work_ps = std::max(0.0, a.work_ps - a.speed * static_cast<double>((now - a.since).ps()));
+    a.since = now;
+  }
+  std::vector<double> speed{1.0};
+  if (ops.size() > 1 || overloaded_any(ops.front())) {
+    ++solves_;
+    speed = fill(ops);
+  }
+  std::vector<int> moved;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const int i = ops[k];
+    Active& a = ops_[static_cast<std::size_t>(i)];
+    if (speed[k] == a.speed && i != started) continue;
+    if (speed[k] < 1 && !a.slowed) {
+      a.slowed = true;
+      ++slowed_ops_;
+    }
+    set_speed(i, speed[k], now);
+    moved.push_back(i);
+    changed.emplace_back(i, now + duration_ps(a.work_ps / speed[k], "an op's end under link sharing"));
+  }
+  record_peaks(moved);
+}
+
+}  // namespace meshsim

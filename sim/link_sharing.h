@@ -1,0 +1,116 @@
+// Contention between the ops of an iteration at flow fidelity (docs/math.md section 2).
+//
+// The flow fidelity times each distinct collective (and pipeline send) once, alone, with
+// every group of its stage running at once on the routed links. That run gives the op's
+// time alone, T, and the bytes it put on each link, B_l. In the iteration, ops of different
+// streams and stages overlap: a DP bucket's all-reduce, a TP all-reduce, a pipeline send.
+// LinkSharing lets them share the links as a fluid model would: each op in flight loads
+// link l at u_l = B_l / T while it runs at full speed, and runs at a speed x in (0, 1]
+// (the fraction of its alone rate), chosen max-min fairly over the links it shares:
+//
+//   for every link l:  sum over ops i in flight of x_i * u_il  <=  capacity_l
+//
+// All ops grow x together (progressive filling); a link that fills fixes the speed of its
+// ops; an op is never faster than alone (x <= 1). Links whose total full-speed load fits
+// never bind, so ops that share only such links do not slow each other, and an op that
+// overlaps nothing finishes after exactly T. Speeds change only when an op starts or ends.
+//
+//   LinkSharing s(topo);
+//   int p = s.add_profile(alone, link_stats);        // once per distinct timing
+//   s.start(op, p, now, changed);                    // changed: ops whose end moved, new ends
+//   s.finish(op, now, changed);                      // op has drained
+//   s.link_usage()                                   // per link: bytes, peak load
+//
+// What it does not see: the order of an op's steps (a link loaded only in one phase of the
+// op is charged its average over the whole op), and latency-bound ops are slowed like
+// bandwidth-bound ones when a link they touch is full.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/units.h"
+#include "sim/flow_network.h"
+#include "topology/topology.h"
+
+namespace meshsim {
+
+// What one link carried over the iteration.
+struct LinkUsage {
+  double bytes = 0;  // bytes carried
+  double peak = 0;   // highest load at any instant, as a fraction of its achievable rate
+};
+
+// A change of one op's speed: from `at`, op `op` runs at `speed` (0 once it has drained).
+struct SpeedChange {
+  Time at;
+  int op = 0;
+  double speed = 0;
+};
+
+class LinkSharing {
+ public:
+  explicit LinkSharing(const Topology& topo);
+
+  // A distinct timing: its duration alone and the bytes its run put on each link (indexed
+  // by link id). Returns its profile id.
+  int add_profile(Time alone, const std::vector<LinkStats>& stats);
+
+  // Op `op` (any non-negative id, unique among ops in flight) of profile `profile` starts
+  // now. `changed` receives every op in flight whose end time moved (the new op included),
+  // with its new end.
+  void start(int op, int profile, Time now, std::vector<std::pair<int, Time>>& changed);
+  // Op `op` has reached its end; the ops it slowed may speed up (`changed` as for start).
+  void finish(int op, Time now, std::vector<std::pair<int, Time>>& changed);
+
+  const std::vector<LinkUsage>& link_usage() const { return usage_; }
+  // Every speed change, in the order they happened (for counter tracks of link load).
+  const std::vector<SpeedChange>& speed_changes() const { return changes_; }
+  // The load (bytes per ps at full speed) that profile p puts on link l, 0 if none.
+  double load(int profile, int link) const;
+  int profile_of(int op) const;
+  // Ops that ran slower than alone at some point, and re-solves of the sharing.
+  std::int64_t slowed_ops() const { return slowed_ops_; }
+  std::int64_t solves() const { return solves_; }
+
+ private:
+  struct Profile {
+    double alone_ps = 0;
+    std::vector<std::pair<int, double>> loads;  // (link, bytes per ps at full speed)
+    std::vector<std::pair<int, double>> bytes;  // (link, bytes carried)
+  };
+  struct Active {
+    int profile = -1;
+    double work_ps = 0;  // alone-time still to do
+    double speed = 0;
+    Time since;  // when work_ps was last brought up to date
+    bool slowed = false;
+    bool active = false;
+  };
+  bool overloaded(int link) const;
+  void add_load(int op, double sign);
+  // Ops coupled to `seeds` through overloaded links, in a deterministic order.
+  std::vector<int> component(const std::vector<int>& seeds);
+  void resolve(const std::vector<int>& ops, Time now, std::vector<std::pair<int, Time>>& changed, int started);
+  std::vector<double> fill(const std::vector<int>& ops);
+  void set_speed(int op, double speed, Time now);
+  bool overloaded_any(int op) const;
+  void record_peaks(const std::vector<int>& ops);
+
+  const Topology& topo_;
+  std::vector<double> cap_;        // achievable bytes per ps of each link
+  std::vector<double> full_load_;  // sum of u_l of the ops in flight on each link
+  std::vector<double> cur_load_;   // sum of speed * u_l of the ops in flight on each link
+  std::vector<std::vector<int>> on_link_;
+  std::vector<Profile> profiles_;
+  std::vector<Active> ops_;
+  std::vector<LinkUsage> usage_;
+  std::vector<SpeedChange> changes_;
+  std::vector<int> mark_;  // scratch: BFS marks per op
+  std::vector<int> slot_;  // scratch: a full link's index in fill(), -1 elsewhere
+  int epoch_ = 0;
+  std::int64_t slowed_ops_ = 0, solves_ = 0;
+};
+
+}  // namespace meshsim
