@@ -12,10 +12,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::numeric_grad;
-using testing::random_vector;
-using testing::weighted_sum;
+using namespace testing;  // kernels_test_util.h
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

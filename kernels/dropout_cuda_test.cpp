@@ -16,14 +16,9 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::gpu_skip_reason;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h and cuda_test_util.h
 
 #if defined(MESHSIM_HAVE_CUDA)
-using testing::cuda_error;
-using testing::DeviceBuffer;
-using testing::synchronize;
-
 void expect_bitwise_equal(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;

@@ -10,7 +10,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h
 
 // Known-answer vectors of Random123 (kat_vectors, philox4x32 with 10 rounds).
 TEST(Philox, KnownAnswerVectors) {

@@ -10,10 +10,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::numeric_grad;
-using testing::random_vector;
-using testing::weighted_sum;
+using namespace testing;  // kernels_test_util.h
 
 TEST(Gelu, ForwardMatchesTanhFormulaAndKnownValues) {
   auto x = random_vector(200, 1, -6.f, 6.f);

@@ -12,8 +12,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h
 
 struct Case {
   bool ta, tb;

@@ -16,15 +16,9 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::gpu_skip_reason;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h and cuda_test_util.h
 
 #if defined(MESHSIM_HAVE_CUDA)
-using testing::cuda_error;
-using testing::DeviceBuffer;
-using testing::synchronize;
-
 constexpr double kTol = 1e-4, kSumAtol = 1e-3;
 
 // Shapes cover: h % 4 != 0 (scalar path), register rows of K = 1..8 vectors per thread, more

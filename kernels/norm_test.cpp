@@ -11,10 +11,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::numeric_grad;
-using testing::random_vector;
-using testing::weighted_sum;
+using namespace testing;  // kernels_test_util.h
 
 constexpr float kEps = 1e-5f;
 

@@ -14,9 +14,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::gpu_skip_reason;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h and cuda_test_util.h
 
 TEST(OptimizerCuda, AdamWStepsMatchCpu) {
   if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;

@@ -10,8 +10,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h
 
 // The first step from zero moments: m^ = g and v^ = g^2, so the step is lr * sign(g) (up to
 // eps) on top of the decay: p' = p (1 - lr wd) - lr g / (|g| + eps).

@@ -19,15 +19,9 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::gpu_skip_reason;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h and cuda_test_util.h
 
 #if defined(MESHSIM_HAVE_CUDA)
-using testing::cuda_error;
-using testing::DeviceBuffer;
-using testing::synchronize;
-
 // Global targets in [0, vocab), every 5th row ignored (-1).
 std::vector<std::int64_t> random_targets(std::int64_t rows, std::int64_t vocab, std::uint32_t seed) {
   std::mt19937 rng(seed);

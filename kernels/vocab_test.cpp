@@ -12,9 +12,7 @@
 namespace meshsim::kernels {
 namespace {
 
-using testing::expect_near_all;
-using testing::numeric_grad;
-using testing::random_vector;
+using namespace testing;  // kernels_test_util.h
 
 // Per-row loss and gradient of the mean loss over non-ignored rows, naively in double.
 void naive_cross_entropy(const std::vector<float>& logits, const std::vector<std::int64_t>& targets, std::int64_t vocab,

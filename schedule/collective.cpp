@@ -324,5 +324,18 @@ std::optional<std::string> kind_reason(const std::string& name, const std::vecto
   return fmt::format("{} does not implement {} (it implements {})", name, to_string(k), list);
 }
 
+std::optional<std::string> node_blocks_reason(const std::string& name, const CollectiveSpec& s) {
+  if (s.ranks_per_node >= 1 && s.ranks % s.ranks_per_node == 0) return std::nullopt;
+  return fmt::format(
+      "{} needs ranks ({}) to be a multiple of ranks_per_node ({}); set ranks_per_node to a divisor "
+      "of the group size or use ring",
+      name, s.ranks, s.ranks_per_node);
+}
+
+std::optional<std::string> pow2_reason(const std::string& name, int ranks) {
+  if (is_pow2(ranks)) return std::nullopt;
+  return fmt::format("{} needs a power-of-two group (got {} ranks); use ring or dbt", name, ranks);
+}
+
 }  // namespace collectives
 }  // namespace meshsim

@@ -20,6 +20,22 @@ namespace {
 using sim_testing::iota;
 using sim_testing::registry;
 
+// A request for `algorithm` on GPUs 0..ranks-1, every other field at its default.
+CollectiveRequest request(CollKind kind, Bytes bytes, int ranks, const std::string& algorithm = "auto") {
+  CollectiveRequest req;
+  req.kind = kind;
+  req.bytes = bytes;
+  req.algorithm = algorithm;
+  req.groups = {iota(ranks)};
+  return req;
+}
+
+// Bus bandwidth in bytes/s of `out` (nccl-tests' busbw: bytes / time x busbw_factor).
+double bus_bandwidth(const CollectiveRequest& req, const CollectiveOutcome& out) {
+  return static_cast<double>(req.bytes) / out.time.seconds() *
+         busbw_factor(req.kind, static_cast<int>(req.groups.front().size()));
+}
+
 // One crossbar, equal links: the uncontended reference. GPUs per node is the largest of
 // 8, 4, 3, 2 dividing n, so the hierarchical algorithm has nodes to work with.
 // The switch reduces in-network (at half the link rate) so that nvls runs on it too.
@@ -81,11 +97,7 @@ TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
     // fast-forwarded; with the 8000 flows sharing every port in one max-min component such a
     // run takes ~100 s (docs/performance.md). Its sizes are rounded to a multiple here.
     if (c.algo == "multiring" && c.n >= 1000) b = (b + c.n * 8 * 4 - 1) / (c.n * 8 * 4) * (c.n * 8 * 4);
-    CollectiveRequest req;
-    req.kind = c.kind;
-    req.bytes = b;
-    req.algorithm = c.algo;
-    req.groups = {iota(c.n)};
+    CollectiveRequest req = request(c.kind, b, c.n, c.algo);
     const CollectiveOutcome out = run_collective(topo, router, registry(), req);
     const double flow = static_cast<double>(out.time.ps());
     const double formula = out.algorithm->cost_ps(out.spec, out.params);
@@ -118,11 +130,7 @@ TEST(DbtClosedForm, GapToFlowIsAsPublished) {
   for (const Point& pt : points) {
     const Topology topo = uncontended_switch(pt.n);
     Router router(topo);
-    CollectiveRequest req;
-    req.kind = CollKind::AllReduce;
-    req.bytes = pt.bytes;
-    req.algorithm = "dbt";
-    req.groups = {iota(pt.n)};
+    CollectiveRequest req = request(CollKind::AllReduce, pt.bytes, pt.n, "dbt");
     req.fidelity = Fidelity::Flow;
     const CollectiveOutcome out = run_collective(topo, router, registry(), req);
     EXPECT_NEAR(static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps()), pt.ratio, 0.01)
@@ -141,11 +149,7 @@ TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
                                                      {"rabenseifner", CollKind::AllReduce},
                                                      {"binomial", CollKind::Reduce},
                                                      {"hierarchical", CollKind::AllReduce}}) {
-    CollectiveRequest req;
-    req.kind = kind;
-    req.bytes = MiB(64);
-    req.algorithm = algo;
-    req.groups = {iota(8)};
+    CollectiveRequest req = request(kind, MiB(64), 8, algo);
     req.gamma_ps = 1.0 / GBps(50).bytes_per_ps();
     const CollectiveOutcome out = run_collective(topo, router, registry(), req);
     EXPECT_NEAR(static_cast<double>(out.time.ps()) / out.algorithm->cost_ps(out.spec, out.params), 1.0, 1e-3) << algo;
@@ -157,18 +161,14 @@ TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
 TEST(PhysicalConsistency, DgxH100RingAllReduceBusbwIsNvlinkBandwidth) {
   const Topology topo = make_preset("dgx-h100", {{"nodes", "1"}});
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = CollKind::AllReduce;
-  req.bytes = GiB(1);
-  req.algorithm = "ring";
-  req.groups = {iota(8)};
+  CollectiveRequest req = request(CollKind::AllReduce, GiB(1), 8, "ring");
   const CollectiveOutcome out = run_collective(topo, router, registry(), req);
   // The declared figure: the effective bandwidth of GPU 0's NVLink port.
   double nvlink = 0;
   for (int l : topo.out_links(topo.gpu_device(0)))
     if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink = topo.link(l).spec.effective().bytes_per_s();
   ASSERT_GT(nvlink, 0);
-  const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
+  const double busbw = bus_bandwidth(req, out);
   // Less the Simple protocol's launch and 14 steps of 3.4 us: 56 us of 5.3 ms, 1.1%.
   EXPECT_EQ(out.protocol, Protocol::Simple);
   EXPECT_NEAR(busbw / nvlink, 1.0 - 56.0 / 5300, 0.002)
@@ -184,10 +184,7 @@ TEST(PhysicalConsistency, DgxH100RingAllReduceBusbwIsNvlinkBandwidth) {
 TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
   const Topology topo = make_preset("dgx-h100", {{"nodes", "2"}});
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = CollKind::ReduceScatter;
-  req.bytes = GiB(1);
-  req.groups = {iota(16)};
+  CollectiveRequest req = request(CollKind::ReduceScatter, GiB(1), 16);
   double nic = 0;  // every NIC port of the preset is alike
   for (const DirLink& l : topo.links())
     if (l.spec.kind == LinkKind::InfiniBand && nic == 0) nic = l.spec.effective().bytes_per_s();
@@ -198,7 +195,7 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
     EXPECT_NEAR(static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps()), 1.0,
                 algo == "multiring" ? 1e-3 : 1.5)
         << algo;
-    return static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 16);
+    return bus_bandwidth(req, out);
   };
   const double multi = busbw("multiring"), ring = busbw("ring");
   // Issue 15's bounds: within 10% of the NICs' line rate and of NCCL's own model (which
@@ -208,7 +205,7 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
   req.algorithm = "nccl";
   req.fidelity = Fidelity::Nccl;
   const CollectiveOutcome nccl = run_collective(topo, router, registry(), req);
-  const double nccl_busbw = static_cast<double>(req.bytes) / nccl.time.seconds() * busbw_factor(req.kind, 16);
+  const double nccl_busbw = bus_bandwidth(req, nccl);
   EXPECT_NEAR(multi / nccl_busbw, 1.0, 0.10) << "nccl mode " << nccl_busbw * 1e-9 << " GB/s";
   EXPECT_GT(multi / ring, 8.0) << "ring " << ring * 1e-9 << " GB/s";
 }
@@ -221,17 +218,14 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
 TEST(PhysicalConsistency, DgxH100NvlsAllReduceMatchesPublishedBusbw) {
   const Topology topo = make_preset("dgx-h100", {{"nodes", "1"}});
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = CollKind::AllReduce;
-  req.bytes = GiB(8);
-  req.groups = {iota(8)};
+  CollectiveRequest req = request(CollKind::AllReduce, GiB(8), 8);
   for (Fidelity f : {Fidelity::Flow, Fidelity::Formula}) {
     req.fidelity = f;
     for (const auto& [algo, published] :
          std::vector<std::pair<std::string, double>>{{"nvls", 480e9}, {"ring", 365e9}}) {
       req.algorithm = algo;
       const CollectiveOutcome out = run_collective(topo, router, registry(), req);
-      const double busbw = static_cast<double>(req.bytes) / out.time.seconds() * busbw_factor(req.kind, 8);
+      const double busbw = bus_bandwidth(req, out);
       EXPECT_NEAR(busbw / published, 1.0, 0.05) << algo << " " << to_string(f) << ": " << busbw * 1e-9 << " GB/s";
     }
     req.algorithm = "auto";
@@ -256,11 +250,7 @@ TEST(PhysicalConsistency, DgxH100NvlsAllReduceMatchesPublishedBusbw) {
 TEST(Nvls, ClosedFormByHandAndOneSwitchOnly) {
   const Topology topo = make_preset("switch", {{"nodes", "1"}, {"gpus_per_node", "4"}, {"nvls_efficiency", "0.5"}});
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = CollKind::AllReduce;
-  req.bytes = 4000000;
-  req.algorithm = "nvls";
-  req.groups = {iota(4)};
+  CollectiveRequest req = request(CollKind::AllReduce, 4000000, 4, "nvls");
   for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
     req.fidelity = f;
     EXPECT_NEAR(run_collective(topo, router, registry(), req).time.seconds(), 102e-6, 1e-9) << to_string(f);
@@ -464,11 +454,7 @@ TEST(CostParams, ExchangeStepsAcrossASharedNicMatchFlow) {
   const Topology topo = make_preset("frontera-rtx", {{"nodes", "4"}});
   Router router(topo);
   for (const std::string algo : {"rabenseifner", "recursive_doubling"}) {
-    CollectiveRequest req;
-    req.kind = CollKind::AllReduce;
-    req.bytes = MiB(64);
-    req.algorithm = algo;
-    req.groups = {iota(16)};
+    CollectiveRequest req = request(CollKind::AllReduce, MiB(64), 16, algo);
     req.fidelity = Fidelity::Flow;
     const CollectiveOutcome out = run_collective(topo, router, registry(), req);
     EXPECT_NEAR(static_cast<double>(out.formula_time.ps()) / static_cast<double>(out.time.ps()), 1.0, 0.01) << algo;
@@ -478,11 +464,7 @@ TEST(CostParams, ExchangeStepsAcrossASharedNicMatchFlow) {
 TEST(RunCollective, RejectsUnsupportedGroupSizeNamingTheAlgorithm) {
   const Topology topo = uncontended_switch(3);
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = CollKind::AllReduce;
-  req.bytes = MiB(1);
-  req.algorithm = "recursive_doubling";
-  req.groups = {iota(3)};
+  CollectiveRequest req = request(CollKind::AllReduce, MiB(1), 3, "recursive_doubling");
   try {
     run_collective(topo, router, registry(), req);
     FAIL();
@@ -513,11 +495,7 @@ TEST(FastForward, EqualsFullSimulationExactly) {
     const Topology topo = resolve_topology(c.topology);
     Router router(topo);
     for (CollKind kind : {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter}) {
-      CollectiveRequest req;
-      req.kind = kind;
-      req.bytes = c.bytes;
-      req.algorithm = "ring";
-      req.groups = {iota(c.ranks)};
+      CollectiveRequest req = request(kind, c.bytes, c.ranks, "ring");
       req.fast_forward = false;
       const CollectiveOutcome full = run_collective(topo, router, registry(), req);
       req.fast_forward = true;

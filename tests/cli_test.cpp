@@ -215,12 +215,18 @@ TEST(CliBadInput, WorkloadScenarioInATrainingCommand) {
     expect_user_error(meshsim(cmd + file), "collective workload", "meshsim collective allreduce");
 }
 
+// Two GPUs (nodes 0 and 1) on one switch, g0's link at `g0_bandwidth` (the value under test).
+std::string two_gpus_on_a_switch(const std::string& g0_bandwidth) {
+  return "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
+         "  - {name: sw, kind: switch}\n"
+         "links:\n  - {a: g0, b: sw, bandwidth: " +
+         g0_bandwidth +
+         ", latency: 1us}\n"
+         "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n";
+}
+
 TEST(CliBadInput, NegativeBandwidth) {
-  const fs::path f = write_file("neg.yaml",
-                                "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
-                                "  - {name: sw, kind: switch}\n"
-                                "links:\n  - {a: g0, b: sw, bandwidth: -25GB/s, latency: 1us}\n"
-                                "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n");
+  const fs::path f = write_file("neg.yaml", two_gpus_on_a_switch("-25GB/s"));
   expect_user_error(meshsim("collective allreduce --topology " + f.string()), "bandwidth", "positive");
 }
 
@@ -229,11 +235,7 @@ TEST(CliBadInput, ZeroBandwidthPresetParameter) {
 }
 
 TEST(CliBadInput, UnknownUnit) {
-  const fs::path f = write_file("unit.yaml",
-                                "devices:\n  - {name: g0, kind: gpu, node: 0}\n  - {name: g1, kind: gpu, node: 1}\n"
-                                "  - {name: sw, kind: switch}\n"
-                                "links:\n  - {a: g0, b: sw, bandwidth: 25GB/sec, latency: 1us}\n"
-                                "  - {a: g1, b: sw, bandwidth: 25GB/s, latency: 1us}\n");
+  const fs::path f = write_file("unit.yaml", two_gpus_on_a_switch("25GB/sec"));
   expect_user_error(meshsim("collective allreduce --topology " + f.string()), "bandwidth", "GB/s");
   expect_user_error(meshsim("collective allreduce --bytes 64MiBs"), "--bytes", "MiB");
 }

@@ -141,17 +141,13 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_binomial() {
-  Algorithm a;
-  a.name = "binomial";
-  a.summary = "binomial tree from/to the root: ceil(log2 p) whole-buffer messages, latency-optimal";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("binomial", kKinds, s.kind); };
+  Algorithm a = basic_algorithm<BinomialBcast>(
+      "binomial", "binomial tree from/to the root: ceil(log2 p) whole-buffer messages, latency-optimal", kKinds, cost,
+      explain);
   a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
     if (s.kind == CollKind::Reduce) return std::make_unique<BinomialReduce>(s);
     return std::make_unique<BinomialBcast>(s);
   };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

@@ -5,15 +5,19 @@
 // - the ring primitive (one reduce-scatter or all-gather step of a ring over any subset
 //   of ranks and any byte region), used by `ring` and `hierarchical`;
 // - the default chunk rule of the pipelined algorithms;
-// - text helpers for Algorithm::explain.
+// - text helpers for Algorithm::explain;
+// - basic_algorithm(), the Algorithm entry most algorithm files return as it is.
 //
 //   RingView v{.size = 4, .pos = r, .next = (r+1)%4, .prev = (r+3)%4, .base = 0, .len = n, .elem = 1};
 //   ring_reduce_scatter_step(v, s, out);   // rank r's step s of a 4-rank ring reduce-scatter
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedule/collective.h"
@@ -116,5 +120,31 @@ std::string fmt_result(double ps);         // "123.456us"
 std::string explain_text(const std::string& head, const std::string& symbolic, const std::string& numeric, double ps);
 // Reason for a kind the algorithm does not implement, or nullopt if it does.
 std::optional<std::string> kind_reason(const std::string& name, const std::vector<CollKind>& kinds, CollKind k);
+// Reason a group of s.ranks cannot be cut into whole nodes of s.ranks_per_node, or nullopt.
+std::optional<std::string> node_blocks_reason(const std::string& name, const CollectiveSpec& s);
+// Reason a group of `ranks` is not a power of two, or nullopt.
+std::optional<std::string> pow2_reason(const std::string& name, int ranks);
+
+// ---- the Algorithm entry ----------------------------------------------------------------
+// The fields every algorithm file fills the same way: `unsupported` rejects the kinds not in
+// `kinds` (kind_reason) and `make` builds a `Program` from the spec. An algorithm with more
+// rules (its own unsupported, unavailable, make_timing, only_protocol) sets them afterwards:
+//   Algorithm a = basic_algorithm<RingProgram>("ring", "ring r -> r+1 ...", kKinds, cost, explain);
+template <class Program>
+Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
+                          std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps,
+                          std::function<std::string(const CollectiveSpec&, const CostParams&)> explain) {
+  Algorithm a;
+  a.name = std::move(name);
+  a.summary = std::move(summary);
+  a.kinds = std::move(kinds);
+  a.unsupported = [name = a.name, kinds = a.kinds](const CollectiveSpec& s) {
+    return kind_reason(name, kinds, s.kind);
+  };
+  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<Program>(s); };
+  a.cost_ps = std::move(cost_ps);
+  a.explain = std::move(explain);
+  return a;
+}
 
 }  // namespace meshsim::collectives

@@ -99,17 +99,10 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_concurrent() {
-  Algorithm a;
-  a.name = "concurrent";
-  a.summary = "all-to-all with every send posted at once (NCCL's grouped send/recv); NVLink and NICs busy together";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("concurrent", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<ConcurrentProgram>(s);
-  };
-  a.cost_ps = cost;
-  a.explain = explain;
-  return a;
+  return basic_algorithm<ConcurrentProgram>(
+      "concurrent",
+      "all-to-all with every send posted at once (NCCL's grouped send/recv); NVLink and NICs busy together", kKinds,
+      cost, explain);
 }
 
 }  // namespace meshsim::collectives

@@ -265,15 +265,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& cp) {
 }  // namespace
 
 Algorithm make_double_binary_tree() {
-  Algorithm a;
-  a.name = "dbt";
-  a.summary = "NCCL-style double binary tree: two complementary pipelined trees, one per half";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("dbt", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<DbtProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
-  return a;
+  return basic_algorithm<DbtProgram>(
+      "dbt", "NCCL-style double binary tree: two complementary pipelined trees, one per half", kKinds, cost, explain);
 }
 
 }  // namespace meshsim::collectives

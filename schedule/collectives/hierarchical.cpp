@@ -60,12 +60,7 @@ const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 
 std::optional<std::string> unsupported(const CollectiveSpec& s) {
   if (auto k = kind_reason("hierarchical", kKinds, s.kind)) return k;
-  if (s.ranks_per_node < 1 || s.ranks % s.ranks_per_node != 0)
-    return fmt::format(
-        "hierarchical needs ranks ({}) to be a multiple of ranks_per_node ({}); set ranks_per_node to a divisor "
-        "of the group size or use ring",
-        s.ranks, s.ranks_per_node);
-  return std::nullopt;
+  return node_blocks_reason("hierarchical", s);
 }
 
 struct Level {
@@ -109,16 +104,10 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_hierarchical() {
-  Algorithm a;
-  a.name = "hierarchical";
-  a.summary = "intra-node ring reduce-scatter, inter-node ring all-reduce, intra-node ring all-gather";
-  a.kinds = kKinds;
+  Algorithm a = basic_algorithm<HierarchicalProgram>(
+      "hierarchical", "intra-node ring reduce-scatter, inter-node ring all-reduce, intra-node ring all-gather", kKinds,
+      cost, explain);
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<HierarchicalProgram>(s);
-  };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

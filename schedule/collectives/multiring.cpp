@@ -105,12 +105,7 @@ const std::vector<CollKind> kKinds = {CollKind::AllReduce, CollKind::AllGather, 
 
 std::optional<std::string> unsupported(const CollectiveSpec& s) {
   if (auto k = kind_reason("multiring", kKinds, s.kind)) return k;
-  if (s.ranks_per_node < 1 || s.ranks % s.ranks_per_node != 0)
-    return fmt::format(
-        "multiring needs ranks ({}) to be a multiple of ranks_per_node ({}); set ranks_per_node to a divisor "
-        "of the group size or use ring",
-        s.ranks, s.ranks_per_node);
-  return std::nullopt;
+  return node_blocks_reason("multiring", s);
 }
 
 // One step's time, without its reduction; the largest chunk M of every part.
@@ -170,16 +165,10 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_multiring() {
-  Algorithm a;
-  a.name = "multiring";
-  a.summary = "one ring per GPU of a node (NCCL's channels), each crossing nodes on its own rail/NIC";
-  a.kinds = kKinds;
+  Algorithm a = basic_algorithm<MultiRingProgram>(
+      "multiring", "one ring per GPU of a node (NCCL's channels), each crossing nodes on its own rail/NIC", kKinds,
+      cost, explain);
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<MultiRingProgram>(s);
-  };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

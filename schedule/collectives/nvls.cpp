@@ -126,16 +126,11 @@ std::unique_ptr<StepProgram> make_timing(const CollectiveSpec& s, const CostPara
 }  // namespace
 
 Algorithm make_nvls() {
-  Algorithm a;
-  a.name = "nvls";
-  a.summary = "all-reduce reduced and multicast in the switch (NVLink SHARP), where the topology has one";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("nvls", kKinds, s.kind); };
+  Algorithm a = basic_algorithm<NvlsProgram>(
+      "nvls", "all-reduce reduced and multicast in the switch (NVLink SHARP), where the topology has one", kKinds, cost,
+      explain);
   a.unavailable = unavailable;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<NvlsProgram>(s); };
   a.make_timing = make_timing;
-  a.cost_ps = cost;
-  a.explain = explain;
   a.only_protocol = Protocol::NvlsSimple;  // NCCL's NVLS: Simple only, its own latency
   return a;
 }

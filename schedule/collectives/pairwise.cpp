@@ -99,15 +99,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_pairwise() {
-  Algorithm a;
-  a.name = "pairwise";
-  a.summary = "all-to-all in p-1 steps, step d sends to r+d and receives from r-d (uneven sizes allowed)";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pairwise", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<PairwiseProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
-  return a;
+  return basic_algorithm<PairwiseProgram>(
+      "pairwise", "all-to-all in p-1 steps, step d sends to r+d and receives from r-d (uneven sizes allowed)", kKinds,
+      cost, explain);
 }
 
 }  // namespace meshsim::collectives

@@ -153,15 +153,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_pipeline() {
-  Algorithm a;
-  a.name = "pipeline";
-  a.summary = "chunked chain from/to the root: (p-1 + k-1) chunk times, bandwidth-optimal for large n";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("pipeline", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<PipelineProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
-  return a;
+  return basic_algorithm<PipelineProgram>(
+      "pipeline", "chunked chain from/to the root: (p-1 + k-1) chunk times, bandwidth-optimal for large n", kKinds,
+      cost, explain);
 }
 
 }  // namespace meshsim::collectives

@@ -64,9 +64,7 @@ const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 
 std::optional<std::string> unsupported(const CollectiveSpec& s) {
   if (auto k = kind_reason("rabenseifner", kKinds, s.kind)) return k;
-  if (!is_pow2(s.ranks))
-    return fmt::format("rabenseifner needs a power-of-two group (got {} ranks); use ring or dbt", s.ranks);
-  return std::nullopt;
+  return pow2_reason("rabenseifner", s.ranks);
 }
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
@@ -95,16 +93,10 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_rabenseifner() {
-  Algorithm a;
-  a.name = "rabenseifner";
-  a.summary = "recursive-halving reduce-scatter + recursive-doubling all-gather (power-of-two groups)";
-  a.kinds = kKinds;
+  Algorithm a = basic_algorithm<RabenseifnerProgram>(
+      "rabenseifner", "recursive-halving reduce-scatter + recursive-doubling all-gather (power-of-two groups)", kKinds,
+      cost, explain);
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> {
-    return std::make_unique<RabenseifnerProgram>(s);
-  };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

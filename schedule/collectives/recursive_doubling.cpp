@@ -63,9 +63,7 @@ const std::vector<CollKind> kKinds = {CollKind::AllReduce, CollKind::AllGather};
 
 std::optional<std::string> unsupported(const CollectiveSpec& s) {
   if (auto k = kind_reason("recursive_doubling", kKinds, s.kind)) return k;
-  if (!is_pow2(s.ranks))
-    return fmt::format("recursive doubling needs a power-of-two group (got {} ranks); use ring or dbt", s.ranks);
-  return std::nullopt;
+  return pow2_reason("recursive doubling", s.ranks);
 }
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
@@ -103,14 +101,10 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_recursive_doubling() {
-  Algorithm a;
-  a.name = "recursive_doubling";
-  a.summary = "pairwise exchanges with r XOR 2^s: log2 p steps, latency-optimal (power-of-two groups)";
-  a.kinds = kKinds;
+  Algorithm a = basic_algorithm<RdProgram>(
+      "recursive_doubling", "pairwise exchanges with r XOR 2^s: log2 p steps, latency-optimal (power-of-two groups)",
+      kKinds, cost, explain);
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<RdProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

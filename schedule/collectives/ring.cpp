@@ -26,24 +26,23 @@
 
 namespace meshsim::collectives {
 
-void ring_reduce_scatter_step(const RingView& v, int s, Step& out) {
-  const int send_c = mod(v.pos - s - 1, v.size);
-  const int recv_c = mod(v.pos - s - 2, v.size);
+namespace {
+// One ring step: send slice send_c of the region to next, receive slice recv_c from prev.
+void ring_step(const RingView& v, int send_c, int recv_c, RecvOp op, Step& out) {
   const Range a = slice(v.len, v.size, send_c, v.elem);
   const Range b = slice(v.len, v.size, recv_c, v.elem);
   out.sends.push_back(Transfer{v.next, v.base + a.begin, a.size(), send_c});
   out.recvs.push_back(Transfer{v.prev, v.base + b.begin, b.size(), recv_c});
-  out.op = RecvOp::Reduce;
+  out.op = op;
+}
+}  // namespace
+
+void ring_reduce_scatter_step(const RingView& v, int s, Step& out) {
+  ring_step(v, mod(v.pos - s - 1, v.size), mod(v.pos - s - 2, v.size), RecvOp::Reduce, out);
 }
 
 void ring_all_gather_step(const RingView& v, int s, Step& out) {
-  const int send_c = mod(v.pos - s, v.size);
-  const int recv_c = mod(v.pos - s - 1, v.size);
-  const Range a = slice(v.len, v.size, send_c, v.elem);
-  const Range b = slice(v.len, v.size, recv_c, v.elem);
-  out.sends.push_back(Transfer{v.next, v.base + a.begin, a.size(), send_c});
-  out.recvs.push_back(Transfer{v.prev, v.base + b.begin, b.size(), recv_c});
-  out.op = RecvOp::Copy;
+  ring_step(v, mod(v.pos - s, v.size), mod(v.pos - s - 1, v.size), RecvOp::Copy, out);
 }
 
 double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma) {
@@ -128,15 +127,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_ring() {
-  Algorithm a;
-  a.name = "ring";
-  a.summary = "ring r -> r+1: bandwidth-optimal, 2(p-1) latency steps for all-reduce";
-  a.kinds = kKinds;
-  a.unsupported = [](const CollectiveSpec& s) { return kind_reason("ring", kKinds, s.kind); };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<RingProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
-  return a;
+  return basic_algorithm<RingProgram>("ring", "ring r -> r+1: bandwidth-optimal, 2(p-1) latency steps for all-reduce",
+                                      kKinds, cost, explain);
 }
 
 }  // namespace meshsim::collectives

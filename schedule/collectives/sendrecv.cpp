@@ -51,14 +51,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_direct() {
-  Algorithm a;
-  a.name = "direct";
-  a.summary = "one message from rank 0 to rank 1";
-  a.kinds = kKinds;
+  Algorithm a = basic_algorithm<DirectProgram>("direct", "one message from rank 0 to rank 1", kKinds, cost, explain);
   a.unsupported = unsupported;
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<DirectProgram>(s); };
-  a.cost_ps = cost;
-  a.explain = explain;
   return a;
 }
 

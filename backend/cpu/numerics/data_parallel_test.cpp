@@ -15,12 +15,7 @@ using testing::expect_close;
 using testing::expect_maps_close;
 using testing::run_world;
 
-ModelConfig small() {
-  ModelConfig c;
-  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 4, c.vocab = 32, c.ffn = 32;
-  c.dropout = 0.1f, c.seed = 21;
-  return c;
-}
+ModelConfig small() { return testing::small_config(21); }
 
 void check_dp(int d, ZeroStage stage) {
   const ModelConfig cfg = small();
@@ -30,14 +25,8 @@ void check_dp(int d, ZeroStage stage) {
   const StepResult ref = reference_step(cfg, params, batch);
   const TensorMap ref_updated = reference_adam_step(cfg, params, ref.grads, adam);
   const std::vector<float> ref_flat = flatten(cfg, ref.grads);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  std::vector<DpStep> steps(d);
-  std::vector<int> members(d);
-  for (int i = 0; i < d; ++i) members[i] = i;
-  testing::expect_no_errors(run_world(d, [&](int r, cpu::Transport& t) {
-    Comm dp(t, members, reg);
-    steps[r] = data_parallel_step(cfg, params, batch, dp, stage, adam);
-  }));
+  const std::vector<DpStep> steps =
+      testing::run_group(d, [&](int, Comm& dp) { return data_parallel_step(cfg, params, batch, dp, stage, adam); });
   const std::int64_t V = cfg.vocab, rows = std::int64_t(cfg.batch / d) * cfg.seq;
   for (int r = 0; r < d; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));

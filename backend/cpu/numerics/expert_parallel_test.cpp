@@ -9,12 +9,10 @@
 
 namespace meshsim::numerics {
 namespace {
-using testing::run_world;
 
 ModelConfig small(int top_k) {
-  ModelConfig c;
-  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 4, c.vocab = 32, c.ffn = 24;
-  c.dropout = 0.1f, c.seed = 66;
+  ModelConfig c = testing::small_config(66);
+  c.ffn = 24;
   c.moe = {.experts = 4, .top_k = top_k};
   return c;
 }
@@ -22,14 +20,8 @@ ModelConfig small(int top_k) {
 void check_ep(const ModelConfig& cfg, int e) {
   const Batch batch = make_batch(cfg, 19);
   const StepResult ref = reference_step(cfg, init_params(cfg), batch);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  std::vector<EpStep> steps(e);
-  std::vector<int> members(e);
-  for (int i = 0; i < e; ++i) members[i] = i;
-  testing::expect_no_errors(run_world(e, [&](int r, cpu::Transport& t) {
-    Comm ep(t, members, reg);
-    steps[r] = expert_parallel_step(cfg, ep_rank_params(cfg, e, r), batch, ep);
-  }));
+  const std::vector<EpStep> steps = testing::run_group(
+      e, [&](int r, Comm& ep) { return expert_parallel_step(cfg, ep_rank_params(cfg, e, r), batch, ep); });
   if (::testing::Test::HasFailure()) return;
   TensorMap all;
   const std::int64_t rows = std::int64_t(cfg.batch / e) * cfg.seq * cfg.vocab;

@@ -8,26 +8,17 @@
 
 namespace meshsim::numerics {
 namespace {
-using testing::run_world;
 
 ModelConfig small(int layers) {
-  ModelConfig c;
-  c.layers = layers, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 4, c.vocab = 32, c.ffn = 32;
-  c.dropout = 0.1f, c.seed = 44;
+  ModelConfig c = testing::small_config(44);
+  c.layers = layers;
   return c;
 }
 
 std::vector<PpStep> run_pp(const ModelConfig& cfg, int p, int m) {
   const Batch batch = make_batch(cfg, 13);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  std::vector<PpStep> steps(p);
-  std::vector<int> members(p);
-  for (int i = 0; i < p; ++i) members[i] = i;
-  testing::expect_no_errors(run_world(p, [&](int r, cpu::Transport& t) {
-    Comm pp(t, members, reg);
-    steps[r] = pipeline_step(cfg, pp_stage_params(cfg, p, r), batch, pp, m);
-  }));
-  return steps;
+  return testing::run_group(
+      p, [&](int r, Comm& pp) { return pipeline_step(cfg, pp_stage_params(cfg, p, r), batch, pp, m); });
 }
 
 void check_pp(const ModelConfig& cfg, int p, int m) {

@@ -14,23 +14,16 @@ namespace {
 using testing::run_world;
 
 ModelConfig small() {
-  ModelConfig c;
-  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 16, c.batch = 2, c.vocab = 32, c.ffn = 32;
-  c.dropout = 0.1f, c.seed = 55;
+  ModelConfig c = testing::small_config(55);
+  c.seq = 16, c.batch = 2;
   return c;
 }
 
 void check_cp(const ModelConfig& cfg, int c) {
   const Batch batch = make_batch(cfg, 17);
   const StepResult ref = reference_step(cfg, init_params(cfg), batch);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  std::vector<CpStep> steps(c);
-  std::vector<int> members(c);
-  for (int i = 0; i < c; ++i) members[i] = i;
-  testing::expect_no_errors(run_world(c, [&](int r, cpu::Transport& t) {
-    Comm cp(t, members, reg);
-    steps[r] = context_parallel_step(cfg, init_params(cfg), batch, cp);
-  }));
+  const std::vector<CpStep> steps =
+      testing::run_group(c, [&](int, Comm& cp) { return context_parallel_step(cfg, init_params(cfg), batch, cp); });
   if (::testing::Test::HasFailure()) return;
   std::vector<float> logits(ref.logits.data.size(), NAN);
   const std::int64_t V = cfg.vocab;

@@ -8,7 +8,6 @@
 
 namespace meshsim::numerics {
 namespace {
-using testing::run_world;
 
 ModelConfig small() {
   ModelConfig c;
@@ -31,14 +30,8 @@ std::vector<float> assemble(const std::vector<Tensor>& blocks, int q) {
 void check_summa(const ModelConfig& cfg, int q) {
   const MlpBlockData data = mlp_block_data(cfg, 23);
   const MlpBlockResult ref = reference_mlp_block(cfg, data);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  std::vector<MlpBlockResult> res(q * q);
-  std::vector<int> members(q * q);
-  for (int a = 0; a < q * q; ++a) members[a] = a;
-  testing::expect_no_errors(run_world(q * q, [&](int r, cpu::Transport& t) {
-    Comm mesh(t, members, reg);
-    res[r] = summa_mlp_block(cfg, data, mesh, q);
-  }));
+  const std::vector<MlpBlockResult> res =
+      testing::run_group(q * q, [&](int, Comm& mesh) { return summa_mlp_block(cfg, data, mesh, q); });
   if (::testing::Test::HasFailure()) return;
   auto blocks = [&](auto get) {
     std::vector<Tensor> b;
@@ -72,12 +65,8 @@ TEST(Summa2D, ThreeByThreeMeshMlpBlockMatchesSingleRank) {
 TEST(Summa2D, TransposedBlockLayoutWouldFail) {
   const ModelConfig cfg = small();
   const MlpBlockResult ref = reference_mlp_block(cfg, mlp_block_data(cfg, 23));
-  std::vector<MlpBlockResult> res(4);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
-  testing::expect_no_errors(run_world(4, [&](int r, cpu::Transport& t) {
-    Comm mesh(t, {0, 1, 2, 3}, reg);
-    res[r] = summa_mlp_block(cfg, mlp_block_data(cfg, 23), mesh, 2);
-  }));
+  const std::vector<MlpBlockResult> res =
+      testing::run_group(4, [&](int, Comm& mesh) { return summa_mlp_block(cfg, mlp_block_data(cfg, 23), mesh, 2); });
   std::vector<Tensor> b{res[0].y, res[2].y, res[1].y, res[3].y};
   EXPECT_GT(testing::worst_ratio(assemble(b, 2), ref.y.data), 100.0);
 }

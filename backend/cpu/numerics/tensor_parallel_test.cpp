@@ -8,12 +8,10 @@
 
 namespace meshsim::numerics {
 namespace {
-using testing::run_world;
 
 ModelConfig small() {
-  ModelConfig c;
-  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 2, c.vocab = 32, c.ffn = 32;
-  c.dropout = 0.1f, c.seed = 33;
+  ModelConfig c = testing::small_config(33);
+  c.batch = 2;
   return c;
 }
 
@@ -23,15 +21,9 @@ struct TpRun {
 
 TpRun run_tp(const ModelConfig& cfg, int t, bool sp) {
   const Batch batch = make_batch(cfg, 9);
-  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   TpRun run;
-  run.steps.resize(t);
-  std::vector<int> members(t);
-  for (int i = 0; i < t; ++i) members[i] = i;
-  testing::expect_no_errors(run_world(t, [&](int r, cpu::Transport& tr) {
-    Comm tp(tr, members, reg);
-    run.steps[r] = tensor_parallel_step(cfg, tp_shard_params(cfg, t, r), batch, tp, sp);
-  }));
+  run.steps = testing::run_group(
+      t, [&](int r, Comm& tp) { return tensor_parallel_step(cfg, tp_shard_params(cfg, t, r), batch, tp, sp); });
   return run;
 }
 

@@ -14,12 +14,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "backend/cpu/numerics/comm.h"
 #include "backend/cpu/numerics/model.h"
 #include "backend/cpu/test_util.h"
 #include "backend/cpu/transport.h"
@@ -40,6 +43,30 @@ inline std::vector<std::string> run_world(int world, const std::function<void(in
 
 inline void expect_no_errors(const std::vector<std::string>& errors) {
   for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Runs step(rank, comm) on `ranks` threads whose one Comm is the whole world (members
+// 0..ranks-1, the builtin algorithms), expects no rank to fail, and returns each rank's result.
+template <class F>
+auto run_group(int ranks, F&& step) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  std::vector<std::invoke_result_t<F&, int, Comm&>> results(ranks);
+  std::vector<int> members(ranks);
+  for (int i = 0; i < ranks; ++i) members[i] = i;
+  expect_no_errors(run_world(ranks, [&](int r, cpu::Transport& t) {
+    Comm comm(t, members, reg);
+    results[r] = step(r, comm);
+  }));
+  return results;
+}
+
+// The small model of the parallelism tests: 2 layers, hidden 16, 4 heads, seq 8, batch 4,
+// vocab 32, ffn 32, dropout 0.1; a test changes the sizes its partition needs.
+inline ModelConfig small_config(std::uint64_t seed) {
+  ModelConfig c;
+  c.layers = 2, c.hidden = 16, c.heads = 4, c.seq = 8, c.batch = 4, c.vocab = 32, c.ffn = 32;
+  c.dropout = 0.1f, c.seed = seed;
+  return c;
 }
 
 // Largest violation of the tolerance, as a multiple of the allowed error (<= 1 passes).
