@@ -541,4 +541,78 @@ TEST(Reports, TraceHasTimedSlicesPerStage) {
   EXPECT_GT(slices, 0);
 }
 
+// The MoE example's layout on one DGX H100: its expert all-to-alls and DP all-reduce
+// overlap on the NVSwitch ports, so at flow fidelity the ops share links.
+const char* kMoeFlow = R"(name: moe-flow
+model: {preset: mixtral-8x7b, layers: 4}
+parallel: {dp: 8, ep: 8, ep_imbalance: 1.3, micro_batch_size: 2, microbatches: 1, zero: 1}
+topology: dgx-h100
+run: {fidelity: flow}
+)";
+
+// --links, the trace's counter tracks and the report's link-load section agree with the
+// JSON: each CSV row's utilization is its bytes / (capacity x iteration), no link's peak is
+// above its rate or below its average, and the tiers' bytes add up to the rows'.
+TEST(Reports, FlowLinkLoadInCsvTraceAndReport) {
+  const fs::path f = write_file("moe_flow.yaml", kMoeFlow);
+  const fs::path csv = temp_dir() / "links.csv", trace = temp_dir() / "links_trace.json",
+                 html = temp_dir() / "links.html";
+  const Result r = meshsim("simulate " + f.string() + " --json --links " + csv.string() + " --trace " + trace.string() +
+                           " --report " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("meshsim: wrote " + csv.string() + " (per-link load CSV)"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["link_sharing"].get<bool>());
+  EXPECT_TRUE(j["sharing_delay"].contains("ep")) << j["sharing_delay"].dump();
+  const double iteration = j["iteration_s"].get<double>();
+
+  const std::vector<std::string> lines = split_lines(slurp(csv));
+  ASSERT_GT(lines.size(), 1U);
+  EXPECT_EQ(lines[0], "link,name,tier,capacity_GBps,bytes,utilization,peak");
+  double csv_bytes = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> c;
+    std::stringstream ss(lines[i]);
+    for (std::string cell; std::getline(ss, cell, ',');) c.push_back(cell);
+    ASSERT_EQ(c.size(), 7U) << lines[i];
+    const double cap = std::stod(c[3]) * 1e9, bytes = std::stod(c[4]), util = std::stod(c[5]), peak = std::stod(c[6]);
+    EXPECT_GT(bytes, 0) << lines[i];
+    EXPECT_NEAR(util, bytes / (cap * iteration), 1e-5) << lines[i];
+    EXPECT_LE(peak, 1 + 1e-6) << lines[i];
+    EXPECT_GE(peak + 1e-6, util) << lines[i];
+    csv_bytes += bytes;
+  }
+  double tier_bytes = 0;
+  for (const auto& t : j["link_tiers"]) tier_bytes += t["bytes"].get<double>();
+  EXPECT_NEAR(csv_bytes, tier_bytes, 1e-6 * tier_bytes);
+
+  int counters = 0;
+  const auto events = nlohmann::json::parse(slurp(trace))["traceEvents"];
+  for (const auto& e : events) {
+    if (e["ph"] != "C") continue;
+    ++counters;
+    const double load = e["args"]["load"].get<double>();
+    EXPECT_GE(load, 0);
+    EXPECT_LE(load, 100 + 1e-6);
+  }
+  EXPECT_GT(counters, 0);
+  EXPECT_NE(slurp(html).find("<section id=\"links\">"), std::string::npos);
+
+  // Every op alone: no sharing reported, and the iteration is no longer.
+  const Result alone = meshsim("simulate " + f.string() + " --json --no-link-sharing");
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  const auto ja = nlohmann::json::parse(alone.out);
+  EXPECT_FALSE(ja["link_sharing"].get<bool>());
+  EXPECT_FALSE(ja.contains("sharing_delay"));
+  EXPECT_LE(ja["iteration_s"].get<double>(), iteration);
+}
+
+TEST(TrainingBadInput, LinksNeedsFlowFidelity) {
+  const fs::path f = write_file("small_links.yaml", kSmall);
+  const Result r = meshsim("simulate " + f.string() + " --links " + (temp_dir() / "x.csv").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--links"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--fidelity flow"), std::string::npos) << r.err;
+}
+
 }  // namespace
