@@ -257,7 +257,7 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
   if (out.nccl) {
     const NcclPrediction& np = *out.nccl;
     nlohmann::ordered_json n;
-    n["model"] = "NCCL 2.20.3 src/graph/tuning.cc";
+    n["model"] = "NCCL 2.20.3 src/graph/tuning.cc (NVLS row: NCCL 2.28)";
     n["algorithm"] = to_string(np.chosen().algo);
     n["protocol"] = to_string(np.chosen().proto);
     n["sm"] = np.config.sm;
@@ -266,6 +266,10 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
     n["intra"] = to_string(np.shape.intra);
     n["channels"] = np.graph.channels;
     n["channel_bw_GBps"] = np.graph.bw_GBps;
+    if (np.nvls_graph.channels > 0)
+      n["nvls_graph"] = {{"channels", np.nvls_graph.channels},
+                         {"channel_bw_GBps", np.nvls_graph.bw_GBps},
+                         {"bw_inter_GBps", np.nvls_graph.bw_inter_GBps}};
     nlohmann::ordered_json cands = nlohmann::ordered_json::array();
     for (const NcclCandidate& c : np.candidates) {
       nlohmann::ordered_json e;

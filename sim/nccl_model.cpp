@@ -1,5 +1,6 @@
 // NCCL's tuning model (see nccl_model.h). Constants: NCCL 2.20.3, src/graph/tuning.cc and
-// src/graph/search.cc; the formulas are restated in docs/nccl-model.md.
+// src/graph/search.cc (the NVLS row: NCCL 2.28); the formulas are restated in
+// docs/nccl-model.md.
 #include "sim/nccl_model.h"
 
 #include <fmt/format.h>
@@ -18,7 +19,7 @@ namespace meshsim {
 
 namespace {
 
-constexpr int kAlgos = 2;   // Tree, Ring (NCCL's order)
+constexpr int kAlgos = 3;   // Tree, Ring, NVLS (NCCL's order, without CollNet)
 constexpr int kProtos = 3;  // LL, LL128, Simple
 
 // Base and per-hop latencies (us): one table for this model and the protocols of our step
@@ -46,6 +47,10 @@ constexpr std::array kSpeedIntraSm90 = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0
 constexpr std::array kSpeedInterSm90 = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                         15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr int kMaxRingChannels = 16;  // MAXCHANNELS / 2
+constexpr int kMaxNvlsArity = 32;     // NCCL_MAX_NVLS_ARITY
+// NVLS's achievable fraction of the NVLS graph's speed, by arch (tuning.cc nvlsEfficiency,
+// NCCL 2.28): Hopper 0.85, Blackwell 0.74, none before.
+double nvls_efficiency(int sm) { return sm >= 100 ? 0.74 : sm >= 90 ? 0.85 : 0.0; }
 
 int log2i(std::int64_t n) {
   int l = 0;
@@ -57,7 +62,9 @@ int arch_row(int sm) { return sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
 
 }  // namespace
 
-const char* to_string(NcclAlgo a) { return a == NcclAlgo::Tree ? "Tree" : "Ring"; }
+constexpr EnumName<NcclAlgo> kNcclAlgoNames[] = {
+    {NcclAlgo::Tree, "Tree"}, {NcclAlgo::Ring, "Ring"}, {NcclAlgo::Nvls, "NVLS"}};
+const char* to_string(NcclAlgo a) { return enum_name(kNcclAlgoNames, a); }
 constexpr EnumName<NcclProto> kNcclProtoNames[] = {
     {NcclProto::LL, "LL"}, {NcclProto::LL128, "LL128"}, {NcclProto::Simple, "Simple"}};
 const char* to_string(NcclProto p) { return enum_name(kNcclProtoNames, p); }
@@ -130,6 +137,18 @@ NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int
   for (int l : topo.out_links(topo.gpu_device(g0)))
     if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink_total += nccl_link_bw(topo.link(l).spec, sm);
   if (!found) s.intra = nvlink_total > 0 ? NcclHw::NvLink : NcclHw::Pci;
+  // NVLS: one node, every GPU linked to the same NVSwitch, which reduces.
+  auto reducing_switch = [&](int gpu) {
+    for (int l : topo.out_links(topo.gpu_device(gpu))) {
+      const DirLink& dl = topo.link(l);
+      if (dl.spec.kind == LinkKind::NvLink && topo.device(dl.to).reduce_efficiency > 0) return dl.to;
+    }
+    return -1;
+  };
+  const int sw = reducing_switch(g0);
+  s.nvls_switch = sw >= 0 && std::all_of(gpus.begin(), gpus.end(), [&](int g) {
+                    return topo.node_of_gpu(g) == node0 && reducing_switch(g) == sw;
+                  });
   s.intra_total_GBps = nvlink_total > 0 ? nvlink_total : s.intra_path_GBps;
   if (s.nodes > 1) {
     for (int g : gpus)
@@ -215,6 +234,26 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   return g;
 }
 
+NcclGraph nccl_nvls_graph(const NcclShape& shape, const NcclConfig& config) {
+  NcclGraph g;
+  if (!shape.nvls_switch || shape.nodes != 1 || nvls_efficiency(config.sm) <= 0 || shape.ranks < 2) return g;
+  const int gpus = std::min(shape.ranks, kMaxNvlsArity);
+  const auto& speeds = kSpeedIntraSm90;
+  std::size_t i = 0;
+  while (i + 1 < speeds.size() && (gpus + 1) * speeds[i] > shape.intra_total_GBps + 1e-9) ++i;
+  if ((gpus + 1) * speeds[i] > shape.intra_total_GBps + 1e-9) return g;  // not even the slowest speed fits
+  g.channels = gpus;
+  g.bw_GBps = speeds[i];
+  std::size_t j = i;
+  while (j > 0 && speeds[j - 1] < 2 * g.bw_GBps) --j;
+  g.bw_inter_GBps = speeds[j];
+  g.how = fmt::format(
+      "NVLS search: {} channels (one per GPU) x {} GB/s, the fastest sm90 speed s with ({} + 1) x s <= GPU {:.1f} "
+      "GB/s; bwInter {} GB/s (fastest speed below 2s)",
+      g.channels, g.bw_GBps, gpus, shape.intra_total_GBps, g.bw_inter_GBps);
+  return g;
+}
+
 namespace {
 
 // The requests NCCL's tuning model has no answer for, first failing check reported.
@@ -233,7 +272,8 @@ void check_nccl_request(CollKind kind, Bytes bytes, const NcclShape& shape) {
 
 // What every (algorithm, protocol) candidate is computed from.
 struct Tuning {
-  Tuning(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config, const NcclGraph& graph)
+  Tuning(CollKind kind, Bytes bytes, const NcclShape& shape, const NcclConfig& config, const NcclGraph& graph,
+         const NcclGraph& nvls)
       : kind(kind),
         bytes(bytes),
         shape(shape),
@@ -256,7 +296,8 @@ struct Tuning {
         bw(graph.bw_GBps),
         intra_hw(shape.intra == NcclHw::NvLink ? 0 : 1),
         ll128_ok((sm == 70 || sm == 80 || sm == 90) && (shape.intra == NcclHw::NvLink || ppn < 2)),
-        d(static_cast<double>(bytes)) {}
+        d(static_cast<double>(bytes)),
+        nvls(nvls) {}
 
   const CollKind kind;
   const Bytes bytes;
@@ -275,12 +316,27 @@ struct Tuning {
   const int intra_hw;
   const bool ll128_ok;
   const double d;
+  const NcclGraph& nvls;
 };
 
 // Bus bandwidth, then algorithm bandwidth, of an enabled candidate.
 void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
   const int ch = t.ch, row = t.row, col = t.col, nodes = t.nodes;
   auto& st = c.steps;
+  if (c.algo == NcclAlgo::Nvls) {  // all-reduce: the switch's reduce and multicast halves pipelined (x2)
+    const int nc = t.nvls.channels;
+    const double eff = nvls_efficiency(t.sm);
+    const double intra = t.nvls.bw_GBps * eff * (nc - 1) / nc * 2;
+    const double per_ch = std::min(intra, t.nvls.bw_inter_GBps);
+    c.busbw_GBps = nc * per_ch;
+    st.push_back(
+        fmt::format("busbw = channels x min(bw x nvlsEfficiency x (ch-1)/ch x 2, bwInter) = {} x min({} x {} x "
+                    "{}/{} x 2, {}) = {:.2f} GB/s",
+                    nc, t.nvls.bw_GBps, eff, nc - 1, nc, t.nvls.bw_inter_GBps, c.busbw_GBps));
+    c.algbw_GBps = c.busbw_GBps * t.n / t.nsteps;
+    st.push_back(fmt::format("algbw = busbw x ranks/nsteps {}/{} = {:.2f} GB/s", t.n, t.nsteps, c.algbw_GBps));
+    return;
+  }
   double bus = ch * t.bw;
   st.push_back(fmt::format("busbw = channels x bw = {} x {} = {:.2f} GB/s", ch, t.bw, bus));
   if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
@@ -328,6 +384,11 @@ void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
 void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
   const int n = t.n, nodes = t.nodes, nsteps = t.nsteps, inter_steps = t.inter_steps;
   auto& st = c.steps;
+  if (c.algo == NcclAlgo::Nvls) {
+    c.latency_us = kNcclNvlsLatUs;
+    st.push_back(fmt::format("latency = NVLS over NVLink {} us (no base latency)", kNcclNvlsLatUs));
+    return;
+  }
   double lat = kBaseLat[a][pr];
   double intra = kHwLat[t.intra_hw][a][pr];
   const double inter = kHwLat[2][a][pr];
@@ -361,8 +422,28 @@ void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
 // Algorithm a (NCCL's order) with protocol pr: disabled with the reason, or timed.
 NcclCandidate nccl_candidate(const Tuning& t, int a, int pr) {
   NcclCandidate c;
-  c.algo = a == 0 ? NcclAlgo::Tree : NcclAlgo::Ring;
+  c.algo = static_cast<NcclAlgo>(a);
   c.proto = static_cast<NcclProto>(pr);
+  if (c.algo == NcclAlgo::Nvls) {
+    if (c.proto != NcclProto::Simple)
+      c.disabled_why = "NVLS runs Simple only";
+    else if (!t.ar)
+      c.disabled_why =
+          "NVLS is modelled for allreduce (NCCL's NVLS reduce-scatter/all-gather model is slower than Ring on one "
+          "node)";
+    else if (t.nvls.channels < 2)
+      c.disabled_why = t.sm < 90     ? "NVLS needs sm90 or newer"
+                       : t.nodes > 1 ? "NVLS across nodes runs as NVLS-Tree or CollNet, not modelled"
+                                     : "no NVSwitch that reduces (NVLink SHARP) joins the group";
+    if (!c.disabled_why.empty()) return c;
+    c.enabled = true;
+    candidate_bandwidth(t, pr, c);
+    candidate_latency(t, a, pr, c);
+    c.time_us = c.latency_us + t.d / (1000.0 * c.algbw_GBps);
+    c.steps.push_back(fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", c.latency_us, t.bytes,
+                                  c.algbw_GBps, c.time_us));
+    return c;
+  }
   if (c.algo == NcclAlgo::Tree && !t.ar) {
     c.disabled_why = "NCCL runs Tree for allreduce only";
     return c;
@@ -391,8 +472,9 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
   p.shape = shape;
   p.config = config;
   p.graph = nccl_graph(shape, config);
+  p.nvls_graph = nccl_nvls_graph(shape, config);
 
-  const Tuning tuning(kind, bytes, shape, config, p.graph);
+  const Tuning tuning(kind, bytes, shape, config, p.graph, p.nvls_graph);
   for (int a = 0; a < kAlgos; ++a)
     for (int pr = 0; pr < kProtos; ++pr) p.candidates.push_back(nccl_candidate(tuning, a, pr));
   double best = std::numeric_limits<double>::infinity();
@@ -411,6 +493,7 @@ std::string nccl_table_text(const NcclPrediction& p) {
                                 s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm,
                                 to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
   out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
+  if (p.nvls_graph.channels > 0) out += fmt::format("  nvls      {}\n", p.nvls_graph.how);
   out += fmt::format("  {:<6} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",
                      "algbw(GB/s)", "time(us)");
   for (std::size_t i = 0; i < p.candidates.size(); ++i) {

@@ -32,7 +32,7 @@
 
 namespace meshsim {
 
-enum class NcclAlgo { Tree, Ring };
+enum class NcclAlgo { Tree, Ring, Nvls };
 enum class NcclProto { LL, LL128, Simple };
 using NcclHw = HopKind;  // NCCL's three hop kinds for latencies (schedule/protocol.h)
 const char* to_string(NcclAlgo a);
@@ -48,6 +48,9 @@ struct NcclShape {
   double nic_GBps = 0;            // one NIC (multi-node only)
   int nics_per_node = 0;
   double nic_path_GBps = 0;  // GPU -> NIC -> fabric path bottleneck
+  // Every GPU of the group (one node) hangs off one NVSwitch that reduces (NVLink SHARP;
+  // Device::reduce_efficiency > 0): what NCCL's NVLS algorithm needs.
+  bool nvls_switch = false;
 };
 
 // Settings a user may change. sm: compute capability x10 (70 Volta, 80 Ampere, 90 Hopper;
@@ -57,11 +60,12 @@ struct NcclConfig {
   int channels = 0;
 };
 
-// The ring graph NCCL's search would build: channels x per-channel speed.
+// The graph NCCL's search would build: channels x per-channel speed.
 struct NcclGraph {
   int channels = 0;
-  double bw_GBps = 0;  // per channel
-  std::string how;     // one line on how it was derived
+  double bw_GBps = 0;        // per channel (bwIntra)
+  double bw_inter_GBps = 0;  // NVLS graph: the per-channel bwInter its second search pass raises
+  std::string how;           // one line on how it was derived
 };
 
 struct NcclCandidate {
@@ -81,8 +85,9 @@ struct NcclPrediction {
   Bytes bytes = 0;
   NcclShape shape;
   NcclConfig config;
-  NcclGraph graph;
-  std::vector<NcclCandidate> candidates;  // Tree then Ring, LL / LL128 / Simple each
+  NcclGraph graph;                        // the ring graph (Tree and Ring)
+  NcclGraph nvls_graph;                   // the NVLS graph (channels 0: no NVLS)
+  std::vector<NcclCandidate> candidates;  // Tree, Ring, NVLS; LL / LL128 / Simple each
   int chosen_index = -1;
   Time time;  // the chosen candidate's time
   const NcclCandidate& chosen() const { return candidates[static_cast<std::size_t>(chosen_index)]; }
@@ -97,6 +102,13 @@ double nccl_link_bw(const LinkSpec& link, int sm);
 // Reads the group's shape off the topology. Throws Error for fewer than 2 GPUs.
 NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int>& gpus, int sm);
 NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config);
+// NCCL's NVLS graph (search.cc, pattern NVLS; NCCL 2.28): one channel per GPU of the node,
+// pulling from the switch; the speed s is the fastest of the sm90 intra list with
+// (GPUs + 1) x s within a GPU's NVLink bandwidth (each GPU's switch link carries every
+// channel once and its own channel twice); the second pass raises bwInter to the fastest
+// speed below 2s. Zero channels where NVLS cannot run (no reducing switch, more than one
+// node, sm < 90, fewer than 2 GPUs).
+NcclGraph nccl_nvls_graph(const NcclShape& shape, const NcclConfig& config);
 
 // Every candidate, NCCL's choice (lowest time among enabled; ties to Tree, then the
 // lower protocol, as NCCL's loop order does) and its time. Throws Error naming the fix

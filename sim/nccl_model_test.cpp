@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <numeric>
 
 #include "core/test_util.h"
@@ -104,6 +106,45 @@ TEST(NcclModel, HandWorkedSingleNodeAllReduce) {
   EXPECT_NEAR(find(s, NcclAlgo::Ring, NcclProto::LL).time_us, 15.0817, 1e-4);
   EXPECT_NEAR(find(s, NcclAlgo::Tree, NcclProto::LL).time_us, 15.3343, 1e-4);
   EXPECT_EQ(s.choice_name(), "Ring/LL");
+}
+
+// NVLS on one DGX H100 (NCCL 2.28's search and tuning): the NVLS graph has one channel
+// per GPU, 8; its speed is the fastest sm90 speed s with (8 + 1) x s <= 370.8 GB/s: 40
+// (50 would need 450); the second pass raises bwInter to the fastest speed below 80: 60.
+// All-reduce busbw = 8 x min(40 x 0.85 x 7/8 x 2, 60) = 8 x 59.5 = 476 GB/s, algbw =
+// 476 x 8/14 = 272 GB/s, latency 25 us: 8 GiB takes 25 + 8589934592 / 272000 =
+// 31605.6419 us, NCCL's choice over Ring/Simple (busbw 360). At 64 KiB NVLS's 25 us lose to
+// Ring/LL. Without a reducing switch, across nodes or before sm90, NVLS is off, with why.
+TEST(NcclModel, HandWorkedNvlsOnOneNode) {
+  NcclShape s = h100_node();
+  s.nvls_switch = true;
+  const NcclGraph g = nccl_nvls_graph(s, {.sm = 90});
+  EXPECT_EQ(g.channels, 8);
+  EXPECT_DOUBLE_EQ(g.bw_GBps, 40.0);
+  EXPECT_DOUBLE_EQ(g.bw_inter_GBps, 60.0);
+  const NcclPrediction big = nccl_predict(CollKind::AllReduce, GiB(8), s, {.sm = 90});
+  EXPECT_EQ(big.choice_name(), "NVLS/Simple");
+  EXPECT_NEAR(big.chosen().busbw_GBps, 476.0, 1e-9);
+  EXPECT_NEAR(big.chosen().algbw_GBps, 272.0, 1e-9);
+  EXPECT_NEAR(big.chosen().time_us, 31605.6419, 1e-4);
+  EXPECT_EQ(nccl_predict(CollKind::AllReduce, KiB(64), s, {.sm = 90}).choice_name(), "Ring/LL");
+  const NcclPrediction ag = nccl_predict(CollKind::AllGather, GiB(1), s, {.sm = 90});
+  EXPECT_FALSE(find(ag, NcclAlgo::Nvls, NcclProto::Simple).enabled);
+  EXPECT_FALSE(
+      find(nccl_predict(CollKind::AllReduce, GiB(8), s, {.sm = 80}), NcclAlgo::Nvls, NcclProto::Simple).enabled);
+  EXPECT_FALSE(find(big, NcclAlgo::Nvls, NcclProto::LL).enabled);
+
+  // Read off the topology: dgx-h100's NVSwitch reduces, dgx-a100's does not; two nodes never.
+  auto shape_of = [](const std::string& preset, int gpus, int sm, std::map<std::string, std::string> params = {}) {
+    const Topology t = make_preset(preset, params);
+    Router r(t);
+    std::vector<int> g(static_cast<std::size_t>(gpus));
+    std::iota(g.begin(), g.end(), 0);
+    return nccl_shape(t, r, g, sm);
+  };
+  EXPECT_TRUE(shape_of("dgx-h100", 8, 90).nvls_switch);
+  EXPECT_FALSE(shape_of("dgx-a100", 8, 80).nvls_switch);
+  EXPECT_FALSE(shape_of("dgx-h100", 16, 90, {{"nodes", "2"}}).nvls_switch);
 }
 
 TEST(NcclModel, HandWorkedSixteenNodes) {

@@ -280,7 +280,14 @@ TEST(Cli, AlgoNcclNamesAlgorithmAndProtocol) {
   EXPECT_EQ(doc["algorithm"], "nccl:Tree/LL");
   EXPECT_EQ(doc["nccl"]["algorithm"], "Tree");
   EXPECT_EQ(doc["nccl"]["protocol"], "LL");
-  EXPECT_EQ(doc["nccl"]["candidates"].size(), 6u);
+  EXPECT_EQ(doc["nccl"]["candidates"].size(), 9u);  // Tree, Ring, NVLS x LL, LL128, Simple
+  // Across nodes NVLS is off and says why.
+  bool nvls_off = false;
+  for (const auto& c : doc["nccl"]["candidates"])
+    if (c["algorithm"] == "NVLS" && c["protocol"] == "Simple")
+      nvls_off =
+          !c["enabled"].get<bool>() && c["disabled"].get<std::string>().find("across nodes") != std::string::npos;
+  EXPECT_TRUE(nvls_off) << doc["nccl"].dump();
   EXPECT_EQ(j.out, meshsim("collective allreduce --algo nccl --bytes 4KiB --topology dgx-h100:nodes=16 --json").out);
 
   const Result e = meshsim("collective allgather --algo nccl --bytes 1MiB --explain");
