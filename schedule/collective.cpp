@@ -175,6 +175,7 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_double_binary_tree());
   reg.add(make_pairwise());
   reg.add(make_concurrent());
+  reg.add(make_pxn());
   reg.add(make_hierarchical());
   reg.add(make_multiring());
   reg.add(make_nvls());

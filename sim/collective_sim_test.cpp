@@ -210,6 +210,31 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
   EXPECT_GT(multi / ring, 8.0) << "ring " << ring * 1e-9 << " GB/s";
 }
 
+// MoE all-to-all across H800-like nodes (NVLink 160 GB/s, 8 x 400 Gb/s NICs at 46 GB/s) on
+// the rail fabric: with every send posted at once (`concurrent`), blocks between GPUs of
+// different local index climb to a spine, where the ECMP hash puts two flows on some
+// uplinks; PXN relays them over NVLink to the destination's rail first, so every NIC carries
+// rail-aligned traffic only. DeepEP counts the RDMA bytes, (p - 8)/p of each GPU's buffer:
+// PXN's rate must be within 10% of one NIC (DeepEP's EP16 measures 43 GB/s), concurrent's
+// visibly below it, and `auto` at flow fidelity must pick pxn.
+TEST(PhysicalConsistency, PxnKeepsMoeAllToAllOnTheRails) {
+  const Topology topo =
+      make_preset("dgx-h100", {{"nvlink_bandwidth", "200GB/s"}, {"nvlink_efficiency", "0.8"}, {"nodes", "2"}});
+  Router router(topo);
+  CollectiveRequest req = request(CollKind::AllToAll, MiB(256), 16);
+  const double nic = 400e9 / 8 * 0.92;  // the preset's NIC: 400 Gb/s at 0.92
+  auto rdma_rate = [&](const std::string& algo) {
+    req.algorithm = algo;
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    return std::make_pair(static_cast<double>(MiB(256)) * 8 / 16 / out.time.seconds(), out.algorithm->name);
+  };
+  const auto [pxn, pxn_name] = rdma_rate("pxn");
+  const auto [concurrent, c_name] = rdma_rate("concurrent");
+  EXPECT_NEAR(pxn / nic, 1.0, 0.10) << "pxn " << pxn * 1e-9 << " GB/s";
+  EXPECT_LT(concurrent / nic, 0.85) << "concurrent " << concurrent * 1e-9 << " GB/s";
+  EXPECT_EQ(rdma_rate("auto").second, "pxn");
+}
+
 // NVLS on one DGX H100 (NVSwitch gen3 reduces and multicasts): each GPU's link carries
 // n(1 + 1/p) each way instead of a ring's 2(p-1)/p*n, at 0.85 of the ring's rate (NCCL's
 // tuning table for Hopper). Published (../shared/PUBLISHED.md section 3, nccl-tests on

@@ -63,6 +63,55 @@ std::vector<LinkLoadSeries> load_series(const Topology& topo, const LinkSharing&
   return out;
 }
 
+// One LinkSharing profile per distinct flow timing (its time alone and link bytes), and the
+// profile of every op (-1: timed without sharing).
+std::vector<int> sharing_profiles(LinkSharing& sharing, const std::vector<std::vector<LinkStats>>& link_stats,
+                                  const std::vector<int>& timing_of, const std::vector<Time>& duration) {
+  std::vector<int> profile_of_timing(link_stats.size(), -1), profile(timing_of.size(), -1);
+  for (std::size_t g = 0; g < timing_of.size(); ++g) {
+    const int t = timing_of[g];
+    if (t < 0 || duration[g] <= Time{}) continue;
+    int& p = profile_of_timing[static_cast<std::size_t>(t)];
+    if (p < 0) p = sharing.add_profile(duration[g], link_stats[static_cast<std::size_t>(t)]);
+    profile[g] = p;
+  }
+  return profile;
+}
+
+// Link loads over the iteration (flow): bytes of every op's timing, summed; with link
+// sharing, each link's peak, the time each kind of op lost to it, and the busiest links'
+// load over time.
+void link_results(const Schedule& schedule, const Topology& topo, const detail::Runner& runner,
+                  const std::vector<std::vector<LinkStats>>& link_stats, const std::vector<int>& timing_of,
+                  const std::vector<Time>& duration, const LinkSharing* sharing, ScheduleSimResult& res) {
+  if (sharing != nullptr) {
+    res.link_usage = sharing->link_usage();
+    res.links_shared = true;
+    for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+      for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
+        const auto g = static_cast<std::size_t>(runner.gid(static_cast<int>(r), static_cast<int>(i)));
+        const Time taken = runner.end()[g] - runner.start()[g];
+        if (timing_of[g] < 0 || taken <= duration[g]) continue;
+        auto& [ops, extra] = res.sharing_delay[comm_category(schedule.roles[r].ops[i])];
+        ++ops;
+        extra += taken - duration[g];
+      }
+  } else {
+    res.link_usage.assign(topo.links().size(), LinkUsage{});
+    for (std::size_t g = 0; g < timing_of.size(); ++g) {
+      if (timing_of[g] < 0) continue;
+      const auto& stats = link_stats[static_cast<std::size_t>(timing_of[g])];
+      for (std::size_t l = 0; l < stats.size() && l < res.link_usage.size(); ++l)
+        res.link_usage[l].bytes += stats[l].bytes;
+    }
+  }
+  std::vector<double> bytes;
+  for (const LinkUsage& u : res.link_usage) bytes.push_back(u.bytes);
+  res.top_links = busiest_links(topo, bytes, res.iteration);
+  if (sharing != nullptr)
+    res.link_load = load_series(topo, *sharing, busiest_links(topo, bytes, res.iteration, kLoadTracks));
+}
+
 }  // namespace
 
 using detail::breakdown_of;
@@ -102,18 +151,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
   const bool share = options.fidelity == Fidelity::Flow && options.share_links && !costing.link_stats.empty();
   std::optional<LinkSharing> sharing;
   std::vector<int> profile;
-  if (share) {
-    sharing.emplace(topo);
-    std::vector<int> profile_of_timing(costing.link_stats.size(), -1);
-    profile.assign(timing_of.size(), -1);
-    for (std::size_t g = 0; g < timing_of.size(); ++g) {
-      const int t = timing_of[g];
-      if (t < 0 || duration[g] <= Time{}) continue;
-      int& p = profile_of_timing[static_cast<std::size_t>(t)];
-      if (p < 0) p = sharing->add_profile(duration[g], costing.link_stats[static_cast<std::size_t>(t)]);
-      profile[g] = p;
-    }
-  }
+  if (share) profile = sharing_profiles(sharing.emplace(topo), costing.link_stats, timing_of, duration);
   Runner runner(schedule, duration, offset, share ? &*sharing : nullptr, std::move(profile));
   runner.run();
 
@@ -146,35 +184,8 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       if (op.phase == Phase::Recompute) res.flops_recomputed += op.kernel.flops;
     }
 
-  // Link loads over the iteration (flow): bytes of every op's timing, summed; with link
-  // sharing, each link's peak and the busiest links' load over time as well.
-  if (!costing.link_stats.empty() && res.iteration > Time{}) {
-    if (share) {
-      res.link_usage = sharing->link_usage();
-      res.links_shared = true;
-      for (std::size_t r = 0; r < schedule.roles.size(); ++r)
-        for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
-          const auto g = static_cast<std::size_t>(runner.gid(static_cast<int>(r), static_cast<int>(i)));
-          const Time taken = runner.end()[g] - runner.start()[g];
-          if (timing_of[g] < 0 || taken <= duration[g]) continue;
-          auto& [ops, extra] = res.sharing_delay[comm_category(schedule.roles[r].ops[i])];
-          ++ops;
-          extra += taken - duration[g];
-        }
-    } else {
-      res.link_usage.assign(topo.links().size(), LinkUsage{});
-      for (std::size_t g = 0; g < timing_of.size(); ++g) {
-        if (timing_of[g] < 0) continue;
-        const auto& stats = costing.link_stats[static_cast<std::size_t>(timing_of[g])];
-        for (std::size_t l = 0; l < stats.size() && l < res.link_usage.size(); ++l)
-          res.link_usage[l].bytes += stats[l].bytes;
-      }
-    }
-    std::vector<double> bytes;
-    for (const LinkUsage& u : res.link_usage) bytes.push_back(u.bytes);
-    res.top_links = busiest_links(topo, bytes, res.iteration);
-    if (share) res.link_load = load_series(topo, *sharing, busiest_links(topo, bytes, res.iteration, kLoadTracks));
-  }
+  if (!costing.link_stats.empty() && res.iteration > Time{})
+    link_results(schedule, topo, runner, costing.link_stats, timing_of, duration, share ? &*sharing : nullptr, res);
   return res;
 }
 

@@ -35,6 +35,7 @@ Algorithm make_hierarchical();
 Algorithm make_multiring();
 Algorithm make_nvls();
 Algorithm make_concurrent();
+Algorithm make_pxn();
 Algorithm make_direct();
 
 // ---- bits -------------------------------------------------------------------------------

@@ -18,6 +18,22 @@
 // Exact for even blocks when every port carries only its own rank's flows (the flow run
 // equals it on one switch). Uneven sizes: the same with b*(count) replaced by the largest
 // per-rank total sent or received at each level, an estimate (ranks drift in a real run).
+//
+// pxn: the same all-to-all with NCCL's PXN routing (and DeepEP's): a block for a rank on
+// another node travels first over NVLink to the GPU of its own node on the destination's
+// rail (same local index), which sends it over its NIC, so every NIC carries only traffic
+// between GPUs of one local index (one rail) and no block climbs to a spine to change
+// rails. Rank r = (node a, local i) relays, for each local peer (a, j), the blocks (a, j)
+// has for (b, i), b != a. Per rank, with N nodes of g ranks and blocks of b bytes:
+//   NVLink  N(g-1)*b  (its own blocks for local peers plus the blocks it hands over)
+//   NIC     (N-1)g*b  (the same as concurrent: the node's whole traffic for rail i)
+//   split    t = max(a_i + N(g-1)*b*b_i, a_e + (N-1)g*b*b_e)
+//   shared   t = max(a_i, a_e) + (N(g-1)*b_i + (N-1)g*b_e)*b
+// NCCL pipelines the relay in chunks, so the two hops overlap; the closed form charges the
+// busier level (the second hop's latency is not added). Executed (make): the direct sends
+// of `concurrent`, the same data where it belongs; timed (make_timing): one step with the
+// relayed loads above, so that at flow fidelity the NICs and rails carry what PXN puts on
+// them. With one rank per node, or one node, pxn is concurrent.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -48,6 +64,71 @@ class ConcurrentProgram final : public StepProgram {
   AllToAllOffsets off_;
 };
 
+// PXN's link loads (see above) as one step: rank r sends to each local peer its own block
+// plus the blocks it hands over for that peer's rail, and to each rank of its rail on other
+// nodes the blocks of its whole node for that rank. Offsets are 0: only the loads count.
+class PxnLoadProgram final : public StepProgram {
+ public:
+  explicit PxnLoadProgram(const CollectiveSpec& s) : spec_(s), g_(group_size(s)), nodes_(s.ranks / g_) {}
+  int ranks() const override { return spec_.ranks; }
+  int num_steps(int) const override { return spec_.ranks < 2 ? 0 : 1; }
+  void step(int rank, int, Step& out) const override {
+    const int a = rank / g_, i = rank % g_;
+    for (int j = 0; j < g_; ++j) {  // local peers: direct block + the relay for rail j
+      if (j == i) continue;
+      const int q = a * g_ + j;
+      out.sends.push_back(Transfer{q, 0, to_local(rank, q), q});
+      out.recvs.push_back(Transfer{q, 0, to_local(q, rank), q});
+    }
+    for (int b = 0; b < nodes_; ++b) {  // the same rail on other nodes: the whole node's blocks
+      if (b == a) continue;
+      const int q = b * g_ + i;
+      out.sends.push_back(Transfer{q, 0, to_rail(a, q), q});
+      out.recvs.push_back(Transfer{q, 0, to_rail(b, rank), q});
+    }
+    out.op = RecvOp::Copy;
+  }
+  // What a rank sends inside its node and out of it, the largest over ranks (received alike).
+  static std::pair<double, double> max_loads(const CollectiveSpec& s) {
+    const PxnLoadProgram p(s);
+    double intra = 0, inter = 0;
+    Step st;
+    for (int r = 0; r < s.ranks && s.ranks >= 2; ++r) {
+      st.clear();
+      p.step(r, 0, st);
+      for (const auto* list : {&st.sends, &st.recvs}) {
+        double in = 0, out = 0;
+        for (const Transfer& t : *list) (t.peer / p.g_ == r / p.g_ ? in : out) += static_cast<double>(t.bytes);
+        intra = std::max(intra, in);
+        inter = std::max(inter, out);
+      }
+    }
+    return {intra, inter};
+  }
+
+ private:
+  // Ranks per node when the group cuts into whole nodes of them, else 1 (no relay).
+  static int group_size(const CollectiveSpec& s) {
+    const int g = std::max(1, s.ranks_per_node);
+    return s.ranks % g == 0 ? g : 1;
+  }
+  // r's block for local peer q plus r's blocks for every (b, rail of q), b != node of r.
+  Bytes to_local(int r, int q) const {
+    Bytes sum = alltoall_block(spec_, r, q);
+    for (int b = 0; b < nodes_; ++b)
+      if (b != r / g_) sum += alltoall_block(spec_, r, b * g_ + q % g_);
+    return sum;
+  }
+  // The blocks of every rank of node a for rank q (on another node).
+  Bytes to_rail(int a, int q) const {
+    Bytes sum = 0;
+    for (int j = 0; j < g_; ++j) sum += alltoall_block(spec_, a * g_ + j, q);
+    return sum;
+  }
+  CollectiveSpec spec_;
+  int g_, nodes_;
+};
+
 const std::vector<CollKind> kKinds = {CollKind::AllToAll};
 
 // The largest bytes any rank sends or receives inside its node and across nodes.
@@ -71,29 +152,54 @@ Loads loads(const CollectiveSpec& s) {
   return m;
 }
 
-double cost(const CollectiveSpec& s, const CostParams& c) {
-  validate_spec(s);
-  if (s.ranks < 2) return 0.0;
+Loads pxn_loads(const CollectiveSpec& s) {
+  const auto [intra, inter] = PxnLoadProgram::max_loads(s);
+  return {intra, inter};
+}
+
+// Both algorithms' closed form, from the loads of each level.
+double level_cost(const Loads& m, const CostParams& c) {
   const Levels l = levels(c);
-  const Loads m = loads(s);
   if (m.inter == 0) return l.ai + m.intra * l.bi;  // one node
   if (m.intra == 0) return l.ae + m.inter * l.be;  // one rank per node
   if (l.separate) return std::max(l.ai + m.intra * l.bi, l.ae + m.inter * l.be);
   return std::max(l.ai, l.ae) + m.intra * l.bi + m.inter * l.be;
 }
 
-std::string explain(const CollectiveSpec& s, const CostParams& c) {
-  const Loads m = s.ranks >= 2 ? loads(s) : Loads{};
+double cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (s.ranks < 2) return 0.0;
+  return level_cost(loads(s), c);
+}
+
+double pxn_cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (s.ranks < 2) return 0.0;
+  return level_cost(pxn_loads(s), c);
+}
+
+// Explain text of either algorithm: `name`, its loads and its cost.
+std::string explain_levels(const std::string& name, const CollectiveSpec& s, const CostParams& c, const Loads& m,
+                           double ps) {
   const std::string head =
-      fmt::format("concurrent alltoall (p={}, g={} per node, n={}B{})", s.ranks, std::max(1, s.ranks_per_node), s.bytes,
+      fmt::format("{} alltoall (p={}, g={} per node, n={}B{})", name, s.ranks, std::max(1, s.ranks_per_node), s.bytes,
                   s.alltoall_bytes.empty() ? "" : ", uneven sizes: an estimate");
   const char* form = m.inter == 0         ? "a_i + S_i*b_i"
                      : m.intra == 0       ? "a_e + S_e*b_e"
                      : levels(c).separate ? "max(a_i + S_i*b_i, a_e + S_e*b_e)"
                                           : "max(a_i, a_e) + S_i*b_i + S_e*b_e";
-  return explain_text(head,
-                      fmt::format("{}, S_i/S_e = largest bytes a rank sends or receives inside / across nodes", form),
-                      fmt::format("S_i = {:.0f}B, S_e = {:.0f}B", m.intra, m.inter), cost(s, c));
+  const char* what =
+      name == "pxn" ? "inside (own blocks and relayed ones) / across nodes (its rail only)" : "inside / across nodes";
+  return explain_text(head, fmt::format("{}, S_i/S_e = largest bytes a rank sends or receives {}", form, what),
+                      fmt::format("S_i = {:.0f}B, S_e = {:.0f}B", m.intra, m.inter), ps);
+}
+
+std::string explain(const CollectiveSpec& s, const CostParams& c) {
+  return explain_levels("concurrent", s, c, s.ranks >= 2 ? loads(s) : Loads{}, cost(s, c));
+}
+
+std::string pxn_explain(const CollectiveSpec& s, const CostParams& c) {
+  return explain_levels("pxn", s, c, s.ranks >= 2 ? pxn_loads(s) : Loads{}, pxn_cost(s, c));
 }
 
 }  // namespace
@@ -103,6 +209,18 @@ Algorithm make_concurrent() {
       "concurrent",
       "all-to-all with every send posted at once (NCCL's grouped send/recv); NVLink and NICs busy together", kKinds,
       cost, explain);
+}
+
+Algorithm make_pxn() {
+  Algorithm a = basic_algorithm<ConcurrentProgram>(
+      "pxn",
+      "all-to-all as NCCL's PXN and DeepEP run it: blocks for another node go over NVLink to the GPU on the "
+      "destination's rail first, so NICs carry rail-aligned traffic only",
+      kKinds, pxn_cost, pxn_explain);
+  a.make_timing = [](const CollectiveSpec& s, const CostParams&) -> std::unique_ptr<StepProgram> {
+    return std::make_unique<PxnLoadProgram>(s);
+  };
+  return a;
 }
 
 }  // namespace meshsim::collectives
