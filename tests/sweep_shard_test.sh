@@ -78,6 +78,11 @@ if [ "$mode" = shard ]; then
   expect_error "33 of the 36 rows of shard 1/2" "$M" sweep-merge "$tmp/p0-2.jsonl" "$tmp/cut.jsonl"
   expect_error "not a sweep shard" "$M" sweep-merge "$tmp/one.jsonl"
   expect_error "cannot read" "$M" sweep-merge "$tmp/nonexistent.jsonl"
+  # started by a launcher without the MPI plugin: one line with the fix; outside one, no plugin is looked for
+  OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 MESHSIM_MPI_PLUGIN=$tmp/nonexistent.so \
+    expect_error "cannot load the MPI plugin .*apt-get install libopenmpi-dev openmpi-bin" "$M" "${args[@]}"
+  MESHSIM_MPI_PLUGIN=$tmp/nonexistent.so "$M" "${args[@]}" 2>/dev/null | cmp -s - "$tmp/one.txt" ||
+    fail "outside a launcher the MPI plugin setting changed the sweep"
   echo "PASS"
   exit 0
 fi

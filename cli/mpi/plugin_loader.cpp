@@ -36,8 +36,9 @@ std::string dl_error() {
 }
 
 Error cannot_load(const std::string& where, const std::string& why) {
-  return Error("sweep: started by an MPI launcher (" + launcher_env().variable + ") but cannot load the MPI plugin " +
-               where + ": " + why +
+  const std::string by = launcher_env().variable;
+  return Error("sweep: started by an MPI launcher" + (by.empty() ? "" : " (" + by + ")") +
+               " but cannot load the MPI plugin " + where + ": " + why +
                "; install Open MPI (apt-get install libopenmpi-dev openmpi-bin, or tools/install-deps.sh) and rebuild "
                "meshsim so libmeshsim_mpi.so is built beside it, set " +
                kMpiPluginEnv + " to its path, or set " + kMpiDisableEnv + "=0 to run the whole sweep in every rank");
