@@ -41,6 +41,7 @@ expect_error() {
 
 "$M" "${args[@]}" --csv "$tmp/one.csv" --jsonl "$tmp/one.jsonl" >"$tmp/one.txt" 2>/dev/null || fail "the single sweep"
 "$M" "${args[@]}" --json >"$tmp/one.json" || fail "the single sweep --json"
+"$M" "${args[@]}" --report "$tmp/one.html" >/dev/null 2>&1 || fail "the single sweep --report"
 grep -q "72 variants:" "$tmp/one.txt" || fail "the single sweep has no 72-variant summary"
 
 if [ "$mode" = shard ]; then
@@ -56,11 +57,13 @@ if [ "$mode" = shard ]; then
   same "$tmp/one.txt" "$tmp/m.txt" "merged 0/2+1/2 and single-process ranked output"
   same "$tmp/one.csv" "$tmp/m.csv" "merged and single-process --csv"
   same "$tmp/one.jsonl" "$tmp/m.jsonl" "merged and single-process --jsonl"
+  "$M" sweep-merge "$tmp/p0-2.jsonl" "$tmp/p1-2.jsonl" --report "$tmp/m.html" >/dev/null 2>&1 || fail "merge --report"
+  same "$tmp/one.html" "$tmp/m.html" "merged and single-process --report"
   "$M" sweep-merge "$tmp/p2-3.jsonl" "$tmp/p0-3.jsonl" "$tmp/p1-3.jsonl" --json >"$tmp/m3.json" || fail "merge 3"
   same "$tmp/one.json" "$tmp/m3.json" "merged 3 shards and single-process --json"
   head -1 "$tmp/p0-2.csv" | grep -q '^index,variant,' || fail "a shard's CSV has no index column"
   sed -n 2p "$tmp/p1-2.jsonl" | grep -q '^{"index":1,' || fail "a shard's JSON lines have no index"
-  echo "ok: --shard 0/2 + 1/2 and 0/3 + 1/3 + 2/3 merged = the single sweep (table, --csv, --jsonl, --json)"
+  echo "ok: --shard 0/2 + 1/2 and 0/3 + 1/3 + 2/3 merged = the single sweep (table, --csv, --jsonl, --json, --report)"
   # bad --shard values
   expect_error "is not K/N" "$M" "${args[@]}" --shard 1 --jsonl "$tmp/x.jsonl"
   expect_error "is not K/N" "$M" "${args[@]}" --shard -1/2 --jsonl "$tmp/x.jsonl"
@@ -103,12 +106,14 @@ same "$tmp/one.csv" "$tmp/r2.csv" "mpirun -np 2 and single-process --csv"
 same "$tmp/one.jsonl" "$tmp/r2.jsonl" "mpirun -np 2 and single-process --jsonl"
 run -np 3 "$M" "${args[@]}" --json >"$tmp/r3.json" 2>"$tmp/r3.err" || { cat "$tmp/r3.err"; fail "mpirun -np 3"; }
 same "$tmp/one.json" "$tmp/r3.json" "mpirun -np 3 and single-process --json"
+run -np 2 "$M" "${args[@]}" --report "$tmp/r2.html" >/dev/null 2>&1 || fail "mpirun -np 2 --report"
+same "$tmp/one.html" "$tmp/r2.html" "mpirun -np 2 and single-process --report"
 # a shard under mpirun: the same shard file as one process writes
 "$M" "${args[@]}" --shard 1/2 --jsonl "$tmp/s1.jsonl" >"$tmp/s1.txt" 2>/dev/null
 run -np 2 "$M" "${args[@]}" --shard 1/2 --jsonl "$tmp/s1r.jsonl" >"$tmp/s1r.txt" 2>/dev/null || fail "mpirun --shard"
 same "$tmp/s1.jsonl" "$tmp/s1r.jsonl" "mpirun -np 2 --shard 1/2 and single-process --shard 1/2 files"
 same "$tmp/s1.txt" "$tmp/s1r.txt" "mpirun -np 2 --shard 1/2 and single-process --shard 1/2 output"
-echo "ok: mpirun -np 2 and -np 3 = the single sweep (table, --csv, --jsonl, --json, --shard)"
+echo "ok: mpirun -np 2 and -np 3 = the single sweep (table, --csv, --jsonl, --json, --report, --shard)"
 expect_error "K counts from 0" "${MPI[@]}" -np 2 "$M" "${args[@]}" --shard 5/2 --jsonl "$tmp/x.jsonl"
 expect_error "--csv: cannot write" "${MPI[@]}" -np 2 "$M" "${args[@]}" --csv "$tmp/no/such/dir/x.csv"
 MESHSIM_MPI_PLUGIN=$tmp/nonexistent.so expect_error "cannot load the MPI plugin" "${MPI[@]}" -np 2 "$M" "${args[@]}"
