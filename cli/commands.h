@@ -31,6 +31,7 @@ Run add_algorithms_command(CLI::App& app);
 Run add_simulate_command(CLI::App& app);
 Run add_memory_command(CLI::App& app);
 Run add_sweep_command(CLI::App& app);
+Run add_sweep_merge_command(CLI::App& app);          // `meshsim sweep-merge SHARD.jsonl...`
 Run add_run_commands(CLI::App& app, Run* validate);  // `run` (returned) and `validate`
 // `meshsim launch` from inside: starts nprocs ranks of command; returns the exit code.
 int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s);

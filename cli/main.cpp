@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   meshsim::cli::Run simulate = meshsim::cli::add_simulate_command(app);
   meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
   meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
+  meshsim::cli::Run sweep_merge = meshsim::cli::add_sweep_merge_command(app);
   meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
   meshsim::cli::Run calibrate = meshsim::cli::add_calibrate_command(app);
   meshsim::cli::Run check_published = meshsim::cli::add_check_published_command(app);
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("simulate")) return simulate();
     if (app.got_subcommand("memory")) return memory();
     if (app.got_subcommand("sweep")) return sweep();
+    if (app.got_subcommand("sweep-merge")) return sweep_merge();
     if (app.got_subcommand("launch")) return launch();
     if (app.got_subcommand("calibrate")) return calibrate();
     if (app.got_subcommand("check-published")) return check_published();

@@ -1,5 +1,6 @@
 // meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--jsonl FILE]
-//   [--report FILE.html] [--json]
+//   [--report FILE.html] [--json] [--shard K/N]
+// meshsim sweep-merge SHARD.jsonl... [--csv FILE] [--jsonl FILE] [--report FILE.html] [--json]
 //
 // Every combination of the --vary values is one variant: the scenario with those --set
 // assignments, simulated on oneTBB workers. A variant is made from its index when a worker
@@ -9,7 +10,16 @@
 // before it), so a long sweep leaves its results on disk as it goes and the files have the
 // same bytes for any --jobs. The ranked table (layouts that fit, by tokens/s; then those
 // that do not fit; then invalid ones) and a summary line close the run.
+//
+// Beyond one machine: --shard K/N (K from 0 to N-1) runs the variants whose index i has
+// i % N == K; its --jsonl starts with a header line naming the shard and a hash of the sweep
+// definition (scenario file bytes, --set, --fidelity, --profile, --vary), and each row carries
+// its index. sweep-merge checks the shards belong together (one definition, every K once, every
+// row there) and prints exactly what the whole sweep prints. Under a launcher (mpirun, srun:
+// cli/mpi/plugin.h) the variants are dealt to the ranks in rounds, each round's rows gathered
+// on rank 0, which writes the files and the ranked output: the same bytes as one process.
 #include <fmt/format.h>
+#include <sched.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -19,13 +29,19 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
+#include <thread>
 
 #include "cli/commands.h"
+#include "cli/mpi/plugin.h"
 #include "cli/scenario_flags.h"
 #include "core/error.h"
 #include "report/html_report.h"
@@ -58,12 +74,52 @@ Vary parse_vary(const std::string& text) {
   return v;
 }
 
-struct SweepFlags : ScenarioFlags {
-  std::vector<std::string> vary;
-  int jobs = 0;
+// What a sweep and a merge print and write.
+struct OutputFlags {
   std::string csv, jsonl, report;
   bool json = false;
 };
+
+struct SweepFlags : ScenarioFlags, OutputFlags {
+  std::vector<std::string> vary;
+  int jobs = 0;
+  std::string shard;
+};
+
+// --shard K/N: K counts from 0 to N-1 (like Slurm's --array=0-(N-1) task ids).
+struct Shard {
+  long k = 0, n = 1;
+  bool active = false;
+  std::string text() const { return fmt::format("{}/{}", k, n); }
+  // How many of `size` variants this shard has (i % n == k).
+  long count(long size) const { return k < size ? (size - k + n - 1) / n : 0; }
+};
+
+Shard parse_shard(const std::string& text) {
+  Shard s;
+  if (text.empty()) return s;
+  const auto slash = text.find('/');
+  long k = -1, n = -1;
+  auto num = [](const std::string& t, long& out) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return ec == std::errc() && end == t.data() + t.size() && !t.empty();
+  };
+  if (slash == std::string::npos || !num(text.substr(0, slash), k) || !num(text.substr(slash + 1), n) || k < 0)
+    throw Error(
+        fmt::format("--shard: '{}' is not K/N; write e.g. --shard 0/4 (K counts from 0 to N-1; in a Slurm job array "
+                    "--array=0-3 with --shard $SLURM_ARRAY_TASK_ID/4)",
+                    text));
+  if (n < 1) throw Error(fmt::format("--shard {}: N must be at least 1; write e.g. --shard 0/4", text));
+  if (k >= n)
+    throw Error(
+        fmt::format("--shard {}: K counts from 0, so it must be 0..{}; use --shard 0/{} .. {}/{} (Slurm: "
+                    "--array=0-{})",
+                    text, n - 1, n, n - 1, n, n - 1));
+  s.k = k;
+  s.n = n;
+  s.active = true;
+  return s;
+}
 
 // The most variants one sweep runs (a row of each is kept for the ranked table).
 constexpr long kMaxSweepVariants = 1 << 20;
@@ -169,21 +225,80 @@ std::string row_csv(const Row& v) {
                      v.mfu, v.hfu, v.peak, v.fits ? "yes" : "no");
 }
 
-// The streamed files: rows arrive in any order from the workers and leave in variant order.
+// A shard's definition: a hash of what decides the variant list and each variant's result
+// (the scenario file's bytes, --set, --fidelity, --profile and the --vary lists), so
+// sweep-merge refuses shards of different sweeps.
+std::string definition_hash(const SweepFlags& f, const Sweep& sweep) {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  auto add = [&h](const std::string& text) {
+    for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ 0xffu) * 1099511628211ull;  // a separator no text ends with
+  };
+  add("meshsim sweep 1");
+  if (f.file.empty()) {
+    add("<built-in default>");
+  } else {
+    std::ifstream in(f.file, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    add(bytes.str());
+  }
+  for (const auto& s : f.sets) add("--set " + s);
+  add("--fidelity " + f.fidelity);
+  add("--profile " + f.profile);
+  for (const Vary& v : sweep.varies()) {
+    add("--vary " + v.path);
+    for (const auto& x : v.values) add(x);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// The first line of a shard's --jsonl: all sweep-merge needs besides the rows.
+nlohmann::ordered_json shard_header(const Shard& shard, const std::string& definition, const std::string& source,
+                                    const Sweep& sweep) {
+  nlohmann::ordered_json vary = nlohmann::ordered_json::array();
+  for (const Vary& v : sweep.varies()) vary.push_back({{"path", v.path}, {"values", v.values}});
+  nlohmann::ordered_json h;
+  h["shard"] = shard.text();
+  h["definition"] = definition;
+  h["variants"] = sweep.size();
+  h["rows"] = shard.count(sweep.size());
+  h["scenario"] = source;
+  h["vary"] = std::move(vary);
+  return {{"meshsim_sweep_shard", std::move(h)}};
+}
+
+// The streamed files: rows arrive in any order from the workers and leave in order of their
+// position in this run (the variant order; a shard's variants in theirs). A shard's files
+// also carry each row's variant index (and the JSON lines the exact iteration time).
 class OrderedFiles {
  public:
-  OrderedFiles(const std::string& csv, const std::string& jsonl) {
+  OrderedFiles(const std::string& csv, const std::string& jsonl, const nlohmann::ordered_json* shard_header = nullptr)
+      : shard_(shard_header != nullptr) {
     open(csv_, csv, "--csv");
     open(jsonl_, jsonl, "--jsonl");
-    if (csv_) csv_ << "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error\n";
+    if (csv_)
+      csv_ << (shard_ ? "index," : "") << "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error\n";
+    if (jsonl_ && shard_) jsonl_ << shard_header->dump() << "\n" << std::flush;
   }
-  void add(const Row& row) {
+  // `pos`: the row's position in this run, 0, 1, 2, ...
+  void add(long pos, const Row& row) {
     if (!csv_.is_open() && !jsonl_.is_open()) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_.emplace(row.index, &row);
+    pending_.emplace(pos, &row);
     for (auto it = pending_.begin(); it != pending_.end() && it->first == next_; it = pending_.erase(it), ++next_) {
-      if (csv_.is_open()) csv_ << row_csv(*it->second);
-      if (jsonl_.is_open()) jsonl_ << row_json(*it->second).dump() << "\n";
+      const Row& r = *it->second;
+      if (csv_.is_open()) csv_ << (shard_ ? std::to_string(r.index) + "," : "") << row_csv(r);
+      if (jsonl_.is_open()) {
+        if (shard_) {
+          nlohmann::ordered_json j{{"index", r.index}};
+          j.update(row_json(r));
+          if (r.valid) j["iteration_ps"] = r.iteration.ps();
+          jsonl_ << j.dump() << "\n";
+        } else {
+          jsonl_ << row_json(r).dump() << "\n";
+        }
+      }
     }
     if (pending_.empty()) {  // everything so far is on disk
       csv_.flush();
@@ -197,6 +312,7 @@ class OrderedFiles {
     out.open(path, std::ios::binary);
     if (!out) throw Error(fmt::format("{}: cannot write '{}'; check the directory exists and is writable", flag, path));
   }
+  bool shard_;
   std::ofstream csv_, jsonl_;
   std::mutex mutex_;
   std::map<long, const Row*> pending_;  // finished, waiting for an earlier variant
@@ -207,9 +323,9 @@ class OrderedFiles {
 class Progress {
  public:
   explicit Progress(long total) : total_(total), tty_(isatty(STDERR_FILENO) != 0) {}
-  void tick() {
-    const long d = ++done_;
-    if (!tty_) return;
+  void tick(long n = 1) {
+    const long d = done_ += n;
+    if (!tty_ || total_ == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double eta = d > 0 ? secs / static_cast<double>(d) * static_cast<double>(total_ - d) : 0;
@@ -229,20 +345,120 @@ class Progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, const Sweep& sweep) {
+// This process's part of the MPI world (size 1, no plugin: not under a launcher).
+struct Ranks {
+  const MeshsimMpiPlugin* mpi = nullptr;
+  int rank = 0, size = 1, local = 1;
+};
+
+// The variants of this run: indices first + step * pos for pos in [0, count) (a shard's, or all).
+struct Part {
+  long first = 0, step = 1, count = 0;
+  long index(long pos) const { return first + step * pos; }
+};
+
+// A row on the wire between ranks: its index and figures (rank 0 rebuilds the assignments from
+// the index). Host byte order: every rank runs the same build.
+template <class T>
+void put(std::string& out, const T& x) {
+  out.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+template <class T>
+T take(const std::string& in, std::size_t& at) {
+  T x{};
+  if (at + sizeof x > in.size()) throw Error("sweep: a rank sent a truncated row; rebuild every rank from one tree");
+  std::memcpy(&x, in.data() + at, sizeof x);
+  at += sizeof x;
+  return x;
+}
+void encode(std::string& out, const Row& r) {
+  put<std::int64_t>(out, r.index);
+  put<std::uint8_t>(out, r.valid ? 1 : 0);
+  put<std::uint8_t>(out, r.fits ? 1 : 0);
+  put<std::int32_t>(out, r.gpus);
+  put<std::int64_t>(out, r.iteration.ps());
+  put<double>(out, r.tokens_per_s);
+  put<double>(out, r.mfu);
+  put<double>(out, r.hfu);
+  put<std::int64_t>(out, r.peak);
+  put<std::uint64_t>(out, r.error.size());
+  out += r.error;
+}
+Row decode(const std::string& in, std::size_t& at, const Sweep& sweep) {
+  Row r;
+  r.index = take<std::int64_t>(in, at);
+  r.valid = take<std::uint8_t>(in, at) != 0;
+  r.fits = take<std::uint8_t>(in, at) != 0;
+  r.gpus = take<std::int32_t>(in, at);
+  r.iteration = Time::from_ps(take<std::int64_t>(in, at));
+  r.tokens_per_s = take<double>(in, at);
+  r.mfu = take<double>(in, at);
+  r.hfu = take<double>(in, at);
+  r.peak = take<std::int64_t>(in, at);
+  const auto n = take<std::uint64_t>(in, at);
+  if (at + n > in.size()) throw Error("sweep: a rank sent a truncated row; rebuild every rank from one tree");
+  r.error = in.substr(at, n);
+  at += n;
+  r.sets = sweep.sets(r.index);
+  for (const auto& s : r.sets) r.label += (r.label.empty() ? "" : " ") + s;
+  return r;
+}
+
+// Each rank takes this many positions per round; a round's rows meet on rank 0 before the next.
+constexpr long kRoundPerRank = 4096;
+
+// Simulates `part` (rows in position order). With several ranks, every rank simulates its
+// share of each round and rank 0 gets the rows (the other ranks return nothing).
+std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, const Sweep& sweep, const Part& part,
+                              const Ranks& ranks, OrderedFiles& files) {
   std::optional<tbb::global_control> limit;
-  if (f.jobs > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(f.jobs));
+  int jobs = f.jobs;
+  if (jobs <= 0 && ranks.local > 1) {
+    // Ranks sharing a node share its cores, unless the launcher already bound each to its own.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    const int all = static_cast<int>(std::thread::hardware_concurrency());
+    if (mine >= all) jobs = std::max(1, all / ranks.local);
+  }
+  if (jobs > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(jobs));
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   tbb::enumerable_thread_specific<ClusterCache> clusters;  // topologies and routes, per worker
-  std::vector<Row> rows(static_cast<std::size_t>(sweep.size()));
-  OrderedFiles files(f.csv, f.jsonl);
-  Progress progress(sweep.size());
-  tbb::parallel_for(0L, sweep.size(), [&](long i) {
-    Row& row = rows[static_cast<std::size_t>(i)];
-    row = simulate_variant(base, sweep, i, registry, clusters.local());
-    files.add(row);
-    progress.tick();
-  });
+  std::vector<Row> rows(ranks.rank == 0 ? static_cast<std::size_t>(part.count) : 0);
+  Progress progress(ranks.rank == 0 ? part.count : 0);
+  if (ranks.mpi == nullptr) {
+    tbb::parallel_for(0L, part.count, [&](long pos) {
+      Row& row = rows[static_cast<std::size_t>(pos)];
+      row = simulate_variant(base, sweep, part.index(pos), registry, clusters.local());
+      files.add(pos, row);
+      progress.tick();
+    });
+    return rows;
+  }
+  const long round = kRoundPerRank * ranks.size;
+  for (long begin = 0; begin < part.count; begin += round) {
+    const long end = std::min(part.count, begin + round);
+    // This rank's positions of the round: begin + rank, + size, ...
+    const long first = begin + ranks.rank;
+    const long mine = first < end ? (end - first + ranks.size - 1) / ranks.size : 0;
+    std::vector<Row> local(static_cast<std::size_t>(mine));
+    tbb::parallel_for(0L, mine, [&](long k) {
+      local[static_cast<std::size_t>(k)] =
+          simulate_variant(base, sweep, part.index(first + k * ranks.size), registry, clusters.local());
+    });
+    std::string bytes;
+    for (const Row& r : local) encode(bytes, r);
+    const std::vector<std::string> all = ranks.mpi->gather(bytes);
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      std::size_t at = 0;
+      for (long pos = begin + static_cast<long>(r); at < all[r].size(); pos += ranks.size)
+        rows[static_cast<std::size_t>(pos)] = decode(all[r], at, sweep);
+    }
+    if (ranks.rank == 0) {
+      for (long pos = begin; pos < end; ++pos) files.add(pos, rows[static_cast<std::size_t>(pos)]);
+      progress.tick(end - begin);
+    }
+  }
   return rows;
 }
 
@@ -327,16 +543,12 @@ void add_plot(HtmlReport& h, const Sweep& sweep, const std::vector<Row>& rows) {
   }
 }
 
-int run_sweep(const SweepFlags& f) {
-  std::vector<Vary> vs;
-  for (const auto& v : f.vary) vs.push_back(parse_vary(v));
-  if (vs.empty()) throw Error("--vary: a sweep needs at least one --vary path=v1,v2,...");
-  const ScenarioNode base = f.node();
-  if (base.is_workload()) require_training(base.resolve(), "sweep");
-  const Sweep sweep(std::move(vs));
-  const std::vector<Row> rows = run_variants(f, base, sweep);
-  if (!f.csv.empty()) say_wrote(f.csv, fmt::format("CSV, {} variants", sweep.size()));
-  if (!f.jsonl.empty()) say_wrote(f.jsonl, fmt::format("JSON lines, {} variants", sweep.size()));
+// What closes a sweep (and a merge): the files named, the ranked table or --json, the report.
+// `rows` in variant order; `jsonl_what` says what the --jsonl holds.
+void finish(const OutputFlags& f, const std::string& source, const Sweep& sweep, const std::vector<Row>& rows,
+            const std::string& jsonl_what) {
+  if (!f.csv.empty()) say_wrote(f.csv, fmt::format("CSV, {} variants", rows.size()));
+  if (!f.jsonl.empty()) say_wrote(f.jsonl, fmt::format("{}, {} variants", jsonl_what, rows.size()));
   const std::vector<const Row*> order = ranked(rows);
   const auto table = ranked_table(order);
   if (f.json) {
@@ -351,15 +563,243 @@ int run_sweep(const SweepFlags& f) {
     print_text(table);
     std::cout << summary(order);
   }
+  std::cout << std::flush;
   if (!f.report.empty()) {
     HtmlReport h;
-    h.title = "meshsim sweep: " + base.source();
-    h.summary = {{"scenario", base.source()}, {"variants", std::to_string(sweep.size())}};
+    h.title = "meshsim sweep: " + source;
+    h.summary = {{"scenario", source}, {"variants", std::to_string(rows.size())}};
     h.table = table;
     add_plot(h, sweep, rows);
     write_html_report(h, f.report);
     say_wrote(f.report, "HTML report");
   }
+}
+
+// The sweep in this process, one of `ranks`. Errors before the variants run (the same on
+// every rank, or one rank's files) are agreed on first, so no rank waits for one that quit.
+int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
+  std::optional<ScenarioNode> base;
+  std::optional<Sweep> sweep;
+  Shard shard;
+  std::optional<nlohmann::ordered_json> header;
+  std::optional<OrderedFiles> files;
+  std::string error;
+  try {
+    std::vector<Vary> vs;
+    for (const auto& v : f.vary) vs.push_back(parse_vary(v));
+    if (vs.empty()) throw Error("--vary: a sweep needs at least one --vary path=v1,v2,...");
+    shard = parse_shard(f.shard);
+    if (shard.active && f.jsonl.empty())
+      throw Error(
+          fmt::format("--shard {}: a shard writes its rows for sweep-merge to --jsonl; add --jsonl "
+                      "shard-{}.jsonl",
+                      f.shard, shard.k));
+    base.emplace(f.node());
+    if (base->is_workload()) require_training(base->resolve(), "sweep");
+    sweep.emplace(std::move(vs));
+    if (shard.active) header = shard_header(shard, definition_hash(f, *sweep), base->source(), *sweep);
+    if (ranks.rank == 0)
+      files.emplace(f.csv, f.jsonl, header ? &*header : nullptr);
+    else
+      files.emplace("", "");
+  } catch (const Error& e) {
+    if (ranks.mpi == nullptr) throw;
+    error = e.what();
+  } catch (const std::exception& e) {
+    if (ranks.mpi == nullptr) throw;
+    error = std::string("internal error: ") + e.what() + " (please report this)";
+  }
+  if (ranks.mpi != nullptr) {
+    const std::vector<std::string> errors = ranks.mpi->all_gather(error);
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+      if (errors[r].empty()) continue;
+      // Rank 0 says it before MPI_Finalize, whose fence keeps the others from exiting first
+      // (the launcher would kill rank 0 before it printed).
+      if (ranks.rank == 0)
+        std::fprintf(stderr, "meshsim: error: %s\n",
+                     (r == 0 ? errors[r] : fmt::format("rank {}: {}", r, errors[r])).c_str());
+      ranks.mpi->finalize();
+      return 2;
+    }
+  } else if (!error.empty()) {
+    throw Error(error);
+  }
+  const Part part{shard.k, shard.n, shard.count(sweep->size())};
+  std::vector<Row> rows;
+  try {
+    rows = run_variants(f, *base, *sweep, part, ranks, *files);
+  } catch (const std::exception& e) {
+    if (ranks.mpi == nullptr) throw;
+    // One rank cannot go on: end them all rather than leave the others waiting.
+    std::fprintf(stderr, "meshsim: error: rank %d: %s\n", ranks.rank, e.what());
+    ranks.mpi->abort(3);
+  }
+  if (ranks.mpi != nullptr) ranks.mpi->finalize();
+  if (ranks.rank != 0) return 0;
+  files.reset();  // closed before they are named
+  finish(f, base->source(), *sweep, rows, shard.active ? "JSON lines, shard " + shard.text() : "JSON lines");
+  return 0;
+}
+
+// Under a launcher: load the MPI plugin and join the world; else the single-process sweep.
+int run_sweep(const SweepFlags& f) {
+  const mpi::Launcher launcher = mpi::launcher_env();
+  if (!launcher.active) return run_sweep_ranks(f, Ranks{});
+  Ranks ranks;
+  try {
+    ranks.mpi = &mpi::mpi_plugin();
+  } catch (const Error&) {
+    if (launcher.rank == 0) throw;
+    // Every rank fails alike; rank 0 says it. The others wait a moment, so the launcher does
+    // not kill rank 0 (on their exit code) before it has.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    return 2;
+  }
+  if (const std::string e = ranks.mpi->init(&ranks.rank, &ranks.size, &ranks.local); !e.empty()) {
+    if (launcher.rank != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      return 2;
+    }
+    throw Error(fmt::format("sweep: MPI ({}): {}; check that mpirun and libmeshsim_mpi.so come from the same MPI",
+                            ranks.mpi->library(), e));
+  }
+  return run_sweep_ranks(f, ranks);
+}
+
+// --- sweep-merge ---------------------------------------------------------------------------
+
+struct MergeFlags : OutputFlags {
+  std::vector<std::string> shards;
+};
+
+// One shard file as read: its header and rows.
+struct ShardFile {
+  std::string path;
+  Shard shard;
+  std::string definition;
+  long variants = 0, rows = 0;
+  std::string source;
+  nlohmann::json vary;
+};
+
+Row parse_row(const nlohmann::json& j, const Sweep& sweep) {
+  Row r;
+  r.index = j.at("index").get<long>();
+  r.sets = sweep.sets(r.index);
+  for (const auto& s : r.sets) r.label += (r.label.empty() ? "" : " ") + s;
+  if (j.contains("error")) {
+    r.error = j.at("error").get<std::string>();
+    return r;
+  }
+  r.valid = true;
+  r.gpus = j.at("gpus").get<int>();
+  r.iteration = Time::from_ps(j.at("iteration_ps").get<std::int64_t>());
+  r.tokens_per_s = j.at("tokens_per_s").get<double>();
+  r.mfu = j.at("mfu").get<double>();
+  r.hfu = j.at("hfu").get<double>();
+  r.peak = j.at("peak_bytes").get<Bytes>();
+  r.fits = j.at("fits").get<bool>();
+  return r;
+}
+
+int run_merge(const MergeFlags& f) {
+  const std::string fix = "write each shard with meshsim sweep ... --shard K/N --jsonl FILE";
+  std::vector<ShardFile> files;
+  std::vector<std::ifstream> streams;
+  for (const std::string& path : f.shards) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("sweep-merge: cannot read '{}'; check the path", path));
+    std::string line;
+    ShardFile s{path, {}, {}, 0, 0, {}, {}};
+    try {
+      if (!std::getline(in, line)) throw std::runtime_error("empty file");
+      const nlohmann::json h = nlohmann::json::parse(line).at("meshsim_sweep_shard");
+      s.shard = parse_shard(h.at("shard").get<std::string>());
+      s.definition = h.at("definition").get<std::string>();
+      s.variants = h.at("variants").get<long>();
+      s.rows = h.at("rows").get<long>();
+      s.source = h.at("scenario").get<std::string>();
+      s.vary = h.at("vary");
+    } catch (const std::exception&) {
+      throw Error(
+          fmt::format("sweep-merge: '{}' is not a sweep shard (its first line is no meshsim_sweep_shard "
+                      "header); {}",
+                      path, fix));
+    }
+    files.push_back(std::move(s));
+    streams.push_back(std::move(in));
+  }
+  const ShardFile& first = files.front();
+  std::map<long, const ShardFile*> seen;
+  for (const ShardFile& s : files) {
+    if (s.definition != first.definition || s.variants != first.variants)
+      throw Error(
+          fmt::format("sweep-merge: '{}' and '{}' are shards of different sweeps (definitions {} and {}); "
+                      "merge shards of one sweep, run with the same scenario, --set, --fidelity and --vary",
+                      first.path, s.path, first.definition, s.definition));
+    if (s.shard.n != first.shard.n)
+      throw Error(
+          fmt::format("sweep-merge: '{}' is shard {} but '{}' is shard {}; merge the shards of one --shard "
+                      "K/N split",
+                      first.path, first.shard.text(), s.path, s.shard.text()));
+    if (const auto [it, fresh] = seen.emplace(s.shard.k, &s); !fresh)
+      throw Error(fmt::format("sweep-merge: '{}' and '{}' are both shard {}; pass each shard once", it->second->path,
+                              s.path, s.shard.text()));
+  }
+  std::string missing;
+  for (long k = 0; k < first.shard.n; ++k)
+    if (seen.find(k) == seen.end()) missing += fmt::format("{}{}/{}", missing.empty() ? "" : ", ", k, first.shard.n);
+  if (!missing.empty())
+    throw Error(
+        fmt::format("sweep-merge: shard{} {} {} missing; pass all {} shards (run meshsim sweep ... --shard "
+                    "K/{} --jsonl FILE for each missing K)",
+                    missing.find(',') == std::string::npos ? "" : "s", missing,
+                    missing.find(',') == std::string::npos ? "is" : "are", first.shard.n, first.shard.n));
+  std::vector<Vary> vs;
+  for (const auto& v : first.vary)
+    vs.push_back({v.at("path").get<std::string>(), v.at("values").get<std::vector<std::string>>()});
+  const Sweep sweep(std::move(vs));
+  if (sweep.size() != first.variants)
+    throw Error(fmt::format("sweep-merge: '{}' has a damaged header ({} variants but its --vary lists make {}); {}",
+                            first.path, first.variants, sweep.size(), fix));
+  std::vector<Row> rows(static_cast<std::size_t>(sweep.size()));
+  std::vector<char> have(rows.size(), 0);
+  for (std::size_t n = 0; n < files.size(); ++n) {
+    const ShardFile& s = files[n];
+    std::string line;
+    long count = 0, lineno = 1;
+    while (std::getline(streams[n], line)) {
+      ++lineno;
+      if (line.empty()) continue;
+      Row r;
+      try {
+        r = parse_row(nlohmann::json::parse(line), sweep);
+      } catch (const std::exception&) {
+        throw Error(
+            fmt::format("sweep-merge: '{}' line {} is not a shard row (cut short or edited?); rerun "
+                        "meshsim sweep ... --shard {}",
+                        s.path, lineno, s.shard.text()));
+      }
+      if (r.index < 0 || r.index >= sweep.size() || r.index % s.shard.n != s.shard.k || have[r.index])
+        throw Error(
+            fmt::format("sweep-merge: '{}' line {} has variant {}, which is not one of shard {}'s or comes "
+                        "twice; rerun meshsim sweep ... --shard {}",
+                        s.path, lineno, r.index, s.shard.text(), s.shard.text()));
+      have[r.index] = 1;
+      rows[static_cast<std::size_t>(r.index)] = std::move(r);
+      ++count;
+    }
+    if (count != s.rows)
+      throw Error(
+          fmt::format("sweep-merge: '{}' has {} of the {} rows of shard {} (the run was cut short?); rerun "
+                      "meshsim sweep ... --shard {}",
+                      s.path, count, s.rows, s.shard.text(), s.shard.text()));
+  }
+  {
+    OrderedFiles out(f.csv, f.jsonl);
+    for (std::size_t i = 0; i < rows.size(); ++i) out.add(static_cast<long>(i), rows[i]);
+  }
+  finish(f, first.source, sweep, rows, "JSON lines");
   return 0;
 }
 
@@ -374,7 +814,9 @@ Run add_sweep_command(CLI::App& app) {
       "m.csv\n"
       "  meshsim sweep examples/scenarios/summa-vs-megatron.yaml --vary placement=natural,bunched:2x2 \\\n"
       "      --vary parallel.micro_batch_size=8,16,24 --report sweep.html\n"
-      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --vary parallel.pp=1,2,4 --jsonl rows.jsonl --json");
+      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --vary parallel.pp=1,2,4 --jsonl rows.jsonl --json\n"
+      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --shard 0/2 --jsonl part0.jsonl   # then sweep-merge\n"
+      "  mpirun -np 4 meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --csv all.csv   # ranks share the variants");
   f->add(c, true);
   c->add_option("--vary", f->vary, "path=v1,v2,... (use | between values that contain commas), repeatable")->required();
   c->add_option("--fidelity", f->fidelity, "formula, flow or nccl for every variant");
@@ -383,7 +825,26 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--jsonl", f->jsonl, "write every variant as a JSON line, in variant order, while the sweep runs");
   c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
   c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  c->add_option("--shard", f->shard,
+                "K/N: run only the variants i with i % N == K (K from 0 to N-1; needs --jsonl), then sweep-merge "
+                "the N files");
   return [f] { return run_sweep(*f); };
+}
+
+Run add_sweep_merge_command(CLI::App& app) {
+  auto f = std::make_shared<MergeFlags>();
+  CLI::App* c = app.add_subcommand("sweep-merge", "merge the --jsonl files of sweep --shard K/N runs, ranked");
+  c->footer(
+      "Examples:\n"
+      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --shard 0/2 --jsonl part0.jsonl\n"
+      "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --shard 1/2 --jsonl part1.jsonl\n"
+      "  meshsim sweep-merge part0.jsonl part1.jsonl --csv all.csv   # prints what the whole sweep prints");
+  c->add_option("shards", f->shards, "the shards' --jsonl files, every K of one K/N split once")->required();
+  c->add_option("--csv", f->csv, "write every variant as CSV, in variant order (as sweep --csv)");
+  c->add_option("--jsonl", f->jsonl, "write every variant as a JSON line, in variant order (as sweep --jsonl)");
+  c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
+  c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  return [f] { return run_merge(*f); };
 }
 
 }  // namespace meshsim::cli

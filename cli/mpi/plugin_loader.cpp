@@ -1,0 +1,116 @@
+// The main side of the MPI plugin seam (plugin.h): see whether a launcher started this
+// process, find libmeshsim_mpi.so, dlopen() it, check its ABI version. Nothing here links or
+// includes MPI.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/mpi/plugin.h"
+#include "core/error.h"
+
+namespace meshsim::cli::mpi {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string self_exe() {
+  std::string buf(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) return "";
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+std::string dl_error() {
+  const char* e = ::dlerror();
+  std::string s = e == nullptr ? "unknown dlopen error" : e;
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+Error cannot_load(const std::string& where, const std::string& why) {
+  const std::string by = launcher_env().variable;
+  return Error("sweep: started by an MPI launcher" + (by.empty() ? "" : " (" + by + ")") +
+               " but cannot load the MPI plugin " + where + ": " + why +
+               "; install Open MPI (apt-get install libopenmpi-dev openmpi-bin, or tools/install-deps.sh) and rebuild "
+               "meshsim so libmeshsim_mpi.so is built beside it, set " +
+               kMpiPluginEnv + " to its path, or set " + kMpiDisableEnv + "=0 to run the whole sweep in every rank");
+}
+
+const MeshsimMpiPlugin& load(const std::string& path, const std::string& where) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) throw cannot_load(where, dl_error());
+  ::dlerror();
+  void* sym = ::dlsym(handle, kMpiPluginSymbol);
+  if (sym == nullptr) throw cannot_load(where, std::string("not a meshsim MPI plugin (no ") + kMpiPluginSymbol + ")");
+  const auto entry = reinterpret_cast<const MeshsimMpiPlugin* (*)(int)>(sym);
+  const MeshsimMpiPlugin* table = entry(kMpiPluginAbi);
+  if (table == nullptr) throw cannot_load(where, std::string(kMpiPluginSymbol) + " returned no table");
+  if (table->abi_version != kMpiPluginAbi)
+    throw Error("sweep: the MPI plugin " + path + " has ABI version " + std::to_string(table->abi_version) +
+                ", this meshsim needs " + std::to_string(kMpiPluginAbi) +
+                "; rebuild meshsim and the plugin from one tree, or set " + kMpiPluginEnv + " to the matching plugin");
+  return *table;
+}
+
+std::optional<int> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0') return std::nullopt;
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Launcher launcher_env() {
+  Launcher l;
+  const char* off = std::getenv(kMpiDisableEnv);
+  if (off != nullptr && std::string(off) == "0") return l;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (const char* x = std::getenv(v); x != nullptr && *x != '\0') {
+      l.active = true;
+      l.variable = std::string(v) + "=" + x;
+      break;
+    }
+  }
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const auto r = env_int(v)) {
+      l.rank = *r;
+      break;
+    }
+  return l;
+}
+
+std::vector<std::string> mpi_plugin_candidates(const char* env, const std::string& exe) {
+  if (env != nullptr && *env != '\0') return {env};
+  const fs::path dir = exe.empty() ? fs::current_path() : fs::path(exe).parent_path();
+  return {(dir / kMpiPluginFile).string(), (dir.parent_path() / "lib" / kMpiPluginFile).string()};
+}
+
+const MeshsimMpiPlugin& load_mpi_plugin(const std::string& path) { return load(path, path); }
+
+const MeshsimMpiPlugin& mpi_plugin() {
+  static std::mutex mu;
+  static const MeshsimMpiPlugin* table = nullptr;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (table != nullptr) return *table;
+  const std::vector<std::string> candidates = mpi_plugin_candidates(std::getenv(kMpiPluginEnv), self_exe());
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    if (fs::exists(c, ec)) return *(table = &load(c, c));
+  }
+  std::string where = candidates.front();
+  for (std::size_t k = 1; k < candidates.size(); ++k) where += " (nor " + candidates[k] + ")";
+  return *(table = &load(candidates.front(), where));
+}
+
+}  // namespace meshsim::cli::mpi
