@@ -1,5 +1,5 @@
-// meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--jobs N] [--csv FILE] [--jsonl FILE]
-//   [--report FILE.html] [--json] [--shard K/N]
+// meshsim sweep SCENARIO.yaml --vary path=v1,v2 ... [--set ...] [--where EXPR] [--jobs N] [--csv FILE]
+//   [--jsonl FILE] [--report FILE.html] [--json] [--shard K/N]
 // meshsim sweep-merge SHARD.jsonl... [--csv FILE] [--jsonl FILE] [--report FILE.html] [--json]
 //
 // Every combination of the --vary values is one variant: the scenario with those --set
@@ -43,6 +43,7 @@
 #include "cli/commands.h"
 #include "cli/mpi/plugin.h"
 #include "cli/scenario_flags.h"
+#include "cli/sweep_where.h"
 #include "core/error.h"
 #include "report/html_report.h"
 #include "report/training_report.h"
@@ -84,6 +85,7 @@ struct SweepFlags : ScenarioFlags, OutputFlags {
   std::vector<std::string> vary;
   int jobs = 0;
   std::string shard;
+  std::string where;
 };
 
 // --shard K/N: K counts from 0 to N-1 (like Slurm's --array=0-(N-1) task ids).
@@ -136,6 +138,9 @@ struct Row {
   double tokens_per_s = 0, mfu = 0, hfu = 0;
   Bytes peak = 0;
   bool fits = false;
+  // Left out by --where (its error says so; the prefix survives every row format).
+  bool excluded() const { return !valid && error.rfind(kExcludedPrefix, 0) == 0; }
+  static constexpr const char* kExcludedPrefix = "excluded by --where ";
 };
 
 class Sweep {
@@ -174,7 +179,7 @@ class Sweep {
 };
 
 Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const AlgorithmRegistry& registry,
-                     ClusterCache& clusters) {
+                     ClusterCache& clusters, const WhereFilter* where) {
   Row row;
   row.index = i;
   row.sets = sweep.sets(i);
@@ -182,7 +187,12 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
   try {
     ScenarioNode node = base;
     for (const auto& s : row.sets) node.set(s);
-    const TrainingResult r = simulate_training(node.resolve(), registry, /*keep_ops=*/false, &clusters);
+    const Scenario scenario = node.resolve();
+    if (where != nullptr && !where->accepts(scenario)) {
+      row.error = std::string(Row::kExcludedPrefix) + "'" + where->text() + "'";
+      return row;
+    }
+    const TrainingResult r = simulate_training(scenario, registry, /*keep_ops=*/false, &clusters);
     row.valid = true;
     row.gpus = r.scenario.parallel.world_size();
     row.iteration = r.sim.iteration;
@@ -246,6 +256,7 @@ std::string definition_hash(const SweepFlags& f, const Sweep& sweep) {
   for (const auto& s : f.sets) add("--set " + s);
   add("--fidelity " + f.fidelity);
   add("--profile " + f.profile);
+  if (!f.where.empty()) add("--where " + f.where);
   for (const Vary& v : sweep.varies()) {
     add("--vary " + v.path);
     for (const auto& x : v.values) add(x);
@@ -423,13 +434,15 @@ std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, con
   }
   if (jobs > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(jobs));
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  std::optional<WhereFilter> where;
+  if (!f.where.empty()) where.emplace(f.where);
   tbb::enumerable_thread_specific<ClusterCache> clusters;  // topologies and routes, per worker
   std::vector<Row> rows(ranks.rank == 0 ? static_cast<std::size_t>(part.count) : 0);
   Progress progress(ranks.rank == 0 ? part.count : 0);
   if (ranks.mpi == nullptr) {
     tbb::parallel_for(0L, part.count, [&](long pos) {
       Row& row = rows[static_cast<std::size_t>(pos)];
-      row = simulate_variant(base, sweep, part.index(pos), registry, clusters.local());
+      row = simulate_variant(base, sweep, part.index(pos), registry, clusters.local(), where ? &*where : nullptr);
       files.add(pos, row);
       progress.tick();
     });
@@ -443,8 +456,8 @@ std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, con
     const long mine = first < end ? (end - first + ranks.size - 1) / ranks.size : 0;
     std::vector<Row> local(static_cast<std::size_t>(mine));
     tbb::parallel_for(0L, mine, [&](long k) {
-      local[static_cast<std::size_t>(k)] =
-          simulate_variant(base, sweep, part.index(first + k * ranks.size), registry, clusters.local());
+      local[static_cast<std::size_t>(k)] = simulate_variant(base, sweep, part.index(first + k * ranks.size), registry,
+                                                            clusters.local(), where ? &*where : nullptr);
     });
     std::string bytes;
     for (const Row& r : local) encode(bytes, r);
@@ -468,7 +481,10 @@ std::vector<const Row*> ranked(const std::vector<Row>& rows) {
   std::vector<const Row*> order;
   for (const Row& r : rows) order.push_back(&r);
   auto key = [](const Row* v) {
-    return std::make_tuple(!v->valid ? 2 : (v->fits ? 0 : 1), v->valid ? -v->tokens_per_s : 0.0, v->index);
+    return std::make_tuple(v->excluded() ? 3
+                           : !v->valid   ? 2
+                                         : (v->fits ? 0 : 1),
+                           v->valid ? -v->tokens_per_s : 0.0, v->index);
   };
   std::stable_sort(order.begin(), order.end(), [&](const Row* a, const Row* b) { return key(a) < key(b); });
   return order;
@@ -479,6 +495,7 @@ std::vector<std::vector<std::string>> ranked_table(const std::vector<const Row*>
       {"rank", "variant", "GPUs", "iteration", "tokens/s", "MFU", "peak mem", "fits"}};
   for (std::size_t k = 0; k < order.size(); ++k) {
     const Row& v = *order[k];
+    if (v.excluded()) break;  // last in the order; counted in the summary, their rows in the files
     if (!v.valid) {
       table.push_back({std::to_string(k + 1), v.label, "-", "-", "-", "-", "-", "invalid: " + v.error});
       continue;
@@ -505,11 +522,12 @@ void print_text(const std::vector<std::vector<std::string>>& table) {
 
 // "16 variants: 9 fit, 3 out of memory, 4 invalid; best: parallel.tp=4 parallel.pp=2 (20167 tokens/s)"
 std::string summary(const std::vector<const Row*>& order) {
-  long fit = 0, oom = 0, invalid = 0;
-  for (const Row* r : order) (!r->valid ? invalid : r->fits ? fit : oom)++;
+  long fit = 0, oom = 0, invalid = 0, excluded = 0;
+  for (const Row* r : order) (r->excluded() ? excluded : !r->valid ? invalid : r->fits ? fit : oom)++;
   std::string best = "none fits";
   if (fit > 0) best = fmt::format("best: {} ({:.0f} tokens/s)", order.front()->label, order.front()->tokens_per_s);
-  return fmt::format("{} variants: {} fit, {} out of memory, {} invalid; {}\n", order.size(), fit, oom, invalid, best);
+  return fmt::format("{} variants: {} fit, {} out of memory, {} invalid{}; {}\n", order.size(), fit, oom, invalid,
+                     excluded > 0 ? fmt::format(", {} excluded by --where", excluded) : "", best);
 }
 
 std::optional<double> number(const std::string& s) {
@@ -594,6 +612,7 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
           fmt::format("--shard {}: a shard writes its rows for sweep-merge to --jsonl; add --jsonl "
                       "shard-{}.jsonl",
                       f.shard, shard.k));
+    if (!f.where.empty()) (void)WhereFilter(f.where);  // a typo fails before anything runs
     base.emplace(f.node());
     if (base->is_workload()) require_training(base->resolve(), "sweep");
     sweep.emplace(std::move(vs));
@@ -825,6 +844,11 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--jsonl", f->jsonl, "write every variant as a JSON line, in variant order, while the sweep runs");
   c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
   c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  c->add_option("--where", f->where,
+                fmt::format("keep only the variants for which this holds, e.g. 'tp*pp <= 64 && microbatches >= 2*pp' "
+                            "(muParser: + - * / ^, < <= > >= == !=, && ||; variables: {}); the others are "
+                            "excluded before they run and counted",
+                            WhereFilter::variables()));
   c->add_option("--shard", f->shard,
                 "K/N: run only the variants i with i % N == K (K from 0 to N-1; needs --jsonl), then sweep-merge "
                 "the N files");

@@ -492,6 +492,23 @@ TEST(Sweep, OutputDoesNotDependOnJobs) {
   EXPECT_EQ(one.out, two.out);
 }
 
+// --where: of the 16 tp x dp variants of kSweep, 'tp*dp == 8 && tp <= 4' keeps tp 1/2/4 with
+// dp 8/4/2 (3 variants); the other 13 are excluded before they run: counted in the summary,
+// left out of the table, and in the CSV with the reason.
+TEST(Sweep, WhereExcludesVariantsBeforeTheyRun) {
+  const fs::path f = write_file("sweep_where.yaml", kSweep);
+  const fs::path csv = temp_dir() / "where.csv";
+  const Result r =
+      meshsim("sweep " + f.string() + kSweepVary + " --where 'tp*dp == 8 && tp <= 4' --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("16 variants: 2 fit, 1 out of memory, 0 invalid, 13 excluded by --where; best: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.out, "excluded"), 1) << r.out;  // only the summary: the table leaves them out
+  const std::string rows = slurp(csv);
+  EXPECT_EQ(count(rows, "excluded by --where 'tp*dp == 8 && tp <= 4'"), 13) << rows;
+}
+
 TEST(Sweep, VaryWithoutValuesIsAClearError) {
   const fs::path f = write_file("sweep_bad.yaml", kSweep);
   expect_user_error(meshsim("sweep " + f.string() + " --vary parallel.tp"), "--vary", "parallel.tp=1,2,4,8");

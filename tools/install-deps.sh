@@ -8,7 +8,8 @@ pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libf
       chromium   # chromium: report_test renders the HTML report headlessly (skipped without it)
       iproute2 python3   # netns_validate: ip netns, veth, tc tbf (tools/netns_validate.py; skipped without root)
       python3-dev pybind11-dev python3-pytest   # the Python module (python/) and its tests
-      libopenmpi-dev openmpi-bin)  # sweep under mpirun: the plugin libmeshsim_mpi.so and CTest sweep_mpi
+      libopenmpi-dev openmpi-bin   # sweep under mpirun: the plugin libmeshsim_mpi.so and CTest sweep_mpi
+      libmuparser-dev)  # sweep --where: the expression parser
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
