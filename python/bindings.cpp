@@ -40,11 +40,15 @@ Scenario load_scenario(const std::string& path, const std::string& text, const s
   return require_training(n.resolve(), command);
 }
 
+// links: add "links", every link's load over the iteration (flow fidelity; simulate --links).
 std::string simulate(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
-                     const std::string& fidelity) {
+                     const std::string& fidelity, bool links) {
   const Scenario s = load_scenario(path, text, sets, fidelity, "simulate");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  return training_json(simulate_training(s, registry, false)).dump();
+  const TrainingResult r = simulate_training(s, registry, false);
+  nlohmann::ordered_json j = training_json(r);
+  if (links) j["links"] = links_json(r);
+  return j.dump();
 }
 
 std::string memory(const std::string& path, const std::string& text, const std::vector<std::string>& sets) {
@@ -110,7 +114,7 @@ PYBIND11_MODULE(_meshsim, m) {
     }
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
-        py::call_guard<py::gil_scoped_release>());
+        py::arg("links") = false, py::call_guard<py::gil_scoped_release>());
   m.def("memory", &mp::memory, py::arg("path"), py::arg("text"), py::arg("sets"),
         py::call_guard<py::gil_scoped_release>());
   m.def("collective", &mp::collective, py::arg("kind"), py::arg("bytes"), py::arg("topology"), py::arg("algo"),

@@ -91,6 +91,19 @@ std::string links_csv(const TrainingResult& r) {
   return s;
 }
 
+nlohmann::ordered_json links_json(const TrainingResult& r) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const LinkReport& l : r.links)
+    out.push_back({{"link", l.id},
+                   {"name", l.name},
+                   {"tier", l.tier},
+                   {"capacity_GBps", l.capacity_Bps * 1e-9},
+                   {"bytes", l.bytes},
+                   {"utilization", l.utilization},
+                   {"peak", l.peak}});
+  return out;
+}
+
 std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b) {
   std::vector<std::pair<std::string, Time>> rows{{"compute", b.compute}, {"recompute", b.recompute}};
   for (const char* dim : {"tp", "cp", "ep", "2d", "pp", "dp"}) {

@@ -40,6 +40,8 @@ std::vector<TierLoad> tier_loads(const std::vector<LinkReport>& links);
 // `simulate --links FILE`: every link that carried bytes, one row each, by link id:
 // link,name,tier,capacity_GBps,bytes,utilization,peak
 std::string links_csv(const TrainingResult& r);
+// The same rows as JSON objects with the CSV's keys (the Python module's `links=True`).
+nlohmann::ordered_json links_json(const TrainingResult& r);
 inline constexpr std::size_t kHtmlLinksPerTier = 4;  // rows per tier in the report's link-load section
 
 // Breakdown rows in a fixed order: (label, time).

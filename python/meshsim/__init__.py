@@ -45,16 +45,18 @@ def _value(v):
     return str(v)
 
 
-def simulate(scenario=None, *, fidelity=None, overrides=None, set=None):
+def simulate(scenario=None, *, fidelity=None, overrides=None, set=None, links=False):
     """One training iteration: `meshsim simulate SCENARIO --json` as a dict.
 
     scenario: a YAML path, a dict in the scenario format (docs/scenarios.md), or None for the
     built-in default. overrides: {"parallel.tp": 4, ...} (each as --set path=value); set: a
     list of "path=value" strings, applied after overrides. fidelity: "formula", "flow" or
-    "nccl" (default: the scenario's run.fidelity).
+    "nccl" (default: the scenario's run.fidelity). links: also return "links", one dict per
+    link that carried bytes at flow fidelity (link, name, tier, capacity_GBps, bytes,
+    utilization, peak: the rows of `simulate --links`), ready for pandas.DataFrame.
     """
     path, text, sets = _scenario_args(scenario, overrides, set)
-    return json.loads(_meshsim.simulate(path, text, sets, fidelity or ""))
+    return json.loads(_meshsim.simulate(path, text, sets, fidelity or "", bool(links)))
 
 
 def memory(scenario=None, *, overrides=None, set=None):

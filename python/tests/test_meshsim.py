@@ -27,6 +27,23 @@ def test_simulate_equals_the_command_byte_for_byte_in_its_figures():
         assert got == want
 
 
+def test_links_are_the_rows_of_simulate_links(tmp_path):
+    scenario = "examples/scenarios/moe-ep-vs-tp.yaml"
+    csv_path = tmp_path / "links.csv"
+    subprocess.run([BIN, "simulate", scenario, "--links", str(csv_path)], check=True, capture_output=True)
+    rows = csv_path.read_text().splitlines()
+    got = meshsim.simulate(scenario, links=True)
+    assert rows[0] == ",".join(got["links"][0].keys())
+    assert len(got["links"]) == len(rows) - 1
+    for line, link in zip(rows[1:], got["links"]):
+        cells = line.split(",")
+        assert int(cells[0]) == link["link"] and cells[1] == link["name"] and cells[2] == link["tier"]
+        assert float(cells[4]) == pytest.approx(link["bytes"], rel=1e-12)
+    assert sum(l["bytes"] for l in got["links"]) == pytest.approx(sum(t["bytes"] for t in got["link_tiers"]))
+    del got["links"]
+    assert got == meshsim.simulate(scenario)
+
+
 def test_default_scenario_and_overrides_are_the_commands_set():
     want = cli_json("simulate", "--set", "parallel.tp=4", "--set", "parallel.dp=4")
     assert meshsim.simulate(overrides={"parallel.tp": 4, "parallel.dp": 4}) == want
