@@ -822,6 +822,15 @@ int run_merge(const MergeFlags& f) {
   return 0;
 }
 
+// --csv, --jsonl, --report and --json, as sweep and sweep-merge both take them; `when` ends
+// the files' help ("while the sweep runs").
+void add_output_flags(CLI::App* c, OutputFlags& f, const std::string& when) {
+  c->add_option("--csv", f.csv, "write every variant as CSV, in variant order" + when);
+  c->add_option("--jsonl", f.jsonl, "write every variant as a JSON line, in variant order" + when);
+  c->add_option("--report", f.report, "write a self-contained HTML report with the scaling plot");
+  c->add_flag("--json", f.json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+}
+
 }  // namespace
 
 Run add_sweep_command(CLI::App& app) {
@@ -840,10 +849,7 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--vary", f->vary, "path=v1,v2,... (use | between values that contain commas), repeatable")->required();
   c->add_option("--fidelity", f->fidelity, "formula, flow or nccl for every variant");
   c->add_option("--jobs", f->jobs, "parallel workers (default: all cores)");
-  c->add_option("--csv", f->csv, "write every variant as CSV, in variant order, while the sweep runs");
-  c->add_option("--jsonl", f->jsonl, "write every variant as a JSON line, in variant order, while the sweep runs");
-  c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
-  c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  add_output_flags(c, *f, ", while the sweep runs");
   c->add_option("--where", f->where,
                 fmt::format("keep only the variants for which this holds, e.g. 'tp*pp <= 64 && microbatches >= 2*pp' "
                             "(muParser: + - * / ^, < <= > >= == !=, && ||; variables: {}); the others are "
@@ -864,10 +870,7 @@ Run add_sweep_merge_command(CLI::App& app) {
       "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --shard 1/2 --jsonl part1.jsonl\n"
       "  meshsim sweep-merge part0.jsonl part1.jsonl --csv all.csv   # prints what the whole sweep prints");
   c->add_option("shards", f->shards, "the shards' --jsonl files, every K of one K/N split once")->required();
-  c->add_option("--csv", f->csv, "write every variant as CSV, in variant order (as sweep --csv)");
-  c->add_option("--jsonl", f->jsonl, "write every variant as a JSON line, in variant order (as sweep --jsonl)");
-  c->add_option("--report", f->report, "write a self-contained HTML report with the scaling plot");
-  c->add_flag("--json", f->json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  add_output_flags(c, *f, " (as sweep's)");
   return [f] { return run_merge(*f); };
 }
 

@@ -5,25 +5,17 @@
 
 #include <map>
 
+#include "sim/sim_test_util.h"
+
 namespace meshsim {
 namespace {
+
+using sim_testing::star3;
 
 struct Drains : FlowListener {
   std::map<std::uint64_t, std::int64_t> at;
   void flow_drained(std::uint64_t tag, Time now) override { at[tag] = now.ps(); }
 };
-
-// Three GPUs on one switch, links of 1 byte/ps (1 TB/s) each way.
-Topology star3() {
-  Topology t("star3");
-  const int sw = t.add_device(DeviceKind::Switch, "sw");
-  for (int i = 0; i < 3; ++i) {
-    const int g = t.add_device(DeviceKind::Gpu, "g" + std::to_string(i), i);
-    t.add_link(g, sw, LinkSpec{LinkKind::Generic, GBps(1000), 1.0, ns(1)});
-  }
-  t.seal();
-  return t;
-}
 
 // Flows 0->2 and 1->2 share the switch->g2 link. Each 1000 B: both at 0.5 B/ps, so both
 // drain at t = 2000 ps. A lone flow 0->1 of 1000 B drains at 1000 ps.

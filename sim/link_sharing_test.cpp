@@ -6,21 +6,13 @@
 
 #include <map>
 
+#include "sim/sim_test_util.h"
+
 namespace meshsim {
 namespace {
 
-// Three GPUs on one switch, 1 byte/ps each way. Link ids: g0->sw 0, sw->g0 1, g1->sw 2,
-// sw->g1 3, g2->sw 4, sw->g2 5.
-Topology star3() {
-  Topology t("star3");
-  const int sw = t.add_device(DeviceKind::Switch, "sw");
-  for (int i = 0; i < 3; ++i) {
-    const int g = t.add_device(DeviceKind::Gpu, "g" + std::to_string(i), i);
-    t.add_link(g, sw, LinkSpec{LinkKind::Generic, GBps(1000), 1.0, ns(1)});
-  }
-  t.seal();
-  return t;
-}
+using sim_testing::star3;
+
 constexpr int kToG0 = 1, kToG2 = 5;
 
 std::vector<LinkStats> bytes_on(std::map<int, double> by_link) {

@@ -13,28 +13,12 @@
 
 #include "backend/cuda/plugin.h"
 #include "core/error.h"
+#include "core/plugin_lookup.h"
 
 namespace meshsim::cuda {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string self_exe() {
-  std::string buf(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) return "";
-  buf.resize(static_cast<std::size_t>(n));
-  return buf;
-}
-
-// dlerror() text on one line (it has none of its own, but a message must stay one line).
-std::string dl_error() {
-  const char* e = ::dlerror();
-  std::string s = e == nullptr ? "unknown dlopen error" : e;
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
 
 std::string fix() {
   return std::string("; build meshsim with the CUDA toolkit and NCCL (README, On a GPU machine) or set ") +
@@ -72,9 +56,7 @@ const MeshsimCudaPlugin& load(const std::string& path, const std::vector<std::st
 }  // namespace
 
 std::vector<std::string> cuda_plugin_candidates(const char* env, const std::string& exe) {
-  if (env != nullptr && *env != '\0') return {env};
-  const fs::path dir = exe.empty() ? fs::current_path() : fs::path(exe).parent_path();
-  return {(dir / kCudaPluginFile).string(), (dir.parent_path() / "lib" / kCudaPluginFile).string()};
+  return plugin_candidates(env, exe, kCudaPluginFile);
 }
 
 const MeshsimCudaPlugin& load_cuda_plugin(const std::string& path) { return load(path, {}); }

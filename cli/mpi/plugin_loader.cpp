@@ -13,27 +13,12 @@
 
 #include "cli/mpi/plugin.h"
 #include "core/error.h"
+#include "core/plugin_lookup.h"
 
 namespace meshsim::cli::mpi {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string self_exe() {
-  std::string buf(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) return "";
-  buf.resize(static_cast<std::size_t>(n));
-  return buf;
-}
-
-std::string dl_error() {
-  const char* e = ::dlerror();
-  std::string s = e == nullptr ? "unknown dlopen error" : e;
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
 
 Error cannot_load(const std::string& where, const std::string& why) {
   const std::string by = launcher_env().variable;
@@ -91,9 +76,7 @@ Launcher launcher_env() {
 }
 
 std::vector<std::string> mpi_plugin_candidates(const char* env, const std::string& exe) {
-  if (env != nullptr && *env != '\0') return {env};
-  const fs::path dir = exe.empty() ? fs::current_path() : fs::path(exe).parent_path();
-  return {(dir / kMpiPluginFile).string(), (dir.parent_path() / "lib" / kMpiPluginFile).string()};
+  return plugin_candidates(env, exe, kMpiPluginFile);
 }
 
 const MeshsimMpiPlugin& load_mpi_plugin(const std::string& path) { return load(path, path); }
