@@ -159,16 +159,16 @@ class HandStartedRanks {
   bool wait_exit(int rank, Clock::duration limit, int& code) {
     const auto until = Clock::now() + limit;
     int& pid = pids_[static_cast<std::size_t>(rank)];
-    while (Clock::now() < until) {
+    for (;;) {
       int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
+      if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
         pid = -1;
         code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         return true;
       }
+      if (Clock::now() >= until) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return false;
   }
 
  private:
@@ -244,8 +244,8 @@ Result meshsim_with(const char* name, const char* value, const std::string& args
 TEST(Liveness, BadHeartbeatVariablesAreOneError) {
   expect_user_error(meshsim_with("MESHSIM_HEARTBEAT_TIMEOUT", "soon", "launch -n 2 -- true"),
                     "MESHSIM_HEARTBEAT_TIMEOUT='soon' is not a number of seconds", "MESHSIM_HEARTBEAT_TIMEOUT=5");
-  expect_user_error(meshsim_with("MESHSIM_HEARTBEAT_INTERVAL", "2", "launch -n 2 -- true"),
-                    "MESHSIM_HEARTBEAT_TIMEOUT=5 s is less than twice MESHSIM_HEARTBEAT_INTERVAL=2 s");
+  expect_user_error(meshsim_with("MESHSIM_HEARTBEAT_INTERVAL", "3", "launch -n 2 -- true"),
+                    "MESHSIM_HEARTBEAT_TIMEOUT=5 s is less than twice MESHSIM_HEARTBEAT_INTERVAL=3 s");
   const fs::path wl = write_file("hb_wl.yaml", "name: hb\nworkload: {collective: allreduce, bytes: 1KiB}\n");
   expect_user_error(meshsim_with("MESHSIM_HEARTBEAT_INTERVAL", "-1", "run " + wl.string() + " -n 2"),
                     "MESHSIM_HEARTBEAT_INTERVAL=-1 is out of range", "MESHSIM_HEARTBEAT_INTERVAL=1");
