@@ -31,7 +31,7 @@
 // MESHSIM_HEARTBEAT_INTERVAL seconds (default 1) from a thread of its own, and the store
 // fails the run, naming the rank, when one has sent none for MESHSIM_HEARTBEAT_TIMEOUT
 // seconds (default 5; 0 turns the check off): a rank stopped by SIGSTOP or hung is named
-// to every rank within about timeout + 2 intervals (7 s by default). A rank that only
+// to every rank within timeout + interval + 0.35 s (6.4 s by default). A rank that only
 // computes keeps beating. Both accept decimals (0.5); the timeout must be at least twice
 // the interval. A bad value is an Error naming the variable.
 //
