@@ -265,6 +265,7 @@ std::vector<std::string> rank_environment(int rank, int world, int port, const s
 int launch(const LaunchOptions& o) {
   if (o.command.empty()) throw Error("launch: no command given; write `meshsim launch -n N -- COMMAND ARGS...`");
   if (o.timeout_s < 0) throw Error(fmt::format("--timeout {}: must be >= 0 seconds (0: no limit)", o.timeout_s));
+  cpu::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   const int port = o.port > 0 ? o.port : free_port();
   const std::string token = random_token();
   std::fflush(stdout);

@@ -188,17 +188,21 @@ RankSession::RankSession(const RunFlags& f)
     so.max_connections = 4 * env.world_size + 64;    // one client per rank, with room for retries
     so.world_size = env.world_size;                  // a rank with another MESHSIM_WORLD_SIZE is refused at once
     so.linger_on_failure = std::chrono::seconds(3);  // a late rank of a failed run is told why, not left to retry
+    so.heartbeat_timeout = env.heartbeat_timeout;    // a stopped or hung rank is named (MESHSIM_HEARTBEAT_TIMEOUT)
     server = std::make_unique<cpu::RendezvousServer>(std::move(so));
   }
   // Registered: the store fails the run at once for every rank when this one dies or is misconfigured.
   store = std::make_unique<cpu::RendezvousClient>(cpu::RendezvousClientOptions{
-      env.master_addr, env.master_port, env.token, env.rank, timeout, timeout, env.world_size});
+      env.master_addr, env.master_port, env.token, env.rank, timeout, timeout, env.world_size,
+      env.heartbeat_timeout > std::chrono::milliseconds(0) ? env.heartbeat_interval : std::chrono::milliseconds(0),
+      env.heartbeat_timeout});
   dir = std::make_unique<cpu::StoreDirectory>(*store);
   if (f.backend == Backend::Cpu) {  // the cuda backend talks NCCL
     cpu::TransportOptions topt;
     topt.token = env.token;
     topt.bind_addr = env.bind_addr;
     topt.timeout = timeout;
+    topt.job_failed = store->failure_probe();  // a peer the store saw die or stop fails a wait in about a second
     transport = std::make_unique<cpu::Transport>(env.rank, env.world_size, *dir, topt);
   }
 }
@@ -460,6 +464,7 @@ int run_rank(const RunFlags& f) {
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
   if (under_launcher()) return run_rank(f);
+  cpu::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -58,7 +60,47 @@ class Vars {
   const char* source_;
 };
 
+// A duration in seconds (decimals allowed) from `name`, or `fallback` when it is unset.
+std::chrono::milliseconds seconds_var(const Vars& vars, const char* name, std::chrono::milliseconds fallback, double lo,
+                                      double hi, std::string_view fix) {
+  const char* v = vars.find(name);
+  if (!v) return fallback;
+  const std::string_view text(v);
+  double s = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), s);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(s))
+    throw Error(fmt::format("{}='{}' is not a number of seconds; {}", name, text, fix));
+  if (s < lo || s > hi) throw Error(fmt::format("{}={} is out of range {}..{} seconds; {}", name, text, lo, hi, fix));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(s * 1000)));
+}
+
 }  // namespace
+
+// MESHSIM_HEARTBEAT_INTERVAL and MESHSIM_HEARTBEAT_TIMEOUT (launch_env.h).
+HeartbeatEnv heartbeat_env_from(const std::function<const char*(const char*)>& getenv) {
+  const Vars vars(getenv, "any");
+  HeartbeatEnv env;
+  env.heartbeat_interval =
+      seconds_var(vars, kHeartbeatIntervalVar, kDefaultHeartbeatInterval, 0.01, 3600,
+                  fmt::format("set it to how often each rank tells the store it is alive, e.g. {}=1 (the default)",
+                              kHeartbeatIntervalVar));
+  env.heartbeat_timeout = seconds_var(
+      vars, kHeartbeatTimeoutVar, kDefaultHeartbeatTimeout, 0, 86400,
+      fmt::format("set it to how long a silent rank may take before the run fails naming it, e.g. {}=5 (the "
+                  "default), or {}=0 to turn the check off",
+                  kHeartbeatTimeoutVar, kHeartbeatTimeoutVar));
+  if (env.heartbeat_timeout > std::chrono::milliseconds(0) && env.heartbeat_timeout < 2 * env.heartbeat_interval)
+    throw Error(fmt::format(
+        "{}={:g} s is less than twice {}={:g} s: a live rank would be declared dead between two heartbeats; raise {} "
+        "or lower {}",
+        kHeartbeatTimeoutVar, env.heartbeat_timeout.count() / 1000.0, kHeartbeatIntervalVar,
+        env.heartbeat_interval.count() / 1000.0, kHeartbeatTimeoutVar, kHeartbeatIntervalVar));
+  return env;
+}
+
+HeartbeatEnv heartbeat_env() {
+  return heartbeat_env_from([](const char* name) -> const char* { return std::getenv(name); });
+}
 
 LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv) {
   for (const Flavour& f : kFlavours) {
@@ -100,6 +142,9 @@ LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv)
     env.token = token;
     env.insecure = env.token == kInsecureToken;
     if (const char* bind = vars.find(kBindAddrVar)) env.bind_addr = bind;
+    const HeartbeatEnv beat = heartbeat_env_from(getenv);
+    env.heartbeat_interval = beat.heartbeat_interval;
+    env.heartbeat_timeout = beat.heartbeat_timeout;
     return env;
   }
   throw Error(

@@ -27,12 +27,21 @@
 // that public word as their token (callers print a warning). `meshsim launch` sets a
 // random token per run.
 //
+// Liveness (any launcher; rendezvous.h): every rank sends the store a heartbeat every
+// MESHSIM_HEARTBEAT_INTERVAL seconds (default 1) from a thread of its own, and the store
+// fails the run, naming the rank, when one has sent none for MESHSIM_HEARTBEAT_TIMEOUT
+// seconds (default 5; 0 turns the check off): a rank stopped by SIGSTOP or hung is named
+// to every rank within timeout + interval + 0.35 s (6.4 s by default). A rank that only
+// computes keeps beating. Both accept decimals (0.5); the timeout must be at least twice
+// the interval. A bad value is an Error naming the variable.
+//
 // MESHSIM_BIND_ADDR (any launcher) is the address this rank's transport listens on and
 // publishes to its peers (default 127.0.0.1, ranks on one machine). Ranks on different
 // hosts (or network namespaces, tests/netns/) set it to their own host's address, e.g.
 // MESHSIM_BIND_ADDR=10.77.0.3; rank 0's rendezvous server listens on the master address.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -49,6 +58,10 @@ inline constexpr const char* kTokenVar = "MESHSIM_TOKEN";
 inline constexpr const char* kBindAddrVar = "MESHSIM_BIND_ADDR";
 inline constexpr const char* kDefaultBindAddr = "127.0.0.1";
 inline constexpr const char* kInsecureToken = "insecure";  // MESHSIM_TOKEN=insecure: no secret, on purpose
+inline constexpr const char* kHeartbeatIntervalVar = "MESHSIM_HEARTBEAT_INTERVAL";  // seconds, default 1
+inline constexpr const char* kHeartbeatTimeoutVar = "MESHSIM_HEARTBEAT_TIMEOUT";    // seconds, default 5; 0: off
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatInterval{1000};
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{5000};
 
 struct LaunchEnv {
   int rank = 0;
@@ -59,10 +72,21 @@ struct LaunchEnv {
   bool insecure = false;                     // MESHSIM_TOKEN=insecure: authentication waived (warn the user)
   std::string bind_addr = kDefaultBindAddr;  // MESHSIM_BIND_ADDR: where this rank's transport listens
   std::string source;                        // "meshsim", "torchrun", "slurm" or "openmpi"
+  std::chrono::milliseconds heartbeat_interval = kDefaultHeartbeatInterval;  // MESHSIM_HEARTBEAT_INTERVAL
+  std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;    // MESHSIM_HEARTBEAT_TIMEOUT; 0: off
 };
 
 // getenv returns the variable's value or nullptr when it is not set.
 LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv);
 LaunchEnv launch_env();  // from this process's environment
+
+// The heartbeat variables alone (launch_env reads them too): for launchers, to refuse a bad
+// value once, before starting any rank.
+struct HeartbeatEnv {
+  std::chrono::milliseconds heartbeat_interval = kDefaultHeartbeatInterval;
+  std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
+};
+HeartbeatEnv heartbeat_env_from(const std::function<const char*(const char*)>& getenv);
+HeartbeatEnv heartbeat_env();
 
 }  // namespace meshsim::cpu

@@ -176,5 +176,49 @@ TEST(LaunchEnv, ATokenIsRequiredUnlessExplicitlyWaived) {
   EXPECT_EQ(parse_exactly(secret).token, "4f1c0ffee");
 }
 
+// The liveness heartbeat (rendezvous.h): defaults, decimals, 0 turns the check off, and
+// every bad value is one line naming the variable and what to set.
+TEST(LaunchEnv, HeartbeatVariables) {
+  const Env base = {
+      {"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "2"}, {"MESHSIM_MASTER_ADDR", "h"}, {"MESHSIM_MASTER_PORT", "1"}};
+  const LaunchEnv d = parse(base);
+  EXPECT_EQ(d.heartbeat_interval, std::chrono::milliseconds(1000));
+  EXPECT_EQ(d.heartbeat_timeout, std::chrono::milliseconds(5000));
+  Env set = base;
+  set["MESHSIM_HEARTBEAT_INTERVAL"] = "0.25";
+  set["MESHSIM_HEARTBEAT_TIMEOUT"] = "2";
+  EXPECT_EQ(parse(set).heartbeat_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(parse(set).heartbeat_timeout, std::chrono::milliseconds(2000));
+  Env off = base;
+  off["MESHSIM_HEARTBEAT_TIMEOUT"] = "0";
+  EXPECT_EQ(parse(off).heartbeat_timeout, std::chrono::milliseconds(0));
+  const std::pair<const char*, const char*> bad[] = {
+      {"MESHSIM_HEARTBEAT_TIMEOUT", "abc"}, {"MESHSIM_HEARTBEAT_TIMEOUT", "nan"}, {"MESHSIM_HEARTBEAT_TIMEOUT", "inf"},
+      {"MESHSIM_HEARTBEAT_TIMEOUT", "-1"},  {"MESHSIM_HEARTBEAT_TIMEOUT", "5s"},  {"MESHSIM_HEARTBEAT_TIMEOUT", "1e9"},
+      {"MESHSIM_HEARTBEAT_INTERVAL", "0"},  {"MESHSIM_HEARTBEAT_INTERVAL", "x"},  {"MESHSIM_HEARTBEAT_INTERVAL", "-2"}};
+  for (const auto& [name, value] : bad) {
+    Env env = base;
+    env[name] = value;
+    const std::string msg = error_of(env);
+    EXPECT_EQ(msg.find(std::string(name) + "="), 0u) << msg;
+    EXPECT_NE(msg.find(value), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("e.g. ") + name), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    // The launchers check them once, before starting any rank, with the same message.
+    try {
+      heartbeat_env_from([&](const char* n) -> const char* { return std::string(n) == name ? value : nullptr; });
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+  }
+  Env tight = base;
+  tight["MESHSIM_HEARTBEAT_INTERVAL"] = "1";
+  tight["MESHSIM_HEARTBEAT_TIMEOUT"] = "1.5";
+  EXPECT_NE(error_of(tight).find("MESHSIM_HEARTBEAT_TIMEOUT=1.5 s is less than twice MESHSIM_HEARTBEAT_INTERVAL=1 s"),
+            std::string::npos)
+      << error_of(tight);
+}
+
 }  // namespace
 }  // namespace meshsim::cpu

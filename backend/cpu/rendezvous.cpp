@@ -15,8 +15,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -76,6 +78,8 @@ std::string format_ms(Millis d) {
   return fmt::format("{}ms", ms);
 }
 
+std::string format_seconds(Millis d) { return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000); }
+
 std::string list_ranks(const std::vector<int>& ranks) {
   std::string s;
   const std::size_t shown = std::min<std::size_t>(ranks.size(), 16);
@@ -127,7 +131,17 @@ struct RendezvousServer::Impl {
   int wrong_tokens = 0;                         // connections refused for a wrong token
   std::atomic<bool> failed{false};              // failure is set (read by stop() on another thread)
   std::atomic<int> heard{0};                    // HELLOs, accepted or refused: ranks told (likewise)
+  // Registered ranks that announced heartbeats: when the store last heard from each.
+  struct Beating {
+    Clock::time_point last;
+    std::weak_ptr<Session> session;  // the rank's registered connection
+  };
+  std::map<int, Beating> beating;
+  asio::steady_timer liveness{io};  // checks `beating` every heartbeat_timeout / 10
+  Clock::time_point last_check = Clock::now();
   std::thread thread;
+
+  void check_liveness();  // arms the next check
 
   void accept();
   void set(const std::string& key, std::string_view value);
@@ -278,12 +292,17 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       case RdzvOp::Ping:
         return reply(RdzvStatus::Ok, {});
       case RdzvOp::Hello:
-        return hello(static_cast<std::int32_t>(arg & 0xffffffffu), static_cast<std::int64_t>(arg >> 32));
+        return hello(static_cast<std::int32_t>(arg & 0xffffffffu), static_cast<std::int64_t>(arg >> 32), value);
+      case RdzvOp::Beat:
+        if (const auto it = srv.beating.find(static_cast<int>(arg & 0x7fffffff)); it != srv.beating.end())
+          it->second.last = Clock::now();
+        return reply(RdzvStatus::Ok, {});
       case RdzvOp::Abort:
         srv.fail_job(std::string(value));
         return reply(RdzvStatus::Ok, {});
       case RdzvOp::Bye:
         left = true;
+        if (rank >= 0) srv.beating.erase(rank);  // done: its heartbeats stop now
         return reply(RdzvStatus::Ok, {});
       case RdzvOp::Set: {
         const std::string k(key);
@@ -304,7 +323,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
 
   // Registers this connection as rank r. A job that cannot succeed (a world size other than
   // the store's, a rank out of range, a rank taken twice) fails at once, for every rank.
-  void hello(std::int32_t r, std::int64_t world) {
+  void hello(std::int32_t r, std::int64_t world, std::string_view value) {
     ++srv.heard;  // this rank gets an answer now: stop() need not linger for it
     const std::int64_t expected = srv.options.world_size > 0 ? srv.options.world_size : world;
     std::string why;
@@ -330,6 +349,10 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     }
     rank = r;
     srv.ranks[r] = weak_from_this();
+    // A rank that will send heartbeats is watched from now on (so also when it stops before its first).
+    if (value.size() == 4 && get_be(reinterpret_cast<const unsigned char*>(value.data()), 4) > 0 &&
+        srv.options.heartbeat_timeout > Millis(0))
+      srv.beating[r] = Beating{Clock::now(), weak_from_this()};
     srv.set(fmt::format("meshsim/joined/{}", r), peer);
     reply(RdzvStatus::Ok, {});
   }
@@ -457,10 +480,40 @@ void RendezvousServer::Impl::fail_job(const std::string& why) {
   }
 }
 
+// A rank silent for heartbeat_timeout fails the job, named. Time when this process itself did
+// not run (rank 0 stopped, or starved of CPU) is not counted against the others: after a gap
+// of more than half the timeout between two checks, every rank's silence starts again.
+void RendezvousServer::Impl::check_liveness() {
+  const Millis timeout = options.heartbeat_timeout;
+  liveness.expires_after(std::clamp(timeout / 10, Millis(10), Millis(250)));
+  liveness.async_wait([this, timeout](error_code ec) {
+    if (ec || stopping) return;
+    const auto now = Clock::now();
+    if (now - last_check > timeout / 2)
+      for (auto& [r, b] : beating) b.last = now;
+    last_check = now;
+    for (auto it = beating.begin(); it != beating.end() && failure.empty();) {
+      const auto s = it->second.session.lock();
+      if (!s || s->closed || s->left) {
+        it = beating.erase(it);
+        continue;
+      }
+      if (now - it->second.last >= timeout)
+        fail_job(fmt::format(
+            "rank {} stopped answering for {} (stopped or hung?): no heartbeat from it (connected from {}) reached "
+            "the store; if it is only slow or its network congested, raise MESHSIM_HEARTBEAT_TIMEOUT (now {})",
+            it->first, format_seconds(timeout), s->peer, format_seconds(timeout)));
+      ++it;
+    }
+    check_liveness();
+  });
+}
+
 void RendezvousServer::Impl::shutdown() {
   stopping = true;
   error_code ignored;
   accept_retry.cancel();
+  liveness.cancel();
   acceptor.close(ignored);
   std::vector<std::shared_ptr<Session>> live;
   for (auto& [ptr, weak] : sessions)
@@ -493,6 +546,7 @@ RendezvousServer::RendezvousServer(RendezvousServerOptions options) : impl_(std:
                             o.host, o.port, ec.message()));
   m.port = m.acceptor.local_endpoint().port();
   m.accept();
+  if (o.heartbeat_timeout > Millis(0)) m.check_liveness();
   m.thread = std::thread([&m] { m.io.run(); });
 }
 
@@ -516,6 +570,71 @@ const std::string& RendezvousServer::host() const { return impl_->options.host; 
 // ---------------------------------------------------------------------------------------
 // Client: asynchronous operations run on a private io_context for at most a deadline.
 
+namespace {
+
+// Why the job failed, as the heartbeat thread learnt it; read by any thread.
+class JobHealth {
+ public:
+  void set(std::string why) {
+    const std::lock_guard lock(mu_);
+    if (why_.empty()) why_ = std::move(why);
+    failed_ = true;
+  }
+  std::string get() const {
+    if (!failed_) return {};
+    const std::lock_guard lock(mu_);
+    return why_;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::string why_;
+  std::atomic<bool> failed_{false};
+};
+
+enum class Ran { Done, Timeout, Cancelled };
+
+// Starts writing the request `out` and reading one reply frame into body; ec is set when it ends.
+void start_round_trip(tcp::socket& sock, const std::string& out, std::array<unsigned char, 4>& header,
+                      std::string& body, error_code& ec) {
+  asio::async_write(sock, asio::buffer(out), [&](error_code e, std::size_t) {
+    if (e) return void(ec = e);
+    asio::async_read(sock, asio::buffer(header), [&](error_code e2, std::size_t) {
+      if (e2) return void(ec = e2);
+      const std::uint64_t len = get_be(header.data(), 4);
+      if (len == 0 || len > kMaxFrameBytes) return void(ec = asio::error::message_size);
+      body.resize(len);
+      asio::async_read(sock, asio::buffer(body), [&](error_code e3, std::size_t) { ec = e3; });
+    });
+  });
+}
+
+// Runs io until its work is done, the deadline passes or cancel() turns true (checked every
+// 100 ms); then closes the socket (cancelling the operations) and lets their handlers run.
+Ran run_until(asio::io_context& io, tcp::socket& sock, Clock::time_point deadline,
+              const std::function<bool()>& cancel) {
+  io.restart();
+  Ran ran = Ran::Timeout;
+  for (;;) {
+    const auto slice = std::min(deadline, Clock::now() + Millis(100));
+    io.run_until(slice);
+    if (io.stopped()) return Ran::Done;
+    if (cancel && cancel()) {
+      ran = Ran::Cancelled;
+      break;
+    }
+    if (Clock::now() >= deadline) break;
+  }
+  error_code ignored;
+  sock.close(ignored);
+  io.restart();
+  io.run();
+  return ran;
+}
+
+}  // namespace
+
 struct RendezvousClient::Impl {
   RendezvousClientOptions o;
   asio::io_context io;
@@ -523,31 +642,52 @@ struct RendezvousClient::Impl {
   std::string where;                                   // "host:port" for messages
   std::string broken;                                  // why the connection can no longer be used
   std::map<std::string, int, std::less<>> generation;  // per barrier/gather name
+  std::shared_ptr<JobHealth> health = std::make_shared<JobHealth>();
+  // The heartbeat: its own connection and thread (see rendezvous.h).
+  asio::io_context beat_io;
+  tcp::socket beat_sock{beat_io};
+  std::thread beat_thread;
+  std::mutex beat_mu;
+  std::condition_variable beat_cv;
+  std::atomic<bool> beat_stop{false};
 
-  // Runs io until its work is done or the deadline passes; on the deadline, closes the
-  // socket (cancelling the operations) and returns false.
-  bool run_until(Clock::time_point deadline) {
-    io.restart();
-    io.run_until(deadline);
-    if (io.stopped()) return true;
-    error_code ignored;
-    sock.close(ignored);
-    io.restart();
-    io.run();
-    return false;
+  ~Impl() { stop_beats(); }
+
+  // Runs io until its work is done or the deadline passes (false: the socket was closed),
+  // or until the heartbeat learnt that the job failed (Error, naming why).
+  bool run_until(Clock::time_point deadline, std::string_view what = {}) {
+    const Ran ran = meshsim::cpu::run_until(io, sock, deadline, [this] { return health->failed(); });
+    if (ran == Ran::Cancelled) {
+      broken = "the run failed: " + health->get();
+      throw Error(fmt::format("rendezvous: rank {}: {} stopped: {}", o.rank, what.empty() ? "connect" : what, broken));
+    }
+    return ran == Ran::Done;
   }
 
-  void connect() {
-    const auto deadline = Clock::now() + o.connect_timeout;
+  void start_beats();
+  void beat_loop();
+  void stop_beats() {
+    if (!beat_thread.joinable()) return;
+    {
+      const std::lock_guard lock(beat_mu);
+      beat_stop = true;
+    }
+    beat_cv.notify_all();
+    beat_thread.join();
+  }
+
+  void connect() { connect(io, sock, o.connect_timeout); }
+  void connect(asio::io_context& cio, tcp::socket& csock, Millis timeout) {
+    const auto deadline = Clock::now() + timeout;
     error_code last;
     while (true) {
-      tcp::resolver resolver(io);
+      tcp::resolver resolver(cio);
       error_code ec = asio::error::would_block;
       resolver.async_resolve(o.host, std::to_string(o.port), [&](error_code e, tcp::resolver::results_type results) {
         if (e) return void(ec = e);
-        asio::async_connect(sock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
+        asio::async_connect(csock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
       });
-      if (!run_until(deadline)) ec = asio::error::timed_out;
+      if (meshsim::cpu::run_until(cio, csock, deadline, nullptr) != Ran::Done) ec = asio::error::timed_out;
       if (!ec) break;
       last = ec;
       if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again)
@@ -556,16 +696,16 @@ struct RendezvousClient::Impl {
                         "(or MASTER_ADDR) to rank 0's host",
                         o.host, ec.message()));
       error_code ignored;
-      sock.close(ignored);
+      csock.close(ignored);
       if (Clock::now() + Millis(50) >= deadline)
         throw Error(
             fmt::format("rendezvous: cannot reach the server at {} within {} ({}); is rank 0 running, and "
                         "are MESHSIM_MASTER_ADDR/MESHSIM_MASTER_PORT right?",
-                        where, format_ms(o.connect_timeout), last.message()));
+                        where, format_ms(timeout), last.message()));
       std::this_thread::sleep_for(Millis(50));  // the server may not be up yet
     }
     error_code ignored;
-    sock.set_option(tcp::no_delay(true), ignored);
+    csock.set_option(tcp::no_delay(true), ignored);
   }
 
   // One request and its reply. Returns the status and fills payload.
@@ -576,17 +716,8 @@ struct RendezvousClient::Impl {
     std::array<unsigned char, 4> header{};
     std::string body;
     error_code ec = asio::error::would_block;
-    asio::async_write(sock, asio::buffer(out), [&](error_code e, std::size_t) {
-      if (e) return void(ec = e);
-      asio::async_read(sock, asio::buffer(header), [&](error_code e2, std::size_t) {
-        if (e2) return void(ec = e2);
-        const std::uint64_t len = get_be(header.data(), 4);
-        if (len == 0 || len > kMaxFrameBytes) return void(ec = asio::error::message_size);
-        body.resize(len);
-        asio::async_read(sock, asio::buffer(body), [&](error_code e3, std::size_t) { ec = e3; });
-      });
-    });
-    if (!run_until(Clock::now() + wait + o.io_timeout)) {
+    start_round_trip(sock, out, header, body, ec);
+    if (!run_until(Clock::now() + wait + o.io_timeout, what)) {
       broken = fmt::format("no reply within {} (the connection was closed)", format_ms(wait + o.io_timeout));
       throw Error(fmt::format("rendezvous: {} on {}: no reply within {}; is rank 0 alive?", what, where,
                               format_ms(wait + o.io_timeout)));
@@ -673,6 +804,44 @@ struct RendezvousClient::Impl {
   }
 };
 
+// Opens the heartbeat connection (the store is up: the first connection reached it) and
+// starts the thread that beats on it.
+void RendezvousClient::Impl::start_beats() {
+  connect(beat_io, beat_sock, std::max(o.io_timeout, Millis(1000)));
+  beat_thread = std::thread([this] { beat_loop(); });
+}
+
+// Every heartbeat_interval: a BEAT and its reply. It ends when stopped, or when it learns
+// that the job failed (FAILED), the store stopped answering, or the store closed; it then
+// records why in `health`, where the application's store calls and transports find it.
+void RendezvousClient::Impl::beat_loop() {
+  const Millis patience = o.heartbeat_timeout > Millis(0) ? o.heartbeat_timeout : o.io_timeout;
+  const std::string out = encode_request(RdzvOp::Beat, o.token, {}, static_cast<std::uint32_t>(o.rank), {});
+  for (;;) {
+    std::array<unsigned char, 4> header{};
+    std::string body;
+    error_code ec = asio::error::would_block;
+    start_round_trip(beat_sock, out, header, body, ec);
+    const Ran ran =
+        meshsim::cpu::run_until(beat_io, beat_sock, Clock::now() + patience, [this] { return beat_stop.load(); });
+    if (beat_stop) return;
+    if (ran == Ran::Timeout)
+      return health->set(fmt::format(
+          "rank 0 (the store at {}) stopped answering for {} (stopped or hung?): no reply to rank {}'s heartbeat; "
+          "check rank 0, or raise MESHSIM_HEARTBEAT_TIMEOUT (now {})",
+          where, format_seconds(patience), o.rank, format_seconds(patience)));
+    if (ec)
+      return health->set(fmt::format(
+          "rank 0 (the store at {}) closed rank {}'s heartbeat connection ({}): rank 0 exited or crashed; its own "
+          "output says why",
+          where, o.rank, ec.message()));
+    if (static_cast<RdzvStatus>(static_cast<unsigned char>(body[0])) != RdzvStatus::Ok)
+      return health->set(body.substr(1));  // FAILED: why the job failed, naming the rank
+    std::unique_lock lock(beat_mu);
+    if (beat_cv.wait_for(lock, o.heartbeat_interval, [this] { return beat_stop.load(); })) return;
+  }
+}
+
 RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->o = std::move(options);
   impl_->where = fmt::format("{}:{}", impl_->o.host, impl_->o.port);
@@ -684,10 +853,16 @@ RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std:
   const int world = impl_->o.world_size;
   try {
     impl_->request(RdzvOp::Ping, {}, 0, {}, Millis(0), ignored, "connect");
-    if (world > 0)
+    if (world > 0) {
+      const Millis beat = std::max(impl_->o.heartbeat_interval, Millis(0));
+      std::string announce;  // the store watches a rank that says it beats
+      if (beat > Millis(0))
+        put_be(announce, static_cast<std::uint32_t>(std::min<std::int64_t>(beat.count(), 1 << 30)), 4);
       impl_->request(RdzvOp::Hello, {},
-                     (static_cast<std::uint64_t>(world) << 32) | static_cast<std::uint32_t>(impl_->o.rank), {},
+                     (static_cast<std::uint64_t>(world) << 32) | static_cast<std::uint32_t>(impl_->o.rank), announce,
                      Millis(0), ignored, "register");
+      if (beat > Millis(0)) impl_->start_beats();
+    }
   } catch (const Error& e) {  // name the rank: under launch every rank writes to the same stderr
     const std::string_view m = e.what();
     const std::string_view head = "rendezvous: ";
@@ -697,6 +872,7 @@ RendezvousClient::RendezvousClient(RendezvousClientOptions options) : impl_(std:
 }
 
 RendezvousClient::~RendezvousClient() {
+  impl_->stop_beats();
   error_code ignored;
   impl_->sock.shutdown(tcp::socket::shutdown_both, ignored);
   impl_->sock.close(ignored);
@@ -704,10 +880,17 @@ RendezvousClient::~RendezvousClient() {
 
 int RendezvousClient::rank() const { return impl_->o.rank; }
 
+std::string RendezvousClient::failure() const { return impl_->health->get(); }
+
+std::function<std::string()> RendezvousClient::failure_probe() const {
+  return [health = impl_->health] { return health->get(); };
+}
+
 void RendezvousClient::leave() {
   if (impl_->o.world_size <= 0) return;
   std::string ignored;
   impl_->request(RdzvOp::Bye, {}, 0, {}, Millis(0), ignored, "leave");
+  impl_->stop_beats();  // after BYE: the store no longer expects them
 }
 
 void RendezvousClient::abort(std::string_view why) noexcept {

@@ -30,8 +30,10 @@
 //   op 2 SET   store value under key (replaces; wakes waiting GETs)      -> OK
 //   op 3 GET   the value of key; if absent wait up to arg milliseconds  -> OK value | ABSENT
 //   op 4 HELLO register as a rank of the job: arg = world_size << 32 | rank  -> OK
+//              value: empty, or u32 heartbeat interval in ms (> 0: the rank sends BEATs)
 //   op 5 ABORT this rank failed; value = why, one line                   -> OK
 //   op 6 BYE   this rank is done: its connection closing is no failure   -> OK
+//   op 7 BEAT  a liveness heartbeat from rank arg (on a connection of its own) -> OK
 //
 // Reply body:   u8 status | payload
 //
@@ -48,7 +50,10 @@
 //   - a second connection says HELLO with a rank already registered (two ranks share a
 //     MESHSIM_RANK),
 //   - a rank says ABORT (it failed: e.g. its barrier timed out, naming the missing ranks),
-//   - a registered rank's connection closes before it said BYE (it exited or crashed).
+//   - a registered rank's connection closes before it said BYE (it exited or crashed),
+//   - a registered rank that announced heartbeats (HELLO value) has not sent one for
+//     options.heartbeat_timeout (MESHSIM_HEARTBEAT_TIMEOUT, default 5 s): it was stopped
+//     (SIGSTOP: its connections stay open) or hung.
 // From then on every waiting GET and every later request is answered FAILED with the first
 // reason, so each rank fails within a round trip with one line that names the rank and
 // what to fix. The store keeps "meshsim/joined/<rank>" (the rank's address) for each
@@ -57,6 +62,18 @@
 // cannot be told from a stranger's, so it does not fail the job (a stranger must not be
 // able to stop it); the store counts them under "meshsim/wrong-token" and a timed-out
 // barrier reports that count, pointing at MESHSIM_TOKEN.
+//
+// Liveness. A registered client with heartbeat_interval > 0 (MESHSIM_HEARTBEAT_INTERVAL,
+// default 1 s) opens a second connection to the store and sends a BEAT on it every interval
+// from a thread of its own: the rank's application thread may compute for hours without a
+// store call and is not declared dead, while a stopped process (every thread stopped) is.
+// A second connection, not the first, so that a heartbeat never waits behind a long GET.
+// The reply to a BEAT is the push channel: once the job has failed it is FAILED with the
+// reason, which the client keeps (failure(), failure_probe()) so that a transport waiting
+// for a dead or stopped peer stops within about an interval instead of its own timeout.
+// A BEAT without a reply within heartbeat_timeout means the store (rank 0) itself stopped
+// answering: the client records that as the failure too. The store does not count the
+// time its own process was stopped (e.g. rank 0 under SIGSTOP) against the other ranks.
 //
 // Every request carries the shared token (MESHSIM_TOKEN). A request with the wrong token,
 // an oversized length, a truncated body or an unknown op is answered with ERROR and its
@@ -97,7 +114,7 @@ using Millis = std::chrono::milliseconds;
 inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
 inline constexpr std::size_t kMaxTokenBytes = 256;         // MESHSIM_TOKEN (openssl rand -hex 16: 32)
 
-enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3, Hello = 4, Abort = 5, Bye = 6 };
+enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3, Hello = 4, Abort = 5, Bye = 6, Beat = 7 };
 enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2, Failed = 3 };
 
 struct RendezvousServerOptions {
@@ -112,6 +129,9 @@ struct RendezvousServerOptions {
   // After the job failed, stop() keeps serving up to this long while fewer than world_size
   // HELLOs (accepted or refused) have come, so that a late rank is told why, not left to retry.
   Millis linger_on_failure = Millis(0);
+  // > 0: a registered rank that announced heartbeats and sent none for this long fails the
+  // job, named (MESHSIM_HEARTBEAT_TIMEOUT); 0: no liveness check.
+  Millis heartbeat_timeout = Millis(0);
 };
 
 class RendezvousServer {
@@ -140,6 +160,12 @@ struct RendezvousClientOptions {
   Millis connect_timeout = Millis(30'000);  // retries while the server is not up yet
   Millis io_timeout = Millis(10'000);       // a reply must come within this (plus any GET wait)
   int world_size = 0;                       // > 0: register (HELLO) as rank of a job this size at connect; 0: do not
+  // With world_size > 0: > 0 sends a heartbeat this often from a thread of its own
+  // (MESHSIM_HEARTBEAT_INTERVAL); 0: none.
+  Millis heartbeat_interval = Millis(0);
+  // How long a heartbeat may wait for its reply before the store counts as stopped
+  // (MESHSIM_HEARTBEAT_TIMEOUT; 0: io_timeout).
+  Millis heartbeat_timeout = Millis(0);
 };
 
 class RendezvousClient {
@@ -177,6 +203,12 @@ class RendezvousClient {
   void abort(std::string_view why) noexcept;
 
   int rank() const;
+
+  // Why the job failed, as the store said in a heartbeat reply (or that the store stopped
+  // answering); empty while it has not. Safe from any thread.
+  std::string failure() const;
+  // The same as a function that outlives this client, for TransportOptions::job_failed.
+  std::function<std::string()> failure_probe() const;
 
  private:
   struct Impl;

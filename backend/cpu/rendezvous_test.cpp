@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "backend/cpu/launch_env.h"
+#include "backend/cpu/test_util.h"
 #include "core/error.h"
 #include "core/test_util.h"
 
@@ -597,6 +598,83 @@ TEST(RendezvousFailure, ARankThatLeftIsNoFailure) {
   std::this_thread::sleep_for(100ms);
   rank0.set("k", "v");
   EXPECT_EQ(rank0.get("k", 1s), "v");
+}
+
+// Liveness (issue 16): a rank whose process is stopped (SIGSTOP) keeps its connections open,
+// so only its silence tells. Here the timeout is 0.6 s and the heartbeat 0.1 s; the ranks'
+// own waits are 60 s.
+constexpr auto kBeat = 100ms;
+constexpr auto kSilence = 600ms;
+
+RendezvousClientOptions beating_member(const RendezvousServer& s, int rank, int world) {
+  RendezvousClientOptions o = member_of(s, rank, world);
+  o.heartbeat_interval = kBeat;
+  o.heartbeat_timeout = kSilence;
+  return o;
+}
+
+// A registered rank that announced heartbeats and then sends nothing, its connection open:
+// what a stopped process looks like from the store.
+int stopped_rank(const RendezvousServer& s, int rank, int world) {
+  const int fd = raw_socket();
+  EXPECT_TRUE(raw_connect(fd, s.port()));
+  std::string announce(4, '\0');
+  announce[3] = static_cast<char>(kBeat.count());  // u32 big-endian interval in ms
+  const std::string hello = encode_request(
+      RdzvOp::Hello, "secret", {}, (static_cast<std::uint64_t>(world) << 32) | static_cast<unsigned>(rank), announce);
+  EXPECT_EQ(::write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  return fd;
+}
+
+TEST(RendezvousLiveness, ASilentRankIsNamedToEveryRankWithinTheTimeout) {
+  RendezvousServer server({.token = "secret", .world_size = 3, .heartbeat_timeout = kSilence});
+  RendezvousClient rank2(beating_member(server, 2, 3));  // busy elsewhere: makes no store call
+  std::string error;
+  Clock::duration waited{};
+  int fd = -1;
+  std::thread rank0([&] {
+    RendezvousClient c(beating_member(server, 0, 3));
+    fd = stopped_rank(server, 1, 3);
+    const auto start = Clock::now();
+    error = error_of([&] { c.barrier("start", 3, 60s); });
+    waited = Clock::now() - start;
+  });
+  rank0.join();
+  ::close(fd);
+  EXPECT_LT(waited, kFast);
+  EXPECT_NE(error.find("the run failed: rank 1 stopped answering for 0.6 s (stopped or hung?)"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("raise MESHSIM_HEARTBEAT_TIMEOUT"), std::string::npos) << error;
+  // A rank in no store call learns it from its heartbeat's reply: its transports ask this.
+  const auto probe = rank2.failure_probe();
+  const auto start = Clock::now();
+  while (probe().empty() && Clock::now() - start < kFast) std::this_thread::sleep_for(10ms);
+  EXPECT_NE(probe().find("rank 1 stopped answering"), std::string::npos) << probe();
+  EXPECT_EQ(rank2.failure(), probe());
+}
+
+TEST(RendezvousLiveness, ARankThatComputesLongerThanTheTimeoutIsNotDeclaredDead) {
+  RendezvousServer server({.token = "secret", .world_size = 2, .heartbeat_timeout = kSilence});
+  const auto errs = testing::run_ranks(2, [&](int r) {
+    RendezvousClient c(beating_member(server, r, 2));
+    c.barrier("start", 2, 60s);
+    if (r == 1) std::this_thread::sleep_for(3 * kSilence);  // computing: no store call
+    c.barrier("end", 2, 60s);
+    EXPECT_EQ(c.failure(), "");
+    c.leave();
+  });
+  EXPECT_EQ(errs, std::vector<std::string>(2));
+}
+
+TEST(RendezvousLiveness, ADeadRankReachesTheProbeOfARankInNoStoreCall) {
+  RendezvousServer server(
+      {.token = "secret", .log = [](const std::string&) {}, .world_size = 2, .heartbeat_timeout = kSilence});
+  RendezvousClient rank0(beating_member(server, 0, 2));
+  { RendezvousClient rank1(beating_member(server, 1, 2)); }  // closed without leave(): it died
+  const auto start = Clock::now();
+  while (rank0.failure().empty() && Clock::now() - start < kFast) std::this_thread::sleep_for(10ms);
+  EXPECT_LT(Clock::now() - start, 2s);  // the next heartbeat's reply, well before the timeout matters
+  EXPECT_NE(rank0.failure().find("rank 1 lost its connection to the store"), std::string::npos) << rank0.failure();
 }
 
 TEST(RendezvousLaunched, GatherAndBarrierAcrossProcesses) {

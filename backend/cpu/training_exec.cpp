@@ -223,6 +223,7 @@ void Run::connect() {
   topt.token = opt_.token;
   topt.bind_addr = opt_.bind_addr;
   topt.timeout = opt_.timeout;
+  topt.job_failed = store_.failure_probe();  // a peer the store saw die or stop fails a wait in about a second
   for (int s = 0; s < kStreams; ++s)
     if (comm_stream[static_cast<std::size_t>(s)]) {
       StoreDirectory dir(store_, fmt::format("addr/{}/", to_string(static_cast<Stream>(s))));

@@ -59,7 +59,8 @@ constexpr std::uint32_t kAbortMagic = 0x4d41534d;  // "MSAM": payload is the fai
 constexpr std::size_t kMaxAbortText = 2048;
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kMaxToken = 256;
-constexpr std::size_t kReduceChunk = 256 << 10;  // SumFloat receives add this many bytes at a time
+constexpr std::size_t kReduceChunk = 256 << 10;     // SumFloat receives add this many bytes at a time
+constexpr std::chrono::milliseconds kJobPoll{100};  // how often a waiting call asks opt.job_failed
 
 struct Hello {
   std::uint32_t magic = kHelloMagic, version = kVersion;
@@ -99,7 +100,8 @@ struct Transport::Impl {
   // First failure of the running call. Lost: the connection to `peer` broke (text says
   // how); Protocol: text is the whole reason; Aborted: `peer` gave up, text is the root
   // cause it forwarded (so every rank's error names the rank that failed first).
-  enum class Why { Lost, Protocol, Aborted };
+  // Job: the store says the job failed (opt.job_failed); text says why, peer is -1.
+  enum class Why { Lost, Protocol, Aborted, Job };
   struct Failure {
     int peer = -1;
     std::string text;
@@ -158,15 +160,30 @@ struct Transport::Impl {
   bool drive(Done done, bool idle) {
     io.restart();
     auto deadline = Clock::now() + opt.timeout;
+    auto next_check = Clock::now() + kJobPoll;
     while (!done() && !failure) {
-      if (io.run_one_until(deadline) > 0) {
+      if (io.run_one_until(opt.job_failed ? std::min(deadline, next_check) : deadline) > 0) {
         if (idle) deadline = Clock::now() + opt.timeout;
-        continue;
+        if (!opt.job_failed || Clock::now() < next_check) continue;
       }
       if (done() || failure) break;
+      if (Clock::now() >= next_check) {
+        next_check = Clock::now() + kJobPoll;
+        if (job_failed()) break;
+      }
       if (Clock::now() >= deadline) return false;
       MESHSIM_ASSERT(!io.stopped());  // outstanding operations keep the io_context busy
     }
+    return true;
+  }
+
+  // Asks opt.job_failed (every kJobPoll while waiting); true (and `failure` set) when the
+  // store says the job failed.
+  bool job_failed() {
+    if (!opt.job_failed) return false;
+    std::string why = opt.job_failed();
+    if (why.empty()) return false;
+    fail(-1, "the run failed: " + why, Why::Job);
     return true;
   }
 
@@ -559,6 +576,7 @@ int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
   // still queued need), between 20 us and 2 ms, so a slow link costs few wake-ups.
   long long prev_total = -1;
   auto prev_time = Clock::now();
+  auto next_check = Clock::now() + kJobPoll;
   for (;;) {
     long long total = 0;
     for (std::size_t i = 0; i < peers.size(); ++i) {
@@ -596,6 +614,10 @@ int Transport::Impl::wait_delivered(std::span<const SendOp> sends) {
     }
     prev_total = total;
     prev_time = now;
+    if (now >= next_check) {
+      next_check = now + kJobPoll;
+      if (job_failed()) return -1;  // `failure` says why
+    }
     std::this_thread::sleep_for(nap);
   }
 }
@@ -676,7 +698,7 @@ void Transport::Impl::Step::run() {
   int undelivered = -1;  // a peer that did not acknowledge our bytes in time
   if (in_time && !t_.failure && t_.opt.wait_delivered) {
     undelivered = t_.wait_delivered(sends_);
-    if (undelivered < 0) return;
+    if (undelivered < 0 && !t_.failure) return;
   }
   if (in_time && !t_.failure && undelivered < 0) return;
   give_up(undelivered);
@@ -825,6 +847,10 @@ std::string Transport::Impl::Step::failure_message(int undelivered, std::string&
     return fmt::format("rank {}: {} stopped because rank {} gave up: {}", rank, what_, f->peer, root);
   }
   if (f && f->why == Why::Protocol) return fmt::format("rank {}: {}: {}", rank, what_, f->text);
+  if (f && f->why == Why::Job) {
+    root = f->text;
+    return fmt::format("rank {}: {} stopped: {}", rank, what_, f->text);
+  }
   if (f)
     return fmt::format(
         "rank {}: lost connection to rank {} during {}: {}; rank {} exited, closed its transport or "

@@ -35,6 +35,9 @@
 //
 // Failures never hang: a peer that closes (EOF, reset) or is silent for longer than
 // `timeout` makes the call throw Error("rank R: lost connection to rank P during ...").
+// A peer that is stopped (SIGSTOP) or hung keeps its connections open and is silent: with
+// `job_failed` set (the store's verdict, rendezvous.h) the call fails within about a second
+// of the store naming that rank, rather than after `timeout`.
 // A rank that fails closes all its connections after telling the peers why (best effort),
 // so their errors name the rank that failed first rather than the messenger.
 //
@@ -84,6 +87,10 @@ struct TransportOptions {
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF (0 = system default)
   bool wait_delivered = true;         // exchange() returns once the peers acknowledged the bytes sent
   std::function<void(const std::string&)> log = nullptr;  // a connection refused in setup, one line; unset: stderr
+  // Set: asked about every 100 ms while a call waits (from the owning thread); a non-empty
+  // answer (why the job failed, e.g. "rank 3 stopped answering ...") fails the call at once
+  // with it, instead of after `timeout`. RendezvousClient::failure_probe() gives one.
+  std::function<std::string()> job_failed = nullptr;
 };
 
 struct SendOp {

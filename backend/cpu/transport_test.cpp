@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -151,6 +152,43 @@ TEST(Transport, SilentPeerTimesOut) {
   EXPECT_NE(errs[0].find("rank 0: lost connection to rank 1 during receive from rank 1: no progress for 300 ms"),
             std::string::npos)
       << errs[0];
+}
+
+// A peer that is stopped (SIGSTOP) keeps its connection open and says nothing: the store
+// names it (rendezvous.h), and a rank waiting for it stops within about kJobPoll of learning
+// that, instead of after its own 60 s timeout.
+TEST(Transport, AWaitStopsSoonAfterTheStoreSaysTheJobFailed) {
+  using Clock = std::chrono::steady_clock;
+  InMemoryDirectory dir;
+  std::atomic<bool> declared{false}, rank0_done{false};
+  Clock::time_point declared_at{}, failed_at{};
+  std::string error;
+  run_ranks(2, [&](int r) {
+    TransportOptions o = opts(60s);
+    o.job_failed = [&]() -> std::string {
+      return declared ? "rank 1 stopped answering for 5 s (stopped or hung?)" : "";
+    };
+    Transport t(r, 2, dir, o);
+    std::vector<float> buf(16);
+    if (r == 0) {
+      try {
+        t.recv(1, buf.data(), 64);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      failed_at = Clock::now();
+      rank0_done = true;
+      return;
+    }
+    std::this_thread::sleep_for(300ms);  // "stopped": its connection open, it never sends
+    declared_at = Clock::now();
+    declared = true;
+    while (!rank0_done) std::this_thread::sleep_for(10ms);
+  });
+  EXPECT_LT(failed_at - declared_at, 2s);
+  EXPECT_NE(error.find("rank 0: receive from rank 1 stopped: the run failed: rank 1 stopped answering for 5 s"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Transport, WrongTokenIsRefused) {
