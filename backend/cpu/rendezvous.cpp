@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -35,6 +36,10 @@ namespace {
 
 constexpr std::uint64_t kMaxWaitMs = 24ull * 3600 * 1000;  // a GET waits at most a day
 constexpr int kMaxLoggedRefusals = 32;
+// A rank waiting for others asks the store at least this often whether it refused a wrong
+// token, and fails this long after it first did while a rank is still missing.
+constexpr Millis kWaitSlice{500};
+constexpr Millis kWrongTokenGrace{2000};
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -744,31 +749,57 @@ struct RendezvousClient::Impl {
   }
 
   // Waits for keys prefix/0 .. prefix/(world-1); returns their values or throws naming
-  // the ranks whose key is missing.
+  // the ranks whose key is missing: at the deadline, or kWrongTokenGrace after the store
+  // refused a connection for a wrong token while a rank is still missing (that rank was most
+  // likely started with another MESHSIM_TOKEN; a stranger alone never fails a job whose
+  // ranks all arrive). Waits in slices so that the store's refusals are seen while waiting.
   std::vector<std::string> wait_all(const std::string& prefix, int world, Clock::time_point deadline, Millis timeout,
                                     std::string_view what, std::string_view missing_verb) {
     std::vector<std::string> values(world);
+    std::optional<Clock::time_point> refused_at;  // when this rank first saw a wrong-token refusal
     for (int r = 0; r < world; ++r) {
       const std::string key = fmt::format("{}/{}", prefix, r);
-      const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
-      std::string v;
-      if (request(RdzvOp::Get, key, static_cast<std::uint64_t>(left.count()), {}, left, v, what) == RdzvStatus::Ok) {
-        values[r] = std::move(v);
-        continue;
+      for (std::string v;;) {
+        const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+        const Millis slice = std::min(left, kWaitSlice);
+        if (request(RdzvOp::Get, key, static_cast<std::uint64_t>(slice.count()), {}, slice, v, what) ==
+            RdzvStatus::Ok) {
+          values[r] = std::move(v);
+          break;
+        }
+        if (Clock::now() >= deadline) fail_missing(prefix, r, world, timeout, what, missing_verb, false);
+        if (o.world_size <= 0 ||
+            request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") != RdzvStatus::Ok)
+          continue;
+        if (!refused_at) refused_at = Clock::now();
+        if (Clock::now() - *refused_at >= kWrongTokenGrace)
+          fail_missing(prefix, r, world, timeout, what, missing_verb, true);
       }
-      std::vector<int> missing{r};
-      for (int q = r + 1; q < world; ++q)
-        if (request(RdzvOp::Get, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::Ok)
-          missing.push_back(q);
-      const std::string message = fmt::format(
-          "rendezvous: {} timed out after {}: rank{} {} of {} {}; are they running, with the "
-          "same MESHSIM_TOKEN and master address?{}",
-          what, format_ms(timeout), missing.size() > 1 ? "s" : "", list_ranks(missing), world, missing_verb,
-          diagnose(missing));
-      abort(fmt::format("rank {}: {}", o.rank, message));  // the others stop now, with this message
-      throw Error(message);
     }
     return values;
+  }
+
+  // The ranks from r on whose key is missing, named to every rank (abort) and thrown: after
+  // the timeout, or (`wrong_token`) soon after the store refused a wrong token.
+  [[noreturn]] void fail_missing(const std::string& prefix, int r, int world, Millis timeout, std::string_view what,
+                                 std::string_view missing_verb, bool wrong_token) {
+    std::string v;
+    std::vector<int> missing{r};
+    for (int q = r + 1; q < world; ++q)
+      if (request(RdzvOp::Get, fmt::format("{}/{}", prefix, q), 0, {}, Millis(0), v, what) != RdzvStatus::Ok)
+        missing.push_back(q);
+    const std::string when =
+        wrong_token ? fmt::format("stopped {} after the store refused a connection for a wrong MESHSIM_TOKEN",
+                                  format_ms(std::chrono::duration_cast<Millis>(kWrongTokenGrace)))
+                    : fmt::format("timed out after {}", format_ms(timeout));
+    const std::string message =
+        fmt::format("rendezvous: {} {}: rank{} {} of {} {}; {}{}", what, when, missing.size() > 1 ? "s" : "",
+                    list_ranks(missing), world, missing_verb,
+                    wrong_token ? "start every rank with the MESHSIM_TOKEN of rank 0"
+                                : "are they running, with the same MESHSIM_TOKEN and master address?",
+                    diagnose(missing));
+    abort(fmt::format("rank {}: {}", o.rank, message));  // the others stop now, with this message
+    throw Error(message);
   }
 
   // What the store knows about the missing ranks: which never reached it (registered ranks

@@ -538,14 +538,47 @@ TEST(RendezvousFailure, AWrongTokenNamesTheRankAndTheTimeoutSaysWhy) {
   EXPECT_NE(msg.find("rendezvous: rank 2: connect"), std::string::npos) << msg;
   EXPECT_NE(msg.find("wrong token"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MESHSIM_TOKEN"), std::string::npos) << msg;
-  // A stranger cannot fail the job, so the others wait, but their timeout names the missing
-  // rank, that it never reached the store, and the refused token.
+  // A timeout shorter than the wrong-token grace (2 s) comes first: it names the missing rank,
+  // that it never reached the store, and the refused token.
   RendezvousClient rank1(member_of(server, 1, 3));
   RendezvousClient rank0(member_of(server, 0, 3));
   const std::string timeout = error_of([&] { rank0.barrier("start", 3, 300ms); });
   EXPECT_NE(timeout.find("ranks 1, 2 of 3 did not arrive"), std::string::npos) << timeout;
   EXPECT_NE(timeout.find("rank 2 never reached the store"), std::string::npos) << timeout;
   EXPECT_NE(timeout.find("1 connection(s) with a wrong MESHSIM_TOKEN"), std::string::npos) << timeout;
+}
+
+// A rank started with another MESHSIM_TOKEN is refused by the store; the others, waiting for
+// it with a long timeout, stop about 2 s after the refusal (kWrongTokenGrace), naming the
+// missing rank, the refused token and the fix. A stranger's wrong token does not fail a job
+// whose ranks all arrive.
+TEST(RendezvousFailure, AWrongTokenWhileARankIsMissingEndsTheWaitWithinSeconds) {
+  RendezvousServer server({.token = "secret", .log = [](const std::string&) {}, .world_size = 3});
+  RendezvousClient rank0(member_of(server, 0, 3));
+  RendezvousClient rank1(member_of(server, 1, 3));
+  (void)error_of([&] { RendezvousClient c(member_of(server, 2, 3, "stale")); });
+  std::string msg1;
+  std::thread t([&] { msg1 = error_of([&] { rank1.barrier("start", 3, 60s); }); });
+  const auto start = Clock::now();
+  const std::string msg0 = error_of([&] { rank0.barrier("start", 3, 60s); });
+  const auto waited = Clock::now() - start;
+  t.join();
+  EXPECT_LT(waited, kFast) << msg0;
+  EXPECT_NE(msg0.find("after the store refused a connection for a wrong MESHSIM_TOKEN"), std::string::npos) << msg0;
+  EXPECT_NE(msg0.find("rank 2 of 3 did not arrive"), std::string::npos) << msg0;
+  EXPECT_NE(msg0.find("start every rank with the MESHSIM_TOKEN of rank 0"), std::string::npos) << msg0;
+  EXPECT_NE(msg1.find("rank 2 of 3 did not arrive"), std::string::npos) << msg1;
+
+  RendezvousServer ok({.token = "secret", .log = [](const std::string&) {}, .world_size = 2});
+  RendezvousClient a(member_of(ok, 0, 2));
+  (void)error_of([&] { RendezvousClient stranger(member_of(ok, 1, 2, "guess")); });
+  std::thread late([&] {
+    std::this_thread::sleep_for(500ms);  // arrives within the grace
+    RendezvousClient b(member_of(ok, 1, 2));
+    b.barrier("go", 2, 30s);
+  });
+  EXPECT_NO_THROW(a.barrier("go", 2, 30s));
+  late.join();
 }
 
 TEST(RendezvousFailure, ATimedOutBarrierNamesExactlyTheMissingRanksToEveryRank) {
