@@ -103,6 +103,7 @@ std::unique_ptr<Executor> make_cuda(const AlgorithmRegistry& registry, const Pla
   if (o.store) c.share_id = cuda::store_id_exchange(*o.store, o.rank, o.timeout, o.nccl_id_key);
   c.native_collectives = o.collectives == CollectivesMode::Nccl;
   c.watchdog.timeout = o.timeout;
+  if (o.store) c.watchdog.job_failed = o.store->failure_probe();  // a peer the store saw die or stop
   c.warmup = o.warmup;
   c.random_operands = true;
   cuda::GpuApi& api = o.gpu_api ? *o.gpu_api : cuda::real_gpu_api();

@@ -29,7 +29,11 @@ void Checker::fail(std::string_view op, const std::string& what) {
 }
 
 Watchdog::Watchdog(Checker& check, WatchdogOptions options, WatchClock clock)
-    : check_(check), opt_(options), clock_(std::move(clock)), last_progress_(clock_.now()) {}
+    : check_(check),
+      opt_(std::move(options)),
+      clock_(std::move(clock)),
+      last_progress_(clock_.now()),
+      last_job_poll_(last_progress_) {}
 
 void Watchdog::progress() { last_progress_ = clock_.now(); }
 
@@ -53,6 +57,11 @@ void Watchdog::wait(EventH event, std::string_view op) {
       return;
     }
     poll_comms(op);
+    if (opt_.job_failed && clock_.now() - last_job_poll_ >= opt_.job_poll) {
+      last_job_poll_ = clock_.now();
+      const std::string why = opt_.job_failed();
+      if (!why.empty()) check_.fail(op, "stopped: the run failed: " + why);
+    }
     const auto waited = clock_.now() - last_progress_;
     if (waited >= opt_.timeout)
       check_.fail(op, fmt::format("timed out: no progress for {} ms (a peer may have failed or be stuck; "

@@ -63,6 +63,11 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct WatchdogOptions {
   std::chrono::milliseconds timeout{120'000};  // no op finished for this long: abort
   std::chrono::microseconds poll{50};          // sleep between polls
+  // The store's verdict on the run (RendezvousClient::failure_probe(): empty while it goes
+  // on), asked every `job_poll` while waiting: a peer the store saw die or stop aborts the
+  // communicators at once instead of after `timeout`. Unset: not asked.
+  std::function<std::string()> job_failed;
+  std::chrono::milliseconds job_poll{100};
 };
 
 // The watchdog's view of time: real by default, a fake clock in tests.
@@ -87,6 +92,7 @@ class Watchdog {
   WatchdogOptions opt_;
   WatchClock clock_;
   SteadyTime last_progress_;
+  SteadyTime last_job_poll_;
 };
 
 }  // namespace meshsim::cuda

@@ -88,6 +88,29 @@ TEST(Watchdog, AsyncNcclErrorAbortsAndNamesTheOp) {
   EXPECT_EQ(fc.t - SteadyTime{}, 3ms);
 }
 
+// The store's verdict (a peer died or stopped) aborts a wait at the next job poll, long
+// before the timeout, with the store's reason.
+TEST(Watchdog, TheStoresVerdictAbortsTheWait) {
+  FakeGpuApi api;
+  api.events_finish = false;
+  Checker check(api, 2);
+  CommH world = nullptr;
+  ASSERT_EQ(api.comm_init_rank(&world, 4, "", 2), 0);
+  check.add_comm(world);
+  FakeClock fc;
+  int asked = 0;
+  WatchdogOptions opt{.timeout = 60s, .poll = 10ms};
+  opt.job_failed = [&] { return ++asked < 3 ? std::string() : std::string("rank 1 stopped answering for 5 s"); };
+  Watchdog dog(check, opt, fc.clock());
+  const std::string msg = error_of([&] { dog.wait(nullptr, "op 'tp.allreduce'"); });
+  EXPECT_EQ(msg,
+            "backend cuda: rank 2: op 'tp.allreduce': stopped: the run failed: rank 1 stopped answering for 5 s; "
+            "NCCL communicators aborted");
+  EXPECT_EQ(asked, 3);  // every 100 ms (job_poll) of fake time
+  EXPECT_LT(fc.t - SteadyTime{}, 1s);
+  EXPECT_TRUE(api.has("abort comm#1"));
+}
+
 TEST(Watchdog, InProgressIsNotAnError) {
   FakeGpuApi api;
   api.events_finish = false;
