@@ -172,17 +172,6 @@ class HandStartedRanks {
   }
 
  private:
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
   static int spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& err) {
     std::vector<char*> a, e;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
