@@ -1,5 +1,5 @@
 // LinkSharing: max-min fair speeds of the ops in flight over the links they share. See the
-// header and docs/math.md section 7.
+// header and docs/math.md section 2.
 #include "sim/link_sharing.h"
 
 #include <algorithm>
@@ -14,8 +14,7 @@ constexpr double kTolerance = 1e-9;  // relative: a link is full within this of 
 }
 
 LinkSharing::LinkSharing(const Topology& topo)
-    : topo_(topo),
-      full_load_(topo.links().size(), 0.0),
+    : full_load_(topo.links().size(), 0.0),
       cur_load_(topo.links().size(), 0.0),
       on_link_(topo.links().size()),
       usage_(topo.links().size()),

@@ -98,7 +98,6 @@ class LinkSharing {
   bool overloaded_any(int op) const;
   void record_peaks(const std::vector<int>& ops);
 
-  const Topology& topo_;
   std::vector<double> cap_;        // achievable bytes per ps of each link
   std::vector<double> full_load_;  // sum of u_l of the ops in flight on each link
   std::vector<double> cur_load_;   // sum of speed * u_l of the ops in flight on each link

@@ -419,39 +419,32 @@ void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
   c.latency_us = lat;
 }
 
+// Why NCCL would not run candidate `c`, or "" when it would.
+std::string disabled_reason(const Tuning& t, const NcclCandidate& c) {
+  if (c.algo == NcclAlgo::Nvls) {
+    if (c.proto != NcclProto::Simple) return "NVLS runs Simple only";
+    if (!t.ar)
+      return "NVLS is modelled for allreduce (NCCL's NVLS reduce-scatter/all-gather model is slower than Ring on one "
+             "node)";
+    if (t.nvls.channels < 2)
+      return t.sm < 90     ? "NVLS needs sm90 or newer"
+             : t.nodes > 1 ? "NVLS across nodes runs as NVLS-Tree or CollNet, not modelled"
+                           : "no NVSwitch that reduces (NVLink SHARP) joins the group";
+    return "";
+  }
+  if (c.algo == NcclAlgo::Tree && !t.ar) return "NCCL runs Tree for allreduce only";
+  if (c.proto == NcclProto::LL128 && !t.ll128_ok)
+    return "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
+  return "";
+}
+
 // Algorithm a (NCCL's order) with protocol pr: disabled with the reason, or timed.
 NcclCandidate nccl_candidate(const Tuning& t, int a, int pr) {
   NcclCandidate c;
   c.algo = static_cast<NcclAlgo>(a);
   c.proto = static_cast<NcclProto>(pr);
-  if (c.algo == NcclAlgo::Nvls) {
-    if (c.proto != NcclProto::Simple)
-      c.disabled_why = "NVLS runs Simple only";
-    else if (!t.ar)
-      c.disabled_why =
-          "NVLS is modelled for allreduce (NCCL's NVLS reduce-scatter/all-gather model is slower than Ring on one "
-          "node)";
-    else if (t.nvls.channels < 2)
-      c.disabled_why = t.sm < 90     ? "NVLS needs sm90 or newer"
-                       : t.nodes > 1 ? "NVLS across nodes runs as NVLS-Tree or CollNet, not modelled"
-                                     : "no NVSwitch that reduces (NVLink SHARP) joins the group";
-    if (!c.disabled_why.empty()) return c;
-    c.enabled = true;
-    candidate_bandwidth(t, pr, c);
-    candidate_latency(t, a, pr, c);
-    c.time_us = c.latency_us + t.d / (1000.0 * c.algbw_GBps);
-    c.steps.push_back(fmt::format("time = {:.2f} us + {} B / (1000 x {:.2f} GB/s) = {:.2f} us", c.latency_us, t.bytes,
-                                  c.algbw_GBps, c.time_us));
-    return c;
-  }
-  if (c.algo == NcclAlgo::Tree && !t.ar) {
-    c.disabled_why = "NCCL runs Tree for allreduce only";
-    return c;
-  }
-  if (c.proto == NcclProto::LL128 && !t.ll128_ok) {
-    c.disabled_why = "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
-    return c;
-  }
+  c.disabled_why = disabled_reason(t, c);
+  if (!c.disabled_why.empty()) return c;
   c.enabled = true;
   candidate_bandwidth(t, pr, c);
   candidate_latency(t, a, pr, c);
