@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -104,6 +105,13 @@ std::unique_ptr<Executor> make_cuda(const AlgorithmRegistry& registry, const Pla
   c.native_collectives = o.collectives == CollectivesMode::Nccl;
   c.watchdog.timeout = o.timeout;
   if (o.store) c.watchdog.job_failed = o.store->failure_probe();  // a peer the store saw die or stop
+  // A host stuck inside a CUDA/NCCL call cannot throw: the monitor thread ends the rank with
+  // the one line meshsim's main would print for an Error, and its exit status.
+  c.watchdog.on_stuck = [](const std::string& msg) {
+    std::fprintf(stderr, "meshsim: error: %s\n", msg.c_str());
+    std::fflush(stderr);
+    std::_Exit(2);
+  };
   c.warmup = o.warmup;
   c.random_operands = true;
   cuda::GpuApi& api = o.gpu_api ? *o.gpu_api : cuda::real_gpu_api();

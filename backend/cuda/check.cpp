@@ -35,7 +35,65 @@ Watchdog::Watchdog(Checker& check, WatchdogOptions options, WatchClock clock)
       last_progress_(clock_.now()),
       last_job_poll_(last_progress_) {}
 
+Watchdog::~Watchdog() {
+  if (!monitor_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  monitor_.join();
+}
+
 void Watchdog::progress() { last_progress_ = clock_.now(); }
+
+void Watchdog::tick() {
+  host_tick_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+void Watchdog::host_at(std::string_view op) {
+  tick();
+  if (!monitor_.joinable()) return;
+  std::lock_guard<std::mutex> lock(m_);
+  host_op_.assign(op);
+}
+
+void Watchdog::start_monitor(std::string_view op) {
+  if (!opt_.on_stuck || monitor_.joinable()) return;
+  host_op_.assign(op);
+  tick();
+  monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+// Every job_poll: if the host has not come back from a call for stuck_after, the store's
+// verdict (or, with none, no return for `timeout`) ends the rank through on_stuck. While the
+// host returns, wait() and the failing calls report with the communicators aborted instead.
+void Watchdog::monitor_loop() {
+  using std::chrono::steady_clock;
+  const std::string rank = std::to_string(check_.rank());
+  std::unique_lock<std::mutex> lock(m_);
+  while (!cv_.wait_for(lock, opt_.job_poll, [this] { return stop_; })) {
+    const auto away = steady_clock::now() -
+                      steady_clock::time_point(steady_clock::duration(host_tick_.load(std::memory_order_relaxed)));
+    if (away < opt_.stuck_after) continue;
+    std::string why = opt_.job_failed ? opt_.job_failed() : std::string();
+    if (why.empty() && away >= opt_.timeout)
+      why = fmt::format(
+          "timed out: no return from it for {} ms (a peer may have failed or be stuck; raise --timeout "
+          "if a call really takes this long)",
+          std::chrono::duration_cast<std::chrono::milliseconds>(away).count());
+    else if (!why.empty())
+      why = "stopped: the run failed: " + why;
+    if (why.empty()) continue;
+    const std::string msg = fmt::format(
+        "backend cuda: rank {}: {}: {}; this rank's host was inside a CUDA/NCCL call for {} ms, so it ends "
+        "without aborting NCCL",
+        rank, host_op_, why, std::chrono::duration_cast<std::chrono::milliseconds>(away).count());
+    lock.unlock();
+    opt_.on_stuck(msg);
+    return;
+  }
+}
 
 void Watchdog::poll_comms(std::string_view op) {
   for (CommH c : check_.comms()) {
@@ -50,6 +108,7 @@ void Watchdog::poll_comms(std::string_view op) {
 
 void Watchdog::wait(EventH event, std::string_view op) {
   for (;;) {
+    tick();
     bool done = false;
     check_.cuda(check_.api().event_query(event, &done), "cudaEventQuery", op);
     if (done) {

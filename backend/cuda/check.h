@@ -16,12 +16,25 @@
 //
 //   Watchdog dog(check, {.timeout = 120s});
 //   dog.wait(end_event_of_op, "op 'dp.allreduce' (#40 of role 0)");   // returns when it is done
+//
+// The host can also block inside a CUDA or NCCL call, where wait() never runs: on an H200,
+// 4 ranks with thousands of ops issued ahead spun in the launch call once the launch queue
+// was full behind an NCCL kernel waiting on a stopped peer (docs/validation/gpu-h200.md,
+// peer failure); ncclCommInitRank waits for every rank. A monitor thread (start_monitor,
+// with `on_stuck` set) covers that: once the host has not come back from a call for
+// `stuck_after`, the store's verdict, or `timeout` with no return at all, hands the one-line
+// error to on_stuck, which ends the rank (the communicators cannot be aborted safely from
+// another thread while the host is inside them).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/gpu_api.h"
@@ -68,6 +81,11 @@ struct WatchdogOptions {
   // communicators at once instead of after `timeout`. Unset: not asked.
   std::function<std::string()> job_failed;
   std::chrono::milliseconds job_poll{100};
+  // The monitor (start_monitor): the message of a rank whose host is stuck inside a call;
+  // it must end the process (make_executor's prints meshsim's one-line error and exits 2).
+  // Unset: no monitor.
+  std::function<void(const std::string&)> on_stuck;
+  std::chrono::milliseconds stuck_after{1000};  // no return from a call for this long: stuck
 };
 
 // The watchdog's view of time: real by default, a fake clock in tests.
@@ -79,6 +97,9 @@ struct WatchClock {
 class Watchdog {
  public:
   Watchdog(Checker& check, WatchdogOptions options, WatchClock clock = {});
+  ~Watchdog();  // stops the monitor
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
   // Blocks until `event` has completed. Throws Error (communicators aborted) on an
   // asynchronous NCCL error, a failed query, or when `timeout` passes without progress
   // (progress = a wait that returned; the first wait counts from construction).
@@ -86,13 +107,29 @@ class Watchdog {
   // Restart the no-progress deadline (after host work that is not the GPU's fault).
   void progress();
 
+  // Starts the monitor thread when options.on_stuck is set (real time, not WatchClock's);
+  // it runs until the Watchdog is destroyed. `op` names where the host is until host_at.
+  void start_monitor(std::string_view op);
+  // The host is back from the libraries and about to call into them for `op` (the name the
+  // monitor's message gives). wait() counts as being back on each of its polls.
+  void host_at(std::string_view op);
+
  private:
   void poll_comms(std::string_view op);
+  void tick();
+  void monitor_loop();
   Checker& check_;
   WatchdogOptions opt_;
   WatchClock clock_;
   SteadyTime last_progress_;
   SteadyTime last_job_poll_;
+  // The monitor: the host's last return (steady_clock ticks), where it is, and the thread.
+  std::atomic<std::int64_t> host_tick_{0};
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string host_op_;
+  std::thread monitor_;
 };
 
 }  // namespace meshsim::cuda

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <map>
+#include <thread>
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/fake_gpu_api.h"
@@ -109,6 +112,79 @@ TEST(Watchdog, TheStoresVerdictAbortsTheWait) {
   EXPECT_EQ(asked, 3);  // every 100 ms (job_poll) of fake time
   EXPECT_LT(fc.t - SteadyTime{}, 1s);
   EXPECT_TRUE(api.has("abort comm#1"));
+}
+
+// The host stuck inside a call (a launch spinning behind a full launch queue, as on an
+// H200 when a peer stopped): the monitor thread hands the store's verdict to on_stuck once
+// the host has been away for stuck_after. Real time, short intervals.
+TEST(WatchdogMonitor, AHostStuckInACallIsEndedWithTheStoresVerdict) {
+  FakeGpuApi api;
+  Checker check(api, 2);
+  std::promise<std::string> said;
+  std::atomic<int> calls{0};
+  std::atomic<bool> failed{false};
+  WatchdogOptions opt{.timeout = 60s, .poll = 10ms};
+  opt.job_poll = 5ms;
+  opt.stuck_after = 500ms;  // far above the 10 ms between the host's returns below, even on a loaded machine
+  opt.job_failed = [&] { return failed ? std::string("rank 1 stopped answering for 5 s") : std::string(); };
+  opt.on_stuck = [&](const std::string& msg) {
+    if (calls++ == 0) said.set_value(msg);
+  };
+  Watchdog dog(check, opt);
+  dog.start_monitor("setup");
+  // While the host keeps coming back, even a failed run is left to wait() and the calls.
+  dog.host_at("op 'x' (#1 of role 0)");
+  failed = true;
+  for (int i = 0; i < 60; ++i) {
+    dog.host_at("op 'x' (#1 of role 0)");
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(calls, 0);
+  // Now the host "blocks" in op #2's launch.
+  dog.host_at("op 'dp.allreduce' (#2 of role 0)");
+  auto f = said.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  const std::string msg = f.get();
+  EXPECT_TRUE(msg.starts_with(
+      "backend cuda: rank 2: op 'dp.allreduce' (#2 of role 0): stopped: the run failed: rank 1 stopped answering for 5 "
+      "s; this rank's host was inside a CUDA/NCCL call for "))
+      << msg;
+  EXPECT_TRUE(contains(msg, "so it ends without aborting NCCL")) << msg;
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(calls, 1);  // once: on_stuck ends the process in meshsim
+}
+
+// No verdict: the monitor waits for the whole timeout before it calls the host stuck.
+TEST(WatchdogMonitor, WithoutAVerdictOnlyTheTimeoutEndsAStuckHost) {
+  FakeGpuApi api;
+  Checker check(api, 0);
+  std::promise<std::string> said;
+  WatchdogOptions opt{.timeout = 300ms, .poll = 10ms};
+  opt.job_poll = 5ms;
+  opt.stuck_after = 20ms;
+  opt.job_failed = [] { return std::string(); };
+  opt.on_stuck = [&](const std::string& msg) { said.set_value(msg); };
+  const auto t0 = std::chrono::steady_clock::now();
+  Watchdog dog(check, opt);
+  dog.start_monitor("setup: NCCL communicators");
+  auto f = said.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+  const std::string msg = f.get();
+  EXPECT_TRUE(msg.starts_with("backend cuda: rank 0: setup: NCCL communicators: timed out: no return from it for "))
+      << msg;
+}
+
+// Without on_stuck there is no monitor (the executor's tests, calibrate's own runs).
+TEST(WatchdogMonitor, NoOnStuckNoThread) {
+  FakeGpuApi api;
+  Checker check(api, 0);
+  WatchdogOptions opt{.timeout = 1ms};
+  opt.job_failed = [] { return std::string("dead"); };
+  Watchdog dog(check, opt);
+  dog.start_monitor("setup");
+  std::this_thread::sleep_for(20ms);  // a monitor would have had to call the missing on_stuck
+  SUCCEED();
 }
 
 TEST(Watchdog, InProgressIsNotAnError) {

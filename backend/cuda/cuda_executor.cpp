@@ -90,8 +90,10 @@ class Run {
         dog_(check_, opt.watchdog, clock) {}
 
   Trace go() {
+    dog_.start_monitor("setup");  // the host may block inside a call: ncclCommInitRank waits for every rank
     prepare_ops();
     setup_device();
+    dog_.host_at("setup: NCCL communicators");
     setup_comms();
     // Untimed passes first: each GEMM shape's first cuBLAS call (its heuristics, its kernels
     // loaded lazily), our kernels' first launches and NCCL's first connection between two
@@ -128,6 +130,7 @@ class Run {
   // Numerics (collective workloads) are filled and checked in the timed pass only.
   void run_pass(bool timed) {
     StreamH compute = stream(Stream::Compute);
+    dog_.host_at("start barrier");
     check_.nccl(api_.collective(CollKind::AllReduce, barrier_, barrier_, 1, DType::Fp32, 0, res_.world, compute),
                 "ncclAllReduce", "start barrier");
     check_.cuda(api_.event_record(start_event(), compute), "cudaEventRecord", "start barrier");
@@ -140,6 +143,7 @@ class Run {
     issued.reserve(role_.ops.size());
     std::size_t waited = 0;
     for (int op : order_) {
+      dog_.host_at(label(op));  // a launch can block once the launch queue is full
       issue(op, timed);
       issued.push_back(op);
       while (static_cast<int>(issued.size() - waited) > std::max(opt_.max_in_flight, 1)) {

@@ -25,9 +25,10 @@
 //     op writes, holding the random words calibrate times its GEMMs on (cuda_calibrate.h).
 // Every status goes through one Checker (check.h); the host waits only through the
 // Watchdog, so an asynchronous NCCL error or a stuck peer aborts the communicators and
-// throws an Error naming the rank and the op. Known limits: ncclCommInitRank and the first
-// connection between two ranks block inside NCCL; a rank that dies before that is caught
-// by the launcher (one failing rank stops all), not by the watchdog. Pipeline Send/Recv:
+// throws an Error naming the rank and the op. Where the host blocks inside a call instead
+// (ncclCommInitRank and the first connection between two ranks wait for the peer; a launch
+// spins once the launch queue is full behind a kernel that waits on one), the watchdog's
+// monitor thread ends the rank with the store's verdict (check.h). Pipeline Send/Recv:
 // an NCCL send waits for its receive, where the simulator's sends are eager; so every rank
 // issues its messages in one global message order (p2p_plan.h: receives move ahead of
 // sends where the schedule crosses them, as 1F1B's steady state does), which cannot

@@ -191,7 +191,7 @@ within10() {  # validate --json: the iteration's error within +-10%, and every k
 import json, sys
 text = sys.stdin.read()
 try:
-    j = json.loads(text[text.index("{"):])
+    j = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]  # lines may follow the JSON (stderr)
 except ValueError:
     print("no JSON result"); sys.exit(1)
 e = j.get("error_pct")
@@ -199,13 +199,22 @@ kinds = ", ".join("%s %+.1f%%" % (k["kind"], k["error_pct"]) for k in j.get("kin
 print("iteration %+.1f%% (measured %.3f ms, predicted %.3f ms); per kind: %s" % (e, 1e3 * j["measured_iteration_s"], 1e3 * j["predicted_iteration_s"], kinds))
 sys.exit(0 if e is not None and abs(e) <= 10 else 1)'
 }
+peer_failure_ok() {  # tools/gpu/peer_failure.sh: the other ranks' exits and how long after the signal
+  local out times
+  out=$(cat)
+  times=$(sed -n 's/^rank \([0-9]*\): exit [0-9]* after \([0-9.]*\) s.*/\2/p' <<<"$out" | tr '\n' ' ')
+  [ "$rc" -eq 0 ] && grep -q '^peer_failure: PASS' <<<"$out" &&
+    { echo "every other rank stopped on its own, naming the failed rank, after ${times}s"; return 0; }
+  echo "$(grep -m1 -e 'FAIL' -e 'ended before' <<<"$out" || echo "exit $rc") (exits after ${times:-none} s)"
+  return 1
+}
 finished_training() { [ "$rc" -eq 0 ] && grep -q 'iteration' && { echo "ran to completion"; return 0; }; echo "exit $rc"; return 1; }
 numerics_ok() {  # run --json of a collective workload
   python3 -c '
 import json, sys
 text = sys.stdin.read()
 try:
-    j = json.loads(text[text.index("{"):])
+    j = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]  # lines may follow the JSON (stderr)
 except ValueError:
     print("no JSON result"); sys.exit(1)
 ok = j.get("numerics_checked") is True
@@ -262,6 +271,15 @@ step 11 "8 ranks on one GPU: TP=2, PP=2, DP=2 with ZeRO-1 (every communicator sp
 step 12 "validate as in step 6 but without the warm-up pass (--warmup 0), to show what the first pass costs" 300 \
   ok_rc -- "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" \
   --warmup 0 --json
+
+# A rank fails mid-run, no launcher watching (issue 16): the others must stop by themselves
+# within 12 s, naming it. SIGSTOP leaves its sockets open (only the store's heartbeat verdict,
+# polled by the cuda watchdog while NCCL waits, can tell); SIGKILL closes them.
+long_allreduce=(run examples/scenarios/allreduce-cpu.yaml --timeout 120 --backend cuda --set workload.iterations=100000)
+step 13 "4 ranks in NCCL's all-reduce, rank 2 stopped (SIGSTOP): the others abort NCCL and stop within 12 s" 60 \
+  peer_failure_ok -- "$root/tools/gpu/peer_failure.sh" --signal STOP --after 10 "$M" 4 "${long_allreduce[@]}" --collectives nccl
+step 14 "4 ranks in our all-reduce over ncclSend/ncclRecv, rank 2 killed (SIGKILL): the others stop within 12 s" 60 \
+  peer_failure_ok -- "$root/tools/gpu/peer_failure.sh" --signal KILL --after 10 "$M" 4 "${long_allreduce[@]}"
 
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
