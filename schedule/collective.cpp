@@ -173,10 +173,12 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_recursive_doubling());
   reg.add(make_rabenseifner());
   reg.add(make_double_binary_tree());
+  reg.add(make_nccl_tree());
   reg.add(make_pairwise());
   reg.add(make_concurrent());
   reg.add(make_pxn());
   reg.add(make_hierarchical());
+  reg.add(make_hierarchical_tree());
   reg.add(make_multiring());
   reg.add(make_nvls());
   reg.add(make_direct());

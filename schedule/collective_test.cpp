@@ -41,11 +41,13 @@ std::vector<Case> all_cases() {
           std::vector<Case> variants;
           Case base{a.name, k, p, floats};
           variants.push_back(base);
-          if (a.name == "hierarchical" || a.name == "multiring")
+          if (a.name == "hierarchical" || a.name == "hierarchical_tree" || a.name == "nccl_tree" ||
+              a.name == "multiring")
             for (int g : {2, 3, 4, 8})
               if (p % g == 0 && g < p) variants.push_back(Case{a.name, k, p, floats, g});
           if (a.name == "hierarchical" && p <= 8) variants.push_back(Case{a.name, k, p, floats, p});
-          if (a.name == "pipeline" || a.name == "dbt") variants.push_back(Case{a.name, k, p, floats, 1, 3});
+          if (a.name == "pipeline" || a.name == "dbt" || a.name == "nccl_tree")
+            variants.push_back(Case{a.name, k, p, floats, 1, 3});
           if (k == CollKind::AllToAll && floats == p * 8) variants.push_back(Case{a.name, k, p, floats, 1, 0, true});
           for (const Case& c : variants)
             if (!a.unsupported(spec_of(c))) out.push_back(c);
@@ -152,6 +154,62 @@ TEST(Registry, EveryKindHasAnAlgorithmAndNamesAreUnique) {
   for (CollKind k : all_coll_kinds()) EXPECT_EQ(parse_coll_kind(to_string(k)), k);
   EXPECT_EQ(parse_coll_kind("all-reduce"), CollKind::AllReduce);
   EXPECT_FALSE(parse_coll_kind("allsum").has_value());
+}
+
+// nccl_tree with one rank per node has chains of one: its two trees per channel are dbt's,
+// over the same halves, so with the same chunks the two programs are the same, step by step.
+// And on g > 1, every message of nccl_tree stays on its chain (same node) or joins the heads
+// of one channel (same local rank: one rail).
+TEST(NcclTree, IsDbtWithOneRankPerNodeAndCrossesNodesOnOneRail) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  for (int p : {2, 3, 8, 64}) {
+    CollectiveSpec s;
+    s.kind = CollKind::AllReduce;
+    s.ranks = p;
+    s.bytes = 4096 + 4 * p;
+    s.element_bytes = 4;
+    s.chunks = 3;
+    const auto tree = reg.find("nccl_tree", s.kind)->build(s), dbt = reg.find("dbt", s.kind)->build(s);
+    for (int r = 0; r < p; ++r) {
+      ASSERT_EQ(tree->num_steps(r), dbt->num_steps(r)) << p << " " << r;
+      for (int i = 0; i < tree->num_steps(r); ++i) {
+        Step a, b;
+        tree->step(r, i, a);
+        dbt->step(r, i, b);
+        ASSERT_EQ(a.op, b.op);
+        ASSERT_EQ(a.sends.size(), b.sends.size());
+        ASSERT_EQ(a.recvs.size(), b.recvs.size());
+        for (std::size_t j = 0; j < a.sends.size(); ++j) {
+          EXPECT_EQ(a.sends[j].peer, b.sends[j].peer);
+          EXPECT_EQ(a.sends[j].offset, b.sends[j].offset);
+          EXPECT_EQ(a.sends[j].bytes, b.sends[j].bytes);
+        }
+        for (std::size_t j = 0; j < a.recvs.size(); ++j) {
+          EXPECT_EQ(a.recvs[j].peer, b.recvs[j].peer);
+          EXPECT_EQ(a.recvs[j].offset, b.recvs[j].offset);
+          EXPECT_EQ(a.recvs[j].bytes, b.recvs[j].bytes);
+        }
+      }
+    }
+  }
+  CollectiveSpec s;
+  s.kind = CollKind::AllReduce;
+  s.ranks = 64;
+  s.ranks_per_node = 8;
+  s.bytes = 4 << 20;
+  const auto tree = reg.find("nccl_tree", s.kind)->build(s);
+  long crossing = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int i = 0; i < tree->num_steps(r); ++i) {
+      Step st;
+      tree->step(r, i, st);
+      for (const Transfer& t : st.sends)
+        if (t.peer / 8 != r / 8) {
+          EXPECT_EQ(t.peer % 8, r % 8) << r << " -> " << t.peer;
+          ++crossing;
+        }
+    }
+  EXPECT_GT(crossing, 0);
 }
 
 TEST(Slice, EvenUnevenAndElementAligned) {

@@ -128,7 +128,8 @@ std::vector<ExactCase> exact_cases() {
   std::vector<ExactCase> out;
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   for (const Algorithm& a : reg.all()) {
-    if (a.name == "dbt") continue;  // several flows per port by design: a lockstep estimate
+    // several flows per port by design: a lockstep estimate (hierarchical_tree's phase 2 is dbt)
+    if (a.name == "dbt" || a.name == "hierarchical_tree" || a.name == "nccl_tree") continue;
     // nvls is timed by its link loads through a reducing switch (every port shared by p-1
     // flows by design); sim/collective_sim_test checks it against the flow model and by hand.
     if (a.name == "nvls") continue;
@@ -254,8 +255,50 @@ TEST(ClosedForm, HandComputed) {
   h.ranks_per_node = 4;
   CostParams hc{1e6, 1, 0.5, 1e6, 1, 2e6, 2};
   EXPECT_DOUBLE_EQ(hand_cost("hierarchical", h, hc), 10'002'496);
+  // hierarchical_tree on the same 2 nodes: a tree of two ranks is one exchange each way, so
+  // phase 2 costs what the 2-node ring does (dbt p=2, k=1, c=128: 2e6 + 2*128*2 + 128*0.5).
+  EXPECT_DOUBLE_EQ(hand_cost("hierarchical_tree", h, hc), 10'002'496);
+  // hierarchical_tree p=16 g=4 n=4096 k=2 (N=4): M1 = 1024; intra RS 3*(1e6+1024+512) =
+  // 3'004'608; dbt N=4 n=1024 k=2: H=2, L=2, c=256: 3*(2*2e6 + 2*2*256*2 + 2*256*0.5) =
+  // 12'006'912; intra AG 3*(1e6+1024) = 3'003'072; total 18'014'592
+  CollectiveSpec ht = spec(CollKind::AllReduce, 16, 4096);
+  ht.ranks_per_node = 4;
+  ht.chunks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("hierarchical_tree", ht, hc), 18'014'592);
+  // nccl_tree p=8 g=4 (N=2) n=8192 k=2: 8 parts of 1024, c = 512; chain 3 hops of 1e6 + 2*512,
+  // 1 tree hop of 2e6 + 1*512*2 (L = 1 for two nodes), each up and down: 6*1'001'024 +
+  // 2*2'001'024; one more chunk: 2*max(1e6 + 4*512, 2e6 + 512*2) (F_i = 2*min(2, 3) = 4);
+  // gamma on the UP bytes (3*2*512 + 1*512 + 1*(4+1)*512)*0.5 = 3'072: total 14'013'312
+  CollectiveSpec nt = spec(CollKind::AllReduce, 8, 8192);
+  nt.ranks_per_node = 4;
+  nt.chunks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("nccl_tree", nt, hc), 14'013'312);
+  // with one rank per node it is dbt: the same trees, halves and chunks
+  CollectiveSpec nd = spec(CollKind::AllReduce, 8, 1024);
+  nd.chunks = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("nccl_tree", nd), hand_cost("dbt", nd));
   // direct: 1e6 + 1000
   EXPECT_DOUBLE_EQ(hand_cost("direct", spec(CollKind::SendRecv, 2, 1000)), 1'001'000);
+}
+
+// hierarchical_tree: on 2 nodes each tree is one exchange each way, so the closed form is
+// exact and equals the step timing; across 64 nodes its inter phase takes ~k + 2 log2 N
+// steps where hierarchical's ring takes 2(N-1), so at 1 MiB it is faster, by the closed form
+// and by the step timing alike. Flat alpha/beta: the step timing has one level.
+TEST(ClosedForm, HierarchicalTreeExactOnTwoNodesAndFasterThanTheRingAcrossMany) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CostParams c{1e6, 1, 0.5};
+  const Algorithm* tree = reg.find("hierarchical_tree", CollKind::AllReduce);
+  const Algorithm* ring = reg.find("hierarchical", CollKind::AllReduce);
+  for (int g : {2, 4, 8}) {
+    CollectiveSpec s = spec(CollKind::AllReduce, 2 * g, 1 << 20);
+    s.ranks_per_node = g;
+    EXPECT_NEAR(time_steps(*tree->build(s), c).end_ps, tree->cost_ps(s, c), 1e-9 * tree->cost_ps(s, c)) << g;
+  }
+  CollectiveSpec s = spec(CollKind::AllReduce, 512, 1 << 20);
+  s.ranks_per_node = 8;
+  EXPECT_LT(tree->cost_ps(s, c), 0.5 * ring->cost_ps(s, c));
+  EXPECT_LT(time_steps(*tree->build(s), c).end_ps, 0.5 * time_steps(*ring->build(s), c).end_ps);
 }
 
 TEST(ClosedForm, MatchesMathMdWhenEven) {

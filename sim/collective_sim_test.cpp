@@ -103,9 +103,14 @@ TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
     const double formula = out.algorithm->cost_ps(out.spec, out.params);
     // dbt's closed form is a lockstep estimate for p >= 4 (pipeline fill/drain ports carry
     // fewer flows; at p = 1000 ranks drift and some ports briefly carry 3): its known gap is
-    // held here so that it cannot grow unnoticed. Every other algorithm is exact.
-    const bool estimate = c.algo == "dbt" && c.n > 3;
-    EXPECT_NEAR(flow / formula, 1.0, estimate ? 0.30 : 1e-3)
+    // held here so that it cannot grow unnoticed. Every other algorithm is exact
+    // (hierarchical_tree and nccl_tree on a switch, one rank per node, are dbt over the group).
+    const bool estimate = (c.algo == "dbt" || c.algo == "hierarchical_tree" || c.algo == "nccl_tree") && c.n > 3;
+    // nccl_tree's pipeline estimate is exact on one switch when its chunks outnumber the
+    // chain's hops (k >= g - 1); with fewer, more channels share a port than it counts: up to
+    // 1.64x at 64 ranks and 16 MiB (docs/collectives.md, nccl_tree).
+    const double gap = c.algo == "nccl_tree" ? 0.70 : 0.30;
+    EXPECT_NEAR(flow / formula, 1.0, estimate ? gap : 1e-3)
         << c.algo << " " << to_string(c.kind) << " n=" << c.n << " bytes=" << b << " flow=" << flow
         << "ps formula=" << formula << "ps";
   }
@@ -208,6 +213,32 @@ TEST(PhysicalConsistency, DgxH100MultiRingUsesEveryNic) {
   const double nccl_busbw = bus_bandwidth(req, nccl);
   EXPECT_NEAR(multi / nccl_busbw, 1.0, 0.10) << "nccl mode " << nccl_busbw * 1e-9 << " GB/s";
   EXPECT_GT(multi / ring, 8.0) << "ring " << ring * 1e-9 << " GB/s";
+}
+
+// NCCL's Tree across 16 DGX H100 nodes (128 ranks): nccl_tree's pipeline estimate stays
+// within 0.90-1.15 of the flow run from 64 KiB to 256 MiB; at 1 MiB, where NCCL's model runs
+// Tree, the flow time is within 20% of it (docs/collectives.md has the remaining gap at 16
+// MiB and why); and it beats `hierarchical`, which runs the same work's phases one after the
+// other (152.8 us at 1 MiB).
+TEST(PhysicalConsistency, NcclTreeAcrossSixteenDgxNodesFollowsNcclsTree) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "16"}});
+  Router router(topo);
+  for (Bytes bytes : {KiB(64), MiB(1), MiB(16), MiB(256)}) {
+    CollectiveRequest req = request(CollKind::AllReduce, bytes, 128, "nccl_tree");
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    const double ratio = static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps());
+    EXPECT_GT(ratio, 0.90) << bytes;
+    EXPECT_LT(ratio, 1.15) << bytes;
+    if (bytes != MiB(1)) continue;
+    req.algorithm = "hierarchical";
+    EXPECT_LT(out.time.us(), 0.75 * run_collective(topo, router, registry(), req).time.us());
+    req.algorithm = "nccl";
+    req.fidelity = Fidelity::Nccl;
+    const CollectiveOutcome nccl = run_collective(topo, router, registry(), req);
+    ASSERT_TRUE(nccl.nccl.has_value());
+    EXPECT_EQ(nccl.nccl->chosen().algo, NcclAlgo::Tree);
+    EXPECT_NEAR(out.time.us() / nccl.time.us(), 1.0, 0.20) << "nccl mode " << nccl.time.us() << " us";
+  }
 }
 
 // MoE all-to-all across H800-like nodes (NVLink 160 GB/s, 8 x 400 Gb/s NICs at 46 GB/s) on

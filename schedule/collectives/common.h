@@ -30,8 +30,10 @@ Algorithm make_pipeline();
 Algorithm make_recursive_doubling();
 Algorithm make_rabenseifner();
 Algorithm make_double_binary_tree();
+Algorithm make_nccl_tree();
 Algorithm make_pairwise();
 Algorithm make_hierarchical();
+Algorithm make_hierarchical_tree();
 Algorithm make_multiring();
 Algorithm make_nvls();
 Algorithm make_concurrent();
@@ -71,6 +73,11 @@ void ring_all_gather_step(const RingView& v, int s, Step& out);
 double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma);
 // Size of the largest slice (always the last one with the floor split).
 inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
+
+// ---- the double binary tree, as a phase of another algorithm (hierarchical_tree) ----------
+// dbt's program and closed form (alpha_ps, beta_ps, gamma_ps of c) for an all-reduce spec.
+std::unique_ptr<StepProgram> make_dbt_program(const CollectiveSpec& s);
+double dbt_cost_ps(const CollectiveSpec& s, const CostParams& c);
 
 // ---- exchange steps across nodes ---------------------------------------------------------
 // The per-byte time of a step in which every rank r exchanges with r XOR mask at once. The
@@ -131,10 +138,11 @@ std::optional<std::string> pow2_reason(const std::string& name, int ranks);
 // `kinds` (kind_reason) and `make` builds a `Program` from the spec. An algorithm with more
 // rules (its own unsupported, unavailable, make_timing, only_protocol) sets them afterwards:
 //   Algorithm a = basic_algorithm<RingProgram>("ring", "ring r -> r+1 ...", kKinds, cost, explain);
-template <class Program>
-Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
-                          std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps,
-                          std::function<std::string(const CollectiveSpec&, const CostParams&)> explain) {
+// The same with the program built by `make` (a program class without a spec constructor).
+inline Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
+                                 std::function<std::unique_ptr<StepProgram>(const CollectiveSpec&)> make,
+                                 std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps,
+                                 std::function<std::string(const CollectiveSpec&, const CostParams&)> explain) {
   Algorithm a;
   a.name = std::move(name);
   a.summary = std::move(summary);
@@ -142,10 +150,19 @@ Algorithm basic_algorithm(std::string name, std::string summary, std::vector<Col
   a.unsupported = [name = a.name, kinds = a.kinds](const CollectiveSpec& s) {
     return kind_reason(name, kinds, s.kind);
   };
-  a.make = [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<Program>(s); };
+  a.make = std::move(make);
   a.cost_ps = std::move(cost_ps);
   a.explain = std::move(explain);
   return a;
+}
+template <class Program>
+Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
+                          std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps,
+                          std::function<std::string(const CollectiveSpec&, const CostParams&)> explain) {
+  return basic_algorithm(
+      std::move(name), std::move(summary), std::move(kinds),
+      [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<Program>(s); },
+      std::move(cost_ps), std::move(explain));
 }
 
 }  // namespace meshsim::collectives

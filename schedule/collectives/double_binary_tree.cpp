@@ -1,4 +1,6 @@
-// dbt: NCCL-style double binary tree all-reduce.
+// dbt: NCCL-style double binary tree all-reduce; and nccl_tree, NCCL's Tree with channels
+// and chains inside the nodes (bottom of the file). Both are sets of trees run on one grid
+// of slots (TreeSetProgram): the rules below hold for any such set.
 //
 // The buffer is split in two halves; half T (T = A, B) is reduced up and broadcast down
 // its own binary tree, pipelined in k chunks. The two trees have the same shape and are
@@ -56,6 +58,10 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "schedule/collectives/common.h"
@@ -73,92 +79,75 @@ int chunks_of(const CollectiveSpec& s) {
   return static_cast<int>(k);
 }
 
+// One tree of a tree set: the region of the buffer it carries and, per rank, its parent,
+// children (at most 3: two in a binary tree plus the next rank of a node's chain) and depth
+// (the root's is 0).
 struct TreeNode {
   int parent = -1;
-  std::array<int, 2> child{-1, -1};
+  std::array<int, 3> child{-1, -1, -1};
   int depth = 0;
 };
-
-// Slot intervals [lo, hi) where a rank has an UP (or DOWN) step: at most 2 disjoint ones.
-struct Slots {
-  int n = 0;
-  std::array<int, 2> lo{}, hi{};
-  void add(int a, int b) {  // intervals arrive with overlapping or disjoint ranges; merge
-    for (int i = 0; i < n; ++i)
-      if (a <= hi[i] && lo[i] <= b) {
-        lo[i] = std::min(lo[i], a);
-        hi[i] = std::max(hi[i], b);
-        return;
-      }
-    MESHSIM_ASSERT(n < 2);
-    lo[n] = a;
-    hi[n] = b;
-    ++n;
-  }
-  int count_below(int t) const {  // |slots ∩ [0, t)|
-    int c = 0;
-    for (int i = 0; i < n; ++i) c += std::clamp(t - lo[i], 0, hi[i] - lo[i]);
-    return c;
-  }
-  bool has(int t) const {
-    for (int i = 0; i < n; ++i)
-      if (t >= lo[i] && t < hi[i]) return true;
-    return false;
-  }
+struct TreePart {
+  Range part;
+  std::vector<TreeNode> nodes;  // one per rank
 };
 
-class DbtProgram final : public StepProgram {
+void add_child(std::vector<TreeNode>& nodes, int parent, int child) {
+  TreeNode& pn = nodes[static_cast<std::size_t>(parent)];
+  for (int& c : pn.child)
+    if (c < 0) {
+      c = child;
+      nodes[static_cast<std::size_t>(child)].parent = parent;
+      return;
+    }
+  MESHSIM_ASSERT(false);
+}
+
+// Several trees over the same ranks, each reducing its region up to its root and
+// broadcasting it back down, pipelined in k chunks on one grid of slots (the rules at the top
+// of this file, with H the deepest depth of any tree). A rank's steps are its (slot, UP) and
+// (slot, DOWN) steps of every tree, merged in (slot, UP before DOWN) order; both ends of
+// every message take it in the same (slot, phase) step, so the program cannot deadlock.
+class TreeSetProgram final : public StepProgram {
  public:
-  explicit DbtProgram(const CollectiveSpec& s) : p_(s.ranks), k_(chunks_of(s)), n_(s.bytes), elem_(s.element_bytes) {
-    half_[0] = slice(n_, 2, 0, elem_);
-    half_[1] = slice(n_, 2, 1, elem_);
+  TreeSetProgram(int p, int k, Bytes elem, std::vector<TreePart> trees)
+      : p_(p), k_(k), elem_(elem), trees_(std::move(trees)) {
     if (p_ < 2) return;
-    build_trees();
-    up_.resize(p_);
-    down_.resize(p_);
+    for (const TreePart& t : trees_)
+      for (const TreeNode& nd : t.nodes) h_ = std::max(h_, nd.depth);
+    const int codes = 2 * (k_ + 2 * h_ + 2);
+    std::vector<char> mark(static_cast<std::size_t>(codes));
+    steps_.resize(static_cast<std::size_t>(p_));
     for (int r = 0; r < p_; ++r) {
-      for (int t = 0; t < 2; ++t) {
-        const TreeNode& nd = tree_[t][r];
+      std::fill(mark.begin(), mark.end(), 0);
+      auto add = [&](int phase, int lo, int hi) {  // slots [lo, hi) of phase 0 (UP) or 1 (DOWN)
+        for (int t = std::max(lo, 0); t < hi; ++t) mark[static_cast<std::size_t>(2 * t + phase)] = 1;
+      };
+      for (const TreePart& tp : trees_) {
+        const TreeNode& nd = tp.nodes[static_cast<std::size_t>(r)];
         const int d = nd.depth;
         const bool inner = nd.child[0] >= 0, has_parent = nd.parent >= 0;
         // UP: inner ranks reduce in [H-d-1, H-d-1+k) and forward in [H-d, H-d+k).
-        if (inner && has_parent)
-          up_[r].add(h_ - d - 1, h_ - d + k_);
-        else if (inner)
-          up_[r].add(h_ - d - 1, h_ - d - 1 + k_);
-        else if (has_parent)
-          up_[r].add(h_ - d, h_ - d + k_);
+        if (inner) add(0, h_ - d - 1, h_ - d - 1 + k_);
+        if (has_parent) add(0, h_ - d, h_ - d + k_);
         // DOWN: receive in [H+d-2, H+d-2+k), forward in [H+d-1, H+d-1+k).
-        if (inner && has_parent)
-          down_[r].add(h_ + d - 2, h_ + d - 1 + k_);
-        else if (inner)
-          down_[r].add(h_ + d - 1, h_ + d - 1 + k_);
-        else if (has_parent)
-          down_[r].add(h_ + d - 2, h_ + d - 2 + k_);
+        if (has_parent) add(1, h_ + d - 2, h_ + d - 2 + k_);
+        if (inner) add(1, h_ + d - 1, h_ + d - 1 + k_);
       }
+      for (int c = 0; c < codes; ++c)
+        if (mark[static_cast<std::size_t>(c)]) steps_[static_cast<std::size_t>(r)].push_back(c);
     }
   }
   int ranks() const override { return p_; }
   int num_steps(int rank) const override {
-    if (p_ < 2) return 0;
-    return up_[rank].count_below(kFar) + down_[rank].count_below(kFar);
+    return p_ < 2 ? 0 : static_cast<int>(steps_[static_cast<std::size_t>(rank)].size());
   }
   void step(int rank, int s, Step& out) const override {
-    const Slots& up = up_[rank];
-    const Slots& down = down_[rank];
-    // Smallest slot t with more than s steps in slots [0, t].
-    int lo = 0, hi = k_ + 2 * h_ + 1;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (up.count_below(mid + 1) + down.count_below(mid + 1) > s)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    const int t = lo;
-    const bool is_up = up.has(t) && up.count_below(t) + down.count_below(t) == s;
-    for (int tr = 0; tr < 2; ++tr) {
-      const TreeNode& nd = tree_[tr][rank];
+    const int code = steps_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(s)];
+    const int t = code / 2;
+    const bool is_up = code % 2 == 0;
+    for (std::size_t tr = 0; tr < trees_.size(); ++tr) {
+      const TreeNode& nd = trees_[tr].nodes[static_cast<std::size_t>(rank)];
       const int d = nd.depth;
       if (is_up) {
         if (nd.parent >= 0) add(out.sends, tr, nd.parent, t - (h_ - d));
@@ -174,60 +163,62 @@ class DbtProgram final : public StepProgram {
   }
 
  private:
-  static constexpr int kFar = 1 << 30;
-
-  void add(std::vector<Transfer>& v, int tree, int peer, int j) const {
+  void add(std::vector<Transfer>& v, std::size_t tree, int peer, int j) const {
     if (j < 0 || j >= k_) return;
-    const Range r = slice(half_[tree].size(), k_, j, elem_);
-    v.push_back(Transfer{peer, half_[tree].begin + r.begin, r.size(), tree * k_ + j});
-  }
-
-  int rank_at(int tree, int y) const {
-    const int x = y - 1;
-    if (tree == 0) return x;
-    return p_ % 2 == 0 ? p_ - 1 - x : (x + 1) % p_;
-  }
-
-  void build_trees() {
-    // Parent of every position, then depths top-down (a parent's lowbit exceeds its child's).
-    std::vector<int> parent(p_ + 1, 0), depth(p_ + 1, 0);
-    int root = 1;
-    while (root * 2 <= p_) root *= 2;
-    for (int y = 1; y <= p_; ++y) {
-      if (y == root) continue;
-      const int h = static_cast<int>(lowbit(y));
-      const bool left_child = ((y / h) % 4) == 1;  // y = a*2h + h with a even: parent y + h
-      int up = left_child ? y + h : y - h;
-      if (up > p_) up = y - h;  // the natural parent is past p: hang under y - h instead
-      parent[y] = up;
-    }
-    h_ = 0;
-    for (int h = root; h >= 1; h /= 2)
-      for (int y = h; y <= p_; y += 2 * h) {
-        depth[y] = y == root ? 0 : depth[parent[y]] + 1;
-        h_ = std::max(h_, depth[y]);
-      }
-    for (int t = 0; t < 2; ++t) {
-      tree_[t].assign(p_, TreeNode{});
-      for (int y = 1; y <= p_; ++y) {
-        TreeNode& nd = tree_[t][rank_at(t, y)];
-        nd.depth = depth[y];
-        if (y == root) continue;
-        nd.parent = rank_at(t, parent[y]);
-        TreeNode& pn = tree_[t][nd.parent];
-        const int slot = pn.child[0] < 0 ? 0 : 1;
-        MESHSIM_ASSERT(pn.child[slot] < 0);
-        pn.child[slot] = rank_at(t, y);
-      }
-    }
+    const Range& part = trees_[tree].part;
+    const Range r = slice(part.size(), k_, j, elem_);
+    v.push_back(Transfer{peer, part.begin + r.begin, r.size(), static_cast<int>(tree) * k_ + j});
   }
 
   int p_, k_, h_ = 0;
-  Bytes n_, elem_;
-  Range half_[2];
-  std::vector<TreeNode> tree_[2];
-  std::vector<Slots> up_, down_;
+  Bytes elem_;
+  std::vector<TreePart> trees_;
+  std::vector<std::vector<int>> steps_;  // per rank: 2*slot + (0 UP, 1 DOWN), in order
 };
+
+// The two complementary binary trees over p members (the shape at the top of this file):
+// [0] tree A (member y-1 at position y), [1] tree B (mirrored for even p, shifted for odd).
+std::array<std::vector<TreeNode>, 2> dbt_trees(int p) {
+  std::array<std::vector<TreeNode>, 2> trees;
+  if (p < 1) return trees;
+  auto member_at = [p](int tree, int y) {
+    const int x = y - 1;
+    if (tree == 0) return x;
+    return p % 2 == 0 ? p - 1 - x : (x + 1) % p;
+  };
+  // Parent of every position, then depths top-down (a parent's lowbit exceeds its child's).
+  std::vector<int> parent(static_cast<std::size_t>(p + 1), 0), depth(static_cast<std::size_t>(p + 1), 0);
+  int root = 1;
+  while (root * 2 <= p) root *= 2;
+  for (int y = 1; y <= p; ++y) {
+    if (y == root) continue;
+    const int h = static_cast<int>(lowbit(y));
+    const bool left_child = ((y / h) % 4) == 1;  // y = a*2h + h with a even: parent y + h
+    int up = left_child ? y + h : y - h;
+    if (up > p) up = y - h;  // the natural parent is past p: hang under y - h instead
+    parent[static_cast<std::size_t>(y)] = up;
+  }
+  for (int h = root; h >= 1; h /= 2)
+    for (int y = h; y <= p; y += 2 * h)
+      depth[static_cast<std::size_t>(y)] = y == root ? 0 : depth[static_cast<std::size_t>(parent[y])] + 1;
+  for (int t = 0; t < 2; ++t) {
+    trees[t].assign(static_cast<std::size_t>(p), TreeNode{});
+    for (int y = 1; y <= p; ++y) trees[t][static_cast<std::size_t>(member_at(t, y))].depth = depth[y];
+    for (int y = 1; y <= p; ++y)
+      if (y != root) add_child(trees[t], member_at(t, parent[y]), member_at(t, y));
+  }
+  return trees;
+}
+
+std::unique_ptr<StepProgram> dbt_program(const CollectiveSpec& s) {
+  const int k = chunks_of(s);
+  std::vector<TreePart> parts;
+  if (s.ranks >= 2) {
+    auto trees = dbt_trees(s.ranks);
+    for (int t = 0; t < 2; ++t) parts.push_back(TreePart{slice(s.bytes, 2, t, s.element_bytes), std::move(trees[t])});
+  }
+  return std::make_unique<TreeSetProgram>(s.ranks, k, s.element_bytes, std::move(parts));
+}
 
 const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 
@@ -264,9 +255,143 @@ std::string explain(const CollectiveSpec& s, const CostParams& cp) {
 
 }  // namespace
 
+std::unique_ptr<StepProgram> make_dbt_program(const CollectiveSpec& s) { return dbt_program(s); }
+double dbt_cost_ps(const CollectiveSpec& s, const CostParams& c) { return cost(s, c); }
+
+namespace {
+
+// ---- nccl_tree ------------------------------------------------------------------------------
+// C = g channels (one per GPU of a node, as NCCL spreads its tree channels over the NICs);
+// channel c carries a 1/C share of the buffer as two halves, each on its own tree: inside
+// every node a chain that starts at local rank c (the head, whose NIC is on rail c) and runs
+// c, c+1, ..., c+g-1 (mod g); across nodes the heads form dbt's tree A (first half) or tree
+// B (second half) over the N nodes. So a chunk climbs the chain to the head, the tree to the
+// root, and comes back down the same way, pipelined in k chunks.
+int tree_parts(const CollectiveSpec& s) { return 2 * s.ranks_per_node; }
+
+// The depth of the trees: floor(log2 N) across the nodes plus g - 1 along the chain.
+int nccl_tree_depth(const CollectiveSpec& s) {
+  const int nodes = s.ranks / s.ranks_per_node;
+  return (nodes > 1 ? floor_log2(nodes) : 0) + s.ranks_per_node - 1;
+}
+
+// NCCL's chunk rule for Tree (enqueue.cc, Simple protocol): start from 512 KiB and halve the
+// chunk while a channel's share holds fewer than 8 x depth chunks (down to 128 KiB), 4 x depth
+// (down to 64 KiB), depth (down to 32 KiB), so a deep tree still fills its pipeline. A
+// channel's share here is one tree's part, n/(2g). Never more chunks than elements.
+int nccl_tree_chunks(const CollectiveSpec& s) {
+  if (s.chunks > 0) return s.chunks;
+  const int parts = tree_parts(s);
+  const Bytes part = max_slice(s.bytes, parts, s.element_bytes);
+  const Bytes smallest = slice(s.bytes, parts, 0, s.element_bytes).size();
+  const Bytes depth = std::max(nccl_tree_depth(s), 1);
+  Bytes chunk = 512 * 1024;
+  while (part / chunk < depth * 8 && chunk > 128 * 1024) chunk /= 2;
+  while (part / chunk < depth * 4 && chunk > 64 * 1024) chunk /= 2;
+  while (part / chunk < depth && chunk > 32 * 1024) chunk /= 2;
+  const Bytes k = std::clamp<Bytes>((part + chunk - 1) / chunk, 1, kMaxChunks);
+  return static_cast<int>(std::min<Bytes>(k, std::max<Bytes>(smallest / s.element_bytes, 1)));
+}
+
+std::unique_ptr<StepProgram> nccl_tree_program(const CollectiveSpec& s) {
+  const int p = s.ranks, g = s.ranks_per_node, nodes = p / g;
+  const auto node_trees = dbt_trees(nodes);
+  std::vector<TreePart> parts;
+  for (int c = 0; c < g; ++c)
+    for (int t = 0; t < 2; ++t) {
+      TreePart tp{slice(s.bytes, 2 * g, 2 * c + t, s.element_bytes),
+                  std::vector<TreeNode>(static_cast<std::size_t>(p))};
+      auto member = [&](int node, int i) { return node * g + (c + i) % g; };  // i-th of the node's chain
+      for (int n = 0; n < nodes; ++n) {
+        const TreeNode& nn = node_trees[static_cast<std::size_t>(t)][static_cast<std::size_t>(n)];
+        for (int i = 0; i < g; ++i) tp.nodes[static_cast<std::size_t>(member(n, i))].depth = nn.depth + i;
+      }
+      for (int n = 0; n < nodes; ++n) {  // heads under heads, in dbt's child order
+        for (int child : node_trees[static_cast<std::size_t>(t)][static_cast<std::size_t>(n)].child)
+          if (child >= 0) add_child(tp.nodes, member(n, 0), member(child, 0));
+        for (int i = 1; i < g; ++i) add_child(tp.nodes, member(n, i - 1), member(n, i));  // the chain
+      }
+      parts.push_back(std::move(tp));
+    }
+  return std::make_unique<TreeSetProgram>(p, nccl_tree_chunks(s), s.element_bytes, std::move(parts));
+}
+
+// The closed form's terms: k chunks of at most c bytes per tree, the trees' depth H =
+// H_N + g - 1 (H_N = floor(log2 N) across nodes, g - 1 along the chain), the flows a busy port
+// carries: L on a head's NIC (dbt's: 2, 1 for two nodes, 0 for one), 2 on a chain hop (the
+// channel's two halves), F_i on a GPU's NVLink port in the steady state (2 per channel whose
+// chunk is at its depth: at most min(k, g - 1) channels at once), and R chunks reduced per
+// UP step.
+struct TreeTerms {
+  int k, h_nodes, chain, flows_e, flows_i, reduced;
+  Bytes c;
+};
+TreeTerms nccl_tree_terms(const CollectiveSpec& s) {
+  const int g = s.ranks_per_node, nodes = s.ranks / g;
+  const int k = nccl_tree_chunks(s);
+  const int flows_e = nodes > 2 ? 2 : nodes == 2 ? 1 : 0;
+  const int flows_i = 2 * std::min(k, g - 1);
+  return TreeTerms{k,
+                   nccl_tree_depth(s) - (g - 1),
+                   g - 1,
+                   flows_e,
+                   flows_i,
+                   flows_i + flows_e,
+                   max_slice(max_slice(s.bytes, tree_parts(s), s.element_bytes), k, s.element_bytes)};
+}
+
+std::optional<std::string> nccl_tree_unsupported(const CollectiveSpec& s) {
+  if (auto k = kind_reason("nccl_tree", kKinds, s.kind)) return k;
+  return node_blocks_reason("nccl_tree", s);
+}
+
+// Pipeline estimate: chunk 0 climbs the chain and the node tree and comes back down (2H hops),
+// then every further chunk adds one slot of an UP and a DOWN step at the steady-state load.
+// With one rank per node (g = 1) it is dbt's closed form.
+double nccl_tree_cost(const CollectiveSpec& s, const CostParams& cp) {
+  validate_spec(s);
+  if (auto why = nccl_tree_unsupported(s)) throw Error(*why);
+  if (s.ranks < 2) return 0.0;
+  const TreeTerms t = nccl_tree_terms(s);
+  const Levels lv = levels(cp);
+  const double c = static_cast<double>(t.c);
+  const double hop_i = lv.ai + 2 * c * lv.bi, hop_e = lv.ae + t.flows_e * c * lv.be;
+  const double in = t.flows_i * c * lv.bi, ex = t.flows_e * c * lv.be;
+  const double a_i = t.flows_i > 0 ? lv.ai : 0.0, a_e = t.flows_e > 0 ? lv.ae : 0.0;
+  const double step = lv.separate ? std::max(a_i + in, a_e + ex) : std::max(a_i, a_e) + in + ex;
+  const double reduced = (2.0 * t.chain + t.h_nodes * t.flows_e + (t.k - 1.0) * t.reduced) * c;  // UP steps
+  return 2.0 * t.chain * hop_i + 2.0 * t.h_nodes * hop_e + (t.k - 1) * 2 * step + reduced * cp.gamma_ps;
+}
+
+std::string nccl_tree_explain(const CollectiveSpec& s, const CostParams& cp) {
+  const TreeTerms t = nccl_tree_terms(s);
+  const Levels lv = levels(cp);
+  return explain_text(
+      fmt::format("nccl_tree allreduce (p={}, g={} per node = channels, N={} nodes, n={}B, k={} chunks)", s.ranks,
+                  s.ranks_per_node, s.ranks / s.ranks_per_node, s.bytes, t.k),
+      "2(g-1)*(a_i + 2c*b_i) + 2*H_N*(a_e + L*c*b_e) + (k-1)*2*step (+ gamma on the bytes reduced), "
+      "step = max(a_i + F_i*c*b_i, a_e + L*c*b_e) (the sum when the GPU's first link is shared), "
+      "c = largest chunk ~ n/(2gk), H_N = floor(log2 N); pipeline estimate",
+      fmt::format("2*{}*({} + 2*{}B/{}) + 2*{}*({} + {}*{}B/{}) + ({}-1)*2*step, F_i = {}", t.chain, fmt_alpha(lv.ai),
+                  t.c, fmt_rate(lv.bi), t.h_nodes, fmt_alpha(lv.ae), t.flows_e, t.c, fmt_rate(lv.be), t.k, t.flows_i),
+      nccl_tree_cost(s, cp));
+}
+
+}  // namespace
+
+Algorithm make_nccl_tree() {
+  Algorithm a = basic_algorithm(
+      "nccl_tree",
+      "NCCL's Tree: per channel (one per GPU of a node) a chain inside each node and a double binary tree of the "
+      "nodes, pipelined",
+      kKinds, nccl_tree_program, nccl_tree_cost, nccl_tree_explain);
+  a.unsupported = nccl_tree_unsupported;
+  return a;
+}
+
 Algorithm make_double_binary_tree() {
-  return basic_algorithm<DbtProgram>(
-      "dbt", "NCCL-style double binary tree: two complementary pipelined trees, one per half", kKinds, cost, explain);
+  return basic_algorithm("dbt", "NCCL-style double binary tree: two complementary pipelined trees, one per half",
+                         kKinds, dbt_program, cost, explain);
 }
 
 }  // namespace meshsim::collectives
