@@ -281,6 +281,13 @@ step 13 "4 ranks in NCCL's all-reduce, rank 2 stopped (SIGSTOP): the others abor
 step 14 "4 ranks in our all-reduce over ncclSend/ncclRecv, rank 2 killed (SIGKILL): the others stop within 12 s" 60 \
   peer_failure_ok -- "$root/tools/gpu/peer_failure.sh" --signal KILL --after 10 "$M" 4 "${long_allreduce[@]}"
 
+# Every all-reduce algorithm of the registry through the cuda executor, 4 ranks as 2 nodes of
+# 2 (so the hierarchical and tree algorithms have nodes and chains), numerics exact.
+every_ok() { [ "$rc" -eq 0 ] && grep -m1 '^every_allreduce: PASS' || { grep -m1 -e 'FAIL' -e 'no algorithm' || echo "exit $rc"; return 1; }; }
+step 15 "every all-reduce algorithm of the registry on 4 ranks (2 nodes of 2), our step programs over NCCL, numerics exact" \
+  240 every_ok -- "$root/tools/gpu/every_allreduce.sh" "$M" 4 dgx-h100:nodes=2,gpus_per_node=2 --backend cuda \
+  --set workload.bytes=16MiB --set workload.iterations=2 --timeout 60
+
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
 exit $failed
