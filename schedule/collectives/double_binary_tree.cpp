@@ -61,6 +61,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -115,13 +116,11 @@ class TreeSetProgram final : public StepProgram {
     if (p_ < 2) return;
     for (const TreePart& t : trees_)
       for (const TreeNode& nd : t.nodes) h_ = std::max(h_, nd.depth);
-    const int codes = 2 * (k_ + 2 * h_ + 2);
-    std::vector<char> mark(static_cast<std::size_t>(codes));
-    steps_.resize(static_cast<std::size_t>(p_));
+    slots_.resize(static_cast<std::size_t>(p_));
     for (int r = 0; r < p_; ++r) {
-      std::fill(mark.begin(), mark.end(), 0);
-      auto add = [&](int phase, int lo, int hi) {  // slots [lo, hi) of phase 0 (UP) or 1 (DOWN)
-        for (int t = std::max(lo, 0); t < hi; ++t) mark[static_cast<std::size_t>(2 * t + phase)] = 1;
+      std::array<std::vector<std::pair<int, int>>, 2> iv;  // [lo, hi) slot intervals of UP (0), DOWN (1)
+      auto add = [&](int phase, int lo, int hi) {
+        if (hi > std::max(lo, 0)) iv[static_cast<std::size_t>(phase)].emplace_back(std::max(lo, 0), hi);
       };
       for (const TreePart& tp : trees_) {
         const TreeNode& nd = tp.nodes[static_cast<std::size_t>(r)];
@@ -134,18 +133,32 @@ class TreeSetProgram final : public StepProgram {
         if (has_parent) add(1, h_ + d - 2, h_ + d - 2 + k_);
         if (inner) add(1, h_ + d - 1, h_ + d - 1 + k_);
       }
-      for (int c = 0; c < codes; ++c)
-        if (mark[static_cast<std::size_t>(c)]) steps_[static_cast<std::size_t>(r)].push_back(c);
+      for (int phase = 0; phase < 2; ++phase) {
+        auto& v = iv[static_cast<std::size_t>(phase)];
+        std::sort(v.begin(), v.end());
+        auto& merged = slots_[static_cast<std::size_t>(r)][static_cast<std::size_t>(phase)];
+        for (const auto& [lo, hi] : v)
+          if (!merged.empty() && lo <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, hi);
+          else
+            merged.emplace_back(lo, hi);
+      }
     }
   }
   int ranks() const override { return p_; }
-  int num_steps(int rank) const override {
-    return p_ < 2 ? 0 : static_cast<int>(steps_[static_cast<std::size_t>(rank)].size());
-  }
+  int num_steps(int rank) const override { return p_ < 2 ? 0 : steps_before(rank, kFar); }
   void step(int rank, int s, Step& out) const override {
-    const int code = steps_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(s)];
-    const int t = code / 2;
-    const bool is_up = code % 2 == 0;
+    // The smallest slot t with more than s steps in slots [0, t]; UP comes before DOWN in it.
+    int lo = 0, hi = k_ + 2 * h_ + 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (steps_before(rank, mid + 1) > s)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    const int t = lo;
+    const bool is_up = has(rank, 0, t) && steps_before(rank, t) == s;
     for (std::size_t tr = 0; tr < trees_.size(); ++tr) {
       const TreeNode& nd = trees_[tr].nodes[static_cast<std::size_t>(rank)];
       const int d = nd.depth;
@@ -170,10 +183,26 @@ class TreeSetProgram final : public StepProgram {
     v.push_back(Transfer{peer, part.begin + r.begin, r.size(), static_cast<int>(tree) * k_ + j});
   }
 
+  static constexpr int kFar = 1 << 30;
+  using Intervals = std::vector<std::pair<int, int>>;  // merged, sorted [lo, hi) slots
+
+  // The rank's steps in slots [0, t): its UP and DOWN slots below t.
+  int steps_before(int rank, int t) const {
+    int c = 0;
+    for (const Intervals& v : slots_[static_cast<std::size_t>(rank)])
+      for (const auto& [lo, hi] : v) c += std::clamp(t - lo, 0, hi - lo);
+    return c;
+  }
+  bool has(int rank, int phase, int t) const {
+    for (const auto& [lo, hi] : slots_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(phase)])
+      if (t >= lo && t < hi) return true;
+    return false;
+  }
+
   int p_, k_, h_ = 0;
   Bytes elem_;
   std::vector<TreePart> trees_;
-  std::vector<std::vector<int>> steps_;  // per rank: 2*slot + (0 UP, 1 DOWN), in order
+  std::vector<std::array<Intervals, 2>> slots_;  // per rank: UP and DOWN slots
 };
 
 // The two complementary binary trees over p members (the shape at the top of this file):
@@ -278,7 +307,10 @@ int nccl_tree_depth(const CollectiveSpec& s) {
 // NCCL's chunk rule for Tree (enqueue.cc, Simple protocol): start from 512 KiB and halve the
 // chunk while a channel's share holds fewer than 8 x depth chunks (down to 128 KiB), 4 x depth
 // (down to 64 KiB), depth (down to 32 KiB), so a deep tree still fills its pipeline. A
-// channel's share here is one tree's part, n/(2g). Never more chunks than elements.
+// channel's share here is one tree's part, n/(2g). Never more chunks than elements, nor than
+// kMaxTreeChunks: past 2 GiB a part gets larger chunks (the pipeline's fill is then < 1% of
+// the time, and the simulation's steps stay bounded).
+constexpr Bytes kMaxTreeChunks = 4096;
 int nccl_tree_chunks(const CollectiveSpec& s) {
   if (s.chunks > 0) return s.chunks;
   const int parts = tree_parts(s);
@@ -289,7 +321,7 @@ int nccl_tree_chunks(const CollectiveSpec& s) {
   while (part / chunk < depth * 8 && chunk > 128 * 1024) chunk /= 2;
   while (part / chunk < depth * 4 && chunk > 64 * 1024) chunk /= 2;
   while (part / chunk < depth && chunk > 32 * 1024) chunk /= 2;
-  const Bytes k = std::clamp<Bytes>((part + chunk - 1) / chunk, 1, kMaxChunks);
+  const Bytes k = std::clamp<Bytes>((part + chunk - 1) / chunk, 1, kMaxTreeChunks);
   return static_cast<int>(std::min<Bytes>(k, std::max<Bytes>(smallest / s.element_bytes, 1)));
 }
 
