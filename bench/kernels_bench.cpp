@@ -109,6 +109,7 @@ int run(int argc, char** argv) {
   }
   const std::size_t n = std::size_t{1} << (small ? 22 : 28);
   const std::int64_t h = 8192, ln_rows = static_cast<std::int64_t>(n) / h;
+  const std::int64_t wide = 12288, wide_rows = static_cast<std::int64_t>(n) / wide;  // GPT-3's hidden size
   const std::int64_t seq_k = 4096, sm_rows = static_cast<std::int64_t>(n) / seq_k, seq_q = 1024;
   const double fl = sizeof(float);
   std::printf("kernels_bench on %s: %zu floats (%.0f MiB) per tensor, %d iterations\n", info.names.at(0).c_str(), n,
@@ -117,13 +118,13 @@ int run(int argc, char** argv) {
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   Device a(n), b(n), c(n), d(n);
-  Device gamma(h), beta(h), dgamma(h), dbeta(h), mean(ln_rows), rstd(ln_rows);
+  Device gamma(wide), beta(wide), dgamma(wide), dbeta(wide), mean(ln_rows), rstd(ln_rows);
   a.fill(1);
   b.fill(2);
   gamma.fill(3, 0.5f, 1.5f);
   beta.fill(4);
-  check(cudaMemset(dgamma.get(), 0, h * sizeof(float)), "cudaMemset");
-  check(cudaMemset(dbeta.get(), 0, h * sizeof(float)), "cudaMemset");
+  check(cudaMemset(dgamma.get(), 0, wide * sizeof(float)), "cudaMemset");
+  check(cudaMemset(dbeta.get(), 0, wide * sizeof(float)), "cudaMemset");
 
   const double copy_s = time_it(stream, iters, [&] {
     check(cudaMemcpyAsync(c.get(), a.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
@@ -145,6 +146,19 @@ int run(int argc, char** argv) {
   add("layernorm_backward (dx, dgamma, dbeta)", 3 * big + ln_small + 4.0 * h * fl, false, [&] {
     check_kernel(meshsim::kernels::layernorm_backward_cuda(b.get(), a.get(), gamma.get(), mean.get(), rstd.get(),
                                                            d.get(), dgamma.get(), dbeta.get(), ln_rows, h, s),
+                 "layernorm_backward_cuda");
+  });
+  // Rows past the register plan (shared memory): GPT-3 175B's LayerNorm.
+  const double wide_big = static_cast<double>(wide_rows * wide) * fl,
+               wide_small = 2.0 * wide * fl + 2.0 * wide_rows * fl;
+  add("layernorm_forward [rows, 12288]", 2 * wide_big + wide_small, false, [&] {
+    check_kernel(meshsim::kernels::layernorm_forward_cuda(a.get(), gamma.get(), beta.get(), c.get(), mean.get(),
+                                                          rstd.get(), wide_rows, wide, 1e-5f, s),
+                 "layernorm_forward_cuda");
+  });
+  add("layernorm_backward [rows, 12288]", 3 * wide_big + wide_small + 4.0 * wide * fl, false, [&] {
+    check_kernel(meshsim::kernels::layernorm_backward_cuda(b.get(), a.get(), gamma.get(), mean.get(), rstd.get(),
+                                                           d.get(), dgamma.get(), dbeta.get(), wide_rows, wide, s),
                  "layernorm_backward_cuda");
   });
   add("gelu_forward", 2 * big, true,

@@ -1,5 +1,6 @@
 // CUDA LayerNorm, whole and 2D-split (kernels/norm.h has the math). One block per row; rows
-// that fit are held in registers (cuda_common.cuh), longer ones re-read global memory.
+// that fit are held in registers (cuda_common.cuh), longer ones in shared memory while it holds
+// them (48 KiB, or what the GPU gives on request), longer still re-read global memory.
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -66,7 +67,108 @@ __global__ void ln_forward_loop(const float* x, const float* gamma, const float*
   }
 }
 
+// Rows past the register plan, up to what shared memory holds: the row is read from global
+// memory once, into shared memory, and the three passes (mean, variance, output) read it
+// there. Each thread only ever touches the elements it loaded, so no barrier is needed
+// besides those in block_sum. (GPT-3's 12288 columns took the loop below before, which reads
+// x three times: 164 us for a 2048 x 12288 LayerNorm on an H200, docs/validation/gpu-h200.md.)
+template <int W>
+__global__ void __launch_bounds__(256) ln_forward_smem(const float* x, const float* gamma, const float* beta, float* y,
+                                                       float* mean, float* rstd, std::int64_t rows, int h, float eps) {
+  extern __shared__ float4 smem_forward[];
+  float* row = reinterpret_cast<float*>(smem_forward);
+  const int nvec = h / W;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float s = 0.f;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float v[W];
+      load_vec<W>(x + r * h + i * W, v);
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        row[i * W + w] = v[w];
+        s += v[w];
+      }
+    }
+    const float mu = block_sum(s) / static_cast<float>(h);
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x)
+#pragma unroll
+      for (int w = 0; w < W; ++w) ss += (row[i * W + w] - mu) * (row[i * W + w] - mu);
+    const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float g[W], b[W], out[W];
+      load_vec<W>(gamma + i * W, g);
+      load_vec<W>(beta + i * W, b);
+#pragma unroll
+      for (int w = 0; w < W; ++w) out[w] = (row[i * W + w] - mu) * rs * g[w] + b[w];
+      store_vec<W>(y + r * h + i * W, out);
+    }
+  }
+}
+
 // ---- backward (dx) ----------------------------------------------------------------------
+
+// dx for rows past the register plan, as ln_forward_smem: g = dy * gamma and xhat are kept in
+// shared memory (2h floats), so dy and x are read once.
+template <int W>
+__global__ void __launch_bounds__(256)
+    ln_backward_smem(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                     float* dx, std::int64_t rows, int h) {
+  extern __shared__ float4 smem_backward[];
+  float* gs = reinterpret_cast<float*>(smem_backward);
+  float* xh = gs + h;
+  const int nvec = h / W;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float mu = mean[r], rs = rstd[r];
+    float2 s = make_float2(0.f, 0.f);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float d[W], xv[W], gm[W];
+      load_vec<W>(dy + r * h + i * W, d);
+      load_vec<W>(x + r * h + i * W, xv);
+      load_vec<W>(gamma + i * W, gm);
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float g = d[w] * gm[w], xhat = (xv[w] - mu) * rs;
+        gs[i * W + w] = g;
+        xh[i * W + w] = xhat;
+        s.x += g;
+        s.y += g * xhat;
+      }
+    }
+    s = block_sum2(s);
+    const float mg = s.x / static_cast<float>(h), mgx = s.y / static_cast<float>(h);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float out[W];
+#pragma unroll
+      for (int w = 0; w < W; ++w) out[w] = rs * (gs[i * W + w] - mg - xh[i * W + w] * mgx);
+      store_vec<W>(dx + r * h + i * W, out);
+    }
+  }
+}
+
+// Shared memory for a row-cached kernel of `bytes`, or false when this GPU cannot give it:
+// past the default 48 KiB a kernel must ask for it (cudaFuncAttributeMaxDynamicSharedMemorySize).
+template <class Kernel>
+bool smem_for(Kernel kernel, std::int64_t bytes) {
+  int device = 0, most = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (bytes > most) return false;
+  if (bytes <= 48 * 1024) return true;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: the loop kernel runs instead
+    return false;
+  }
+  return true;
+}
 
 template <int K, int W>
 __global__ void __launch_bounds__(kMaxRowThreads)
@@ -214,7 +316,13 @@ int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta
   const RowPlan plan = plan_row(h, aligned16(x) && aligned16(y) && aligned16(gamma) && aligned16(beta));
   const int hi = static_cast<int>(h);
   if (!plan.cached) {
-    ln_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    const std::int64_t bytes = h * static_cast<std::int64_t>(sizeof(float));
+    if (plan.w == 4 && smem_for(ln_forward_smem<4>, bytes))
+      ln_forward_smem<4><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    else if (plan.w == 1 && smem_for(ln_forward_smem<1>, bytes))
+      ln_forward_smem<1><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    else
+      ln_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
     return launch_status();
   }
   dispatch_row(plan, [&](auto k, auto w) {
@@ -231,7 +339,12 @@ int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma,
   const cudaStream_t s = as_stream(stream);
   const RowPlan plan = plan_row(h, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx));
   const int hi = static_cast<int>(h);
-  if (!plan.cached) {
+  const std::int64_t bytes = 2 * h * static_cast<std::int64_t>(sizeof(float));
+  if (!plan.cached && plan.w == 4 && smem_for(ln_backward_smem<4>, bytes)) {
+    ln_backward_smem<4><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
+  } else if (!plan.cached && plan.w == 1 && smem_for(ln_backward_smem<1>, bytes)) {
+    ln_backward_smem<1><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
+  } else if (!plan.cached) {
     ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows, hi,
                                                              static_cast<float>(h));
   } else {

@@ -22,11 +22,14 @@ using namespace testing;  // kernels_test_util.h and cuda_test_util.h
 constexpr double kTol = 1e-4, kSumAtol = 1e-3;
 
 // Shapes cover: h % 4 != 0 (scalar path), register rows of K = 1..8 vectors per thread, more
-// than 256 threads per row, and h beyond the register path (global-memory loop).
+// than 256 threads per row, h beyond the register path in shared memory (float4 and scalar;
+// 12288 in the default 48 KiB, 16384 and 40000 asking for more, the backward's 2h floats of
+// 40000 past any GPU's: the loop), and past shared memory (70000: the global-memory loop).
 struct Shape {
   std::int64_t rows, h;
 };
-const Shape kShapes[] = {{3, 5}, {7, 64}, {33, 1000}, {16, 1024}, {9, 8192}, {4, 12288}, {3, 40000}};
+const Shape kShapes[] = {{3, 5},    {7, 64},    {33, 1000}, {16, 1024}, {9, 8192},
+                         {6, 3001}, {4, 12288}, {2, 16384}, {3, 40000}, {2, 70000}};
 
 void check_forward_and_backward(std::int64_t rows, std::int64_t h, std::size_t pad) {
   SCOPED_TRACE("rows " + std::to_string(rows) + " h " + std::to_string(h) + " pad " + std::to_string(pad));
