@@ -1,6 +1,6 @@
 // CUDA LayerNorm, whole and 2D-split (kernels/norm.h has the math). One block per row; rows
-// that fit are held in registers (cuda_common.cuh), longer ones in shared memory while it holds
-// them (48 KiB, or what the GPU gives on request), longer still re-read global memory.
+// that fit are held in registers (cuda_common.cuh), longer ones in shared memory while the GPU
+// gives enough (asked for past the default 48 KiB), longer still re-read global memory.
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -150,21 +150,24 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Shared memory for a row-cached kernel of `bytes`, or false when this GPU cannot give it:
-// past the default 48 KiB a kernel must ask for it (cudaFuncAttributeMaxDynamicSharedMemorySize).
+// Shared memory for a row-cached kernel of `bytes` (dynamic, beside the kernel's own static
+// shared memory: block_sum's), or false when this GPU cannot give it. Past what a launch may
+// take by default (48 KiB in all), the kernel must ask for it first
+// (cudaFuncAttributeMaxDynamicSharedMemorySize); an H200 gives up to 227 KiB.
 template <class Kernel>
 bool smem_for(Kernel kernel, std::int64_t bytes) {
+  cudaFuncAttributes attr{};
   int device = 0, most = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError();  // not sticky: the loop kernel runs instead
     return false;
   }
-  if (bytes > most) return false;
-  if (bytes <= 48 * 1024) return true;
+  if (bytes + static_cast<std::int64_t>(attr.sharedSizeBytes) > most) return false;
+  if (bytes <= attr.maxDynamicSharedSizeBytes) return true;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) !=
       cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: the loop kernel runs instead
+    (void)cudaGetLastError();
     return false;
   }
   return true;
