@@ -109,7 +109,7 @@ int run(int argc, char** argv) {
   }
   const std::size_t n = std::size_t{1} << (small ? 22 : 28);
   const std::int64_t h = 8192, ln_rows = static_cast<std::int64_t>(n) / h;
-  const std::int64_t wide = 12288, wide_rows = static_cast<std::int64_t>(n) / wide;  // GPT-3's hidden size
+  const std::int64_t wide = 12288;  // GPT-3 175B's hidden size: the widest LayerNorm rows timed
   const std::int64_t seq_k = 4096, sm_rows = static_cast<std::int64_t>(n) / seq_k, seq_q = 1024;
   const double fl = sizeof(float);
   std::printf("kernels_bench on %s: %zu floats (%.0f MiB) per tensor, %d iterations\n", info.names.at(0).c_str(), n,
@@ -137,30 +137,25 @@ int run(int argc, char** argv) {
     rows.push_back({name, bytes, time_it(stream, iters, body), acceptance});
   };
   void* s = stream;
-  const double ln_small = 2.0 * h * fl + 2.0 * ln_rows * fl;
-  add("layernorm_forward [rows, 8192]", 2 * big + ln_small, true, [&] {
-    check_kernel(meshsim::kernels::layernorm_forward_cuda(a.get(), gamma.get(), beta.get(), c.get(), mean.get(),
-                                                          rstd.get(), ln_rows, h, 1e-5f, s),
-                 "layernorm_forward_cuda");
-  });
-  add("layernorm_backward (dx, dgamma, dbeta)", 3 * big + ln_small + 4.0 * h * fl, false, [&] {
-    check_kernel(meshsim::kernels::layernorm_backward_cuda(b.get(), a.get(), gamma.get(), mean.get(), rstd.get(),
-                                                           d.get(), dgamma.get(), dbeta.get(), ln_rows, h, s),
-                 "layernorm_backward_cuda");
-  });
+  // LayerNorm forward and backward over rows of `cols` (as many as fit in a tensor): the bytes
+  // are the tensors' plus gamma/beta (and dgamma/dbeta) and mean/rstd.
+  auto add_layernorm = [&](std::int64_t cols, const char* forward, const char* backward, bool acceptance) {
+    const std::int64_t r = static_cast<std::int64_t>(n) / cols;
+    const double tensor = static_cast<double>(r * cols) * fl, small_bytes = 2.0 * cols * fl + 2.0 * r * fl;
+    add(forward, 2 * tensor + small_bytes, acceptance, [&, r, cols] {
+      check_kernel(meshsim::kernels::layernorm_forward_cuda(a.get(), gamma.get(), beta.get(), c.get(), mean.get(),
+                                                            rstd.get(), r, cols, 1e-5f, s),
+                   "layernorm_forward_cuda");
+    });
+    add(backward, 3 * tensor + small_bytes + 4.0 * cols * fl, false, [&, r, cols] {
+      check_kernel(meshsim::kernels::layernorm_backward_cuda(b.get(), a.get(), gamma.get(), mean.get(), rstd.get(),
+                                                             d.get(), dgamma.get(), dbeta.get(), r, cols, s),
+                   "layernorm_backward_cuda");
+    });
+  };
+  add_layernorm(h, "layernorm_forward [rows, 8192]", "layernorm_backward (dx, dgamma, dbeta)", true);
   // Rows past the register plan (shared memory): GPT-3 175B's LayerNorm.
-  const double wide_big = static_cast<double>(wide_rows * wide) * fl,
-               wide_small = 2.0 * wide * fl + 2.0 * wide_rows * fl;
-  add("layernorm_forward [rows, 12288]", 2 * wide_big + wide_small, false, [&] {
-    check_kernel(meshsim::kernels::layernorm_forward_cuda(a.get(), gamma.get(), beta.get(), c.get(), mean.get(),
-                                                          rstd.get(), wide_rows, wide, 1e-5f, s),
-                 "layernorm_forward_cuda");
-  });
-  add("layernorm_backward [rows, 12288]", 3 * wide_big + wide_small + 4.0 * wide * fl, false, [&] {
-    check_kernel(meshsim::kernels::layernorm_backward_cuda(b.get(), a.get(), gamma.get(), mean.get(), rstd.get(),
-                                                           d.get(), dgamma.get(), dbeta.get(), wide_rows, wide, s),
-                 "layernorm_backward_cuda");
-  });
+  add_layernorm(wide, "layernorm_forward [rows, 12288]", "layernorm_backward [rows, 12288]", false);
   add("gelu_forward", 2 * big, true,
       [&] { check_kernel(meshsim::kernels::gelu_forward_cuda(a.get(), c.get(), n, s), "gelu_forward_cuda"); });
   add("gelu_backward", 3 * big, false, [&] {

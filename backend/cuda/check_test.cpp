@@ -18,6 +18,14 @@ using testing_util::contains;
 using testing_util::error_of;
 using namespace std::chrono_literals;
 
+// The world communicator of `ranks` ranks, this checker's rank among them, added to `check`
+// (so a failure aborts it).
+void add_world(FakeGpuApi& api, Checker& check, int ranks) {
+  CommH world = nullptr;
+  ASSERT_EQ(api.comm_init_rank(&world, ranks, "", check.rank()), 0);
+  check.add_comm(world);
+}
+
 TEST(Checker, SuccessIsSilent) {
   FakeGpuApi api;
   Checker check(api, 2);
@@ -77,9 +85,7 @@ TEST(Watchdog, AsyncNcclErrorAbortsAndNamesTheOp) {
   api.async_error = 6;  // ncclRemoteError
   api.async_after_polls = 3;
   Checker check(api, 5);
-  CommH world = nullptr;
-  ASSERT_EQ(api.comm_init_rank(&world, 8, "", 5), 0);
-  check.add_comm(world);
+  ASSERT_NO_FATAL_FAILURE(add_world(api, check, 8));
   FakeClock fc;
   Watchdog dog(check, {.timeout = 10s, .poll = 1ms}, fc.clock());
   const std::string msg = error_of([&] { dog.wait(nullptr, "op 'dp.allreduce' (#40 of role 1)"); });
@@ -97,9 +103,7 @@ TEST(Watchdog, TheStoresVerdictAbortsTheWait) {
   FakeGpuApi api;
   api.events_finish = false;
   Checker check(api, 2);
-  CommH world = nullptr;
-  ASSERT_EQ(api.comm_init_rank(&world, 4, "", 2), 0);
-  check.add_comm(world);
+  ASSERT_NO_FATAL_FAILURE(add_world(api, check, 4));
   FakeClock fc;
   int asked = 0;
   WatchdogOptions opt{.timeout = 60s, .poll = 10ms};
@@ -192,9 +196,7 @@ TEST(Watchdog, InProgressIsNotAnError) {
   api.events_finish = false;
   api.async_error = 7;  // ncclInProgress
   Checker check(api, 0);
-  CommH world = nullptr;
-  ASSERT_EQ(api.comm_init_rank(&world, 2, "", 0), 0);
-  check.add_comm(world);
+  ASSERT_NO_FATAL_FAILURE(add_world(api, check, 2));
   FakeClock fc;
   Watchdog dog(check, {.timeout = 50ms, .poll = 10ms}, fc.clock());
   EXPECT_TRUE(contains(error_of([&] { dog.wait(nullptr, "op 'x'"); }), "timed out"));
@@ -204,9 +206,7 @@ TEST(Watchdog, TimesOutWithoutProgressAndAborts) {
   FakeGpuApi api;
   api.events_finish = false;
   Checker check(api, 1);
-  CommH world = nullptr;
-  ASSERT_EQ(api.comm_init_rank(&world, 2, "", 1), 0);
-  check.add_comm(world);
+  ASSERT_NO_FATAL_FAILURE(add_world(api, check, 2));
   FakeClock fc;
   Watchdog dog(check, {.timeout = 100ms, .poll = 30ms}, fc.clock());
   const std::string msg = error_of([&] { dog.wait(nullptr, "op 'pp.send' (#3 of role 0)"); });

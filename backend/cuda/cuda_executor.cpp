@@ -143,7 +143,6 @@ class Run {
     issued.reserve(role_.ops.size());
     std::size_t waited = 0;
     for (int op : order_) {
-      dog_.host_at(label(op));  // a launch can block once the launch queue is full
       issue(op, timed);
       issued.push_back(op);
       while (static_cast<int>(issued.size() - waited) > std::max(opt_.max_in_flight, 1)) {
@@ -312,6 +311,7 @@ class Run {
   void issue(int i, bool timed) {
     const Op& op = role_.ops[static_cast<std::size_t>(i)];
     const std::string where = label(i);
+    dog_.host_at(where);  // a launch can block once the launch queue is full
     StreamH s = stream(op.stream);
     for (int d : op.deps)
       if (role_.ops[static_cast<std::size_t>(d)].stream != op.stream)

@@ -44,6 +44,12 @@
 namespace meshsim::collectives {
 namespace {
 
+// The ring of rank's node (g consecutive ranks) over the whole buffer: phases 1 and 3.
+RingView node_ring(int g, int rank, Bytes n, Bytes elem) {
+  const int node = rank / g, l = rank % g;
+  return RingView{g, l, node * g + (l + 1) % g, node * g + (l + g - 1) % g, 0, n, elem};
+}
+
 class HierarchicalProgram final : public StepProgram {
  public:
   explicit HierarchicalProgram(const CollectiveSpec& s)
@@ -52,7 +58,7 @@ class HierarchicalProgram final : public StepProgram {
   int num_steps(int) const override { return 2 * (g_ - 1) + 2 * (nodes_ - 1); }
   void step(int rank, int s, Step& out) const override {
     const int node = rank / g_, l = rank % g_;
-    const RingView intra{g_, l, node * g_ + (l + 1) % g_, node * g_ + (l + g_ - 1) % g_, 0, n_, elem_};
+    const RingView intra = node_ring(g_, rank, n_, elem_);
     if (s < g_ - 1) return ring_reduce_scatter_step(intra, s, out);
     s -= g_ - 1;
     if (s < 2 * (nodes_ - 1)) {
@@ -77,7 +83,7 @@ class HierarchicalProgram final : public StepProgram {
 class HierarchicalTreeProgram final : public StepProgram {
  public:
   explicit HierarchicalTreeProgram(const CollectiveSpec& s)
-      : p_(s.ranks), g_(s.ranks_per_node), nodes_(s.ranks / s.ranks_per_node), n_(s.bytes), elem_(s.element_bytes) {
+      : p_(s.ranks), g_(s.ranks_per_node), n_(s.bytes), elem_(s.element_bytes) {
     for (int l = 0; l < g_; ++l) {
       const Range mine = slice(n_, g_, l, elem_);
       trees_.push_back(make_dbt_program(inter_spec(s, mine.size())));
@@ -99,7 +105,7 @@ class HierarchicalTreeProgram final : public StepProgram {
   }
   void step(int rank, int s, Step& out) const override {
     const int node = rank / g_, l = rank % g_;
-    const RingView intra{g_, l, node * g_ + (l + 1) % g_, node * g_ + (l + g_ - 1) % g_, 0, n_, elem_};
+    const RingView intra = node_ring(g_, rank, n_, elem_);
     if (s < g_ - 1) return ring_reduce_scatter_step(intra, s, out);
     s -= g_ - 1;
     const StepProgram& tree = *trees_[static_cast<std::size_t>(l)];
@@ -119,7 +125,7 @@ class HierarchicalTreeProgram final : public StepProgram {
   }
 
  private:
-  int p_, g_, nodes_;
+  int p_, g_;
   Bytes n_, elem_;
   std::vector<std::unique_ptr<StepProgram>> trees_;
   std::vector<Bytes> base_;
