@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -76,17 +77,26 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   }
   for (void* b : buf) copy_calibration_operands(api, check, b, buf_bytes, "calibrate operands");
 
-  // Seconds per call of `body`: one warm-up call, then `repeats` between two events.
-  auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {
-    body();
+  // Seconds per call of `body`: one warm-up call, then `repeats` between two events; when
+  // those took less than min_window_s, again over as many calls as fill the window.
+  auto time_calls = [&](const std::string& what, const std::function<void()>& body, std::int64_t calls) {
     check.cuda(api.event_record(s.start, s.stream), "cudaEventRecord", what);
-    for (int i = 0; i < opt.repeats; ++i) body();
+    for (std::int64_t i = 0; i < calls; ++i) body();
     check.cuda(api.event_record(s.stop, s.stream), "cudaEventRecord", what);
     bool done = false;
     while (!done) check.cuda(api.event_query(s.stop, &done), "cudaEventQuery", what);
     float ms = 0;
     check.cuda(api.event_elapsed_ms(&ms, s.start, s.stop), "cudaEventElapsedTime", what);
-    return static_cast<double>(ms) * 1e-3 / opt.repeats;
+    return static_cast<double>(ms) * 1e-3;
+  };
+  auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {
+    body();
+    const double first = time_calls(what, body, opt.repeats);
+    if (first >= opt.min_window_s) return first / opt.repeats;
+    constexpr double kMostCalls = 100000;
+    const double wanted = first > 0 ? std::ceil(opt.repeats * opt.min_window_s / first) : kMostCalls;
+    const auto calls = static_cast<std::int64_t>(std::min(wanted, kMostCalls));
+    return time_calls(what, body, calls) / static_cast<double>(calls);
   };
 
   CudaMeasurements m;

@@ -39,6 +39,11 @@ struct CudaCalibrateOptions {
   std::vector<std::int64_t> gemm_sizes{1024, 4096, 8192, 16384};
   std::vector<DType> dtypes{DType::Bf16, DType::Fp16, DType::Fp32};
   int repeats = 10;                                        // timed calls per figure, after one warm-up call
+  // A figure whose `repeats` calls took less GPU time than this is timed again over as many
+  // calls as fill it (at most 100000): a 1024^3 GEMM takes ~10 us, so ten of them were a
+  // 0.1 ms window, within the clock's ramp and the event's resolution, and the 1024^3 points
+  // varied 0.44-0.75x of the preset from run to run (docs/validation/gpu-h200.md). 0: never.
+  double min_window_s = 5e-3;
   std::size_t memory_bytes = 512 << 20;                    // per buffer of the bandwidth pass
   std::size_t kernel_bytes = 256 << 20;                    // the row kernels' rows x row floats
   std::int64_t row = 4096;                                 // the kernels' row length (a hidden size, a key count)

@@ -22,6 +22,7 @@ CudaCalibrateOptions small() {
   o.gemm_sizes = {64, 128};
   o.dtypes = {DType::Bf16, DType::Fp32};
   o.repeats = 2;
+  o.min_window_s = 0;  // one timed batch per figure (the window has its own test)
   o.memory_bytes = 1 << 20;
   o.kernel_bytes = 64 << 10;  // 64 rows of 256 floats
   o.row = 256;
@@ -51,6 +52,27 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_EQ(api.count("kernel softmax_bwd 64x256"), 3);
   EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal"), 3);
   EXPECT_EQ(api.count("free"), 3);
+}
+
+// A batch shorter than the window is timed again over enough calls to fill it: the fake's
+// 0.5 ms per batch against a 2 ms window is ceil(2 x 2 / 0.5) = 8 calls, 0.5 / 8 ms each.
+TEST(CudaCalibrate, AShortBatchIsTimedAgainOverCallsThatFillTheWindow) {
+  FakeGpuApi api;
+  Checker check(api, 0);
+  CudaCalibrateOptions o = small();
+  o.min_window_s = 2e-3;
+  const CudaMeasurements m = measure_cuda(api, check, 0, o);
+  EXPECT_EQ(api.count("gemm"), 16 * (1 + 2 + 8));
+  for (const MeasuredGemm& g : m.gemm)
+    EXPECT_DOUBLE_EQ(g.flops_per_s, 2.0 * static_cast<double>(g.m) * g.n * g.k / (0.5e-3 / 8)) << g.m << g.n << g.k;
+  EXPECT_DOUBLE_EQ(m.launch_overhead_s, 0.5e-3 / 8);
+  // A window the first batch already fills: no second batch.
+  FakeGpuApi api2;
+  Checker check2(api2, 0);
+  o.min_window_s = 0.4e-3;
+  const CudaMeasurements m2 = measure_cuda(api2, check2, 0, o);
+  EXPECT_EQ(api2.count("gemm"), 16 * 3);
+  EXPECT_DOUBLE_EQ(m2.launch_overhead_s, 0.25e-3);
 }
 
 TEST(CudaCalibrate, AFailingCallNamesRankAndMeasurementAndFreesBuffers) {
