@@ -216,4 +216,43 @@ int launch_column_sum(Term term, float* out, std::int64_t rows, std::int64_t col
   return launch_status();
 }
 
+// Two column sums in one pass over the rows: term(r, c) returns both terms as a float2,
+// out_x[c] += sum_r .x and out_y[c] += sum_r .y, each in column_sum_kernel's fixed order (so
+// each equals, bit for bit, its own column_sum_kernel). One read of what both terms share.
+template <class Term>
+__global__ void __launch_bounds__(kWarp* kColRows)
+    column_sum2_kernel(Term term, float* out_x, float* out_y, std::int64_t rows, std::int64_t cols) {
+  __shared__ float2 part[kColRows][kWarp + 1];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  float2 acc = make_float2(0.f, 0.f);
+  if (c < cols)
+    for (std::int64_t r = threadIdx.y; r < rows; r += kColRows) {
+      const float2 t = term(r, c);
+      acc.x += t.x;
+      acc.y += t.y;
+    }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kColRows / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.y) < s) {
+      part[threadIdx.y][threadIdx.x].x += part[threadIdx.y + s][threadIdx.x].x;
+      part[threadIdx.y][threadIdx.x].y += part[threadIdx.y + s][threadIdx.x].y;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) {
+    out_x[c] += part[0][threadIdx.x].x;
+    out_y[c] += part[0][threadIdx.x].y;
+  }
+}
+
+template <class Term>
+int launch_column_sum2(Term term, float* out_x, float* out_y, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (cols == 0) return 0;
+  const std::int64_t blocks = (cols + kWarp - 1) / kWarp;
+  if (!fits_int(blocks)) return kInvalidValue;
+  column_sum2_kernel<<<static_cast<int>(blocks), dim3(kWarp, kColRows), 0, s>>>(term, out_x, out_y, rows, cols);
+  return launch_status();
+}
+
 }  // namespace meshsim::kernels::cuda_detail

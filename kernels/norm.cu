@@ -236,27 +236,23 @@ __global__ void ln_backward_loop(const float* dy, const float* x, const float* g
   }
 }
 
-// dgamma += sum_r dy * xhat, dbeta += sum_r dy (column sums, fixed order).
-struct DgammaTerm {
+// dgamma += sum_r dy * xhat, dbeta += sum_r dy: both column sums in one pass over dy and x
+// (fixed order).
+struct ParamTerms {
   const float* dy;
   const float* x;
   const float* mean;
   const float* rstd;
   std::int64_t cols;
-  __device__ float operator()(std::int64_t r, std::int64_t c) const {
-    return dy[r * cols + c] * ((x[r * cols + c] - mean[r]) * rstd[r]);
+  __device__ float2 operator()(std::int64_t r, std::int64_t c) const {
+    const float d = dy[r * cols + c];
+    return make_float2(d * ((x[r * cols + c] - mean[r]) * rstd[r]), d);
   }
-};
-struct PlainTerm {
-  const float* a;
-  std::int64_t cols;
-  __device__ float operator()(std::int64_t r, std::int64_t c) const { return a[r * cols + c]; }
 };
 
 int param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma, float* dbeta,
                 std::int64_t rows, std::int64_t cols, cudaStream_t s) {
-  if (const int e = launch_column_sum(DgammaTerm{dy, x, mean, rstd, cols}, dgamma, rows, cols, s)) return e;
-  return launch_column_sum(PlainTerm{dy, cols}, dbeta, rows, cols, s);
+  return launch_column_sum2(ParamTerms{dy, x, mean, rstd, cols}, dgamma, dbeta, rows, cols, s);
 }
 
 // ---- 2D pieces --------------------------------------------------------------------------
