@@ -1,5 +1,5 @@
 // NCCL's tuning model (see nccl_model.h). Constants: NCCL 2.20.3, src/graph/tuning.cc and
-// src/graph/search.cc (the NVLS row: NCCL 2.28); the formulas are restated in
+// src/graph/search.cc (the NVLS and NVLS-Tree rows: NCCL 2.28); the formulas are restated in
 // docs/nccl-model.md.
 #include "sim/nccl_model.h"
 
@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "core/enum_names.h"
@@ -19,7 +20,7 @@ namespace meshsim {
 
 namespace {
 
-constexpr int kAlgos = 3;   // Tree, Ring, NVLS (NCCL's order, without CollNet)
+constexpr int kAlgos = 4;   // Tree, Ring, NVLS, NVLS-Tree (NCCL's order, without CollNet and PAT)
 constexpr int kProtos = 3;  // LL, LL128, Simple
 
 // Base and per-hop latencies (us): one table for this model and the protocols of our step
@@ -32,6 +33,11 @@ constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7
 constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
 constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
 constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+// NVLS-Tree (NCCL 2.28): the per-channel bandwidth cap on Hopper (columns as above; NCCL
+// disables it on one node) and its latencies: NVLink hop 25 us, NET hop 20.9 us, no base.
+constexpr double kPerChMaxNvlsTreeBwHopper[3] = {0.0, 57.7, 45.5};
+constexpr double kNvlsTreeNvlinkLatUs = 25.0;
+constexpr double kNvlsTreeNetLatUs = 20.9;
 // Tree bandwidth correction by log2(bytes / 64), 64 B .. 256 MiB (tuning.cc treeCorrectionFactor).
 constexpr double kTreeCorrection[kProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -63,7 +69,7 @@ int arch_row(int sm) { return sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
 }  // namespace
 
 constexpr EnumName<NcclAlgo> kNcclAlgoNames[] = {
-    {NcclAlgo::Tree, "Tree"}, {NcclAlgo::Ring, "Ring"}, {NcclAlgo::Nvls, "NVLS"}};
+    {NcclAlgo::Tree, "Tree"}, {NcclAlgo::Ring, "Ring"}, {NcclAlgo::Nvls, "NVLS"}, {NcclAlgo::NvlsTree, "NVLSTree"}};
 const char* to_string(NcclAlgo a) { return enum_name(kNcclAlgoNames, a); }
 constexpr EnumName<NcclProto> kNcclProtoNames[] = {
     {NcclProto::LL, "LL"}, {NcclProto::LL128, "LL128"}, {NcclProto::Simple, "Simple"}};
@@ -145,10 +151,13 @@ NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int
     }
     return -1;
   };
-  const int sw = reducing_switch(g0);
-  s.nvls_switch = sw >= 0 && std::all_of(gpus.begin(), gpus.end(), [&](int g) {
-                    return topo.node_of_gpu(g) == node0 && reducing_switch(g) == sw;
-                  });
+  // One reducing switch per node, shared by the node's group GPUs.
+  std::map<int, int> switch_of_node;
+  s.nvls_switch = std::all_of(gpus.begin(), gpus.end(), [&](int g) {
+    const int sw = reducing_switch(g);
+    const auto [it, fresh] = switch_of_node.emplace(topo.node_of_gpu(g), sw);
+    return sw >= 0 && it->second == sw;
+  });
   s.intra_total_GBps = nvlink_total > 0 ? nvlink_total : s.intra_path_GBps;
   if (s.nodes > 1) {
     for (int g : gpus)
@@ -234,9 +243,45 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   return g;
 }
 
+namespace {
+
+// The NVLS graph across nodes (search.cc, pattern NVLS with a network): one channel per head,
+// a GPU of a node with its own NIC (at most one per GPU, NCCL_MAX_NVLS_ARITY). Pass 1 tries
+// NCCL's inter-node speeds from the fastest, bwIntra = bwInter = s, until every GPU's NVLink
+// carries its (heads + 1) x s (its share of every channel, twice as head) and the head's NIC
+// and GPU-NIC path carry s; pass 2 raises bwInter to faster speeds while it is below 2 x
+// bwIntra and the NIC and path still carry it. DGX H100: 8 heads, (8 + 1) x 40 <= 370.8, so
+// bwIntra 40; bwInter 40 -> 42 -> 45 (48 is over the 47.2 GB/s path).
+NcclGraph nccl_nvls_tree_graph(const NcclShape& shape) {
+  NcclGraph g;
+  const int per_node = shape.ranks / shape.nodes;
+  const int heads = std::min({per_node, shape.nics_per_node, kMaxNvlsArity});
+  if (heads < 2) return g;  // NVLS-Tree needs 2 channels
+  const double net = std::min(shape.nic_GBps, shape.nic_path_GBps);
+  const auto& speeds = kSpeedInterSm90;
+  std::size_t i = 0;
+  auto fits = [&](double s) { return (heads + 1) * s <= shape.intra_total_GBps + 1e-9 && s <= net + 1e-9; };
+  while (i < speeds.size() && !fits(speeds[i])) ++i;
+  if (i == speeds.size()) return g;
+  g.channels = heads;
+  g.bw_GBps = speeds[i];
+  std::size_t j = i;
+  while (j > 0 && speeds[j] < 2 * g.bw_GBps && speeds[j - 1] <= net + 1e-9) --j;
+  g.bw_inter_GBps = speeds[j];
+  g.how = fmt::format(
+      "NVLS-Tree search: {} channels (one per NIC head) x bwIntra {} GB/s, the fastest sm90 inter-node speed s with "
+      "({} + 1) x s <= GPU {:.1f} GB/s and s <= NIC/path {:.1f} GB/s; bwInter {} GB/s (raised while below 2 x "
+      "bwIntra and within NIC/path)",
+      g.channels, g.bw_GBps, heads, shape.intra_total_GBps, net, g.bw_inter_GBps);
+  return g;
+}
+
+}  // namespace
+
 NcclGraph nccl_nvls_graph(const NcclShape& shape, const NcclConfig& config) {
   NcclGraph g;
-  if (!shape.nvls_switch || shape.nodes != 1 || nvls_efficiency(config.sm) <= 0 || shape.ranks < 2) return g;
+  if (!shape.nvls_switch || nvls_efficiency(config.sm) <= 0 || shape.ranks < 2) return g;
+  if (shape.nodes > 1) return nccl_nvls_tree_graph(shape);
   const int gpus = std::min(shape.ranks, kMaxNvlsArity);
   const auto& speeds = kSpeedIntraSm90;
   std::size_t i = 0;
@@ -323,16 +368,22 @@ struct Tuning {
 void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
   const int ch = t.ch, row = t.row, col = t.col, nodes = t.nodes;
   auto& st = c.steps;
-  if (c.algo == NcclAlgo::Nvls) {  // all-reduce: the switch's reduce and multicast halves pipelined (x2)
+  if (c.algo == NcclAlgo::Nvls || c.algo == NcclAlgo::NvlsTree) {
+    // all-reduce: the switch's reduce and multicast halves pipelined (x2); NVLS-Tree's trees
+    // across two nodes use both directions of each NIC (bwInter x 2) and its channels are capped
     const int nc = t.nvls.channels;
     const double eff = nvls_efficiency(t.sm);
     const double intra = t.nvls.bw_GBps * eff * (nc - 1) / nc * 2;
-    const double per_ch = std::min(intra, t.nvls.bw_inter_GBps);
+    const bool tree = c.algo == NcclAlgo::NvlsTree;
+    const double inter = t.nvls.bw_inter_GBps * (tree && nodes <= 2 ? 2 : 1);
+    const double cap = tree ? kPerChMaxNvlsTreeBwHopper[col] : std::numeric_limits<double>::infinity();
+    const double per_ch = std::min({intra, inter, cap});
     c.busbw_GBps = nc * per_ch;
-    st.push_back(
-        fmt::format("busbw = channels x min(bw x nvlsEfficiency x (ch-1)/ch x 2, bwInter) = {} x min({} x {} x "
-                    "{}/{} x 2, {}) = {:.2f} GB/s",
-                    nc, t.nvls.bw_GBps, eff, nc - 1, nc, t.nvls.bw_inter_GBps, c.busbw_GBps));
+    st.push_back(fmt::format(
+        "busbw = channels x min(bw x nvlsEfficiency x (ch-1)/ch x 2, bwInter{}{}) = {} x min({} x {} x {}/{} x 2, "
+        "{}{}) = {:.2f} GB/s",
+        tree && nodes <= 2 ? " x 2" : "", tree ? ", perChMaxNVLSTreeBw" : "", nc, t.nvls.bw_GBps, eff, nc - 1, nc,
+        inter, tree ? fmt::format(", {}", cap) : std::string(), c.busbw_GBps));
     c.algbw_GBps = c.busbw_GBps * t.n / t.nsteps;
     st.push_back(fmt::format("algbw = busbw x ranks/nsteps {}/{} = {:.2f} GB/s", t.n, t.nsteps, c.algbw_GBps));
     return;
@@ -389,6 +440,13 @@ void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
     st.push_back(fmt::format("latency = NVLS over NVLink {} us (no base latency)", kNcclNvlsLatUs));
     return;
   }
+  if (c.algo == NcclAlgo::NvlsTree) {  // Simple: the NIC's latency twice (the flush)
+    const double inter = kNvlsTreeNetLatUs + 2 * t.nvls.latency_inter_us;
+    c.latency_us = kNvlsTreeNvlinkLatUs + 2 * log2i(nodes) * inter;
+    st.push_back(fmt::format("latency = NVLink {} + 2 x log2i({}) {} x NET {} = {:.2f} us (no base latency)",
+                             kNvlsTreeNvlinkLatUs, nodes, log2i(nodes), inter, c.latency_us));
+    return;
+  }
   double lat = kBaseLat[a][pr];
   double intra = kHwLat[t.intra_hw][a][pr];
   const double inter = kHwLat[2][a][pr];
@@ -426,10 +484,18 @@ std::string disabled_reason(const Tuning& t, const NcclCandidate& c) {
     if (!t.ar)
       return "NVLS is modelled for allreduce (NCCL's NVLS reduce-scatter/all-gather model is slower than Ring on one "
              "node)";
+    if (t.nodes > 1) return "NVLS across nodes needs CollNet (SHARP on the network), not modelled; see NVLSTree";
     if (t.nvls.channels < 2)
-      return t.sm < 90     ? "NVLS needs sm90 or newer"
-             : t.nodes > 1 ? "NVLS across nodes runs as NVLS-Tree or CollNet, not modelled"
-                           : "no NVSwitch that reduces (NVLink SHARP) joins the group";
+      return t.sm < 90 ? "NVLS needs sm90 or newer" : "no NVSwitch that reduces (NVLink SHARP) joins the group";
+    return "";
+  }
+  if (c.algo == NcclAlgo::NvlsTree) {
+    if (c.proto != NcclProto::Simple) return "NVLSTree runs Simple only";
+    if (!t.ar) return "NCCL runs NVLSTree for allreduce only";
+    if (t.nodes == 1) return "NCCL disables NVLSTree on one node (NVLS is its one-node form)";
+    if (t.nvls.channels < 2)
+      return t.sm < 90 ? "NVLSTree needs sm90 or newer"
+                       : "needs an NVSwitch that reduces (NVLink SHARP) in every node and 2 GPUs with NICs per node";
     return "";
   }
   if (c.algo == NcclAlgo::Tree && !t.ar) return "NCCL runs Tree for allreduce only";
@@ -482,21 +548,22 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
 
 std::string nccl_table_text(const NcclPrediction& p) {
   const NcclShape& s = p.shape;
-  std::string out = fmt::format("NCCL 2.20 tuning model: {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n",
-                                s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm,
-                                to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
+  std::string out = fmt::format(
+      "NCCL 2.20 tuning model (NVLS, NVLSTree: 2.28): {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n", s.ranks,
+      s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra),
+      s.nodes > 1 ? ", inter NET" : "");
   out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
   if (p.nvls_graph.channels > 0) out += fmt::format("  nvls      {}\n", p.nvls_graph.how);
-  out += fmt::format("  {:<6} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",
+  out += fmt::format("  {:<8} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",
                      "algbw(GB/s)", "time(us)");
   for (std::size_t i = 0; i < p.candidates.size(); ++i) {
     const NcclCandidate& c = p.candidates[i];
     if (!c.enabled) {
       out +=
-          fmt::format("  {:<6} {:<7} {:>12}   off: {}\n", to_string(c.algo), to_string(c.proto), "-", c.disabled_why);
+          fmt::format("  {:<8} {:<7} {:>12}   off: {}\n", to_string(c.algo), to_string(c.proto), "-", c.disabled_why);
       continue;
     }
-    out += fmt::format("  {:<6} {:<7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}{}\n", to_string(c.algo),
+    out += fmt::format("  {:<8} {:<7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}{}\n", to_string(c.algo),
                        to_string(c.proto), c.latency_us, c.busbw_GBps, c.algbw_GBps, c.time_us,
                        static_cast<int>(i) == p.chosen_index ? "  <- chosen" : "");
   }
@@ -522,7 +589,8 @@ std::string nccl_table_text(const NcclPrediction& p) {
 
 std::string nccl_explain_text(const NcclPrediction& p) {
   std::string out =
-      "\nNCCL model formulas (NCCL 2.20.3 src/graph/tuning.cc; docs/nccl-model.md), bytes in B, bw in GB/s:\n";
+      "\nNCCL model formulas (NCCL 2.20.3 src/graph/tuning.cc, NVLS and NVLSTree 2.28; docs/nccl-model.md), bytes in "
+      "B, bw in GB/s:\n";
   for (const NcclCandidate& c : p.candidates) {
     if (!c.enabled) continue;
     out += fmt::format(" {}/{}:\n", to_string(c.algo), to_string(c.proto));

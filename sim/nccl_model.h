@@ -32,7 +32,7 @@
 
 namespace meshsim {
 
-enum class NcclAlgo { Tree, Ring, Nvls };
+enum class NcclAlgo { Tree, Ring, Nvls, NvlsTree };
 enum class NcclProto { LL, LL128, Simple };
 using NcclHw = HopKind;  // NCCL's three hop kinds for latencies (schedule/protocol.h)
 const char* to_string(NcclAlgo a);
@@ -48,8 +48,9 @@ struct NcclShape {
   double nic_GBps = 0;            // one NIC (multi-node only)
   int nics_per_node = 0;
   double nic_path_GBps = 0;  // GPU -> NIC -> fabric path bottleneck
-  // Every GPU of the group (one node) hangs off one NVSwitch that reduces (NVLink SHARP;
-  // Device::reduce_efficiency > 0): what NCCL's NVLS algorithm needs.
+  // Every GPU of the group hangs off an NVSwitch that reduces (NVLink SHARP;
+  // Device::reduce_efficiency > 0), one switch per node shared by the node's group GPUs: what
+  // NCCL's NVLS (one node) and NVLS-Tree (several nodes) algorithms need.
   bool nvls_switch = false;
 };
 
@@ -65,7 +66,9 @@ struct NcclGraph {
   int channels = 0;
   double bw_GBps = 0;        // per channel (bwIntra)
   double bw_inter_GBps = 0;  // NVLS graph: the per-channel bwInter its second search pass raises
-  std::string how;           // one line on how it was derived
+  // NVLS graph across nodes (NVLS-Tree): NCCL's NET latency of the chosen NICs (0 for IB).
+  double latency_inter_us = 0;
+  std::string how;  // one line on how it was derived
 };
 
 struct NcclCandidate {

@@ -134,7 +134,8 @@ TEST(NcclModel, HandWorkedNvlsOnOneNode) {
       find(nccl_predict(CollKind::AllReduce, GiB(8), s, {.sm = 80}), NcclAlgo::Nvls, NcclProto::Simple).enabled);
   EXPECT_FALSE(find(big, NcclAlgo::Nvls, NcclProto::LL).enabled);
 
-  // Read off the topology: dgx-h100's NVSwitch reduces, dgx-a100's does not; two nodes never.
+  // Read off the topology: dgx-h100's NVSwitch reduces, dgx-a100's does not; two dgx-h100
+  // nodes each have theirs (NVLS-Tree's case, below).
   auto shape_of = [](const std::string& preset, int gpus, int sm, std::map<std::string, std::string> params = {}) {
     const Topology t = make_preset(preset, params);
     Router r(t);
@@ -144,7 +145,64 @@ TEST(NcclModel, HandWorkedNvlsOnOneNode) {
   };
   EXPECT_TRUE(shape_of("dgx-h100", 8, 90).nvls_switch);
   EXPECT_FALSE(shape_of("dgx-a100", 8, 80).nvls_switch);
-  EXPECT_FALSE(shape_of("dgx-h100", 16, 90, {{"nodes", "2"}}).nvls_switch);
+  EXPECT_TRUE(shape_of("dgx-h100", 16, 90, {{"nodes", "2"}}).nvls_switch);
+  EXPECT_FALSE(shape_of("dgx-a100", 16, 80, {{"nodes", "2"}}).nvls_switch);
+}
+
+// NVLS-Tree across DGX H100 nodes (NCCL 2.28's search and tuning). The NVLS graph has one
+// channel per NIC head, 8; pass 1 takes the fastest sm90 inter-node speed s with
+// (8 + 1) x s <= 370.8 and s <= the 47.25 GB/s GPU-NIC path: 40 (42 would need 378); pass 2
+// raises bwInter while below 2 x 40 and within the path: 42, 45 (48 > 47.25).
+// Per channel: min(40 x 0.85 x 7/8 x 2 = 59.5, bwInter 45 x 2 on two nodes = 90, cap 57.7)
+// = 57.7 -> busbw 461.6, algbw 461.6 x 16/30 = 246.187; latency 25 + 2 x log2(2) x 20.9 =
+// 66.8 us; 1 GiB: 66.8 + 1073741824 / 246186.67 = 4428.2946 us, ahead of Ring/Simple (busbw
+// 360). Four nodes: min(59.5, 45, 45.5) = 45 -> busbw 360, as Ring's: NVLS stops paying off
+// past two nodes. (A user's nccl-tests on 8 x H100 nodes with 8 x 400 Gb/s RoCE, NCCL 2.19:
+// NVLS on/off 430/330 GB/s on two nodes, 320/320 on four; github.com/NVIDIA/nccl/issues/1221.)
+TEST(NcclModel, HandWorkedNvlsTreeAcrossNodes) {
+  NcclShape two = h100_16_nodes();
+  two.ranks = 16;
+  two.nodes = 2;
+  two.nvls_switch = true;
+  const NcclGraph g = nccl_nvls_graph(two, {.sm = 90});
+  EXPECT_EQ(g.channels, 8);
+  EXPECT_DOUBLE_EQ(g.bw_GBps, 40.0);
+  EXPECT_DOUBLE_EQ(g.bw_inter_GBps, 45.0);
+  const NcclPrediction p = nccl_predict(CollKind::AllReduce, GiB(1), two, {.sm = 90});
+  const NcclCandidate& t = find(p, NcclAlgo::NvlsTree, NcclProto::Simple);
+  EXPECT_NEAR(t.busbw_GBps, 461.6, 1e-9);
+  EXPECT_NEAR(t.latency_us, 66.8, 1e-9);
+  EXPECT_NEAR(t.time_us, 4428.2946, 1e-4);
+  EXPECT_EQ(p.choice_name(), "NVLSTree/Simple");
+  EXPECT_NEAR(t.busbw_GBps / find(p, NcclAlgo::Ring, NcclProto::Simple).busbw_GBps, 461.6 / 360, 1e-12);
+  EXPECT_FALSE(find(p, NcclAlgo::Nvls, NcclProto::Simple).enabled);  // NVLS across nodes needs CollNet
+  EXPECT_FALSE(find(p, NcclAlgo::NvlsTree, NcclProto::LL128).enabled);
+
+  NcclShape four = two;
+  four.ranks = 32;
+  four.nodes = 4;
+  const NcclPrediction q = nccl_predict(CollKind::AllReduce, GiB(1), four, {.sm = 90});
+  const NcclCandidate& t4 = find(q, NcclAlgo::NvlsTree, NcclProto::Simple);
+  EXPECT_NEAR(t4.busbw_GBps, 360.0, 1e-9);
+  EXPECT_NEAR(t4.busbw_GBps, find(q, NcclAlgo::Ring, NcclProto::Simple).busbw_GBps, 1e-9);
+  EXPECT_NEAR(t4.latency_us, 25 + 2 * 2 * 20.9, 1e-9);
+
+  // Off: on one node (NVLS is its form there), for other collectives, before sm90, and
+  // without a reducing switch.
+  NcclShape one = h100_node();
+  one.nvls_switch = true;
+  EXPECT_FALSE(
+      find(nccl_predict(CollKind::AllReduce, GiB(1), one, {.sm = 90}), NcclAlgo::NvlsTree, NcclProto::Simple).enabled);
+  EXPECT_FALSE(
+      find(nccl_predict(CollKind::AllGather, GiB(1), two, {.sm = 90}), NcclAlgo::NvlsTree, NcclProto::Simple).enabled);
+  EXPECT_FALSE(
+      find(nccl_predict(CollKind::AllReduce, GiB(1), two, {.sm = 80}), NcclAlgo::NvlsTree, NcclProto::Simple).enabled);
+  NcclShape plain = two;
+  plain.nvls_switch = false;
+  const NcclPrediction without = nccl_predict(CollKind::AllReduce, GiB(1), plain, {.sm = 90});
+  const NcclCandidate& off = find(without, NcclAlgo::NvlsTree, NcclProto::Simple);
+  EXPECT_FALSE(off.enabled);
+  EXPECT_NE(off.disabled_why.find("NVSwitch that reduces"), std::string::npos) << off.disabled_why;
 }
 
 TEST(NcclModel, HandWorkedSixteenNodes) {

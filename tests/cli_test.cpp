@@ -280,14 +280,17 @@ TEST(Cli, AlgoNcclNamesAlgorithmAndProtocol) {
   EXPECT_EQ(doc["algorithm"], "nccl:Tree/LL");
   EXPECT_EQ(doc["nccl"]["algorithm"], "Tree");
   EXPECT_EQ(doc["nccl"]["protocol"], "LL");
-  EXPECT_EQ(doc["nccl"]["candidates"].size(), 9u);  // Tree, Ring, NVLS x LL, LL128, Simple
-  // Across nodes NVLS is off and says why.
-  bool nvls_off = false;
-  for (const auto& c : doc["nccl"]["candidates"])
+  EXPECT_EQ(doc["nccl"]["candidates"].size(), 12u);  // Tree, Ring, NVLS, NVLSTree x LL, LL128, Simple
+  // Across nodes NVLS is off and says why; NVLSTree/Simple is on (dgx-h100's NVSwitches reduce).
+  bool nvls_off = false, nvls_tree_on = false;
+  for (const auto& c : doc["nccl"]["candidates"]) {
     if (c["algorithm"] == "NVLS" && c["protocol"] == "Simple")
       nvls_off =
           !c["enabled"].get<bool>() && c["disabled"].get<std::string>().find("across nodes") != std::string::npos;
+    if (c["algorithm"] == "NVLSTree" && c["protocol"] == "Simple") nvls_tree_on = c["enabled"].get<bool>();
+  }
   EXPECT_TRUE(nvls_off) << doc["nccl"].dump();
+  EXPECT_TRUE(nvls_tree_on) << doc["nccl"].dump();
   EXPECT_EQ(j.out, meshsim("collective allreduce --algo nccl --bytes 4KiB --topology dgx-h100:nodes=16 --json").out);
 
   const Result e = meshsim("collective allgather --algo nccl --bytes 1MiB --explain");

@@ -38,7 +38,7 @@ struct CudaCalibrateOptions {
   // slow on an H200 (docs/validation/gpu-h200.md).
   std::vector<std::int64_t> gemm_sizes{1024, 4096, 8192, 16384};
   std::vector<DType> dtypes{DType::Bf16, DType::Fp16, DType::Fp32};
-  int repeats = 10;                                        // timed calls per figure, after one warm-up call
+  int repeats = 10;  // timed calls per figure, after one warm-up call
   // A figure whose `repeats` calls took less GPU time than this is timed again over as many
   // calls as fill it (at most 100000): a 1024^3 GEMM takes ~10 us, so ten of them were a
   // 0.1 ms window, within the clock's ramp and the event's resolution, and the 1024^3 points
