@@ -181,6 +181,7 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_hierarchical_tree());
   reg.add(make_multiring());
   reg.add(make_nvls());
+  reg.add(make_nvls_tree());
   reg.add(make_direct());
   return reg;
 }

@@ -167,6 +167,10 @@ struct CostParams {
   // GPU -> switch -> GPU and the time per byte of that traffic on a GPU's link to or from
   // the switch (the slowest such link, at the switch's reduce efficiency). 0: no such switch.
   double switch_alpha_ps = 0, switch_beta_ps = 0;
+  // The group spans several nodes and each node's GPUs hang off a reducing switch of their
+  // own (NVLS-Tree's case): switch_* then describe those switches, and no one switch joins
+  // the whole group (what the one-node `nvls` needs).
+  bool switch_per_node = false;
   // The GPU runtime's protocols (schedule/protocol.h), when the topology runs them
   // (Topology::protocols): whether LL128 may run (the group's GPUs of a node joined by
   // NVLink, as NCCL requires), the kind of the group's hop inside a node (across nodes it

@@ -132,7 +132,7 @@ std::vector<ExactCase> exact_cases() {
     if (a.name == "dbt" || a.name == "hierarchical_tree" || a.name == "nccl_tree") continue;
     // nvls is timed by its link loads through a reducing switch (every port shared by p-1
     // flows by design); sim/collective_sim_test checks it against the flow model and by hand.
-    if (a.name == "nvls") continue;
+    if (a.name == "nvls" || a.name == "nvls_tree") continue;
     // concurrent and pxn post every send at once: ports are shared by design (flow checks it).
     if (a.name == "concurrent" || a.name == "pxn") continue;
     for (CollKind k : a.kinds)
@@ -356,6 +356,38 @@ TEST(ChooseAlgorithm, NvlsOnlyWhereTheSwitchReduces) {
   c.switch_beta_ps = 0;
   EXPECT_TRUE(nvls->unavailable(spec(CollKind::AllReduce, 4, 1000), c).has_value());
   EXPECT_NE(choose_algorithm(reg, spec(CollKind::AllReduce, 4, GiB(1)), c).name, "nvls");
+}
+
+// nvls_tree, 2 nodes of 2 (p = 4, g = 2, N = 2: H = 1, L = 1), a_s = 2 us, b_s = 2 ps/B
+// inside the node, a_e = 3 us, b_e = 4 ps/B across it, n = 1000 B. With k = 2 chunks (c = 500):
+// step = max(2e6 + 500 x 1.5 x 2, 3e6 + 1 x 250 x 4) = 3'001'000, T = (2 + 2 + 1) x step =
+// 15'005'000. Left to choose, k = round(sqrt(B x 3 / A)) with A = 3e6 and B = max(1000 x 1.5
+// x 2, 500 x 4) = 3000: 0.05 -> 1, so T = 4 x max(2'003'000, 3'002'000) = 12'008'000. Without a
+// reducing switch it is unavailable; on one node unsupported.
+TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const Algorithm* a = reg.find("nvls_tree", CollKind::AllReduce);
+  ASSERT_NE(a, nullptr);
+  CostParams c = {1e6, 1, 0};
+  c.intra_alpha_ps = 2e6;
+  c.intra_beta_ps = 1;
+  c.inter_alpha_ps = 3e6;
+  c.inter_beta_ps = 4;
+  c.switch_alpha_ps = 2e6;
+  c.switch_beta_ps = 2;
+  c.switch_per_node = true;
+  CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
+  s.ranks_per_node = 2;
+  s.chunks = 2;
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 15'005'000);
+  s.chunks = 0;
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 12'008'000);
+  // The one-node nvls refuses a switch per node.
+  EXPECT_TRUE(reg.find("nvls", CollKind::AllReduce)->unavailable(s, c).has_value());
+  c.switch_beta_ps = 0;
+  EXPECT_TRUE(a->unavailable(s, c).has_value());
+  s.ranks_per_node = 4;  // one node: NCCL's NVLS, not NVLS-Tree
+  EXPECT_TRUE(a->unsupported(s).has_value());
 }
 
 TEST(ChooseAlgorithm, LatencyBoundSmallBandwidthBoundLarge) {

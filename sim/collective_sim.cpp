@@ -6,6 +6,8 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include "core/enum_names.h"
@@ -391,26 +393,43 @@ int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus) {
 }
 
 namespace {
-// CostParams::switch_*: every route i -> i+1 of the group must be GPU -> S -> GPU through
-// one switch S that reduces; its reduce/multicast traffic runs at reduce_efficiency of the
-// slowest of those links.
+// CostParams::switch_*: inside every node, each route from a group rank to the next of its node
+// must be GPU -> S -> GPU through a switch S that reduces, one S per node; their reduce and
+// multicast traffic runs at the reduce efficiency of the slowest of those links. One S for the
+// whole group (one node, or nodes on one shared switch): NVLS's case; one per node:
+// switch_per_node, NVLS-Tree's.
 void set_switch_params(Router& router, const std::vector<int>& gpus, CostParams& cp) {
   const Topology& topo = router.topology();
   const int p = static_cast<int>(gpus.size());
   if (p < 2) return;
-  int sw = -1;
-  double alpha = 0, bw = INFINITY;
+  // Each rank and the next of its node (the first of its node after the last): one switch per
+  // node, every hop GPU -> switch -> GPU through it.
+  std::map<int, int> switch_of_node;
+  double alpha = 0, bw = INFINITY, efficiency = 1;
   for (int i = 0; i < p; ++i) {
-    const Path& path = router.path(gpus[i], gpus[(i + 1) % p]);
+    const int node = topo.node_of_gpu(gpus[i]);
+    int j = (i + 1) % p;
+    if (topo.node_of_gpu(gpus[j]) != node) {  // wrap to the node's first rank
+      j = i;
+      while (j > 0 && topo.node_of_gpu(gpus[j - 1]) == node) --j;
+    }
+    if (j == i) continue;  // the node's only rank: nothing to reduce inside it
+    const Path& path = router.path(gpus[i], gpus[j]);
     if (path.links.size() != 2) return;
     const int via = topo.link(path.links[0]).to;
-    if ((sw >= 0 && via != sw) || topo.device(via).reduce_efficiency <= 0) return;
-    sw = via;
+    const auto [it, fresh] = switch_of_node.emplace(node, via);
+    if (it->second != via || topo.device(via).reduce_efficiency <= 0) return;
     alpha = std::max(alpha, static_cast<double>(path.latency.ps()));
     for (int l : path.links) bw = std::min(bw, topo.link(l).spec.effective().bytes_per_ps());
+    efficiency = std::min(efficiency, topo.device(via).reduce_efficiency);
   }
+  if (switch_of_node.empty() || !std::isfinite(bw)) return;
+  std::set<int> switches;
+  for (const auto& [node, sw] : switch_of_node) switches.insert(sw);
   cp.switch_alpha_ps = alpha;
-  cp.switch_beta_ps = 1.0 / (bw * topo.device(sw).reduce_efficiency);
+  cp.switch_beta_ps = 1.0 / (bw * efficiency);
+  // Each node on a switch of its own, not one switch the whole group shares: NVLS-Tree's case.
+  cp.switch_per_node = switches.size() > 1;
 }
 }  // namespace
 

@@ -36,6 +36,7 @@ Algorithm make_hierarchical();
 Algorithm make_hierarchical_tree();
 Algorithm make_multiring();
 Algorithm make_nvls();
+Algorithm make_nvls_tree();
 Algorithm make_concurrent();
 Algorithm make_pxn();
 Algorithm make_direct();
@@ -78,6 +79,15 @@ inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, par
 // dbt's program and closed form (alpha_ps, beta_ps, gamma_ps of c) for an all-reduce spec.
 std::unique_ptr<StepProgram> make_dbt_program(const CollectiveSpec& s);
 double dbt_cost_ps(const CollectiveSpec& s, const CostParams& c);
+// dbt's grid of slots (double_binary_tree.cpp), for an algorithm that runs it in step with
+// other work (nvls_tree): slot t's UP or DOWN half of one rank's transfers, appended to out.
+class DbtSlots {
+ public:
+  virtual ~DbtSlots() = default;
+  virtual int slots() const = 0;  // every slot of any rank is below this
+  virtual void slot(int rank, int t, bool up, Step& out) const = 0;
+};
+std::unique_ptr<DbtSlots> make_dbt_slots(const CollectiveSpec& s);
 
 // ---- exchange steps across nodes ---------------------------------------------------------
 // The per-byte time of a step in which every rank r exchanges with r XOR mask at once. The

@@ -109,7 +109,7 @@ void add_child(std::vector<TreeNode>& nodes, int parent, int child) {
 // of this file, with H the deepest depth of any tree). A rank's steps are its (slot, UP) and
 // (slot, DOWN) steps of every tree, merged in (slot, UP before DOWN) order; both ends of
 // every message take it in the same (slot, phase) step, so the program cannot deadlock.
-class TreeSetProgram final : public StepProgram {
+class TreeSetProgram final : public StepProgram, public DbtSlots {
  public:
   TreeSetProgram(int p, int k, Bytes elem, std::vector<TreePart> trees)
       : p_(p), k_(k), elem_(elem), trees_(std::move(trees)) {
@@ -158,7 +158,10 @@ class TreeSetProgram final : public StepProgram {
         lo = mid + 1;
     }
     const int t = lo;
-    const bool is_up = has(rank, 0, t) && steps_before(rank, t) == s;
+    slot(rank, t, has(rank, 0, t) && steps_before(rank, t) == s, out);
+  }
+  int slots() const override { return p_ < 2 ? 0 : k_ + 2 * h_; }
+  void slot(int rank, int t, bool is_up, Step& out) const override {
     for (std::size_t tr = 0; tr < trees_.size(); ++tr) {
       const TreeNode& nd = trees_[tr].nodes[static_cast<std::size_t>(rank)];
       const int d = nd.depth;
@@ -239,7 +242,7 @@ std::array<std::vector<TreeNode>, 2> dbt_trees(int p) {
   return trees;
 }
 
-std::unique_ptr<StepProgram> dbt_program(const CollectiveSpec& s) {
+std::unique_ptr<TreeSetProgram> dbt_tree_set(const CollectiveSpec& s) {
   const int k = chunks_of(s);
   std::vector<TreePart> parts;
   if (s.ranks >= 2) {
@@ -248,6 +251,7 @@ std::unique_ptr<StepProgram> dbt_program(const CollectiveSpec& s) {
   }
   return std::make_unique<TreeSetProgram>(s.ranks, k, s.element_bytes, std::move(parts));
 }
+std::unique_ptr<StepProgram> dbt_program(const CollectiveSpec& s) { return dbt_tree_set(s); }
 
 const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 
@@ -285,6 +289,7 @@ std::string explain(const CollectiveSpec& s, const CostParams& cp) {
 }  // namespace
 
 std::unique_ptr<StepProgram> make_dbt_program(const CollectiveSpec& s) { return dbt_program(s); }
+std::unique_ptr<DbtSlots> make_dbt_slots(const CollectiveSpec& s) { return dbt_tree_set(s); }
 double dbt_cost_ps(const CollectiveSpec& s, const CostParams& c) { return cost(s, c); }
 
 namespace {

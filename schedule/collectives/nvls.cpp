@@ -87,7 +87,11 @@ class NvlsLoadProgram final : public StepProgram {
 const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 
 std::optional<std::string> unavailable(const CollectiveSpec&, const CostParams& c) {
-  if (c.switch_beta_ps > 0) return std::nullopt;
+  if (c.switch_beta_ps > 0 && !c.switch_per_node) return std::nullopt;
+  if (c.switch_per_node)
+    return std::string(
+        "nvls needs one switch that reduces for the whole group; across nodes with one per node, use "
+        "nvls_tree");
   return std::string(
       "nvls needs every GPU of the group on one switch that reduces in-network (NVLink SHARP: dgx-h100's "
       "nvls_efficiency, or reduce_efficiency on a topology file's switch)");

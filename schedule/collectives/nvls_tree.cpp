@@ -1,0 +1,233 @@
+// nvls_tree: all-reduce across nodes whose GPUs hang off a switch that reduces (NVLink SHARP on
+// each node's NVSwitch), as NCCL's NVLS-Tree runs it: inside every node the switch reduces and
+// multicasts (as `nvls` does on one node), and between the nodes each local rank l carries
+// slice l of the buffer on dbt's two trees over the N nodes, through its own NIC. NCCL runs the
+// three parts at once on a stream of chunks; so does the timing program below.
+//
+// Executed (make): hierarchical_tree's program (ring reduce-scatter inside the node, dbt per
+// local rank across the nodes, ring all-gather), the same result by hand where no switch helps.
+//
+// Timed (make_timing): k chunks, each chunk j a k-th of every rank's slice. One step per slot t,
+// every rank the same number of steps, every message sent and received in the same step:
+//   - chunk t's reduce-scatter through the switch (t < k),
+//   - dbt's UP half of its slot t-1 and its DOWN half of slot t-2, over the heads of each rail
+//     (dbt over N with the rail's slice, k chunks; the DOWN half one slot later, so that a root
+//     forwards a chunk the step after it has reduced it),
+//   - chunk j = t - 2H - 1's multicast back through the switch (0 <= j < k), after its last
+//     DOWN receive (dbt slot j + 2H - 2).
+// So k + 2H + 1 steps, H = floor(log2 N) dbt's height. The switch traffic is timed by its link
+// loads as nvls's: a GPU's link to the switch carries c (its whole chunk, to be reduced) plus
+// c/g (its reduced slice, to be multicast) each way, c = n/k, at the switch's reduce efficiency;
+// as rank-to-rank sends spread over the node's other ranks (the larger of the two directions in
+// the steps where only one half runs).
+//
+// Closed form (lockstep estimate, every step at the steady-state load):
+//   T = (k + 2H + 1) * step,  step = max(a_s + c(1 + 1/g) b_s,  a_e + L (c/g) b_e)
+// (the sum of the byte terms and the larger alpha when a GPU's switch and NIC traffic share its
+// first link), L = 1 for two nodes (each NIC sends one half per tree per step), 2 beyond (an
+// inner rank of one tree also sends both halves down to its children); with one rank per node
+// no switch term. The chunk count
+// minimises it: k = sqrt(B (2H + 1) / A) for A the step's alpha and B its byte terms at k = 1,
+// within [1, 1024] and the elements of a rail's half. Reductions are charged no gamma: the
+// switch reduces inside the node, and the trees' reductions run fused with their loads.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "schedule/collectives/common.h"
+
+namespace meshsim::collectives {
+namespace {
+
+const std::vector<CollKind> kKinds = {CollKind::AllReduce};
+constexpr int kMaxChunks = 1024;
+
+// At least two nodes: on one, NCCL runs NVLS (here `nvls`, whose protocol carries the switch's
+// round trip). One rank per node (g = 1) runs, as dbt across the nodes with nothing for a switch
+// to do (and no switch to make it available to `auto`).
+std::optional<std::string> unsupported(const CollectiveSpec& s) {
+  if (auto k = kind_reason("nvls_tree", kKinds, s.kind)) return k;
+  if (auto b = node_blocks_reason("nvls_tree", s)) return b;
+  if (s.ranks / s.ranks_per_node < 2)
+    return fmt::format("nvls_tree needs at least 2 nodes (got {} ranks, {} per node); on one node use nvls", s.ranks,
+                       s.ranks_per_node);
+  return std::nullopt;
+}
+
+std::optional<std::string> unavailable(const CollectiveSpec&, const CostParams& c) {
+  if (c.switch_beta_ps > 0) return std::nullopt;
+  return std::string(
+      "nvls_tree needs each node's GPUs on a switch that reduces in-network (NVLink SHARP: dgx-h100's "
+      "nvls_efficiency, or reduce_efficiency on a topology file's switch)");
+}
+
+struct Shape {
+  int g, nodes, h;
+  int flows;  // L: rail slices per NIC per step
+};
+Shape shape_of(const CollectiveSpec& s) {
+  const int g = s.ranks_per_node, nodes = s.ranks / g;
+  return {g, nodes, floor_log2(nodes), nodes == 2 ? 1 : 2};
+}
+
+// The two byte terms of a step for chunk size c (whole-buffer bytes per chunk) and its alpha.
+struct StepTerms {
+  double alpha, intra_bytes_ps, inter_bytes_ps;
+  bool separate;
+};
+StepTerms step_terms(const CollectiveSpec& s, const CostParams& c, double chunk) {
+  const Shape sh = shape_of(s);
+  const Levels lv = levels(c);
+  const double intra = sh.g > 1 ? chunk * (1.0 + 1.0 / sh.g) * c.switch_beta_ps : 0.0;
+  return {std::max(sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae), intra,
+          sh.flows * chunk / sh.g * lv.be, lv.separate};
+}
+double step_ps(const CollectiveSpec& s, const CostParams& c, double chunk) {
+  const Shape sh = shape_of(s);
+  const StepTerms t = step_terms(s, c, chunk);
+  const Levels lv = levels(c);
+  const double intra = sh.g > 1 ? c.switch_alpha_ps + t.intra_bytes_ps : 0.0;
+  const double inter = lv.ae + t.inter_bytes_ps;
+  if (t.separate) return std::max(intra, inter);
+  return t.alpha + t.intra_bytes_ps + t.inter_bytes_ps;
+}
+
+int chunks_of(const CollectiveSpec& s, const CostParams& c) {
+  if (s.chunks > 0) return s.chunks;
+  const Shape sh = shape_of(s);
+  const StepTerms t = step_terms(s, c, static_cast<double>(s.bytes));
+  const double bytes_ps = t.separate ? std::max(t.intra_bytes_ps, t.inter_bytes_ps) : t.intra_bytes_ps + t.inter_bytes_ps;
+  const double depth = 2.0 * sh.h + 1;
+  double k = t.alpha > 0 ? std::sqrt(bytes_ps * depth / t.alpha) : kMaxChunks;
+  // Never more chunks than elements in the smallest half of a rail's slice.
+  const Bytes half = slice(slice(s.bytes, sh.g, 0, s.element_bytes).size(), 2, 0, s.element_bytes).size();
+  const Bytes most = std::max<Bytes>(1, std::min<Bytes>(kMaxChunks, half / s.element_bytes));
+  return static_cast<int>(std::clamp(std::round(k), 1.0, static_cast<double>(most)));
+}
+
+CollectiveSpec rail_spec(const CollectiveSpec& s, Bytes bytes, int k) {
+  CollectiveSpec sub;
+  sub.kind = CollKind::AllReduce;
+  sub.ranks = s.ranks / s.ranks_per_node;
+  sub.bytes = bytes;
+  sub.chunks = k;
+  sub.element_bytes = s.element_bytes;
+  return sub;
+}
+
+class NvlsTreeTiming final : public StepProgram {
+ public:
+  NvlsTreeTiming(const CollectiveSpec& s, int k, double scale)
+      : p_(s.ranks), sh_(shape_of(s)), k_(k), n_(s.bytes), elem_(s.element_bytes), scale_(scale) {
+    for (int l = 0; l < sh_.g; ++l) rails_.push_back(make_dbt_slots(rail_spec(s, slice(n_, sh_.g, l, elem_).size(), k)));
+  }
+  int ranks() const override { return p_; }
+  int num_steps(int) const override { return k_ + 2 * sh_.h + 1; }
+  void step(int rank, int t, Step& out) const override {
+    const int node = rank / sh_.g, l = rank % sh_.g;
+    // Through the switch: chunk t's reduce-scatter, chunk t - 2H - 1's multicast.
+    const int back = t - 2 * sh_.h - 1;
+    const double rs = t < k_ ? chunk_bytes(t) : 0, ag = back >= 0 && back < k_ ? chunk_bytes(back) : 0;
+    const double up = rs + ag / sh_.g, down = rs / sh_.g + ag;
+    const auto total = static_cast<Bytes>(std::llround(std::max(up, down) * scale_));
+    if (total > 0 && sh_.g > 1)
+      for (int i = 0; i < sh_.g; ++i) {
+        if (i == l) continue;
+        const int q = node * sh_.g + i;
+        out.sends.push_back(Transfer{q, 0, share(total, mod(i - l - 1, sh_.g)), t});
+        out.recvs.push_back(Transfer{q, 0, share(total, mod(l - i - 1, sh_.g)), t});
+      }
+    // Across the nodes: rail l's trees, UP of slot t-1 and DOWN of slot t-2.
+    const DbtSlots& rail = *rails_[static_cast<std::size_t>(l)];
+    const std::size_t sends = out.sends.size(), recvs = out.recvs.size();
+    if (t >= 1 && t - 1 < rail.slots()) rail.slot(node, t - 1, true, out);
+    if (t >= 2 && t - 2 < rail.slots()) rail.slot(node, t - 2, false, out);
+    for (std::size_t i = sends; i < out.sends.size(); ++i) out.sends[i].peer = out.sends[i].peer * sh_.g + l;
+    for (std::size_t i = recvs; i < out.recvs.size(); ++i) out.recvs[i].peer = out.recvs[i].peer * sh_.g + l;
+    out.op = RecvOp::Copy;  // no gamma: see the top of the file
+  }
+
+ private:
+  // Chunk j of the whole buffer: chunk j of every rail's slice.
+  double chunk_bytes(int j) const {
+    double b = 0;
+    for (int l = 0; l < sh_.g; ++l) b += static_cast<double>(slice(slice(n_, sh_.g, l, elem_).size(), k_, j, elem_).size());
+    return static_cast<double>(b);
+  }
+  // The share of `total` a rank sends to the peer j places after it (nvls's split: every rank's
+  // sends and receives add up to exactly total).
+  Bytes share(Bytes total, int j) const { return cut(total, j + 1) - cut(total, j); }
+  Bytes cut(Bytes total, int j) const {
+    const int peers = sh_.g - 1;
+    const Bytes q = total / peers, r = total % peers;
+    return q * j + r * j / peers;
+  }
+
+  int p_;
+  Shape sh_;
+  int k_;
+  Bytes n_, elem_;
+  double scale_;
+  std::vector<std::unique_ptr<DbtSlots>> rails_;
+};
+
+double cost(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (auto why = unsupported(s)) throw Error(*why);
+  if (auto why = unavailable(s, c)) throw Error(*why);
+  const Shape sh = shape_of(s);
+  const int k = chunks_of(s, c);
+  return (k + 2 * sh.h + 1) * step_ps(s, c, static_cast<double>(s.bytes) / k);
+}
+
+std::string explain(const CollectiveSpec& s, const CostParams& c) {
+  const std::string head = fmt::format("nvls_tree allreduce (p={}, g={} per node, n={}B)", s.ranks, s.ranks_per_node,
+                                       s.bytes);
+  if (unsupported(s)) return fmt::format("{}: {}", head, *unsupported(s));
+  if (unavailable(s, c)) return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
+  const Shape sh = shape_of(s);
+  const int k = chunks_of(s, c);
+  const Levels lv = levels(c);
+  const double chunk = static_cast<double>(s.bytes) / k;
+  return explain_text(
+      fmt::format("{}, N={} nodes, k={} chunks, H={}", head, sh.nodes, k, sh.h),
+      "(k + 2H + 1) * max(a_s + c(1 + 1/g)*b_s, a_e + L*(c/g)*b_e), c = n/k, L = 1 (2 nodes) or 2; k minimises it; "
+      "lockstep estimate",
+      fmt::format("({} + 2*{} + 1) * max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})", k, sh.h, fmt_alpha(c.switch_alpha_ps),
+                  chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps), fmt_alpha(lv.ae), sh.flows, chunk / sh.g,
+                  fmt_rate(lv.be)),
+      cost(s, c));
+}
+
+std::unique_ptr<StepProgram> make_timing(const CollectiveSpec& s, const CostParams& c) {
+  validate_spec(s);
+  if (auto why = unsupported(s)) throw Error(*why);
+  if (auto why = unavailable(s, c)) throw Error(*why);
+  // Chunks as the closed form picks them under the protocol the runtime uses (Simple).
+  const CostParams run = c.protocols ? with_protocol(c, Protocol::Simple) : c;
+  const double link_beta = c.intra_beta_ps > 0 ? c.intra_beta_ps : c.beta_ps;
+  const double scale = link_beta > 0 ? c.switch_beta_ps / link_beta : 1.0;
+  return std::make_unique<NvlsTreeTiming>(s, chunks_of(s, run), scale);
+}
+
+}  // namespace
+
+Algorithm make_nvls_tree() {
+  Algorithm a = make_hierarchical_tree();  // its program executes the same sum by hand
+  a.name = "nvls_tree";
+  a.summary =
+      "NCCL's NVLS-Tree: reduce and multicast in each node's switch (NVLink SHARP), double binary trees across the "
+      "nodes per NIC, pipelined in chunks";
+  a.kinds = kKinds;
+  a.unsupported = unsupported;
+  a.unavailable = unavailable;
+  a.cost_ps = cost;
+  a.explain = explain;
+  a.make_timing = make_timing;
+  a.only_protocol = Protocol::Simple;  // NCCL's NVLS-Tree: Simple only
+  return a;
+}
+
+}  // namespace meshsim::collectives
