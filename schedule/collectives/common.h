@@ -74,6 +74,14 @@ void ring_all_gather_step(const RingView& v, int s, Step& out);
 double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma);
 // Size of the largest slice (always the last one with the floor split).
 inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
+// Part j of `total` bytes cut in `parts` near-equal parts: floor((j+1)T/parts) - floor(jT/parts),
+// without overflow; the parts add up to exactly T (nvls and nvls_tree spread a rank's switch
+// traffic over its peers so).
+inline Bytes even_share(Bytes total, int parts, int j) {
+  const Bytes q = total / parts, r = total % parts;
+  auto cut = [&](int i) { return q * i + r * i / parts; };
+  return cut(j + 1) - cut(j);
+}
 
 // ---- the double binary tree, as a phase of another algorithm (hierarchical_tree) ----------
 // dbt's program and closed form (alpha_ps, beta_ps, gamma_ps of c) for an all-reduce spec.

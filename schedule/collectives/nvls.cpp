@@ -75,11 +75,7 @@ class NvlsLoadProgram final : public StepProgram {
   }
 
  private:
-  Bytes share(int j) const { return cut(j + 1) - cut(j); }
-  Bytes cut(int j) const {  // floor(j*T/(p-1)) without overflow
-    const Bytes q = total_ / (p_ - 1), r = total_ % (p_ - 1);
-    return q * j + r * j / (p_ - 1);
-  }
+  Bytes share(int j) const { return even_share(total_, p_ - 1, j); }
   int p_;
   Bytes total_;
 };

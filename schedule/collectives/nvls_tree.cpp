@@ -81,8 +81,7 @@ StepTerms step_terms(const CollectiveSpec& s, const CostParams& c, double chunk)
   const Shape sh = shape_of(s);
   const Levels lv = levels(c);
   const double intra = sh.g > 1 ? chunk * (1.0 + 1.0 / sh.g) * c.switch_beta_ps : 0.0;
-  return {std::max(sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae), intra,
-          sh.flows * chunk / sh.g * lv.be, lv.separate};
+  return {std::max(sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae), intra, sh.flows * chunk / sh.g * lv.be, lv.separate};
 }
 double step_ps(const CollectiveSpec& s, const CostParams& c, double chunk) {
   const Shape sh = shape_of(s);
@@ -98,7 +97,8 @@ int chunks_of(const CollectiveSpec& s, const CostParams& c) {
   if (s.chunks > 0) return s.chunks;
   const Shape sh = shape_of(s);
   const StepTerms t = step_terms(s, c, static_cast<double>(s.bytes));
-  const double bytes_ps = t.separate ? std::max(t.intra_bytes_ps, t.inter_bytes_ps) : t.intra_bytes_ps + t.inter_bytes_ps;
+  const double bytes_ps =
+      t.separate ? std::max(t.intra_bytes_ps, t.inter_bytes_ps) : t.intra_bytes_ps + t.inter_bytes_ps;
   const double depth = 2.0 * sh.h + 1;
   double k = t.alpha > 0 ? std::sqrt(bytes_ps * depth / t.alpha) : kMaxChunks;
   // Never more chunks than elements in the smallest half of a rail's slice.
@@ -121,7 +121,8 @@ class NvlsTreeTiming final : public StepProgram {
  public:
   NvlsTreeTiming(const CollectiveSpec& s, int k, double scale)
       : p_(s.ranks), sh_(shape_of(s)), k_(k), n_(s.bytes), elem_(s.element_bytes), scale_(scale) {
-    for (int l = 0; l < sh_.g; ++l) rails_.push_back(make_dbt_slots(rail_spec(s, slice(n_, sh_.g, l, elem_).size(), k)));
+    for (int l = 0; l < sh_.g; ++l)
+      rails_.push_back(make_dbt_slots(rail_spec(s, slice(n_, sh_.g, l, elem_).size(), k)));
   }
   int ranks() const override { return p_; }
   int num_steps(int) const override { return k_ + 2 * sh_.h + 1; }
@@ -153,17 +154,13 @@ class NvlsTreeTiming final : public StepProgram {
   // Chunk j of the whole buffer: chunk j of every rail's slice.
   double chunk_bytes(int j) const {
     double b = 0;
-    for (int l = 0; l < sh_.g; ++l) b += static_cast<double>(slice(slice(n_, sh_.g, l, elem_).size(), k_, j, elem_).size());
+    for (int l = 0; l < sh_.g; ++l)
+      b += static_cast<double>(slice(slice(n_, sh_.g, l, elem_).size(), k_, j, elem_).size());
     return static_cast<double>(b);
   }
-  // The share of `total` a rank sends to the peer j places after it (nvls's split: every rank's
-  // sends and receives add up to exactly total).
-  Bytes share(Bytes total, int j) const { return cut(total, j + 1) - cut(total, j); }
-  Bytes cut(Bytes total, int j) const {
-    const int peers = sh_.g - 1;
-    const Bytes q = total / peers, r = total % peers;
-    return q * j + r * j / peers;
-  }
+  // The share of `total` a rank sends to the peer j places after it (every rank's sends and
+  // receives add up to exactly total).
+  Bytes share(Bytes total, int j) const { return even_share(total, sh_.g - 1, j); }
 
   int p_;
   Shape sh_;
@@ -183,8 +180,8 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
-  const std::string head = fmt::format("nvls_tree allreduce (p={}, g={} per node, n={}B)", s.ranks, s.ranks_per_node,
-                                       s.bytes);
+  const std::string head =
+      fmt::format("nvls_tree allreduce (p={}, g={} per node, n={}B)", s.ranks, s.ranks_per_node, s.bytes);
   if (unsupported(s)) return fmt::format("{}: {}", head, *unsupported(s));
   if (unavailable(s, c)) return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
   const Shape sh = shape_of(s);
