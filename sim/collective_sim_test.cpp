@@ -109,7 +109,8 @@ TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
     // held here so that it cannot grow unnoticed. Every other algorithm is exact
     // (hierarchical_tree and nccl_tree on a switch, one rank per node, are dbt over the group).
     // nvls_tree's closed form is a lockstep estimate too: every step at the steady-state load,
-    // where the fill and drain steps carry one half of the switch traffic (flow 0.83-0.96x).
+    // where the fill and drain steps carry one half of the switch traffic (flow 0.89-1.10x of
+    // it, docs/collectives.md nvls_tree).
     const bool estimate =
         (c.algo == "dbt" || c.algo == "hierarchical_tree" || c.algo == "nccl_tree" || c.algo == "nvls_tree") && c.n > 3;
     // nccl_tree's pipeline estimate is exact on one switch when its chunks outnumber the
