@@ -66,9 +66,7 @@ struct NcclGraph {
   int channels = 0;
   double bw_GBps = 0;        // per channel (bwIntra)
   double bw_inter_GBps = 0;  // NVLS graph: the per-channel bwInter its second search pass raises
-  // NVLS graph across nodes (NVLS-Tree): NCCL's NET latency of the chosen NICs (0 for IB).
-  double latency_inter_us = 0;
-  std::string how;  // one line on how it was derived
+  std::string how;           // one line on how it was derived
 };
 
 struct NcclCandidate {

@@ -84,6 +84,9 @@ inline Bytes even_share(Bytes total, int parts, int j) {
 }
 
 // ---- the double binary tree, as a phase of another algorithm (hierarchical_tree) ----------
+// The all-reduce among the N = ranks / ranks_per_node ranks of one rail (the ranks with one
+// local rank, one per node) of `bytes`, in `chunks` chunks (0: dbt's default).
+CollectiveSpec rail_spec(const CollectiveSpec& s, Bytes bytes, int chunks);
 // dbt's program and closed form (alpha_ps, beta_ps, gamma_ps of c) for an all-reduce spec.
 std::unique_ptr<StepProgram> make_dbt_program(const CollectiveSpec& s);
 double dbt_cost_ps(const CollectiveSpec& s, const CostParams& c);
@@ -96,6 +99,9 @@ class DbtSlots {
   virtual void slot(int rank, int t, bool up, Step& out) const = 0;
 };
 std::unique_ptr<DbtSlots> make_dbt_slots(const CollectiveSpec& s);
+// hierarchical_tree's program (hierarchical.cpp): ring reduce-scatter in the node, dbt per rail,
+// ring all-gather; nvls_tree executes it (the same sum, by hand).
+std::unique_ptr<StepProgram> make_hierarchical_tree_program(const CollectiveSpec& s);
 
 // ---- exchange steps across nodes ---------------------------------------------------------
 // The per-byte time of a step in which every rank r exchanges with r XOR mask at once. The

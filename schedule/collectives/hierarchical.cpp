@@ -86,18 +86,9 @@ class HierarchicalTreeProgram final : public StepProgram {
       : p_(s.ranks), g_(s.ranks_per_node), n_(s.bytes), elem_(s.element_bytes) {
     for (int l = 0; l < g_; ++l) {
       const Range mine = slice(n_, g_, l, elem_);
-      trees_.push_back(make_dbt_program(inter_spec(s, mine.size())));
+      trees_.push_back(make_dbt_program(rail_spec(s, mine.size(), s.chunks)));
       base_.push_back(mine.begin);
     }
-  }
-  static CollectiveSpec inter_spec(const CollectiveSpec& s, Bytes bytes) {
-    CollectiveSpec sub;
-    sub.kind = CollKind::AllReduce;
-    sub.ranks = s.ranks / s.ranks_per_node;
-    sub.bytes = bytes;
-    sub.chunks = s.chunks;
-    sub.element_bytes = s.element_bytes;
-    return sub;
   }
   int ranks() const override { return p_; }
   int num_steps(int rank) const override {
@@ -189,7 +180,7 @@ double tree_phase_ps(const CollectiveSpec& s, const CostParams& c) {
   CostParams ce = c;
   ce.alpha_ps = le.alpha;
   ce.beta_ps = le.beta;
-  return dbt_cost_ps(HierarchicalTreeProgram::inter_spec(s, max_slice(s.bytes, s.ranks_per_node, s.element_bytes)), ce);
+  return dbt_cost_ps(rail_spec(s, max_slice(s.bytes, s.ranks_per_node, s.element_bytes), s.chunks), ce);
 }
 
 double tree_cost(const CollectiveSpec& s, const CostParams& c) {
@@ -212,6 +203,20 @@ std::string tree_explain(const CollectiveSpec& s, const CostParams& c) {
 }
 
 }  // namespace
+
+CollectiveSpec rail_spec(const CollectiveSpec& s, Bytes bytes, int chunks) {
+  CollectiveSpec sub;
+  sub.kind = CollKind::AllReduce;
+  sub.ranks = s.ranks / s.ranks_per_node;
+  sub.bytes = bytes;
+  sub.chunks = chunks;
+  sub.element_bytes = s.element_bytes;
+  return sub;
+}
+
+std::unique_ptr<StepProgram> make_hierarchical_tree_program(const CollectiveSpec& s) {
+  return std::make_unique<HierarchicalTreeProgram>(s);
+}
 
 Algorithm make_hierarchical_tree() {
   Algorithm a = basic_algorithm<HierarchicalTreeProgram>(

@@ -34,6 +34,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "core/error.h"
 #include "schedule/collectives/common.h"
@@ -107,22 +109,17 @@ int chunks_of(const CollectiveSpec& s, const CostParams& c) {
   return static_cast<int>(std::clamp(std::round(k), 1.0, static_cast<double>(most)));
 }
 
-CollectiveSpec rail_spec(const CollectiveSpec& s, Bytes bytes, int k) {
-  CollectiveSpec sub;
-  sub.kind = CollKind::AllReduce;
-  sub.ranks = s.ranks / s.ranks_per_node;
-  sub.bytes = bytes;
-  sub.chunks = k;
-  sub.element_bytes = s.element_bytes;
-  return sub;
-}
-
 class NvlsTreeTiming final : public StepProgram {
  public:
   NvlsTreeTiming(const CollectiveSpec& s, int k, double scale)
-      : p_(s.ranks), sh_(shape_of(s)), k_(k), n_(s.bytes), elem_(s.element_bytes), scale_(scale) {
-    for (int l = 0; l < sh_.g; ++l)
-      rails_.push_back(make_dbt_slots(rail_spec(s, slice(n_, sh_.g, l, elem_).size(), k)));
+      : p_(s.ranks), sh_(shape_of(s)), k_(k), scale_(scale), chunk_bytes_(static_cast<std::size_t>(k), 0.0) {
+    for (int l = 0; l < sh_.g; ++l) {
+      const Bytes rail = slice(s.bytes, sh_.g, l, s.element_bytes).size();
+      rails_.push_back(make_dbt_slots(rail_spec(s, rail, k)));
+      // Chunk j of the whole buffer: chunk j of every rail's slice.
+      for (int j = 0; j < k; ++j)
+        chunk_bytes_[static_cast<std::size_t>(j)] += static_cast<double>(slice(rail, k, j, s.element_bytes).size());
+    }
   }
   int ranks() const override { return p_; }
   int num_steps(int) const override { return k_ + 2 * sh_.h + 1; }
@@ -130,7 +127,8 @@ class NvlsTreeTiming final : public StepProgram {
     const int node = rank / sh_.g, l = rank % sh_.g;
     // Through the switch: chunk t's reduce-scatter, chunk t - 2H - 1's multicast.
     const int back = t - 2 * sh_.h - 1;
-    const double rs = t < k_ ? chunk_bytes(t) : 0, ag = back >= 0 && back < k_ ? chunk_bytes(back) : 0;
+    const double rs = t < k_ ? chunk_bytes_[static_cast<std::size_t>(t)] : 0;
+    const double ag = back >= 0 && back < k_ ? chunk_bytes_[static_cast<std::size_t>(back)] : 0;
     const double up = rs + ag / sh_.g, down = rs / sh_.g + ag;
     const auto total = static_cast<Bytes>(std::llround(std::max(up, down) * scale_));
     if (total > 0 && sh_.g > 1)
@@ -151,13 +149,6 @@ class NvlsTreeTiming final : public StepProgram {
   }
 
  private:
-  // Chunk j of the whole buffer: chunk j of every rail's slice.
-  double chunk_bytes(int j) const {
-    double b = 0;
-    for (int l = 0; l < sh_.g; ++l)
-      b += static_cast<double>(slice(slice(n_, sh_.g, l, elem_).size(), k_, j, elem_).size());
-    return static_cast<double>(b);
-  }
   // The share of `total` a rank sends to the peer j places after it (every rank's sends and
   // receives add up to exactly total).
   Bytes share(Bytes total, int j) const { return even_share(total, sh_.g - 1, j); }
@@ -165,8 +156,8 @@ class NvlsTreeTiming final : public StepProgram {
   int p_;
   Shape sh_;
   int k_;
-  Bytes n_, elem_;
   double scale_;
+  std::vector<double> chunk_bytes_;  // per chunk, of the whole buffer
   std::vector<std::unique_ptr<DbtSlots>> rails_;
 };
 
@@ -212,16 +203,13 @@ std::unique_ptr<StepProgram> make_timing(const CollectiveSpec& s, const CostPara
 }  // namespace
 
 Algorithm make_nvls_tree() {
-  Algorithm a = make_hierarchical_tree();  // its program executes the same sum by hand
-  a.name = "nvls_tree";
-  a.summary =
+  Algorithm a = basic_algorithm(
+      "nvls_tree",
       "NCCL's NVLS-Tree: reduce and multicast in each node's switch (NVLink SHARP), double binary trees across the "
-      "nodes per NIC, pipelined in chunks";
-  a.kinds = kKinds;
+      "nodes per NIC, pipelined in chunks",
+      kKinds, make_hierarchical_tree_program, cost, explain);  // executed by hand, as hierarchical_tree
   a.unsupported = unsupported;
   a.unavailable = unavailable;
-  a.cost_ps = cost;
-  a.explain = explain;
   a.make_timing = make_timing;
   a.only_protocol = Protocol::Simple;  // NCCL's NVLS-Tree: Simple only
   return a;
