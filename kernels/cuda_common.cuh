@@ -188,71 +188,59 @@ void dispatch_row(const RowPlan& p, F&& f) {
 }
 
 // Deterministic column sums over rows: out[c] += sum_r term(r, c), one block per 32 columns,
-// 32 row lanes per column, a fixed tree over the lanes. `term` is a device functor.
+// 32 row lanes per column, a fixed tree over the lanes. `term` is a device functor returning a
+// float (one sum, into out.x) or a float2 (two sums of one pass over the rows, into out.x and
+// out.y, each in the same order as a float term's).
 constexpr int kColRows = 32;
+struct ColumnOut {
+  float* x;
+  float* y;  // the second sum's columns (float2 terms only)
+};
+__device__ inline void add_to(float& a, float b) { a += b; }
+__device__ inline void add_to(float2& a, float2 b) {
+  a.x += b.x;
+  a.y += b.y;
+}
+__device__ inline void add_out(const ColumnOut& out, std::int64_t c, float v) { out.x[c] += v; }
+__device__ inline void add_out(const ColumnOut& out, std::int64_t c, float2 v) {
+  out.x[c] += v.x;
+  out.y[c] += v.y;
+}
 template <class Term>
 __global__ void __launch_bounds__(kWarp* kColRows)
-    column_sum_kernel(Term term, float* out, std::int64_t rows, std::int64_t cols) {
-  __shared__ float part[kColRows][kWarp + 1];
+    column_sum_kernel(Term term, ColumnOut out, std::int64_t rows, std::int64_t cols) {
+  using Value = decltype(term(std::int64_t{0}, std::int64_t{0}));
+  __shared__ Value part[kColRows][kWarp + 1];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kWarp + threadIdx.x;
-  float acc = 0.f;
+  Value acc{};
   if (c < cols)
-    for (std::int64_t r = threadIdx.y; r < rows; r += kColRows) acc += term(r, c);
+    for (std::int64_t r = threadIdx.y; r < rows; r += kColRows) add_to(acc, term(r, c));
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   for (int s = kColRows / 2; s > 0; s /= 2) {
-    if (static_cast<int>(threadIdx.y) < s) part[threadIdx.y][threadIdx.x] += part[threadIdx.y + s][threadIdx.x];
+    if (static_cast<int>(threadIdx.y) < s) add_to(part[threadIdx.y][threadIdx.x], part[threadIdx.y + s][threadIdx.x]);
     __syncthreads();
   }
-  if (threadIdx.y == 0 && c < cols) out[c] += part[0][threadIdx.x];
+  if (threadIdx.y == 0 && c < cols) add_out(out, c, part[0][threadIdx.x]);
 }
 
 template <class Term>
-int launch_column_sum(Term term, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+int launch_column_sums(Term term, ColumnOut out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   if (cols == 0) return 0;
   const std::int64_t blocks = (cols + kWarp - 1) / kWarp;
   if (!fits_int(blocks)) return kInvalidValue;
   column_sum_kernel<<<static_cast<int>(blocks), dim3(kWarp, kColRows), 0, s>>>(term, out, rows, cols);
   return launch_status();
 }
-
-// Two column sums in one pass over the rows: term(r, c) returns both terms as a float2,
-// out_x[c] += sum_r .x and out_y[c] += sum_r .y, each in column_sum_kernel's fixed order (so
-// each equals, bit for bit, its own column_sum_kernel). One read of what both terms share.
+// One sum (term returns a float).
 template <class Term>
-__global__ void __launch_bounds__(kWarp* kColRows)
-    column_sum2_kernel(Term term, float* out_x, float* out_y, std::int64_t rows, std::int64_t cols) {
-  __shared__ float2 part[kColRows][kWarp + 1];
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kWarp + threadIdx.x;
-  float2 acc = make_float2(0.f, 0.f);
-  if (c < cols)
-    for (std::int64_t r = threadIdx.y; r < rows; r += kColRows) {
-      const float2 t = term(r, c);
-      acc.x += t.x;
-      acc.y += t.y;
-    }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = kColRows / 2; s > 0; s /= 2) {
-    if (static_cast<int>(threadIdx.y) < s) {
-      part[threadIdx.y][threadIdx.x].x += part[threadIdx.y + s][threadIdx.x].x;
-      part[threadIdx.y][threadIdx.x].y += part[threadIdx.y + s][threadIdx.x].y;
-    }
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && c < cols) {
-    out_x[c] += part[0][threadIdx.x].x;
-    out_y[c] += part[0][threadIdx.x].y;
-  }
+int launch_column_sum(Term term, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  return launch_column_sums(term, ColumnOut{out, nullptr}, rows, cols, s);
 }
-
+// Two sums in one pass over the rows (term returns a float2): one read of what both share.
 template <class Term>
 int launch_column_sum2(Term term, float* out_x, float* out_y, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
-  if (cols == 0) return 0;
-  const std::int64_t blocks = (cols + kWarp - 1) / kWarp;
-  if (!fits_int(blocks)) return kInvalidValue;
-  column_sum2_kernel<<<static_cast<int>(blocks), dim3(kWarp, kColRows), 0, s>>>(term, out_x, out_y, rows, cols);
-  return launch_status();
+  return launch_column_sums(term, ColumnOut{out_x, out_y}, rows, cols, s);
 }
 
 }  // namespace meshsim::kernels::cuda_detail
