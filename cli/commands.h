@@ -37,6 +37,7 @@ Run add_run_commands(CLI::App& app, Run* validate);  // `run` (returned) and `va
 int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s);
 Run add_launch_command(CLI::App& app);
 Run add_calibrate_command(CLI::App& app);
-Run add_check_published_command(CLI::App& app);  // `meshsim check-published [PATH] [--json]`
+Run add_check_published_command(CLI::App& app);
+Run add_moe_dispatch_command(CLI::App& app);  // `meshsim moe-dispatch`  // `meshsim check-published [PATH] [--json]`
 
 }  // namespace meshsim::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
   meshsim::cli::Run calibrate = meshsim::cli::add_calibrate_command(app);
   meshsim::cli::Run check_published = meshsim::cli::add_check_published_command(app);
+  meshsim::cli::Run moe_dispatch = meshsim::cli::add_moe_dispatch_command(app);
   meshsim::cli::Run validate;
   meshsim::cli::Run run = meshsim::cli::add_run_commands(app, &validate);
   try {
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("launch")) return launch();
     if (app.got_subcommand("calibrate")) return calibrate();
     if (app.got_subcommand("check-published")) return check_published();
+    if (app.got_subcommand("moe-dispatch")) return moe_dispatch();
     if (app.got_subcommand("run")) return run();
     if (app.got_subcommand("validate")) return validate();
   } catch (const meshsim::Error& e) {

@@ -19,12 +19,14 @@
 // equals it on one switch). Uneven sizes: the same with b*(count) replaced by the largest
 // per-rank total sent or received at each level, an estimate (ranks drift in a real run).
 //
-// pxn: the same all-to-all with NCCL's PXN routing (and DeepEP's): a block for a rank on
+// pxn: the same all-to-all with NCCL's PXN routing: a block for a rank on
 // another node travels first over NVLink to the GPU of its own node on the destination's
 // rail (same local index), which sends it over its NIC, so every NIC carries only traffic
 // between GPUs of one local index (one rail) and no block climbs to a spine to change
-// rails. Rank r = (node a, local i) relays, for each local peer (a, j), the blocks (a, j)
-// has for (b, i), b != a. Per rank, with N nodes of g ranks and blocks of b bytes:
+// rails. (DeepEP's normal kernels relay on the receiving node instead, over the NIC of
+// the sender's rail first and NVLink after: for even blocks the same loads.) Rank r = (node a, local i) relays, for
+// each local peer (a, j), the blocks (a, j) has for (b, i), b != a. Per rank, with N nodes of g ranks and blocks of b
+// bytes:
 //   NVLink  N(g-1)*b  (its own blocks for local peers plus the blocks it hands over)
 //   NIC     (N-1)g*b  (the same as concurrent: the node's whole traffic for rail i)
 //   split    t = max(a_i + N(g-1)*b*b_i, a_e + (N-1)g*b*b_e)
@@ -214,7 +216,7 @@ Algorithm make_concurrent() {
 Algorithm make_pxn() {
   Algorithm a = basic_algorithm<ConcurrentProgram>(
       "pxn",
-      "all-to-all as NCCL's PXN and DeepEP run it: blocks for another node go over NVLink to the GPU on the "
+      "all-to-all as NCCL's PXN runs it: blocks for another node go over NVLink to the GPU on the "
       "destination's rail first, so NICs carry rail-aligned traffic only",
       kKinds, pxn_cost, pxn_explain);
   a.make_timing = [](const CollectiveSpec& s, const CostParams&) -> std::unique_ptr<StepProgram> {
