@@ -36,9 +36,10 @@ int run(Options o) {
   const Topology topo = resolve_topology(o.topology);
   const int ranks = o.ranks == -1 ? topo.num_gpus() : o.ranks;
   if (ranks < 1 || ranks > topo.num_gpus())
-    throw Error(fmt::format("--ranks: {} is outside 1..{} (the GPUs of '{}'); use a larger topology "
-                            "(e.g. --topology {}:nodes=N) or fewer ranks",
-                            ranks, topo.num_gpus(), o.topology, topo.name()));
+    throw Error(
+        fmt::format("--ranks: {} is outside 1..{} (the GPUs of '{}'); use a larger topology "
+                    "(e.g. --topology {}:nodes=N) or fewer ranks",
+                    ranks, topo.num_gpus(), o.topology, topo.name()));
   o.routing.element_bytes = moe_element_bytes(o.dtype, "--dtype");
   const Fidelity fidelity = parse_fidelity(o.fidelity, "--fidelity");
   std::vector<int> gpus(static_cast<std::size_t>(ranks));
@@ -72,8 +73,9 @@ int run(Options o) {
     j["formula_time_s"] = out.formula_time.seconds();
     j["bound"] = bound;
     j["wire_GBps"] = {{"rdma", gbps(l.rdma, out.time)}, {"nvlink", gbps(l.nvlink, out.time)}};
-    j["deepep_GBps"] = {{"rdma", nodes == 1 ? nlohmann::ordered_json() : nlohmann::ordered_json(gbps(l.deepep_rdma, out.time))},
-                        {"nvl", gbps(l.deepep_nvl, out.time)}};
+    j["deepep_GBps"] = {
+        {"rdma", nodes == 1 ? nlohmann::ordered_json() : nlohmann::ordered_json(gbps(l.deepep_rdma, out.time))},
+        {"nvl", gbps(l.deepep_nvl, out.time)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -82,20 +84,19 @@ int run(Options o) {
       "top-{}, at most {} of {} nodes per token\n",
       o.topology, out.ranks, nodes, nodes == 1 ? "" : "s", out.ranks_per_node, o.routing.tokens, o.routing.hidden,
       o.dtype, l.token_bytes, o.routing.experts, o.routing.topk, limit, nodes);
-  std::cout << fmt::format("  routing ({}): {:.3f} nodes and {:.3f} GPUs per token, own included\n",
-                           out.stats.exact ? "closed form"
-                                           : fmt::format("{} sampled tokens, seed {}", o.routing.samples,
-                                                         o.routing.seed),
-                           out.stats.nodes, out.stats.gpus);
+  std::cout << fmt::format(
+      "  routing ({}): {:.3f} nodes and {:.3f} GPUs per token, own included\n",
+      out.stats.exact ? "closed form" : fmt::format("{} sampled tokens, seed {}", o.routing.samples, o.routing.seed),
+      out.stats.nodes, out.stats.gpus);
   std::cout << fmt::format("  per GPU, sent and received: {:.2f} MB over RDMA, {:.2f} MB over NVLink\n", l.rdma * 1e-6,
                            l.nvlink * 1e-6);
   std::cout << fmt::format("  time ({}): {:.3f} ms   formula: {:.3f} ms ({}-bound)\n", to_string(fidelity),
                            out.time.seconds() * 1e3, out.formula_time.seconds() * 1e3, bound);
   std::cout << fmt::format("  on the wire: {:.2f} GB/s RDMA, {:.2f} GB/s NVLink per GPU\n", gbps(l.rdma, out.time),
                            gbps(l.nvlink, out.time));
-  const std::string rdma_count =
-      nodes == 1 ? ""
-                 : fmt::format("{:.2f} GB/s (RDMA: tokens x nodes, own node included), ", gbps(l.deepep_rdma, out.time));
+  const std::string rdma_count = nodes == 1 ? ""
+                                            : fmt::format("{:.2f} GB/s (RDMA: tokens x nodes, own node included), ",
+                                                          gbps(l.deepep_rdma, out.time));
   std::cout << fmt::format("  as DeepEP's tests count it: {}{:.2f} GB/s (NVL: tokens received, own included)\n",
                            rdma_count, gbps(l.deepep_nvl, out.time));
   return 0;
@@ -107,7 +108,8 @@ Run add_moe_dispatch_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   o->routing.groups = 4;  // DeepEP's test: min(nodes, 4)
   CLI::App* c = app.add_subcommand(
-      "moe-dispatch", "Time one MoE token dispatch (or combine) as DeepEP's normal kernels run it on a modeled cluster");
+      "moe-dispatch",
+      "Time one MoE token dispatch (or combine) as DeepEP's normal kernels run it on a modeled cluster");
   c->footer(
       "Examples:\n"
       "  meshsim moe-dispatch -t dgx-h100:nvlink_bandwidth=200GB/s,nvlink_efficiency=0.8,nodes=4   # DeepEP's EP32\n"

@@ -47,16 +47,16 @@ void validate_moe_routing(const MoeRouting& r, int ranks, int ranks_per_node) {
     throw Error(fmt::format("--ranks: {} ranks do not fill whole nodes of {}; use a multiple of {}", ranks, g, g));
   if (r.tokens < 1 || r.tokens > 10'000'000)
     throw Error(fmt::format("--tokens: {} tokens per rank is outside 1..10000000", r.tokens));
-  if (r.hidden < 1 || r.hidden > 1'000'000)
-    throw Error(fmt::format("--hidden: {} is outside 1..1000000", r.hidden));
+  if (r.hidden < 1 || r.hidden > 1'000'000) throw Error(fmt::format("--hidden: {} is outside 1..1000000", r.hidden));
   if (!(r.element_bytes > 0) || r.element_bytes > 16)
     throw Error(fmt::format("--dtype: {} bytes per element is not a wire format; use bf16 or fp8", r.element_bytes));
   if (r.experts < 1 || r.experts > 1'000'000)
     throw Error(fmt::format("--experts: {} is outside 1..1000000", r.experts));
   if (r.experts % ranks != 0)
-    throw Error(fmt::format("--experts: {} experts do not split evenly over {} ranks; use a multiple of {}",
-                            r.experts, ranks, ranks));
-  if (r.groups < 0) throw Error(fmt::format("--groups: {} is negative; use 0 (no node limit) or a node count", r.groups));
+    throw Error(fmt::format("--experts: {} experts do not split evenly over {} ranks; use a multiple of {}", r.experts,
+                            ranks, ranks));
+  if (r.groups < 0)
+    throw Error(fmt::format("--groups: {} is negative; use 0 (no node limit) or a node count", r.groups));
   const int nodes = nodes_of(ranks, g);
   const int usable = allowed_nodes(r, nodes) * (r.experts / nodes);
   if (r.topk < 1 || r.topk > usable)
@@ -65,9 +65,10 @@ void validate_moe_routing(const MoeRouting& r, int ranks, int ranks_per_node) {
   if (r.samples < 1 || r.samples > 10'000'000)
     throw Error(fmt::format("--samples: {} is outside 1..10000000", r.samples));
   if (allowed_nodes(r, nodes) < nodes && static_cast<double>(r.samples) * r.experts > kMaxRoutedScores)
-    throw Error(fmt::format("--samples: {} tokens of {} expert scores each would take more than about 6 s to route; use "
-                            "--samples <= {:.0f}",
-                            r.samples, r.experts, kMaxRoutedScores / r.experts));
+    throw Error(
+        fmt::format("--samples: {} tokens of {} expert scores each would take more than about 6 s to route; use "
+                    "--samples <= {:.0f}",
+                    r.samples, r.experts, kMaxRoutedScores / r.experts));
 }
 
 MoeRoutingStats moe_routing_stats_sampled(const MoeRouting& r, int ranks, int ranks_per_node) {
@@ -182,9 +183,10 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
   out.ranks = static_cast<int>(gpus.size());
   out.ranks_per_node = detect_ranks_per_node(topo, gpus);
   if (out.ranks > 1 && out.ranks_per_node == 1 && topo.node_of_gpu(gpus[0]) == topo.node_of_gpu(gpus[1]))
-    throw Error(fmt::format("--ranks: {} ranks do not fill whole nodes of the topology ({} GPUs per node); "
-                            "use a multiple of the GPUs per node",
-                            out.ranks, topo.gpus_per_node()));
+    throw Error(
+        fmt::format("--ranks: {} ranks do not fill whole nodes of the topology ({} GPUs per node); "
+                    "use a multiple of the GPUs per node",
+                    out.ranks, topo.gpus_per_node()));
   out.stats = moe_routing_stats(r, out.ranks, out.ranks_per_node);
   out.loads = moe_dispatch_loads(r, out.stats, out.ranks, out.ranks_per_node);
   const CostParams cp = derive_cost_params(router, gpus, 0);
@@ -192,19 +194,20 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
   const double intra = out.loads.nvlink > 0 ? l.ai + out.loads.nvlink * l.bi : 0.0;
   const double inter = out.loads.rdma > 0 ? l.ae + out.loads.rdma * l.be : 0.0;
   out.nvlink_bound = intra >= inter;
-  const double ps = l.separate ? std::max(intra, inter)
-                               : (intra > 0 && inter > 0 ? std::max(l.ai, l.ae) + out.loads.nvlink * l.bi +
-                                                               out.loads.rdma * l.be
-                                                         : std::max(intra, inter));
+  const double ps =
+      l.separate ? std::max(intra, inter)
+                 : (intra > 0 && inter > 0 ? std::max(l.ai, l.ae) + out.loads.nvlink * l.bi + out.loads.rdma * l.be
+                                           : std::max(intra, inter));
   out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(ps)));
   out.time = out.formula_time;
   if (fidelity == Fidelity::Flow && out.ranks > 1) {
     const int nodes = out.ranks / out.ranks_per_node;
     const double flows = static_cast<double>(out.ranks) * (out.ranks_per_node - 1 + nodes - 1);
     if (flows > kMaxDispatchFlows)
-      throw Error(fmt::format("--fidelity flow: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
-                              "takes on; use --fidelity formula (exact here when no link is shared) or fewer ranks",
-                              out.ranks, flows, kMaxDispatchFlows));
+      throw Error(
+          fmt::format("--fidelity flow: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
+                      "takes on; use --fidelity formula (exact here when no link is shared) or fewer ranks",
+                      out.ranks, flows, kMaxDispatchFlows));
     const auto program = make_moe_dispatch_program(out.loads, out.ranks, out.ranks_per_node);
     GroupProgram gp;
     gp.gpus = gpus;

@@ -59,9 +59,9 @@ struct MoeRouting {
 double moe_element_bytes(const std::string& dtype, const std::string& field);
 
 struct MoeRoutingStats {
-  double nodes = 0;     // D_n: distinct nodes a token goes to, its own included
-  double gpus = 0;      // D_g: distinct GPUs, its own included
-  bool exact = false;   // closed form (true) or sampled
+  double nodes = 0;    // D_n: distinct nodes a token goes to, its own included
+  double gpus = 0;     // D_g: distinct GPUs, its own included
+  bool exact = false;  // closed form (true) or sampled
 };
 
 // Checks the routing against p ranks of g per node (experts divisible by ranks, top-k <=
@@ -73,10 +73,10 @@ MoeRoutingStats moe_routing_stats_sampled(const MoeRouting& r, int ranks, int ra
 
 struct MoeDispatchLoads {
   double token_bytes = 0;
-  double rdma = 0;          // per GPU, sent (and received) over its NIC
-  double nvlink = 0;        // per GPU, sent (and received) over NVLink
-  double deepep_rdma = 0;   // DeepEP's "RDMA" bytes (see above)
-  double deepep_nvl = 0;    // DeepEP's "NVL" bytes
+  double rdma = 0;         // per GPU, sent (and received) over its NIC
+  double nvlink = 0;       // per GPU, sent (and received) over NVLink
+  double deepep_rdma = 0;  // DeepEP's "RDMA" bytes (see above)
+  double deepep_nvl = 0;   // DeepEP's "NVL" bytes
 };
 MoeDispatchLoads moe_dispatch_loads(const MoeRouting& r, const MoeRoutingStats& s, int ranks, int ranks_per_node);
 
@@ -89,8 +89,8 @@ struct MoeDispatchOutcome {
   MoeRoutingStats stats;
   MoeDispatchLoads loads;
   int ranks = 0, ranks_per_node = 1;
-  Time time;          // at the fidelity asked for
-  Time formula_time;  // max(a_i + NVLink * b_i, a_e + RDMA * b_e) with the group's alpha/beta
+  Time time;                  // at the fidelity asked for
+  Time formula_time;          // max(a_i + NVLink * b_i, a_e + RDMA * b_e) with the group's alpha/beta
   bool nvlink_bound = false;  // by the closed form: the NVLink term is the larger
 };
 
