@@ -206,7 +206,7 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
     if (flows > kMaxDispatchFlows)
       throw Error(
           fmt::format("--fidelity flow: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
-                      "takes on; use --fidelity formula (exact here when no link is shared) or fewer ranks",
+                      "takes on in seconds; use --fidelity formula (exact when no link is shared) or fewer ranks",
                       out.ranks, flows, kMaxDispatchFlows));
     const auto program = make_moe_dispatch_program(out.loads, out.ranks, out.ranks_per_node);
     GroupProgram gp;
