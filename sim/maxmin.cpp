@@ -28,9 +28,14 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
     else
       ++unfixed;
   }
-  // Flows per link, for fixing the flows of a bottleneck link.
-  // Built lazily only for multi-round cases; a single scan per round is fine for the
-  // component sizes the network hands us.
+  // A round fixes every unfixed flow that crosses a link at the bottleneck share (judged
+  // before any of the round's subtractions). The first round scans every flow; when more
+  // rounds follow, each used link's flows are indexed (CSR over used_links_' positions:
+  // link_flows_[link_begin_[i] .. link_begin_[i+1])) so that a round visits only the flows
+  // of its bottleneck links: many-round components (contention at several levels, as in
+  // an all-to-all across nodes) then cost rounds x links, not rounds x flows.
+  const std::size_t nl = used_links_.size();
+  bool indexed = false;
   while (unfixed > 0) {
     double share = std::numeric_limits<double>::infinity();
     for (int l : used_links_) {
@@ -38,31 +43,48 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
     }
     // Links at the bottleneck share (relative tolerance for floating round-off).
     const double limit = share * (1.0 + 1e-12);
-    std::size_t fixed_now = 0;
-    for (std::size_t f = 0; f < nf; ++f) {
-      if (fixed_[f]) continue;
-      bool bottlenecked = false;
-      for (int l : paths[f]) {
-        if (count_[l] > 0 && rem_[l] / count_[l] <= limit) {
-          bottlenecked = true;
-          break;
+    const auto at_bottleneck = [&](int l) { return count_[l] > 0 && rem_[l] / count_[l] <= limit; };
+    const auto fix = [&](std::size_t f) {
+      fixed_[f] = 1;
+      rates[f] = share;
+      now_.push_back(static_cast<int>(f));
+    };
+    now_.clear();
+    if (indexed) {
+      for (std::size_t i = 0; i < nl; ++i) {
+        if (!at_bottleneck(used_links_[i])) continue;
+        for (int k = link_begin_[i]; k < link_begin_[i + 1]; ++k) {
+          const auto f = static_cast<std::size_t>(link_flows_[static_cast<std::size_t>(k)]);
+          if (!fixed_[f]) fix(f);
         }
       }
-      if (!bottlenecked) continue;
-      fixed_[f] = 2;  // fixed this round: subtract after the scan so shares stay consistent
-      rates[f] = share;
-      ++fixed_now;
+    } else {
+      for (std::size_t f = 0; f < nf; ++f)
+        if (!fixed_[f] && std::any_of(paths[f].begin(), paths[f].end(), at_bottleneck)) fix(f);
     }
-    for (std::size_t f = 0; f < nf; ++f) {
-      if (fixed_[f] != 2) continue;
-      fixed_[f] = 1;
-      for (int l : paths[f]) {
+    // Subtract after the round: each link loses `share` once per flow fixed on it, the same
+    // value each time, so the order of the flows does not change the result.
+    for (int f : now_) {
+      for (int l : paths[static_cast<std::size_t>(f)]) {
         rem_[l] = std::max(0.0, rem_[l] - share);
         --count_[l];
       }
     }
-    unfixed -= fixed_now;
-    if (fixed_now == 0) break;  // cannot happen with positive capacities
+    unfixed -= now_.size();
+    if (now_.empty()) break;  // cannot happen with positive capacities
+    if (unfixed > 0 && !indexed) {
+      for (std::size_t i = 0; i < nl; ++i) slot_[used_links_[i]] = static_cast<int>(i);
+      link_begin_.assign(nl + 1, 0);
+      for (const auto& p : paths)
+        for (int l : p) ++link_begin_[static_cast<std::size_t>(slot_[l]) + 1];
+      for (std::size_t i = 0; i < nl; ++i) link_begin_[i + 1] += link_begin_[i];
+      link_flows_.resize(static_cast<std::size_t>(link_begin_[nl]));
+      fill_.assign(link_begin_.begin(), link_begin_.end() - 1);
+      for (std::size_t f = 0; f < nf; ++f)
+        for (int l : paths[f])
+          link_flows_[static_cast<std::size_t>(fill_[static_cast<std::size_t>(slot_[l])]++)] = static_cast<int>(f);
+      indexed = true;
+    }
   }
   for (int l : used_links_) count_[l] = 0;
 }

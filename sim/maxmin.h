@@ -24,7 +24,8 @@ namespace meshsim {
 
 class MaxMinSolver {
  public:
-  explicit MaxMinSolver(int num_links) : cap_(num_links, 0), rem_(num_links, 0), count_(num_links, 0) {}
+  explicit MaxMinSolver(int num_links)
+      : cap_(num_links, 0), rem_(num_links, 0), count_(num_links, 0), slot_(num_links, 0) {}
   void set_capacity(int link, double cap) { cap_[link] = cap; }
   double capacity(int link) const { return cap_[link]; }
   // paths[f] lists the links of flow f (no duplicates). rates[f] receives its share.
@@ -40,6 +41,10 @@ class MaxMinSolver {
   std::vector<int> count_;
   std::vector<int> used_links_;
   std::vector<char> fixed_;
+  // Per solve: each used link's position in used_links_, its flows (CSR, built from the
+  // second round on) and the flows fixed in the current round.
+  std::vector<int> slot_;
+  std::vector<int> link_begin_, fill_, link_flows_, now_;
 };
 
 template <class PathRange>

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <random>
+
 namespace meshsim {
 namespace {
 
@@ -80,6 +84,62 @@ TEST(MaxMin, FeasibleAndEveryFlowBottlenecked) {
       if (r[f] >= max_on_link * (1 - 1e-9)) has_bottleneck = true;
     }
     EXPECT_TRUE(has_bottleneck) << "flow " << f;
+  }
+}
+
+// Progressive filling written the plain way: every round scans every unfixed flow for a
+// link at the bottleneck share. The solver visits only the flows of bottleneck links; the
+// rates must be the same to the bit (the flow runs and goldens depend on them).
+std::vector<double> reference_rates(const std::vector<double>& caps, const Paths& paths) {
+  std::vector<double> rem = caps, rates(paths.size(), std::numeric_limits<double>::infinity());
+  std::vector<int> count(caps.size(), 0);
+  std::vector<char> fixed(paths.size(), 0);
+  std::size_t unfixed = 0;
+  for (std::size_t f = 0; f < paths.size(); ++f) {
+    for (int l : paths[f]) ++count[l];
+    paths[f].empty() ? void(fixed[f] = 1) : void(++unfixed);
+  }
+  while (unfixed > 0) {
+    double share = std::numeric_limits<double>::infinity();
+    for (std::size_t l = 0; l < caps.size(); ++l)
+      if (count[l] > 0) share = std::min(share, rem[l] / count[l]);
+    const double limit = share * (1.0 + 1e-12);
+    std::vector<std::size_t> now;
+    for (std::size_t f = 0; f < paths.size(); ++f)
+      if (!fixed[f] && std::any_of(paths[f].begin(), paths[f].end(),
+                                   [&](int l) { return count[l] > 0 && rem[l] / count[l] <= limit; }))
+        now.push_back(f);
+    for (std::size_t f : now) {
+      fixed[f] = 1;
+      rates[f] = share;
+      for (int l : paths[f]) {
+        rem[l] = std::max(0.0, rem[l] - share);
+        --count[l];
+      }
+    }
+    unfixed -= now.size();
+  }
+  return rates;
+}
+
+TEST(MaxMin, EqualsThePlainProgressiveFillingBitForBit) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int links = 2 + static_cast<int>(rng() % 40), flows = 1 + static_cast<int>(rng() % 300);
+    std::vector<double> caps(static_cast<std::size_t>(links));
+    // Few distinct capacities, so that ties and shared bottlenecks are common.
+    for (double& c : caps) c = 10.0 * static_cast<double>(1 + rng() % 4) / 3.0;
+    Paths paths(static_cast<std::size_t>(flows));
+    for (auto& p : paths) {
+      const int len = static_cast<int>(rng() % 5);  // 0..4 links, none repeated
+      for (int i = 0; i < len; ++i) {
+        const int l = static_cast<int>(rng() % static_cast<std::uint64_t>(links));
+        if (std::find(p.begin(), p.end(), l) == p.end()) p.push_back(l);
+      }
+    }
+    const auto got = solve(caps, paths), want = reference_rates(caps, paths);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t f = 0; f < got.size(); ++f) ASSERT_EQ(got[f], want[f]) << "trial " << trial << " flow " << f;
   }
 }
 

@@ -40,8 +40,8 @@ namespace meshsim {
 // Sampling cost bound: sampled tokens x experts scored (5e8 takes about 6 s).
 inline constexpr double kMaxRoutedScores = 5e8;
 // The most flows a flow-fidelity dispatch starts at once. Flows that climb to spines share
-// one max-min component: 256 ranks of DGX nodes on a fat-tree (9.7e3 flows) take about 5 s,
-// 512 ranks (3.6e4) over 2 minutes; on a rail fabric 1024 ranks take 1 s.
+// one max-min component: 256 ranks of DGX nodes on a fat-tree (9.7e3 flows) take 1.4 s,
+// 512 ranks (3.6e4) took over 2 minutes; on a rail fabric 1024 ranks take 1 s.
 inline constexpr double kMaxDispatchFlows = 1.2e4;
 
 struct MoeRouting {
