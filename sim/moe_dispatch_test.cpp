@@ -5,19 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "core/error.h"
+#include "sim/sim_test_util.h"
 #include "topology/presets.h"
 
 namespace meshsim {
 namespace {
 
-std::vector<int> first_gpus(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using sim_testing::iota;
 
 TEST(MoeDispatch, ClosedFormRoutingHandWorked) {
   // Two nodes of one GPU, 4 experts (2 each), top-2: a GPU (and its node) misses a token with
@@ -92,8 +87,8 @@ TEST(MoeDispatch, FlowEqualsTheClosedFormWhenEveryPortCarriesItsOwnFlows) {
     const Topology topo = resolve_topology(spec);
     Router router(topo);
     const MoeRouting r;
-    const auto flow = run_moe_dispatch(topo, router, first_gpus(topo.num_gpus()), r, Fidelity::Flow);
-    const auto formula = run_moe_dispatch(topo, router, first_gpus(topo.num_gpus()), r, Fidelity::Formula);
+    const auto flow = run_moe_dispatch(topo, router, iota(topo.num_gpus()), r, Fidelity::Flow);
+    const auto formula = run_moe_dispatch(topo, router, iota(topo.num_gpus()), r, Fidelity::Formula);
     EXPECT_NEAR(flow.time.seconds() / formula.time.seconds(), 1.0, 0.01) << spec;
     EXPECT_EQ(formula.time, formula.formula_time);
   }
@@ -107,7 +102,7 @@ TEST(MoeDispatch, BadInputNamesTheFlag) {
   EXPECT_THROW(
       {
         try {
-          run_moe_dispatch(topo, router, first_gpus(16), r, Fidelity::Flow);
+          run_moe_dispatch(topo, router, iota(16), r, Fidelity::Flow);
         } catch (const Error& e) {
           EXPECT_NE(std::string(e.what()).find("--experts"), std::string::npos) << e.what();
           throw;
@@ -119,8 +114,8 @@ TEST(MoeDispatch, BadInputNamesTheFlag) {
   r.topk = 200;  // one node of 2 holds 128 experts
   EXPECT_THROW(validate_moe_routing(r, 16, 8), Error);
   EXPECT_THROW(moe_element_bytes("fp16", "--dtype"), Error);
-  EXPECT_THROW(run_moe_dispatch(topo, router, first_gpus(12), MoeRouting{}, Fidelity::Flow), Error);
-  EXPECT_THROW(run_moe_dispatch(topo, router, first_gpus(16), MoeRouting{}, Fidelity::Nccl), Error);
+  EXPECT_THROW(run_moe_dispatch(topo, router, iota(12), MoeRouting{}, Fidelity::Flow), Error);
+  EXPECT_THROW(run_moe_dispatch(topo, router, iota(16), MoeRouting{}, Fidelity::Nccl), Error);
 }
 
 // DeepEP on H800 nodes (NVLink 200 GB/s a direction at NCCL's 0.8, 8 x 400 Gb/s NICs), its
@@ -132,7 +127,7 @@ MoeDispatchOutcome deepep_case(int nodes) {
   MoeRouting r;
   r.element_bytes = moe_element_bytes("fp8", "--dtype");
   r.groups = 4;
-  return run_moe_dispatch(topo, router, first_gpus(topo.num_gpus()), r, Fidelity::Flow);
+  return run_moe_dispatch(topo, router, iota(topo.num_gpus()), r, Fidelity::Flow);
 }
 
 double deepep_rdma_gbps(const MoeDispatchOutcome& o) { return o.loads.deepep_rdma / o.time.seconds() * 1e-9; }
