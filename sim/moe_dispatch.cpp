@@ -187,6 +187,13 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
         fmt::format("--ranks: {} ranks do not fill whole nodes of the topology ({} GPUs per node); "
                     "use a multiple of the GPUs per node",
                     out.ranks, topo.gpus_per_node()));
+  if (out.ranks_per_node > 1)  // DeepEP moves tokens inside a node over NVLink only
+    for (int l : router.path(gpus[0], gpus[1]).links)
+      if (topo.link(l).spec.kind != LinkKind::NvLink)
+        throw Error(
+            fmt::format("--topology: DeepEP's kernels move tokens inside a node over NVLink, and the GPUs of "
+                        "a node here are joined by {} ({}); use a topology with NVLink (e.g. dgx-h100)",
+                        to_string(topo.link(l).spec.kind), link_name(topo, l)));
   out.stats = moe_routing_stats(r, out.ranks, out.ranks_per_node);
   out.loads = moe_dispatch_loads(r, out.stats, out.ranks, out.ranks_per_node);
   const CostParams cp = derive_cost_params(router, gpus, 0);
