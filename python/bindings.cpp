@@ -7,12 +7,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/units.h"
 #include "report/collective_report.h"
+#include "report/moe_report.h"
 #include "report/training_report.h"
 #include "sim/collective_sim.h"
 #include "sim/scenario.h"
@@ -99,6 +101,24 @@ std::string collective(const std::string& kind_text, const std::string& bytes, c
   return out.dump();
 }
 
+// One MoE dispatch as DeepEP runs it on the first `ranks` GPUs of `topology` (all of them
+// when ranks < 1): `meshsim moe-dispatch -t TOPOLOGY ... --json`.
+std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int hidden, int experts, int topk,
+                         int groups, const std::string& dtype, const std::string& fidelity, std::uint64_t seed,
+                         int samples) {
+  const Topology topo = resolve_topology(topology);
+  if (ranks < 1) ranks = topo.num_gpus();
+  if (ranks > topo.num_gpus())
+    throw Error(fmt::format("ranks: {} ranks but topology '{}' has {} GPUs; use ranks <= {} or a larger topology",
+                            ranks, topology, topo.num_gpus(), topo.num_gpus()));
+  MoeDispatchContext ctx{topology, dtype, parse_fidelity(fidelity, "fidelity"), MoeRouting{}};
+  ctx.routing = {tokens, hidden, moe_element_bytes(dtype, "dtype"), experts, topk, groups, seed, samples};
+  std::vector<int> gpus(static_cast<std::size_t>(ranks));
+  std::iota(gpus.begin(), gpus.end(), 0);
+  Router router(topo);
+  return moe_dispatch_json(ctx, run_moe_dispatch(topo, router, gpus, ctx.routing, ctx.fidelity)).dump();
+}
+
 }  // namespace
 }  // namespace meshsim::python
 
@@ -117,6 +137,9 @@ PYBIND11_MODULE(_meshsim, m) {
         py::arg("links") = false, py::call_guard<py::gil_scoped_release>());
   m.def("memory", &mp::memory, py::arg("path"), py::arg("text"), py::arg("sets"),
         py::call_guard<py::gil_scoped_release>());
+  m.def("moe_dispatch", &mp::moe_dispatch, py::arg("topology"), py::arg("ranks"), py::arg("tokens"), py::arg("hidden"),
+        py::arg("experts"), py::arg("topk"), py::arg("groups"), py::arg("dtype"), py::arg("fidelity"), py::arg("seed"),
+        py::arg("samples"), py::call_guard<py::gil_scoped_release>());
   m.def("collective", &mp::collective, py::arg("kind"), py::arg("bytes"), py::arg("topology"), py::arg("algo"),
         py::arg("fidelity"), py::arg("ranks"), py::call_guard<py::gil_scoped_release>());
 }

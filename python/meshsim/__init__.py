@@ -75,6 +75,18 @@ def collective(kind, bytes="1GiB", *, topology="dgx-h100", algo="auto", fidelity
     return json.loads(_meshsim.collective(kind, str(bytes), topology, algo, fidelity or "", int(ranks)))
 
 
+def moe_dispatch(topology="dgx-h100", *, ranks=0, tokens=4096, hidden=7168, experts=256, topk=8, groups=4,
+                 dtype="fp8", fidelity="flow", seed=1, samples=20000):
+    """One MoE token dispatch as DeepEP's normal kernels run it (one RDMA copy per destination
+    node, NVLink forwarding there) on the first `ranks` GPUs of `topology` (0: all):
+    `meshsim moe-dispatch -t TOPOLOGY ... --json`. groups: nodes a token may use (0: no
+    limit). Returns a dict: routing (nodes_per_token, gpus_per_token), bytes_per_gpu, time_s,
+    bound, wire_GBps and deepep_GBps (bandwidths as DeepEP's tests count them).
+    """
+    return json.loads(_meshsim.moe_dispatch(topology, int(ranks), int(tokens), int(hidden), int(experts), int(topk),
+                                            int(groups), dtype, fidelity, int(seed), int(samples)))
+
+
 def sweep(scenario=None, vary=None, *, fidelity=None, overrides=None, set=None, rank_by="tokens_per_s"):
     """Every combination of the `vary` values ({"parallel.tp": [1, 2, 4], ...}), each simulated
     as simulate(scenario, overrides=overrides | variant) would: a list of rows, best first by

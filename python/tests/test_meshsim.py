@@ -4,6 +4,7 @@ closed form where one is exact. Run by CTest (python_pytest) with PYTHONPATH=bui
 MESHSIM_BINARY set to the command's binary."""
 
 import json
+import math
 import os
 import subprocess
 
@@ -91,6 +92,19 @@ def test_collective_equals_the_command_and_the_ring_closed_form():
     p, n = 8, 64 * 2**20
     alpha_us, bw = r["alpha_us"], r["bandwidth_GBps"] * 1e9
     assert r["time_us"] == pytest.approx(2 * (p - 1) * (alpha_us + n / p / bw * 1e6), rel=1e-6)
+
+
+def test_moe_dispatch_equals_the_command_and_the_closed_form_routing():
+    topo = "dgx-h100:nvlink_bandwidth=200GB/s,nvlink_efficiency=0.8,nodes=4"
+    got = meshsim.moe_dispatch(topo)
+    assert got == cli_json("moe-dispatch", "-t", topo)
+    # No node limit on 4 nodes (groups 4): a node misses a token's top-8 of 256 experts with
+    # probability C(192,8)/C(256,8) (docs/math.md section 8).
+    miss = math.prod((192 - i) / (256 - i) for i in range(8))
+    assert got["routing"]["exact"] and got["routing"]["nodes_per_token"] == pytest.approx(4 * (1 - miss), rel=1e-12)
+    assert got["bound"] == "NIC"
+    with pytest.raises(meshsim.MeshsimError, match="--experts"):
+        meshsim.moe_dispatch(topo, experts=100)
 
 
 def test_sweep_ranks_the_valid_variants_and_keeps_the_errors():
