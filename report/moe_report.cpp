@@ -42,9 +42,9 @@ std::string moe_dispatch_text(const MoeDispatchContext& ctx, const MoeDispatchOu
                    out.time.seconds() * 1e3, out.formula_time.seconds() * 1e3, bound);
   s += fmt::format("  on the wire: {:.2f} GB/s RDMA, {:.2f} GB/s NVLink per GPU\n", gbps(l.rdma, out.time),
                    gbps(l.nvlink, out.time));
-  const std::string rdma_count =
-      nodes == 1 ? ""
-                 : fmt::format("{:.2f} GB/s (RDMA: tokens x nodes, own node included), ", gbps(l.deepep_rdma, out.time));
+  const std::string rdma_count = nodes == 1 ? ""
+                                            : fmt::format("{:.2f} GB/s (RDMA: tokens x nodes, own node included), ",
+                                                          gbps(l.deepep_rdma, out.time));
   s += fmt::format("  as DeepEP's tests count it: {}{:.2f} GB/s (NVL: tokens received, own included)\n", rdma_count,
                    gbps(l.deepep_nvl, out.time));
   return s;

@@ -198,13 +198,8 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
   out.loads = moe_dispatch_loads(r, out.stats, out.ranks, out.ranks_per_node);
   const CostParams cp = derive_cost_params(router, gpus, 0);
   const collectives::Levels l = collectives::levels(cp);
-  const double intra = out.loads.nvlink > 0 ? l.ai + out.loads.nvlink * l.bi : 0.0;
-  const double inter = out.loads.rdma > 0 ? l.ae + out.loads.rdma * l.be : 0.0;
-  out.nvlink_bound = intra >= inter;
-  const double ps =
-      l.separate ? std::max(intra, inter)
-                 : (intra > 0 && inter > 0 ? std::max(l.ai, l.ae) + out.loads.nvlink * l.bi + out.loads.rdma * l.be
-                                           : std::max(intra, inter));
+  out.nvlink_bound = l.ai + out.loads.nvlink * l.bi >= l.ae + out.loads.rdma * l.be;
+  const double ps = out.ranks < 2 ? 0.0 : collectives::two_level_cost(out.loads.nvlink, out.loads.rdma, cp);
   out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(ps)));
   out.time = out.formula_time;
   if (fidelity == Fidelity::Flow && out.ranks > 1) {

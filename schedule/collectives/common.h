@@ -12,6 +12,7 @@
 //   ring_reduce_scatter_step(v, s, out);   // rank r's step s of a 4-rank ring reduce-scatter
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -129,6 +130,17 @@ inline Levels levels(const CostParams& c) {
   return {intra ? c.intra_alpha_ps : c.alpha_ps, intra ? c.intra_beta_ps : c.beta_ps,
           inter ? c.inter_alpha_ps : c.alpha_ps, inter ? c.inter_beta_ps : c.beta_ps,
           (intra || inter) && !c.shared_uplink};
+}
+
+// Time of traffic that leaves each GPU at two levels at once, `intra` bytes to peers of its
+// node and `inter` bytes to other nodes (the largest per GPU): the busier level when the two
+// leave by separate links, their sum behind the larger alpha when they share one.
+inline double two_level_cost(double intra, double inter, const CostParams& c) {
+  const Levels l = levels(c);
+  if (inter == 0) return l.ai + intra * l.bi;  // one node
+  if (intra == 0) return l.ae + inter * l.be;  // one rank per node
+  if (l.separate) return std::max(l.ai + intra * l.bi, l.ae + inter * l.be);
+  return std::max(l.ai, l.ae) + intra * l.bi + inter * l.be;
 }
 
 // Where each block of an all-to-all sits (the buffer rules of collective.h): send[r][q] is

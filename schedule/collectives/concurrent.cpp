@@ -160,13 +160,7 @@ Loads pxn_loads(const CollectiveSpec& s) {
 }
 
 // Both algorithms' closed form, from the loads of each level.
-double level_cost(const Loads& m, const CostParams& c) {
-  const Levels l = levels(c);
-  if (m.inter == 0) return l.ai + m.intra * l.bi;  // one node
-  if (m.intra == 0) return l.ae + m.inter * l.be;  // one rank per node
-  if (l.separate) return std::max(l.ai + m.intra * l.bi, l.ae + m.inter * l.be);
-  return std::max(l.ai, l.ae) + m.intra * l.bi + m.inter * l.be;
-}
+double level_cost(const Loads& m, const CostParams& c) { return two_level_cost(m.intra, m.inter, c); }
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
