@@ -4,14 +4,11 @@
 // One MoE dispatch (or combine: the same traffic backwards) as DeepEP's normal kernels run
 // it, timed on the topology, with bandwidths on the wire and as DeepEP's tests count them
 // (sim/moe_dispatch.h).
-#include <fmt/format.h>
 
 #include <iostream>
 #include <memory>
-#include <numeric>
 
 #include "cli/commands.h"
-#include "core/error.h"
 #include "report/moe_report.h"
 #include "sim/scenario.h"
 #include "topology/presets.h"
@@ -31,18 +28,10 @@ struct Options {
 
 int run(Options o) {
   const Topology topo = resolve_topology(o.topology);
-  const int ranks = o.ranks == -1 ? topo.num_gpus() : o.ranks;
-  if (ranks < 1 || ranks > topo.num_gpus())
-    throw Error(
-        fmt::format("--ranks: {} is outside 1..{} (the GPUs of '{}'); use a larger topology "
-                    "(e.g. --topology {}:nodes=N) or fewer ranks",
-                    ranks, topo.num_gpus(), o.topology, topo.name()));
   o.routing.element_bytes = moe_element_bytes(o.dtype, "--dtype");
   const Fidelity fidelity = parse_fidelity(o.fidelity, "--fidelity");
-  std::vector<int> gpus(static_cast<std::size_t>(ranks));
-  std::iota(gpus.begin(), gpus.end(), 0);
-  Router router(topo);
-  const MoeDispatchOutcome out = run_moe_dispatch(topo, router, gpus, o.routing, fidelity);
+  const MoeDispatchOutcome out =
+      run_moe_dispatch(topo, o.ranks == -1 ? topo.num_gpus() : o.ranks, "--ranks", o.routing, fidelity);
   const MoeDispatchContext ctx{o.topology, o.dtype, fidelity, o.routing};
   if (o.json)
     std::cout << moe_dispatch_json(ctx, out).dump(2) << "\n";

@@ -7,7 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -107,16 +106,11 @@ std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int
                          int groups, const std::string& dtype, const std::string& fidelity, std::uint64_t seed,
                          int samples) {
   const Topology topo = resolve_topology(topology);
-  if (ranks < 1) ranks = topo.num_gpus();
-  if (ranks > topo.num_gpus())
-    throw Error(fmt::format("ranks: {} ranks but topology '{}' has {} GPUs; use ranks <= {} or a larger topology",
-                            ranks, topology, topo.num_gpus(), topo.num_gpus()));
   MoeDispatchContext ctx{topology, dtype, parse_fidelity(fidelity, "fidelity"), MoeRouting{}};
   ctx.routing = {tokens, hidden, moe_element_bytes(dtype, "dtype"), experts, topk, groups, seed, samples};
-  std::vector<int> gpus(static_cast<std::size_t>(ranks));
-  std::iota(gpus.begin(), gpus.end(), 0);
-  Router router(topo);
-  return moe_dispatch_json(ctx, run_moe_dispatch(topo, router, gpus, ctx.routing, ctx.fidelity)).dump();
+  const MoeDispatchOutcome out =
+      run_moe_dispatch(topo, ranks < 1 ? topo.num_gpus() : ranks, "ranks", ctx.routing, ctx.fidelity);
+  return moe_dispatch_json(ctx, out).dump();
 }
 
 }  // namespace

@@ -71,8 +71,10 @@ void validate_moe_routing(const MoeRouting& r, int ranks, int ranks_per_node) {
                     r.samples, r.experts, kMaxRoutedScores / r.experts));
 }
 
-MoeRoutingStats moe_routing_stats_sampled(const MoeRouting& r, int ranks, int ranks_per_node) {
-  validate_moe_routing(r, ranks, ranks_per_node);
+namespace {
+
+// The sampled estimate, of a routing already validated.
+MoeRoutingStats sample_routing(const MoeRouting& r, int ranks, int ranks_per_node) {
   const int g = std::max(1, ranks_per_node), nodes = nodes_of(ranks, g), keep = allowed_nodes(r, nodes);
   const int per_node = r.experts / nodes, per_gpu = r.experts / ranks;
   std::mt19937_64 rng(r.seed);
@@ -118,10 +120,17 @@ MoeRoutingStats moe_routing_stats_sampled(const MoeRouting& r, int ranks, int ra
   return {sum_nodes / r.samples, sum_gpus / r.samples, false};
 }
 
+}  // namespace
+
+MoeRoutingStats moe_routing_stats_sampled(const MoeRouting& r, int ranks, int ranks_per_node) {
+  validate_moe_routing(r, ranks, ranks_per_node);
+  return sample_routing(r, ranks, ranks_per_node);
+}
+
 MoeRoutingStats moe_routing_stats(const MoeRouting& r, int ranks, int ranks_per_node) {
   validate_moe_routing(r, ranks, ranks_per_node);
   const int g = std::max(1, ranks_per_node), nodes = nodes_of(ranks, g);
-  if (allowed_nodes(r, nodes) < nodes) return moe_routing_stats_sampled(r, ranks, ranks_per_node);
+  if (allowed_nodes(r, nodes) < nodes) return sample_routing(r, ranks, ranks_per_node);
   const double dn = nodes * (1.0 - miss_probability(r.experts, r.experts / nodes, r.topk));
   const double dg = ranks * (1.0 - miss_probability(r.experts, r.experts / ranks, r.topk));
   return {dn, dg, true};
@@ -196,15 +205,17 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
                         to_string(topo.link(l).spec.kind), link_name(topo, l)));
   out.stats = moe_routing_stats(r, out.ranks, out.ranks_per_node);
   out.loads = moe_dispatch_loads(r, out.stats, out.ranks, out.ranks_per_node);
+  out.nodes = nodes_of(out.ranks, out.ranks_per_node);
+  out.node_limit = allowed_nodes(r, out.nodes);
   const CostParams cp = derive_cost_params(router, gpus, 0);
   const collectives::Levels l = collectives::levels(cp);
-  out.nvlink_bound = l.ai + out.loads.nvlink * l.bi >= l.ae + out.loads.rdma * l.be;
+  out.nvlink_bound =
+      out.loads.rdma == 0 || (out.loads.nvlink > 0 && l.ai + out.loads.nvlink * l.bi >= l.ae + out.loads.rdma * l.be);
   const double ps = out.ranks < 2 ? 0.0 : collectives::two_level_cost(out.loads.nvlink, out.loads.rdma, cp);
   out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(ps)));
   out.time = out.formula_time;
   if (fidelity == Fidelity::Flow && out.ranks > 1) {
-    const int nodes = out.ranks / out.ranks_per_node;
-    const double flows = static_cast<double>(out.ranks) * (out.ranks_per_node - 1 + nodes - 1);
+    const double flows = static_cast<double>(out.ranks) * (out.ranks_per_node - 1 + out.nodes - 1);
     if (flows > kMaxDispatchFlows)
       throw Error(
           fmt::format("--fidelity flow: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
@@ -217,6 +228,19 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
     out.time = simulate_flow(topo, router, {gp}, FlowSimOptions{}).total;
   }
   return out;
+}
+
+MoeDispatchOutcome run_moe_dispatch(const Topology& topo, int ranks, const std::string& field, const MoeRouting& r,
+                                    Fidelity fidelity) {
+  if (ranks < 1 || ranks > topo.num_gpus())
+    throw Error(
+        fmt::format("{}: {} is outside 1..{} (the GPUs of the topology); use a larger topology "
+                    "(e.g. --topology {}:nodes=N) or fewer ranks",
+                    field, ranks, topo.num_gpus(), topo.name()));
+  std::vector<int> gpus(static_cast<std::size_t>(ranks));
+  std::iota(gpus.begin(), gpus.end(), 0);
+  Router router(topo);
+  return run_moe_dispatch(topo, router, gpus, r, fidelity);
 }
 
 }  // namespace meshsim

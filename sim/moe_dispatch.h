@@ -89,15 +89,22 @@ std::unique_ptr<StepProgram> make_moe_dispatch_program(const MoeDispatchLoads& l
 struct MoeDispatchOutcome {
   MoeRoutingStats stats;
   MoeDispatchLoads loads;
-  int ranks = 0, ranks_per_node = 1;
-  Time time;                  // at the fidelity asked for
-  Time formula_time;          // max(a_i + NVLink * b_i, a_e + RDMA * b_e) with the group's alpha/beta
-  bool nvlink_bound = false;  // by the closed form: the NVLink term is the larger
+  int ranks = 0, ranks_per_node = 1, nodes = 1;
+  int node_limit = 1;  // nodes a token may use: r.groups, or every node
+  Time time;           // at the fidelity asked for
+  Time formula_time;   // max(a_i + NVLink * b_i, a_e + RDMA * b_e) with the group's alpha/beta
+  // The level that binds by the closed form: NVLink (always on one node) or the NICs
+  // (always with one rank per node).
+  bool nvlink_bound = false;
 };
 
 // Times one dispatch of `r` among the GPUs `gpus` (whole nodes of the same size) at
 // `fidelity` (formula or flow).
 MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const std::vector<int>& gpus,
                                     const MoeRouting& r, Fidelity fidelity);
+// The same on the first `ranks` GPUs of `topo`; a count outside 1..GPUs is an Error naming
+// `field` (the command's --ranks, Python's ranks).
+MoeDispatchOutcome run_moe_dispatch(const Topology& topo, int ranks, const std::string& field, const MoeRouting& r,
+                                    Fidelity fidelity);
 
 }  // namespace meshsim

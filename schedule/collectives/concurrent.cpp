@@ -24,9 +24,9 @@
 // rail (same local index), which sends it over its NIC, so every NIC carries only traffic
 // between GPUs of one local index (one rail) and no block climbs to a spine to change
 // rails. (DeepEP's normal kernels relay on the receiving node instead, over the NIC of
-// the sender's rail first and NVLink after: for even blocks the same loads.) Rank r = (node a, local i) relays, for
-// each local peer (a, j), the blocks (a, j) has for (b, i), b != a. Per rank, with N nodes of g ranks and blocks of b
-// bytes:
+// the sender's rail first and NVLink after: for even blocks the same loads.) Rank r =
+// (node a, local i) relays, for each local peer (a, j), the blocks (a, j) has for (b, i),
+// b != a. Per rank, with N nodes of g ranks and blocks of b bytes:
 //   NVLink  N(g-1)*b  (its own blocks for local peers plus the blocks it hands over)
 //   NIC     (N-1)g*b  (the same as concurrent: the node's whole traffic for rail i)
 //   split    t = max(a_i + N(g-1)*b*b_i, a_e + (N-1)g*b*b_e)
