@@ -7,7 +7,6 @@
 #include <climits>
 #include <cmath>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "core/enum_names.h"
@@ -417,19 +416,19 @@ void set_switch_params(Router& router, const std::vector<int>& gpus, CostParams&
     const Path& path = router.path(gpus[i], gpus[j]);
     if (path.links.size() != 2) return;
     const int via = topo.link(path.links[0]).to;
-    const auto [it, fresh] = switch_of_node.emplace(node, via);
+    const auto it = switch_of_node.emplace(node, via).first;
     if (it->second != via || topo.device(via).reduce_efficiency <= 0) return;
     alpha = std::max(alpha, static_cast<double>(path.latency.ps()));
     for (int l : path.links) bw = std::min(bw, topo.link(l).spec.effective().bytes_per_ps());
     efficiency = std::min(efficiency, topo.device(via).reduce_efficiency);
   }
   if (switch_of_node.empty() || !std::isfinite(bw)) return;
-  std::set<int> switches;
-  for (const auto& [node, sw] : switch_of_node) switches.insert(sw);
   cp.switch_alpha_ps = alpha;
   cp.switch_beta_ps = 1.0 / (bw * efficiency);
   // Each node on a switch of its own, not one switch the whole group shares: NVLS-Tree's case.
-  cp.switch_per_node = switches.size() > 1;
+  const int first = switch_of_node.begin()->second;
+  cp.switch_per_node =
+      std::any_of(switch_of_node.begin(), switch_of_node.end(), [&](const auto& e) { return e.second != first; });
 }
 }  // namespace
 

@@ -74,25 +74,23 @@ Shape shape_of(const CollectiveSpec& s) {
   return {g, nodes, floor_log2(nodes), nodes == 2 ? 1 : 2};
 }
 
-// The two byte terms of a step for chunk size c (whole-buffer bytes per chunk) and its alpha.
+// The two levels of a step for chunk size c (whole-buffer bytes per chunk): each one's alpha
+// and byte term (the switch's are 0 with one rank per node).
 struct StepTerms {
-  double alpha, intra_bytes_ps, inter_bytes_ps;
+  double switch_alpha, inter_alpha, intra_bytes_ps, inter_bytes_ps;
   bool separate;
+  double alpha() const { return std::max(switch_alpha, inter_alpha); }
 };
 StepTerms step_terms(const CollectiveSpec& s, const CostParams& c, double chunk) {
   const Shape sh = shape_of(s);
   const Levels lv = levels(c);
   const double intra = sh.g > 1 ? chunk * (1.0 + 1.0 / sh.g) * c.switch_beta_ps : 0.0;
-  return {std::max(sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae), intra, sh.flows * chunk / sh.g * lv.be, lv.separate};
+  return {sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae, intra, sh.flows * chunk / sh.g * lv.be, lv.separate};
 }
 double step_ps(const CollectiveSpec& s, const CostParams& c, double chunk) {
-  const Shape sh = shape_of(s);
   const StepTerms t = step_terms(s, c, chunk);
-  const Levels lv = levels(c);
-  const double intra = sh.g > 1 ? c.switch_alpha_ps + t.intra_bytes_ps : 0.0;
-  const double inter = lv.ae + t.inter_bytes_ps;
-  if (t.separate) return std::max(intra, inter);
-  return t.alpha + t.intra_bytes_ps + t.inter_bytes_ps;
+  if (t.separate) return std::max(t.switch_alpha + t.intra_bytes_ps, t.inter_alpha + t.inter_bytes_ps);
+  return t.alpha() + t.intra_bytes_ps + t.inter_bytes_ps;
 }
 
 int chunks_of(const CollectiveSpec& s, const CostParams& c) {
@@ -102,7 +100,7 @@ int chunks_of(const CollectiveSpec& s, const CostParams& c) {
   const double bytes_ps =
       t.separate ? std::max(t.intra_bytes_ps, t.inter_bytes_ps) : t.intra_bytes_ps + t.inter_bytes_ps;
   const double depth = 2.0 * sh.h + 1;
-  double k = t.alpha > 0 ? std::sqrt(bytes_ps * depth / t.alpha) : kMaxChunks;
+  double k = t.alpha() > 0 ? std::sqrt(bytes_ps * depth / t.alpha()) : kMaxChunks;
   // Never more chunks than elements in the smallest half of a rail's slice.
   const Bytes half = slice(slice(s.bytes, sh.g, 0, s.element_bytes).size(), 2, 0, s.element_bytes).size();
   const Bytes most = std::max<Bytes>(1, std::min<Bytes>(kMaxChunks, half / s.element_bytes));
