@@ -182,6 +182,7 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(make_multiring());
   reg.add(make_nvls());
   reg.add(make_nvls_tree());
+  reg.add(make_nvls_sharp());
   reg.add(make_direct());
   return reg;
 }
@@ -238,6 +239,7 @@ CostParams with_protocol(const CostParams& cp, Protocol p) {
   level(out.intra_alpha_ps, out.intra_beta_ps, cp.intra_hop);
   level(out.inter_alpha_ps, out.inter_beta_ps, HopKind::Net);
   level(out.switch_alpha_ps, out.switch_beta_ps, cp.intra_hop);
+  level(out.net_switch_alpha_ps, out.net_switch_beta_ps, HopKind::Net);
   return out;
 }
 

@@ -171,6 +171,14 @@ struct CostParams {
   // own (NVLS-Tree's case): switch_* then describe those switches, and no one switch joins
   // the whole group (what the one-node `nvls` needs).
   bool switch_per_node = false;
+  // In-network reduction across nodes (SHARP on InfiniBand switches): the group sits in node
+  // blocks on at least two nodes, and every route between two of its ranks with the same local
+  // index (a rail) on different nodes crosses only fabric switches that reduce. The latency of
+  // the longest such route, the time per byte of a rank's stream into (and back out of) the
+  // fabric's reduction tree (the slowest link of those routes at the lowest reduce efficiency),
+  // and that efficiency. 0: the network cannot reduce.
+  double net_switch_alpha_ps = 0, net_switch_beta_ps = 0;
+  double net_switch_efficiency = 0;
   // The GPU runtime's protocols (schedule/protocol.h), when the topology runs them
   // (Topology::protocols): whether LL128 may run (the group's GPUs of a node joined by
   // NVLink, as NCCL requires), the kind of the group's hop inside a node (across nodes it

@@ -42,7 +42,7 @@ std::vector<Case> all_cases() {
           Case base{a.name, k, p, floats};
           variants.push_back(base);
           if (a.name == "hierarchical" || a.name == "hierarchical_tree" || a.name == "nccl_tree" ||
-              a.name == "multiring" || a.name == "nvls_tree")
+              a.name == "multiring" || a.name == "nvls_tree" || a.name == "nvls_sharp")
             for (int g : {2, 3, 4, 8})
               if (p % g == 0 && g < p) variants.push_back(Case{a.name, k, p, floats, g});
           if (a.name == "hierarchical" && p <= 8) variants.push_back(Case{a.name, k, p, floats, p});

@@ -132,7 +132,7 @@ std::vector<ExactCase> exact_cases() {
     if (a.name == "dbt" || a.name == "hierarchical_tree" || a.name == "nccl_tree") continue;
     // nvls is timed by its link loads through a reducing switch (every port shared by p-1
     // flows by design); sim/collective_sim_test checks it against the flow model and by hand.
-    if (a.name == "nvls" || a.name == "nvls_tree") continue;
+    if (a.name == "nvls" || a.name == "nvls_tree" || a.name == "nvls_sharp") continue;
     // concurrent and pxn post every send at once: ports are shared by design (flow checks it).
     if (a.name == "concurrent" || a.name == "pxn") continue;
     for (CollKind k : a.kinds)
@@ -387,6 +387,44 @@ TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   c.switch_beta_ps = 0;
   EXPECT_TRUE(a->unavailable(s, c).has_value());
   s.ranks_per_node = 4;  // one node: NCCL's NVLS, not NVLS-Tree
+  EXPECT_TRUE(a->unsupported(s).has_value());
+}
+
+// nvls_sharp, 2 nodes of 2 (p = 4, g = 2, N = 2), a_s = 2 us, b_s = 2 ps/B in the node's
+// switch, SHARP a_n = 5 us, b_n = 3 ps/B, n = 1000 B, separate links. With k = 2 chunks (c = 500):
+// step = max(2e6 + 500 x 1.5 x 2, 5e6 + 250 x 3) = 5'000'750, T = (2 + 2) x step = 20'003'000.
+// Left to choose, k = round(sqrt(B x 2 / A)) with A = 5e6 and B = max(3000, 1500): 0.03 -> 1, so
+// T = 3 x max(2'003'000, 5'001'500) = 15'004'500. Without SHARP it is unavailable, and without a
+// reducing switch in the node too, unless one rank per node (then SHARP alone: T = 3 x (5e6 + 3000)).
+TEST(ChooseAlgorithm, NvlsSharpHandWorked) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const Algorithm* a = reg.find("nvls_sharp", CollKind::AllReduce);
+  ASSERT_NE(a, nullptr);
+  CostParams c = {1e6, 1, 0};
+  c.intra_alpha_ps = 2e6;
+  c.intra_beta_ps = 1;
+  c.inter_alpha_ps = 3e6;
+  c.inter_beta_ps = 4;
+  c.switch_alpha_ps = 2e6;
+  c.switch_beta_ps = 2;
+  c.switch_per_node = true;
+  c.net_switch_alpha_ps = 5e6;
+  c.net_switch_beta_ps = 3;
+  c.net_switch_efficiency = 1;
+  CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
+  s.ranks_per_node = 2;
+  s.chunks = 2;
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 20'003'000);
+  s.chunks = 0;
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 15'004'500);
+  c.switch_beta_ps = 0;
+  EXPECT_TRUE(a->unavailable(s, c).has_value());
+  s.ranks_per_node = 1;
+  EXPECT_FALSE(a->unavailable(s, c).has_value());
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 3 * (5e6 + 3000));
+  c.net_switch_beta_ps = 0;
+  EXPECT_TRUE(a->unavailable(s, c).has_value());
+  s.ranks_per_node = 4;  // one node: NCCL's NVLS
   EXPECT_TRUE(a->unsupported(s).has_value());
 }
 

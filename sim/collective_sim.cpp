@@ -430,6 +430,43 @@ void set_switch_params(Router& router, const std::vector<int>& gpus, CostParams&
   cp.switch_per_node =
       std::any_of(switch_of_node.begin(), switch_of_node.end(), [&](const auto& e) { return e.second != first; });
 }
+
+// CostParams::net_switch_*: the group in node blocks of g on at least two nodes, and every route
+// from a rank to the rank of the same local index on another node crossing only fabric switches
+// (devices of no node) that reduce, at least one. Routes from each rail's first rank to every
+// other node's and back are visited (the reduction tree of a rail spans them).
+void set_net_switch_params(Router& router, const std::vector<int>& gpus, int g, CostParams& cp) {
+  const Topology& topo = router.topology();
+  const int p = static_cast<int>(gpus.size());
+  if (g < 1 || p % g != 0 || p / g < 2) return;
+  double alpha = 0, bw = INFINITY, efficiency = 1;
+  auto visit = [&](int a, int b) -> bool {
+    const Path& path = router.path(gpus[static_cast<std::size_t>(a)], gpus[static_cast<std::size_t>(b)]);
+    bool fabric = false;
+    for (std::size_t i = 0; i + 1 < path.links.size(); ++i) {
+      const Device& d = topo.device(topo.link(path.links[i]).to);
+      if (d.kind == DeviceKind::Gpu || d.node >= 0) continue;  // in a node: not the fabric's
+      if (d.reduce_efficiency <= 0) return false;
+      fabric = true;
+      efficiency = std::min(efficiency, d.reduce_efficiency);
+    }
+    alpha = std::max(alpha, static_cast<double>(path.latency.ps()));
+    bw = std::min(bw, path.bottleneck.bytes_per_ps());
+    return fabric;
+  };
+  if (!topo.fabric_reduces()) return;
+  // Each rail from its first rank to every other node's (one BFS per rail), and back from the
+  // last node's.
+  for (int l = 0; l < g; ++l) {
+    for (int b = l + g; b < p; b += g)
+      if (!visit(l, b)) return;
+    if (!visit(p - g + l, l)) return;
+  }
+  if (!std::isfinite(bw)) return;
+  cp.net_switch_alpha_ps = alpha;
+  cp.net_switch_beta_ps = 1.0 / (bw * efficiency);
+  cp.net_switch_efficiency = efficiency;
+}
 }  // namespace
 
 CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps) {
@@ -473,6 +510,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     cp.shared_uplink = !in.links.empty() && !out.links.empty() && in.links.front() == out.links.front();
   }
   set_switch_params(router, gpus, cp);
+  if (g >= 1 && g < p) set_net_switch_params(router, gpus, g, cp);
   // The runtime's protocols: LL128 where the GPUs of a node are joined by NVLink (a group
   // with one GPU per node: where the GPU has NVLink at all).
   cp.protocols = topo.protocols;

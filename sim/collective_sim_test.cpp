@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -75,7 +76,7 @@ std::vector<Case> all_cases() {
         spec.ranks_per_node = detect_ranks_per_node(uncontended_switch(n), iota(n));
         // nvls_tree at 1000 ranks on one switch: its 11 flows per rank and step share that one
         // switch in one max-min component, about 250 s of flow run; 64 ranks cover its shape.
-        if (a.name == "nvls_tree" && n >= 1000) continue;
+        if ((a.name == "nvls_tree" || a.name == "nvls_sharp") && n >= 1000) continue;
         if (!a.unsupported(spec)) cases.push_back({a.name, k, n});
       }
   return cases;
@@ -111,8 +112,10 @@ TEST_P(FlowEqualsFormula, OnUncontendedSwitch) {
     // nvls_tree's closed form is a lockstep estimate too: every step at the steady-state load,
     // where the fill and drain steps carry one half of the switch traffic (flow 0.89-1.10x of
     // it, docs/collectives.md nvls_tree).
-    const bool estimate =
-        (c.algo == "dbt" || c.algo == "hierarchical_tree" || c.algo == "nccl_tree" || c.algo == "nvls_tree") && c.n > 3;
+    // nvls_sharp's likewise (its fill and drain steps lack the SHARP or the switch traffic).
+    const bool estimate = (c.algo == "dbt" || c.algo == "hierarchical_tree" || c.algo == "nccl_tree" ||
+                           c.algo == "nvls_tree" || c.algo == "nvls_sharp") &&
+                          c.n > 3;
     // nccl_tree's pipeline estimate is exact on one switch when its chunks outnumber the
     // chain's hops (k >= g - 1); with fewer, more channels share a port than it counts: up to
     // 1.64x at 64 ranks and 16 MiB (docs/collectives.md, nccl_tree).
@@ -211,6 +214,68 @@ TEST(PhysicalConsistency, DgxH100NvlsTreeAcrossTwoNodesFollowsNccl) {
             1.2);
   req.algorithm = "auto";
   EXPECT_EQ(run_collective(topo, router, registry(), req).algorithm->name, "nvls_tree");
+}
+
+// nvls_sharp with SHARP on the IB switches (sharp_efficiency=1): each GPU's NIC carries only its
+// reduced 1/8 slice into the fabric and the sum back, so the all-reduce is bound by the NVSwitch
+// (c(1 + 1/8) per GPU link at 360 x 0.85 GB/s) on any number of nodes: its time does not grow
+// from 2 to 64 nodes (two rail leaves and spines), it beats nvls_tree, whose trees put more on
+// each NIC, and `auto` takes it. The flow run is within 3% of the closed form.
+TEST(PhysicalConsistency, DgxH100NvlsSharpIsBoundByTheNvSwitchOnAnyNodeCount) {
+  Time two;
+  for (int nodes : {2, 64}) {
+    const Topology topo = make_preset("dgx-h100", {{"nodes", std::to_string(nodes)}, {"sharp_efficiency", "1"}});
+    Router router(topo);
+    CollectiveRequest req = request(CollKind::AllReduce, GiB(1), 8 * nodes);
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    EXPECT_EQ(out.algorithm->name, "nvls_sharp") << nodes;
+    EXPECT_NEAR(static_cast<double>(out.time.ps()) / static_cast<double>(out.formula_time.ps()), 1.0, 0.03);
+    // The NVSwitch bound: n(1 + 1/8) through each GPU's link at 306 GB/s, plus the pipeline's fill
+    // and drain (2 of its k + 2 = 26 steps) and Simple's 3.4 us per step: 3.95 ms to 4.37 ms.
+    const double bound = GiB(1) * 1.125 / 306e9;
+    EXPECT_GT(out.time.seconds(), bound) << nodes;
+    EXPECT_LT(out.time.seconds(), 1.11 * bound) << nodes;
+    if (nodes == 2) {
+      two = out.time;
+      req.algorithm = "nvls_tree";
+      EXPECT_GT(run_collective(topo, router, registry(), req).time.ps(), out.time.ps());
+    } else {
+      EXPECT_EQ(out.time.ps(), two.ps());
+    }
+  }
+}
+
+// SHARP's reduction tree sends one stream per switch subtree: on a 3-level fat-tree (2 nodes per
+// leaf, 2 leaves per pod, 16 nodes) with SHARP, nvls_sharp's flow run puts exactly n/8 on each
+// NIC's uplink (its rail's slice), n on each leaf's uplinks together (one n/8 stream per rail)
+// and n on each pod's uplinks to the core, each way: a ring of the nodes would put as much on
+// each leaf uplink as on its NICs.
+TEST(PhysicalConsistency, NvlsSharpSendsOneStreamPerSwitchSubtree) {
+  const Topology topo = make_preset(
+      "fat-tree",
+      {{"nodes", "16"}, {"levels", "3"}, {"hosts_per_leaf", "2"}, {"leaves_per_pod", "2"}, {"sharp_efficiency", "1"}});
+  Router router(topo);
+  const Bytes n = MiB(64);
+  CollectiveRequest req = request(CollKind::AllReduce, n, 128, "nvls_sharp");
+  const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+  ASSERT_TRUE(out.flow.has_value());
+  std::map<int, double> nic_up, leaf_up, pod_up;  // by device
+  for (std::size_t l = 0; l < topo.links().size(); ++l) {
+    const DirLink& d = topo.link(static_cast<int>(l));
+    const double bytes = out.flow->link_stats[l].bytes;
+    const DeviceKind from = topo.device(d.from).kind, to = topo.device(d.to).kind;
+    if (from == DeviceKind::Nic && to == DeviceKind::LeafSwitch) nic_up[d.from] += bytes;
+    if (from == DeviceKind::LeafSwitch && to == DeviceKind::SpineSwitch) leaf_up[d.from] += bytes;
+    if (from == DeviceKind::SpineSwitch && to == DeviceKind::CoreSwitch) pod_up[d.from] += bytes;
+  }
+  ASSERT_EQ(nic_up.size(), 128u);
+  ASSERT_EQ(leaf_up.size(), 8u);
+  const double tol = 1e-4 * static_cast<double>(n);
+  for (const auto& [dev, bytes] : nic_up) EXPECT_NEAR(bytes, static_cast<double>(n) / 8, tol) << dev;
+  for (const auto& [dev, bytes] : leaf_up) EXPECT_NEAR(bytes, static_cast<double>(n), tol) << dev;
+  double pods = 0;
+  for (const auto& [dev, bytes] : pod_up) pods += bytes;
+  EXPECT_NEAR(pods, 4.0 * static_cast<double>(n), 4 * tol);  // 4 pods, n each
 }
 
 // multiring on two DGX H100 nodes (8 GPUs and 8 NICs each): every step, each node's 8 rings

@@ -119,7 +119,20 @@ std::vector<PresetParamInfo> ib_params(const std::string& nic_bw, const std::str
   return {{"nic_bandwidth", nic_bw, "line rate of each InfiniBand NIC port"},
           {"nic_efficiency", eff, "achievable fraction of the NIC line rate (ib_write_bw)"},
           {"ib_latency", ib_lat, "latency of a NIC<->leaf hop (includes the HCA)"},
-          {"switch_latency", sw_lat, "latency of a switch<->switch hop"}};
+          {"switch_latency", sw_lat, "latency of a switch<->switch hop"},
+          {"sharp_efficiency", "0",
+           "SHARP on the IB switches: fraction of the link rate in-network reduction reaches (0: off, as NCCL's "
+           "default NCCL_COLLNET_ENABLE=0)"}};
+}
+// SHARP: every leaf, spine and core switch of the fabric reduces at the preset's
+// sharp_efficiency (0: none).
+void set_sharp(Topology& t, const Params& p) {
+  const double e = p.real("sharp_efficiency", 0.0, 1.0, false);
+  for (int d = 0; d < t.num_devices(); ++d) {
+    const DeviceKind k = t.device(d).kind;
+    if (k == DeviceKind::LeafSwitch || k == DeviceKind::SpineSwitch || k == DeviceKind::CoreSwitch)
+      t.set_reduce_efficiency(d, e);
+  }
 }
 FabricLinks fabric_links(const Params& p) {
   FabricLinks f;
@@ -183,6 +196,7 @@ Topology build_dgx(const Params& p) {
     else
       add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, /*levels=*/2, /*leaves_per_pod=*/0, fab);
   }
+  set_sharp(t, p);
   t.description = p.describe();
   return t;
 }
@@ -255,6 +269,7 @@ Topology build_pcie_node(const Params& p) {
     }
   }
   if (nodes > 1) add_fat_tree_fabric(t, nics, hosts_per_leaf, 1.0, 2, 0, fab);
+  set_sharp(t, p);
   t.description = p.describe();
   return t;
 }
@@ -317,6 +332,7 @@ Topology build_fat_tree(const Params& p) {
     }
   }
   add_fat_tree_fabric(t, nics, hosts_per_leaf, ratio, levels, leaves_per_pod, fab);
+  set_sharp(t, p);
   t.description = p.describe();
   return t;
 }

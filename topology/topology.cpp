@@ -100,6 +100,8 @@ void Topology::seal() {
   if (gpus_.empty())
     throw Error(fmt::format("topology '{}' has no GPUs; add at least one device of kind gpu", display_name(*this)));
 
+  fabric_reduces_ = std::any_of(devices_.begin(), devices_.end(),
+                                [](const Device& d) { return d.node < 0 && d.reduce_efficiency > 0; });
   // GPUs without a node label belong to node 0.
   num_nodes_ = 0;
   for (auto& d : devices_) {

@@ -106,6 +106,8 @@ class Topology {
   int gpu_device(int gpu) const { return gpus_[gpu]; }
   int node_of_gpu(int gpu) const { return devices_[gpus_[gpu]].node; }
   int gpus_per_node() const;  // when all nodes hold the same number of GPUs, else 0
+  // Whether some switch outside the nodes reduces in-network (SHARP on the fabric).
+  bool fabric_reduces() const { return fabric_reduces_; }
   // Outgoing directed link ids of a device.
   const std::vector<int>& out_links(int device) const { return out_[device]; }
   // Free-form description (preset name + parameters) shown by `topology show`.
@@ -123,6 +125,7 @@ class Topology {
   std::vector<std::vector<int>> out_;
   int num_nodes_ = 0;
   bool sealed_ = false;
+  bool fabric_reduces_ = false;
   bool forwards_overridden_ = false;  // set_forwards() was called on a GPU
 };
 

@@ -41,7 +41,7 @@ std::vector<Case> all_cases() {
           if (p == 2 && floats == 5) continue;  // same as p*2+1
           std::vector<Case> variants{Case{a.name, k, p, floats}};
           if (a.name == "hierarchical" || a.name == "hierarchical_tree" || a.name == "nccl_tree" ||
-              a.name == "multiring" || a.name == "nvls_tree")
+              a.name == "multiring" || a.name == "nvls_tree" || a.name == "nvls_sharp")
             for (int g : {2, 4})
               if (p % g == 0 && g < p) variants.push_back(Case{a.name, k, p, floats, g});
           if (k == CollKind::AllToAll && floats == p * 8) variants.push_back(Case{a.name, k, p, floats, 1, 0, true});

@@ -38,6 +38,7 @@ Algorithm make_hierarchical_tree();
 Algorithm make_multiring();
 Algorithm make_nvls();
 Algorithm make_nvls_tree();
+Algorithm make_nvls_sharp();
 Algorithm make_concurrent();
 Algorithm make_pxn();
 Algorithm make_direct();

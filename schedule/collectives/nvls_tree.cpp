@@ -30,6 +30,19 @@
 // minimises it: k = sqrt(B (2H + 1) / A) for A the step's alpha and B its byte terms at k = 1,
 // within [1, 1024] and the elements of a rail's half. Reductions are charged no gamma: the
 // switch reduces inside the node, and the trees' reductions run fused with their loads.
+//
+// nvls_sharp: the same with SHARP on the InfiniBand switches between the nodes (NCCL's NVLS
+// algorithm across nodes, which needs CollNet): instead of dbt's trees, local rank l streams its
+// reduced slice of each chunk (c/g) into the fabric's reduction tree and gets the sum back, so
+// each NIC carries c/g each way and each chunk spends one step there: k + 2 steps,
+//   T = (k + 2) * max(a_s + c(1 + 1/g) b_s,  a_n + (c/g) b_n)
+// with a_n the longest route between two ranks of a rail and b_n the per-byte time of that
+// stream (CostParams::net_switch_*: the route's slowest link at the switches' reduce
+// efficiency). Timed as one ring step per chunk over each rail: rank (node a, l) sends c/g to
+// (node a+1, l). Its NIC carries c/g each way, as SHARP's, and every switch subtree holding a
+// contiguous block of the group's nodes sees exactly one c/g stream leave and one enter, as the
+// reduction tree's one stream per subtree; a route's latency is the neighbour's, not the tree
+// root's (the runtime's NET hop latency, 14 us under Simple, is the larger on the presets).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,32 +59,47 @@ namespace {
 const std::vector<CollKind> kKinds = {CollKind::AllReduce};
 constexpr int kMaxChunks = 1024;
 
+// How the nodes combine their slices: dbt's two trees over each rail (nvls_tree) or the
+// fabric's switches (nvls_sharp).
+enum class Across { Trees, Sharp };
+const char* name_of(Across a) { return a == Across::Trees ? "nvls_tree" : "nvls_sharp"; }
+
 // At least two nodes: on one, NCCL runs NVLS (here `nvls`, whose protocol carries the switch's
-// round trip). One rank per node (g = 1) runs, as dbt across the nodes with nothing for a switch
-// to do (and no switch to make it available to `auto`).
-std::optional<std::string> unsupported(const CollectiveSpec& s) {
-  if (auto k = kind_reason("nvls_tree", kKinds, s.kind)) return k;
-  if (auto b = node_blocks_reason("nvls_tree", s)) return b;
+// round trip). One rank per node (g = 1) runs, as dbt (or SHARP) across the nodes with nothing
+// for a switch to do (and, for nvls_tree, no switch to make it available to `auto`).
+std::optional<std::string> unsupported(Across across, const CollectiveSpec& s) {
+  const char* name = name_of(across);
+  if (auto k = kind_reason(name, kKinds, s.kind)) return k;
+  if (auto b = node_blocks_reason(name, s)) return b;
   if (s.ranks / s.ranks_per_node < 2)
-    return fmt::format("nvls_tree needs at least 2 nodes (got {} ranks, {} per node); on one node use nvls", s.ranks,
+    return fmt::format("{} needs at least 2 nodes (got {} ranks, {} per node); on one node use nvls", name, s.ranks,
                        s.ranks_per_node);
   return std::nullopt;
 }
 
-std::optional<std::string> unavailable(const CollectiveSpec&, const CostParams& c) {
-  if (c.switch_beta_ps > 0) return std::nullopt;
-  return std::string(
-      "nvls_tree needs each node's GPUs on a switch that reduces in-network (NVLink SHARP: dgx-h100's "
-      "nvls_efficiency, or reduce_efficiency on a topology file's switch)");
+std::optional<std::string> unavailable(Across across, const CollectiveSpec& s, const CostParams& c) {
+  if (across == Across::Sharp && c.net_switch_beta_ps <= 0)
+    return std::string(
+        "nvls_sharp needs SHARP between the nodes: every switch on the routes between the group's nodes must reduce "
+        "in-network (dgx-h100's, dgx-a100's and fat-tree's sharp_efficiency, or reduce_efficiency on a topology "
+        "file's switches)");
+  if (c.switch_beta_ps > 0 || (across == Across::Sharp && s.ranks_per_node == 1)) return std::nullopt;
+  return fmt::format(
+      "{} needs each node's GPUs on a switch that reduces in-network (NVLink SHARP: dgx-h100's "
+      "nvls_efficiency, or reduce_efficiency on a topology file's switch)",
+      name_of(across));
 }
 
 struct Shape {
+  Across across;
   int g, nodes, h;
   int flows;  // L: rail slices per NIC per step
+  int depth;  // steps from a chunk's reduce-scatter to its multicast: 2H + 1 (trees), 2 (SHARP)
 };
-Shape shape_of(const CollectiveSpec& s) {
-  const int g = s.ranks_per_node, nodes = s.ranks / g;
-  return {g, nodes, floor_log2(nodes), nodes == 2 ? 1 : 2};
+Shape shape_of(Across across, const CollectiveSpec& s) {
+  const int g = s.ranks_per_node, nodes = s.ranks / g, h = floor_log2(nodes);
+  if (across == Across::Sharp) return {across, g, nodes, h, 1, 2};
+  return {across, g, nodes, h, nodes == 2 ? 1 : 2, 2 * h + 1};
 }
 
 // The two levels of a step for chunk size c (whole-buffer bytes per chunk): each one's alpha
@@ -81,25 +109,25 @@ struct StepTerms {
   bool separate;
   double alpha() const { return std::max(switch_alpha, inter_alpha); }
 };
-StepTerms step_terms(const CollectiveSpec& s, const CostParams& c, double chunk) {
-  const Shape sh = shape_of(s);
+StepTerms step_terms(const Shape& sh, const CostParams& c, double chunk) {
   const Levels lv = levels(c);
   const double intra = sh.g > 1 ? chunk * (1.0 + 1.0 / sh.g) * c.switch_beta_ps : 0.0;
-  return {sh.g > 1 ? c.switch_alpha_ps : 0.0, lv.ae, intra, sh.flows * chunk / sh.g * lv.be, lv.separate};
+  const bool sharp = sh.across == Across::Sharp;
+  const double ae = sharp ? c.net_switch_alpha_ps : lv.ae, be = sharp ? c.net_switch_beta_ps : lv.be;
+  return {sh.g > 1 ? c.switch_alpha_ps : 0.0, ae, intra, sh.flows * chunk / sh.g * be, lv.separate};
 }
-double step_ps(const CollectiveSpec& s, const CostParams& c, double chunk) {
-  const StepTerms t = step_terms(s, c, chunk);
+double step_ps(const Shape& sh, const CostParams& c, double chunk) {
+  const StepTerms t = step_terms(sh, c, chunk);
   if (t.separate) return std::max(t.switch_alpha + t.intra_bytes_ps, t.inter_alpha + t.inter_bytes_ps);
   return t.alpha() + t.intra_bytes_ps + t.inter_bytes_ps;
 }
 
-int chunks_of(const CollectiveSpec& s, const CostParams& c) {
+int chunks_of(const Shape& sh, const CollectiveSpec& s, const CostParams& c) {
   if (s.chunks > 0) return s.chunks;
-  const Shape sh = shape_of(s);
-  const StepTerms t = step_terms(s, c, static_cast<double>(s.bytes));
+  const StepTerms t = step_terms(sh, c, static_cast<double>(s.bytes));
   const double bytes_ps =
       t.separate ? std::max(t.intra_bytes_ps, t.inter_bytes_ps) : t.intra_bytes_ps + t.inter_bytes_ps;
-  const double depth = 2.0 * sh.h + 1;
+  const double depth = sh.depth;
   double k = t.alpha() > 0 ? std::sqrt(bytes_ps * depth / t.alpha()) : kMaxChunks;
   // Never more chunks than elements in the smallest half of a rail's slice.
   const Bytes half = slice(slice(s.bytes, sh.g, 0, s.element_bytes).size(), 2, 0, s.element_bytes).size();
@@ -109,22 +137,32 @@ int chunks_of(const CollectiveSpec& s, const CostParams& c) {
 
 class NvlsTreeTiming final : public StepProgram {
  public:
-  NvlsTreeTiming(const CollectiveSpec& s, int k, double scale)
-      : p_(s.ranks), sh_(shape_of(s)), k_(k), scale_(scale), chunk_bytes_(static_cast<std::size_t>(k), 0.0) {
+  // scale: the switch traffic at the links' rate (1 / its reduce efficiency); net_scale: SHARP's.
+  NvlsTreeTiming(const CollectiveSpec& s, const Shape& sh, int k, double scale, double net_scale)
+      : p_(s.ranks),
+        sh_(sh),
+        k_(k),
+        scale_(scale),
+        net_scale_(net_scale),
+        chunk_bytes_(static_cast<std::size_t>(k), 0.0) {
     for (int l = 0; l < sh_.g; ++l) {
       const Bytes rail = slice(s.bytes, sh_.g, l, s.element_bytes).size();
-      rails_.push_back(make_dbt_slots(rail_spec(s, rail, k)));
+      if (sh_.across == Across::Trees) rails_.push_back(make_dbt_slots(rail_spec(s, rail, k)));
+      rail_chunks_.emplace_back();
       // Chunk j of the whole buffer: chunk j of every rail's slice.
-      for (int j = 0; j < k; ++j)
-        chunk_bytes_[static_cast<std::size_t>(j)] += static_cast<double>(slice(rail, k, j, s.element_bytes).size());
+      for (int j = 0; j < k; ++j) {
+        const Bytes part = slice(rail, k, j, s.element_bytes).size();
+        chunk_bytes_[static_cast<std::size_t>(j)] += static_cast<double>(part);
+        rail_chunks_.back().push_back(part);
+      }
     }
   }
   int ranks() const override { return p_; }
-  int num_steps(int) const override { return k_ + 2 * sh_.h + 1; }
+  int num_steps(int) const override { return k_ + sh_.depth; }
   void step(int rank, int t, Step& out) const override {
     const int node = rank / sh_.g, l = rank % sh_.g;
-    // Through the switch: chunk t's reduce-scatter, chunk t - 2H - 1's multicast.
-    const int back = t - 2 * sh_.h - 1;
+    // Through the switch: chunk t's reduce-scatter, chunk t - depth's multicast.
+    const int back = t - sh_.depth;
     const double rs = t < k_ ? chunk_bytes_[static_cast<std::size_t>(t)] : 0;
     const double ag = back >= 0 && back < k_ ? chunk_bytes_[static_cast<std::size_t>(back)] : 0;
     const double up = rs + ag / sh_.g, down = rs / sh_.g + ag;
@@ -136,6 +174,20 @@ class NvlsTreeTiming final : public StepProgram {
         out.sends.push_back(Transfer{q, 0, share(total, mod(i - l - 1, sh_.g)), t});
         out.recvs.push_back(Transfer{q, 0, share(total, mod(l - i - 1, sh_.g)), t});
       }
+    if (sh_.across == Across::Sharp) {
+      // Across the nodes: chunk t - 1's slice into the fabric and back, as one ring step.
+      const int j = t - 1;
+      if (j >= 0 && j < k_) {
+        const auto bytes = static_cast<Bytes>(std::llround(
+            static_cast<double>(rail_chunks_[static_cast<std::size_t>(l)][static_cast<std::size_t>(j)]) * net_scale_));
+        if (bytes > 0) {
+          out.sends.push_back(Transfer{mod(node + 1, sh_.nodes) * sh_.g + l, 0, bytes, j});
+          out.recvs.push_back(Transfer{mod(node - 1, sh_.nodes) * sh_.g + l, 0, bytes, j});
+        }
+      }
+      out.op = RecvOp::Copy;  // the switches reduce
+      return;
+    }
     // Across the nodes: rail l's trees, UP of slot t-1 and DOWN of slot t-2.
     const DbtSlots& rail = *rails_[static_cast<std::size_t>(l)];
     const std::size_t sends = out.sends.size(), recvs = out.recvs.size();
@@ -154,29 +206,43 @@ class NvlsTreeTiming final : public StepProgram {
   int p_;
   Shape sh_;
   int k_;
-  double scale_;
-  std::vector<double> chunk_bytes_;  // per chunk, of the whole buffer
-  std::vector<std::unique_ptr<DbtSlots>> rails_;
+  double scale_, net_scale_;
+  std::vector<double> chunk_bytes_;               // per chunk, of the whole buffer
+  std::vector<std::vector<Bytes>> rail_chunks_;   // per rail, per chunk: its slice's part
+  std::vector<std::unique_ptr<DbtSlots>> rails_;  // trees only
 };
 
-double cost(const CollectiveSpec& s, const CostParams& c) {
+void check(Across across, const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
-  if (auto why = unsupported(s)) throw Error(*why);
-  if (auto why = unavailable(s, c)) throw Error(*why);
-  const Shape sh = shape_of(s);
-  const int k = chunks_of(s, c);
-  return (k + 2 * sh.h + 1) * step_ps(s, c, static_cast<double>(s.bytes) / k);
+  if (auto why = unsupported(across, s)) throw Error(*why);
+  if (auto why = unavailable(across, s, c)) throw Error(*why);
 }
 
-std::string explain(const CollectiveSpec& s, const CostParams& c) {
+double cost(Across across, const CollectiveSpec& s, const CostParams& c) {
+  check(across, s, c);
+  const Shape sh = shape_of(across, s);
+  const int k = chunks_of(sh, s, c);
+  return (k + sh.depth) * step_ps(sh, c, static_cast<double>(s.bytes) / k);
+}
+
+std::string explain(Across across, const CollectiveSpec& s, const CostParams& c) {
   const std::string head =
-      fmt::format("nvls_tree allreduce (p={}, g={} per node, n={}B)", s.ranks, s.ranks_per_node, s.bytes);
-  if (unsupported(s)) return fmt::format("{}: {}", head, *unsupported(s));
-  if (unavailable(s, c)) return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
-  const Shape sh = shape_of(s);
-  const int k = chunks_of(s, c);
-  const Levels lv = levels(c);
+      fmt::format("{} allreduce (p={}, g={} per node, n={}B)", name_of(across), s.ranks, s.ranks_per_node, s.bytes);
+  if (auto why = unsupported(across, s)) return fmt::format("{}: {}", head, *why);
+  if (auto why = unavailable(across, s, c)) return fmt::format("{}: not available here: {}", head, *why);
+  const Shape sh = shape_of(across, s);
+  const int k = chunks_of(sh, s, c);
   const double chunk = static_cast<double>(s.bytes) / k;
+  if (across == Across::Sharp)
+    return explain_text(
+        fmt::format("{}, N={} nodes, k={} chunks", head, sh.nodes, k),
+        "(k + 2) * max(a_s + c(1 + 1/g)*b_s, a_n + (c/g)*b_n), c = n/k; SHARP between the nodes; k minimises it; "
+        "lockstep estimate",
+        fmt::format("({} + 2) * max({} + {:.0f}B/{}, {} + {:.0f}B/{})", k, fmt_alpha(c.switch_alpha_ps),
+                    chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps), fmt_alpha(c.net_switch_alpha_ps),
+                    chunk / sh.g, fmt_rate(c.net_switch_beta_ps)),
+        cost(across, s, c));
+  const Levels lv = levels(c);
   return explain_text(
       fmt::format("{}, N={} nodes, k={} chunks, H={}", head, sh.nodes, k, sh.h),
       "(k + 2H + 1) * max(a_s + c(1 + 1/g)*b_s, a_e + L*(c/g)*b_e), c = n/k, L = 1 (2 nodes) or 2; k minimises it; "
@@ -184,33 +250,45 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
       fmt::format("({} + 2*{} + 1) * max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})", k, sh.h, fmt_alpha(c.switch_alpha_ps),
                   chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps), fmt_alpha(lv.ae), sh.flows, chunk / sh.g,
                   fmt_rate(lv.be)),
-      cost(s, c));
+      cost(across, s, c));
 }
 
-std::unique_ptr<StepProgram> make_timing(const CollectiveSpec& s, const CostParams& c) {
-  validate_spec(s);
-  if (auto why = unsupported(s)) throw Error(*why);
-  if (auto why = unavailable(s, c)) throw Error(*why);
+std::unique_ptr<StepProgram> make_timing(Across across, const CollectiveSpec& s, const CostParams& c) {
+  check(across, s, c);
+  const Shape sh = shape_of(across, s);
   // Chunks as the closed form picks them under the protocol the runtime uses (Simple).
   const CostParams run = c.protocols ? with_protocol(c, Protocol::Simple) : c;
   const double link_beta = c.intra_beta_ps > 0 ? c.intra_beta_ps : c.beta_ps;
-  const double scale = link_beta > 0 ? c.switch_beta_ps / link_beta : 1.0;
-  return std::make_unique<NvlsTreeTiming>(s, chunks_of(s, run), scale);
+  const double scale = link_beta > 0 && c.switch_beta_ps > 0 ? c.switch_beta_ps / link_beta : 1.0;
+  const double net_scale = c.net_switch_efficiency > 0 ? 1.0 / c.net_switch_efficiency : 1.0;
+  return std::make_unique<NvlsTreeTiming>(s, sh, chunks_of(sh, s, run), scale, net_scale);
+}
+
+Algorithm make_variant(Across across, const std::string& summary) {
+  Algorithm a = basic_algorithm(
+      name_of(across), summary, kKinds, make_hierarchical_tree_program,
+      [across](const CollectiveSpec& s, const CostParams& c) { return cost(across, s, c); },
+      [across](const CollectiveSpec& s, const CostParams& c) { return explain(across, s, c); });
+  // executed by hand, as hierarchical_tree
+  a.unsupported = [across](const CollectiveSpec& s) { return unsupported(across, s); };
+  a.unavailable = [across](const CollectiveSpec& s, const CostParams& c) { return unavailable(across, s, c); };
+  a.make_timing = [across](const CollectiveSpec& s, const CostParams& c) { return make_timing(across, s, c); };
+  a.only_protocol = Protocol::Simple;  // NCCL's NVLS-Tree and NVLS: Simple only
+  return a;
 }
 
 }  // namespace
 
 Algorithm make_nvls_tree() {
-  Algorithm a = basic_algorithm(
-      "nvls_tree",
-      "NCCL's NVLS-Tree: reduce and multicast in each node's switch (NVLink SHARP), double binary trees across the "
-      "nodes per NIC, pipelined in chunks",
-      kKinds, make_hierarchical_tree_program, cost, explain);  // executed by hand, as hierarchical_tree
-  a.unsupported = unsupported;
-  a.unavailable = unavailable;
-  a.make_timing = make_timing;
-  a.only_protocol = Protocol::Simple;  // NCCL's NVLS-Tree: Simple only
-  return a;
+  return make_variant(Across::Trees,
+                      "NCCL's NVLS-Tree: reduce and multicast in each node's switch (NVLink SHARP), double binary "
+                      "trees across the nodes per NIC, pipelined in chunks");
+}
+
+Algorithm make_nvls_sharp() {
+  return make_variant(Across::Sharp,
+                      "NCCL's NVLS across nodes (CollNet): reduce and multicast in each node's switch (NVLink SHARP) "
+                      "and in the InfiniBand switches between the nodes (SHARP), pipelined in chunks");
 }
 
 }  // namespace meshsim::collectives
