@@ -358,6 +358,21 @@ TEST(ChooseAlgorithm, NvlsOnlyWhereTheSwitchReduces) {
   EXPECT_NE(choose_algorithm(reg, spec(CollKind::AllReduce, 4, GiB(1)), c).name, "nvls");
 }
 
+// Two nodes of two GPUs for the hand-worked nvls_tree and nvls_sharp cases: a_i = 2 us, b_i = 1
+// ps/B inside a node, a_e = 3 us, b_e = 4 ps/B across, and each node's switch reduces with
+// a_s = 2 us, b_s = 2 ps/B.
+CostParams two_switched_nodes() {
+  CostParams c = {1e6, 1, 0};
+  c.intra_alpha_ps = 2e6;
+  c.intra_beta_ps = 1;
+  c.inter_alpha_ps = 3e6;
+  c.inter_beta_ps = 4;
+  c.switch_alpha_ps = 2e6;
+  c.switch_beta_ps = 2;
+  c.switch_per_node = true;
+  return c;
+}
+
 // nvls_tree, 2 nodes of 2 (p = 4, g = 2, N = 2: H = 1, L = 1), a_s = 2 us, b_s = 2 ps/B
 // inside the node, a_e = 3 us, b_e = 4 ps/B across it, n = 1000 B. With k = 2 chunks (c = 500):
 // step = max(2e6 + 500 x 1.5 x 2, 3e6 + 1 x 250 x 4) = 3'001'000, T = (2 + 2 + 1) x step =
@@ -368,14 +383,7 @@ TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("nvls_tree", CollKind::AllReduce);
   ASSERT_NE(a, nullptr);
-  CostParams c = {1e6, 1, 0};
-  c.intra_alpha_ps = 2e6;
-  c.intra_beta_ps = 1;
-  c.inter_alpha_ps = 3e6;
-  c.inter_beta_ps = 4;
-  c.switch_alpha_ps = 2e6;
-  c.switch_beta_ps = 2;
-  c.switch_per_node = true;
+  CostParams c = two_switched_nodes();
   CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
   s.ranks_per_node = 2;
   s.chunks = 2;
@@ -400,14 +408,7 @@ TEST(ChooseAlgorithm, NvlsSharpHandWorked) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("nvls_sharp", CollKind::AllReduce);
   ASSERT_NE(a, nullptr);
-  CostParams c = {1e6, 1, 0};
-  c.intra_alpha_ps = 2e6;
-  c.intra_beta_ps = 1;
-  c.inter_alpha_ps = 3e6;
-  c.inter_beta_ps = 4;
-  c.switch_alpha_ps = 2e6;
-  c.switch_beta_ps = 2;
-  c.switch_per_node = true;
+  CostParams c = two_switched_nodes();
   c.net_switch_alpha_ps = 5e6;
   c.net_switch_beta_ps = 3;
   c.net_switch_efficiency = 1;
