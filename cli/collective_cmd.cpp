@@ -285,8 +285,8 @@ Run add_collective_command(CLI::App& app) {
                 "Table layout: meshsim, or nccl-tests (its columns and its Avg bus bandwidth line)")
       ->capture_default_str();
   std::string algo_help =
-      "Algorithm, auto (lowest closed-form time), or nccl (NCCL 2.20's tuning model picks algorithm and protocol). "
-      "Available:";
+      "Algorithm, auto (lowest closed-form time; on a topology running NCCL's protocols, among the algorithms NCCL "
+      "runs), or nccl (NCCL 2.20's tuning model picks algorithm and protocol). Available:";
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   for (const auto& a : registry.all()) {
     std::string kinds;

@@ -156,6 +156,10 @@ RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   return b;
 }
 
+ProtocolCosts Algorithm::protocol_costs(Protocol p, const CostParams& cp) const {
+  return meshsim::protocol_costs(p, hop_rows, cp.multi_node);
+}
+
 bool Algorithm::supports(CollKind k) const { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); }
 
 std::unique_ptr<StepProgram> Algorithm::build(const CollectiveSpec& spec) const {
@@ -164,26 +168,36 @@ std::unique_ptr<StepProgram> Algorithm::build(const CollectiveSpec& spec) const 
   return make(spec);
 }
 
+namespace {
+// Marks an algorithm NCCL itself runs: Ring (ring, and multiring's channels over the rails),
+// Tree (nccl_tree), NVLS, NVLS-Tree, NVLS over CollNet (nvls_sharp), the ring chain of
+// broadcast and reduce (pipeline), grouped send/recv (concurrent, pxn) and send/recv.
+Algorithm in_nccl(Algorithm a) {
+  a.nccl = true;
+  return a;
+}
+}  // namespace
+
 AlgorithmRegistry AlgorithmRegistry::builtin() {
   using namespace collectives;
   AlgorithmRegistry reg;
-  reg.add(make_ring());
+  reg.add(in_nccl(make_ring()));
   reg.add(make_binomial());
-  reg.add(make_pipeline());
+  reg.add(in_nccl(make_pipeline()));
   reg.add(make_recursive_doubling());
   reg.add(make_rabenseifner());
   reg.add(make_double_binary_tree());
-  reg.add(make_nccl_tree());
+  reg.add(in_nccl(make_nccl_tree()));
   reg.add(make_pairwise());
-  reg.add(make_concurrent());
-  reg.add(make_pxn());
+  reg.add(in_nccl(make_concurrent()));
+  reg.add(in_nccl(make_pxn()));
   reg.add(make_hierarchical());
   reg.add(make_hierarchical_tree());
-  reg.add(make_multiring());
-  reg.add(make_nvls());
-  reg.add(make_nvls_tree());
-  reg.add(make_nvls_sharp());
-  reg.add(make_direct());
+  reg.add(in_nccl(make_multiring()));
+  reg.add(in_nccl(make_nvls()));
+  reg.add(in_nccl(make_nvls_tree()));
+  reg.add(in_nccl(make_nvls_sharp()));
+  reg.add(in_nccl(make_direct()));
   return reg;
 }
 
@@ -225,9 +239,9 @@ double busbw_factor(CollKind kind, int ranks) {
   return 1.0;
 }
 
-CostParams with_protocol(const CostParams& cp, Protocol p) {
+CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows) {
   if (p == Protocol::None) return cp;
-  const ProtocolCosts& c = protocol_costs(p);
+  const ProtocolCosts c = protocol_costs(p, rows, cp.multi_node);
   CostParams out = cp;
   const double f = c.payload_fraction;
   auto level = [&](double& alpha, double& beta, HopKind h) {
@@ -245,7 +259,9 @@ CostParams with_protocol(const CostParams& cp, Protocol p) {
 
 ProtocolCost best_protocol(const Algorithm& a, const CollectiveSpec& spec, const CostParams& cp) {
   if (!cp.protocols) return {Protocol::None, a.cost_ps(spec, cp)};
-  auto cost = [&](Protocol p) { return protocol_costs(p).launch_ps + a.cost_ps(spec, with_protocol(cp, p)); };
+  auto cost = [&](Protocol p) {
+    return a.protocol_costs(p, cp).launch_ps + a.cost_ps(spec, with_protocol(cp, p, a.hop_rows));
+  };
   if (a.only_protocol) return {*a.only_protocol, cost(*a.only_protocol)};
   ProtocolCost best{Protocol::None, 0};
   for (Protocol p : kProtocols) {
@@ -274,6 +290,10 @@ std::vector<RankedAlgorithm> rank_algorithms(const AlgorithmRegistry& registry, 
   if (ranked.empty())
     throw Error(fmt::format("no algorithm can run {} on {} ranks ({}); change the group or register an algorithm",
                             to_string(spec.kind), spec.ranks, reasons.empty() ? "none registered" : reasons));
+  // Under NCCL's protocols the runtime is NCCL: `auto` chooses what NCCL would run, where it can.
+  if (params.protocols &&
+      std::any_of(ranked.begin(), ranked.end(), [](const RankedAlgorithm& r) { return r.algorithm->nccl; }))
+    std::erase_if(ranked, [](const RankedAlgorithm& r) { return !r.algorithm->nccl; });
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const RankedAlgorithm& x, const RankedAlgorithm& y) { return x.cost_ps < y.cost_ps; });
   return ranked;

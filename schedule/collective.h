@@ -190,9 +190,10 @@ struct CostParams {
 };
 
 // The parameters a closed form sees when its steps run under protocol `p`: every level's
-// alpha at least p's latency for that level's hop kind, every beta over p's payload
-// fraction (the launch is not in them: ProtocolCost adds it). Protocol::None: unchanged.
-CostParams with_protocol(const CostParams& cp, Protocol p);
+// alpha at least p's latency for that level's hop kind (from the algorithm's rows, with
+// NCCL's multi-node LL factor when cp.multi_node), every beta over p's payload fraction (the
+// launch is not in them: ProtocolCost adds it). Protocol::None: unchanged.
+CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows = {});
 
 struct Algorithm {
   std::string name;     // "ring", "binomial", ...
@@ -216,6 +217,15 @@ struct Algorithm {
   // The one protocol it runs under, where the runtime has no choice (nvls: NvlsSimple);
   // nullopt: the runtime picks among LL, LL128 and Simple.
   std::optional<Protocol> only_protocol;
+  // Which of NCCL's latency rows its hops pay under LL and LL128 (schedule/protocol.h): a
+  // ring's point-to-point steps (the default) or a tree's (nccl_tree, dbt; hierarchical_tree
+  // between the nodes).
+  HopRows hop_rows;
+  // Whether NCCL itself runs it (AlgorithmRegistry::builtin marks them). On a topology whose
+  // collectives run under NCCL's protocols, `auto` chooses among these only.
+  bool nccl = false;
+  // The protocol costs its steps pay under `p` on links `cp` (rows, launch, multi-node LL).
+  ProtocolCosts protocol_costs(Protocol p, const CostParams& cp) const;
   bool supports(CollKind k) const;
   // validate_spec(spec), then unsupported(spec) (thrown as Error with its reason), then make.
   std::unique_ptr<StepProgram> build(const CollectiveSpec& spec) const;
@@ -249,12 +259,15 @@ ProtocolCost best_protocol(const Algorithm& a, const CollectiveSpec& spec, const
 double busbw_factor(CollKind kind, int ranks);
 
 // `auto`: the algorithm of `registry` that supports `spec` with the lowest cost_ps
-// (ties go to the earlier registry entry). Throws Error listing every algorithm's
-// reason when none supports the spec.
+// (ties go to the earlier registry entry). Where the links run NCCL's protocols
+// (CostParams::protocols: the runtime is NCCL), only the algorithms NCCL runs
+// (Algorithm::nccl) compete, unless none of them can run the spec; the others stay
+// available by name. Throws Error listing every algorithm's reason when none supports
+// the spec.
 const Algorithm& choose_algorithm(const AlgorithmRegistry& registry, const CollectiveSpec& spec,
                                   const CostParams& params);
-// Every algorithm that can run `spec` on these links, cheapest closed form first (ties in
-// registry order); choose_algorithm is its front. Throws as choose_algorithm does.
+// Every algorithm `auto` may choose for `spec` on these links (as above), cheapest closed
+// form first (ties in registry order); choose_algorithm is its front. Throws as choose_algorithm does.
 struct RankedAlgorithm {
   const Algorithm* algorithm;
   double cost_ps;

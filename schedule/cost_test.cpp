@@ -448,6 +448,39 @@ TEST(ChooseAlgorithm, LatencyBoundSmallBandwidthBoundLarge) {
   EXPECT_EQ(tie, "ring");
 }
 
+// Under NCCL's protocols the runtime is NCCL: `auto` chooses among the algorithms NCCL runs,
+// and the textbook ones stay available by name. The same links without protocols let every
+// algorithm compete (the hand-worked choices above).
+TEST(ChooseAlgorithm, UnderNcclsProtocolsOnlyNcclsAlgorithmsCompete) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  CostParams c = params(0);
+  c.protocols = true;
+  c.ll128 = true;
+  struct Row {
+    CollKind kind;
+    int ranks;
+    Bytes bytes;
+    const char* bare;  // the choice without protocols
+  };
+  for (const Row& r :
+       {Row{CollKind::AllReduce, 8, 8, "recursive_doubling"}, Row{CollKind::AllReduce, 8, GiB(1), "rabenseifner"},
+        Row{CollKind::Broadcast, 8, 8, "binomial"}, Row{CollKind::AllGather, 64, 1024, "recursive_doubling"}}) {
+    const CollectiveSpec s = spec(r.kind, r.ranks, r.bytes);
+    EXPECT_EQ(choose_algorithm(reg, s, params(0)).name, r.bare);
+    const Algorithm& a = choose_algorithm(reg, s, c);
+    EXPECT_TRUE(a.nccl) << a.name;
+    for (const RankedAlgorithm& ranked : rank_algorithms(reg, s, c)) EXPECT_TRUE(ranked.algorithm->nccl);
+    ASSERT_NE(reg.find(r.bare, r.kind), nullptr);
+    EXPECT_FALSE(reg.find(r.bare, r.kind)->nccl);
+  }
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllReduce, 8, GiB(1)), c).name, "ring");
+  EXPECT_EQ(choose_algorithm(reg, spec(CollKind::Broadcast, 8, 8), c).name, "pipeline");
+  // Where no algorithm NCCL runs is registered, the others still compete.
+  AlgorithmRegistry textbook;
+  textbook.add(*reg.find("rabenseifner", CollKind::AllReduce));
+  EXPECT_EQ(choose_algorithm(textbook, spec(CollKind::AllReduce, 8, GiB(1)), c).name, "rabenseifner");
+}
+
 TEST(DoubleBinaryTree, PortLoadAndTimingBelowTheLockstepEstimate) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("dbt", CollKind::AllReduce);

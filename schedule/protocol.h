@@ -12,9 +12,10 @@
 //   Simple  plain copies into the peer's buffer, then a memory fence and a flag: full rate,
 //           the slowest hop.
 // Each costs a launch (once per collective: the kernel launch and the first chunk's
-// setup) and a latency per step by the kind of hop (NVLink, PCI, network). The numbers are
-// NCCL 2.20's own calibration (src/graph/tuning.cc baseLat and hwLat, Ring rows), measured
-// by NVIDIA on real systems; sim/nccl_model reads the same tables. A step's latency is the
+// setup) and a latency per step by the kind of hop (NVLink, PCI, network) and the kind of
+// program (a ring's hop or a tree's, HopRow below). The numbers are NCCL 2.20's own
+// calibration (src/graph/tuning.cc baseLat and hwLat), measured by NVIDIA on real systems;
+// sim/nccl_model reads the same tables. A step's latency is the
 // larger of the protocol's and the route's own (the wire cannot be beaten; NCCL's hop
 // already includes the wire). docs/math.md section 1.6 has the formulas.
 //
@@ -31,8 +32,11 @@ namespace meshsim {
 
 // NvlsSimple: Simple as NCCL's NVLS algorithm runs it (reduce in the NVSwitch, multicast
 // back), with NVLS's own latency: one switch round trip of 25 us, no per-step cost.
-enum class Protocol { None, LL, LL128, Simple, NvlsSimple };
-const char* to_string(Protocol p);                             // "none", "LL", "LL128", "Simple", "NVLS-Simple"
+// NvlsTreeSimple: Simple as NCCL's NVLS-Tree runs it: NVLS's 25 us once for the switch part
+// and NVLS-Tree's own latency per network hop of its trees (20.9 us), no other per-step cost.
+enum class Protocol { None, LL, LL128, Simple, NvlsSimple, NvlsTreeSimple };
+// "none", "LL", "LL128", "Simple", "NVLS-Simple", "NVLSTree-Simple"
+const char* to_string(Protocol p);
 std::optional<Protocol> parse_protocol(const std::string& s);  // the same names
 
 // The kind of a hop between two GPUs, as NCCL's latency table has it.
@@ -49,9 +53,26 @@ inline constexpr double kNcclHwLatUs[3][2][3] = {{{0.6, 1.25, 28.0}, {0.6, 1.9, 
 // NVLS over NVLink, Simple (NCCL 2.2x tuning.cc hwLat; NVLS has no base latency): the
 // whole collective's latency on one node.
 inline constexpr double kNcclNvlsLatUs = 25.0;
+// NVLS-Tree (NCCL 2.28 tuning.cc): 25 us for its NVLink part, 20.9 us per network hop, no base.
+inline constexpr double kNcclNvlsTreeNvlinkLatUs = 25.0;
+inline constexpr double kNcclNvlsTreeNetLatUs = 20.9;
 
-// One protocol's costs as our step programs pay them (NCCL's Ring rows: every step of a
-// step program is a point-to-point hop, as a ring's are).
+// Which of NCCL's per-hop latency rows a step program's hops are charged from. A ring's step
+// is a point-to-point hop (Ring rows). A tree's hop receives from its children, reduces and
+// forwards (Tree rows): over the network NCCL charges it 5.0 us under LL and 8.5 under LL128
+// where a ring's costs 2.7 and 4.0. Under Simple every program keeps the Ring row: NCCL's
+// Tree/Simple entries (28 us) are the time of a whole 256 KiB chunk (tuning.cc says so), and
+// our programs time their chunks' bytes themselves.
+enum class HopRow { Ring, Tree };
+struct HopRows {
+  HopRow intra = HopRow::Ring;  // hops inside a node (NVLink or PCI)
+  HopRow net = HopRow::Ring;    // hops between nodes
+};
+
+// One protocol's costs as a step program pays them: the launch (NCCL's Ring base latency; its
+// Tree base differs by 0.2 us under LL and is folded into the Tree/Simple hop) and a latency per
+// step by hop kind, from the program's rows. On a communicator that spans nodes NCCL charges an
+// LL hop inside a node 1.8x (tuning.cc, every algorithm): `multi_node` applies it.
 struct ProtocolCosts {
   double launch_ps = 0;            // once per collective
   std::array<double, 3> hop_ps{};  // per step, by HopKind
@@ -59,7 +80,10 @@ struct ProtocolCosts {
   double hop(HopKind h) const { return hop_ps[static_cast<int>(h)]; }
 };
 // Protocol::None: all zero, payload fraction 1 (the bare alpha-beta model).
-const ProtocolCosts& protocol_costs(Protocol p);
+ProtocolCosts protocol_costs(Protocol p, HopRows rows = {}, bool multi_node = false);
+
+// NCCL's factor on an LL hop inside a node when the communicator spans nodes.
+inline constexpr double kNcclLlMultiNodeIntraFactor = 1.8;
 
 // The protocols in NCCL's order (its ties go to the earlier one).
 inline constexpr std::array<Protocol, 3> kProtocols = {Protocol::LL, Protocol::LL128, Protocol::Simple};

@@ -48,7 +48,9 @@ class Runner : public EventHandler, public FlowListener {
     for (const auto& g : groups_) {
       MESHSIM_ASSERT(g.program != nullptr && g.program->ranks() == static_cast<int>(g.gpus.size()));
       base_.push_back(slots);
-      costs_.push_back(&protocol_costs(g.protocol));
+      bool multi_node = false;
+      for (int gpu : g.gpus) multi_node = multi_node || topo.node_of_gpu(gpu) != topo.node_of_gpu(g.gpus.front());
+      costs_.push_back(protocol_costs(g.protocol, g.hop_rows, multi_node));
       slots += static_cast<int>(g.gpus.size());
     }
     for (std::size_t g = 0; g < groups_.size(); ++g)
@@ -62,7 +64,7 @@ class Runner : public EventHandler, public FlowListener {
 
   FlowSimResult run() {
     for (std::size_t g = 0; g < groups_.size(); ++g) {
-      const double launch = costs_[g]->launch_ps;
+      const double launch = costs_[g].launch_ps;
       if (launch > 0)
         engine_.schedule(duration_ps(launch, "a protocol's launch"), this, kStart, g);
       else
@@ -169,11 +171,11 @@ class Runner : public EventHandler, public FlowListener {
                          : all_nvlink(topo_, path)                                         ? HopKind::NvLink
                                                                                            : HopKind::Pci;
     return std::max(path.latency,
-                    duration_ps(costs_[static_cast<std::size_t>(g)]->hop(kind), "a protocol's hop latency"));
+                    duration_ps(costs_[static_cast<std::size_t>(g)].hop(kind), "a protocol's hop latency"));
   }
   // The bytes a transfer takes on the wire: its payload over the protocol's fraction.
   Bytes wire_bytes(int g, Bytes payload) const {
-    const double f = costs_[static_cast<std::size_t>(g)]->payload_fraction;
+    const double f = costs_[static_cast<std::size_t>(g)].payload_fraction;
     return f == 1.0 ? payload : static_cast<Bytes>(std::ceil(static_cast<double>(payload) / f));
   }
 
@@ -347,7 +349,7 @@ class Runner : public EventHandler, public FlowListener {
   const Topology& topo_;
   Router& router_;
   const std::vector<GroupProgram>& groups_;
-  std::vector<const ProtocolCosts*> costs_;  // per group
+  std::vector<ProtocolCosts> costs_;  // per group
   FlowSimOptions options_;
   Engine engine_;
   FlowNetwork net_;
@@ -572,7 +574,7 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
   double rank_steps = 0;  // the flow run's work, before any of it is done
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
-    groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol});
+    groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol, a.hop_rows});
     for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
   }
   if (rank_steps > kMaxFlowRankSteps)

@@ -53,6 +53,9 @@ struct GroupProgram {
   // protocol's hop latency after it drains; its bytes take 1 / payload fraction of the
   // link time (the links carry the protocol's flags). None: the bare model.
   Protocol protocol = Protocol::None;
+  // The protocol's latency rows its hops pay (Algorithm::hop_rows); on a group spanning nodes
+  // an LL hop inside a node pays NCCL's multi-node factor.
+  HopRows hop_rows;
 };
 
 struct FlowSimOptions {
@@ -147,7 +150,8 @@ inline constexpr double kAutoFlowCheckRankSteps = 1.5e5;
 Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field);
 
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
-// algorithm (`auto`: lowest closed-form time for group 0; at flow fidelity, the fastest
+// algorithm (`auto`: lowest closed-form time for group 0 among those rank_algorithms lets
+// compete; at flow fidelity, the fastest
 // under flow of the closed forms' favourites and ring, where cheap), and times it. At
 // fidelity nccl every group is predicted by NCCL's model and the slowest one is the time.
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,

@@ -34,10 +34,10 @@ constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 
 constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
 constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
 // NVLS-Tree (NCCL 2.28): the per-channel bandwidth cap on Hopper (columns as above; NCCL
-// disables it on one node) and its latencies: NVLink hop 25 us, NET hop 20.9 us, no base.
+// disables it on one node); its latencies are schedule/protocol.h's.
 constexpr double kPerChMaxNvlsTreeBwHopper[3] = {0.0, 57.7, 45.5};
-constexpr double kNvlsTreeNvlinkLatUs = 25.0;
-constexpr double kNvlsTreeNetLatUs = 20.9;
+constexpr double kNvlsTreeNvlinkLatUs = kNcclNvlsTreeNvlinkLatUs;
+constexpr double kNvlsTreeNetLatUs = kNcclNvlsTreeNetLatUs;
 // Tree bandwidth correction by log2(bytes / 64), 64 B .. 256 MiB (tuning.cc treeCorrectionFactor).
 constexpr double kTreeCorrection[kProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -451,6 +451,11 @@ void candidate_latency(const Tuning& t, int a, int pr, NcclCandidate& c) {
   double lat = kBaseLat[a][pr];
   double intra = kHwLat[t.intra_hw][a][pr];
   const double inter = kHwLat[2][a][pr];
+  if (nodes > 1 && c.proto == NcclProto::LL) {  // tuning.cc: an LL hop in the node, on a multi-node communicator
+    intra *= kNcclLlMultiNodeIntraFactor;
+    st.push_back(
+        fmt::format("  LL on {} nodes: intra-node hop x {} = {:.2f} us", nodes, kNcclLlMultiNodeIntraFactor, intra));
+  }
   if (c.algo == NcclAlgo::Ring) {
     if (t.kind == CollKind::Broadcast || t.kind == CollKind::Reduce) {
       const double hop = kHwLat[nodes == 1 ? t.intra_hw : 2][a][pr];

@@ -67,9 +67,10 @@ TEST(Protocol, FlowEqualsClosedFormAndCarriesTheFlags) {
   const CollectiveOutcome ll = ring_allreduce(topo, KiB(1), Fidelity::Flow);
   ASSERT_EQ(ll.protocol, Protocol::LL);
   // Every GPU -> switch link: 14 steps x 128 B of payload x 4.
-  for (int l = 0; l < static_cast<int>(topo.links().size()); ++l)
+  for (int l = 0; l < static_cast<int>(topo.links().size()); ++l) {
     if (topo.device(topo.link(l).from).kind == DeviceKind::Gpu)
       EXPECT_DOUBLE_EQ(ll.flow->link_stats[static_cast<std::size_t>(l)].bytes, 14.0 * 128 * 4) << l;
+  }
   // Without protocols the same switch is the bare alpha-beta model.
   const Topology bare = make_preset("switch", {{"bandwidth", "100GB/s"}, {"latency", "0.25us"}});
   const CollectiveOutcome b = ring_allreduce(bare, KiB(1), Fidelity::Flow);
@@ -119,6 +120,79 @@ TEST(Protocol, NvlsPaysItsSwitchRoundTrip) {
   EXPECT_GT(small.time.us(), 25.0);
   EXPECT_NE(ring_allreduce(topo, KiB(64), Fidelity::Formula, "auto").algorithm->name, "nvls");
   EXPECT_EQ(ring_allreduce(topo, MiB(256), Fidelity::Formula, "auto").algorithm->name, "nvls");
+}
+
+// NCCL's latency rows by program kind (tuning.cc): a tree's hop over the network costs 5.0 us
+// under LL and 8.5 under LL128, a ring's 2.7 and 4.0; a tree's NVLink hop under LL128 1.25, a
+// ring's 1.9; under Simple both keep the Ring row (the Tree/Simple entry is a whole chunk's
+// time). An LL hop inside a node costs 1.8x on a communicator spanning nodes, for every row.
+TEST(Protocol, HopRowsAndTheMultiNodeLlFactorAreNcclsTable) {
+  const HopRows ring{}, tree{HopRow::Tree, HopRow::Tree};
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, ring).hop(HopKind::Net), 2.7e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, tree).hop(HopKind::Net), 5.0e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL128, ring).hop(HopKind::Net), 4.0e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL128, tree).hop(HopKind::Net), 8.5e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL128, tree).hop(HopKind::NvLink), 1.25e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::Simple, tree).hop(HopKind::Net), 14.0e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, ring).hop(HopKind::NvLink), 0.6e6);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, ring, true).hop(HopKind::NvLink), 0.6e6 * 1.8);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, tree, true).hop(HopKind::Pci), 1.0e6 * 1.8);
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, tree, true).hop(HopKind::Net), 5.0e6);  // NET: no factor
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL128, ring, true).hop(HopKind::NvLink), 1.9e6);
+  // The launch is the Ring base for every program.
+  EXPECT_DOUBLE_EQ(protocol_costs(Protocol::LL, tree).launch_ps, 6.6e6);
+}
+
+// Two GPUs on two DGX H100 nodes (one per node, 1 KiB, LL): ring and dbt both take two
+// whole-latency steps of n/2 bytes (ring: two steps of n/2; dbt for p = 2: one tree slot of
+// 2 alpha + 2 (n/2) beta). Each step pays the larger of the route's latency and the
+// protocol's NET hop: 5.0 us for dbt (a tree's hop), max(route, 2.7 us) for ring. At flow and
+// formula alike.
+TEST(Protocol, TreeProgramsPayNcclsTreeHopAcrossNodes) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "2"}});
+  Router router(topo);
+  for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
+    auto run = [&](const std::string& algo) {
+      CollectiveRequest req;
+      req.kind = CollKind::AllReduce;
+      req.bytes = KiB(1);
+      req.algorithm = algo;
+      req.fidelity = f;
+      req.groups = {{0, 8}};
+      return run_collective(topo, router, registry(), req);
+    };
+    const CollectiveOutcome ring = run("ring"), dbt = run("dbt");
+    ASSERT_EQ(ring.protocol, Protocol::LL);
+    ASSERT_EQ(dbt.protocol, Protocol::LL);
+    const double route_us = ring.params.alpha_ps * 1e-6;
+    const double bytes_us = 1024.0 * ring.params.beta_ps / 0.25 * 1e-6;  // n bytes at a quarter of the rate
+    EXPECT_GT(5.0, route_us) << "the tree hop must bind for this check";
+    EXPECT_NEAR(ring.time.us(), 6.6 + 2 * std::max(route_us, 2.7) + bytes_us, 0.01) << to_string(f);
+    EXPECT_NEAR(dbt.time.us(), 6.6 + 2 * 5.0 + bytes_us, 0.01) << to_string(f);
+  }
+}
+
+// NCCL's own model on two DGX H100 nodes (16 ranks): Tree/LL latency = base 6.8 + 2 x (7
+// NVLink hops x 0.6 x 1.8 + log2(2) NET hops x 5.0) = 31.92 us; Ring/LL pays 30 steps, 4 of
+// them NET at 2.7 us and 26 in the node at max(0.6 x 1.8, 1 us network overhead).
+TEST(Protocol, NcclModelChargesLlHopsInsideTheNode18xAcrossNodes) {
+  const Topology topo = make_preset("dgx-h100", {{"nodes", "2"}});
+  Router router(topo);
+  CollectiveRequest req;
+  req.kind = CollKind::AllReduce;
+  req.bytes = KiB(1);
+  req.algorithm = "nccl";
+  req.fidelity = Fidelity::Nccl;
+  req.groups = {iota(16)};
+  const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+  ASSERT_TRUE(out.nccl.has_value());
+  auto candidate = [&](NcclAlgo a) -> const NcclCandidate& {
+    for (const NcclCandidate& c : out.nccl->candidates)
+      if (c.algo == a && c.proto == NcclProto::LL) return c;
+    throw Error("no LL candidate");
+  };
+  EXPECT_NEAR(candidate(NcclAlgo::Tree).latency_us, 6.8 + 2 * (7 * 0.6 * 1.8 + 5.0), 1e-9);
+  EXPECT_NEAR(candidate(NcclAlgo::Ring).latency_us, 6.6 + 26 * 0.6 * 1.8 + 4 * 2.7, 1e-9);
 }
 
 }  // namespace

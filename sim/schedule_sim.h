@@ -104,7 +104,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
                                     const AlgorithmRegistry& registry, const ScheduleSimOptions& options);
 
 // Names the algorithm of every collective op that names none: the one the simulator picks
-// for the op's group on this topology (`algorithm`, "auto" = the lowest closed form), so
+// for the op's group on this topology (`algorithm`, "auto" = the lowest closed form, see choose_algorithm), so
 // that a real backend runs exactly what the prediction assumed. Ring shifts (send/recv
 // collectives) and pipeline Send/Recv ops have no algorithm and are left alone.
 void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,

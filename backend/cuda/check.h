@@ -79,12 +79,12 @@ struct WatchdogOptions {
   // The store's verdict on the run (RendezvousClient::failure_probe(): empty while it goes
   // on), asked every `job_poll` while waiting: a peer the store saw die or stop aborts the
   // communicators at once instead of after `timeout`. Unset: not asked.
-  std::function<std::string()> job_failed;
+  std::function<std::string()> job_failed{};
   std::chrono::milliseconds job_poll{100};
   // The monitor (start_monitor): the message of a rank whose host is stuck inside a call;
   // it must end the process (make_executor's prints meshsim's one-line error and exits 2).
   // Unset: no monitor.
-  std::function<void(const std::string&)> on_stuck;
+  std::function<void(const std::string&)> on_stuck{};
   std::chrono::milliseconds stuck_after{1000};  // no return from a call for this long: stuck
 };
 

@@ -423,12 +423,15 @@ Algorithm make_nccl_tree() {
       "nodes, pipelined",
       kKinds, nccl_tree_program, nccl_tree_cost, nccl_tree_explain);
   a.unsupported = nccl_tree_unsupported;
+  a.hop_rows = {HopRow::Tree, HopRow::Tree};  // NCCL's Tree: the chain and the node tree
   return a;
 }
 
 Algorithm make_double_binary_tree() {
-  return basic_algorithm("dbt", "NCCL-style double binary tree: two complementary pipelined trees, one per half",
-                         kKinds, dbt_program, cost, explain);
+  Algorithm a = basic_algorithm("dbt", "NCCL-style double binary tree: two complementary pipelined trees, one per half",
+                                kKinds, dbt_program, cost, explain);
+  a.hop_rows = {HopRow::Tree, HopRow::Tree};
+  return a;
 }
 
 }  // namespace meshsim::collectives

@@ -225,6 +225,7 @@ Algorithm make_hierarchical_tree() {
       "all-gather",
       kKinds, tree_cost, tree_explain);
   a.unsupported = unsupported_tree;
+  a.hop_rows.net = HopRow::Tree;  // dbt between the nodes; rings inside them
   return a;
 }
 
