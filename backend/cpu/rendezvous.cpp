@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -136,6 +137,13 @@ struct RendezvousServer::Impl {
   int wrong_tokens = 0;                         // connections refused for a wrong token
   std::atomic<bool> failed{false};              // failure is set (read by stop() on another thread)
   std::atomic<int> heard{0};                    // HELLOs, accepted or refused: ranks told (likewise)
+  // After a failure: the registered ranks that have been answered FAILED (on any of their
+  // connections, or that are the silent rank named), and whether every registered rank has
+  // been, or has gone (all_told is read by stop()).
+  std::set<int> told;
+  std::atomic<bool> all_told{false};
+  void note_told(int r);
+  void update_all_told();
   // Registered ranks that announced heartbeats: when the store last heard from each.
   struct Beating {
     Clock::time_point last;
@@ -186,8 +194,9 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   std::string waiting_key;  // non-empty while a GET waits
   bool waiting = false;
   bool closed = false;
-  int rank = -1;      // >= 0 once registered by HELLO
-  bool left = false;  // said BYE: closing is the end of a successful run
+  int rank = -1;       // >= 0 once registered by HELLO
+  int beat_rank = -1;  // >= 0 once a BEAT named its rank (the heartbeat connection)
+  bool left = false;   // said BYE: closing is the end of a successful run
 
   Session(Impl& s, tcp::socket so, std::string who)
       : srv(s), sock(std::move(so)), peer(std::move(who)), timer(s.io), guard(s.io) {}
@@ -299,8 +308,8 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       case RdzvOp::Hello:
         return hello(static_cast<std::int32_t>(arg & 0xffffffffu), static_cast<std::int64_t>(arg >> 32), value);
       case RdzvOp::Beat:
-        if (const auto it = srv.beating.find(static_cast<int>(arg & 0x7fffffff)); it != srv.beating.end())
-          it->second.last = Clock::now();
+        beat_rank = static_cast<int>(arg & 0x7fffffff);
+        if (const auto it = srv.beating.find(beat_rank); it != srv.beating.end()) it->second.last = Clock::now();
         return reply(RdzvStatus::Ok, {});
       case RdzvOp::Abort:
         srv.fail_job(std::string(value));
@@ -395,6 +404,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   }
 
   void reply(RdzvStatus status, std::string_view payload, bool then_close = false) {
+    if (status == RdzvStatus::Failed) srv.note_told(rank >= 0 ? rank : beat_rank);
     std::string b;
     b.push_back(static_cast<char>(status));
     b.append(payload);
@@ -423,6 +433,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
     srv.sessions.erase(this);
+    if (srv.failed) srv.update_all_told();
   }
 };
 
@@ -471,6 +482,18 @@ void RendezvousServer::Impl::set(const std::string& key, std::string_view value)
     if (auto s = w.lock(); s && s->waiting && !s->closed) s->wake(store[key]);
 }
 
+void RendezvousServer::Impl::note_told(int r) {
+  if (r >= 0) told.insert(r);
+  update_all_told();
+}
+
+void RendezvousServer::Impl::update_all_told() {
+  all_told = std::all_of(ranks.begin(), ranks.end(), [this](const auto& entry) {
+    const auto s = entry.second.lock();
+    return told.contains(entry.first) || !s || s->closed || s->left;
+  });
+}
+
 void RendezvousServer::Impl::fail_job(const std::string& why) {
   if (!failure.empty()) return;
   failure = why;
@@ -483,6 +506,7 @@ void RendezvousServer::Impl::fail_job(const std::string& why) {
     s->timer.cancel();
     s->reply(RdzvStatus::Failed, failure, /*then_close=*/true);
   }
+  update_all_told();
 }
 
 // A rank silent for heartbeat_timeout fails the job, named. Time when this process itself did
@@ -503,11 +527,13 @@ void RendezvousServer::Impl::check_liveness() {
         it = beating.erase(it);
         continue;
       }
-      if (now - it->second.last >= timeout)
+      if (now - it->second.last >= timeout) {
+        told.insert(it->first);  // silent: it cannot be told, so stop() does not wait for it
         fail_job(fmt::format(
             "rank {} stopped answering for {} (stopped or hung?): no heartbeat from it (connected from {}) reached "
             "the store; if it is only slow or its network congested, raise MESHSIM_HEARTBEAT_TIMEOUT (now {})",
             it->first, format_seconds(timeout), s->peer, format_seconds(timeout)));
+      }
       ++it;
     }
     check_liveness();
@@ -561,9 +587,11 @@ void RendezvousServer::stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
   Impl& m = *impl_;
   // A failed job: ranks that have not reached the store yet would otherwise find no server
-  // and retry until their connect timeout; serve a while longer so that they learn why.
+  // and retry until their connect timeout, and ranks that reached it but have not asked since
+  // the failure (their next heartbeat is up to an interval away) would find it gone and blame
+  // rank 0; serve a while longer so that every one of them learns why.
   const auto linger_until = Clock::now() + m.options.linger_on_failure;
-  while (m.failed && m.heard < m.options.world_size && Clock::now() < linger_until)
+  while (m.failed && (m.heard < m.options.world_size || !m.all_told) && Clock::now() < linger_until)
     std::this_thread::sleep_for(Millis(20));
   asio::post(m.io, [&m] { m.shutdown(); });
   m.thread.join();  // run() returns once every cancelled operation has finished
