@@ -127,7 +127,10 @@ struct RendezvousServerOptions {
   std::function<void(const std::string&)> log = nullptr;  // a refusal, as one line; unset: stderr
   int world_size = 0;  // > 0: a HELLO must give this world size (MESHSIM_WORLD_SIZE); 0: any
   // After the job failed, stop() keeps serving up to this long while fewer than world_size
-  // HELLOs (accepted or refused) have come, so that a late rank is told why, not left to retry.
+  // HELLOs (accepted or refused) have come, or while a registered rank still connected has not
+  // been answered FAILED (its next heartbeat is up to an interval away; the silent rank named
+  // is not waited for), so that every rank is told why instead of finding the store gone and
+  // blaming rank 0, and a late rank is not left to retry.
   Millis linger_on_failure = Millis(0);
   // > 0: a registered rank that announced heartbeats and sent none for this long fails the
   // job, named (MESHSIM_HEARTBEAT_TIMEOUT); 0: no liveness check.
