@@ -68,8 +68,9 @@ TEST(Protocol, FlowEqualsClosedFormAndCarriesTheFlags) {
   ASSERT_EQ(ll.protocol, Protocol::LL);
   // Every GPU -> switch link: 14 steps x 128 B of payload x 4.
   for (int l = 0; l < static_cast<int>(topo.links().size()); ++l) {
-    if (topo.device(topo.link(l).from).kind == DeviceKind::Gpu)
+    if (topo.device(topo.link(l).from).kind == DeviceKind::Gpu) {
       EXPECT_DOUBLE_EQ(ll.flow->link_stats[static_cast<std::size_t>(l)].bytes, 14.0 * 128 * 4) << l;
+    }
   }
   // Without protocols the same switch is the bare alpha-beta model.
   const Topology bare = make_preset("switch", {{"bandwidth", "100GB/s"}, {"latency", "0.25us"}});
