@@ -375,10 +375,11 @@ CostParams two_switched_nodes() {
 
 // nvls_tree, 2 nodes of 2 (p = 4, g = 2, N = 2: H = 1, L = 1), a_s = 2 us, b_s = 2 ps/B
 // inside the node, a_e = 3 us, b_e = 4 ps/B across it, n = 1000 B. With k = 2 chunks (c = 500):
-// step = max(2e6 + 500 x 1.5 x 2, 3e6 + 1 x 250 x 4) = 3'001'000, T = (2 + 2 + 1) x step =
-// 15'005'000. Left to choose, k = round(sqrt(B x 3 / A)) with A = 3e6 and B = max(1000 x 1.5
-// x 2, 500 x 4) = 3000: 0.05 -> 1, so T = 4 x max(2'003'000, 3'002'000) = 12'008'000. Without a
-// reducing switch it is unavailable; on one node unsupported.
+// step = max(2e6 + 500 x 1.5 x 2, 3e6 + 1 x 250 x 4) = 3'001'000, and the first and last steps
+// carry only the switch's c: edge = 2e6 + 500 x 2 = 2'001'000; T = 2 x edge + (2 + 2 + 1 - 2) x
+// step = 13'005'000. Left to choose, k = round(sqrt(B x 3 / A)) with A = 3e6 and B = max(1000 x
+// 1.5 x 2, 500 x 4) = 3000: 0.05 -> 1, so T = 2 x 2'002'000 + 2 x max(2'003'000, 3'002'000) =
+// 10'008'000. Without a reducing switch it is unavailable; on one node unsupported.
 TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("nvls_tree", CollKind::AllReduce);
@@ -387,9 +388,9 @@ TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
   s.ranks_per_node = 2;
   s.chunks = 2;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 15'005'000);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 13'005'000);
   s.chunks = 0;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 12'008'000);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 10'008'000);
   // The one-node nvls refuses a switch per node.
   EXPECT_TRUE(reg.find("nvls", CollKind::AllReduce)->unavailable(s, c).has_value());
   c.switch_beta_ps = 0;
@@ -400,10 +401,11 @@ TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
 
 // nvls_sharp, 2 nodes of 2 (p = 4, g = 2, N = 2), a_s = 2 us, b_s = 2 ps/B in the node's
 // switch, SHARP a_n = 5 us, b_n = 3 ps/B, n = 1000 B, separate links. With k = 2 chunks (c = 500):
-// step = max(2e6 + 500 x 1.5 x 2, 5e6 + 250 x 3) = 5'000'750, T = (2 + 2) x step = 20'003'000.
-// Left to choose, k = round(sqrt(B x 2 / A)) with A = 5e6 and B = max(3000, 1500): 0.03 -> 1, so
-// T = 3 x max(2'003'000, 5'001'500) = 15'004'500. Without SHARP it is unavailable, and without a
-// reducing switch in the node too, unless one rank per node (then SHARP alone: T = 3 x (5e6 + 3000)).
+// step = max(2e6 + 500 x 1.5 x 2, 5e6 + 250 x 3) = 5'000'750, edge (switch only) = 2e6 + 500 x 2,
+// T = 2 x edge + (2 + 2 - 2) x step = 14'003'500. Left to choose, k = round(sqrt(B x 2 / A)) with
+// A = 5e6 and B = max(3000, 1500): 0.03 -> 1, so T = 2 x 2'002'000 + max(2'003'000, 5'001'500) =
+// 9'005'500. Without SHARP it is unavailable, and without a reducing switch in the node too,
+// unless one rank per node (then SHARP alone, one step: T = 5e6 + 3000).
 TEST(ChooseAlgorithm, NvlsSharpHandWorked) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("nvls_sharp", CollKind::AllReduce);
@@ -415,14 +417,14 @@ TEST(ChooseAlgorithm, NvlsSharpHandWorked) {
   CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
   s.ranks_per_node = 2;
   s.chunks = 2;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 20'003'000);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 14'003'500);
   s.chunks = 0;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 15'004'500);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 9'005'500);
   c.switch_beta_ps = 0;
   EXPECT_TRUE(a->unavailable(s, c).has_value());
   s.ranks_per_node = 1;
   EXPECT_FALSE(a->unavailable(s, c).has_value());
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 3 * (5e6 + 3000));
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 5e6 + 3000);
   c.net_switch_beta_ps = 0;
   EXPECT_TRUE(a->unavailable(s, c).has_value());
   s.ranks_per_node = 4;  // one node: NCCL's NVLS

@@ -21,13 +21,14 @@
 // as rank-to-rank sends spread over the node's other ranks (the larger of the two directions in
 // the steps where only one half runs).
 //
-// Closed form (lockstep estimate, every step at the steady-state load):
-//   T = (k + 2H + 1) * step,  step = max(a_s + c(1 + 1/g) b_s,  a_e + L (c/g) b_e)
+// Closed form (lockstep estimate, every middle step at the steady-state load; the first and the
+// last step carry only switch traffic, c at most on a GPU's switch link):
+//   T = 2 (a_s + c b_s) + (k + 2H - 1) * step,  step = max(a_s + c(1 + 1/g) b_s,  a_e + L (c/g) b_e)
 // (the sum of the byte terms and the larger alpha when a GPU's switch and NIC traffic share its
 // first link), L = 1 for two nodes (each NIC sends one half per tree per step), 2 beyond (an
 // inner rank of one tree also sends both halves down to its children); with one rank per node
-// no switch term. The chunk count
-// minimises it: k = sqrt(B (2H + 1) / A) for A the step's alpha and B its byte terms at k = 1,
+// no switch term. The chunk count minimises (k + 2H + 1) full steps:
+// k = sqrt(B (2H + 1) / A) for A the step's alpha and B its byte terms at k = 1,
 // within [1, 1024] and the elements of a rail's half. Reductions are charged no gamma: the
 // switch reduces inside the node, and the trees' reductions run fused with their loads.
 //
@@ -35,7 +36,7 @@
 // algorithm across nodes, which needs CollNet): instead of dbt's trees, local rank l streams its
 // reduced slice of each chunk (c/g) into the fabric's reduction tree and gets the sum back, so
 // each NIC carries c/g each way and each chunk spends one step there: k + 2 steps,
-//   T = (k + 2) * max(a_s + c(1 + 1/g) b_s,  a_n + (c/g) b_n)
+//   T = 2 (a_s + c b_s) + k * max(a_s + c(1 + 1/g) b_s,  a_n + (c/g) b_n)
 // with a_n the longest route between two ranks of a rail and b_n the per-byte time of that
 // stream (CostParams::net_switch_*: the route's slowest link at the switches' reduce
 // efficiency). Timed as one ring step per chunk over each rail: rank (node a, l) sends c/g to
@@ -218,11 +219,18 @@ void check(Across across, const CollectiveSpec& s, const CostParams& c) {
   if (auto why = unavailable(across, s, c)) throw Error(*why);
 }
 
+// The first and the last step carry only switch traffic (chunk 0's reduce-scatter, chunk
+// k-1's multicast: c each way on a GPU's switch link at most) and no network hop.
+double edge_step_ps(const Shape& sh, const CostParams& c, double chunk) {
+  return sh.g > 1 ? c.switch_alpha_ps + chunk * c.switch_beta_ps : 0.0;
+}
+
 double cost(Across across, const CollectiveSpec& s, const CostParams& c) {
   check(across, s, c);
   const Shape sh = shape_of(across, s);
   const int k = chunks_of(sh, s, c);
-  return (k + sh.depth) * step_ps(sh, c, static_cast<double>(s.bytes) / k);
+  const double chunk = static_cast<double>(s.bytes) / k;
+  return 2 * edge_step_ps(sh, c, chunk) + (k + sh.depth - 2) * step_ps(sh, c, chunk);
 }
 
 std::string explain(Across across, const CollectiveSpec& s, const CostParams& c) {
@@ -236,20 +244,22 @@ std::string explain(Across across, const CollectiveSpec& s, const CostParams& c)
   if (across == Across::Sharp)
     return explain_text(
         fmt::format("{}, N={} nodes, k={} chunks", head, sh.nodes, k),
-        "(k + 2) * max(a_s + c(1 + 1/g)*b_s, a_n + (c/g)*b_n), c = n/k; SHARP between the nodes; k minimises it; "
-        "lockstep estimate",
-        fmt::format("({} + 2) * max({} + {:.0f}B/{}, {} + {:.0f}B/{})", k, fmt_alpha(c.switch_alpha_ps),
-                    chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps), fmt_alpha(c.net_switch_alpha_ps),
-                    chunk / sh.g, fmt_rate(c.net_switch_beta_ps)),
+        "2*(a_s + c*b_s) + k * max(a_s + c(1 + 1/g)*b_s, a_n + (c/g)*b_n), c = n/k (the first and last steps "
+        "switch only; no switch term with g = 1); SHARP between the nodes; k = sqrt(2B/A); lockstep estimate",
+        fmt::format("2*({} + {:.0f}B/{}) + {} * max({} + {:.0f}B/{}, {} + {:.0f}B/{})", fmt_alpha(c.switch_alpha_ps),
+                    chunk, fmt_rate(c.switch_beta_ps), k, fmt_alpha(c.switch_alpha_ps), chunk * (1.0 + 1.0 / sh.g),
+                    fmt_rate(c.switch_beta_ps), fmt_alpha(c.net_switch_alpha_ps), chunk / sh.g,
+                    fmt_rate(c.net_switch_beta_ps)),
         cost(across, s, c));
   const Levels lv = levels(c);
   return explain_text(
       fmt::format("{}, N={} nodes, k={} chunks, H={}", head, sh.nodes, k, sh.h),
-      "(k + 2H + 1) * max(a_s + c(1 + 1/g)*b_s, a_e + L*(c/g)*b_e), c = n/k, L = 1 (2 nodes) or 2; k minimises it; "
-      "lockstep estimate",
-      fmt::format("({} + 2*{} + 1) * max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})", k, sh.h, fmt_alpha(c.switch_alpha_ps),
-                  chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps), fmt_alpha(lv.ae), sh.flows, chunk / sh.g,
-                  fmt_rate(lv.be)),
+      "2*(a_s + c*b_s) + (k + 2H - 1) * max(a_s + c(1 + 1/g)*b_s, a_e + L*(c/g)*b_e), c = n/k (the first and last "
+      "steps switch only), L = 1 (2 nodes) or 2; k = sqrt(B(2H+1)/A); lockstep estimate",
+      fmt::format("2*({} + {:.0f}B/{}) + ({} + 2*{} - 1) * max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})",
+                  fmt_alpha(c.switch_alpha_ps), chunk, fmt_rate(c.switch_beta_ps), k, sh.h,
+                  fmt_alpha(c.switch_alpha_ps), chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps),
+                  fmt_alpha(lv.ae), sh.flows, chunk / sh.g, fmt_rate(lv.be)),
       cost(across, s, c));
 }
 
