@@ -6,9 +6,11 @@
 // so a 16k-rank ring costs O(ranks) memory, not O(ranks x steps).
 //
 // Step semantics (shared by every executor): a rank executes its steps in order. Within
-// a step, all sends and receives run concurrently; the step ends when every send has been
-// delivered and every receive has arrived (and, for Reduce steps, been reduced). Messages
-// between one (sender, receiver) pair are matched in FIFO order.
+// a step, all sends and receives run concurrently; the step ends when every send is done
+// (its bytes have left: in time, drained from the links) and every receive has arrived (and,
+// for Reduce steps, been reduced). A message arrives a hop latency after it drained, so a
+// rank that only sends does not wait that latency out. Messages between one (sender,
+// receiver) pair are matched in FIFO order.
 //
 //   ring all-reduce, p = 3, buffer of 3 chunks c0 c1 c2, step s (reduce-scatter half):
 //     rank r sends chunk (r - s) mod p to r+1, receives chunk (r - s - 1) mod p from r-1

@@ -3,9 +3,10 @@
 // step program under the simulator's rules on an uncontended crossbar.
 //
 // The timing (time_steps below) follows the rules the flow simulator applies: a rank runs
-// its steps in order, all sends of a step start with the step, a message of m bytes is
-// delivered alpha + m*beta after its send starts, a step ends when its sends are delivered
-// and its receives have arrived, plus gamma * (received bytes) for Reduce steps. It also
+// its steps in order, all sends of a step start with the step, a message of m bytes has
+// drained m*beta after its send starts (the send is done, its ports are free) and arrives
+// alpha later, a step ends when its sends have drained and its receives have arrived, plus
+// gamma * (received bytes) for Reduce steps. It also
 // records when each GPU's uplink and downlink are busy: if no two messages ever overlap
 // on a port, bandwidth sharing never happens and this timing is exactly what the flow
 // simulator computes, so "closed form == timing, no overlap" proves the closed form exact.
@@ -53,11 +54,11 @@ Timing time_steps(const StepProgram& prog, const CostParams& c) {
           prog.step(r, next[r], st);
           sends_done[r] = clock[r];
           for (const Transfer& t : st.sends) {
-            const double at = clock[r] + c.alpha_ps + static_cast<double>(t.bytes) * c.beta_ps;
-            arrivals[key(r, t.peer)].push_back(at);
-            up[r].push_back({clock[r], at});
-            down[t.peer].push_back({clock[r], at});
-            sends_done[r] = std::max(sends_done[r], at);
+            const double drained = clock[r] + static_cast<double>(t.bytes) * c.beta_ps;
+            arrivals[key(r, t.peer)].push_back(drained + c.alpha_ps);
+            up[r].push_back({clock[r], drained});
+            down[t.peer].push_back({clock[r], drained});
+            sends_done[r] = std::max(sends_done[r], drained);
           }
           posted[r] = 1;
         }
@@ -216,18 +217,24 @@ TEST(ClosedForm, HandComputed) {
   EXPECT_DOUBLE_EQ(hand_cost("ring", spec(CollKind::AllGather, 3, 1000)), 2'000'668);
   // ring reduce-scatter p=3 n=1000: 2*(1e6 + 334 + 167) = 2'001'002
   EXPECT_DOUBLE_EQ(hand_cost("ring", spec(CollKind::ReduceScatter, 3, 1000)), 2'001'002);
-  // binomial p=5: ceil(log2 5) = 3; bcast 3*(1e6 + 1000) = 3'003'000; reduce 3*(1e6+1000+500)
-  EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Broadcast, 5, 1000)), 3'003'000);
+  // binomial p=5: ceil(log2 5) = 3. Broadcast: the root sends to 4, then 2, then 1; 2 sends
+  // to 3. Arrivals: 4 at 1000 + 1e6, 2 at 2000 + 1e6, 1 at 3000 + 1e6, 3 at 2000 + 1e6 + 1000
+  // + 1e6 = 2'003'000 (the latest). Reduce 3*(1e6+1000+500): every step waits for a receive.
+  EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Broadcast, 5, 1000)), 2'003'000);
+  // p=8 (a power of two): the chain of first children 0->4->6->7, 3*(1e6 + 1000)
+  EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Broadcast, 8, 1000)), 3'003'000);
   EXPECT_DOUBLE_EQ(hand_cost("binomial", spec(CollKind::Reduce, 5, 1000)), 3'004'500);
-  // pipeline p=4 k=4 n=1000 (chunks of 250): bcast (3+3)*(1e6+250) = 6'001'500;
-  // reduce (3+3)*(1e6 + 250 + 125) = 6'002'250; reduce p=2: 4*(1e6+250) + 125 = 4'001'125
+  // pipeline p=4 k=4 n=1000 (chunks of 250), one latency per hop: bcast 3*250 + 3*(1e6+250)
+  // = 3'001'500; reduce 3*(250+125) + 3*(1e6 + 250 + 125) = 3'002'250; reduce p=2: the far
+  // end drains its chunks back to back, the last arrives at 4*250 + 1e6 and is reduced in
+  // 125: 1'001'125
   CollectiveSpec pl = spec(CollKind::Broadcast, 4, 1000);
   pl.chunks = 4;
-  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 6'001'500);
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 3'001'500);
   pl.kind = CollKind::Reduce;
-  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 6'002'250);
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 3'002'250);
   pl.ranks = 2;
-  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 4'001'125);
+  EXPECT_DOUBLE_EQ(hand_cost("pipeline", pl), 1'001'125);
   // recursive doubling p=8: all-reduce 3*(1e6 + 1000 + 500) = 3'004'500;
   // all-gather n=1024: blocks 128, 256, 512: 3e6 + 896 = 3'000'896
   EXPECT_DOUBLE_EQ(hand_cost("recursive_doubling", spec(CollKind::AllReduce, 8, 1000)), 3'004'500);
@@ -313,7 +320,7 @@ TEST(ClosedForm, MatchesMathMdWhenEven) {
   EXPECT_NEAR(reg.find("recursive_doubling", s.kind)->cost_ps(s, c), 3 * (a + n * b + n * g), 1e-6);
   s.kind = CollKind::Broadcast;
   const double k = 64;  // default: ceil(64MiB / 512KiB) = 128, clamped to 64
-  EXPECT_NEAR(reg.find("pipeline", s.kind)->cost_ps(s, c), (p - 1 + k - 1) * (a + n / k * b), 1e-6);
+  EXPECT_NEAR(reg.find("pipeline", s.kind)->cost_ps(s, c), (k - 1) * n / k * b + (p - 1) * (a + n / k * b), 1e-6);
 }
 
 TEST(Unsupported, ReasonsNameTheRestriction) {

@@ -38,8 +38,9 @@ bool all_nvlink(const Topology& topo, const Path& path) {
 }
 
 // Runs step programs of several groups on one FlowNetwork. See step semantics in
-// schedule/collective.h: sends complete on delivery; a step ends when all of its sends
-// are delivered and all of its receives have arrived (plus gamma * reduced bytes).
+// schedule/collective.h: a send completes when its bytes have drained from the links, its
+// receive a hop latency later; a step ends when all of its sends have drained and all of
+// its receives have arrived (plus gamma * reduced bytes).
 class Runner : public EventHandler, public FlowListener {
  public:
   Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups, const FlowSimOptions& options)
@@ -103,6 +104,7 @@ class Runner : public EventHandler, public FlowListener {
   void handle(const Event& e) override {
     if (e.kind == kDeliver) {
       deliver(static_cast<std::uint32_t>(e.payload));
+
     } else if (e.kind == kStart) {
       start_group(static_cast<int>(e.payload));
     } else {
@@ -120,9 +122,13 @@ class Runner : public EventHandler, public FlowListener {
     }
   }
 
+  // The sender's send is done now (its next step may start flows: the network has retired
+  // this one and solves rates at the end of the instant); the receiver has the bytes one hop
+  // latency later.
   void flow_drained(std::uint64_t tag, Time now) override {
     const auto id = static_cast<std::uint32_t>(tag);
     engine_.schedule(now + msgs_[id].latency, this, kDeliver, id);
+    complete_one(msgs_[id].src_slot);
   }
 
  private:
@@ -317,6 +323,7 @@ class Runner : public EventHandler, public FlowListener {
     }
     ++messages_;
     if (t.bytes == 0) {
+      --st.outstanding;  // nothing to drain: the send is done as it starts (advance() checks)
       engine_.schedule(engine_.now() + m.latency, this, kDeliver, id);
     } else {
       net_.start(path.links, wire_bytes(g, t.bytes), id);
@@ -328,8 +335,6 @@ class Runner : public EventHandler, public FlowListener {
     free_msgs_.push_back(id);
     if (m.record >= 0) transfers_[m.record].delivered = engine_.now();
     const std::int64_t index = m.pair->arrived++;
-    // The sender's step waits for delivery.
-    complete_one(m.src_slot);
     // The receiver's matching receive, if already posted, is now satisfied.
     if (m.pair->posted > index) {
       if (m.record >= 0) transfers_[m.record].reduce = ranks_[m.dst_slot].reduce;

@@ -1,9 +1,10 @@
 // Timing collectives: step programs on a topology, at `formula` or `flow` fidelity.
 //
 // `flow`: each group's step program runs rank by rank; every send becomes a flow from
-// the sender's GPU to the receiver's GPU on its routed path (FlowNetwork), delivered
-// after it drains plus the path latency. Several groups run at once (e.g. a broadcast
-// along every column of a mesh), so their flows contend for shared links.
+// the sender's GPU to the receiver's GPU on its routed path (FlowNetwork); the send is
+// done when it drains, and the message is delivered the path latency after that.
+// Several groups run at once (e.g. a broadcast along every column of a mesh), so their
+// flows contend for shared links.
 // `formula`: the algorithm's closed form with alpha/beta read off the topology for the
 // group (CostParams): the teaching baseline, blind to contention.
 // `nccl`: NCCL's own tuning model (sim/nccl_model.h): NCCL picks the algorithm and

@@ -164,6 +164,7 @@ TEST(FlowEqualsFormulaWithGamma, ReducingAlgorithms) {
                                                      {"recursive_doubling", CollKind::AllReduce},
                                                      {"rabenseifner", CollKind::AllReduce},
                                                      {"binomial", CollKind::Reduce},
+                                                     {"pipeline", CollKind::Reduce},
                                                      {"hierarchical", CollKind::AllReduce}}) {
     CollectiveRequest req = request(kind, MiB(64), 8, algo);
     req.gamma_ps = 1.0 / GBps(50).bytes_per_ps();

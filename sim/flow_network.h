@@ -26,6 +26,8 @@ namespace meshsim {
 class FlowListener {
  public:
   virtual ~FlowListener() = default;
+  // The flow has left the network; the listener may start new flows from here (rates are
+  // solved at the end of the instant).
   virtual void flow_drained(std::uint64_t tag, Time now) = 0;
 };
 

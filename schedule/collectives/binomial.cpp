@@ -32,9 +32,13 @@
 // p is not a power of two; that child then sends while its sibling's message is still in
 // flight and the two share the parent's downlink, which the closed form below ignores.)
 //
-// Cost (exact under the step rules, one flow per link at any time):
-//   broadcast  ceil(log2 p) * (alpha + n*beta)
-//   reduce     ceil(log2 p) * (alpha + n*beta + n*gamma)
+// Cost (exact under the step rules, one flow per link at any time). A sender starts its next
+// send as soon as the last has drained (n*beta), the receiver has it alpha later; so the i-th
+// child a rank sends to (i = 0, 1, ...) has the buffer (i+1)*n*beta + alpha after its parent.
+//   broadcast  the latest arrival, bcast_ps() below; ceil(log2 p) * (alpha + n*beta) when p is
+//              a power of two (the chain of first children), less where the tree is cut
+//              (p = 3: 2*n*beta + alpha, the root's two sends back to back)
+//   reduce     ceil(log2 p) * (alpha + n*beta + n*gamma) (every step waits for a receive)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,11 +122,23 @@ class BinomialReduce final : public StepProgram {
 
 const std::vector<CollKind> kKinds = {CollKind::Broadcast, CollKind::Reduce};
 
+// The latest arrival in a broadcast subtree of `size` ranks (a rank and the range it sends
+// to), after the subtree's top has the buffer. Its children get masks 2^(c-1), ..., 1
+// (c = ceil(log2 size)), in that order; the first child's subtree has size - 2^(c-1) ranks,
+// the i-th's (i >= 1) a complete 2^(c-1-i), whose latest arrival is (c-1-i)*(t + alpha).
+double bcast_subtree_ps(int size, double t, double alpha) {
+  if (size <= 1) return 0.0;
+  const int c = ceil_log2(size);
+  double worst = t + alpha + bcast_subtree_ps(size - (1 << (c - 1)), t, alpha);
+  if (c >= 2) worst = std::max(worst, c * t + (c - 1) * alpha);  // i = 1: 2t + alpha + (c-2)(t + alpha)
+  return worst;
+}
+
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
   const double n = static_cast<double>(s.bytes);
-  const double g = s.kind == CollKind::Reduce ? c.gamma_ps : 0.0;
-  return ceil_log2(s.ranks) * (c.alpha_ps + n * c.beta_ps + n * g);
+  if (s.kind == CollKind::Reduce) return ceil_log2(s.ranks) * (c.alpha_ps + n * c.beta_ps + n * c.gamma_ps);
+  return bcast_subtree_ps(s.ranks, n * c.beta_ps, c.alpha_ps);
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
@@ -133,8 +149,12 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
                         fmt::format("{}*({} + {}B/{} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes, fmt_rate(c.beta_ps),
                                     s.bytes, fmt_rate(c.gamma_ps)),
                         cost(s, c));
-  return explain_text(head, "ceil(log2 p)*(alpha + n*beta)",
-                      fmt::format("{}*({} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes, fmt_rate(c.beta_ps)),
+  if ((s.ranks & (s.ranks - 1)) == 0)
+    return explain_text(head, "ceil(log2 p)*(alpha + n*beta)",
+                        fmt::format("{}*({} + {}B/{})", d, fmt_alpha(c.alpha_ps), s.bytes, fmt_rate(c.beta_ps)),
+                        cost(s, c));
+  return explain_text(head, "the latest arrival; a rank's i-th child has the buffer (i+1)*n*beta + alpha after it",
+                      fmt::format("n*beta = {}B/{}, alpha = {}", s.bytes, fmt_rate(c.beta_ps), fmt_alpha(c.alpha_ps)),
                       cost(s, c));
 }
 

@@ -22,17 +22,18 @@
 // never more chunks than elements. The chunks are the slices of n in k parts; the last
 // chunk is the largest, s_max = ceil(n/k) elements.
 //
-// Cost (exact under the step rules; c_j = alpha + s_j*beta, g_j = s_j*gamma):
-//   broadcast: every hop-move of the critical path can be taken by the largest chunk, so
-//     sum_{j<k-1} c_j + (p-1)*c_max  =  (k-1)*alpha + (n - s_max)*beta + (p-1)*(alpha + s_max*beta)
-//     which is (p-1 + k-1)*(alpha + (n/k)*beta) when k divides n (docs/math.md section 1).
-//   reduce: a Reduce step ends gamma*(received bytes) after it would otherwise end, so a
-//     middle rank's step costs c + g; the root only receives and the far end only sends.
-//     The closed form is the longest path through that grid, evaluated in O(k) by
-//     pipeline_reduce_ps() below; for p >= 3 and k | n it is
-//       (p-1 + k-1)*(alpha + (n/k)*beta + (n/k)*gamma)
-//     and for p = 2 (no middle rank: the root's reduce of chunk j overlaps the transfer of
-//     chunk j+1) it is k*(alpha + (n/k)*beta) + (n/k)*gamma when gamma <= beta.
+// Cost (exact under the step rules, which let a rank start its next step as soon as its
+// sends have drained: the hop latency alpha is paid by the receiver only). With t_j =
+// s_j*beta the drain time of chunk j and g_j = s_j*gamma its reduction (reduce only):
+//   the far end (chain index 0) only sends: its step j starts at F_j = t_0 + ... + t_{j-1};
+//   a middle rank's step j ends at max(its step j-1's end + t_{j-1}, chunk j's arrival) + g_j;
+//   chunk j arrives one drain and one alpha after the step that sends it began.
+// The longest path through that grid, in O(k) by pipeline_ps() below (the middle ranks are
+// alike, so the p-3 hops between them are taken at the chunk where a hop costs most):
+//   broadcast (k | n):          (k-1)*(n/k)*beta + (p-1)*(alpha + (n/k)*beta)
+//   reduce (p >= 3, k | n):     (k-1)*(n/k)*(beta + gamma) + (p-1)*(alpha + (n/k)*(beta + gamma))
+// so alpha is paid once per hop, not once per chunk and hop: while chunk j waits out its
+// hop's latency, chunk j+1 is already draining behind it (docs/math.md section 1).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -95,41 +96,33 @@ class PipelineProgram final : public StepProgram {
 
 const std::vector<CollKind> kKinds = {CollKind::Broadcast, CollKind::Reduce};
 
-double bcast_ps(int p, int k, Bytes n, Bytes elem, const CostParams& c) {
-  if (p <= 1) return 0.0;
-  const double smax = static_cast<double>(max_slice(n, k, elem));
-  return (k - 1) * c.alpha_ps + (static_cast<double>(n) - smax) * c.beta_ps + (p - 1) * (c.alpha_ps + smax * c.beta_ps);
-}
-
-// Longest path of the reduce pipeline. Rows: the far end (sends only), the middle ranks
-// (send chunk j-1 while reducing chunk j), the root (reduces only). A = start of the far
-// end's step j; B = end of chain rank 1's step j; C = the same after the p-3 further
-// hops between middle ranks (taken at the chunk where they cost most); D = root's step j.
-double pipeline_reduce_ps(int p, int k, Bytes n, Bytes elem, const CostParams& cp) {
+// Longest path of the pipeline (the rules above): b = end of chain rank 1's step j (rank 1 is
+// the first middle rank), mid = the end of chain rank p-2's step j (after the p-3 hops between
+// middle ranks), last = the end of the receiving end's step j. gamma = 0 for a broadcast.
+double pipeline_ps(int p, int k, Bytes n, Bytes elem, const CostParams& cp, double gamma_ps) {
   if (p <= 1) return 0.0;
   constexpr double kNone = -1e300;
-  double a = 0, b = kNone, cc = kNone, d = kNone, prev_c = 0;
+  double far = 0, b = kNone, mid = kNone, last = kNone, prev_t = 0;
   for (int j = 0; j < k; ++j) {
     const double s = static_cast<double>(slice(n, k, j, elem).size());
-    const double c = cp.alpha_ps + s * cp.beta_ps, g = s * cp.gamma_ps;
-    if (j > 0) a += prev_c;
+    const double t = s * cp.beta_ps, g = s * gamma_ps, hop = t + cp.alpha_ps;
+    if (j > 0) far += prev_t;
     if (p == 2) {
-      d = std::max(a + c + g, d + g);
+      last = std::max(last, far + hop) + g;
     } else {
-      b = std::max(a + c + g, b + prev_c + g);
-      cc = std::max(b + (p - 3) * (c + g), cc + prev_c + g);
-      d = std::max(cc + c + g, d + g);
+      b = std::max(b + prev_t, far + hop) + g;
+      mid = std::max(b + (p - 3) * (hop + g), mid + prev_t + g);
+      last = std::max(last, mid + hop) + g;
     }
-    prev_c = c;
+    prev_t = t;
   }
-  return d;
+  return last;
 }
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
   const int k = chunks_of(s);
-  if (s.kind == CollKind::Reduce) return pipeline_reduce_ps(s.ranks, k, s.bytes, s.element_bytes, c);
-  return bcast_ps(s.ranks, k, s.bytes, s.element_bytes, c);
+  return pipeline_ps(s.ranks, k, s.bytes, s.element_bytes, c, s.kind == CollKind::Reduce ? c.gamma_ps : 0.0);
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
@@ -139,14 +132,15 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
                                        s.chunks > 0 ? "" : ", default ceil(n/512KiB) in [1,64]");
   if (s.kind == CollKind::Reduce)
     return explain_text(head,
-                        "(p-1 + k-1)*(alpha + s*beta + s*gamma), s = ceil(n/k) (p >= 3; exact longest path "
-                        "for p = 2 or uneven chunks)",
-                        fmt::format("({} + {})*({} + {}B/{} + {}B/{})", p - 1, k - 1, fmt_alpha(c.alpha_ps), sm,
-                                    fmt_rate(c.beta_ps), sm, fmt_rate(c.gamma_ps)),
+                        "(k-1)*s*(beta + gamma) + (p-1)*(alpha + s*beta + s*gamma), s = ceil(n/k) (p >= 3; "
+                        "exact longest path for p = 2 or uneven chunks)",
+                        fmt::format("{}*{}B*(1/{} + 1/{}) + {}*({} + {}B/{} + {}B/{})", k - 1, sm, fmt_rate(c.beta_ps),
+                                    fmt_rate(c.gamma_ps), p - 1, fmt_alpha(c.alpha_ps), sm, fmt_rate(c.beta_ps), sm,
+                                    fmt_rate(c.gamma_ps)),
                         cost(s, c));
-  return explain_text(head, "(k-1)*alpha + (n-s)*beta + (p-1)*(alpha + s*beta), s = ceil(n/k)",
-                      fmt::format("{}*{} + {}B/{} + {}*({} + {}B/{})", k - 1, fmt_alpha(c.alpha_ps), s.bytes - sm,
-                                  fmt_rate(c.beta_ps), p - 1, fmt_alpha(c.alpha_ps), sm, fmt_rate(c.beta_ps)),
+  return explain_text(head, "(n-s)*beta + (p-1)*(alpha + s*beta), s = ceil(n/k)",
+                      fmt::format("{}B/{} + {}*({} + {}B/{})", s.bytes - sm, fmt_rate(c.beta_ps), p - 1,
+                                  fmt_alpha(c.alpha_ps), sm, fmt_rate(c.beta_ps)),
                       cost(s, c));
 }
 
@@ -154,8 +148,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 
 Algorithm make_pipeline() {
   return basic_algorithm<PipelineProgram>(
-      "pipeline", "chunked chain from/to the root: (p-1 + k-1) chunk times, bandwidth-optimal for large n", kKinds,
-      cost, explain);
+      "pipeline",
+      "chunked chain from/to the root: (p-1 + k-1) chunk times, one latency per hop, bandwidth-optimal for large n",
+      kKinds, cost, explain);
 }
 
 }  // namespace meshsim::collectives
