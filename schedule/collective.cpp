@@ -252,6 +252,7 @@ CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows) {
   level(out.alpha_ps, out.beta_ps, cp.multi_node ? HopKind::Net : cp.intra_hop);
   level(out.intra_alpha_ps, out.intra_beta_ps, cp.intra_hop);
   level(out.inter_alpha_ps, out.inter_beta_ps, HopKind::Net);
+  out.inter_route_beta_ps /= f;
   level(out.switch_alpha_ps, out.switch_beta_ps, cp.intra_hop);
   level(out.net_switch_alpha_ps, out.net_switch_beta_ps, HopKind::Net);
   return out;

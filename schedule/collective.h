@@ -160,6 +160,11 @@ struct CostParams {
   double gamma_ps = 0;  // per byte reduced
   double intra_alpha_ps = 0, intra_beta_ps = 0;
   double inter_alpha_ps = 0, inter_beta_ps = 0;
+  // One route between nodes on its own (the slowest), where inter_beta_ps is that route's
+  // share of a node's egress when all g ranks of the node cross at once (a NIC shared by a
+  // node's GPUs): what one rank crossing alone gets, as a ring's one crossing per node.
+  // 0: inter_beta_ps.
+  double inter_route_beta_ps = 0;
   // Whether a GPU's intra-node and inter-node traffic leave it over the same first link (one
   // uplink to a switch or a PCIe tree), so that they add up; false: separate paths (NVLink
   // to the NVSwitch, a NIC of its own), so that they overlap.

@@ -308,6 +308,30 @@ TEST(ClosedForm, HierarchicalTreeExactOnTwoNodesAndFasterThanTheRingAcrossMany) 
   EXPECT_LT(time_steps(*tree->build(s), c).end_ps, 0.5 * time_steps(*ring->build(s), c).end_ps);
 }
 
+// A ring over two nodes of two ranks: hops 0->1 and 2->3 inside a node (1 us, 1 ps/B), 1->2
+// and 3->0 between them (2 us, 4 ps/B). All-gather of 4000 B, slices of 1000: a rank's step
+// ends when its own send has drained and its predecessor's message has arrived. By hand, step
+// by step (end times of ranks at the two positions, inside-hop sender / crossing sender):
+//   step 0: 2'004'000 / 1'001'000;  step 1: 3'005'000 / 3'005'000;  step 2: 5'009'000 / 4'006'000
+// (the last rank 0 waited on 3 -> 0 (2 us + 4000), 3 on 2 -> 3 (1 us + 1000), 2 on 1 -> 2):
+// 5'009'000, where paying the worse hop every step would be 3 * (2 us + 4000) = 6'012'000.
+TEST(ClosedForm, RingAcrossNodesPaysEachHopOnTheDependencyPath) {
+  CostParams c;
+  c.alpha_ps = 2e6;
+  c.beta_ps = 4;
+  c.intra_alpha_ps = 1e6;
+  c.intra_beta_ps = 1;
+  c.inter_alpha_ps = 2e6;
+  c.inter_beta_ps = 8;  // a shared NIC's share when both ranks cross at once; a ring's one crossing gets:
+  c.inter_route_beta_ps = 4;
+  CollectiveSpec s = spec(CollKind::AllGather, 4, 4000);
+  s.ranks_per_node = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("ring", s, c), 5'009'000);
+  // One rank per node: every hop alike, the flat form 3 * (alpha + 1000 * beta).
+  s.ranks_per_node = 1;
+  EXPECT_DOUBLE_EQ(hand_cost("ring", s, c), 6'012'000);
+}
+
 TEST(ClosedForm, MatchesMathMdWhenEven) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const CostParams c = params(10);

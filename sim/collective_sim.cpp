@@ -536,6 +536,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   cp.intra_beta_ps = 1.0 / (std::isfinite(bw_in) ? bw_in : bw_all);
   cp.inter_alpha_ps = std::isfinite(bw_out) ? a_out : a_all;
   cp.inter_beta_ps = 1.0 / (std::isfinite(bw_out) ? bw_out : bw_all);
+  cp.inter_route_beta_ps = cp.inter_beta_ps;
   // The inter-node phase of a hierarchical collective runs g rings at once, one per local
   // index, and all of them leave the node through its NICs: each gets at most 1/g of the
   // node's egress (one FDR NIC shared by 4 GPUs on frontera-rtx; a NIC per GPU on DGX).

@@ -20,7 +20,21 @@
 //   all-gather      (p-1)*(alpha + M*beta)
 //   all-reduce      2(p-1)*alpha + 2(p-1)*M*beta + (p-1)*M*gamma
 // which is the (p-1)/p*n per phase of docs/math.md section 1 when p divides n.
+//
+// Across nodes (node blocks of g consecutive ranks, g-1 hops inside a node and one between
+// nodes) the hops differ, and the step rules let a rank start its next step as soon as its
+// own send has drained and its predecessor's message has arrived: rank r's step s ends at
+//   max(end(r, s-1) + M*b_r,  end(r-1, s-1) + M*b_{r-1} + a_{r-1})  (+ M*gamma when it reduces)
+// with a_r, b_r the latency and per-byte time of r's outgoing hop. The time is the longest
+// path through that (rank, step) grid, ring_blocks_ps() below, O(steps * g). In the long run
+// a step costs the larger of the slowest hop's drain and the mean over a node's g hops of
+// latency plus drain: a ring whose one crossing per node is slow pays that hop's drain every
+// step but its latency only as the g hops share it, as NCCL's model charges the ring's
+// latencies hop by hop (its nInterSteps and intra steps) rather than the worst every step.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "schedule/collectives/common.h"
 
@@ -43,6 +57,37 @@ void ring_reduce_scatter_step(const RingView& v, int s, Step& out) {
 
 void ring_all_gather_step(const RingView& v, int s, Step& out) {
   ring_step(v, mod(v.pos - s, v.size), mod(v.pos - s - 1, v.size), RecvOp::Copy, out);
+}
+
+// The ring of p ranks in node blocks of g (the rules at the top of this file): steps_rs Reduce
+// steps (M*gamma each) then steps_ag Copy steps, every message M bytes.
+double ring_blocks_ps(int g, int steps_rs, int steps_ag, double m, const CostParams& c) {
+  const Levels lv = levels(c);
+  const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
+  // Position q = rank mod g: its outgoing hop is inside the node for q < g-1.
+  auto drain = [&](int q) { return m * (q < g - 1 ? lv.bi : be); };
+  auto hop = [&](int q) { return drain(q) + (q < g - 1 ? lv.ai : lv.ae); };
+  std::vector<double> end(static_cast<std::size_t>(g), 0.0), next(end);
+  for (int s = 0; s < steps_rs + steps_ag; ++s) {
+    const double reduce = s < steps_rs ? m * c.gamma_ps : 0.0;
+    for (int q = 0; q < g; ++q) {
+      const int prev = (q + g - 1) % g;
+      next[static_cast<std::size_t>(q)] =
+          std::max(end[static_cast<std::size_t>(q)] + drain(q), end[static_cast<std::size_t>(prev)] + hop(prev)) +
+          reduce;
+    }
+    end.swap(next);
+  }
+  return *std::max_element(end.begin(), end.end());
+}
+
+// Whether `s` runs as a ring across node blocks whose hops differ (ring_blocks_ps).
+bool ring_across_nodes(const CollectiveSpec& s, const CostParams& c) {
+  const int g = s.ranks_per_node;
+  if (g < 2 || s.ranks <= g || s.ranks % g != 0) return false;
+  const Levels lv = levels(c);
+  const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
+  return lv.ai != lv.ae || lv.bi != be;
 }
 
 double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma) {
@@ -91,6 +136,18 @@ const std::vector<CollKind> kKinds = {CollKind::AllReduce, CollKind::AllGather, 
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
+  if (ring_across_nodes(s, c)) {
+    const double m = static_cast<double>(max_slice(s.bytes, s.ranks, s.element_bytes));
+    const int steps = s.ranks - 1;
+    switch (s.kind) {
+      case CollKind::ReduceScatter:
+        return ring_blocks_ps(s.ranks_per_node, steps, 0, m, c);
+      case CollKind::AllGather:
+        return ring_blocks_ps(s.ranks_per_node, 0, steps, m, c);
+      default:
+        return ring_blocks_ps(s.ranks_per_node, steps, steps, m, c);
+    }
+  }
   const double rs = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, c.gamma_ps);
   const double ag = ring_phase_ps(s.ranks, s.bytes, s.element_bytes, c.alpha_ps, c.beta_ps, 0.0);
   switch (s.kind) {
@@ -121,7 +178,20 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
       sym = "2(p-1)*alpha + 2(p-1)*M*beta + (p-1)*M*gamma, M = largest slice = ceil(n/p)";
       num = fmt::format("2*{}*{} + 2*{}*{}B/{} + {}*{}B/{}", p - 1, a, p - 1, m, b, p - 1, m, g);
   }
-  return explain_text(fmt::format("ring {} (p={}, n={}B)", to_string(s.kind), p, s.bytes), sym, num, cost(s, c));
+  const std::string head = fmt::format("ring {} (p={}, n={}B)", to_string(s.kind), p, s.bytes);
+  if (ring_across_nodes(s, c)) {
+    const Levels lv = levels(c);
+    const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
+    return explain_text(
+        fmt::format("{}, {} nodes of g={}", head, p / s.ranks_per_node, s.ranks_per_node),
+        "longest path over the steps: a rank's step ends when its own send has drained (M*b of its hop) and its "
+        "predecessor's has arrived (M*b + a of that hop), g-1 hops (a_i, b_i) inside a node and one (a_e, b_e) "
+        "between nodes; about max(M*b_e, ((g-1)(a_i + M*b_i) + a_e + M*b_e)/g) per step",
+        fmt::format("M = {}B, a_i = {}, b_i = {}, a_e = {}, b_e = {}", m, fmt_alpha(lv.ai), fmt_rate(lv.bi),
+                    fmt_alpha(lv.ae), fmt_rate(be)),
+        cost(s, c));
+  }
+  return explain_text(head, sym, num, cost(s, c));
 }
 
 }  // namespace
