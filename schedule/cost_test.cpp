@@ -405,12 +405,15 @@ CostParams two_switched_nodes() {
 }
 
 // nvls_tree, 2 nodes of 2 (p = 4, g = 2, N = 2: H = 1, L = 1), a_s = 2 us, b_s = 2 ps/B
-// inside the node, a_e = 3 us, b_e = 4 ps/B across it, n = 1000 B. With k = 2 chunks (c = 500):
-// step = max(2e6 + 500 x 1.5 x 2, 3e6 + 1 x 250 x 4) = 3'001'000, and the first and last steps
-// carry only the switch's c: edge = 2e6 + 500 x 2 = 2'001'000; T = 2 x edge + (2 + 2 + 1 - 2) x
-// step = 13'005'000. Left to choose, k = round(sqrt(B x 3 / A)) with A = 3e6 and B = max(1000 x
-// 1.5 x 2, 500 x 4) = 3000: 0.05 -> 1, so T = 2 x 2'002'000 + 2 x max(2'003'000, 3'002'000) =
-// 10'008'000. Without a reducing switch it is unavailable; on one node unsupported.
+// inside the node, a_e = 3 us, b_e = 4 ps/B across it, n = 1000 B. With k = 2 chunks (c = 500),
+// k + 2H + 1 = 5 steps, each at its own load: the reduce-scatter of chunks 0, 1 in steps 0, 1,
+// their multicast in steps 3, 4 (c on a GPU's switch link: 2e6 + 500 x 2 = 2'001'000); dbt's UP
+// half in steps 1, 2 and its DOWN half in steps 2, 3, each a quarter chunk on a NIC (3e6 + 125 x
+// 4 = 3'000'500), both in step 2 (3e6 + 250 x 4 = 3'001'000):
+// T = 2'001'000 + 3'000'500 + 3'001'000 + 3'000'500 + 2'001'000 = 13'004'000. Left to choose,
+// k = round(sqrt(B x 3 / A)) with A = 3e6 and B = max(1000 x 1.5 x 2, 500 x 4) = 3000: 0.05 -> 1,
+// four steps: 2e6 + 2000, 3e6 + 250 x 4 (UP), 3e6 + 250 x 4 (DOWN), 2e6 + 2000 = 10'006'000.
+// Without a reducing switch it is unavailable; on one node unsupported.
 TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
   const Algorithm* a = reg.find("nvls_tree", CollKind::AllReduce);
@@ -419,9 +422,9 @@ TEST(ChooseAlgorithm, NvlsTreeHandWorked) {
   CollectiveSpec s = spec(CollKind::AllReduce, 4, 1000);
   s.ranks_per_node = 2;
   s.chunks = 2;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 13'005'000);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 13'004'000);
   s.chunks = 0;
-  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 10'008'000);
+  EXPECT_DOUBLE_EQ(a->cost_ps(s, c), 10'006'000);
   // The one-node nvls refuses a switch per node.
   EXPECT_TRUE(reg.find("nvls", CollKind::AllReduce)->unavailable(s, c).has_value());
   c.switch_beta_ps = 0;

@@ -21,13 +21,17 @@
 // as rank-to-rank sends spread over the node's other ranks (the larger of the two directions in
 // the steps where only one half runs).
 //
-// Closed form (lockstep estimate, every middle step at the steady-state load; the first and the
-// last step carry only switch traffic, c at most on a GPU's switch link):
-//   T = 2 (a_s + c b_s) + (k + 2H - 1) * step,  step = max(a_s + c(1 + 1/g) b_s,  a_e + L (c/g) b_e)
+// Closed form (lockstep estimate): the sum over the k + 2H + 1 steps of each step's own load,
+//   T = sum_t max(a_s + S_t c b_s,  a_e + L_t (c/g) b_e)
 // (the sum of the byte terms and the larger alpha when a GPU's switch and NIC traffic share its
-// first link), L = 1 for two nodes (each NIC sends one half per tree per step), 2 beyond (an
-// inner rank of one tree also sends both halves down to its children); with one rank per node
-// no switch term. The chunk count minimises (k + 2H + 1) full steps:
+// first link; a level with no traffic in a step costs nothing there). S_t = 1 + 1/g while both
+// chunk t's reduce-scatter and chunk t-2H-1's multicast run, 1 where one does; L_t counts the
+// dbt halves in the step, UP (steps 1 .. k+H-1) and DOWN (steps H+1 .. k+2H-1), each 1 beyond two
+// nodes (a rank sends one rail half-chunk per tree up, an inner rank both halves of its tree
+// down) and 1/2 on two (each NIC one half per tree). In the middle steps that is
+// max(a_s + c(1 + 1/g) b_s, a_e + L (c/g) b_e), L = 2 (1 on two nodes); the fill and drain steps
+// carry one half of it. With one rank per node no switch term. The chunk count minimises
+// (k + 2H + 1) middle steps:
 // k = sqrt(B (2H + 1) / A) for A the step's alpha and B its byte terms at k = 1,
 // within [1, 1024] and the elements of a rail's half. Reductions are charged no gamma: the
 // switch reduces inside the node, and the trees' reductions run fused with their loads.
@@ -35,7 +39,8 @@
 // nvls_sharp: the same with SHARP on the InfiniBand switches between the nodes (NCCL's NVLS
 // algorithm across nodes, which needs CollNet): instead of dbt's trees, local rank l streams its
 // reduced slice of each chunk (c/g) into the fabric's reduction tree and gets the sum back, so
-// each NIC carries c/g each way and each chunk spends one step there: k + 2 steps,
+// each NIC carries c/g each way and each chunk spends one step there: k + 2 steps, each at its
+// own load as above (the network in steps 1 .. k), about
 //   T = 2 (a_s + c b_s) + k * max(a_s + c(1 + 1/g) b_s,  a_n + (c/g) b_n)
 // with a_n the longest route between two ranks of a rail and b_n the per-byte time of that
 // stream (CostParams::net_switch_*: the route's slowest link at the switches' reduce
@@ -117,12 +122,6 @@ StepTerms step_terms(const Shape& sh, const CostParams& c, double chunk) {
   const double ae = sharp ? c.net_switch_alpha_ps : lv.ae, be = sharp ? c.net_switch_beta_ps : lv.be;
   return {sh.g > 1 ? c.switch_alpha_ps : 0.0, ae, intra, sh.flows * chunk / sh.g * be, lv.separate};
 }
-double step_ps(const Shape& sh, const CostParams& c, double chunk) {
-  const StepTerms t = step_terms(sh, c, chunk);
-  if (t.separate) return std::max(t.switch_alpha + t.intra_bytes_ps, t.inter_alpha + t.inter_bytes_ps);
-  return t.alpha() + t.intra_bytes_ps + t.inter_bytes_ps;
-}
-
 int chunks_of(const Shape& sh, const CollectiveSpec& s, const CostParams& c) {
   if (s.chunks > 0) return s.chunks;
   const StepTerms t = step_terms(sh, c, static_cast<double>(s.bytes));
@@ -219,18 +218,32 @@ void check(Across across, const CollectiveSpec& s, const CostParams& c) {
   if (auto why = unavailable(across, s, c)) throw Error(*why);
 }
 
-// The first and the last step carry only switch traffic (chunk 0's reduce-scatter, chunk
-// k-1's multicast: c each way on a GPU's switch link at most) and no network hop.
-double edge_step_ps(const Shape& sh, const CostParams& c, double chunk) {
-  return sh.g > 1 ? c.switch_alpha_ps + chunk * c.switch_beta_ps : 0.0;
-}
-
+// The lockstep estimate step by step: step t's switch traffic (chunk t's reduce-scatter while
+// t < k, chunk t - depth's multicast from t = depth on) and network traffic (trees: dbt's UP
+// half in steps 1 .. k+H-1 and its DOWN half in steps H+1 .. k+2H-1, each one rail half-chunk
+// per tree on the busiest NIC, so c/g per half beyond two nodes and c/(2g) on two; SHARP: c/g
+// in steps 1 .. k), each at its own load. The pipeline's fill and drain steps carry one of
+// the two halves, where a middle step carries both.
 double cost(Across across, const CollectiveSpec& s, const CostParams& c) {
   check(across, s, c);
   const Shape sh = shape_of(across, s);
   const int k = chunks_of(sh, s, c);
   const double chunk = static_cast<double>(s.bytes) / k;
-  return 2 * edge_step_ps(sh, c, chunk) + (k + sh.depth - 2) * step_ps(sh, c, chunk);
+  const Levels lv = levels(c);
+  const bool sharp = across == Across::Sharp;
+  const double ae = sharp ? c.net_switch_alpha_ps : lv.ae, be = sharp ? c.net_switch_beta_ps : lv.be;
+  const double half = sh.nodes == 2 ? 0.5 : 1.0;  // a tree half's share of c/g on the busiest NIC
+  auto in = [](int t, int lo, int hi) { return t >= lo && t < hi ? 1.0 : 0.0; };
+  double total = 0;
+  for (int t = 0; t < k + sh.depth; ++t) {
+    const double rs = in(t, 0, k), mc = in(t, sh.depth, k + sh.depth);
+    const double units = sharp ? in(t, 1, k + 1) : half * (in(t, 1, k + sh.h) + in(t, sh.h + 1, k + 2 * sh.h));
+    const double sw = sh.g > 1 ? chunk * std::max(rs + mc / sh.g, rs / sh.g + mc) * c.switch_beta_ps : 0.0;
+    const double net = units * chunk / sh.g * be;
+    const double a_s = sw > 0 ? c.switch_alpha_ps : 0.0, a_e = units > 0 ? ae : 0.0;
+    total += lv.separate || sw == 0 || net == 0 ? std::max(a_s + sw, a_e + net) : std::max(a_s, a_e) + sw + net;
+  }
+  return total;
 }
 
 std::string explain(Across across, const CollectiveSpec& s, const CostParams& c) {
@@ -244,20 +257,20 @@ std::string explain(Across across, const CollectiveSpec& s, const CostParams& c)
   if (across == Across::Sharp)
     return explain_text(
         fmt::format("{}, N={} nodes, k={} chunks", head, sh.nodes, k),
-        "2*(a_s + c*b_s) + k * max(a_s + c(1 + 1/g)*b_s, a_n + (c/g)*b_n), c = n/k (the first and last steps "
-        "switch only; no switch term with g = 1); SHARP between the nodes; k = sqrt(2B/A); lockstep estimate",
-        fmt::format("2*({} + {:.0f}B/{}) + {} * max({} + {:.0f}B/{}, {} + {:.0f}B/{})", fmt_alpha(c.switch_alpha_ps),
-                    chunk, fmt_rate(c.switch_beta_ps), k, fmt_alpha(c.switch_alpha_ps), chunk * (1.0 + 1.0 / sh.g),
-                    fmt_rate(c.switch_beta_ps), fmt_alpha(c.net_switch_alpha_ps), chunk / sh.g,
-                    fmt_rate(c.net_switch_beta_ps)),
+        "sum over the k + 2 steps of max(a_s + S_t*c*b_s, a_n + (c/g)*b_n), c = n/k, S_t = 1 + 1/g while a "
+        "chunk's reduce-scatter and another's multicast both run, else 1 (no switch term with g = 1; the network "
+        "in steps 1 .. k); SHARP between the nodes; k = sqrt(2B/A); lockstep estimate",
+        fmt::format("{} steps, the middle ones max({} + {:.0f}B/{}, {} + {:.0f}B/{})", k + sh.depth,
+                    fmt_alpha(c.switch_alpha_ps), chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps),
+                    fmt_alpha(c.net_switch_alpha_ps), chunk / sh.g, fmt_rate(c.net_switch_beta_ps)),
         cost(across, s, c));
   const Levels lv = levels(c);
   return explain_text(
       fmt::format("{}, N={} nodes, k={} chunks, H={}", head, sh.nodes, k, sh.h),
-      "2*(a_s + c*b_s) + (k + 2H - 1) * max(a_s + c(1 + 1/g)*b_s, a_e + L*(c/g)*b_e), c = n/k (the first and last "
-      "steps switch only), L = 1 (2 nodes) or 2; k = sqrt(B(2H+1)/A); lockstep estimate",
-      fmt::format("2*({} + {:.0f}B/{}) + ({} + 2*{} - 1) * max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})",
-                  fmt_alpha(c.switch_alpha_ps), chunk, fmt_rate(c.switch_beta_ps), k, sh.h,
+      "sum over the k + 2H + 1 steps of max(a_s + S_t*c*b_s, a_e + L_t*(c/g)*b_e), c = n/k; in the middle steps "
+      "S = 1 + 1/g and L = 2 (1 on 2 nodes), the fill and drain steps carry one of the reduce-scatter and "
+      "multicast, one of dbt's UP and DOWN halves; k = sqrt(B(2H+1)/A); lockstep estimate",
+      fmt::format("{} steps, the middle ones max({} + {:.0f}B/{}, {} + {}*{:.0f}B/{})", k + sh.depth,
                   fmt_alpha(c.switch_alpha_ps), chunk * (1.0 + 1.0 / sh.g), fmt_rate(c.switch_beta_ps),
                   fmt_alpha(lv.ae), sh.flows, chunk / sh.g, fmt_rate(lv.be)),
       cost(across, s, c));
