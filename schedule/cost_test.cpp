@@ -272,14 +272,18 @@ TEST(ClosedForm, HandComputed) {
   ht.ranks_per_node = 4;
   ht.chunks = 2;
   EXPECT_DOUBLE_EQ(hand_cost("hierarchical_tree", ht, hc), 18'014'592);
-  // nccl_tree p=8 g=4 (N=2) n=8192 k=2: 8 parts of 1024, c = 512; chain 3 hops of 1e6 + 2*512,
-  // 1 tree hop of 2e6 + 1*512*2 (L = 1 for two nodes), each up and down: 6*1'001'024 +
-  // 2*2'001'024; one more chunk: 2*max(1e6 + 4*512, 2e6 + 512*2) (F_i = 2*min(2, 3) = 4);
-  // gamma on the UP bytes (3*2*512 + 1*512 + 1*(4+1)*512)*0.5 = 3'072: total 14'013'312
+  // nccl_tree p=8 g=4 (N=2) n=8192 k=2: 8 parts of 1024, c = 512 (512 ps on NVLink, 1024 on the
+  // NIC); trees of depth H = 1 + 3, 10 slots. Node 0 is a leaf of tree A (depth 1) and the root
+  // of tree B; node 1 the mirror image, so every GPU carries the same flows. A GPU's UP flows
+  // over NVLink in slots 0-4: 1, 3, 4, 3, 1 (each channel puts it at another chain position,
+  // and a position sends in the two slots its chunks pass), its NIC's in slots 3 and 4 (its
+  // channel's head, one chunk to or from the other node's head): 1'000'512 + 1'001'536 +
+  // 1'002'048 + 2 x 2'001'024 = 7'006'144; DOWN the same in slots 3-7, mirrored. Gamma on the
+  // UP bytes (3*2*512 + 1*512 + 1*(4+1)*512)*0.5 = 3'072: total 14'015'360
   CollectiveSpec nt = spec(CollKind::AllReduce, 8, 8192);
   nt.ranks_per_node = 4;
   nt.chunks = 2;
-  EXPECT_DOUBLE_EQ(hand_cost("nccl_tree", nt, hc), 14'013'312);
+  EXPECT_DOUBLE_EQ(hand_cost("nccl_tree", nt, hc), 14'015'360);
   // with one rank per node it is dbt: the same trees, halves and chunks
   CollectiveSpec nd = spec(CollKind::AllReduce, 8, 1024);
   nd.chunks = 2;

@@ -382,22 +382,82 @@ std::optional<std::string> nccl_tree_unsupported(const CollectiveSpec& s) {
   return node_blocks_reason("nccl_tree", s);
 }
 
-// Pipeline estimate: chunk 0 climbs the chain and the node tree and comes back down (2H hops),
-// then every further chunk adds one slot of an UP and a DOWN step at the steady-state load.
-// With one rank per node (g = 1) it is dbt's closed form.
+// How many of the integers lo .. hi lie in [a, b].
+int overlap(int lo, int hi, int a, int b) { return std::max(0, std::min(hi, b) - std::max(lo, a) + 1); }
+
+// Lockstep estimate, slot by slot (the slot rules at the top of this file): slot t's UP step and
+// then its DOWN step, each as long as the busiest GPU's busier level (its NVLink flows to and
+// from its chain neighbours, its NIC's to and from the heads of the neighbouring nodes, the
+// larger of a GPU's sends and receives on each). A GPU's chain position differs per channel, so
+// every GPU of a node carries the same flows; they depend only on its node's depths and
+// children in the two node trees. A rank at depth d sends UP in slots H-d .. H-d+k-1 and DOWN
+// in slots H+d-1 .. H+d+k-2, so a level's flows in a slot are counts of chain positions in a
+// window, O(1) each. The pipeline's fill and drain slots carry the few chunks in flight, its
+// middle slots every channel whose chunk is at the GPU's depth. With one rank per node (g = 1)
+// it is dbt's closed form.
 double nccl_tree_cost(const CollectiveSpec& s, const CostParams& cp) {
   validate_spec(s);
   if (auto why = nccl_tree_unsupported(s)) throw Error(*why);
   if (s.ranks < 2) return 0.0;
+  const int g = s.ranks_per_node, nodes = s.ranks / g;
+  if (g == 1) return cost(s, cp);
   const TreeTerms t = nccl_tree_terms(s);
   const Levels lv = levels(cp);
   const double c = static_cast<double>(t.c);
-  const double hop_i = lv.ai + 2 * c * lv.bi, hop_e = lv.ae + t.flows_e * c * lv.be;
-  const double in = t.flows_i * c * lv.bi, ex = t.flows_e * c * lv.be;
-  const double a_i = t.flows_i > 0 ? lv.ai : 0.0, a_e = t.flows_e > 0 ? lv.ae : 0.0;
-  const double step = lv.separate ? std::max(a_i + in, a_e + ex) : std::max(a_i, a_e) + in + ex;
+  const int k = t.k, h = nccl_tree_depth(s);
+  // Node classes: (depth, children, has parent) in tree A and in tree B, each counted once.
+  struct NodeRole {
+    int depth, children, parent;
+  };
+  std::vector<std::array<NodeRole, 2>> classes;
+  const auto trees = dbt_trees(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    std::array<NodeRole, 2> r{};
+    for (int tr = 0; tr < 2; ++tr) {
+      const TreeNode& nd = trees[static_cast<std::size_t>(tr)][static_cast<std::size_t>(n)];
+      r[static_cast<std::size_t>(tr)] = {
+          nd.depth, static_cast<int>(std::count_if(nd.child.begin(), nd.child.end(), [](int ch) { return ch >= 0; })),
+          nd.parent >= 0 ? 1 : 0};
+    }
+    const bool seen = std::any_of(classes.begin(), classes.end(), [&](const auto& x) {
+      return x[0].depth == r[0].depth && x[0].children == r[0].children && x[0].parent == r[0].parent &&
+             x[1].depth == r[1].depth && x[1].children == r[1].children && x[1].parent == r[1].parent;
+    });
+    if (!seen) classes.push_back(r);
+  }
+  auto level_cost = [&](int nvl, int net) {
+    if (nvl == 0 && net == 0) return 0.0;
+    const double in = nvl * c * lv.bi, ex = net * c * lv.be;
+    const double a_i = nvl > 0 ? lv.ai : 0.0, a_e = net > 0 ? lv.ae : 0.0;
+    return lv.separate ? std::max(nvl > 0 ? a_i + in : 0.0, net > 0 ? a_e + ex : 0.0) : std::max(a_i, a_e) + in + ex;
+  };
+  double total = 0;
+  for (int slot = 0; slot < k + 2 * h; ++slot) {
+    double up = 0, down = 0;
+    for (const auto& r : classes) {
+      int up_nvl_out = 0, up_nvl_in = 0, up_net_out = 0, up_net_in = 0;
+      int dn_nvl_out = 0, dn_nvl_in = 0, dn_net_out = 0, dn_net_in = 0;
+      for (const NodeRole& tr : r) {
+        // UP: depth d sends in slot `slot` when d lies in [h - slot, h - slot + k - 1].
+        const int ulo = h - slot - tr.depth, uhi = h - slot + k - 1 - tr.depth;  // chain positions i
+        up_nvl_out += overlap(ulo, uhi, 1, g - 1);                               // to the chain parent i - 1
+        up_nvl_in += overlap(ulo - 1, uhi - 1, 0, g - 2);                        // from the chain child i + 1
+        up_net_out += tr.parent * overlap(ulo, uhi, 0, 0);                       // the head to its node's parent
+        up_net_in += tr.children * overlap(ulo - 1, uhi - 1, 0, 0);              // from the child nodes' heads
+        // DOWN: depth d sends in slot `slot` when d lies in [slot - k + 2 - h, slot + 1 - h].
+        const int dlo = slot - k + 2 - h - tr.depth, dhi = slot + 1 - h - tr.depth;
+        dn_nvl_out += overlap(dlo, dhi, 0, g - 2);         // to the chain child i + 1
+        dn_nvl_in += overlap(dlo + 1, dhi + 1, 1, g - 1);  // from the chain parent i - 1
+        dn_net_out += tr.children * overlap(dlo, dhi, 0, 0);
+        dn_net_in += tr.parent * overlap(dlo + 1, dhi + 1, 0, 0);
+      }
+      up = std::max(up, level_cost(std::max(up_nvl_out, up_nvl_in), std::max(up_net_out, up_net_in)));
+      down = std::max(down, level_cost(std::max(dn_nvl_out, dn_nvl_in), std::max(dn_net_out, dn_net_in)));
+    }
+    total += up + down;
+  }
   const double reduced = (2.0 * t.chain + t.h_nodes * t.flows_e + (t.k - 1.0) * t.reduced) * c;  // UP steps
-  return 2.0 * t.chain * hop_i + 2.0 * t.h_nodes * hop_e + (t.k - 1) * 2 * step + reduced * cp.gamma_ps;
+  return total + reduced * cp.gamma_ps;
 }
 
 std::string nccl_tree_explain(const CollectiveSpec& s, const CostParams& cp) {
@@ -406,11 +466,12 @@ std::string nccl_tree_explain(const CollectiveSpec& s, const CostParams& cp) {
   return explain_text(
       fmt::format("nccl_tree allreduce (p={}, g={} per node = channels, N={} nodes, n={}B, k={} chunks)", s.ranks,
                   s.ranks_per_node, s.ranks / s.ranks_per_node, s.bytes, t.k),
-      "2(g-1)*(a_i + 2c*b_i) + 2*H_N*(a_e + L*c*b_e) + (k-1)*2*step (+ gamma on the bytes reduced), "
-      "step = max(a_i + F_i*c*b_i, a_e + L*c*b_e) (the sum when the GPU's first link is shared), "
-      "c = largest chunk ~ n/(2gk), H_N = floor(log2 N); pipeline estimate",
-      fmt::format("2*{}*({} + 2*{}B/{}) + 2*{}*({} + {}*{}B/{}) + ({}-1)*2*step, F_i = {}", t.chain, fmt_alpha(lv.ai),
-                  t.c, fmt_rate(lv.bi), t.h_nodes, fmt_alpha(lv.ae), t.flows_e, t.c, fmt_rate(lv.be), t.k, t.flows_i),
+      "sum over the k + 2H slots of an UP and a DOWN step, each max(a_i + F_t*c*b_i, a_e + L_t*c*b_e) on the "
+      "busiest GPU (the sum when its first link is shared; a level without flows costs nothing), F_t and L_t its "
+      "chain and node-tree flows in the slot (in the middle slots F = 2 min(k, g-1), L = 2, 1 on two nodes), "
+      "+ gamma on the bytes reduced; c = largest chunk ~ n/(2gk), H = floor(log2 N) + g - 1; lockstep estimate",
+      fmt::format("{} slots, the middle steps max({} + {}*{}B/{}, {} + {}*{}B/{})", t.k + 2 * nccl_tree_depth(s),
+                  fmt_alpha(lv.ai), t.flows_i, t.c, fmt_rate(lv.bi), fmt_alpha(lv.ae), t.flows_e, t.c, fmt_rate(lv.be)),
       nccl_tree_cost(s, cp));
 }
 
