@@ -59,11 +59,22 @@ void ring_all_gather_step(const RingView& v, int s, Step& out) {
   ring_step(v, mod(v.pos - s, v.size), mod(v.pos - s - 1, v.size), RecvOp::Copy, out);
 }
 
+double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma) {
+  if (size <= 1) return 0.0;
+  const double m = static_cast<double>(max_slice(len, size, elem));
+  return (size - 1) * (alpha + m * beta + m * gamma);
+}
+
+namespace {
+
+// The per-byte time of a ring's one crossing per node: a route between nodes on its own.
+double crossing_beta(const CostParams& c) { return c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : levels(c).be; }
+
 // The ring of p ranks in node blocks of g (the rules at the top of this file): steps_rs Reduce
 // steps (M*gamma each) then steps_ag Copy steps, every message M bytes.
 double ring_blocks_ps(int g, int steps_rs, int steps_ag, double m, const CostParams& c) {
   const Levels lv = levels(c);
-  const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
+  const double be = crossing_beta(c);
   // Position q = rank mod g: its outgoing hop is inside the node for q < g-1.
   auto drain = [&](int q) { return m * (q < g - 1 ? lv.bi : be); };
   auto hop = [&](int q) { return drain(q) + (q < g - 1 ? lv.ai : lv.ae); };
@@ -86,17 +97,8 @@ bool ring_across_nodes(const CollectiveSpec& s, const CostParams& c) {
   const int g = s.ranks_per_node;
   if (g < 2 || s.ranks <= g || s.ranks % g != 0) return false;
   const Levels lv = levels(c);
-  const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
-  return lv.ai != lv.ae || lv.bi != be;
+  return lv.ai != lv.ae || lv.bi != crossing_beta(c);
 }
-
-double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma) {
-  if (size <= 1) return 0.0;
-  const double m = static_cast<double>(max_slice(len, size, elem));
-  return (size - 1) * (alpha + m * beta + m * gamma);
-}
-
-namespace {
 
 class RingProgram final : public StepProgram {
  public:
@@ -181,7 +183,7 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const std::string head = fmt::format("ring {} (p={}, n={}B)", to_string(s.kind), p, s.bytes);
   if (ring_across_nodes(s, c)) {
     const Levels lv = levels(c);
-    const double be = c.inter_route_beta_ps > 0 ? c.inter_route_beta_ps : lv.be;
+    const double be = crossing_beta(c);
     return explain_text(
         fmt::format("{}, {} nodes of g={}", head, p / s.ranks_per_node, s.ranks_per_node),
         "longest path over the steps: a rank's step ends when its own send has drained (M*b of its hop) and its "
