@@ -104,7 +104,6 @@ class Runner : public EventHandler, public FlowListener {
   void handle(const Event& e) override {
     if (e.kind == kDeliver) {
       deliver(static_cast<std::uint32_t>(e.payload));
-
     } else if (e.kind == kStart) {
       start_group(static_cast<int>(e.payload));
     } else {

@@ -133,15 +133,28 @@ inline Levels levels(const CostParams& c) {
           (intra || inter) && !c.shared_uplink};
 }
 
+// One level of a step's traffic on a GPU: its alpha and the time of its bytes, and whether it
+// carries anything (a level that does not costs nothing, not even its alpha).
+struct LevelLoad {
+  double alpha_ps = 0, bytes_ps = 0;
+  bool active = false;
+};
+// A step whose traffic leaves each GPU at two levels at once: the busier level when they leave
+// by separate links, their sum behind the larger alpha when they share one.
+inline double two_level_step_ps(const LevelLoad& a, const LevelLoad& b, bool separate) {
+  if (!a.active) return b.active ? b.alpha_ps + b.bytes_ps : 0.0;
+  if (!b.active) return a.alpha_ps + a.bytes_ps;
+  if (separate) return std::max(a.alpha_ps + a.bytes_ps, b.alpha_ps + b.bytes_ps);
+  return std::max(a.alpha_ps, b.alpha_ps) + a.bytes_ps + b.bytes_ps;
+}
+
 // Time of traffic that leaves each GPU at two levels at once, `intra` bytes to peers of its
-// node and `inter` bytes to other nodes (the largest per GPU): the busier level when the two
-// leave by separate links, their sum behind the larger alpha when they share one.
+// node and `inter` bytes to other nodes (the largest per GPU); with no traffic it is one
+// intra-node alpha.
 inline double two_level_cost(double intra, double inter, const CostParams& c) {
   const Levels l = levels(c);
-  if (inter == 0) return l.ai + intra * l.bi;  // one node
-  if (intra == 0) return l.ae + inter * l.be;  // one rank per node
-  if (l.separate) return std::max(l.ai + intra * l.bi, l.ae + inter * l.be);
-  return std::max(l.ai, l.ae) + intra * l.bi + inter * l.be;
+  return two_level_step_ps({l.ai, intra * l.bi, intra != 0 || inter == 0}, {l.ae, inter * l.be, inter != 0},
+                           l.separate);
 }
 
 // Where each block of an all-to-all sits (the buffer rules of collective.h): send[r][q] is

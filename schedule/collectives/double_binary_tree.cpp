@@ -408,6 +408,7 @@ double nccl_tree_cost(const CollectiveSpec& s, const CostParams& cp) {
   // Node classes: (depth, children, has parent) in tree A and in tree B, each counted once.
   struct NodeRole {
     int depth, children, parent;
+    bool operator==(const NodeRole&) const = default;
   };
   std::vector<std::array<NodeRole, 2>> classes;
   const auto trees = dbt_trees(nodes);
@@ -419,17 +420,10 @@ double nccl_tree_cost(const CollectiveSpec& s, const CostParams& cp) {
           nd.depth, static_cast<int>(std::count_if(nd.child.begin(), nd.child.end(), [](int ch) { return ch >= 0; })),
           nd.parent >= 0 ? 1 : 0};
     }
-    const bool seen = std::any_of(classes.begin(), classes.end(), [&](const auto& x) {
-      return x[0].depth == r[0].depth && x[0].children == r[0].children && x[0].parent == r[0].parent &&
-             x[1].depth == r[1].depth && x[1].children == r[1].children && x[1].parent == r[1].parent;
-    });
-    if (!seen) classes.push_back(r);
+    if (std::find(classes.begin(), classes.end(), r) == classes.end()) classes.push_back(r);
   }
   auto level_cost = [&](int nvl, int net) {
-    if (nvl == 0 && net == 0) return 0.0;
-    const double in = nvl * c * lv.bi, ex = net * c * lv.be;
-    const double a_i = nvl > 0 ? lv.ai : 0.0, a_e = net > 0 ? lv.ae : 0.0;
-    return lv.separate ? std::max(nvl > 0 ? a_i + in : 0.0, net > 0 ? a_e + ex : 0.0) : std::max(a_i, a_e) + in + ex;
+    return two_level_step_ps({lv.ai, nvl * c * lv.bi, nvl > 0}, {lv.ae, net * c * lv.be, net > 0}, lv.separate);
   };
   auto slot_ps = [&](int slot) {
     double up = 0, down = 0;

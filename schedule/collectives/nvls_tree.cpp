@@ -115,12 +115,21 @@ struct StepTerms {
   bool separate;
   double alpha() const { return std::max(switch_alpha, inter_alpha); }
 };
-StepTerms step_terms(const Shape& sh, const CostParams& c, double chunk) {
+// The network level between the nodes: dbt's trees over the NICs, or SHARP's streams into the
+// fabric; its alpha and per-byte time.
+struct NetLevel {
+  double alpha_ps, beta_ps;
+};
+NetLevel net_level(const Shape& sh, const CostParams& c) {
+  if (sh.across == Across::Sharp) return {c.net_switch_alpha_ps, c.net_switch_beta_ps};
   const Levels lv = levels(c);
+  return {lv.ae, lv.be};
+}
+StepTerms step_terms(const Shape& sh, const CostParams& c, double chunk) {
   const double intra = sh.g > 1 ? chunk * (1.0 + 1.0 / sh.g) * c.switch_beta_ps : 0.0;
-  const bool sharp = sh.across == Across::Sharp;
-  const double ae = sharp ? c.net_switch_alpha_ps : lv.ae, be = sharp ? c.net_switch_beta_ps : lv.be;
-  return {sh.g > 1 ? c.switch_alpha_ps : 0.0, ae, intra, sh.flows * chunk / sh.g * be, lv.separate};
+  const NetLevel net = net_level(sh, c);
+  return {sh.g > 1 ? c.switch_alpha_ps : 0.0, net.alpha_ps, intra, sh.flows * chunk / sh.g * net.beta_ps,
+          levels(c).separate};
 }
 int chunks_of(const Shape& sh, const CollectiveSpec& s, const CostParams& c) {
   if (s.chunks > 0) return s.chunks;
@@ -229,19 +238,18 @@ double cost(Across across, const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(across, s);
   const int k = chunks_of(sh, s, c);
   const double chunk = static_cast<double>(s.bytes) / k;
-  const Levels lv = levels(c);
-  const bool sharp = across == Across::Sharp;
-  const double ae = sharp ? c.net_switch_alpha_ps : lv.ae, be = sharp ? c.net_switch_beta_ps : lv.be;
+  const bool separate = levels(c).separate;
+  const NetLevel net = net_level(sh, c);
   const double half = sh.nodes == 2 ? 0.5 : 1.0;  // a tree half's share of c/g on the busiest NIC
   auto in = [](int t, int lo, int hi) { return t >= lo && t < hi ? 1.0 : 0.0; };
   double total = 0;
   for (int t = 0; t < k + sh.depth; ++t) {
     const double rs = in(t, 0, k), mc = in(t, sh.depth, k + sh.depth);
-    const double units = sharp ? in(t, 1, k + 1) : half * (in(t, 1, k + sh.h) + in(t, sh.h + 1, k + 2 * sh.h));
+    const double units =
+        across == Across::Sharp ? in(t, 1, k + 1) : half * (in(t, 1, k + sh.h) + in(t, sh.h + 1, k + 2 * sh.h));
     const double sw = sh.g > 1 ? chunk * std::max(rs + mc / sh.g, rs / sh.g + mc) * c.switch_beta_ps : 0.0;
-    const double net = units * chunk / sh.g * be;
-    const double a_s = sw > 0 ? c.switch_alpha_ps : 0.0, a_e = units > 0 ? ae : 0.0;
-    total += lv.separate || sw == 0 || net == 0 ? std::max(a_s + sw, a_e + net) : std::max(a_s, a_e) + sw + net;
+    const double ex = units * chunk / sh.g * net.beta_ps;
+    total += two_level_step_ps({c.switch_alpha_ps, sw, sw > 0}, {net.alpha_ps, ex, units > 0}, separate);
   }
   return total;
 }
