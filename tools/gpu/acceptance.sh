@@ -287,6 +287,13 @@ every_ok() { [ "$rc" -eq 0 ] && grep -m1 '^every_allreduce: PASS' || { grep -m1 
 step 15 "every all-reduce algorithm of the registry on 4 ranks (2 nodes of 2), our step programs over NCCL, numerics exact" \
   240 every_ok -- "$root/tools/gpu/every_allreduce.sh" "$M" 4 dgx-h100:nodes=2,gpus_per_node=2 --backend cuda \
   --set workload.bytes=16MiB --set workload.iterations=2 --timeout 60
+# The same for the other five kinds: all-gather and reduce-scatter (ring, recursive doubling,
+# NCCL's channels), broadcast and reduce (trees, chains), all-to-all (pairwise, every send at
+# once, PXN's forwarding over NVLink), each through the cuda executor.
+every_kind_ok() { [ "$rc" -eq 0 ] && grep -m1 '^every_algorithm: PASS' || { grep -m1 -e 'FAIL' -e 'no algorithm' || echo "exit $rc"; return 1; }; }
+step 16 "every algorithm of the other five kinds on 4 ranks (2 nodes of 2), our step programs over NCCL, numerics exact" \
+  240 every_kind_ok -- "$root/tools/gpu/every_algorithm.sh" --kinds allgather,reducescatter,broadcast,reduce,alltoall \
+  "$M" 4 dgx-h100:nodes=2,gpus_per_node=2 --backend cuda --set workload.bytes=16MiB --set workload.iterations=2 --timeout 60
 
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
