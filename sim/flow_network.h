@@ -71,7 +71,7 @@ class FlowNetwork : public EventHandler {
     std::uint32_t version = 0;
     bool active = false;
     bool fresh = false;  // started this instant, rate not yet set
-    std::uint32_t mark = 0;
+    std::uint64_t mark = 0;  // the component (solve_component call) that last reached it
   };
   void mark_dirty(std::span<const int> links);
   void remove_from_links(std::uint32_t id);
@@ -88,6 +88,7 @@ class FlowNetwork : public EventHandler {
   std::vector<int> dirty_;
   std::vector<char> is_dirty_;
   std::uint32_t epoch_ = 0;
+  std::uint64_t component_ = 0;  // solve_component calls so far
   std::size_t active_ = 0;
   std::uint64_t solves_ = 0;
   // statistics
@@ -98,7 +99,8 @@ class FlowNetwork : public EventHandler {
   // scratch
   std::vector<std::uint32_t> comp_flows_;
   std::vector<int> comp_links_;
-  std::vector<std::span<const int>> comp_paths_;
+  std::vector<std::span<const int>> comp_paths_;  // into comp_path_links_
+  std::vector<int> comp_path_links_;
   std::vector<double> rates_;
 };
 
