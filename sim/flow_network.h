@@ -70,7 +70,7 @@ class FlowNetwork : public EventHandler {
     std::uint64_t tag = 0;
     std::uint32_t version = 0;
     bool active = false;
-    bool fresh = false;  // started this instant, rate not yet set
+    bool fresh = false;      // started this instant, rate not yet set
     std::uint64_t mark = 0;  // the component (solve_component call) that last reached it
   };
   void mark_dirty(std::span<const int> links);
