@@ -199,19 +199,36 @@ double kernel_call_bytes(const KernelCall& c) {
   return 4 * b;
 }
 
+namespace {
+std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row) {
+  std::vector<CalibrationCall> v;
+  auto add = [&](KernelKind kind, KernelFn fn, Fn f, Fn b) {
+    v.push_back({kind, make_kernel_call(f, rows, row), 0, fn, false});
+    v.push_back({kind, make_kernel_call(b, rows, row), 0, fn, true});
+  };
+  add(KernelKind::Norm, KernelFn::LayerNorm, Fn::LayerNormFwd, Fn::LayerNormBwd);
+  add(KernelKind::Elementwise, KernelFn::Gelu, Fn::GeluFwd, Fn::GeluBwd);
+  add(KernelKind::Elementwise, KernelFn::SwiGLU, Fn::SwigluFwd, Fn::SwigluBwd);
+  add(KernelKind::Elementwise, KernelFn::DropoutAdd, Fn::DropoutAddFwd, Fn::DropoutBwd);
+  add(KernelKind::Softmax, KernelFn::Softmax, Fn::SoftmaxFwd, Fn::SoftmaxBwd);
+  add(KernelKind::Softmax, KernelFn::CrossEntropy, Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
+  return v;
+}
+}  // namespace
+
+std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width) {
+  MESHSIM_ASSERT(width > 0);
+  const std::int64_t rows = std::max<std::int64_t>(floats / width, 1);
+  std::vector<CalibrationCall> v = row_calls(rows, width);
+  // Dropout alone (attention's probabilities), which the kind's figure above leaves out.
+  v.push_back({KernelKind::Elementwise, make_kernel_call(Fn::DropoutFwd, rows, width), 0, KernelFn::Dropout, false});
+  v.push_back({KernelKind::Elementwise, make_kernel_call(Fn::DropoutBwd, rows, width), 0, KernelFn::Dropout, true});
+  return v;
+}
+
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
                                                const kernels::AttentionShape& attention) {
-  std::vector<CalibrationCall> v;
-  auto add = [&](KernelKind kind, Fn f, Fn b) {
-    v.push_back({kind, make_kernel_call(f, rows, row), 0});
-    v.push_back({kind, make_kernel_call(b, rows, row), 0});
-  };
-  add(KernelKind::Norm, Fn::LayerNormFwd, Fn::LayerNormBwd);
-  add(KernelKind::Elementwise, Fn::GeluFwd, Fn::GeluBwd);
-  add(KernelKind::Elementwise, Fn::SwigluFwd, Fn::SwigluBwd);
-  add(KernelKind::Elementwise, Fn::DropoutAddFwd, Fn::DropoutBwd);
-  add(KernelKind::Softmax, Fn::SoftmaxFwd, Fn::SoftmaxBwd);
-  add(KernelKind::Softmax, Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
+  std::vector<CalibrationCall> v = row_calls(rows, row);
   const double fwd =
       Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim, 4, true).flops;
   v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});

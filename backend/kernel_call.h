@@ -120,10 +120,17 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws);
 struct CalibrationCall {
   KernelKind kind = KernelKind::Elementwise;
   KernelCall call;
-  double flops = 0;  // attention only
+  double flops = 0;              // attention only
+  KernelFn fn = KernelFn::Pass;  // a row kernel's function (Pass: attention, AdamW)
+  bool backward = false;         // ... and its pass, as kernel_call picks it by the op's phase
 };
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
                                                const kernels::AttentionShape& attention);
+// The row kernels alone (LayerNorm, GeLU, SwiGLU, dropout + residual, softmax, cross-entropy,
+// dropout, forward and backward), each on rows of `width` over about `floats` elements: calibrate's
+// sweep over widths, since a row kernel's rate depends on its row length (rows held in
+// registers or shared memory, or read twice; docs/validation/gpu-h100.md, run 20).
+std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width);
 
 // A timed calibration call, and what calibrate writes from a set of them: per kernel kind
 // the bytes moved over the time taken (the memory efficiency is that over the measured

@@ -157,6 +157,7 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   // Our kernels against the measured pass; our attention (float32, CUDA cores) against the
   // fp32 peak: validate predicts attention ops as they run, in float32 (as_run_by_our_kernels).
   apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_fp32);
+  apply_row_sweep(p, m.row_sweep);
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
   for (const auto& g : m.gemm) {
     const int width = cuda::dtype_bytes(g.dtype);
@@ -280,6 +281,33 @@ void write_profile(const CalibrateFlags& f, MachineProfile& profile, int world) 
   out.close();
 }
 
+// The row kernels' sweep as written: a line per function and pass, a column per row length.
+void print_row_points(const std::vector<RowKernelPoint>& points) {
+  if (points.empty()) return;
+  std::vector<std::int64_t> widths;
+  for (const RowKernelPoint& q : points)
+    if (std::find(widths.begin(), widths.end(), q.cols) == widths.end()) widths.push_back(q.cols);
+  std::sort(widths.begin(), widths.end());
+  std::cout << fmt::format("{:<34}", "row kernels, of memory bw, by cols");
+  for (std::int64_t w : widths) std::cout << fmt::format(" {:>6}", w);
+  std::cout << "\n";
+  std::vector<std::pair<KernelFn, bool>> lines;
+  for (const RowKernelPoint& q : points)
+    if (std::find(lines.begin(), lines.end(), std::pair{q.fn, q.backward}) == lines.end())
+      lines.emplace_back(q.fn, q.backward);
+  for (const auto& [fn, backward] : lines) {
+    std::cout << fmt::format("{:<34}", fmt::format("{} {}", to_string(fn), backward ? "backward" : "forward"));
+    for (std::int64_t w : widths) {
+      auto it = std::find_if(points.begin(), points.end(), [&](const RowKernelPoint& q) {
+        return q.fn == fn && q.backward == backward && q.cols == w;
+      });
+      std::cout << (it == points.end() ? fmt::format(" {:>6}", "-") : fmt::format(" {:>5.0f}%", 100 * it->efficiency));
+    }
+    std::cout << "\n";
+  }
+  std::cout << "\n";
+}
+
 // The compute figures written: best GEMM, our kernels against the memory bandwidth, the
 // efficiencies, and (cuda) the check against the preset.
 void print_compute(const ComputeMeasurement& c) {
@@ -304,6 +332,7 @@ void print_compute(const ComputeMeasurement& c) {
     if (const auto& e = profile.compute.memory_efficiency[static_cast<std::size_t>(kind)])
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
+  print_row_points(profile.compute.row_points);
   if (!c.preset_check.empty()) std::cout << c.preset_check << "\n";
 }
 

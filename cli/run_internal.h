@@ -83,6 +83,10 @@ MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m);
 // efficiency (bytes per second over p.gpu.memory_bandwidth) and the attention efficiency
 // (FLOP/s over `attention_peak`), each kept within [0.001, 1].
 void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& kernels, double attention_peak);
+// The row kernels timed at several row lengths (calibrate's sweep, row_kernel_calls) into the
+// profile's row points: per function, pass and width, bytes per second over
+// p.gpu.memory_bandwidth, kept within [0.001, 1].
+void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep);
 
 // Writes the measured events (a track per rank) and, for validate, the predicted ones (a
 // track per pipeline stage) into one Perfetto trace; op names come from the schedule.

@@ -25,6 +25,7 @@ constexpr EnumName<KernelFn> kKernelFnNames[] = {
 const char* to_string(KernelFn f) { return enum_name(kKernelFnNames, f); }
 
 std::optional<KernelKind> parse_kernel_kind(const std::string& s) { return enum_parse(kKernelKindNames, s); }
+std::optional<KernelFn> parse_kernel_fn(const std::string& s) { return enum_parse(kKernelFnNames, s); }
 
 Kernel Kernel::gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes) {
   MESHSIM_ASSERT(m > 0 && n > 0 && k > 0 && dtype_bytes > 0);

@@ -42,7 +42,8 @@ enum class KernelFn {
   LayerNorm2d,
   AdamW
 };
-const char* to_string(KernelFn f);  // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
+const char* to_string(KernelFn f);                              // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
+std::optional<KernelFn> parse_kernel_fn(const std::string& s);  // inverse of to_string
 inline constexpr int kKernelFns = 11;
 
 struct Kernel {

@@ -156,6 +156,12 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
   for (int i = 0; i < kKernelKinds; ++i)
     if (const auto& e = overrides_.memory_efficiency[i])
       check_fraction(*e, fmt::format("memory efficiency of {}", to_string(static_cast<KernelKind>(i))));
+  for (const RowKernelPoint& p : overrides_.row_points) {
+    if (p.fn == KernelFn::Pass || p.cols <= 0)
+      throw Error(fmt::format("row kernel point of '{}': needs a row kernel's function and a positive row length",
+                              to_string(p.fn)));
+    check_fraction(p.efficiency, fmt::format("row kernel point of '{}' at {} columns", to_string(p.fn), p.cols));
+  }
   for (std::size_t i = 0; i < overrides_.gemm_points.size(); ++i) {
     const GemmPoint& p = overrides_.gemm_points[i];
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.achieved_flops > 0))
@@ -192,16 +198,34 @@ double ComputeModel::curve_efficiency(const Kernel& k) const {
   }
 }
 
-double ComputeModel::memory_efficiency(const Kernel& k) const {
+std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool backward) const {
+  if (overrides_.row_points.empty() || k.fn == KernelFn::Pass || k.n <= 0) return std::nullopt;
+  // The nearest measured width at or below the kernel's row length, and at or above it.
+  const RowKernelPoint* below = nullptr;
+  const RowKernelPoint* above = nullptr;
+  for (const RowKernelPoint& p : overrides_.row_points) {
+    if (p.fn != k.fn || p.backward != backward) continue;
+    if (p.cols <= k.n && (!below || p.cols > below->cols)) below = &p;
+    if (p.cols >= k.n && (!above || p.cols < above->cols)) above = &p;
+  }
+  if (!below && !above) return std::nullopt;
+  if (!below || !above || below->cols == above->cols) return (below ? below : above)->efficiency;
+  const double x = std::log2(static_cast<double>(k.n)), x0 = std::log2(static_cast<double>(below->cols)),
+               x1 = std::log2(static_cast<double>(above->cols));
+  return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
+}
+
+double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
   const int kind = static_cast<int>(k.kind);
-  const double max = overrides_.memory_efficiency[kind].value_or(kMemoryEfficiency[kind]);
+  const double max =
+      row_point_efficiency(k, backward).value_or(overrides_.memory_efficiency[kind].value_or(kMemoryEfficiency[kind]));
   return max * saturating(k.bytes, gpu_.memory_bandwidth.bytes_per_s() * kMemoryHalfTime);
 }
 
-double ComputeModel::curve_time_ps(const Kernel& k) const {
+double ComputeModel::curve_time_ps(const Kernel& k, bool backward) const {
   double t = 0;  // seconds
   if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k));
-  if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k)));
+  if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)));
   return t * 1e12 + static_cast<double>(gpu_.launch_overhead.ps());
 }
 
@@ -225,9 +249,9 @@ double ComputeModel::gemm_correction(const Kernel& k) const {
   return den > 0 ? std::exp(num / den) : 1.0;
 }
 
-Time ComputeModel::time(const Kernel& k) const {
+Time ComputeModel::time(const Kernel& k, bool backward) const {
   const double launch = static_cast<double>(gpu_.launch_overhead.ps());
-  double t = curve_time_ps(k);
+  double t = curve_time_ps(k, backward);
   if (k.kind == KernelKind::Gemm && !overrides_.gemm_points.empty()) {
     // A measured shape gives its measured time exactly; other shapes scale the curve.
     for (const GemmPoint& p : overrides_.gemm_points)

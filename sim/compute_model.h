@@ -63,10 +63,23 @@ struct GemmPoint {
 };
 
 // What a machine profile changes in the compute model beyond the GpuSpec.
+// A row kernel's measured rate at one row length: the large-size fraction of memory bandwidth
+// its forward (or backward) pass reached on rows of `cols` (calibrate's sweep over widths).
+struct RowKernelPoint {
+  KernelFn fn = KernelFn::LayerNorm;
+  bool backward = false;
+  std::int64_t cols = 0;
+  double efficiency = 0;
+};
+
 struct ComputeOverrides {
   std::vector<GemmPoint> gemm_points;
   // Per kernel kind (indexed by KernelKind): the large-size fraction of memory bandwidth reached.
   std::array<std::optional<double>, kKernelKinds> memory_efficiency{};
+  // Per row-kernel function and pass, by row length: where a kernel has points for its function
+  // and pass, its efficiency comes from them (piecewise linear in log2 of the row length between
+  // the nearest two, the nearest one's outside their range), not from its kind's figure.
+  std::vector<RowKernelPoint> row_points;
 };
 
 class ComputeModel {
@@ -79,11 +92,13 @@ class ComputeModel {
   static ComputeModel load_profile(const std::string& path);
 
   // Never below the launch overhead; deterministic; rounded to the nearest picosecond.
-  Time time(const Kernel& k) const;
+  // `backward`: the op runs in the backward phase (a row kernel's backward function; it
+  // matters only where the overrides carry row points).
+  Time time(const Kernel& k, bool backward = false) const;
   // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
   double efficiency(const Kernel& k) const;
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.
-  double memory_efficiency(const Kernel& k) const;
+  double memory_efficiency(const Kernel& k, bool backward = false) const;
 
   const GpuSpec& gpu() const { return gpu_; }
   const ComputeOverrides& overrides() const { return overrides_; }
@@ -93,7 +108,8 @@ class ComputeModel {
 
  private:
   double curve_efficiency(const Kernel& k) const;
-  double curve_time_ps(const Kernel& k) const;
+  double curve_time_ps(const Kernel& k, bool backward = false) const;
+  std::optional<double> row_point_efficiency(const Kernel& k, bool backward) const;
   double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points
 
   GpuSpec gpu_;

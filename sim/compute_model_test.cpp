@@ -235,6 +235,40 @@ TEST(MachineProfile, OverridesGpuFiguresAndMemoryEfficiency) {
   EXPECT_NEAR(m.memory_efficiency(add), 0.9 * 1e9 / (1e9 + 2e12 * 0.5e-6), 1e-12);
 }
 
+// A row kernel with points for its function and pass takes its efficiency from them at its
+// row length, linear in log2(cols) between the two nearest (hand-worked: 0.9 at 4096 and 0.5 at
+// 16384 give 0.7 at 8192 and 0.9 - 0.4 * log2(3) / 2 = 0.583 at 12288), the nearest outside
+// their range; another function or pass keeps its kind's figure.
+TEST(ComputeModel, RowKernelPointsGiveTheEfficiencyByRowLength) {
+  ComputeOverrides o;
+  o.memory_efficiency[static_cast<std::size_t>(KernelKind::Norm)] = 0.8;
+  o.row_points = {{KernelFn::LayerNorm, true, 16384, 0.5}, {KernelFn::LayerNorm, true, 4096, 0.9}};
+  GpuSpec g = gpu_preset("h100");
+  const ComputeModel m(g, o);
+  const double bw = g.memory_bandwidth.bytes_per_s();
+  auto ln = [](std::int64_t cols) {
+    return Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 1 << 16, cols, 0, 4e9, 4);
+  };
+  const double sat = 4e9 / (4e9 + bw * 0.5e-6);  // the large-size factor every memory efficiency carries
+  EXPECT_NEAR(m.memory_efficiency(ln(8192), true), 0.7 * sat, 1e-12);
+  EXPECT_NEAR(m.memory_efficiency(ln(12288), true), (0.9 - 0.4 * std::log2(3.0) / 2) * sat, 1e-12);
+  EXPECT_NEAR(m.memory_efficiency(ln(4096), true), 0.9 * sat, 1e-12);
+  EXPECT_NEAR(m.memory_efficiency(ln(1024), true), 0.9 * sat, 1e-12);   // below the points: the nearest
+  EXPECT_NEAR(m.memory_efficiency(ln(65536), true), 0.5 * sat, 1e-12);  // above them
+  EXPECT_NEAR(m.memory_efficiency(ln(8192), false), 0.8 * sat, 1e-12);  // the forward pass has none
+  const Kernel gelu = Kernel::rowwise(KernelKind::Norm, KernelFn::Gelu, 1 << 16, 8192, 0, 4e9, 4);
+  EXPECT_NEAR(m.memory_efficiency(gelu, true), 0.8 * sat, 1e-12);  // nor another function
+  // The time follows: 4 GB at 0.7 of the bandwidth, plus the launch.
+  EXPECT_NEAR(m.time(ln(8192), true).seconds(), 4e9 / (bw * 0.7 * sat) + g.launch_overhead.seconds(), 1e-9);
+  EXPECT_LT(m.time(ln(8192), false), m.time(ln(8192), true));
+  // A point that is not a row kernel's, or outside (0, 1], is refused.
+  ComputeOverrides bad;
+  bad.row_points = {{KernelFn::Pass, false, 4096, 0.5}};
+  EXPECT_THROW(ComputeModel(g, bad), Error);
+  bad.row_points = {{KernelFn::LayerNorm, false, 4096, 1.5}};
+  EXPECT_THROW(ComputeModel(g, bad), Error);
+}
+
 TEST(MachineProfile, ExampleProfileLoads) {
   const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
   const MachineProfile p = load_machine_profile(path);
@@ -278,6 +312,15 @@ TEST(MachineProfile, MalformedProfilesNameTheField) {
        {"gpu", "peak_flops_bf16"}},
       {"gpu: {preset: h100}\nmemory_efficiency: {norm: 1.2}\n", {"bad.yaml:2:", "memory_efficiency.norm", "(0, 1]"}},
       {"gpu: {preset: h100}\nmemory_efficiency: {normz: 0.8}\n", {"unknown kernel kind 'normz'", "norm, elementwise"}},
+      {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: adamw, pass: forward, cols: 4096, efficiency: 0.5}\n",
+       {"bad.yaml:3:", "row_kernels[0].fn", "not a row kernel", "layernorm"}},
+      {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: layernorm, pass: sideways, cols: 4096, efficiency: 0.5}\n",
+       {"row_kernels[0].pass", "neither forward nor backward"}},
+      {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: layernorm, pass: forward, cols: 4096, efficiency: 0.5}\n"
+       "  - {fn: layernorm, pass: forward, cols: 4096, efficiency: 0.6}\n",
+       {"row_kernels[1]", "measured twice"}},
+      {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: layernorm, pass: forward, cols: 4096}\n",
+       {"row_kernels[0]", "missing field 'efficiency'"}},
       {"gpu: {preset: h100}\ngemm: {m: 1}\n", {"gemm", "expected a list"}},
       {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16}\n",
        {"bad.yaml:3:", "gemm[0]", "missing field 'achieved'"}},
@@ -343,6 +386,13 @@ TEST(MachineProfile, FormatRoundTrips) {
   }
   ASSERT_EQ(b.compute.gemm_points.size(), a.compute.gemm_points.size());
   ASSERT_FALSE(a.compute.gemm_points.empty());
+  ASSERT_EQ(b.compute.row_points.size(), a.compute.row_points.size());
+  ASSERT_FALSE(a.compute.row_points.empty());
+  for (std::size_t i = 0; i < a.compute.row_points.size(); ++i) {
+    const RowKernelPoint &x = a.compute.row_points[i], &y = b.compute.row_points[i];
+    EXPECT_EQ(std::tie(x.fn, x.backward, x.cols), std::tie(y.fn, y.backward, y.cols));
+    EXPECT_TRUE(near(x.efficiency, y.efficiency));
+  }
   for (std::size_t i = 0; i < a.compute.gemm_points.size(); ++i) {
     const GemmPoint &x = a.compute.gemm_points[i], &y = b.compute.gemm_points[i];
     EXPECT_EQ(std::tie(x.m, x.n, x.k, x.dtype_bytes), std::tie(y.m, y.n, y.k, y.dtype_bytes));

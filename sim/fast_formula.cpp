@@ -80,7 +80,7 @@ UnitRun run_unit(const Schedule& mini, int stage, Costing& costing, const Comput
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (op.kind == OpKind::Compute)
-      dur[i] = compute.time(op.kernel);
+      dur[i] = compute.time(op.kernel, op.phase == Phase::Backward);
     else
       dur[i] = costing.time(stage, op).first;
     for (int d : op.deps) dependents[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
@@ -335,7 +335,8 @@ class StageFuser {
         if (op.kind != OpKind::Compute && last_compute_op_ >= 0) op.deps.push_back(last_compute_op_);
       }
       flops += op.kernel.flops;
-      const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel) : costing_.time(s, op).first;
+      const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel, op.phase == Phase::Backward)
+                                                : costing_.time(s, op).first;
       push(std::move(op), d, nullptr);
     }
   }

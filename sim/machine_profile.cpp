@@ -151,6 +151,39 @@ void read_gemm_points(const Reader& r, const YAML::Node& list, ComputeOverrides&
   }
 }
 
+void read_row_points(const Reader& r, const YAML::Node& list, ComputeOverrides& out) {
+  const std::string example = "{fn: layernorm, pass: backward, cols: 12288, efficiency: 0.51}";
+  if (!list.IsSequence()) r.fail(list, "row_kernels", "expected a list such as - " + example);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node p = list[i];
+    const std::string field = fmt::format("row_kernels[{}]", i);
+    r.only_keys(p, field, {"fn", "pass", "cols", "efficiency"}, example.c_str());
+    RowKernelPoint q;
+    const YAML::Node fn = r.required(p, "fn", field, "layernorm");
+    const std::string name = r.text(fn, field + ".fn");
+    const auto f = parse_kernel_fn(name);
+    if (!f || *f == KernelFn::Pass || *f == KernelFn::AdamW) {
+      std::string names;
+      for (int k = 0; k < kKernelFns; ++k)
+        if (const auto e = static_cast<KernelFn>(k); e != KernelFn::Pass && e != KernelFn::AdamW)
+          names += (names.empty() ? "" : ", ") + std::string(to_string(e));
+      r.fail(fn, field + ".fn", fmt::format("'{}' is not a row kernel; use one of {}", name, names));
+    }
+    q.fn = *f;
+    const YAML::Node pass = r.required(p, "pass", field, "forward");
+    const std::string ps = r.text(pass, field + ".pass");
+    if (ps != "forward" && ps != "backward")
+      r.fail(pass, field + ".pass", fmt::format("'{}' is neither forward nor backward", ps));
+    q.backward = ps == "backward";
+    q.cols = r.positive_int(r.required(p, "cols", field, "12288"), field + ".cols");
+    q.efficiency = r.fraction(r.required(p, "efficiency", field, "0.51"), field + ".efficiency");
+    for (const RowKernelPoint& o : out.row_points)
+      if (o.fn == q.fn && o.backward == q.backward && o.cols == q.cols)
+        r.fail(p, field, fmt::format("{} {} at {} columns is measured twice; keep one point", name, ps, q.cols));
+    out.row_points.push_back(q);
+  }
+}
+
 void read_collectives(const Reader& r, const YAML::Node& list, std::vector<CollectiveProfile>& out) {
   if (!list.IsSequence())
     r.fail(list, "collectives",
@@ -188,7 +221,8 @@ void read_collectives(const Reader& r, const YAML::Node& list, std::vector<Colle
 
 MachineProfile build(const YAML::Node& root, const Reader& r, const std::string& source) {
   if (!root.IsMap()) r.fail(root, "profile", "expected a mapping with gpu: and optionally gemm:, collectives:");
-  r.only_keys(root, "profile", {"version", "description", "gpu", "memory_efficiency", "gemm", "collectives"},
+  r.only_keys(root, "profile",
+              {"version", "description", "gpu", "memory_efficiency", "row_kernels", "gemm", "collectives"},
               "{version: 1, gpu: {preset: h100}}");
   MachineProfile p;
   p.source = source;
@@ -200,6 +234,7 @@ MachineProfile build(const YAML::Node& root, const Reader& r, const std::string&
   if (!gpu) r.fail(root, "profile", "missing field 'gpu'; write e.g. gpu: {preset: h100}");
   p.gpu = read_gpu(r, gpu);
   if (const YAML::Node v = root["memory_efficiency"]) read_memory_efficiency(r, v, p.compute);
+  if (const YAML::Node v = root["row_kernels"]) read_row_points(r, v, p.compute);
   if (const YAML::Node v = root["gemm"]) read_gemm_points(r, v, p.compute);
   if (const YAML::Node v = root["collectives"]) read_collectives(r, v, p.collectives);
   // Whatever the fields above could not check alone (e.g. an fp32 point on a GPU without fp32).
@@ -250,6 +285,10 @@ std::string format_machine_profile(const MachineProfile& p) {
       any = true;
       o += fmt::format("  {}: {:.6g}\n", to_string(static_cast<KernelKind>(i)), *e);
     }
+  if (!p.compute.row_points.empty()) o += "row_kernels:\n";
+  for (const RowKernelPoint& q : p.compute.row_points)
+    o += fmt::format("  - {{fn: {}, pass: {}, cols: {}, efficiency: {:.6g}}}\n", to_string(q.fn),
+                     q.backward ? "backward" : "forward", q.cols, q.efficiency);
   if (!p.compute.gemm_points.empty()) o += "gemm:\n";
   for (const GemmPoint& q : p.compute.gemm_points)
     o += fmt::format("  - {{m: {}, n: {}, k: {}, dtype: {}, achieved: {}}}\n", q.m, q.n, q.k, dtype(q.dtype_bytes),

@@ -134,7 +134,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       Time d;
       switch (op.kind) {
         case OpKind::Compute:
-          d = compute.time(op.kernel);
+          d = compute.time(op.kernel, op.phase == Phase::Backward);
           break;
         case OpKind::Collective:
         case OpKind::Send:

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace meshsim::cuda {
@@ -66,9 +67,15 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   const std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
   const std::int64_t rows = std::max<std::int64_t>(static_cast<std::int64_t>(opt.kernel_bytes / 4) / opt.row, 1);
   const std::vector<CalibrationCall> calls = calibration_calls(rows, opt.row, opt.attention);
+  std::vector<CalibrationCall> sweep;
+  for (std::int64_t w : opt.row_widths) {
+    const std::vector<CalibrationCall> at = row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w);
+    sweep.insert(sweep.end(), at.begin(), at.end());
+  }
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer
-  for (const CalibrationCall& c : calls)
-    kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
+  for (const std::vector<CalibrationCall>* list : {&calls, &std::as_const(sweep)})
+    for (const CalibrationCall& c : *list)
+      kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
   const std::size_t buf_bytes = std::max({gemm_bytes, opt.memory_bytes, kernel_floats * 4});
   void* buf[3] = {};
   for (void*& b : buf) {
@@ -122,6 +129,12 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     const double secs = time_per_call(
         what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
     m.kernels.push_back({c, secs});
+  }
+  for (const CalibrationCall& c : sweep) {
+    const std::string what = "calibrate " + c.call.text();
+    const double secs = time_per_call(
+        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
+    m.row_sweep.push_back({c, secs});
   }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),

@@ -26,10 +26,11 @@ struct MeasuredGemm {
 };
 
 struct CudaMeasurements {
-  std::vector<MeasuredGemm> gemm;       // every (m, n, k) of gemm_sizes, per dtype
-  double memory_bandwidth = 0;          // bytes read + written per second by stream_pass on memory_bytes
-  double launch_overhead_s = 0;         // time per back-to-back stream_pass of 1 KiB
-  std::vector<MeasuredKernel> kernels;  // our kernels (kernels/cuda_ops.h): calibration_calls
+  std::vector<MeasuredGemm> gemm;         // every (m, n, k) of gemm_sizes, per dtype
+  double memory_bandwidth = 0;            // bytes read + written per second by stream_pass on memory_bytes
+  double launch_overhead_s = 0;           // time per back-to-back stream_pass of 1 KiB
+  std::vector<MeasuredKernel> kernels;    // our kernels (kernels/cuda_ops.h): calibration_calls
+  std::vector<MeasuredKernel> row_sweep;  // the row kernels at each of row_widths: row_kernel_calls
 };
 
 struct CudaCalibrateOptions {
@@ -44,9 +45,13 @@ struct CudaCalibrateOptions {
   // 0.1 ms window, within the clock's ramp and the event's resolution, and the 1024^3 points
   // varied 0.44-0.75x of the preset from run to run (docs/validation/gpu-h200.md). 0: never.
   double min_window_s = 5e-3;
-  std::size_t memory_bytes = 512 << 20;                    // per buffer of the bandwidth pass
-  std::size_t kernel_bytes = 256 << 20;                    // the row kernels' rows x row floats
-  std::int64_t row = 4096;                                 // the kernels' row length (a hidden size, a key count)
+  std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass
+  std::size_t kernel_bytes = 256 << 20;  // the row kernels' rows x row floats
+  std::int64_t row = 4096;               // the kernels' row length (a hidden size, a key count)
+  // The row kernels again at each of these row lengths (kernel_bytes of rows each), for the
+  // profile's per-width rates: hidden sizes and key counts from small models to GPT-3's 12288
+  // and past it, where a row no longer fits in registers or shared memory. Empty: no sweep.
+  std::vector<std::int64_t> row_widths{1024, 2048, 4096, 8192, 12288, 16384, 32768};
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
 };
 

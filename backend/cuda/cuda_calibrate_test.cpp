@@ -27,6 +27,7 @@ CudaCalibrateOptions small() {
   o.kernel_bytes = 64 << 10;  // 64 rows of 256 floats
   o.row = 256;
   o.attention = {2, 64, 64, 32};
+  o.row_widths = {128, 512};  // 128 rows of 128, 32 of 512
   return o;
 }
 
@@ -51,6 +52,21 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_EQ(api.count("kernel layernorm_bwd 64x256"), 3);
   EXPECT_EQ(api.count("kernel softmax_bwd 64x256"), 3);
   EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal"), 3);
+  // The sweep: the 14 row kernels at each width, over the same 16384 floats, tagged with the
+  // function and pass the compute model looks their rate up by.
+  ASSERT_EQ(m.row_sweep.size(), 2u * 14);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 128x128"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 32x512"), 3);
+  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512"), 3);
+  EXPECT_EQ(api.count("kernel dropout_fwd 32x512"), 3);
+  int layernorm_bwd = 0;
+  for (const MeasuredKernel& k : m.row_sweep)
+    if (k.what.fn == KernelFn::LayerNorm && k.what.backward) {
+      ++layernorm_bwd;
+      EXPECT_EQ(k.what.kind, KernelKind::Norm);
+      EXPECT_EQ(k.what.call.rows * k.what.call.cols, 16384);
+    }
+  EXPECT_EQ(layernorm_bwd, 2);
   EXPECT_EQ(api.count("free"), 3);
 }
 
