@@ -295,6 +295,12 @@ step 16 "every algorithm of the other five kinds on 4 ranks (2 nodes of 2), our 
   240 every_kind_ok -- "$root/tools/gpu/every_algorithm.sh" --kinds allgather,reducescatter,broadcast,reduce,alltoall \
   "$M" 4 dgx-h100:nodes=2,gpus_per_node=2 --backend cuda --set workload.bytes=16MiB --set workload.iterations=2 --timeout 60
 
+# A second model shape against the same profile: a Llama-3 70B layer (SwiGLU, grouped-query
+# attention, a 128k vocabulary) at sequence 4096, where step 6's is GPT-3's (GeLU, 12288 wide).
+step 17 "validate one Llama-3 70B layer (seq 4096) at TP=1 against the measured profile (within 10%)" 300 within10 -- \
+  "$M" validate examples/scenarios/gpt3-layer-gpu.yaml --backend cuda --set "run.profile=$results/gpu-profile.yaml" \
+  --set model.preset=llama3-70b --set model.seq=4096 --json --trace "$results/validate-llama-trace.json"
+
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
 exit $failed
