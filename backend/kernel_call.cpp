@@ -226,23 +226,13 @@ std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t 
   return v;
 }
 
-std::vector<CalibrationCall> attention_calls(std::int64_t seq) {
-  MESHSIM_ASSERT(seq > 0);
-  const double per_seq = 2048.0 / static_cast<double>(seq);
-  const auto bh = std::max<std::int64_t>(1, std::llround(16 * per_seq * per_seq));
-  const kernels::AttentionShape shape{bh, seq, seq, 128};
-  const double fwd = Kernel::attention(bh, seq, seq, 128, 4, true).flops;
-  return {{KernelKind::Attention, make_attention_call(false, shape, true), fwd, KernelFn::Pass, false},
-          {KernelKind::Attention, make_attention_call(true, shape, true), 2 * fwd, KernelFn::Pass, true}};
-}
-
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
                                                const kernels::AttentionShape& attention) {
   std::vector<CalibrationCall> v = row_calls(rows, row);
   const double fwd =
       Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim, 4, true).flops;
-  v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd, KernelFn::Pass, false});
-  v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd, KernelFn::Pass, true});
+  v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});
+  v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd});
   v.push_back({KernelKind::Optimizer, make_kernel_call(Fn::AdamW, 1, rows * row), 0});
   return v;
 }

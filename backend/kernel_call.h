@@ -131,10 +131,6 @@ std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t r
 // sweep over widths, since a row kernel's rate depends on its row length (rows held in
 // registers or shared memory, or read twice; docs/validation/gpu-h100.md, run 20).
 std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width);
-// Our attention, causal, forward and backward on seq x seq blocks of head_dim 128, with
-// batch x heads chosen so that every length does about the work of 16 x 2048 x 2048 (at least
-// one): calibrate's sweep over sequence lengths (a blocked kernel's rate rises with them).
-std::vector<CalibrationCall> attention_calls(std::int64_t seq);
 
 // A timed calibration call, and what calibrate writes from a set of them: per kernel kind
 // the bytes moved over the time taken (the memory efficiency is that over the measured

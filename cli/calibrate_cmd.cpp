@@ -158,7 +158,6 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   // fp32 peak: validate predicts attention ops as they run, in float32 (as_run_by_our_kernels).
   apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_fp32);
   apply_row_sweep(p, m.row_sweep);
-  apply_attention_sweep(p, m.attention_sweep, p.gpu.peak_flops_fp32);
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
   for (const auto& g : m.gemm) {
     const int width = cuda::dtype_bytes(g.dtype);
@@ -334,17 +333,6 @@ void print_compute(const ComputeMeasurement& c) {
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
   print_row_points(profile.compute.row_points);
-  if (!profile.compute.attention_points.empty()) {
-    std::cout << fmt::format("{:<34}", "attention (causal), of fp32 peak, by seq");
-    for (const AttentionPoint& q : profile.compute.attention_points)
-      if (!q.backward) std::cout << fmt::format(" {:>6}", q.seq);
-    for (const bool backward : {false, true}) {
-      std::cout << fmt::format("\n{:<34}", backward ? "attention backward" : "attention forward");
-      for (const AttentionPoint& q : profile.compute.attention_points)
-        if (q.backward == backward) std::cout << fmt::format(" {:>5.1f}%", 100 * q.efficiency);
-    }
-    std::cout << "\n\n";
-  }
   if (!c.preset_check.empty()) std::cout << c.preset_check << "\n";
 }
 

@@ -87,9 +87,6 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
 // profile's row points: per function, pass and width, bytes per second over
 // p.gpu.memory_bandwidth, kept within [0.001, 1].
 void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep);
-// Our attention timed at several sequence lengths (attention_calls) into the profile's
-// attention points: per pass and length, FLOP/s over `attention_peak`, within [0.001, 1].
-void apply_attention_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep, double attention_peak);
 
 // Writes the measured events (a track per rank) and, for validate, the predicted ones (a
 // track per pipeline stage) into one Perfetto trace; op names come from the schedule.

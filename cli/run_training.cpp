@@ -75,14 +75,6 @@ void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep
           {m.what.fn, m.what.backward, m.what.call.cols, std::clamp(m.bytes_per_s() / bw, 1e-3, 1.0)});
 }
 
-void apply_attention_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep, double attention_peak) {
-  for (const MeasuredKernel& m : sweep)
-    if (m.what.kind == KernelKind::Attention && attention_peak > 0)
-      p.compute.attention_points.push_back({m.what.backward,
-                                            std::min(m.what.call.shape.seq_q, m.what.call.shape.seq_kv),
-                                            std::clamp(m.what.flops / m.seconds / attention_peak, 1e-3, 1.0)});
-}
-
 void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& kernels, double attention_peak) {
   const KernelRates r = kernel_rates(kernels);
   const double bw = p.gpu.memory_bandwidth.bytes_per_s();

@@ -102,25 +102,6 @@ void check_fraction(double v, const std::string& what) {
   if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: {} must be in (0, 1]; e.g. 0.8 for 80% of peak", what, v));
 }
 
-// The efficiency at length x from the points `match` accepts (`length` gives a point's): the
-// nearest measured length at or below x and at or above it, linear in log2 between the two,
-// the nearest one's outside their range; nullopt without a matching point.
-template <class Point, class Match, class Length>
-std::optional<double> log2_interpolate(const std::vector<Point>& points, std::int64_t x, Match match, Length length) {
-  const Point* below = nullptr;
-  const Point* above = nullptr;
-  for (const Point& p : points) {
-    if (!match(p)) continue;
-    if (length(p) <= x && (!below || length(p) > length(*below))) below = &p;
-    if (length(p) >= x && (!above || length(p) < length(*above))) above = &p;
-  }
-  if (!below && !above) return std::nullopt;
-  if (!below || !above || length(*below) == length(*above)) return (below ? below : above)->efficiency;
-  const double lx = std::log2(static_cast<double>(x)), x0 = std::log2(static_cast<double>(length(*below))),
-               x1 = std::log2(static_cast<double>(length(*above)));
-  return below->efficiency + (above->efficiency - below->efficiency) * (lx - x0) / (x1 - x0);
-}
-
 }  // namespace
 
 GpuSpec gpu_preset(const std::string& name) {
@@ -181,10 +162,6 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
                               to_string(p.fn)));
     check_fraction(p.efficiency, fmt::format("row kernel point of '{}' at {} columns", to_string(p.fn), p.cols));
   }
-  for (const AttentionPoint& p : overrides_.attention_points) {
-    if (p.seq <= 0) throw Error("attention point: needs a positive sequence length");
-    check_fraction(p.efficiency, fmt::format("attention point at sequence {}", p.seq));
-  }
   for (std::size_t i = 0; i < overrides_.gemm_points.size(); ++i) {
     const GemmPoint& p = overrides_.gemm_points[i];
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.achieved_flops > 0))
@@ -202,7 +179,7 @@ double ComputeModel::peak_flops(int dtype_bytes) const {
                           gpu_.name));
 }
 
-double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
+double ComputeModel::curve_efficiency(const Kernel& k) const {
   const double peak = peak_flops(k.dtype_bytes);
   switch (k.kind) {
     case KernelKind::Gemm: {
@@ -214,12 +191,7 @@ double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
     }
     case KernelKind::Attention: {
       if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency;  // no shape: assume long sequences
-      const std::int64_t seq = std::min(k.m, k.n);
-      if (const auto e = log2_interpolate(
-              overrides_.attention_points, seq, [&](const AttentionPoint& p) { return p.backward == backward; },
-              [](const AttentionPoint& p) { return p.seq; }))
-        return *e;
-      return gpu_.attention_efficiency * saturating(static_cast<double>(seq), kAttentionHalfSeq);
+      return gpu_.attention_efficiency * saturating(static_cast<double>(std::min(k.m, k.n)), kAttentionHalfSeq);
     }
     default:
       return std::min(1.0, kVectorEfficiency * gpu_.peak_flops_fp32 / peak);
@@ -228,9 +200,19 @@ double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
 
 std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool backward) const {
   if (overrides_.row_points.empty() || k.fn == KernelFn::Pass || k.n <= 0) return std::nullopt;
-  return log2_interpolate(
-      overrides_.row_points, k.n, [&](const RowKernelPoint& p) { return p.fn == k.fn && p.backward == backward; },
-      [](const RowKernelPoint& p) { return p.cols; });
+  // The nearest measured width at or below the kernel's row length, and at or above it.
+  const RowKernelPoint* below = nullptr;
+  const RowKernelPoint* above = nullptr;
+  for (const RowKernelPoint& p : overrides_.row_points) {
+    if (p.fn != k.fn || p.backward != backward) continue;
+    if (p.cols <= k.n && (!below || p.cols > below->cols)) below = &p;
+    if (p.cols >= k.n && (!above || p.cols < above->cols)) above = &p;
+  }
+  if (!below && !above) return std::nullopt;
+  if (!below || !above || below->cols == above->cols) return (below ? below : above)->efficiency;
+  const double x = std::log2(static_cast<double>(k.n)), x0 = std::log2(static_cast<double>(below->cols)),
+               x1 = std::log2(static_cast<double>(above->cols));
+  return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
 }
 
 double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
@@ -242,7 +224,7 @@ double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
 
 double ComputeModel::curve_time_ps(const Kernel& k, bool backward) const {
   double t = 0;  // seconds
-  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward));
+  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k));
   if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)));
   return t * 1e12 + static_cast<double>(gpu_.launch_overhead.ps());
 }
@@ -280,8 +262,8 @@ Time ComputeModel::time(const Kernel& k, bool backward) const {
   return duration_ps(std::max(launch, t), "a kernel");
 }
 
-double ComputeModel::efficiency(const Kernel& k, bool backward) const {
-  return std::min(1.0, curve_efficiency(k, backward) / gemm_correction(k));
+double ComputeModel::efficiency(const Kernel& k) const {
+  return std::min(1.0, curve_efficiency(k) / gemm_correction(k));
 }
 
 ComputeModel ComputeModel::load_profile(const std::string& path) {

@@ -72,14 +72,6 @@ struct RowKernelPoint {
   double efficiency = 0;
 };
 
-// Our attention kernel's measured rate at one sequence length: the fraction of the peak its
-// forward (or backward) pass reached, causal, on seq x seq blocks (calibrate's sweep).
-struct AttentionPoint {
-  bool backward = false;
-  std::int64_t seq = 0;
-  double efficiency = 0;
-};
-
 struct ComputeOverrides {
   std::vector<GemmPoint> gemm_points;
   // Per kernel kind (indexed by KernelKind): the large-size fraction of memory bandwidth reached.
@@ -88,10 +80,6 @@ struct ComputeOverrides {
   // and pass, its efficiency comes from them (piecewise linear in log2 of the row length between
   // the nearest two, the nearest one's outside their range), not from its kind's figure.
   std::vector<RowKernelPoint> row_points;
-  // Per pass, by sequence length (min(seq_q, seq_kv) of the kernel), the same way: where the
-  // attention kernel's pass has points, its efficiency comes from them instead of
-  // attention_efficiency and its sequence curve.
-  std::vector<AttentionPoint> attention_points;
 };
 
 class ComputeModel {
@@ -108,7 +96,7 @@ class ComputeModel {
   // matters only where the overrides carry row points).
   Time time(const Kernel& k, bool backward = false) const;
   // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
-  double efficiency(const Kernel& k, bool backward = false) const;
+  double efficiency(const Kernel& k) const;
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.
   double memory_efficiency(const Kernel& k, bool backward = false) const;
 
@@ -119,7 +107,7 @@ class ComputeModel {
   double peak_flops(int dtype_bytes) const;
 
  private:
-  double curve_efficiency(const Kernel& k, bool backward = false) const;
+  double curve_efficiency(const Kernel& k) const;
   double curve_time_ps(const Kernel& k, bool backward = false) const;
   std::optional<double> row_point_efficiency(const Kernel& k, bool backward) const;
   double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points

@@ -269,26 +269,6 @@ TEST(ComputeModel, RowKernelPointsGiveTheEfficiencyByRowLength) {
   EXPECT_THROW(ComputeModel(g, bad), Error);
 }
 
-// Attention points replace attention_efficiency and its sequence curve for their pass, by
-// min(seq_q, seq_kv) the same way (hand-worked: 0.05 at 2048 and 0.07 at 8192 give 0.06 at
-// 4096); the other pass keeps the curve.
-TEST(ComputeModel, AttentionPointsGiveTheEfficiencyBySequence) {
-  ComputeOverrides o;
-  o.attention_points = {{false, 2048, 0.05}, {false, 8192, 0.07}};
-  GpuSpec g = gpu_preset("h100");
-  g.attention_efficiency = 0.5;
-  const ComputeModel m(g, o);
-  const Kernel a = Kernel::attention(64, 4096, 4096, 128, 4, true);
-  EXPECT_NEAR(m.efficiency(a, false), 0.06, 1e-12);
-  EXPECT_NEAR(m.efficiency(Kernel::attention(64, 4096, 16384, 128, 4, true), false), 0.06, 1e-12);  // min(sq, skv)
-  EXPECT_NEAR(m.efficiency(Kernel::attention(64, 512, 512, 128, 4, true), false), 0.05, 1e-12);
-  EXPECT_NEAR(m.efficiency(a, true), 0.5 * 4096.0 / (4096 + 128), 1e-12);  // no backward points: the curve
-  EXPECT_NEAR(m.time(a, false).seconds(), a.flops / (g.peak_flops_fp32 * 0.06) + g.launch_overhead.seconds(), 1e-9);
-  ComputeOverrides bad;
-  bad.attention_points = {{false, 0, 0.05}};
-  EXPECT_THROW(ComputeModel(g, bad), Error);
-}
-
 TEST(MachineProfile, ExampleProfileLoads) {
   const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
   const MachineProfile p = load_machine_profile(path);
@@ -341,11 +321,6 @@ TEST(MachineProfile, MalformedProfilesNameTheField) {
        {"row_kernels[1]", "measured twice"}},
       {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: layernorm, pass: forward, cols: 4096}\n",
        {"row_kernels[0]", "missing field 'efficiency'"}},
-      {"gpu: {preset: h100}\nattention:\n  - {pass: forward, seq: 0, efficiency: 0.07}\n",
-       {"bad.yaml:3:", "attention[0].seq", "positive integer"}},
-      {"gpu: {preset: h100}\nattention:\n  - {pass: forward, seq: 4096, efficiency: 0.07}\n"
-       "  - {pass: forward, seq: 4096, efficiency: 0.08}\n",
-       {"attention[1]", "measured twice"}},
       {"gpu: {preset: h100}\ngemm: {m: 1}\n", {"gemm", "expected a list"}},
       {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16}\n",
        {"bad.yaml:3:", "gemm[0]", "missing field 'achieved'"}},
@@ -416,13 +391,6 @@ TEST(MachineProfile, FormatRoundTrips) {
   for (std::size_t i = 0; i < a.compute.row_points.size(); ++i) {
     const RowKernelPoint &x = a.compute.row_points[i], &y = b.compute.row_points[i];
     EXPECT_EQ(std::tie(x.fn, x.backward, x.cols), std::tie(y.fn, y.backward, y.cols));
-    EXPECT_TRUE(near(x.efficiency, y.efficiency));
-  }
-  ASSERT_EQ(b.compute.attention_points.size(), a.compute.attention_points.size());
-  ASSERT_FALSE(a.compute.attention_points.empty());
-  for (std::size_t i = 0; i < a.compute.attention_points.size(); ++i) {
-    const AttentionPoint &x = a.compute.attention_points[i], &y = b.compute.attention_points[i];
-    EXPECT_EQ(std::tie(x.backward, x.seq), std::tie(y.backward, y.seq));
     EXPECT_TRUE(near(x.efficiency, y.efficiency));
   }
   for (std::size_t i = 0; i < a.compute.gemm_points.size(); ++i) {

@@ -72,13 +72,8 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     const std::vector<CalibrationCall> at = row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w);
     sweep.insert(sweep.end(), at.begin(), at.end());
   }
-  std::vector<CalibrationCall> attention;
-  for (std::int64_t seq : opt.attention_seqs) {
-    const std::vector<CalibrationCall> at = attention_calls(seq);
-    attention.insert(attention.end(), at.begin(), at.end());
-  }
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer
-  for (const std::vector<CalibrationCall>* list : {&calls, &std::as_const(sweep), &std::as_const(attention)})
+  for (const std::vector<CalibrationCall>* list : {&calls, &std::as_const(sweep)})
     for (const CalibrationCall& c : *list)
       kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
   const std::size_t buf_bytes = std::max({gemm_bytes, opt.memory_bytes, kernel_floats * 4});
@@ -129,14 +124,18 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
                "stream_pass", "calibrate memory bandwidth");
   });
   m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
-  for (const auto& [list, out] : {std::pair{&calls, &m.kernels}, std::pair{&std::as_const(sweep), &m.row_sweep},
-                                  std::pair{&std::as_const(attention), &m.attention_sweep}})
-    for (const CalibrationCall& c : *list) {
-      const std::string what = "calibrate " + c.call.text();
-      const double secs = time_per_call(
-          what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
-      out->push_back({c, secs});
-    }
+  for (const CalibrationCall& c : calls) {
+    const std::string what = "calibrate " + c.call.text();
+    const double secs = time_per_call(
+        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
+    m.kernels.push_back({c, secs});
+  }
+  for (const CalibrationCall& c : sweep) {
+    const std::string what = "calibrate " + c.call.text();
+    const double secs = time_per_call(
+        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
+    m.row_sweep.push_back({c, secs});
+  }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),
                "stream_pass", "calibrate launch overhead");

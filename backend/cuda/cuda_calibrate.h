@@ -26,12 +26,11 @@ struct MeasuredGemm {
 };
 
 struct CudaMeasurements {
-  std::vector<MeasuredGemm> gemm;               // every (m, n, k) of gemm_sizes, per dtype
-  double memory_bandwidth = 0;                  // bytes read + written per second by stream_pass on memory_bytes
-  double launch_overhead_s = 0;                 // time per back-to-back stream_pass of 1 KiB
-  std::vector<MeasuredKernel> kernels;          // our kernels (kernels/cuda_ops.h): calibration_calls
-  std::vector<MeasuredKernel> row_sweep;        // the row kernels at each of row_widths: row_kernel_calls
-  std::vector<MeasuredKernel> attention_sweep;  // our attention at each of attention_seqs: attention_calls
+  std::vector<MeasuredGemm> gemm;         // every (m, n, k) of gemm_sizes, per dtype
+  double memory_bandwidth = 0;            // bytes read + written per second by stream_pass on memory_bytes
+  double launch_overhead_s = 0;           // time per back-to-back stream_pass of 1 KiB
+  std::vector<MeasuredKernel> kernels;    // our kernels (kernels/cuda_ops.h): calibration_calls
+  std::vector<MeasuredKernel> row_sweep;  // the row kernels at each of row_widths: row_kernel_calls
 };
 
 struct CudaCalibrateOptions {
@@ -53,8 +52,6 @@ struct CudaCalibrateOptions {
   // profile's per-width rates: hidden sizes and key counts from small models to GPT-3's 12288
   // and past it, where a row no longer fits in registers or shared memory. Empty: no sweep.
   std::vector<std::int64_t> row_widths{1024, 2048, 4096, 8192, 12288, 16384, 32768};
-  // Our attention again at each of these sequence lengths (attention_calls). Empty: no sweep.
-  std::vector<std::int64_t> attention_seqs{512, 1024, 2048, 4096, 8192};
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
 };
 
