@@ -124,18 +124,13 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
                "stream_pass", "calibrate memory bandwidth");
   });
   m.memory_bandwidth = 2.0 * static_cast<double>(floats) * 4 / pass;
-  for (const CalibrationCall& c : calls) {
-    const std::string what = "calibrate " + c.call.text();
-    const double secs = time_per_call(
-        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
-    m.kernels.push_back({c, secs});
-  }
-  for (const CalibrationCall& c : sweep) {
-    const std::string what = "calibrate " + c.call.text();
-    const double secs = time_per_call(
-        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
-    m.row_sweep.push_back({c, secs});
-  }
+  for (const auto& [list, out] : {std::pair{&calls, &m.kernels}, std::pair{&std::as_const(sweep), &m.row_sweep}})
+    for (const CalibrationCall& c : *list) {
+      const std::string what = "calibrate " + c.call.text();
+      const double secs = time_per_call(
+          what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
+      out->push_back({c, secs});
+    }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),
                "stream_pass", "calibrate launch overhead");
