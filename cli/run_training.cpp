@@ -70,7 +70,7 @@ MachineProfile cpu_machine_profile(const cpu::CpuMeasurements& m) {
 void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep) {
   const double bw = p.gpu.memory_bandwidth.bytes_per_s();
   for (const MeasuredKernel& m : sweep)
-    if (m.what.fn != KernelFn::Pass && bw > 0)
+    if (is_row_fn(m.what.fn) && bw > 0)
       p.compute.row_points.push_back(
           {m.what.fn, m.what.backward, m.what.call.cols, std::clamp(m.bytes_per_s() / bw, 1e-3, 1.0)});
 }

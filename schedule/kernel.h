@@ -45,6 +45,9 @@ enum class KernelFn {
 const char* to_string(KernelFn f);                              // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
 std::optional<KernelFn> parse_kernel_fn(const std::string& s);  // inverse of to_string
 inline constexpr int kKernelFns = 11;
+// A function that runs along rows, whose rate depends on the row length (a profile's
+// row_kernels points): every one but Pass (no function) and AdamW (a flat parameter vector).
+constexpr bool is_row_fn(KernelFn f) { return f != KernelFn::Pass && f != KernelFn::AdamW; }
 
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;

@@ -157,7 +157,7 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
     if (const auto& e = overrides_.memory_efficiency[i])
       check_fraction(*e, fmt::format("memory efficiency of {}", to_string(static_cast<KernelKind>(i))));
   for (const RowKernelPoint& p : overrides_.row_points) {
-    if (p.fn == KernelFn::Pass || p.cols <= 0)
+    if (!is_row_fn(p.fn) || p.cols <= 0)
       throw Error(fmt::format("row kernel point of '{}': needs a row kernel's function and a positive row length",
                               to_string(p.fn)));
     check_fraction(p.efficiency, fmt::format("row kernel point of '{}' at {} columns", to_string(p.fn), p.cols));
@@ -199,7 +199,7 @@ double ComputeModel::curve_efficiency(const Kernel& k) const {
 }
 
 std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool backward) const {
-  if (overrides_.row_points.empty() || k.fn == KernelFn::Pass || k.n <= 0) return std::nullopt;
+  if (overrides_.row_points.empty() || !is_row_fn(k.fn) || k.n <= 0) return std::nullopt;
   // The nearest measured width at or below the kernel's row length, and at or above it.
   const RowKernelPoint* below = nullptr;
   const RowKernelPoint* above = nullptr;

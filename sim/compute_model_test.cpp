@@ -265,6 +265,8 @@ TEST(ComputeModel, RowKernelPointsGiveTheEfficiencyByRowLength) {
   ComputeOverrides bad;
   bad.row_points = {{KernelFn::Pass, false, 4096, 0.5}};
   EXPECT_THROW(ComputeModel(g, bad), Error);
+  bad.row_points = {{KernelFn::AdamW, false, 4096, 0.5}};  // the reader's rule too: not a row kernel
+  EXPECT_THROW(ComputeModel(g, bad), Error);
   bad.row_points = {{KernelFn::LayerNorm, false, 4096, 1.5}};
   EXPECT_THROW(ComputeModel(g, bad), Error);
 }

@@ -162,10 +162,10 @@ void read_row_points(const Reader& r, const YAML::Node& list, ComputeOverrides& 
     const YAML::Node fn = r.required(p, "fn", field, "layernorm");
     const std::string name = r.text(fn, field + ".fn");
     const auto f = parse_kernel_fn(name);
-    if (!f || *f == KernelFn::Pass || *f == KernelFn::AdamW) {
+    if (!f || !is_row_fn(*f)) {
       std::string names;
       for (int k = 0; k < kKernelFns; ++k)
-        if (const auto e = static_cast<KernelFn>(k); e != KernelFn::Pass && e != KernelFn::AdamW)
+        if (const auto e = static_cast<KernelFn>(k); is_row_fn(e))
           names += (names.empty() ? "" : ", ") + std::string(to_string(e));
       r.fail(fn, field + ".fn", fmt::format("'{}' is not a row kernel; use one of {}", name, names));
     }
