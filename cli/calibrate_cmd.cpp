@@ -143,6 +143,9 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
                                  : "; peaks, memory capacity and efficiency curves from the " + preset + " preset");
   p.gpu = gpu_preset(preset.empty() ? "h100" : preset);
   p.gpu.name = device;
+  // Measured rates are this card's as calibrate saw them: no job factors on top (docs/compute.md).
+  p.gpu.sustained_tensor = 1.0;
+  p.gpu.speed_spread = 0.0;
   if (preset.empty()) {  // peaks: the best measured rate per width
     p.gpu.peak_flops_bf16 = p.gpu.peak_flops_fp16 = p.gpu.peak_flops_fp32 = 0;
     for (const auto& g : m.gemm) {

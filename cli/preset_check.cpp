@@ -19,7 +19,11 @@ std::string bandwidth(double bytes_per_s) { return format_bandwidth(Bandwidth::f
 std::vector<PresetCheckRow> check_against_preset(const cuda::CudaMeasurements& m,
                                                  const cuda::CudaCalibrateOptions& options, const GpuSpec& preset) {
   using cuda::MeasuredGemm;
-  const ComputeModel model(preset);
+  // Calibrate's rates are a benchmark's (seconds of load): set them beside the preset's burst
+  // figures, not the sustained ones it gives a training job (docs/compute.md).
+  GpuSpec burst = preset;
+  burst.sustained_tensor = 1.0;
+  const ComputeModel model(burst);
   std::vector<PresetCheckRow> rows;
 
   // GEMMs: the cubic shapes one by one, then every shape of a width as a geometric mean.

@@ -127,6 +127,16 @@ std::string layout_text(const Scenario& s) {
   return t;
 }
 
+namespace {
+std::string stack_text(const TrainingStack& t) {
+  std::string o = fmt::format("{} (attention {}", to_string(t.kind), to_string(t.attention));
+  if (t.tp_comm_overlap) o += fmt::format(", TP-comm overlap on {} SMs", t.tp_overlap_sms);
+  if (t.reduce_every_microbatch) o += ", reduce every micro-batch";
+  if (t.eager) o += ", eager kernels";
+  return o + ")";
+}
+}  // namespace
+
 std::string training_summary_text(const TrainingResult& r) {
   const Scenario& s = r.scenario;
   const ModelSpec& m = s.model;
@@ -144,7 +154,11 @@ std::string training_summary_text(const TrainingResult& r) {
                                                 : r.gpu.peak_flops_fp16) *
                        1e-12,
                    m.dtype, gib(r.gpu.memory), to_string(s.fidelity));
-  o << "\n";
+  o << fmt::format("  stack      {}", stack_text(s.parallel.stack));
+  if (r.tensor_factor != 1)
+    o << fmt::format("; tensor cores at {:.3f} of burst (sustained clocks {:.3f}, slowest of {} GPUs)", r.tensor_factor,
+                     r.gpu.sustained_tensor, s.parallel.world_size());
+  o << "\n\n";
   o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));
   o << fmt::format("  tokens/s         {:.0f}\n", r.tokens_per_s);
   o << fmt::format("  MFU / HFU        {} / {}\n", pct(r.mfu), pct(r.hfu));
@@ -258,6 +272,9 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["topology"] = r.topology_name;
   j["placement"] = r.placement;
   j["gpu"] = r.gpu.name;
+  j["stack"] = to_string(r.scenario.parallel.stack.kind);
+  j["attention"] = to_string(r.scenario.parallel.stack.attention);
+  j["tensor_factor"] = r.tensor_factor;
   j["fidelity"] = to_string(r.scenario.fidelity);
   j["gpus"] = r.gpus;
   j["iteration_s"] = r.sim.iteration.seconds();

@@ -60,6 +60,7 @@ struct Kernel {
   KernelFn fn = KernelFn::Pass;  // row kernels only
   std::int64_t batch = 0;        // attention: batch x heads (0: no shape)
   bool causal = false;           // attention: a causal mask over the block
+  int sms_reserved = 0;          // GEMM: SMs held by a communication kernel running beside it
 
   // flops = 2mnk, bytes = (mk + kn + mn) * dtype_bytes (each operand read once, C written once).
   static Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, int dtype_bytes);

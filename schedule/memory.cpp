@@ -159,7 +159,8 @@ int inflight_chunks(const ParallelSpec& p, int stage) {
 }
 
 int recompute_segment_layers(const ModelSpec& m, const ParallelSpec& p) {
-  const int chunk_layers = m.layers / (p.pp * p.vchunks);
+  int chunk_layers = 0;  // the largest chunk's (uneven stages: parallel.stage_layers)
+  for (int s = 0; s < p.pp; ++s) chunk_layers = std::max(chunk_layers, p.max_chunk_layers(m.layers, s));
   int k = 0;
   if (p.recompute.mode == RecomputeMode::EveryK)
     k = p.recompute.every_k;
@@ -208,8 +209,8 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
 // Weights, gradients, optimizer: 16 bytes per parameter for 16-bit mixed-precision Adam.
 // Returns the parameters this rank holds before ZeRO sharding.
 double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const ParallelSpec& p, const Shape& x,
-                         bool first, bool last) {
-  const int stage_layers = m.layers / p.pp;
+                         int stage, bool first, bool last) {
+  const int stage_layers = p.layers_on_stage(m.layers, stage);
   const double t = x.t;
   const double expert = m.expert_params_per_layer();
   const double table = static_cast<double>(m.vocab) * m.hidden / t;  // vocabulary-parallel
@@ -230,8 +231,9 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
 }
 
 // Activations of the layers in flight on `stage`.
+// Uneven stages: each chunk in flight is counted at the stage's largest chunk (an upper bound).
 void activation_items(std::vector<MemoryItem>& out, const ModelSpec& m, const ParallelSpec& p, int stage) {
-  const int chunk_layers = m.layers / (p.pp * p.vchunks);
+  const int chunk_layers = p.max_chunk_layers(m.layers, stage);
   const int n = inflight_chunks(p, stage);
   const std::string inflight = fmt::format("{} in flight", n);
   const RecomputeMode mode = p.recompute.mode;
@@ -335,7 +337,10 @@ RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage) {
                        : first   ? "first: embedding"
                        : last    ? "last: head"
                                  : "middle");
-  const double held_params = model_state_items(r.items, m, p, x, first, last);
+  if (!p.stage_layers.empty() && p.stage_layers.size() != static_cast<std::size_t>(p.pp) * p.vchunks)
+    throw Error(fmt::format("parallel.stage_layers: {} entries for pp x vchunks = {} virtual stages; give one each",
+                            p.stage_layers.size(), p.pp * p.vchunks));
+  const double held_params = model_state_items(r.items, m, p, x, stage, first, last);
   activation_items(r.items, m, p, stage);
   extra_items(r.items, m, p, x, first, last);
   r.items.push_back(temporaries_item(m, p));

@@ -98,11 +98,12 @@ void check_products(const ParallelSpec& p, const ModelSpec& m) {
     fail("micro_batch_size", fmt::format("{} sequences of {} tokens = {} tokens per micro-batch exceeds meshsim's "
                                          "limit of {}",
                                          p.micro_batch_size, m.seq, tokens, kMaxTokensPerMicrobatch));
-  const std::int64_t passes = std::int64_t{m.layers} * p.microbatches / p.pp;
+  const std::int64_t per_stage = p.stage_layers.empty() ? m.layers / p.pp : m.layers;  // an upper bound when uneven
+  const std::int64_t passes = per_stage * p.microbatches;
   if (passes > kMaxLayerPasses)
     fail("microbatches", fmt::format("{} micro-batches x {} layers per stage = {} layer passes per stage exceed "
                                      "meshsim's limit of {} (the schedule holds every op); use fewer micro-batches",
-                                     p.microbatches, m.layers / p.pp, passes, kMaxLayerPasses));
+                                     p.microbatches, per_stage, passes, kMaxLayerPasses));
 }
 
 // ZeRO stage, expert imbalance, gradient bucket size and recomputation.
@@ -193,10 +194,27 @@ void check_sequence_split(const ParallelSpec& p, const ModelSpec& m) {
 
 // Stages (and model chunks) split the layers evenly and get enough micro-batches.
 void check_pipeline(const ParallelSpec& p, const ModelSpec& m) {
-  if (m.layers % (p.pp * p.vchunks) != 0)
-    fail("pp",
-         fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the layers",
-                     m.layers, p.pp, p.vchunks));
+  const std::int64_t slots = std::int64_t{p.pp} * p.vchunks;
+  if (!p.stage_layers.empty()) {
+    if (static_cast<std::int64_t>(p.stage_layers.size()) != slots)
+      fail("stage_layers",
+           fmt::format("{} entries for pp = {} x vchunks = {} = {} virtual stages; give one layer count "
+                       "per virtual stage (chunk c of stage s is entry c x pp + s)",
+                       p.stage_layers.size(), p.pp, p.vchunks, slots));
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < p.stage_layers.size(); ++i) {
+      if (p.stage_layers[i] < 0)
+        fail("stage_layers", fmt::format("entry {} is {}; layer counts are 0 or more", i, p.stage_layers[i]));
+      sum += p.stage_layers[i];
+    }
+    if (sum != m.layers)
+      fail("stage_layers",
+           fmt::format("the entries add up to {} layers, the model has {}; make them add up", sum, m.layers));
+  } else if (m.layers % slots != 0) {
+    fail("pp", fmt::format("layers = {} is not divisible by pp = {} x vchunks = {}; choose stages that divide the "
+                           "layers, or give parallel.stage_layers",
+                           m.layers, p.pp, p.vchunks));
+  }
   if (p.microbatches < p.pp)
     fail("microbatches",
          fmt::format("{} is fewer than pp = {} stages; use at least {} micro-batches", p.microbatches, p.pp, p.pp));

@@ -10,10 +10,13 @@
 // (dp must be a multiple of ep), as in Megatron-Core and DeepSeek-V3.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "schedule/model.h"
+#include "schedule/stack.h"
 
 namespace meshsim {
 
@@ -67,6 +70,35 @@ struct ParallelSpec {
   // input is all-gathered over tp before its segment is recomputed.
   bool distribute_checkpoints = false;
   double dp_bucket_mib = 25;  // DP gradient bucket size
+  // The software that runs the layout (schedule/stack.h); a scenario's top-level `stack:`.
+  TrainingStack stack;
+  // Uneven pipeline stages: the layers of each virtual stage, pp x vchunks entries in
+  // virtual-stage order (model chunk c of stage s is entry c * pp + s), adding up to the
+  // model's layers; 0 is allowed (a slot holding only the embedding or the loss, as Megatron's
+  // account-for-embedding/loss splits do). Empty: layers / (pp x vchunks) each.
+  std::vector<int> stage_layers;
+
+  // Layers of virtual stage vs (0 .. pp x vchunks - 1) of a model of `layers`, and the global
+  // index of its first layer (layers are numbered in virtual-stage order).
+  int chunk_layers(int layers, int vs) const {
+    return stage_layers.empty() ? layers / (pp * vchunks) : stage_layers[static_cast<std::size_t>(vs)];
+  }
+  int first_layer(int layers, int vs) const {
+    int first = 0;
+    for (int v = 0; v < vs; ++v) first += chunk_layers(layers, v);
+    return first;
+  }
+  // All the layers pipeline stage s holds (its vchunks chunks), and its largest chunk.
+  int layers_on_stage(int layers, int s) const {
+    int n = 0;
+    for (int c = 0; c < vchunks; ++c) n += chunk_layers(layers, c * pp + s);
+    return n;
+  }
+  int max_chunk_layers(int layers, int s) const {
+    int n = 0;
+    for (int c = 0; c < vchunks; ++c) n = std::max(n, chunk_layers(layers, c * pp + s));
+    return n;
+  }
 
   // Whether the checkpoints are sharded over tp by distribute_checkpoints (it is set, with
   // whole-layer recomputation, 1D tp > 1 and no sp).

@@ -205,6 +205,18 @@ TEST(ValidateParallel, EveryBadCaseNamesItsField) {
          p.distribute_checkpoints = true;
        }},
       {"bad model", "gpt3-175b", 1024, "model.heads:", [](ParallelSpec&) {}},
+      // good_gpt has pp 8 x vchunks 2 = 16 virtual stages for 96 layers.
+      {"stage_layers of the wrong length", "gpt3-175b", 1024,
+       "parallel.stage_layers:", [](ParallelSpec& p) { p.stage_layers.assign(8, 12); }},
+      {"stage_layers not adding up", "gpt3-175b", 1024,
+       "parallel.stage_layers:", [](ParallelSpec& p) { p.stage_layers.assign(16, 5); }},
+      {"stage_layers negative", "gpt3-175b", 1024, "parallel.stage_layers:",
+       [](ParallelSpec& p) {
+         p.stage_layers.assign(16, 6);
+         p.stage_layers[0] = -1;
+         p.stage_layers[1] = 13;
+       }},
+      {"uneven without stage_layers", "gpt3-175b", 896, "parallel.pp:", [](ParallelSpec& p) { p.pp = 7; }},
   };
   for (const BadCase& c : cases) {
     ModelSpec m = model_preset(c.model);

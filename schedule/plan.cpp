@@ -187,7 +187,6 @@ struct Planner {
   Ctx ctx;
   int P;
   int V;                 // virtual stages = pp * vchunks
-  int Lc;                // layers per virtual stage
   Bytes stash;           // activation bytes one layer keeps from forward to backward
   Bytes checkpoint = 0;  // a segment input kept under whole-layer recomputation
   Bytes full;            // the same without recomputation (held while a recomputed segment runs)
@@ -199,7 +198,6 @@ struct Planner {
     ctx.tokens = static_cast<double>(p.micro_batch_size) * m.seq / p.cp;
     ctx.dp_axis = p.ep > 1 ? "edp+ep" : "dp";
     V = p.pp * p.vchunks;
-    Lc = m.layers / V;
     full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
     // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint;
     // 1/t of it per tp rank with distribute_checkpoints).
@@ -233,18 +231,19 @@ struct Planner {
   }
 
   // What layer i of a chunk keeps between its forward and backward.
-  Bytes stash_of(int i) const {
+  Bytes stash_of(int vs, int i) const {
     if (!recompute_whole_layers()) return stash;
-    return i % segment() == 0 ? checkpoint : 0;
+    return i % segment(vs) == 0 ? checkpoint : 0;
   }
 
   bool recompute_whole_layers() const {
     return p.recompute.mode == RecomputeMode::Full || p.recompute.mode == RecomputeMode::EveryK ||
            p.recompute.mode == RecomputeMode::Sqrt;
   }
-  int segment() const {
+  int Lc(int vs) const { return p.chunk_layers(m.layers, vs); }  // layers of virtual stage vs
+  int segment(int vs) const {
     if (p.recompute.mode == RecomputeMode::EveryK || p.recompute.mode == RecomputeMode::Sqrt)
-      return std::max(1, std::min(recompute_segment_layers(m, p), Lc));
+      return std::max(1, std::min(recompute_segment_layers(m, p), Lc(vs)));
     return 1;
   }
 
@@ -361,8 +360,9 @@ struct Planner {
 
   // One pipeline unit of stage s: micro-batch u.mb's forward or backward of chunk u.chunk.
   void unit(Emitter& e, int s, const Unit& u, DpState& dp) {
-    auto layer_of = [&](int chunk, int i) { return (chunk * p.pp + s) * Lc + i; };
     const int vs = u.chunk * p.pp + s;
+    const int first_layer = p.first_layer(m.layers, vs), Lc = this->Lc(vs);
+    auto layer_of = [&](int, int i) { return first_layer + i; };
     Zero3Prefetch z3{*this, e, u.mb, {}, {}};
     if (u.forward) {
       if (vs > 0)
@@ -374,7 +374,7 @@ struct Planner {
         z3.before_use(static_cast<std::size_t>(i));
         const int first = e.size();
         forward_layer(e, layer_of(u.chunk, i), u.mb, Phase::Forward);
-        if (first < e.size()) e.op(first).alloc += stash_of(i);
+        if (first < e.size()) e.op(first).alloc += stash_of(vs, i);
       }
       if (vs == V - 1)
         logits(e, u.mb, false);
@@ -387,7 +387,7 @@ struct Planner {
     else
       receive(e, p2p(OpKind::Recv, Phase::Backward, (vs + 1) % p.pp, tag(u.mb, vs, true), u.mb, "pp.recv.grad"));
     const bool last_mb = u.mb == p.microbatches - 1;
-    const int seg = segment();
+    const int seg = segment(vs);
     // Backward order, as (layer index in the chunk, phase): each recomputed segment (its first
     // layer's input was kept) forward, just before the backward of its last layer.
     std::vector<std::pair<int, Phase>> steps;
@@ -413,12 +413,15 @@ struct Planner {
       }
       backward_layer(e, layer, u.mb);
       Op& last = e.op(e.size() - 1);
-      last.free += stash_of(i) + (recompute_whole_layers() ? full : 0);
-      if (last_mb) {
+      last.free += stash_of(vs, i) + (recompute_whole_layers() ? full : 0);
+      // FSDP under gradient accumulation (TrainingStack::reduce_every_microbatch): each
+      // block's gradients are reduce-scattered after its backward in every micro-batch.
+      const bool per_block = p.stack.reduce_every_microbatch && p.zero == 3;
+      if (last_mb || per_block) {
         const auto [dense, experts] = layer_grad_bytes();
         dp.dense += dense;
         dp.experts += experts;
-        flush(e, dp, false);
+        flush(e, dp, per_block);
       }
     }
     if (vs > 0)
@@ -452,10 +455,11 @@ struct Planner {
   // LayerNorm weights and biases (4h per layer) and the row-parallel biases (2h with biases)
   // whole, but computed their gradients from its 1/t of the tokens, so those gradients are
   // all-reduced over tp, as fp32 main gradients, for all the layers of the stage.
-  void sp_grads_allreduce(Emitter& e) {
-    if (!p.sp || p.tp < 2) return;
+  void sp_grads_allreduce(Emitter& e, int s) {
+    const int layers = p.layers_on_stage(m.layers, s);
+    if (!p.sp || p.tp < 2 || layers == 0) return;
     const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0);
-    const auto bytes = static_cast<Bytes>(per_layer * Lc * p.vchunks) * 4;
+    const auto bytes = static_cast<Bytes>(per_layer * layers) * 4;
     e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes, "tp.allreduce.sp_grads",
                           -1, -1));
   }
@@ -469,7 +473,7 @@ struct Planner {
   //   zero_grads  clear the fp32 gradient buffer of every parameter the rank holds
   void optimizer(Emitter& e, DpState& dp, int s) {
     for (int op : dp.ops) e.wait_for(op);
-    sp_grads_allreduce(e);
+    sp_grads_allreduce(e, s);
     const RankMemory mem = rank_memory(m, p, s);
     double weights = 0;
     for (const MemoryItem& it : mem.items)

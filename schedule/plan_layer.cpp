@@ -88,7 +88,9 @@ class LayerSteps {
         act(static_cast<Bytes>(T * h) * P),
         ffn(m.ffn_hidden),
         up(m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn),
-        act_bytes_per(m.ffn == FfnKind::SwiGLU ? 3.0 : 2.0),
+        // SwiGLU fused reads gate and up and writes the product; eager PyTorch runs SiLU (read
+        // gate, write) and the product (read two, write) as two kernels: 5 passes, not 3.
+        act_bytes_per(m.ffn == FfnKind::SwiGLU ? (p.stack.eager ? 5.0 : 3.0) : 2.0),
         act_fn(m.ffn == FfnKind::SwiGLU ? KernelFn::SwiGLU : KernelFn::Gelu) {}
 
   std::vector<LayerStep> steps() && {
@@ -369,10 +371,78 @@ void emit_overlapped_backward(const Ctx& c, Emitter& e, const LayerStep& gemm, c
   e.wait_for(reduced);
 }
 
+// Transformer Engine's userbuffers TP-comm overlap (TrainingStack::tp_comm_overlap, with sp):
+//   all-gather | GEMM  (ring exchange): the GEMM starts on the chunks in hand while the rest
+//       arrive over the copy engines; only the last chunk's 1/t of the GEMM waits for the
+//       whole gather: time = max(AG, G (t-1)/t) + G/t;
+//   GEMM | reduce-scatter (pipeline, kUbSplits chunks): each finished chunk's reduce-scatter
+//       runs under the next chunks, whose GEMM loses the SMs the reduce-scatter kernels hold
+//       (Kernel::sms_reserved); the last chunk's reduce-scatter is exposed:
+//       time = G/n + max(RS (n-1)/n, G' (n-1)/n) + RS/n.
+// The backward's all-gather before a row-parallel GEMM's data gradient (proj_dgrad,
+// fc2_dgrad) is a ring exchange too.
+constexpr int kUbSplits = 4;  // NeMo's userbuffers configurations: num_splits 4
+
+bool ub_overlap(const Ctx& c) { return c.p.stack.tp_comm_overlap && c.p.sp && c.p.tp > 1 && c.p.mesh2d == 0; }
+
+Kernel rows_part(const Kernel& g, double frac, int sms_reserved = 0) {
+  Kernel k = Kernel::gemm(dim(static_cast<double>(g.m) * frac), g.n, g.k, g.dtype_bytes);
+  k.sms_reserved = sms_reserved;
+  return k;
+}
+
+Op part_of(Op op, double frac, int group) {
+  const auto per_rank = static_cast<Bytes>(static_cast<double>(op.bytes) * frac / group);
+  op.bytes = std::max<Bytes>(per_rank, 1) * group;
+  return op;
+}
+
+// A ring-exchange all-gather `ag` feeding the GEMM `g`.
+void emit_gathered_gemm(const Ctx& c, Emitter& e, Op ag, const Kernel& g, Phase phase, const std::string& name,
+                        int layer, int mb) {
+  const double t = c.p.tp;
+  const int gathered = e.async(std::move(ag));
+  e.compute(phase, name, layer, mb, rows_part(g, (t - 1) / t));
+  e.wait_for(gathered);
+  e.compute(phase, name, layer, mb, rows_part(g, 1 / t));
+}
+
+// The GEMM `g` feeding a pipelined reduce-scatter `rs`.
+void emit_scattered_gemm(const Ctx& c, Emitter& e, const Op& rs, const Kernel& g, Phase phase, const std::string& name,
+                         int layer, int mb) {
+  const double n = kUbSplits, rest = (n - 1) / n;
+  e.compute(phase, name, layer, mb, rows_part(g, 1 / n));
+  const int early = e.async(part_of(rs, rest, c.p.tp));
+  e.compute(phase, name, layer, mb, rows_part(g, rest, c.p.stack.tp_overlap_sms));
+  e.blocking(part_of(rs, 1 / n, c.p.tp));
+  e.wait_for(early);
+}
+
 }  // namespace
 
 void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
-  for (const LayerStep& s : layer_steps(c)) emit_forward(c, e, s, phase, layer, mb);
+  const std::vector<LayerStep> steps = layer_steps(c);
+  const bool ub = ub_overlap(c) && phase == Phase::Forward;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const LayerStep& s = steps[i];
+    const LayerStep* next = i + 1 < steps.size() ? &steps[i + 1] : nullptr;
+    const bool tp_coll = s.type == LayerStep::Type::Coll && s.axis == "tp" && s.fwd;
+    if (ub && tp_coll && *s.fwd == CollKind::AllGather && next && next->type == LayerStep::Type::Gemm) {
+      emit_gathered_gemm(c, e, make_op(phase, s, CollKind::AllGather, layer, mb), next->k, phase, next->name, layer,
+                         mb);
+      ++i;
+      continue;
+    }
+    const bool rs_next = next && next->type == LayerStep::Type::Coll && next->axis == "tp" && next->fwd &&
+                         *next->fwd == CollKind::ReduceScatter;
+    if (ub && s.type == LayerStep::Type::Gemm && rs_next) {
+      emit_scattered_gemm(c, e, make_op(phase, *next, CollKind::ReduceScatter, layer, mb), s.k, phase, s.name, layer,
+                          mb);
+      ++i;
+      continue;
+    }
+    emit_forward(c, e, s, phase, layer, mb);
+  }
 }
 
 void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
@@ -383,6 +453,14 @@ void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
   }
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const auto next = std::next(it);
+    if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == "tp" && it->bwd &&
+        *it->bwd == CollKind::AllGather && next != steps.rend() && next->type == LayerStep::Type::Gemm) {
+      emit_gathered_gemm(c, e, make_op(Phase::Backward, *it, CollKind::AllGather, layer, mb), dgrad_of(next->k),
+                         Phase::Backward, next->name + ".dgrad", layer, mb);
+      e.compute(Phase::Backward, next->name + ".wgrad", layer, mb, wgrad_of(next->k));
+      it = next;
+      continue;
+    }
     if (c.p.tp_overlap && it->type == LayerStep::Type::Gemm && next != steps.rend() && next->overlaps_wgrad &&
         next->bwd) {
       emit_overlapped_backward(c, e, *it, *next, layer, mb);

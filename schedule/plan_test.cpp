@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
+#include "schedule/memory.h"
 #include "schedule/test_models.h"
 
 namespace meshsim {
@@ -559,6 +561,123 @@ TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
       EXPECT_EQ(gathers, distribute ? (std::string(recompute) == "full" ? 4 : 2) : 0) << recompute;
     }
   }
+}
+
+}  // namespace
+}  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// Transformer Engine's TP-comm overlap (stack megatron-te, with sp) pipelines the forward
+// all-gathers and reduce-scatters with the GEMMs beside them: the same GEMM FLOPs (split into
+// chunks) and the same tp bytes each way (the reduce-scatter cut into 3/4 + 1/4), but the
+// all-gather before QKV and fc1 no longer blocks the GEMM's first chunk, and the
+// reduce-scatters' chunks run beside a GEMM that leaves them tp_overlap_sms SMs.
+TEST(Plan, TeTpCommOverlapPipelinesTheForwardCollectivesWithTheGemms) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.tp = 4;
+  p.sp = true;
+  p.micro_batch_size = 2;
+  const Schedule plain = plan_iteration(m, p);
+  p.stack = training_stack("megatron-te");
+  const Schedule te = plan_iteration(m, p);
+  EXPECT_NEAR(matmul_flops(te, p), matmul_flops(plain, p), 1e-6 * matmul_flops(plain, p));
+  for (Phase ph : {Phase::Forward, Phase::Backward})
+    EXPECT_NEAR(moved(te, 0, 1, "tp", {ph}), moved(plain, 0, 1, "tp", {ph}), 4.0 * 16) << static_cast<int>(ph);
+  // Layer 1's forward: the QKV GEMM's first chunk (3/4 of the rows) waits for no all-gather.
+  const std::vector<Op>& ops = te.roles[0].ops;
+  int qkv_parts = 0, reserved = 0;
+  for (const Op& op : ops) {
+    if (op.layer != 1 || op.phase != Phase::Forward || op.kind != OpKind::Compute) continue;
+    if (op.name == "attn.qkv") {
+      if (qkv_parts++ == 0) {
+        EXPECT_EQ(op.kernel.m, 2 * 512 * 3 / 4);
+        for (int d : op.deps) EXPECT_NE(ops[static_cast<std::size_t>(d)].kind, OpKind::Collective);
+      }
+    }
+    if (op.kernel.sms_reserved > 0) {
+      ++reserved;
+      EXPECT_EQ(op.kernel.sms_reserved, p.stack.tp_overlap_sms);
+    }
+  }
+  EXPECT_EQ(qkv_parts, 2);
+  EXPECT_EQ(reserved, 2);  // attn.proj and mlp.fc2: the GEMMs with a reduce-scatter after them
+  // Without sp TE's userbuffers do not run: the schedule is the plain one.
+  p.sp = false;
+  ParallelSpec q = p;
+  q.stack = TrainingStack{};
+  EXPECT_EQ(plan_iteration(m, p).roles[0].ops.size(), plan_iteration(m, q).roles[0].ops.size());
+}
+
+// PyTorch FSDP (FULL_SHARD) under gradient accumulation reduce-scatters every block's
+// gradients in every micro-batch: m x L reduce-scatters of one layer each, m times the bytes
+// of the Megatron-style plan, which reduces once after the last micro-batch.
+TEST(Plan, FsdpReduceScattersEveryMicrobatch) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 3;
+  p.dp_bucket_mib = 1024;  // one bucket would hold the whole model
+  auto grads = [&](const ParallelSpec& q, int* count) {
+    double bytes = 0;
+    *count = 0;
+    const Schedule s = plan_iteration(m, q);
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.layer < 0) {
+        bytes += static_cast<double>(op.bytes);
+        ++*count;
+      }
+    return bytes;
+  };
+  int once = 0, every = 0;
+  const double b_once = grads(p, &once);
+  p.stack = training_stack("pytorch-fsdp");
+  const double b_every = grads(p, &every);
+  EXPECT_EQ(once, 1);
+  EXPECT_EQ(every, 3 * 4 + 1);  // a block per layer per micro-batch, then embedding and final norm
+  const double layer = std::ceil(std::floor(m.params_per_layer()) * 2 / 4) * 4;
+  EXPECT_NEAR(b_every - b_once, 2 * 4 * layer, 4.0 * 16);
+}
+
+}  // namespace
+}  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// Uneven stages (parallel.stage_layers), hand-worked: 6 layers over pp 2 x vchunks 2 as
+// [1, 2, 2, 1] (virtual stages 0..3 in order; chunk c of stage s is c * 2 + s). Stage 0 runs
+// virtual stages 0 and 2: layers {0} and {3, 4}; stage 1 runs 1 and 3: {1, 2} and {5}. The
+// iteration's FLOPs are the model's whatever the split, and the weights follow the layers.
+TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
+  const ModelSpec m = gpt(6, 1024, 16, 512, 32768);
+  ParallelSpec p;
+  p.pp = 2;
+  p.vchunks = 2;
+  p.microbatches = 4;
+  p.stage_layers = {1, 2, 2, 1};
+  const Schedule s = plan_iteration(m, p);
+  for (int st = 0; st < 2; ++st) {
+    std::set<int> layers;
+    for (const Op& op : s.roles[static_cast<std::size_t>(st)].ops)
+      if (op.kind == OpKind::Compute && op.layer >= 0) layers.insert(op.layer);
+    EXPECT_EQ(layers, st == 0 ? std::set<int>({0, 3, 4}) : std::set<int>({1, 2, 5})) << "stage " << st;
+  }
+  const double B = p.global_batch(), sq = 512, L = 6, h = 1024, V = 32768;
+  EXPECT_NEAR(matmul_flops(s, p) / (72 * B * sq * L * h * h * (1 + sq / (6 * h) + V / (12 * h * L))), 1.0, 1e-9);
+  // Another split plans the same work.
+  ParallelSpec other = p;
+  other.stage_layers = {2, 1, 1, 2};
+  EXPECT_NEAR(matmul_flops(plan_iteration(m, other), other), matmul_flops(s, p), 1e-6 * matmul_flops(s, p));
+  // Weights: [3, 0, 3, 0] puts 3 + 3 layers on stage 0 and none on stage 1 (its last slot holds only the loss).
+  p.stage_layers = {3, 0, 3, 0};
+  const double per_layer = std::floor(m.params_per_layer()) * 2;
+  const RankMemory r0 = rank_memory(m, p, 0), r1 = rank_memory(m, p, 1);
+  EXPECT_NEAR(static_cast<double>(r0.bytes("weights")) - static_cast<double>(r1.bytes("weights")),
+              6 * per_layer + (m.vocab * 1024.0 * 2) - (m.vocab * 1024.0 * 2 + 2 * 1024 * 2), 16.0);
 }
 
 }  // namespace

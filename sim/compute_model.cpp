@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <boost/math/distributions/normal.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "core/error.h"
@@ -29,16 +32,74 @@ struct GpuRow {
   double launch_us;
   double gemm_eff, attn_eff;
   int sms;
-  int arch;  // compute capability x 10
+  int arch;          // compute capability x 10
+  double sustained;  // GpuSpec::sustained_tensor
+  double spread;     // GpuSpec::speed_spread
 };
-//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch
+// Sustained tensor-core fraction of H100 and H200: the 8192^3 and 16384^3 bf16 GEMMs that
+// `calibrate --backend cuda` times after seconds of back-to-back load, with the power cap
+// engaged (run 7's clock trace: the SM clock down to 1125 MHz at 700 W), ran at 0.879-0.939 of
+// this preset's burst figure over eight points (runs 5 and 7 on H100s, runs 11 and 12 on H200s;
+// docs/validation/gpu-h100.md, gpu-h200.md): mean 0.907. The A100's gemm_efficiency was fitted
+// to Korthikanti's training runs, so its sustained clocks are already in it.
+constexpr double kHopperSustained = 0.907;
+// Spread of the sustained speed across GPUs of one model: Sinha et al. (SC22, "Not All GPUs Are
+// Created Equal", arXiv 2208.11035) measured 8% performance variation on average between GPUs of
+// one SKU in five clusters, as the whisker-to-whisker width of their box plots (Q1 - 1.5 IQR to
+// Q3 + 1.5 IQR, +-2.70 standard deviations of a normal): a coefficient of variation of 8 / 5.4 =
+// 1.5%. The A100 preset's gemm_efficiency was fitted to runs of 8 to 3072 GPUs, so its spread is
+// already in it (0 here), like its sustained clocks.
+constexpr double kSpread = 0.015;
+//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread
 constexpr GpuRow kGpus[] = {
-    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90},
-    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90},
-    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80},
-    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70},
-    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75},
+    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kHopperSustained, kSpread},
+    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kHopperSustained, kSpread},
+    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0},
+    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0},
+    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0},
 };
+
+// Attention libraries on sm_90 (H100 SXM5, bf16, head dim 128), TFLOP/s at sequence 512, 1k,
+// 2k, 4k, 8k, 16k, as Shah et al. measured them (FlashAttention-3, arXiv 2407.08608, Figures 5
+// and 6: FlashAttention-2 2.5.x and cuDNN 9, burst rates of one GPU). Forward FLOPs are
+// 4 s^2 d per head, halved with a causal mask; the paper counts the backward as 2.5 forwards
+// (the recomputed scores and four GEMMs), meshsim as 2, so a backward rate is scaled by 2/2.5.
+// The paper gives the backward without a mask only: the causal backward takes the forward's
+// causal / non-causal ratio at the same length (cuDNN measured on this project's H100, issue 34:
+// causal fwd+bwd at seq 4096 ran 0.593 of the non-causal time; these tables give 0.588).
+struct AttentionRates {
+  AttentionLibrary lib;
+  double fwd[6], fwd_causal[6], bwd[6];
+};
+constexpr AttentionRates kHopperAttention[] = {
+    {AttentionLibrary::FlashAttention2,
+     {309, 350, 362, 368, 370, 370},
+     {191, 260, 298, 319, 333, 335},
+     {214, 260, 291, 310, 318, 322}},
+    {AttentionLibrary::CuDNN,
+     {497, 574, 617, 609, 600, 595},
+     {315, 410, 484, 518, 529, 539},
+     {305, 408, 465, 499, 518, 516}},
+};
+constexpr double kAttentionRatesPeak = 989.4e12;  // the rates above as fractions of this
+constexpr double kAttentionBackwardCount = 2.0 / 2.5;
+
+// The rate of `lib` at sequence `seq` (piecewise linear in log2 seq, clamped to 512..16k) as a
+// fraction of the H100's bf16 peak; nullopt for the generic curve.
+std::optional<double> hopper_attention_efficiency(AttentionLibrary lib, double seq, bool causal, bool backward) {
+  for (const AttentionRates& r : kHopperAttention) {
+    if (r.lib != lib) continue;
+    auto at = [&](const double* row) {
+      const double x = std::clamp(std::log2(std::max(seq, 1.0)) - 9.0, 0.0, 5.0);
+      const auto i = std::min(static_cast<int>(x), 4);
+      return row[i] + (row[i + 1] - row[i]) * (x - i);
+    };
+    double rate = backward ? at(r.bwd) * kAttentionBackwardCount : at(causal ? r.fwd_causal : r.fwd);
+    if (backward && causal) rate *= at(r.fwd_causal) / at(r.fwd);
+    return rate * 1e12 / kAttentionRatesPeak;
+  }
+  return std::nullopt;
+}
 
 // GEMMs (docs/compute.md): C[m,n] is cut into output tiles, one thread block each; the
 // blocks run in waves of sm_count, so a wave left partly empty costs a whole wave. Each tile
@@ -119,6 +180,8 @@ GpuSpec gpu_preset(const std::string& name) {
     g.attention_efficiency = r.attn_eff;
     g.sm_count = r.sms;
     g.arch = r.arch;
+    g.sustained_tensor = r.sustained;
+    g.speed_spread = r.spread;
     return g;
   }
   std::string list;
@@ -153,6 +216,10 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
   if (gpu_.launch_overhead < Time()) throw Error(who + ": launch_overhead must be >= 0, e.g. 4us");
   check_fraction(gpu_.gemm_efficiency, who + ": gemm_efficiency");
   check_fraction(gpu_.attention_efficiency, who + ": attention_efficiency");
+  check_fraction(gpu_.sustained_tensor, who + ": sustained_tensor");
+  if (!(gpu_.speed_spread >= 0 && gpu_.speed_spread < 0.2))
+    throw Error(who + ": speed_spread must be in [0, 0.2), e.g. 0.015 for 1.5% between GPUs");
+  tensor_factor_ = gpu_.sustained_tensor;
   for (int i = 0; i < kKernelKinds; ++i)
     if (const auto& e = overrides_.memory_efficiency[i])
       check_fraction(*e, fmt::format("memory efficiency of {}", to_string(static_cast<KernelKind>(i))));
@@ -172,6 +239,16 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
   }
 }
 
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  const double nn = n;
+  return boost::math::quantile(boost::math::normal(), (nn - 0.375) / (nn + 0.25));
+}
+
+void ComputeModel::set_job_gpus(int n) {
+  tensor_factor_ = gpu_.sustained_tensor / (1 + gpu_.speed_spread * expected_max_normal(n));
+}
+
 double ComputeModel::peak_flops(int dtype_bytes) const {
   if (dtype_bytes == 2) return gpu_.peak_flops_bf16 > 0 ? gpu_.peak_flops_bf16 : gpu_.peak_flops_fp16;
   if (dtype_bytes == 4) return gpu_.peak_flops_fp32;
@@ -179,19 +256,28 @@ double ComputeModel::peak_flops(int dtype_bytes) const {
                           gpu_.name));
 }
 
-double ComputeModel::curve_efficiency(const Kernel& k) const {
+double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
   const double peak = peak_flops(k.dtype_bytes);
+  // The power cap slows the tensor cores (2-byte operands); fp32 GEMMs on the CUDA cores held
+  // their rate in the same sustained calibrate runs (1.03-1.04x the preset).
+  const double sustained = k.dtype_bytes == 2 ? tensor_factor_ : 1.0;
   switch (k.kind) {
     case KernelKind::Gemm: {
-      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency;  // no shape: a large GEMM
-      const double secs =
-          gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n), static_cast<double>(k.k));
-      return std::min(
-          1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k) / (secs * peak));
+      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency * sustained;  // no shape: a large GEMM
+      GpuSpec g = gpu_;
+      if (k.sms_reserved > 0 && g.sm_count > k.sms_reserved) g.sm_count -= k.sms_reserved;
+      const double secs = gemm_seconds(g, peak * g.sm_count / std::max(gpu_.sm_count, 1), static_cast<double>(k.m),
+                                       static_cast<double>(k.n), static_cast<double>(k.k));
+      return sustained * std::min(1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) *
+                                           static_cast<double>(k.k) / (secs * peak));
     }
     case KernelKind::Attention: {
-      if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency;  // no shape: assume long sequences
-      return gpu_.attention_efficiency * saturating(static_cast<double>(std::min(k.m, k.n)), kAttentionHalfSeq);
+      if (k.m <= 0 || k.n <= 0) return gpu_.attention_efficiency * sustained;  // no shape: assume long sequences
+      const double seq = static_cast<double>(std::min(k.m, k.n));
+      if (gpu_.arch == 90 && k.dtype_bytes == 2)
+        if (const auto lib = hopper_attention_efficiency(attention_, seq, k.causal, backward))
+          return std::min(1.0, *lib * sustained);
+      return gpu_.attention_efficiency * sustained * saturating(seq, kAttentionHalfSeq);
     }
     default:
       return std::min(1.0, kVectorEfficiency * gpu_.peak_flops_fp32 / peak);
@@ -224,7 +310,7 @@ double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
 
 double ComputeModel::curve_time_ps(const Kernel& k, bool backward) const {
   double t = 0;  // seconds
-  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k));
+  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward));
   if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)));
   return t * 1e12 + static_cast<double>(gpu_.launch_overhead.ps());
 }

@@ -11,8 +11,8 @@
 // corrects GEMM times with measured points.
 //
 //   ComputeModel h100(gpu_preset("h100"));
-//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1484.73 us: 0.7505 of 989.4 TFLOP/s (tiles, waves,
-//   launch) ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
+//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1636.56 us: 0.7505 x 0.907 of 989.4 TFLOP/s (tiles,
+//   waves, launch) ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
 #pragma once
 
 #include <array>
@@ -23,6 +23,7 @@
 
 #include "core/units.h"
 #include "schedule/kernel.h"
+#include "schedule/stack.h"
 
 namespace meshsim {
 
@@ -44,6 +45,16 @@ struct GpuSpec {
   int sm_count = 0;
   int arch = 0;                       // compute capability x 10 (90 for sm_90); 0 = unknown (a CPU profile)
   double attention_efficiency = 0.5;  // fraction of peak a long-sequence flash-attention kernel reaches
+  // Fraction of the burst tensor-core rate (the one benchmarks of a few milliseconds see) that
+  // the GPU holds in a training job, where minutes of back-to-back GEMMs run it at its power
+  // cap and the SM clock falls (docs/compute.md, "Sustained clocks"). Scales GEMMs and
+  // attention; 1 where the efficiencies were already fitted to training runs (a100) and for
+  // profiles, whose figures are measured.
+  double sustained_tensor = 1.0;
+  // Spread of that sustained speed across the GPUs of one model in a cluster (coefficient of
+  // variation: manufacturing and power management; docs/compute.md, "The slowest GPU"). A
+  // synchronous step runs at the pace of its slowest GPU (ComputeModel::set_job_gpus).
+  double speed_spread = 0;
 };
 
 // Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "a100" (SXM4 80GB), "v100" (SXM2 32GB),
@@ -100,6 +111,18 @@ class ComputeModel {
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.
   double memory_efficiency(const Kernel& k, bool backward = false) const;
 
+  // The attention kernel the training stack calls (schedule/stack.h). Where the GPU has
+  // measured rates for the library (sm_90: H100, H200), attention's efficiency comes from
+  // them by pass, sequence length and causal mask; elsewhere from the generic curve.
+  void set_attention_library(AttentionLibrary lib) { attention_ = lib; }
+  AttentionLibrary attention_library() const { return attention_; }
+  // The GPUs of the job: a synchronous step moves at its slowest GPU's pace, whose tensor-core
+  // speed sits z(n) spreads below the mean, z(n) the expected maximum of n standard normals
+  // (Blom's approximation). 1 (the default): one GPU, no slowdown.
+  void set_job_gpus(int n);
+  // The factor on tensor-core rates in this job: sustained_tensor / (1 + speed_spread z(n)).
+  double tensor_factor() const { return tensor_factor_; }
+
   const GpuSpec& gpu() const { return gpu_; }
   const ComputeOverrides& overrides() const { return overrides_; }
   // 2 bytes: the bf16 peak (the fp16 peak on GPUs without bf16); 4 bytes: the fp32 peak.
@@ -107,7 +130,7 @@ class ComputeModel {
   double peak_flops(int dtype_bytes) const;
 
  private:
-  double curve_efficiency(const Kernel& k) const;
+  double curve_efficiency(const Kernel& k, bool backward = false) const;
   double curve_time_ps(const Kernel& k, bool backward = false) const;
   std::optional<double> row_point_efficiency(const Kernel& k, bool backward) const;
   double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points
@@ -115,6 +138,12 @@ class ComputeModel {
   GpuSpec gpu_;
   ComputeOverrides overrides_;
   std::vector<double> point_log_ratio_;  // log(measured / curve time), one per gemm point
+  AttentionLibrary attention_ = AttentionLibrary::Generic;
+  double tensor_factor_ = 1.0;
 };
+
+// Expected largest of n independent standard normal draws (Blom: the quantile at
+// (n - 0.375) / (n + 0.25)); 0 for n = 1.
+double expected_max_normal(int n);
 
 }  // namespace meshsim

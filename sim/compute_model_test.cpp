@@ -16,6 +16,13 @@ namespace {
 using testing_util::contains;
 using testing_util::error_of;
 
+// A preset as a few-millisecond benchmark sees it: burst clocks, one GPU (sustained_tensor 1).
+GpuSpec burst(const std::string& name) {
+  GpuSpec g = gpu_preset(name);
+  g.sustained_tensor = 1.0;
+  return g;
+}
+
 TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   const auto names = gpu_presets();
   ASSERT_EQ(names.size(), 5u);
@@ -54,7 +61,7 @@ TEST(GpuPresets, DatasheetFigures) {
 //   time = 1480.734 us + 4 us launch = 1484.734 us
 //   (memory: 3 * 8192^2 * 2 B / (3.35 TB/s * 0.9) = 133.5 us, well below)
 TEST(ComputeModel, LargeBf16GemmOnH100IsComputeBound) {
-  const ComputeModel h100(gpu_preset("h100"));
+  const ComputeModel h100(burst("h100"));
   const Kernel g = Kernel::gemm(8192, 8192, 8192, 2);
   const double eff = h100.efficiency(g);
   EXPECT_NEAR(eff, 0.750500, 1e-6);
@@ -90,7 +97,7 @@ TEST(ComputeModel, SmallKPaysTheTileOverhead) {
 // 1024 x 1024 x 65536 on H100: 32 tiles of 256x128; split 4 -> 128 blocks, one wave,
 // 2 * 256 * 128 * (16384 + 64) / r + fp32 partials 2 * 4 * 1024^2 * 4 B / (3.35 TB/s * 0.9).
 TEST(ComputeModel, SplitKFillsTheGpuWhenTilesAreFew) {
-  const ComputeModel h100(gpu_preset("h100"));
+  const ComputeModel h100(burst("h100"));
   const double r = 989.4e12 * 0.78 / 132;
   const double want = 2.0 * 256 * 128 * (16384 + 64) / r + 2.0 * 4 * 1024 * 1024 * 4 / (3.35e12 * 0.9);
   const Kernel g = Kernel::gemm(1024, 1024, 65536, 2);
@@ -117,7 +124,7 @@ TEST(ComputeModel, MemoryBoundKernelIsBandwidthLimited) {
 // fill whole waves gets closer to the maximum the larger its k, and never exceeds it.
 TEST(ComputeModel, EfficiencyApproachesItsMaximumWithSize) {
   for (const auto& name : gpu_presets()) {
-    const ComputeModel m(gpu_preset(name));
+    const ComputeModel m(burst(name));  // the curves' own maxima (the job's factors: SustainedClocks... below)
     const std::int64_t rows = 256 * static_cast<std::int64_t>(m.gpu().sm_count);  // whole waves of 256x128
     double prev = 0, attn = 0, mem = 0;
     for (std::int64_t k = 64; k <= 65536; k *= 2) {
@@ -451,7 +458,7 @@ TEST(GpuPresets, HopperPresetsHoldAgainstTheMeasuredProfiles) {
     SCOPED_TRACE(c.preset);
     const MachineProfile measured =
         load_machine_profile(std::string(MESHSIM_SOURCE_DIR) + "/docs/validation/gpu-runs/" + c.profile);
-    const ComputeModel preset(gpu_preset(c.preset));
+    const ComputeModel preset(burst(c.preset));  // calibrate's grid: seconds of load, not a job's minutes
     for (const int width : {2, 4}) {
       double log_sum = 0;
       int n = 0;
@@ -470,6 +477,75 @@ TEST(GpuPresets, HopperPresetsHoldAgainstTheMeasuredProfiles) {
     const double preset_rate = bytes / preset.time(Kernel::elementwise(KernelKind::Memcpy, 0, bytes, 4)).seconds();
     EXPECT_NEAR(preset_rate / measured.gpu.memory_bandwidth.bytes_per_s(), 1.0, 0.03);  // runs: h100 0.99, h200 1.01
   }
+}
+
+// In a job the H100's tensor cores run at 0.907 of the burst rate (the power cap): a 2-byte
+// GEMM takes 1/0.907 as long as its burst time (launch aside); an fp32 GEMM (CUDA cores) keeps it.
+TEST(ComputeModel, SustainedClocksSlowTensorCoreWorkOnly) {
+  const ComputeModel job(gpu_preset("h100")), bench(burst("h100"));
+  const Kernel g = Kernel::gemm(8192, 8192, 8192, 2);
+  const double launch = 4e6;
+  EXPECT_NEAR((static_cast<double>(job.time(g).ps()) - launch) / (static_cast<double>(bench.time(g).ps()) - launch),
+              1 / 0.907, 1e-9);
+  const Kernel f = Kernel::gemm(8192, 8192, 8192, 4);
+  EXPECT_EQ(job.time(f), bench.time(f));
+  const Kernel norm = Kernel::elementwise(KernelKind::Norm, 0, 1e9, 2);
+  EXPECT_EQ(job.time(norm), bench.time(norm));
+}
+
+// Blom's approximation of the expected maximum of n standard normals against exact values:
+// n = 2: 1/sqrt(pi) = 0.5642; n = 10: 1.5388; n = 1000: 3.2414 (Tippett's tables).
+TEST(ComputeModel, ExpectedSlowestOfNGpus) {
+  EXPECT_EQ(expected_max_normal(1), 0.0);
+  EXPECT_NEAR(expected_max_normal(2), 0.5642, 0.03);
+  EXPECT_NEAR(expected_max_normal(10), 1.5388, 0.01);
+  EXPECT_NEAR(expected_max_normal(1000), 3.2414, 0.02);
+  EXPECT_GT(expected_max_normal(2048), expected_max_normal(64));
+  // The job's tensor rate: sustained / (1 + spread z(n)); a GPU alone is not slowed.
+  ComputeModel m(gpu_preset("h100"));
+  EXPECT_DOUBLE_EQ(m.tensor_factor(), 0.907);
+  m.set_job_gpus(64);
+  EXPECT_DOUBLE_EQ(m.tensor_factor(), 0.907 / (1 + 0.015 * expected_max_normal(64)));
+  m.set_job_gpus(1);
+  EXPECT_DOUBLE_EQ(m.tensor_factor(), 0.907);
+}
+
+// Attention through a library (FlashAttention-3 paper, H100 SXM5, head dim 128), by hand:
+//   cuDNN forward, no mask, seq 4096: 609 TFLOP/s of 989.4 at burst clocks;
+//   at seq 2896 (log2 = 11.5, halfway between 2k and 4k): (617 + 609) / 2 = 613;
+//   backward, causal, seq 4096: 499 x (2 / 2.5) x (518 / 609) = 339.55 TFLOP/s;
+//   FA2 forward, causal, seq 16384 and beyond (clamped): 335.
+TEST(ComputeModel, AttentionLibrariesRunAtTheirMeasuredRates) {
+  ComputeModel m(burst("h100"));
+  m.set_attention_library(AttentionLibrary::CuDNN);
+  auto rate = [&](const Kernel& k, bool bwd) {
+    return k.flops / (static_cast<double>(m.time(k, bwd).ps()) * 1e-12 - 4e-6) / 1e12;
+  };
+  Kernel a = Kernel::attention(64, 4096, 4096, 128, 2, false);
+  EXPECT_NEAR(rate(a, false), 609, 0.01);
+  Kernel mid = Kernel::attention(64, 2896, 2896, 128, 2, false);
+  EXPECT_NEAR(rate(mid, false), 613, 0.1);
+  Kernel c = Kernel::attention(64, 4096, 4096, 128, 2, true);
+  c.flops *= 2;  // the schedule's backward: twice the forward's FLOPs
+  EXPECT_NEAR(rate(c, true), 499 * 0.8 * 518 / 609, 0.01);
+  m.set_attention_library(AttentionLibrary::FlashAttention2);
+  EXPECT_NEAR(rate(Kernel::attention(8, 32768, 32768, 128, 2, true), false), 335, 0.01);
+  // The generic curve stays where no library is named, and on GPUs without the tables.
+  m.set_attention_library(AttentionLibrary::Generic);
+  EXPECT_NEAR(m.efficiency(a), 0.55 * 4096 / (4096 + 128), 1e-12);
+  ComputeModel a100(gpu_preset("a100"));
+  a100.set_attention_library(AttentionLibrary::CuDNN);
+  EXPECT_NEAR(a100.efficiency(a), 0.60 * 4096 / (4096 + 128), 1e-12);
+}
+
+// A GEMM beside a communication kernel that holds SMs runs its waves on the rest: 16384^3 on
+// 132 - 24 = 108 SMs takes about 132/108 as long (many waves, so quantization is small).
+TEST(ComputeModel, ReservedSmsSlowAGemm) {
+  const ComputeModel m(burst("h100"));
+  Kernel g = Kernel::gemm(16384, 16384, 16384, 2);
+  const double full = m.time(g).seconds();
+  g.sms_reserved = 24;
+  EXPECT_NEAR(m.time(g).seconds() / full, 132.0 / 108, 0.02);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/yaml_reader.h"
 #include "schedule/memory.h"
 #include "sim/training_sim.h"
+#include "topology/presets.h"
 
 namespace meshsim {
 
@@ -32,7 +33,8 @@ constexpr MetricName kMetrics[] = {{PublishedMetric::IterationS, "iteration_s"},
                                    {PublishedMetric::LayersThroughput, "layers_throughput"},
                                    {PublishedMetric::LayersForwardS, "layers_forward_s"},
                                    {PublishedMetric::LayersBackwardS, "layers_backward_s"},
-                                   {PublishedMetric::ActivationPct, "activation_pct"}};
+                                   {PublishedMetric::ActivationPct, "activation_pct"},
+                                   {PublishedMetric::CollectiveUs, "collective_us"}};
 
 // Reads one source file; every error names file:line and the field.
 class Reader : public YamlReader {
@@ -182,14 +184,36 @@ PublishedSuite load_published_suite(const std::string& path) {
 double predict_published(const PublishedGroup& g, const PublishedCase& c, const AlgorithmRegistry& registry) {
   const std::string what = fmt::format("{} case '{}'", g.name, c.id);
   const Scenario s = case_node(g, c.set, what).resolve();
+  if ((c.metric == PublishedMetric::CollectiveUs) != s.workload.has_value())
+    throw Error(fmt::format("{}: {}", what,
+                            s.workload ? "a workload scenario is measured with metric collective_us"
+                                       : "collective_us needs a workload scenario (workload: {collective, bytes})"));
   switch (c.metric) {
+    case PublishedMetric::CollectiveUs: {
+      const Topology topo = resolve_topology(s.topology);
+      Router router(topo);
+      CollectiveRequest req;
+      req.kind = s.workload->kind;
+      req.bytes = s.workload->bytes;
+      req.algorithm = s.workload->algorithm.empty() ? s.algorithm : s.workload->algorithm;
+      req.fidelity = s.fidelity;
+      const int n = s.workload->ranks > 0 ? s.workload->ranks : topo.num_gpus();
+      if (n < 2 || n > topo.num_gpus())
+        throw Error(fmt::format("{}: workload.ranks = {} does not fit the topology's {} GPUs; use 2..{} (0: all)", what,
+                                n, topo.num_gpus(), topo.num_gpus()));
+      std::vector<int> all(static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+      req.groups = {all};
+      return static_cast<double>(run_collective(topo, router, registry, req).time.ps()) * 1e-6;
+    }
     case PublishedMetric::IterationS:
       return static_cast<double>(simulate_training(s, registry, false).sim.iteration.ps()) * 1e-12;
     case PublishedMetric::LayerForwardMs:
     case PublishedMetric::LayerBackwardMs: {
-      if (c.layer < 0 || c.layer >= s.model.layers / (s.parallel.pp * s.parallel.vchunks))
-        throw Error(fmt::format("{}: layer {} is not on the first stage; use 0..{}", what, c.layer,
-                                s.model.layers / (s.parallel.pp * s.parallel.vchunks) - 1));
+      validate_parallel(s.parallel, s.model, s.parallel.world_size());
+      const int first_chunk = s.parallel.chunk_layers(s.model.layers, 0);
+      if (c.layer < 0 || c.layer >= first_chunk)
+        throw Error(fmt::format("{}: layer {} is not on the first stage; use 0..{}", what, c.layer, first_chunk - 1));
       const TrainingResult r = simulate_training(s, registry, true);
       const bool fwd = c.metric == PublishedMetric::LayerForwardMs;
       return 1e3 * span_s(

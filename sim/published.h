@@ -31,7 +31,9 @@
 namespace meshsim {
 
 // layers_forward_s / layers_backward_s: the forward (backward, recompute included) time of all
-// the layers of one step divided by the global batch, as Xu et al. tabulate it.
+// the layers of one step divided by the global batch, as Xu et al. tabulate it. collective_us:
+// one collective of a workload scenario (`workload:` kind, bytes, algorithm) over every GPU of
+// its topology at the scenario's fidelity, in microseconds (nccl-tests' time column).
 enum class PublishedMetric {
   IterationS,
   LayerForwardMs,
@@ -39,7 +41,8 @@ enum class PublishedMetric {
   LayersThroughput,
   LayersForwardS,
   LayersBackwardS,
-  ActivationPct
+  ActivationPct,
+  CollectiveUs
 };
 const char* to_string(PublishedMetric m);
 

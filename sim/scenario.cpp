@@ -69,7 +69,7 @@ constexpr BoolField<ParallelSpec> kParallelBools[] = {{"sp", &ParallelSpec::sp},
                                                       {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
                                                       {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
                                                       {"tp_overlap", &ParallelSpec::tp_overlap}};
-constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket"};
+constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket", "stage_layers"};
 
 // Reads a section's table fields into `spec`, after checking every key of `n` is known.
 template <typename Spec, std::size_t NI, std::size_t NB, std::size_t NO>
@@ -134,6 +134,40 @@ int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
   return static_cast<int>(gpus / rest);
 }
 
+// parallel.stage_layers: [1, 2, 2, 1] in a file, or "1,2,2,1" (--set parallel.stage_layers=1,2,2,1).
+std::vector<int> stage_layers(const YamlReader& r, const YAML::Node& v) {
+  const char* field = "parallel.stage_layers";
+  std::vector<int> out;
+  auto one = [&](const YAML::Node& at, const std::string& text) {
+    std::size_t used = 0;
+    long value = -1;
+    try {
+      value = std::stol(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || value < 0 || value > kMaxLayers)
+      r.fail(at, field,
+             fmt::format("'{}' is not a layer count; write the layers of each virtual stage, e.g. "
+                         "[1, 2, 2, 1] or 1,2,2,1",
+                         text));
+    out.push_back(static_cast<int>(value));
+  };
+  if (v.IsSequence()) {
+    for (const YAML::Node& e : v) one(e, e.IsScalar() ? e.Scalar() : std::string("a list"));
+  } else {
+    std::stringstream ss(r.text(v, field));
+    for (std::string part; std::getline(ss, part, ',');) {
+      part.erase(0, part.find_first_not_of(' '));
+      part.erase(part.find_last_not_of(' ') + 1);
+      one(v, part);
+    }
+  }
+  if (out.empty() || out.size() > static_cast<std::size_t>(kMaxGpus))
+    r.fail(v, field, "expected one layer count per virtual stage, e.g. [1, 2, 2, 1]");
+  return out;
+}
+
 ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   ParallelSpec p;
   if (!n) return p;
@@ -141,6 +175,7 @@ ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   if (n["ep_imbalance"]) p.ep_imbalance = r.number(n["ep_imbalance"], "parallel.ep_imbalance");
   if (const YAML::Node& v = n["recompute"])
     p.recompute = r.located(v, [&] { return Recompute::parse(r.text(v, "parallel.recompute"), "parallel.recompute"); });
+  if (const YAML::Node& v = n["stage_layers"]) p.stage_layers = stage_layers(r, v);
   if (const YAML::Node& v = n["dp_bucket"])
     p.dp_bucket_mib = static_cast<double>(r.located(
                           v, [&] { return parse_bytes(r.text(v, "parallel.dp_bucket"), "parallel.dp_bucket"); })) /
@@ -191,6 +226,30 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
   return cw;
 }
 
+// `stack: megatron-te`, or a map: {name: megatron-te, attention: fa2, tp_comm_overlap: false,
+// tp_overlap_sms: 16, reduce_every_microbatch: true, eager: true}; the name gives the defaults.
+TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
+  const char* example = "{name: megatron-te, attention: cudnn}";
+  if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
+  r.only_keys(st, "stack",
+              {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager"}, example);
+  const YAML::Node name = r.required(st, "name", "stack", "megatron-te");
+  TrainingStack t = r.located(name, [&] { return training_stack(r.text(name, "stack.name")); });
+  if (const YAML::Node& a = st["attention"])
+    t.attention =
+        r.located(a, [&] { return parse_attention_library(r.text(a, "stack.attention"), "stack.attention"); });
+  if (st["tp_comm_overlap"]) t.tp_comm_overlap = r.boolean(st["tp_comm_overlap"], "stack.tp_comm_overlap");
+  if (const YAML::Node& v = st["tp_overlap_sms"]) {
+    t.tp_overlap_sms = r.integer(v, "stack.tp_overlap_sms");
+    if (t.tp_overlap_sms < 0 || t.tp_overlap_sms > 64)
+      r.fail(v, "stack.tp_overlap_sms", "must be 0..64 SMs (TE's userbuffers use at most 32)");
+  }
+  if (st["reduce_every_microbatch"])
+    t.reduce_every_microbatch = r.boolean(st["reduce_every_microbatch"], "stack.reduce_every_microbatch");
+  if (st["eager"]) t.eager = r.boolean(st["eager"], "stack.eager");
+  return t;
+}
+
 }  // namespace
 
 ScenarioNode::ScenarioNode() : node_(std::make_unique<YAML::Node>()) {}
@@ -238,9 +297,10 @@ void ScenarioNode::set(const std::string& assignment) {
   for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
     YAML::Node next = cur[keys[i]];
     if (next && next.IsScalar()) {
-      if (keys[i] != "model") throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
+      if (keys[i] != "model" && keys[i] != "stack")
+        throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
       YAML::Node m;
-      m["preset"] = next.as<std::string>();
+      m[keys[i] == "model" ? "preset" : "name"] = next.as<std::string>();
       cur[keys[i]] = m;
       next = cur[keys[i]];
     }
@@ -258,7 +318,8 @@ bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["work
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
   const YamlReader r(source_, "--set");
-  r.only_keys(n, "scenario", {"name", "model", "parallel", "topology", "placement", "order", "gpu", "run", "workload"},
+  r.only_keys(n, "scenario",
+              {"name", "model", "parallel", "stack", "topology", "placement", "order", "gpu", "run", "workload"},
               "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");
   Scenario s;
   if (n["name"]) s.name = r.text(n["name"], "name");
@@ -278,6 +339,7 @@ Scenario ScenarioNode::resolve() const {
   } else {
     s.parallel = resolve_parallel(r, n["parallel"]);
   }
+  if (const YAML::Node& st = n["stack"]) s.parallel.stack = resolve_stack(r, st);
   if (n["topology"]) {
     s.topology = r.text(n["topology"], "topology");
     s.topology_given = true;

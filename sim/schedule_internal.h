@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -296,7 +297,10 @@ class Runner : public EventHandler {
 // Breakdown of role `crit`: compute-stream busy time by phase, and every gap on the compute
 // stream charged to what the next compute op waited for, in the order its dependencies
 // finished: each dependency takes the part of the gap up to its end. Waiting on a Recv is
-// pipeline bubble until the matching Send started and pp communication after. `macro`
+// pipeline bubble until the matching Send started and pp communication after. Waiting on a
+// communication op that had not started yet is charged, up to its start, to what that op
+// itself waited for (so a pipeline scatter/gather's all-gather, which follows its Recv, is
+// bubble while the previous stage computes and tp only once it runs). `macro`
 // (indexed by global op id, may be empty) gives what each fused op of the fast path
 // (fast_formula.cpp) stood for.
 inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, int crit, Time iteration,
@@ -310,6 +314,7 @@ inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, in
         send_gid[schedule.roles[r].ops[i].tag] = runner.gid(static_cast<int>(r), static_cast<int>(i));
   Breakdown b;
   Time cursor;
+  std::function<void(Time, Time, const std::vector<int>&)> charge_gap;
   auto charge = [&](Time from, Time to, int waited) {
     if (to <= from) return;
     if (waited < 0) {
@@ -321,11 +326,21 @@ inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, in
       const Time send_start = std::clamp(runner.start()[static_cast<std::size_t>(send_gid.at(w.tag))], from, to);
       b.bubble += send_start - from;
       b.exposed["pp"] += to - send_start;
-    } else {
-      b.exposed[comm_category(w)] += to - from;
+      return;
     }
+    // Before it started, a communication op was waiting for its own dependencies (or queued
+    // behind its stream, which stays its own category).
+    const Time started = std::clamp(runner.start()[at(waited)], from, to);
+    if (started > from && w.stream != Stream::Compute) {
+      Time deps_done = from;
+      for (int d : w.deps) deps_done = std::max(deps_done, runner.end()[at(d)]);
+      const Time covered = std::min(started, deps_done);
+      if (covered > from) charge_gap(from, covered, w.deps);
+      from = covered;
+    }
+    b.exposed[comm_category(w)] += to - from;
   };
-  auto charge_gap = [&](Time from, Time to, const std::vector<int>& deps) {
+  charge_gap = [&](Time from, Time to, const std::vector<int>& deps) {
     std::vector<std::pair<Time, int>> ends;
     for (int d : deps) ends.emplace_back(runner.end()[at(d)], d);
     std::sort(ends.begin(), ends.end());

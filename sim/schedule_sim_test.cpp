@@ -95,6 +95,29 @@ TEST(ScheduleSim, OneFOneBBubbleIsPMinusOneOverM) {
   }
 }
 
+// A stage's wait for the previous stage is pipeline bubble whether or not the activation
+// arrives through pipeline scatter/gather (whose all-gather follows the Recv on the tp
+// stream). On near-free links the 1F1B bubble is (p-1)/m of the busy time with the
+// optimization on or off, and the tp comm charged is only what the all-gathers themselves took.
+TEST(ScheduleSim, WaitingForThePreviousStageIsBubbleWithScatterGather) {
+  const ModelSpec m = gpt(16, 4096, 32, 2048, 256);
+  ParallelSpec p;
+  p.tp = 2;
+  p.pp = 4;
+  p.microbatches = 8;
+  for (bool sg : {false, true}) {
+    p.pp_scatter_gather = sg;
+    const ScheduleSimResult r = run(m, p, "switch:gpus_per_node=8,bandwidth=1000000GB/s,latency=0us");
+    const double bubble = static_cast<double>(r.breakdown.bubble.ps());
+    const double busy = static_cast<double>((r.breakdown.compute + r.breakdown.recompute).ps());
+    EXPECT_NEAR(bubble / busy, 3.0 / 8, 0.02 * 3 / 8) << "pp_scatter_gather " << sg;
+    const auto tp = r.breakdown.exposed.find("tp");
+    const double tp_s = tp == r.breakdown.exposed.end() ? 0 : tp->second.seconds();
+    EXPECT_LT(tp_s, 0.01 * busy * 1e-12) << "pp_scatter_gather " << sg;
+    EXPECT_EQ(r.breakdown.total(), r.iteration);
+  }
+}
+
 TEST(ScheduleSim, MoreBandwidthNeverSlowsAnIteration) {
   ParallelSpec p;
   p.tp = 8;

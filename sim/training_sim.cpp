@@ -87,6 +87,9 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
     opt.measured = std::move(profile.collectives);
   }
   r.gpu = compute.gpu();
+  compute.set_attention_library(s.parallel.stack.attention);
+  compute.set_job_gpus(s.parallel.world_size());
+  r.tensor_factor = compute.tensor_factor();
 
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;

@@ -47,6 +47,7 @@ struct TrainingResult {
   bool fast = false;      // figures from simulate_iteration_fast
   ScheduleSimResult sim;
   GpuSpec gpu;
+  double tensor_factor = 1;  // tensor-core rate in this job / burst (ComputeModel::tensor_factor)
   int gpus = 0;
   double model_flops = 0;     // per iteration, all GPUs (docs/math.md section 4)
   double hardware_flops = 0;  // model FLOPs plus the recomputed share (HFU's numerator)

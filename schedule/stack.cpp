@@ -1,0 +1,83 @@
+#include "schedule/stack.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+namespace {
+
+struct NamedStack {
+  const char* name;
+  StackKind kind;
+};
+constexpr NamedStack kStacks[] = {
+    {"megatron", StackKind::Megatron}, {"megatron-te", StackKind::MegatronTE}, {"pytorch-fsdp", StackKind::PytorchFsdp}};
+
+struct NamedLibrary {
+  const char* name;
+  AttentionLibrary lib;
+};
+constexpr NamedLibrary kLibraries[] = {{"generic", AttentionLibrary::Generic},
+                                       {"fa2", AttentionLibrary::FlashAttention2},
+                                       {"cudnn", AttentionLibrary::CuDNN}};
+
+// SMs a pipelined reduce-scatter of TE's userbuffers holds while its GEMM runs beside it:
+// NeMo's H100 userbuffers configurations give proj_fprop and fc2_fprop's "pipeline" method
+// 16 to 32 SMs (24 the most common) with set_sm_margin, so the GEMM is launched on the rest.
+constexpr int kTeReduceScatterSms = 24;
+
+}  // namespace
+
+const char* to_string(AttentionLibrary a) {
+  for (const NamedLibrary& l : kLibraries)
+    if (l.lib == a) return l.name;
+  return "?";
+}
+
+const char* to_string(StackKind k) {
+  for (const NamedStack& s : kStacks)
+    if (s.kind == k) return s.name;
+  return "?";
+}
+
+std::vector<std::string> training_stacks() {
+  std::vector<std::string> v;
+  for (const NamedStack& s : kStacks) v.emplace_back(s.name);
+  return v;
+}
+
+TrainingStack training_stack(const std::string& name) {
+  for (const NamedStack& s : kStacks) {
+    if (name != s.name) continue;
+    TrainingStack t;
+    t.kind = s.kind;
+    switch (s.kind) {
+      case StackKind::Megatron:
+        break;
+      case StackKind::MegatronTE:  // TE's DotProductAttention picks cuDNN's fused attention on Hopper
+        t.attention = AttentionLibrary::CuDNN;
+        t.tp_comm_overlap = true;
+        t.tp_overlap_sms = kTeReduceScatterSms;
+        break;
+      case StackKind::PytorchFsdp:  // flash-attn 2 (llm-foundry's attn_impl: flash), eager kernels
+        t.attention = AttentionLibrary::FlashAttention2;
+        t.reduce_every_microbatch = true;
+        t.eager = true;
+        break;
+    }
+    return t;
+  }
+  std::string list;
+  for (const auto& n : training_stacks()) list += (list.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("stack: unknown stack '{}'; use one of {}", name, list));
+}
+
+AttentionLibrary parse_attention_library(const std::string& text, const std::string& field) {
+  for (const NamedLibrary& l : kLibraries)
+    if (text == l.name) return l.lib;
+  throw Error(fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2) or cudnn", field, text));
+}
+
+}  // namespace meshsim

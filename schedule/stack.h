@@ -1,0 +1,51 @@
+// The training stack: the software that runs a layout, as a model input (docs/compute.md,
+// "Training stacks"). The same layout runs differently under Megatron-LM of 2022, NeMo with
+// Transformer Engine, or PyTorch FSDP: which attention kernel a layer calls, whether the
+// tensor-parallel collectives are pipelined with the GEMMs, how often FSDP reduces gradients.
+//
+//   TrainingStack s = training_stack("megatron-te");   // cuDNN attention, TE's TP-comm overlap
+//   s.attention = AttentionLibrary::FlashAttention2;   // NVTE_FUSED_ATTN=0 (flash-attn 2)
+//
+// Scenario files name a stack with `stack: megatron-te` or `stack: {name: megatron-te,
+// attention: fa2}` (docs/scenarios.md); without one the stack is `megatron`, the model meshsim
+// had before stacks existed, so existing scenarios keep their results.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace meshsim {
+
+// Which attention kernel the stack calls. `generic` is the efficiency curve of the GPU preset
+// (attention_efficiency rising with the sequence); the others are the measured rates of that
+// library on the GPU, by pass, sequence length and mask (sim/compute_model.cpp).
+enum class AttentionLibrary { Generic, FlashAttention2, CuDNN };
+const char* to_string(AttentionLibrary a);
+
+enum class StackKind { Megatron, MegatronTE, PytorchFsdp };
+const char* to_string(StackKind k);
+
+struct TrainingStack {
+  StackKind kind = StackKind::Megatron;
+  AttentionLibrary attention = AttentionLibrary::Generic;
+  // Transformer Engine's userbuffers TP-comm overlap (ub_tp_comm_overlap, with sp): the
+  // forward all-gather before a column-parallel GEMM and the reduce-scatter after a
+  // row-parallel one are cut into tp chunks and pipelined with the GEMM's chunks; the
+  // reduce-scatter's kernels hold `tp_overlap_sms` SMs, which the GEMM under it cannot use.
+  bool tp_comm_overlap = false;
+  int tp_overlap_sms = 0;
+  // PyTorch FSDP FULL_SHARD with gradient accumulation: every micro-batch's backward
+  // reduce-scatters its gradients (no no_sync: the unsharded gradients are not kept).
+  bool reduce_every_microbatch = false;
+  // Eager PyTorch: elementwise ops run as separate kernels (the residual add apart from the
+  // dropout, SwiGLU's SiLU apart from its product), each its own pass over memory.
+  bool eager = false;
+};
+
+// The named stacks: megatron (default), megatron-te, pytorch-fsdp. Unknown: Error listing them.
+TrainingStack training_stack(const std::string& name);
+std::vector<std::string> training_stacks();
+// "generic", "fa2", "cudnn"; unknown: Error naming `field`.
+AttentionLibrary parse_attention_library(const std::string& text, const std::string& field);
+
+}  // namespace meshsim
