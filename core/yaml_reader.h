@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -36,28 +37,43 @@ inline std::optional<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
+// Limits of a parsed file's tree as the readers walk it: aliases make a graph of it, so a
+// self-referencing alias (x: &a [*a]) is a cycle and nested aliases (billion laughs) expand
+// exponentially; both are refused before anything walks them.
+inline constexpr int kMaxYamlDepth = 64;
+inline constexpr std::size_t kMaxYamlValues = 2'000'000;
+
 // A key given twice in one mapping (yaml-cpp keeps both and reads the first): Error
 // "SOURCE:LINE: KEY: given twice in one mapping"; so is a key that is not a plain name
-// ("? [a, b]: 1", or an empty "? : 1"), which no reader can name in a message.
-inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source) {
+// ("? [a, b]: 1", or an empty "? : 1"), which no reader can name in a message; and a tree
+// deeper than kMaxYamlDepth or, aliases expanded, larger than kMaxYamlValues.
+inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source, int depth, std::size_t& values) {
+  if (depth > kMaxYamlDepth || ++values > kMaxYamlValues)
+    throw Error(
+        fmt::format("{}:{}: nested deeper than {} levels or, aliases expanded, more than {} values (a "
+                    "self-referencing or nested alias?); write the values out",
+                    source, n.Mark().line + 1, kMaxYamlDepth, kMaxYamlValues));
   if (n.IsSequence()) {
-    for (const YAML::Node& e : n) reject_duplicate_keys(e, source);
+    for (const YAML::Node& e : n) reject_duplicate_keys(e, source, depth + 1, values);
   } else if (n.IsMap()) {
-    std::vector<std::string> seen;
+    std::unordered_set<std::string> seen;
     for (const auto& kv : n) {
       if (!kv.first.IsScalar())
         throw Error(
             fmt::format("{}:{}: a mapping key must be a plain name, not empty, a list or a mapping; write "
                         "key: value",
                         source, std::max(kv.first.Mark().line, n.Mark().line) + 1));
-      const std::string key = kv.first.Scalar();
-      if (!key.empty() && std::find(seen.begin(), seen.end(), key) != seen.end())
+      const std::string& key = kv.first.Scalar();
+      if (!key.empty() && !seen.insert(key).second)
         throw Error(
             fmt::format("{}:{}: {}: given twice in one mapping; keep one", source, kv.first.Mark().line + 1, key));
-      seen.push_back(key);
-      reject_duplicate_keys(kv.second, source);
+      reject_duplicate_keys(kv.second, source, depth + 1, values);
     }
   }
+}
+inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source) {
+  std::size_t values = 0;
+  reject_duplicate_keys(n, source, 0, values);
 }
 
 // Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...", and so is a

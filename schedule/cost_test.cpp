@@ -374,8 +374,11 @@ TEST(Unsupported, ReasonsNameTheRestriction) {
   EXPECT_THROW(choose_algorithm(reg, one, params(0)), Error);
 }
 
-// nvls p=4 n=1000 on a switch that reduces (a_s = 2 us, b_s = 2 ps/B): the link carries
-// n(1 + 1/p) = 1250 B each way: 2e6 + 1250*2 = 2'002'500. At b_s = 1 ps/B `auto` takes it
+// nvls p=4 n=1000 on a switch that reduces (a_s = 2 us, b_s = 2 ps/B), NCCL's pipeline by hand:
+// ops = 16 channels x 4 = 64, chunk 16 KiB (n < 2 ops 32 KiB), c0/c = 9600/16384 = 0.5859375;
+// n + min(n, ops c)(1 + c0/c) + max(n, ops c) c0/c = 1000 + 1585.9375 + 1048576 x 0.5859375
+// = 616,985.9375 B; x (1 + 1/p) / (1 + 9600/131072) = 718,600.546 B each way, at 2 ps/B plus
+// 2 us: 3,437,201.09 ps (one chunk's synchronization dominates a tiny message). At b_s = 1 ps/B `auto` takes it
 // at 1 GiB (1.25 GiB moved against ring's or rabenseifner's 1.5 GiB, both at 1 ps/B), and
 // skips it with no such switch.
 TEST(ChooseAlgorithm, NvlsOnlyWhereTheSwitchReduces) {
@@ -385,7 +388,7 @@ TEST(ChooseAlgorithm, NvlsOnlyWhereTheSwitchReduces) {
   c.switch_beta_ps = 2;
   const Algorithm* nvls = reg.find("nvls", CollKind::AllReduce);
   ASSERT_NE(nvls, nullptr);
-  EXPECT_DOUBLE_EQ(nvls->cost_ps(spec(CollKind::AllReduce, 4, 1000), c), 2'002'500);
+  EXPECT_NEAR(nvls->cost_ps(spec(CollKind::AllReduce, 4, 1000), c), 3'437'201.09, 0.01);
   c.switch_beta_ps = 1;
   EXPECT_EQ(choose_algorithm(reg, spec(CollKind::AllReduce, 4, GiB(1)), c).name, "nvls");
   c.switch_beta_ps = 0;

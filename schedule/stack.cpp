@@ -12,8 +12,9 @@ struct NamedStack {
   const char* name;
   StackKind kind;
 };
-constexpr NamedStack kStacks[] = {
-    {"megatron", StackKind::Megatron}, {"megatron-te", StackKind::MegatronTE}, {"pytorch-fsdp", StackKind::PytorchFsdp}};
+constexpr NamedStack kStacks[] = {{"megatron", StackKind::Megatron},
+                                  {"megatron-te", StackKind::MegatronTE},
+                                  {"pytorch-fsdp", StackKind::PytorchFsdp}};
 
 struct NamedLibrary {
   const char* name;
@@ -77,7 +78,8 @@ TrainingStack training_stack(const std::string& name) {
 AttentionLibrary parse_attention_library(const std::string& text, const std::string& field) {
   for (const NamedLibrary& l : kLibraries)
     if (text == l.name) return l.lib;
-  throw Error(fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2) or cudnn", field, text));
+  throw Error(
+      fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2) or cudnn", field, text));
 }
 
 }  // namespace meshsim

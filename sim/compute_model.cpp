@@ -341,7 +341,7 @@ Time ComputeModel::time(const Kernel& k, bool backward) const {
   if (k.kind == KernelKind::Gemm && !overrides_.gemm_points.empty()) {
     // A measured shape gives its measured time exactly; other shapes scale the curve.
     for (const GemmPoint& p : overrides_.gemm_points)
-      if (p.dtype_bytes == k.dtype_bytes && p.m == k.m && p.n == k.n && p.k == k.k)
+      if (p.dtype_bytes == k.dtype_bytes && p.m == k.m && p.n == k.n && p.k == k.k && k.sms_reserved == 0)
         return duration_ps(std::max(launch, k.flops / p.achieved_flops * 1e12), "a kernel");
     t *= gemm_correction(k);
   }

