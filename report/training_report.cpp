@@ -133,6 +133,8 @@ std::string stack_text(const TrainingStack& t) {
   if (t.tp_comm_overlap) o += fmt::format(", TP-comm overlap on {} SMs", t.tp_overlap_sms);
   if (t.reduce_every_microbatch) o += ", reduce every micro-batch";
   if (t.eager) o += ", eager kernels";
+  if (!t.reshard_after_forward) o += ", parameters kept from forward to backward";
+  if (t.reduce_bytes > 0) o += fmt::format(", gradients reduced in {} bytes", t.reduce_bytes);
   return o + ")";
 }
 }  // namespace

@@ -279,7 +279,7 @@ struct Planner {
     std::vector<std::pair<int, Phase>> uses;
     std::vector<int> ops;
     void before_use(std::size_t k) {
-      if (pl.p.zero < 3 || pl.p.dp == 1) return;
+      if (pl.p.zero < 3 || pl.p.dp == 1 || uses.empty()) return;
       if (ops.empty()) ops.assign(uses.size(), -1);
       auto issue = [&](std::size_t j) { ops[j] = e.async(pl.zero3_gather_op(uses[j].first, mb, uses[j].second)); };
       if (k == 0) issue(0);
@@ -298,8 +298,9 @@ struct Planner {
       if (acc == 0 || group == 1 || (!force && acc < bucket)) return;
       const CollKind kind = p.zero >= 1 ? CollKind::ReduceScatter : CollKind::AllReduce;
       // Reduce-scatter input is the whole bucket; sizes are rounded to whole elements per rank.
-      Bytes n = acc;
-      if (kind == CollKind::ReduceScatter) n = (acc + group - 1) / group * group;
+      // The gradients travel in the stack's reduce dtype (stack.reduce_bytes; 0: the model's).
+      Bytes n = p.stack.reduce_bytes > 0 ? acc / P * p.stack.reduce_bytes : acc;
+      if (kind == CollKind::ReduceScatter) n = (n + group - 1) / group * group;
       dp.ops.push_back(e.async(collective(Phase::Backward, Stream::Dp, kind, axis, group, n,
                                           p.zero >= 1 ? "dp.reduce_scatter.grads" : "dp.allreduce.grads", -1, -1)));
       acc = 0;
@@ -396,7 +397,9 @@ struct Planner {
         for (int j = (i / seg) * seg; j <= i; ++j) steps.emplace_back(j, Phase::Recompute);
       steps.emplace_back(i, Phase::Backward);
     }
-    for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(u.chunk, i), phase);
+    // Parameters kept from the forward (stack.reshard_after_forward false) need no gather here.
+    if (p.stack.reshard_after_forward)
+      for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(u.chunk, i), phase);
     for (std::size_t k = 0; k < steps.size(); ++k) {
       const auto [i, phase] = steps[k];
       const int layer = layer_of(u.chunk, i);

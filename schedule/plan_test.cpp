@@ -682,3 +682,48 @@ TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// FSDP's knobs, by hand on 4 layers, dp 4, ZeRO-3, 2 micro-batches:
+// - reshard_after_forward (FULL_SHARD): each layer gathered for its forward and again for its
+//   backward, in every micro-batch: 4 x 2 x 2 = 16 gathers; false (SHARD_GRAD_OP): forward
+//   only, 8, and the layers' gathered parameters held meanwhile (3/4 of them beside the shard);
+// - reduce_dtype fp32: the gradient reduce-scatters carry 4 bytes per parameter, twice bf16's.
+TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  p.stack = training_stack("pytorch-fsdp");
+  auto count = [&](const ParallelSpec& q, const std::string& name, double* bytes) {
+    const Schedule s = plan_iteration(m, q);
+    int n = 0;
+    *bytes = 0;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Collective && op.name == name) {
+        ++n;
+        *bytes += static_cast<double>(op.bytes);
+      }
+    return n;
+  };
+  double b = 0, rs_bf16 = 0, rs_fp32 = 0;
+  EXPECT_EQ(count(p, "zero3.allgather.params", &b), 16);
+  count(p, "dp.reduce_scatter.grads", &rs_bf16);
+  ParallelSpec keep = p;
+  keep.stack.reshard_after_forward = false;
+  EXPECT_EQ(count(keep, "zero3.allgather.params", &b), 8);
+  const double layer_params = std::floor(m.params_per_layer());
+  EXPECT_NEAR(
+      static_cast<double>(rank_memory(m, keep, 0).bytes("temporaries") - rank_memory(m, p, 0).bytes("temporaries")),
+      2 * 4 * layer_params * 3 / 4, 8);
+  ParallelSpec fp32 = p;
+  fp32.stack.reduce_bytes = 4;
+  count(fp32, "dp.reduce_scatter.grads", &rs_fp32);
+  EXPECT_NEAR(rs_fp32, 2 * rs_bf16, 64);
+}
+
+}  // namespace
+}  // namespace meshsim

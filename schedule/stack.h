@@ -40,6 +40,14 @@ struct TrainingStack {
   // Eager PyTorch: elementwise ops run as separate kernels (the residual add apart from the
   // dropout, SwiGLU's SiLU apart from its product), each its own pass over memory.
   bool eager = false;
+  // ZeRO-3 / FSDP: whether a block's gathered parameters are freed after its forward and
+  // gathered again for its backward (FULL_SHARD, FSDP2's default) or kept from the forward to
+  // the backward (SHARD_GRAD_OP, reshard_after_forward=False: one all-gather per block and
+  // micro-batch, the unsharded parameters held meanwhile).
+  bool reshard_after_forward = true;
+  // Bytes per element of the data-parallel gradient reduction: 0 = the model's dtype; 4 = fp32
+  // (FSDP's MixedPrecision reduce_dtype=float32, Megatron's grad_reduce_in_fp32).
+  int reduce_bytes = 0;
 };
 
 // The named stacks: megatron (default), megatron-te, pytorch-fsdp. Unknown: Error listing them.

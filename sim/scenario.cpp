@@ -227,12 +227,15 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
 }
 
 // `stack: megatron-te`, or a map: {name: megatron-te, attention: fa2, tp_comm_overlap: false,
-// tp_overlap_sms: 16, reduce_every_microbatch: true, eager: true}; the name gives the defaults.
+// tp_overlap_sms: 16, reduce_every_microbatch: true, eager: true, reshard_after_forward: false,
+// reduce_dtype: fp32}; the name gives the defaults.
 TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   const char* example = "{name: megatron-te, attention: cudnn}";
   if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
   r.only_keys(st, "stack",
-              {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager"}, example);
+              {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager",
+               "reshard_after_forward", "reduce_dtype"},
+              example);
   const YAML::Node name = r.required(st, "name", "stack", "megatron-te");
   TrainingStack t = r.located(name, [&] { return training_stack(r.text(name, "stack.name")); });
   if (const YAML::Node& a = st["attention"])
@@ -247,6 +250,19 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   if (st["reduce_every_microbatch"])
     t.reduce_every_microbatch = r.boolean(st["reduce_every_microbatch"], "stack.reduce_every_microbatch");
   if (st["eager"]) t.eager = r.boolean(st["eager"], "stack.eager");
+  if (st["reshard_after_forward"])
+    t.reshard_after_forward = r.boolean(st["reshard_after_forward"], "stack.reshard_after_forward");
+  if (const YAML::Node& d = st["reduce_dtype"]) {
+    const std::string v = r.text(d, "stack.reduce_dtype");
+    if (v == "fp32")
+      t.reduce_bytes = 4;
+    else if (v == "bf16" || v == "fp16")
+      t.reduce_bytes = 2;
+    else if (v == "model")
+      t.reduce_bytes = 0;
+    else
+      r.fail(d, "stack.reduce_dtype", "'" + v + "' is not fp32, bf16, fp16 or model (the model's dtype)");
+  }
   return t;
 }
 
