@@ -36,13 +36,15 @@ struct GpuRow {
   double sustained;  // GpuSpec::sustained_tensor
   double spread;     // GpuSpec::speed_spread
 };
-// Sustained tensor-core fraction of H100 and H200: the 8192^3 and 16384^3 bf16 GEMMs that
-// `calibrate --backend cuda` times after seconds of back-to-back load, with the power cap
-// engaged (run 7's clock trace: the SM clock down to 1125 MHz at 700 W), ran at 0.879-0.939 of
-// this preset's burst figure over eight points (runs 5 and 7 on H100s, runs 11 and 12 on H200s;
-// docs/validation/gpu-h100.md, gpu-h200.md): mean 0.907. The A100's gemm_efficiency was fitted
-// to Korthikanti's training runs, so its sustained clocks are already in it.
-constexpr double kHopperSustained = 0.907;
+// Sustained tensor-core fraction of H100 and H200: `calibrate --backend cuda` times its GEMM grid
+// for seconds back to back, the 8192^3 and 16384^3 bf16 shapes last, with the power cap engaged
+// (run 7's clock trace: the SM clock down to 1125 MHz at 700 W). Over the 18 calibrate runs that
+// timed both shapes (runs 3-24, docs/validation/gpu-runs/), they ran at a mean 0.897 of this
+// preset's burst figure on H100s (24 points, 0.787-0.991) and 0.920 on H200s (14 points,
+// 0.838-0.959). The A100's gemm_efficiency was fitted to Korthikanti's training runs, so its
+// sustained clocks are already in it.
+constexpr double kH100Sustained = 0.897;
+constexpr double kH200Sustained = 0.920;
 // Spread of the sustained speed across GPUs of one model: Sinha et al. (SC22, "Not All GPUs Are
 // Created Equal", arXiv 2208.11035) measured 8% performance variation on average between GPUs of
 // one SKU in five clusters, as the whisker-to-whisker width of their box plots (Q1 - 1.5 IQR to
@@ -52,8 +54,8 @@ constexpr double kHopperSustained = 0.907;
 constexpr double kSpread = 0.015;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread
 constexpr GpuRow kGpus[] = {
-    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kHopperSustained, kSpread},
-    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kHopperSustained, kSpread},
+    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread},
+    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread},
     {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0},
     {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0},
     {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0},

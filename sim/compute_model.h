@@ -11,7 +11,7 @@
 // corrects GEMM times with measured points.
 //
 //   ComputeModel h100(gpu_preset("h100"));
-//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1636.56 us: 0.7505 x 0.907 of 989.4 TFLOP/s (tiles,
+//   Time t = h100.time(Kernel::gemm(8192, 8192, 8192, 2));   // 1654.76 us: 0.7505 x 0.897 of 989.4 TFLOP/s (tiles,
 //   waves, launch) ComputeModel calibrated = ComputeModel::load_profile("examples/profiles/h100-example.yaml");
 #pragma once
 
