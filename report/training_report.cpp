@@ -147,7 +147,10 @@ std::string training_summary_text(const TrainingResult& r) {
   o << fmt::format(
       "  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {:.1f}B params\n", m.name,
       m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
-      m.moe() ? fmt::format(", {} experts top-{}", m.experts, m.top_k) : "", m.total_params() * 1e-9);
+      m.moe() ? fmt::format(", {} experts top-{}{}", m.experts, m.top_k,
+                            m.shared_experts > 0 ? fmt::format(" + {} shared", m.shared_experts) : "")
+              : "",
+      m.total_params() * 1e-9);
   o << fmt::format("  layout     {}\n", layout_text(s));
   o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({:.0f} TFLOP/s {}, {}), fidelity {}\n",
                    r.topology_name, r.gpus, r.placement, r.gpu.name,

@@ -142,6 +142,13 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
   }
   v = m.attention == AttentionKind::Flash ? flash_items(x) : plain_items(m, x, mode != RecomputeMode::Selective);
   if (m.moe()) add(v, x, "moe.router_probs", 4, "sb*experts", x.s * x.b * m.experts, x.tsp);
+  if (m.shared_experts > 0) {
+    // The shared experts: one MLP of shared_experts x ffn_hidden on every token, split over t
+    // like a dense MLP (their input is the router's, already counted).
+    const double sbf = x.s * x.b * x.f * m.shared_experts;
+    add(v, x, "moe.shared_act_input", (m.ffn == FfnKind::SwiGLU ? 2 : 1) * x.P, "sbf*shared", sbf, x.t);
+    add(v, x, "moe.shared_fc2_input", x.P, "sbf*shared", sbf, x.t);
+  }
   return v;
 }
 

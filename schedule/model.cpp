@@ -49,7 +49,8 @@ double ModelSpec::params_per_layer() const {
   const double h = hidden, hkv = kv_hidden();
   const double qkv = h * (h + 2 * hkv) + (bias ? h + 2 * hkv : 0);
   const double out = h * h + (bias ? h : 0);
-  const double mlp = moe() ? expert_params_per_layer() + h * experts : mlp_params(*this);
+  const double mlp =
+      moe() ? expert_params_per_layer() + h * experts + shared_experts * mlp_params(*this) : mlp_params(*this);
   const double norms = 2 * 2 * h;
   return qkv + out + mlp + norms;
 }
@@ -85,6 +86,9 @@ void validate_model(const ModelSpec& m, const std::string& field) {
     throw Error(fmt::format("{}.experts: {} must be 0 (dense) or a positive expert count", field, m.experts));
   if (m.moe() && (m.top_k < 1 || m.top_k > m.experts))
     throw Error(fmt::format("{}.top_k: {} must lie in 1..experts = {}", field, m.top_k, m.experts));
+  if (m.shared_experts < 0 || m.shared_experts > 64 || (m.shared_experts > 0 && !m.moe()))
+    throw Error(fmt::format("{}.shared_experts: {} must be 0..64, and above 0 only with experts > 0 (a MoE model)",
+                            field, m.shared_experts));
   if (m.dtype != "bf16" && m.dtype != "fp16" && m.dtype != "fp32")
     throw Error(fmt::format("{}.dtype: '{}' is not a known type; write bf16, fp16 or fp32", field, m.dtype));
 }
@@ -141,11 +145,12 @@ std::vector<ModelSpec> make_presets() {
   mix.top_k = 2;
   v.push_back(mix);
   // DeepSeek-V3 (arXiv 2412.19437), simplified: standard attention with 128 K/V heads
-  // instead of MLA; every layer MoE (the real model has 3 dense layers first); no shared
-  // expert, no multi-token-prediction module. About 702e9 parameters instead of 671e9.
+  // instead of MLA; every layer MoE (the real model has 3 dense layers first); its one shared
+  // expert; no multi-token-prediction module. About 705e9 parameters instead of 671e9.
   ModelSpec ds = llama("deepseek-v3", 61, 7168, 128, 128, 2048, 129280, 4096);
   ds.experts = 256;
   ds.top_k = 8;
+  ds.shared_experts = 1;
   v.push_back(ds);
   // Devlin et al. 2019, BERT-large (position, segment embeddings and pooler not counted).
   ModelSpec bert = gpt("bert-large", 24, 1024, 16);
@@ -178,7 +183,7 @@ double layer_forward_flops(const ModelSpec& m, double b, double s) {
   const double scores_v = 2 * b * s * s * h;
   const double out = 2 * b * s * h * h;
   const double mlp = (m.ffn == FfnKind::SwiGLU ? 6 : 4) * b * s * h * f;
-  const double ffn = m.moe() ? m.top_k * mlp + 2 * b * s * h * m.experts : mlp;
+  const double ffn = m.moe() ? (m.top_k + m.shared_experts) * mlp + 2 * b * s * h * m.experts : mlp;
   return qkv + scores + scores_v + out + ffn;
 }
 

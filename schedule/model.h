@@ -7,7 +7,8 @@
 // A dense layer has attention (QKV projections with kv_heads for GQA, scores, scores x V,
 // output projection) and an MLP (GeLU: h -> ffn_hidden -> h; SwiGLU: gate and up
 // h -> ffn_hidden, down ffn_hidden -> h). A MoE layer (experts > 0) replaces the MLP by
-// `experts` MLPs of ffn_hidden each, top_k per token, plus a router h -> experts.
+// `experts` MLPs of ffn_hidden each, top_k per token, plus a router h -> experts, and
+// `shared_experts` MLPs of ffn_hidden that every token runs.
 #pragma once
 
 #include <string>
@@ -32,6 +33,10 @@ struct ModelSpec {
   int seq = 2048;
   int experts = 0;  // 0: dense MLP
   int top_k = 1;
+  // Shared experts (DeepSeek-V2/V3, Qwen-MoE): MLPs of ffn_hidden that every token runs beside
+  // its top_k routed ones; their weights are a dense MLP's (split over tp, whole on every
+  // expert-parallel rank).
+  int shared_experts = 0;
   std::string dtype = "bf16";  // bf16 | fp16 | fp32
   AttentionKind attention = AttentionKind::Plain;
   bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models

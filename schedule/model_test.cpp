@@ -85,8 +85,8 @@ TEST(ModelParams, OtherPresetsNearTheirPublishedSizes) {
   EXPECT_NEAR(model_preset("mixtral-8x7b").total_params(), 46.7e9, 0.01 * 46.7e9);
   EXPECT_NEAR(model_preset("gpt-530b").total_params(), 530e9, 0.01 * 530e9);
   EXPECT_NEAR(model_preset("gpt-1t").total_params(), 1.008e12, 0.01 * 1.008e12);
-  // Simplified DeepSeek-V3 (no MLA, all 61 layers MoE, no shared expert): ~702e9, not 671e9.
-  EXPECT_NEAR(model_preset("deepseek-v3").total_params(), 702e9, 0.01 * 702e9);
+  // Simplified DeepSeek-V3 (no MLA, all 61 layers MoE, one shared expert): ~705e9, not 671e9.
+  EXPECT_NEAR(model_preset("deepseek-v3").total_params(), 705e9, 0.01 * 705e9);
   EXPECT_NEAR(model_preset("bert-large").total_params(), 335e6, 0.03 * 335e6);
 }
 
@@ -96,6 +96,21 @@ TEST(ModelParams, MoeExpertsAndRouter) {
   EXPECT_DOUBLE_EQ(m.expert_params_per_layer(), E * 3 * h * f);
   EXPECT_DOUBLE_EQ(m.params_per_layer(), h * (h + 2 * hkv) + h * h + E * 3 * h * f + h * E + 4 * h);
   EXPECT_DOUBLE_EQ(model_preset("gpt3-175b").expert_params_per_layer(), 0.0);
+}
+
+// Shared experts, by hand on Mixtral's shapes with 2 shared: 2 more SwiGLU MLPs of 3hf
+// parameters each per layer, and 2 x 6bshf more forward FLOPs; a dense model cannot have them.
+TEST(ModelParams, SharedExpertsAreDenseMlpsEveryTokenRuns) {
+  ModelSpec m = model_preset("mixtral-8x7b");
+  const double h = 4096, f = 14336, b = 2, s = 4096;
+  const double params = m.params_per_layer(), flops = layer_forward_flops(m, b, s);
+  m.shared_experts = 2;
+  EXPECT_DOUBLE_EQ(m.params_per_layer() - params, 2 * 3 * h * f);
+  EXPECT_DOUBLE_EQ(m.expert_params_per_layer(), 8 * 3 * h * f);  // the routed ones only
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, b, s) - flops, 2 * 6 * b * s * h * f);
+  ModelSpec dense = model_preset("llama3-70b");
+  dense.shared_experts = 1;
+  EXPECT_THROW(validate_model(dense, "model"), Error);
 }
 
 TEST(ModelFlops, GptIterationClosedForms) {

@@ -210,7 +210,20 @@ class LayerSteps {
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / t, 8 * routed * ffn / t,
                      act_bytes_per * P * routed * ffn / t, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / t, P));
+    shared_experts(T, t);
     tp_out("moe");
+  }
+
+  // The shared experts as one MLP of shared_experts x ffn_hidden on `tokens` tokens, its
+  // weights split `split` ways (t beside replicated experts; whole on the T/t tokens a rank
+  // keeps with expert parallelism, the same FLOPs).
+  void shared_experts(double tokens, double split) {
+    if (m.shared_experts <= 0) return;
+    const double n = m.shared_experts;
+    v.push_back(gemm("moe.shared.fc1", tokens, n * up / split, h, P));
+    v.push_back(kern("moe.shared.act", KernelKind::Elementwise, act_fn, tokens, n * ffn / split,
+                     8 * tokens * n * ffn / split, act_bytes_per * P * tokens * n * ffn / split, P));
+    v.push_back(gemm("moe.shared.fc2", tokens, h, n * ffn / split, P));
   }
 
   // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that
@@ -221,6 +234,7 @@ class LayerSteps {
     v.push_back(gemm("moe.router", Te, m.experts, h, P));
     v.push_back(
         kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
+    shared_experts(Te, 1);
     LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, "ep", p.ep, a2a, Stream::Ep);
     d.imbalance = p.ep_imbalance;
     v.push_back(d);

@@ -727,3 +727,40 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// Shared experts in the schedule: the GEMMs every rank runs add up to the model's FLOPs
+// (docs/math.md section 4 with (top_k + shared) MLPs per token), with experts split over tp
+// (ep 1) or whole on each expert-parallel rank (ep 2), and their activations are counted.
+TEST(Plan, SharedExpertsRunOnEveryTokenAndCountInTheFlops) {
+  ModelSpec m = gpt(2, 1024, 16, 512, 32768);
+  m.experts = 4;
+  m.top_k = 2;
+  m.shared_experts = 1;
+  ParallelSpec tp;
+  tp.tp = 2;
+  tp.dp = 2;
+  tp.microbatches = 2;
+  ParallelSpec ep;
+  ep.dp = 2;
+  ep.ep = 2;
+  ep.microbatches = 2;
+  ModelSpec none = m;
+  none.shared_experts = 0;
+  for (const ParallelSpec& p : {tp, ep}) {
+    // (The router runs whole on every tp rank, so compare with and without the shared expert.)
+    const double B = static_cast<double>(p.global_batch());
+    const double want = model_flops_per_iteration(m, B, false) - model_flops_per_iteration(none, B, false);
+    EXPECT_DOUBLE_EQ(want, 3 * 2 * 4 * B * 512 * 1024 * 4096);  // 3 passes x L x 4bshf (GeLU)
+    EXPECT_NEAR((matmul_flops(plan_iteration(m, p), p) - matmul_flops(plan_iteration(none, p), p)) / want, 1.0, 1e-9)
+        << "ep " << p.ep;
+  }
+  const double extra =
+      static_cast<double>(total_bytes(layer_activation_items(m, tp)) - total_bytes(layer_activation_items(none, tp)));
+  EXPECT_NEAR(extra, (1 + 1) * 2.0 * 512 * 4096 / 2, 2);  // GeLU input and fc2 input, P sbf / t
+}
+
+}  // namespace
+}  // namespace meshsim

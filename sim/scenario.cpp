@@ -45,10 +45,16 @@ struct BoolField {
   bool Spec::*member;
 };
 
-constexpr IntField<ModelSpec> kModelInts[] = {
-    {"layers", &ModelSpec::layers},     {"hidden", &ModelSpec::hidden},         {"heads", &ModelSpec::heads},
-    {"kv_heads", &ModelSpec::kv_heads}, {"ffn_hidden", &ModelSpec::ffn_hidden}, {"vocab", &ModelSpec::vocab},
-    {"seq", &ModelSpec::seq},           {"experts", &ModelSpec::experts},       {"top_k", &ModelSpec::top_k}};
+constexpr IntField<ModelSpec> kModelInts[] = {{"layers", &ModelSpec::layers},
+                                              {"hidden", &ModelSpec::hidden},
+                                              {"heads", &ModelSpec::heads},
+                                              {"kv_heads", &ModelSpec::kv_heads},
+                                              {"ffn_hidden", &ModelSpec::ffn_hidden},
+                                              {"vocab", &ModelSpec::vocab},
+                                              {"seq", &ModelSpec::seq},
+                                              {"experts", &ModelSpec::experts},
+                                              {"top_k", &ModelSpec::top_k},
+                                              {"shared_experts", &ModelSpec::shared_experts}};
 constexpr BoolField<ModelSpec> kModelBools[] = {{"bias", &ModelSpec::bias},
                                                 {"tied_embeddings", &ModelSpec::tied_embeddings}};
 constexpr const char* kModelOther[] = {"preset", "name", "ffn", "dtype", "attention"};
