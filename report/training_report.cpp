@@ -131,6 +131,7 @@ namespace {
 std::string stack_text(const TrainingStack& t) {
   std::string o = fmt::format("{} (attention {}", to_string(t.kind), to_string(t.attention));
   if (t.tp_comm_overlap) o += fmt::format(", TP-comm overlap on {} SMs", t.tp_overlap_sms);
+  if (t.overlap_param_gather) o += ", parameter all-gather under the forward";
   if (t.reduce_every_microbatch) o += ", reduce every micro-batch";
   if (t.eager) o += ", eager kernels";
   if (!t.reshard_after_forward) o += ", parameters kept from forward to backward";

@@ -449,6 +449,8 @@ struct Planner {
     r.stage = s;
     Emitter e(r);
     DpState dp;
+    // overlap_param_gather: the previous step's parameter all-gather, under this step's forward.
+    if (param_gather() && p.stack.overlap_param_gather) e.async(param_gather_op(s));
     for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) unit(e, s, u, dp);
     epilogue(e, s, dp);
     return r;
@@ -493,11 +495,19 @@ struct Planner {
                     : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
     if (P < 4) pass("optimizer.copy_params", KernelKind::Elementwise, updated, (4.0 + P) * updated);
     pass("optimizer.zero_grads", KernelKind::Memcpy, 0, 4 * params);
-    if ((p.zero == 1 || p.zero == 2) && p.dp > 1) {
-      const Bytes shard = static_cast<Bytes>(updated) * P;
-      e.blocking(collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,
-                            "zero.allgather.params", -1, -1));
-    }
+    if (param_gather() && !p.stack.overlap_param_gather) e.blocking(param_gather_op(s));
+  }
+
+  // ZeRO 1-2: the updated parameters' all-gather over dp (each rank updated 1/dp of them).
+  bool param_gather() const { return (p.zero == 1 || p.zero == 2) && p.dp > 1; }
+  Op param_gather_op(int s) const {
+    const RankMemory mem = rank_memory(m, p, s);
+    double weights = 0;
+    for (const MemoryItem& it : mem.items)
+      if (it.category == "weights") weights += static_cast<double>(it.bytes);
+    const Bytes shard = static_cast<Bytes>(weights / P / p.dp) * P;
+    return collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,
+                      "zero.allgather.params", -1, -1);
   }
 };
 

@@ -764,3 +764,37 @@ TEST(Plan, SharedExpertsRunOnEveryTokenAndCountInTheFlops) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// Megatron's overlap_param_gather (stack megatron-te, ZeRO-1 over dp 4): the parameter
+// all-gather leaves the optimizer's tail and starts the iteration, asynchronous (the previous
+// step's, under this step's forward), with the same bytes; without it, it is the stage's last op.
+TEST(Plan, OverlappedParamGatherStartsTheIteration) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.dp = 4;
+  p.zero = 1;
+  p.microbatches = 2;
+  const Schedule plain = plan_iteration(m, p);
+  p.stack = training_stack("megatron-te");
+  ASSERT_TRUE(p.stack.overlap_param_gather);
+  const Schedule te = plan_iteration(m, p);
+  auto find = [](const Schedule& s) {
+    for (std::size_t i = 0; i < s.roles[0].ops.size(); ++i)
+      if (s.roles[0].ops[i].name == "zero.allgather.params") return static_cast<int>(i);
+    return -1;
+  };
+  const int at_plain = find(plain), at_te = find(te);
+  ASSERT_GE(at_plain, 0);
+  EXPECT_EQ(at_plain, static_cast<int>(plain.roles[0].ops.size()) - 1);
+  EXPECT_EQ(at_te, 0);
+  EXPECT_TRUE(te.roles[0].ops[0].deps.empty());
+  EXPECT_EQ(te.roles[0].ops[0].bytes, plain.roles[0].ops[static_cast<std::size_t>(at_plain)].bytes);
+  for (const Op& op : te.roles[0].ops)  // nothing waits for it: no compute op depends on op 0
+    for (int d : op.deps) EXPECT_NE(d, 0) << op.name;
+}
+
+}  // namespace
+}  // namespace meshsim

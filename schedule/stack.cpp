@@ -61,6 +61,7 @@ TrainingStack training_stack(const std::string& name) {
         t.attention = AttentionLibrary::CuDNN;
         t.tp_comm_overlap = true;
         t.tp_overlap_sms = kTeReduceScatterSms;
+        t.overlap_param_gather = true;  // NeMo's recipes: distributed optimizer, parameter sync overlapped
         break;
       case StackKind::PytorchFsdp:  // flash-attn 2 (llm-foundry's attn_impl: flash), eager kernels
         t.attention = AttentionLibrary::FlashAttention2;

@@ -45,6 +45,10 @@ struct TrainingStack {
   // the backward (SHARD_GRAD_OP, reshard_after_forward=False: one all-gather per block and
   // micro-batch, the unsharded parameters held meanwhile).
   bool reshard_after_forward = true;
+  // Megatron's distributed optimizer with overlap_param_gather (ZeRO 1-2): the all-gather of
+  // the updated parameters runs under the next iteration's forward instead of after the
+  // optimizer step; in one simulated iteration it starts with the iteration, beside its forward.
+  bool overlap_param_gather = false;
   // Bytes per element of the data-parallel gradient reduction: 0 = the model's dtype; 4 = fp32
   // (FSDP's MixedPrecision reduce_dtype=float32, Megatron's grad_reduce_in_fp32).
   int reduce_bytes = 0;

@@ -240,7 +240,7 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
   r.only_keys(st, "stack",
               {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager",
-               "reshard_after_forward", "reduce_dtype"},
+               "reshard_after_forward", "reduce_dtype", "overlap_param_gather"},
               example);
   const YAML::Node name = r.required(st, "name", "stack", "megatron-te");
   TrainingStack t = r.located(name, [&] { return training_stack(r.text(name, "stack.name")); });
@@ -256,6 +256,8 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   if (st["reduce_every_microbatch"])
     t.reduce_every_microbatch = r.boolean(st["reduce_every_microbatch"], "stack.reduce_every_microbatch");
   if (st["eager"]) t.eager = r.boolean(st["eager"], "stack.eager");
+  if (st["overlap_param_gather"])
+    t.overlap_param_gather = r.boolean(st["overlap_param_gather"], "stack.overlap_param_gather");
   if (st["reshard_after_forward"])
     t.reshard_after_forward = r.boolean(st["reshard_after_forward"], "stack.reshard_after_forward");
   if (const YAML::Node& d = st["reduce_dtype"]) {
