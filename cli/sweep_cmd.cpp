@@ -604,7 +604,13 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   std::string error;
   try {
     std::vector<Vary> vs;
-    for (const auto& v : f.vary) vs.push_back(parse_vary(v));
+    for (const auto& v : f.vary) {
+      vs.push_back(parse_vary(v));
+      for (std::size_t i = 0; i + 1 < vs.size(); ++i)
+        if (vs[i].path == vs.back().path)
+          throw Error(fmt::format("--vary {}: given twice; give all its values in one --vary {}=v1,v2,...",
+                                  vs.back().path, vs.back().path));
+    }
     if (vs.empty()) throw Error("--vary: a sweep needs at least one --vary path=v1,v2,...");
     shard = parse_shard(f.shard);
     if (shard.active && f.jsonl.empty())

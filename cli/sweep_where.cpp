@@ -5,6 +5,7 @@
 #include <muParser.h>
 
 #include <array>
+#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -61,6 +62,15 @@ void bind_variables(mu::Parser& parser, const std::string& expr, std::array<doub
 WhereFilter::WhereFilter(std::string expr) : expr_(std::move(expr)) {
   if (expr_.find_first_not_of(" \t") == std::string::npos)
     throw Error("--where: the expression is empty; write e.g. --where 'tp*pp <= 64'");
+  // muParser reads a lone '=' as an assignment (tp = 4 sets tp and is true): refuse it.
+  for (std::size_t i = 0; i < expr_.size(); ++i) {
+    if (expr_[i] != '=') continue;
+    const bool compound = (i > 0 && std::string_view("<>!=").find(expr_[i - 1]) != std::string_view::npos) ||
+                          (i + 1 < expr_.size() && expr_[i + 1] == '=');
+    if (!compound)
+      throw Error(fmt::format("--where '{}': '=' assigns a variable; compare with '==' (e.g. tp == 4)", expr_));
+    if (i + 1 < expr_.size() && expr_[i + 1] == '=') ++i;
+  }
   // Checked once on a neutral layout, so a typo fails before any variant runs.
   Scenario neutral;
   mu::Parser parser;

@@ -58,7 +58,8 @@ std::string memory(const std::string& path, const std::string& text, const std::
   return memory_json(s, m.stages, m.capacity).dump();
 }
 
-// One collective on the first `ranks` GPUs of `topology` (all of them when ranks < 1), in
+// One collective on the first `ranks` GPUs of `topology` (all of them when ranks = 0; negative:
+// Error, as the command refuses it), in
 // one group, naturally placed: `meshsim collective KIND -t TOPOLOGY --bytes SIZES --algo ALGO`.
 // `bytes` is one size or a sweep (MIN:MAX[:FACTOR]); the result is a list, one per size.
 std::string collective(const std::string& kind_text, const std::string& bytes, const std::string& topology,
@@ -70,7 +71,8 @@ std::string collective(const std::string& kind_text, const std::string& bytes, c
                     "reduce, alltoall or sendrecv",
                     kind_text));
   const Topology topo = resolve_topology(topology);
-  if (ranks < 1) ranks = topo.num_gpus();
+  if (ranks < 0) throw Error(fmt::format("ranks: {} is negative; give 0 (every GPU) or a rank count", ranks));
+  if (ranks == 0) ranks = topo.num_gpus();
   if (ranks > topo.num_gpus())
     throw Error(fmt::format("ranks: {} ranks but topology '{}' has {} GPUs; use ranks <= {} or a larger topology",
                             ranks, topology, topo.num_gpus(), topo.num_gpus()));
@@ -109,7 +111,7 @@ std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int
   MoeDispatchContext ctx{topology, dtype, parse_fidelity(fidelity, "fidelity"), MoeRouting{}};
   ctx.routing = {tokens, hidden, moe_element_bytes(dtype, "dtype"), experts, topk, groups, seed, samples};
   const MoeDispatchOutcome out =
-      run_moe_dispatch(topo, ranks < 1 ? topo.num_gpus() : ranks, "ranks", ctx.routing, ctx.fidelity);
+      run_moe_dispatch(topo, ranks == 0 ? topo.num_gpus() : ranks, "ranks", ctx.routing, ctx.fidelity);
   return moe_dispatch_json(ctx, out).dump();
 }
 

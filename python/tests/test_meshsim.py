@@ -78,6 +78,11 @@ def test_errors_carry_the_commands_message():
         meshsim.simulate(TINY, fidelity="flwo")
     with pytest.raises(meshsim.MeshsimError, match="kind"):
         meshsim.collective("allreduse", "1MiB")
+    # A negative rank count is refused as the command refuses it (it ran on every GPU before).
+    with pytest.raises(meshsim.MeshsimError, match="ranks"):
+        meshsim.collective("allreduce", "1MiB", ranks=-5)
+    with pytest.raises(meshsim.MeshsimError, match="ranks"):
+        meshsim.moe_dispatch(ranks=-5)
 
 
 def test_collective_equals_the_command_and_the_ring_closed_form():
