@@ -563,12 +563,6 @@ TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
   }
 }
 
-}  // namespace
-}  // namespace meshsim
-
-namespace meshsim {
-namespace {
-
 // Transformer Engine's TP-comm overlap (stack megatron-te, with sp) pipelines the forward
 // all-gathers and reduce-scatters with the GEMMs beside them: the same GEMM FLOPs (split into
 // chunks) and the same tp bytes each way (the reduce-scatter cut into 3/4 + 1/4), but the
@@ -642,12 +636,6 @@ TEST(Plan, FsdpReduceScattersEveryMicrobatch) {
   EXPECT_NEAR(b_every - b_once, 2 * 4 * layer, 4.0 * 16);
 }
 
-}  // namespace
-}  // namespace meshsim
-
-namespace meshsim {
-namespace {
-
 // Uneven stages (parallel.stage_layers), hand-worked: 6 layers over pp 2 x vchunks 2 as
 // [1, 2, 2, 1] (virtual stages 0..3 in order; chunk c of stage s is c * 2 + s). Stage 0 runs
 // virtual stages 0 and 2: layers {0} and {3, 4}; stage 1 runs 1 and 3: {1, 2} and {5}. The
@@ -679,12 +667,6 @@ TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
   EXPECT_NEAR(static_cast<double>(r0.bytes("weights")) - static_cast<double>(r1.bytes("weights")),
               6 * per_layer + (m.vocab * 1024.0 * 2) - (m.vocab * 1024.0 * 2 + 2 * 1024 * 2), 16.0);
 }
-
-}  // namespace
-}  // namespace meshsim
-
-namespace meshsim {
-namespace {
 
 // FSDP's knobs, by hand on 4 layers, dp 4, ZeRO-3, 2 micro-batches:
 // - reshard_after_forward (FULL_SHARD): each layer gathered for its forward and again for its
@@ -725,12 +707,6 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
   EXPECT_NEAR(rs_fp32, 2 * rs_bf16, 64);
 }
 
-}  // namespace
-}  // namespace meshsim
-
-namespace meshsim {
-namespace {
-
 // Shared experts in the schedule: the GEMMs every rank runs add up to the model's FLOPs
 // (docs/math.md section 4 with (top_k + shared) MLPs per token), with experts split over tp
 // (ep 1) or whole on each expert-parallel rank (ep 2), and their activations are counted.
@@ -761,12 +737,6 @@ TEST(Plan, SharedExpertsRunOnEveryTokenAndCountInTheFlops) {
       static_cast<double>(total_bytes(layer_activation_items(m, tp)) - total_bytes(layer_activation_items(none, tp)));
   EXPECT_NEAR(extra, (1 + 1) * 2.0 * 512 * 4096 / 2, 2);  // GeLU input and fc2 input, P sbf / t
 }
-
-}  // namespace
-}  // namespace meshsim
-
-namespace meshsim {
-namespace {
 
 // Megatron's overlap_param_gather (stack megatron-te, ZeRO-1 over dp 4): the parameter
 // all-gather leaves the optimizer's tail and starts the iteration, asynchronous (the previous
