@@ -226,13 +226,15 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
     held_params += params;
     state_items(out, m, p, name, params, shard_group);
   };
-  state("layers", stage_layers * (m.params_per_layer() - expert) / t, p.dp);
+  const double dense = stage_layers * (m.params_per_layer() - expert) / t;
   // Experts split over tp like a dense MLP without ep; whole, E/e per rank, with ep (as planned).
-  state("experts", stage_layers * expert / (p.ep > 1 ? p.ep : t), p.dp / p.ep);
+  const double experts = stage_layers * expert / (p.ep > 1 ? p.ep : t);
+  state("layers", dense, p.dp);
+  state("experts", experts, p.dp / p.ep);
   if (p.zero >= 3 && p.dp > 1 && !p.stack.reshard_after_forward) {
     // FSDP's SHARD_GRAD_OP: every layer's gathered parameters stay from its forward to its
     // backward: the rest of them beside this rank's shard.
-    const double params = stage_layers * ((m.params_per_layer() - expert) / t + expert / (p.ep > 1 ? p.ep : t));
+    const double params = dense + experts;
     out.push_back({"temporaries", "unsharded_layers",
                    fmt::format("P x {:.4g} parameters x (1 - 1/d) (stack.reshard_after_forward: false)", params),
                    static_cast<Bytes>(std::llround(x.P * params * (1.0 - 1.0 / p.dp)))});

@@ -109,6 +109,8 @@ struct ParallelSpec {
   }
 
   int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
+  // ZeRO 1-2 over dp > 1: each rank updates 1/dp of the parameters, all-gathered after the step.
+  bool gathers_params() const { return (zero == 1 || zero == 2) && dp > 1; }
   int world_size() const { return dp * pp * cp * tensor_size(); }
   std::int64_t global_batch() const { return std::int64_t{dp} * microbatches * micro_batch_size; }
   // Whether stage-to-stage sends are scattered over tp and gathered at the receiver: asked for,

@@ -363,18 +363,18 @@ struct Planner {
   void unit(Emitter& e, int s, const Unit& u, DpState& dp) {
     const int vs = u.chunk * p.pp + s;
     const int first_layer = p.first_layer(m.layers, vs), Lc = this->Lc(vs);
-    auto layer_of = [&](int, int i) { return first_layer + i; };
+    auto layer_of = [&](int i) { return first_layer + i; };
     Zero3Prefetch z3{*this, e, u.mb, {}, {}};
     if (u.forward) {
       if (vs > 0)
         receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb,
                        "pp.recv.activation"));
       if (vs == 0) embedding(e, u.mb, false);
-      for (int i = 0; i < Lc; ++i) z3.uses.emplace_back(layer_of(u.chunk, i), Phase::Forward);
+      for (int i = 0; i < Lc; ++i) z3.uses.emplace_back(layer_of(i), Phase::Forward);
       for (int i = 0; i < Lc; ++i) {
         z3.before_use(static_cast<std::size_t>(i));
         const int first = e.size();
-        forward_layer(e, layer_of(u.chunk, i), u.mb, Phase::Forward);
+        forward_layer(e, layer_of(i), u.mb, Phase::Forward);
         if (first < e.size()) e.op(first).alloc += stash_of(vs, i);
       }
       if (vs == V - 1)
@@ -399,10 +399,10 @@ struct Planner {
     }
     // Parameters kept from the forward (stack.reshard_after_forward false) need no gather here.
     if (p.stack.reshard_after_forward)
-      for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(u.chunk, i), phase);
+      for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(i), phase);
     for (std::size_t k = 0; k < steps.size(); ++k) {
       const auto [i, phase] = steps[k];
-      const int layer = layer_of(u.chunk, i);
+      const int layer = layer_of(i);
       if (phase == Phase::Recompute && (k == 0 || steps[k - 1].second != Phase::Recompute) &&
           p.checkpoints_distributed())  // the segment's input, kept as 1/t per tp rank, gathered whole
         e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, "tp", p.tp,
@@ -450,7 +450,7 @@ struct Planner {
     Emitter e(r);
     DpState dp;
     // overlap_param_gather: the previous step's parameter all-gather, under this step's forward.
-    if (param_gather() && p.stack.overlap_param_gather) e.async(param_gather_op(s));
+    if (p.gathers_params() && p.stack.overlap_param_gather) e.async(param_gather_op(held_params(s) / p.dp));
     for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) unit(e, s, u, dp);
     epilogue(e, s, dp);
     return r;
@@ -479,11 +479,7 @@ struct Planner {
   void optimizer(Emitter& e, DpState& dp, int s) {
     for (int op : dp.ops) e.wait_for(op);
     sp_grads_allreduce(e, s);
-    const RankMemory mem = rank_memory(m, p, s);
-    double weights = 0;
-    for (const MemoryItem& it : mem.items)
-      if (it.category == "weights") weights += static_cast<double>(it.bytes);
-    const double params = weights / P;  // parameters this rank holds (sharded under ZeRO 3)
+    const double params = held_params(s);
     const double updated = p.zero >= 1 && p.zero < 3 ? params / p.dp : params;
     auto pass = [&](const char* name, KernelKind kind, double flops, double bytes) {
       e.compute(Phase::Optimizer, name, -1, -1, Kernel::elementwise(kind, flops, bytes, 4));
@@ -495,17 +491,21 @@ struct Planner {
                     : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
     if (P < 4) pass("optimizer.copy_params", KernelKind::Elementwise, updated, (4.0 + P) * updated);
     pass("optimizer.zero_grads", KernelKind::Memcpy, 0, 4 * params);
-    if (param_gather() && !p.stack.overlap_param_gather) e.blocking(param_gather_op(s));
+    if (p.gathers_params() && !p.stack.overlap_param_gather) e.blocking(param_gather_op(updated));
   }
 
-  // ZeRO 1-2: the updated parameters' all-gather over dp (each rank updated 1/dp of them).
-  bool param_gather() const { return (p.zero == 1 || p.zero == 2) && p.dp > 1; }
-  Op param_gather_op(int s) const {
-    const RankMemory mem = rank_memory(m, p, s);
+  // The parameters stage s's rank holds (its weights over P; sharded under ZeRO 3).
+  double held_params(int s) const {
     double weights = 0;
-    for (const MemoryItem& it : mem.items)
+    for (const MemoryItem& it : rank_memory(m, p, s).items)
       if (it.category == "weights") weights += static_cast<double>(it.bytes);
-    const Bytes shard = static_cast<Bytes>(weights / P / p.dp) * P;
+    return weights / P;
+  }
+
+  // ZeRO 1-2: the all-gather over dp of the parameters, each rank contributing the `updated`
+  // ones (its 1/dp).
+  Op param_gather_op(double updated) const {
+    const Bytes shard = static_cast<Bytes>(updated) * P;
     return collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,
                       "zero.allgather.params", -1, -1);
   }

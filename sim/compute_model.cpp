@@ -139,11 +139,13 @@ constexpr double kMemoryEfficiency[kKernelKinds] = {
 
 double saturating(double x, double half) { return x / (x + half); }
 
-// Seconds of arithmetic of a GEMM on `gpu` at `peak` FLOP/s (the tile and wave model above).
-double gemm_seconds(const GpuSpec& gpu, double peak, double m, double n, double k) {
+// Seconds of arithmetic of a GEMM on `gpu` at `peak` FLOP/s (the tile and wave model above),
+// its waves on the SMs that `reserved_sms` (held by a communication kernel beside it) leave.
+double gemm_seconds(const GpuSpec& gpu, double peak, double m, double n, double k, int reserved_sms) {
   const double rate = peak * gpu.gemm_efficiency;
   if (gpu.sm_count <= 0) return 2 * m * n * k / rate;
-  const double sms = gpu.sm_count, per_sm = rate / sms;
+  const double per_sm = rate / gpu.sm_count;
+  const double sms = reserved_sms > 0 && reserved_sms < gpu.sm_count ? gpu.sm_count - reserved_sms : gpu.sm_count;
   const double partial_bw = gpu.memory_bandwidth.bytes_per_s() * 0.9;
   double best = std::numeric_limits<double>::infinity();
   for (const GemmTile& t : kGemmTiles) {
@@ -266,10 +268,8 @@ double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
   switch (k.kind) {
     case KernelKind::Gemm: {
       if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency * sustained;  // no shape: a large GEMM
-      GpuSpec g = gpu_;
-      if (k.sms_reserved > 0 && g.sm_count > k.sms_reserved) g.sm_count -= k.sms_reserved;
-      const double secs = gemm_seconds(g, peak * g.sm_count / std::max(gpu_.sm_count, 1), static_cast<double>(k.m),
-                                       static_cast<double>(k.n), static_cast<double>(k.k));
+      const double secs = gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n),
+                                       static_cast<double>(k.k), k.sms_reserved);
       return sustained * std::min(1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) *
                                            static_cast<double>(k.k) / (secs * peak));
     }

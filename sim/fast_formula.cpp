@@ -384,7 +384,7 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, con
   // previous unit's asynchronous tp collectives, a coupling between units this path ignores.
   if (p.pipeline_scatter_gather()) return std::nullopt;
   // A parameter all-gather under the forward (stack.overlap_param_gather) starts before any unit.
-  if (p.stack.overlap_param_gather && (p.zero == 1 || p.zero == 2) && p.dp > 1) return std::nullopt;
+  if (p.stack.overlap_param_gather && p.gathers_params()) return std::nullopt;
   UnitPlanner planner(m, p);
   FusedSchedule fused;
   fused.schedule.axes = mesh_axes(p);

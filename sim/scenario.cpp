@@ -145,19 +145,13 @@ std::vector<int> stage_layers(const YamlReader& r, const YAML::Node& v) {
   const char* field = "parallel.stage_layers";
   std::vector<int> out;
   auto one = [&](const YAML::Node& at, const std::string& text) {
-    std::size_t used = 0;
-    long value = -1;
-    try {
-      value = std::stol(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || value < 0 || value > kMaxLayers)
+    const std::optional<int> value = parse_int(text);
+    if (!value || *value < 0 || *value > kMaxLayers)
       r.fail(at, field,
              fmt::format("'{}' is not a layer count; write the layers of each virtual stage, e.g. "
                          "[1, 2, 2, 1] or 1,2,2,1",
                          text));
-    out.push_back(static_cast<int>(value));
+    out.push_back(*value);
   };
   if (v.IsSequence()) {
     for (const YAML::Node& e : v) one(e, e.IsScalar() ? e.Scalar() : std::string("a list"));
