@@ -164,6 +164,9 @@ std::string training_summary_text(const TrainingResult& r) {
   if (r.tensor_factor != 1)
     o << fmt::format("; tensor cores at {:.3f} of burst (sustained clocks {:.3f}, slowest of {} GPUs)", r.tensor_factor,
                      r.gpu.sustained_tensor, s.parallel.world_size());
+  if (r.gpu.comm_sms > 0)
+    o << fmt::format("; GEMMs and attention beside NCCL kernels on {} of {} SMs", r.gpu.sm_count - r.gpu.comm_sms,
+                     r.gpu.sm_count);
   o << "\n\n";
   o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));
   o << fmt::format("  tokens/s         {:.0f}\n", r.tokens_per_s);
@@ -281,6 +284,7 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["stack"] = to_string(r.scenario.parallel.stack.kind);
   j["attention"] = to_string(r.scenario.parallel.stack.attention);
   j["tensor_factor"] = r.tensor_factor;
+  j["comm_sms"] = r.gpu.comm_sms;
   j["fidelity"] = to_string(r.scenario.fidelity);
   j["gpus"] = r.gpus;
   j["iteration_s"] = r.sim.iteration.seconds();

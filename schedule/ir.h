@@ -55,6 +55,10 @@ struct Op {
   int root = 0;
   double imbalance = 1.0;  // all-to-all: busiest destination receives imbalance x mean
   std::string algorithm;   // collective algorithm by name; empty: the executor's choice (auto)
+  // Communication whose kernels take no SMs from the compute beside it, or whose cost in SMs
+  // is already charged to that compute (Kernel::sms_reserved): TE userbuffers' ring exchange
+  // runs on the copy engines, its pipelined reduce-scatter's SMs are the GEMM's sms_reserved.
+  bool holds_no_sms = false;
   // Send/Recv: the peer role (pipeline stage) and a tag unique per message in the schedule.
   int peer = -1;
   std::int64_t tag = -1;

@@ -408,6 +408,7 @@ Kernel rows_part(const Kernel& g, double frac, int sms_reserved = 0) {
 Op part_of(Op op, double frac, int group) {
   const auto per_rank = static_cast<Bytes>(static_cast<double>(op.bytes) * frac / group);
   op.bytes = std::max<Bytes>(per_rank, 1) * group;
+  op.holds_no_sms = true;  // its SMs are the GEMM's sms_reserved
   return op;
 }
 
@@ -415,6 +416,7 @@ Op part_of(Op op, double frac, int group) {
 void emit_gathered_gemm(const Ctx& c, Emitter& e, Op ag, const Kernel& g, Phase phase, const std::string& name,
                         int layer, int mb) {
   const double t = c.p.tp;
+  ag.holds_no_sms = true;  // copy engines
   const int gathered = e.async(std::move(ag));
   e.compute(phase, name, layer, mb, rows_part(g, (t - 1) / t));
   e.wait_for(gathered);

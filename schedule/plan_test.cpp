@@ -629,6 +629,7 @@ TEST(Plan, FsdpReduceScattersEveryMicrobatch) {
   int once = 0, every = 0;
   const double b_once = grads(p, &once);
   p.stack = training_stack("pytorch-fsdp");
+  p.stack.reduce_bytes = 0;  // in the model's dtype, as the plan before it
   const double b_every = grads(p, &every);
   EXPECT_EQ(once, 1);
   EXPECT_EQ(every, 3 * 4 + 1);  // a block per layer per micro-batch, then embedding and final norm
@@ -680,6 +681,8 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
   p.zero = 3;
   p.microbatches = 2;
   p.stack = training_stack("pytorch-fsdp");
+  EXPECT_EQ(p.stack.reduce_bytes, 4);  // the stack's default: fp32, as torchtitan and Composer reduce
+  p.stack.reduce_bytes = 0;            // the model's dtype (bf16), the comparison's baseline
   auto count = [&](const ParallelSpec& q, const std::string& name, double* bytes) {
     const Schedule s = plan_iteration(m, q);
     int n = 0;

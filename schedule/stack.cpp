@@ -22,7 +22,8 @@ struct NamedLibrary {
 };
 constexpr NamedLibrary kLibraries[] = {{"generic", AttentionLibrary::Generic},
                                        {"fa2", AttentionLibrary::FlashAttention2},
-                                       {"cudnn", AttentionLibrary::CuDNN}};
+                                       {"cudnn", AttentionLibrary::CuDNN},
+                                       {"triton", AttentionLibrary::Triton}};
 
 // SMs a pipelined reduce-scatter of TE's userbuffers holds while its GEMM runs beside it:
 // NeMo's H100 userbuffers configurations give proj_fprop and fc2_fprop's "pipeline" method
@@ -67,6 +68,9 @@ TrainingStack training_stack(const std::string& name) {
         t.attention = AttentionLibrary::FlashAttention2;
         t.reduce_every_microbatch = true;
         t.eager = true;
+        // Gradients reduce-scattered in fp32: torchtitan's default (mixed_precision_reduce) and
+        // Composer's "DEFAULT" mixed precision since v0.16 (param_dtype bf16, reduce_dtype fp32).
+        t.reduce_bytes = 4;
         break;
     }
     return t;
@@ -80,7 +84,9 @@ AttentionLibrary parse_attention_library(const std::string& text, const std::str
   for (const NamedLibrary& l : kLibraries)
     if (text == l.name) return l.lib;
   throw Error(
-      fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2) or cudnn", field, text));
+      fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2), cudnn or triton "
+                  "(FlashAttention's Triton kernel)",
+                  field, text));
 }
 
 }  // namespace meshsim

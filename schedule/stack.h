@@ -19,7 +19,8 @@ namespace meshsim {
 // Which attention kernel the stack calls. `generic` is the efficiency curve of the GPU preset
 // (attention_efficiency rising with the sequence); the others are the measured rates of that
 // library on the GPU, by pass, sequence length and mask (sim/compute_model.cpp).
-enum class AttentionLibrary { Generic, FlashAttention2, CuDNN };
+// `triton`: FlashAttention's Triton kernel (flash_attn_triton, llm-foundry's attn_impl: triton).
+enum class AttentionLibrary { Generic, FlashAttention2, CuDNN, Triton };
 const char* to_string(AttentionLibrary a);
 
 enum class StackKind { Megatron, MegatronTE, PytorchFsdp };

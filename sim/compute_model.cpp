@@ -35,6 +35,7 @@ struct GpuRow {
   int arch;          // compute capability x 10
   double sustained;  // GpuSpec::sustained_tensor
   double spread;     // GpuSpec::speed_spread
+  int comm_sms;      // GpuSpec::comm_sms
 };
 // Sustained tensor-core fraction of H100 and H200: `calibrate --backend cuda` times its GEMM grid
 // for seconds back to back, the 8192^3 and 16384^3 bf16 shapes last, with the power cap engaged
@@ -52,13 +53,24 @@ constexpr double kH200Sustained = 0.920;
 // 1.5%. The A100 preset's gemm_efficiency was fitted to runs of 8 to 3072 GPUs, so its spread is
 // already in it (0 here), like its sustained clocks.
 constexpr double kSpread = 0.015;
-//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread
+// SMs an NCCL collective kernel holds on Hopper: Nsight Systems traces of FSDP on an H100 show
+// ncclAllGather launched with 24 thread blocks beside a 132-block GEMM, which then needs a
+// second wave (NVIDIA developer forum, "Compute-communication overlap causes severe GEMM
+// performance degradation because of tail effect", 2025); TE's userbuffers give their
+// communication 16-32 SMs for the same reason (kTeReduceScatterSms). The A100's efficiencies
+// were fitted to training runs with their communication overlapped, older presets to
+// measurements that had none beside them: 0 there.
+constexpr int kHopperCommSms = 24;
+//       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
+//       SMs
 constexpr GpuRow kGpus[] = {
-    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread},
-    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread},
-    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0},
-    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0},
-    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0},
+    {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread,
+     kHopperCommSms},
+    {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread,
+     kHopperCommSms},
+    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0},
+    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0},
+    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0, 0},
 };
 
 // Attention libraries on sm_90 (H100 SXM5, bf16, head dim 128), TFLOP/s at sequence 512, 1k,
@@ -85,10 +97,21 @@ constexpr AttentionRates kHopperAttention[] = {
 };
 constexpr double kAttentionRatesPeak = 989.4e12;  // the rates above as fractions of this
 constexpr double kAttentionBackwardCount = 2.0 / 2.5;
+// FlashAttention's Triton kernel (flash_attn_triton.py, llm-foundry's attn_impl: triton): Dao
+// (FlashAttention-2, arXiv 2307.08691, section 4.1, A100) measured FlashAttention-2 "around
+// 1.3-1.5x faster than FlashAttention in Triton in the forward pass and around 2x faster in the
+// backward pass". Both kernels issue the same Ampere-style mma.sync instructions on sm_90, so
+// the Triton kernel takes FA2's sm_90 rates divided by 1.4 forward and 2 backward.
+constexpr double kTritonForwardSlowdown = 1.4;
+constexpr double kTritonBackwardSlowdown = 2.0;
 
 // The rate of `lib` at sequence `seq` (piecewise linear in log2 seq, clamped to 512..16k) as a
 // fraction of the H100's bf16 peak; nullopt for the generic curve.
 std::optional<double> hopper_attention_efficiency(AttentionLibrary lib, double seq, bool causal, bool backward) {
+  if (lib == AttentionLibrary::Triton) {
+    const double fa2 = *hopper_attention_efficiency(AttentionLibrary::FlashAttention2, seq, causal, backward);
+    return fa2 / (backward ? kTritonBackwardSlowdown : kTritonForwardSlowdown);
+  }
   for (const AttentionRates& r : kHopperAttention) {
     if (r.lib != lib) continue;
     auto at = [&](const double* row) {
@@ -186,6 +209,7 @@ GpuSpec gpu_preset(const std::string& name) {
     g.arch = r.arch;
     g.sustained_tensor = r.sustained;
     g.speed_spread = r.spread;
+    g.comm_sms = r.comm_sms;
     return g;
   }
   std::string list;
@@ -223,6 +247,9 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
   check_fraction(gpu_.sustained_tensor, who + ": sustained_tensor");
   if (!(gpu_.speed_spread >= 0 && gpu_.speed_spread < 0.2))
     throw Error(who + ": speed_spread must be in [0, 0.2), e.g. 0.015 for 1.5% between GPUs");
+  if (gpu_.comm_sms < 0 || (gpu_.comm_sms > 0 && gpu_.comm_sms >= gpu_.sm_count))
+    throw Error(fmt::format("{}: comm_sms {} must be >= 0 and below sm_count {}, e.g. 24 of 132 on an H100", who,
+                            gpu_.comm_sms, gpu_.sm_count));
   tensor_factor_ = gpu_.sustained_tensor;
   for (int i = 0; i < kKernelKinds; ++i)
     if (const auto& e = overrides_.memory_efficiency[i])
@@ -348,6 +375,25 @@ Time ComputeModel::time(const Kernel& k, bool backward) const {
     t *= gemm_correction(k);
   }
   return duration_ps(std::max(launch, t), "a kernel");
+}
+
+Time ComputeModel::time_beside_comm(const Kernel& k, bool backward) const {
+  const int c = gpu_.comm_sms;
+  if (c <= 0 || !(k.flops > 0)) return time(k, backward);
+  if (k.kind == KernelKind::Gemm && k.sms_reserved == 0 && k.m > 0 && k.n > 0 && k.k > 0) {
+    Kernel beside = k;
+    beside.sms_reserved = c;
+    return time(beside, backward);
+  }
+  if (k.kind != KernelKind::Attention) return time(k, backward);
+  // Attention's thread blocks are many and uniform: its rate scales with the SMs it gets,
+  // while the memory traffic it needs does not grow.
+  const double launch = static_cast<double>(gpu_.launch_overhead.ps());
+  const double flop_ps = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward)) * 1e12;
+  const double mem_ps =
+      k.bytes > 0 ? k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)) * 1e12 : 0;
+  const double sms = gpu_.sm_count;
+  return duration_ps(std::max(flop_ps * sms / (sms - c), mem_ps) + launch, "a kernel");
 }
 
 double ComputeModel::efficiency(const Kernel& k) const {

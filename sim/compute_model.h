@@ -55,6 +55,11 @@ struct GpuSpec {
   // variation: manufacturing and power management; docs/compute.md, "The slowest GPU"). A
   // synchronous step runs at the pace of its slowest GPU (ComputeModel::set_job_gpus).
   double speed_spread = 0;
+  // SMs one of NCCL's communication kernels holds while it runs (a thread block per channel):
+  // a GEMM or attention kernel beside it runs on sm_count - comm_sms (docs/compute.md,
+  // "Communication beside compute"). 0: not modelled (A100: its gemm_efficiency was fitted to
+  // training runs that overlap communication, so the effect is already in it; profiles).
+  int comm_sms = 0;
 };
 
 // Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "a100" (SXM4 80GB), "v100" (SXM2 32GB),
@@ -106,6 +111,10 @@ class ComputeModel {
   // `backward`: the op runs in the backward phase (a row kernel's backward function; it
   // matters only where the overrides carry row points).
   Time time(const Kernel& k, bool backward = false) const;
+  // The same kernel while a communication kernel holds GpuSpec::comm_sms of the SMs: GEMMs run
+  // their waves on the rest, attention's rate shrinks with the SMs; memory-bound kernels and
+  // GEMMs that already leave SMs to communication (sms_reserved) keep time().
+  Time time_beside_comm(const Kernel& k, bool backward = false) const;
   // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
   double efficiency(const Kernel& k) const;
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.

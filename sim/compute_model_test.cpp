@@ -530,6 +530,12 @@ TEST(ComputeModel, AttentionLibrariesRunAtTheirMeasuredRates) {
   EXPECT_NEAR(rate(c, true), 499 * 0.8 * 518 / 609, 0.01);
   m.set_attention_library(AttentionLibrary::FlashAttention2);
   EXPECT_NEAR(rate(Kernel::attention(8, 32768, 32768, 128, 2, true), false), 335, 0.01);
+  // FlashAttention's Triton kernel: FA2's rates / 1.4 forward, / 2 backward (FA2 paper, 4.1).
+  m.set_attention_library(AttentionLibrary::Triton);
+  Kernel t = Kernel::attention(64, 2048, 2048, 128, 2, true);
+  EXPECT_NEAR(rate(t, false), 298 / 1.4, 0.01);
+  t.flops *= 2;
+  EXPECT_NEAR(rate(t, true), 291 * 0.8 * 298 / 362 / 2, 0.01);
   // The generic curve stays where no library is named, and on GPUs without the tables.
   m.set_attention_library(AttentionLibrary::Generic);
   EXPECT_NEAR(m.efficiency(a), 0.55 * 4096 / (4096 + 128), 1e-12);
@@ -546,6 +552,30 @@ TEST(ComputeModel, ReservedSmsSlowAGemm) {
   const double full = m.time(g).seconds();
   g.sms_reserved = 24;
   EXPECT_NEAR(m.time(g).seconds() / full, 132.0 / 108, 0.02);
+}
+
+// Beside a communication kernel (GpuSpec::comm_sms, 24 on Hopper): a GEMM is the same GEMM with
+// those SMs reserved, attention's FLOP time grows by sm_count / (sm_count - comm_sms), and a
+// memory-bound kernel keeps its time; the A100 preset models none (its fit holds it).
+TEST(ComputeModel, KernelsBesideCommunication) {
+  const ComputeModel m(burst("h100"));
+  ASSERT_EQ(m.gpu().comm_sms, 24);
+  Kernel g = Kernel::gemm(8192, 8192, 8192, 2);
+  Kernel reserved = g;
+  reserved.sms_reserved = 24;
+  EXPECT_EQ(m.time_beside_comm(g), m.time(reserved));
+  EXPECT_GT(m.time_beside_comm(g), m.time(g));
+  EXPECT_EQ(m.time_beside_comm(reserved), m.time(reserved));  // already leaves SMs to communication
+  Kernel a = Kernel::attention(256, 2048, 2048, 128, 2, /*causal=*/false);
+  const double launch = m.gpu().launch_overhead.seconds();
+  EXPECT_NEAR((m.time_beside_comm(a).seconds() - launch) / (m.time(a).seconds() - launch), 132.0 / 108, 1e-6);
+  const Kernel copy = Kernel::elementwise(KernelKind::Elementwise, 0, 1 << 30, 2);
+  EXPECT_EQ(m.time_beside_comm(copy), m.time(copy));
+  const ComputeModel a100(gpu_preset("a100"));
+  EXPECT_EQ(a100.time_beside_comm(g), a100.time(g));
+  GpuSpec bad = gpu_preset("h100");
+  bad.comm_sms = 132;
+  EXPECT_THROW(ComputeModel{bad}, Error);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ struct Fused {
   int template_mb = 0;     // the micro-batch it was planned for (tags are shifted from it)
   struct Segment {
     Time duration;
+    Time beside;                // the same with a communication kernel of another unit beside it throughout
     Bytes alloc = 0, free = 0;  // excursion above the level at the segment start; net = alloc - free
     Breakdown parts;
   };
@@ -69,25 +70,30 @@ struct UnitRun {
   const std::vector<Op>& ops;
   std::vector<std::vector<int>> dependents;
   std::vector<Time> start, end;
+  std::vector<Time> beside;  // compute ops: their duration beside communication (empty: not modelled)
   bool escapes(std::size_t i) const { return escapes_unit(ops[i], dependents[i]); }
 };
 
 UnitRun run_unit(const Schedule& mini, int stage, Costing& costing, const ComputeModel& compute) {
   const std::vector<Op>& ops = mini.roles.front().ops;
   const std::size_t n = ops.size();
-  std::vector<Time> dur(n);
+  std::vector<Time> dur(n), beside;
   std::vector<std::vector<int>> dependents(n);
+  const bool contention = compute.gpu().comm_sms > 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (op.kind == OpKind::Compute)
       dur[i] = compute.time(op.kernel, op.phase == Phase::Backward);
     else
       dur[i] = costing.time(stage, op).first;
+    if (contention)
+      beside.push_back(op.kind == OpKind::Compute ? compute.time_beside_comm(op.kernel, op.phase == Phase::Backward)
+                                                  : dur[i]);
     for (int d : op.deps) dependents[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
   }
-  Runner run(mini, dur, {0});
+  Runner run(mini, dur, {0}, nullptr, {}, beside);
   run.run();
-  return UnitRun{ops, std::move(dependents), run.start(), run.end()};
+  return UnitRun{ops, std::move(dependents), run.start(), run.end(), std::move(beside)};
 }
 
 // Where to cut: the issue time of every escaping op, the end of the last compute op, and
@@ -125,9 +131,19 @@ Cuts find_cuts(const UnitRun& u) {
   return c;
 }
 
+// A segment beside another unit's communication (a gradient bucket, a pipeline send) for its
+// whole length takes each of its compute ops' extra time beside communication on top of what
+// the op took in the unit (where the unit's own communication may already have slowed it).
 void cut_into_segments(const UnitRun& u, const Cuts& cuts, Fused& f) {
   f.segments.resize(cuts.at.size());
-  for (std::size_t k = 0; k < cuts.at.size(); ++k) f.segments[k].duration = cuts.at[k] - (k ? cuts.at[k - 1] : Time{});
+  for (std::size_t k = 0; k < cuts.at.size(); ++k) {
+    f.segments[k].duration = cuts.at[k] - (k ? cuts.at[k - 1] : Time{});
+    f.segments[k].beside = f.segments[k].duration;
+  }
+  if (!u.beside.empty())
+    for (std::size_t i = 0; i < u.ops.size(); ++i)
+      if (u.ops[i].kind == OpKind::Compute && u.beside[i] > u.end[i] - u.start[i])
+        f.segments[cuts.segment_of(u.start[i])].beside += u.beside[i] - (u.end[i] - u.start[i]);
   f.last_compute_segment = cuts.segment_ending_at(cuts.last_compute);
   for (const auto& [i, t] : cuts.issued) f.escapes.push_back({u.ops[i], cuts.segment_ending_at(t)});
 }
@@ -220,6 +236,7 @@ Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, con
 struct FusedSchedule {
   Schedule schedule;
   std::vector<Time> duration;
+  std::vector<Time> beside;             // per op: its duration beside communication (GpuSpec::comm_sms)
   std::vector<const Breakdown*> parts;  // per fused op (global id), or nullptr
   std::vector<int> offset;
 };
@@ -255,9 +272,10 @@ class StageFuser {
   }
 
  private:
-  int push(Op op, Time d, const Breakdown* b) {
+  int push(Op op, Time d, const Breakdown* b, Time beside = Time::max()) {
     role_->ops.push_back(std::move(op));
     out_.duration.push_back(d);
+    out_.beside.push_back(beside == Time::max() ? d : beside);
     out_.parts.push_back(b);
     return static_cast<int>(role_->ops.size()) - 1;
   }
@@ -301,7 +319,7 @@ class StageFuser {
       op.alloc = sg.alloc;
       op.free = sg.free;
       if (k == 0 && recv >= 0) op.deps.push_back(recv);
-      seg_ops.push_back(push(std::move(op), sg.duration, &sg.parts));
+      seg_ops.push_back(push(std::move(op), sg.duration, &sg.parts, sg.beside));
     }
     last_compute_op_ = seg_ops[static_cast<std::size_t>(f.last_compute_segment)];
     for (const Fused::Escape& esc : f.escapes) {
@@ -335,9 +353,10 @@ class StageFuser {
         if (op.kind != OpKind::Compute && last_compute_op_ >= 0) op.deps.push_back(last_compute_op_);
       }
       flops += op.kernel.flops;
-      const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel, op.phase == Phase::Backward)
-                                                : costing_.time(s, op).first;
-      push(std::move(op), d, nullptr);
+      const bool bwd = op.phase == Phase::Backward;
+      const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel, bwd) : costing_.time(s, op).first;
+      const Time beside = op.kind == OpKind::Compute ? compute_.time_beside_comm(op.kernel, bwd) : d;
+      push(std::move(op), d, nullptr, beside);
     }
   }
 
@@ -355,7 +374,9 @@ class StageFuser {
 
 // Runs the fused schedule; the iteration ends with its slowest role.
 void run_fused(const FusedSchedule& fused, const Costing& costing, ScheduleSimResult& res) {
-  Runner runner(fused.schedule, fused.duration, fused.offset);
+  const bool contention = fused.beside != fused.duration;
+  Runner runner(fused.schedule, fused.duration, fused.offset, nullptr, {},
+                contention ? fused.beside : std::vector<Time>{});
   runner.run();
   res.distinct_collectives = static_cast<int>(costing.cache.size());
   res.peak_activation = runner.peak_mem();

@@ -10,7 +10,10 @@
 // carrying its duration, its activation-memory excursion and its breakdown. The fused
 // schedule (about one op per unit instead of hundreds) runs on the same runner.
 // Results equal simulate_schedule's (iteration time, breakdown, activation peaks, FLOPs),
-// held by a test across layouts; there is no per-op trace.
+// held by a test across layouts, where compute does not slow beside communication
+// (GpuSpec::comm_sms 0); with it, a segment that another unit's communication overlaps for
+// part of its length is charged its slowdown over the whole of it: the iteration is within
+// 1% of simulate_schedule's and not below it (docs/compute.md). There is no per-op trace.
 //
 //   std::optional<ScheduleSimResult> r = simulate_iteration_fast(m, p, topo, router, placement,
 //                                                                compute, registry, options);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -129,15 +130,32 @@ struct Costing {
   }
 };
 
+// Whether `op` is communication whose kernels hold SMs while they run (NCCL's collectives and
+// sends: one thread block per channel), so that a compute kernel beside it runs on fewer.
+inline bool holds_sms(const Op& op) {
+  return (op.kind == OpKind::Collective || op.kind == OpKind::Send) && !op.holds_no_sms;
+}
+
 // List scheduling of every role's streams on the event engine. An op takes its duration,
 // or, when `sharing` is given and the op has a profile there (profile[g] >= 0), as long as
 // the links it shares with the other ops in flight let it (sim/link_sharing.h).
+// `beside_comm` (empty: not modelled) gives each compute op's duration while a communication
+// kernel of its role holds SMs (holds_sms): a compute op runs at its own rate while none is in
+// flight and at the slower one while any is, its remaining work carried across each change.
 class Runner : public EventHandler {
  public:
   Runner(const Schedule& s, std::vector<Time> duration, std::vector<int> offset, LinkSharing* sharing = nullptr,
-         std::vector<int> profile = {})
-      : s_(s), dur_(std::move(duration)), off_(std::move(offset)), sharing_(sharing), profile_(std::move(profile)) {
+         std::vector<int> profile = {}, std::vector<Time> beside_comm = {})
+      : s_(s),
+        dur_(std::move(duration)),
+        beside_(std::move(beside_comm)),
+        off_(std::move(offset)),
+        sharing_(sharing),
+        profile_(std::move(profile)) {
     const std::size_t n = dur_.size();
+    MESHSIM_ASSERT(beside_.empty() || beside_.size() == n);
+    comm_in_flight_.assign(s.roles.size(), 0);
+    running_.assign(s.roles.size(), Running{});
     remaining_.assign(n, 0);
     dependents_.assign(n, {});
     start_.assign(n, Time{});
@@ -198,6 +216,12 @@ class Runner : public EventHandler {
   }
 
   void handle(const Event& e) override {
+    if (e.kind == kContended) {
+      const int g = static_cast<int>(e.payload & 0xffffffffU);
+      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[static_cast<std::size_t>(g)]) return;  // moved
+      finish(g);
+      return;
+    }
     if (e.kind == kShared) {
       const int g = static_cast<int>(e.payload & 0xffffffffU);
       if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[static_cast<std::size_t>(g)]) return;  // moved
@@ -238,12 +262,43 @@ class Runner : public EventHandler {
     cur_mem_[static_cast<std::size_t>(role)] += op(g).alloc;
     peak_mem_[static_cast<std::size_t>(role)] =
         std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
+    if (!beside_.empty() && holds_sms(op(g)) && ++comm_in_flight_[static_cast<std::size_t>(role)] == 1)
+      set_contended(role, true);
     if (sharing_ != nullptr && profile_[static_cast<std::size_t>(g)] >= 0) {
       sharing_->start(g, profile_[static_cast<std::size_t>(g)], now, changed_);
       reschedule();
       return;
     }
+    if (!beside_.empty() && op(g).kind == OpKind::Compute &&
+        beside_[static_cast<std::size_t>(g)] != dur_[static_cast<std::size_t>(g)]) {
+      Running& run = running_[static_cast<std::size_t>(role)];
+      run = Running{g, 0.0, now, comm_in_flight_[static_cast<std::size_t>(role)] > 0};
+      schedule_contended(g, now + (run.slow ? beside_ : dur_)[static_cast<std::size_t>(g)]);
+      return;
+    }
     engine_.schedule(now + dur_[static_cast<std::size_t>(g)], this, 0, static_cast<std::uint64_t>(g));
+  }
+  // The running compute op of `role` (if its rate depends on it) changes rate: the work done
+  // so far at the old rate is kept, the rest takes the new one.
+  void set_contended(int role, bool slow) {
+    Running& run = running_[static_cast<std::size_t>(role)];
+    if (run.op < 0 || run.slow == slow) {
+      run.slow = slow;
+      return;
+    }
+    const auto g = static_cast<std::size_t>(run.op);
+    const Time now = engine_.now();
+    const double old_total = static_cast<double>((run.slow ? beside_ : dur_)[g].ps());
+    if (old_total > 0) run.done += static_cast<double>((now - run.since).ps()) / old_total;
+    run.done = std::min(run.done, 1.0);
+    run.since = now;
+    run.slow = slow;
+    const double total = static_cast<double>((slow ? beside_ : dur_)[g].ps());
+    schedule_contended(run.op, now + Time::from_ps(std::llround((1.0 - run.done) * total)));
+  }
+  void schedule_contended(int g, Time at) {
+    const std::uint32_t gen = ++generation_[static_cast<std::size_t>(g)];
+    engine_.schedule(at, this, kContended, (static_cast<std::uint64_t>(gen) << 32) | static_cast<std::uint64_t>(g));
   }
   // Ends that link sharing moved: a new event each, the old one ignored by its generation.
   void reschedule() {
@@ -262,6 +317,12 @@ class Runner : public EventHandler {
     end_[static_cast<std::size_t>(g)] = now;
     const int role = locate(g).first;
     cur_mem_[static_cast<std::size_t>(role)] -= op(g).free;
+    if (!beside_.empty()) {
+      if (running_[static_cast<std::size_t>(role)].op == g) running_[static_cast<std::size_t>(role)] = Running{};
+      if (holds_sms(op(g)) && stream_of_[static_cast<std::size_t>(g)] >= 0 &&
+          --comm_in_flight_[static_cast<std::size_t>(role)] == 0)
+        set_contended(role, false);
+    }
     const int st = stream_of_[static_cast<std::size_t>(g)];
     if (st >= 0) busy_[static_cast<std::size_t>(st)] = false;
     for (int d : dependents_[static_cast<std::size_t>(g)]) {
@@ -275,9 +336,19 @@ class Runner : public EventHandler {
     if (st >= 0) try_start(st);
   }
 
-  static constexpr std::uint32_t kShared = 1;  // event kind of an end under link sharing
+  static constexpr std::uint32_t kShared = 1;     // event kind of an end under link sharing
+  static constexpr std::uint32_t kContended = 2;  // event kind of a compute op's end under comm contention
+  struct Running {                                // a role's compute op whose rate follows the comm in flight
+    int op = -1;
+    double done = 0;  // fraction of its work done by `since`
+    Time since;
+    bool slow = false;
+  };
   const Schedule& s_;
   std::vector<Time> dur_;
+  std::vector<Time> beside_;
+  std::vector<int> comm_in_flight_;  // per role: communication ops holding SMs
+  std::vector<Running> running_;     // per role
   std::vector<int> off_;
   LinkSharing* sharing_;
   std::vector<int> profile_;
@@ -359,7 +430,9 @@ inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, in
     if (s > cursor) charge_gap(cursor, s, op.deps);
     const Breakdown* c = macro.empty() ? nullptr : macro[at(static_cast<int>(i))];
     if (c != nullptr) {
-      b.compute += c->compute;
+      // A fused op beside another unit's communication ran longer than its parts: compute
+      // slowed (GpuSpec::comm_sms), so the difference is compute.
+      b.compute += c->compute + std::max(Time{}, (e - s) - c->total());
       b.recompute += c->recompute;
       b.optimizer += c->optimizer;
       b.bubble += c->bubble;

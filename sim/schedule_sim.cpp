@@ -126,7 +126,9 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
   Costing costing{topo, router, registry, options, groups, {}, {}};
   std::vector<int> offset;
   std::vector<Time> duration;
+  std::vector<Time> beside;    // compute ops beside communication (GpuSpec::comm_sms), or empty
   std::vector<int> timing_of;  // distinct flow timing behind each op, or -1
+  const bool contention = compute.gpu().comm_sms > 0;
   for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
     offset.push_back(static_cast<int>(duration.size()));
     for (const Op& op : schedule.roles[r].ops) {
@@ -135,6 +137,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       switch (op.kind) {
         case OpKind::Compute:
           d = compute.time(op.kernel, op.phase == Phase::Backward);
+          if (contention) beside.push_back(compute.time_beside_comm(op.kernel, op.phase == Phase::Backward));
           break;
         case OpKind::Collective:
         case OpKind::Send:
@@ -143,6 +146,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
         case OpKind::Recv:
           break;
       }
+      if (contention && op.kind != OpKind::Compute) beside.push_back(d);
       duration.push_back(d);
       timing_of.push_back(timing);
     }
@@ -152,7 +156,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
   std::optional<LinkSharing> sharing;
   std::vector<int> profile;
   if (share) profile = sharing_profiles(sharing.emplace(topo), costing.link_stats, timing_of, duration);
-  Runner runner(schedule, duration, offset, share ? &*sharing : nullptr, std::move(profile));
+  Runner runner(schedule, duration, offset, share ? &*sharing : nullptr, std::move(profile), std::move(beside));
   runner.run();
 
   ScheduleSimResult res;

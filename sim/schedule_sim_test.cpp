@@ -7,6 +7,7 @@
 #include "schedule/memory.h"
 #include "schedule/plan.h"
 #include "schedule/test_models.h"
+#include "sim/schedule_internal.h"
 #include "sim/training_sim.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -30,6 +31,36 @@ ScheduleSimResult run(const ModelSpec& m, const ParallelSpec& p, const std::stri
   ScheduleSimOptions opt;
   opt.fidelity = f;
   return simulate_schedule(s, topo, router, pl, ComputeModel(gpu_preset(gpu)), AlgorithmRegistry::builtin(), opt);
+}
+
+// Compute beside communication, by hand: a GEMM of 10 us alone and 20 us beside a communication
+// kernel (GpuSpec::comm_sms) shares its first 5 us with a 5 us gradient all-reduce, so it does
+// a quarter of its work there and the other three quarters alone: it ends at 5 + 7.5 = 12.5 us.
+// Beside an all-reduce of 30 us it runs slow throughout (20 us); beside communication that
+// holds no SMs (TE's copy-engine exchange) it keeps its 10 us.
+TEST(ScheduleSim, ComputeBesideCommunicationRunsSlowerWhileItRuns) {
+  auto gemm_end = [](Time comm, bool holds_no_sms) {
+    Schedule s;
+    s.pp_axis = "";
+    Role& r = s.roles.emplace_back();
+    Op gemm;
+    gemm.name = "gemm";
+    Op ar;
+    ar.kind = OpKind::Collective;
+    ar.stream = Stream::Dp;
+    ar.name = "dp.allreduce";
+    ar.bytes = 1 << 20;
+    ar.group_size = 2;
+    ar.holds_no_sms = holds_no_sms;
+    r.ops = {gemm, ar};
+    detail::Runner runner(s, {us(10), comm}, {0}, nullptr, {}, {us(20), comm});
+    runner.run();
+    EXPECT_EQ(runner.end()[1], comm);
+    return runner.end()[0];
+  };
+  EXPECT_EQ(gemm_end(us(5), false), Time::from_ps(12'500'000));
+  EXPECT_EQ(gemm_end(us(30), false), us(20));
+  EXPECT_EQ(gemm_end(us(5), true), us(10));
 }
 
 // A machine profile's measured collective replaces the topology model for ops of its kind
