@@ -201,7 +201,7 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
   if (params <= 0) return;
   const int P = m.dtype_bytes();
   const int opt = P < 4 ? 12 : 8;  // fp32 master + two moments; fp32 training keeps no separate master
-  const std::string g = shard_group == p.dp ? "d" : "(d/e)";
+  const std::string g = fmt::format("{}{}", shard_group == p.grad_ranks() ? "d" : "(d/e)", p.cp > 1 ? "c" : "");
   auto put = [&](const char* cat, int bytes_per, int min_stage) {
     const bool shard = p.zero >= min_stage && shard_group > 1;
     const double b = params * bytes_per / (shard ? shard_group : 1);
@@ -229,20 +229,20 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
   const double dense = stage_layers * (m.params_per_layer() - expert) / t;
   // Experts split over tp like a dense MLP without ep; whole, E/e per rank, with ep (as planned).
   const double experts = stage_layers * expert / (p.ep > 1 ? p.ep : t);
-  state("layers", dense, p.dp);
-  state("experts", experts, p.dp / p.ep);
-  if (p.zero >= 3 && p.dp > 1 && !p.stack.reshard_after_forward) {
+  state("layers", dense, p.grad_ranks());
+  state("experts", experts, p.expert_grad_ranks());
+  if (p.zero >= 3 && p.grad_ranks() > 1 && !p.stack.reshard_after_forward) {
     // FSDP's SHARD_GRAD_OP: every layer's gathered parameters stay from its forward to its
     // backward: the rest of them beside this rank's shard.
     const double params = dense + experts;
     out.push_back({"temporaries", "unsharded_layers",
                    fmt::format("P x {:.4g} parameters x (1 - 1/d) (stack.reshard_after_forward: false)", params),
-                   static_cast<Bytes>(std::llround(x.P * params * (1.0 - 1.0 / p.dp)))});
+                   static_cast<Bytes>(std::llround(x.P * params * (1.0 - 1.0 / p.grad_ranks())))});
   }
-  if (first) state("embedding", table, p.dp);
+  if (first) state("embedding", table, p.grad_ranks());
   if (last) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;
-    state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.dp);
+    state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.grad_ranks());
   }
   return held_params;
 }
@@ -312,7 +312,7 @@ MemoryItem workspace_item(const ModelSpec& m, const ParallelSpec& p, const Shape
     const Bytes b = static_cast<Bytes>(std::llround(bytes));
     if (b > ws.bytes) ws = {"workspace", name, formula, b};
   };
-  if (p.dp > 1) {
+  if (p.grad_ranks() > 1) {
     // A bucket never holds more than the gradients this rank reduces (all of them, as
     // computed before any ZeRO sharding): P x the parameters of its layers, experts,
     // embedding and head.
@@ -331,7 +331,7 @@ MemoryItem workspace_item(const ModelSpec& m, const ParallelSpec& p, const Shape
     candidate(
         "ep_alltoall", 2 * x.P * sbh * x.kf / (x.tsp * x.c),
         fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf, div_text(x, x.tsp, true, x.tsym)));
-  if (p.zero >= 3 && p.dp > 1)
+  if (p.zero >= 3 && p.grad_ranks() > 1)
     candidate("zero3_layer_gather", 2 * x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
               "2 x P x one layer's parameters / t (the layer in use and the next, prefetched)");
   if (p.mesh2d > 0)

@@ -188,6 +188,24 @@ TEST(ModelState, SixteenBytesPerParameterAndZeroStages) {
   }
 }
 
+// Context-parallel ranks hold the same weights: ZeRO shards over dp x cp (dp 2 x cp 4 = 8 ranks
+// here, as dp 8 above), and cp alone (dp 1) shards too.
+TEST(ModelState, ZeroShardsOverDataAndContextParallelRanks) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  const double N = L * (12 * h * h + 13 * h) + V * h + 2 * h;
+  ParallelSpec p;
+  p.dp = 2;
+  p.cp = 4;
+  p.zero = 3;
+  const RankMemory r = rank_memory(m, p, 0);
+  EXPECT_NEAR(r.bytes("optimizer"), 12 * N / 8, 8);
+  EXPECT_NEAR(r.bytes("gradients"), 2 * N / 8, 8);
+  EXPECT_NEAR(r.bytes("weights"), 2 * N / 8, 8);
+  p.dp = 1;
+  p.zero = 1;
+  EXPECT_NEAR(rank_memory(m, p, 0).bytes("optimizer"), 12 * N / 4, 8);
+}
+
 TEST(ModelState, PipelineStagesSplitLayersAndPlaceEmbeddings) {
   const ModelSpec m = model_preset("gpt3-175b");
   ParallelSpec p = layout(8, true, RecomputeMode::None);

@@ -109,8 +109,15 @@ struct ParallelSpec {
   }
 
   int tensor_size() const { return mesh2d > 0 ? mesh2d * mesh2d : tp; }
-  // ZeRO 1-2 over dp > 1: each rank updates 1/dp of the parameters, all-gathered after the step.
-  bool gathers_params() const { return (zero == 1 || zero == 2) && dp > 1; }
+  // Ranks that hold the same dense weights and reduce their gradients together: dp x cp (the
+  // context-parallel ranks computed them from other tokens of the same sequences; Megatron's
+  // data-parallel group "with context parallel", FSDP's dp_shard x cp mesh). ZeRO shards over them.
+  int grad_ranks() const { return dp * cp; }
+  // The same for expert weights with ep > 1: each expert is on one rank of every ep group.
+  int expert_grad_ranks() const { return dp / ep * cp; }
+  // ZeRO 1-2 over grad_ranks() > 1: each rank updates its share of the parameters, all-gathered
+  // after the step.
+  bool gathers_params() const { return (zero == 1 || zero == 2) && grad_ranks() > 1; }
   int world_size() const { return dp * pp * cp * tensor_size(); }
   std::int64_t global_batch() const { return std::int64_t{dp} * microbatches * micro_batch_size; }
   // Whether stage-to-stage sends are scattered over tp and gathered at the receiver: asked for,

@@ -196,7 +196,7 @@ struct Planner {
   Planner(const ModelSpec& model, const ParallelSpec& par)
       : m(model), p(par), ctx{model, par, model.dtype_bytes(), 0, ""}, P(model.dtype_bytes()) {
     ctx.tokens = static_cast<double>(p.micro_batch_size) * m.seq / p.cp;
-    ctx.dp_axis = p.ep > 1 ? "edp+ep" : "dp";
+    ctx.dp_axis = std::string(p.ep > 1 ? "edp+ep" : "dp") + (p.cp > 1 ? "+cp" : "");
     V = p.pp * p.vchunks;
     full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
     // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint;
@@ -264,7 +264,7 @@ struct Planner {
   // rank holds of the layer (layer_grad_bytes, already / t); each dp rank contributes 1/dp.
   Op zero3_gather_op(int layer, int mb, Phase phase) const {
     const auto [dense, experts] = layer_grad_bytes();
-    return collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, dense + experts,
+    return collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.grad_ranks(), dense + experts,
                       "zero3.allgather.params", layer, mb);
   }
 
@@ -279,7 +279,7 @@ struct Planner {
     std::vector<std::pair<int, Phase>> uses;
     std::vector<int> ops;
     void before_use(std::size_t k) {
-      if (pl.p.zero < 3 || pl.p.dp == 1 || uses.empty()) return;
+      if (pl.p.zero < 3 || pl.p.grad_ranks() == 1 || uses.empty()) return;
       if (ops.empty()) ops.assign(uses.size(), -1);
       auto issue = [&](std::size_t j) { ops[j] = e.async(pl.zero3_gather_op(uses[j].first, mb, uses[j].second)); };
       if (k == 0) issue(0);
@@ -305,8 +305,11 @@ struct Planner {
                                           p.zero >= 1 ? "dp.reduce_scatter.grads" : "dp.allreduce.grads", -1, -1)));
       acc = 0;
     };
-    emit(dp.dense, ctx.dp_axis, p.dp);
-    emit(dp.experts, p.ep > 1 ? "edp" : ctx.dp_axis, p.ep > 1 ? p.dp / p.ep : p.dp);
+    emit(dp.dense, ctx.dp_axis, p.grad_ranks());
+    if (p.ep > 1)
+      emit(dp.experts, std::string("edp") + (p.cp > 1 ? "+cp" : ""), p.expert_grad_ranks());
+    else
+      emit(dp.experts, ctx.dp_axis, p.grad_ranks());
   }
 
   Op p2p(OpKind kind, Phase phase, int peer, std::int64_t tag, int mb, const std::string& name) const {
@@ -450,7 +453,7 @@ struct Planner {
     Emitter e(r);
     DpState dp;
     // overlap_param_gather: the previous step's parameter all-gather, under this step's forward.
-    if (p.gathers_params() && p.stack.overlap_param_gather) e.async(param_gather_op(held_params(s) / p.dp));
+    if (p.gathers_params() && p.stack.overlap_param_gather) e.async(param_gather_op(held_params(s) / p.grad_ranks()));
     for (const Unit& u : pipeline_order(p.pp, p.vchunks, p.microbatches, s)) unit(e, s, u, dp);
     epilogue(e, s, dp);
     return r;
@@ -480,7 +483,7 @@ struct Planner {
     for (int op : dp.ops) e.wait_for(op);
     sp_grads_allreduce(e, s);
     const double params = held_params(s);
-    const double updated = p.zero >= 1 && p.zero < 3 ? params / p.dp : params;
+    const double updated = p.zero >= 1 && p.zero < 3 ? params / p.grad_ranks() : params;
     auto pass = [&](const char* name, KernelKind kind, double flops, double bytes) {
       e.compute(Phase::Optimizer, name, -1, -1, Kernel::elementwise(kind, flops, bytes, 4));
     };
@@ -506,8 +509,8 @@ struct Planner {
   // ones (its 1/dp).
   Op param_gather_op(double updated) const {
     const Bytes shard = static_cast<Bytes>(updated) * P;
-    return collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.dp, shard * p.dp,
-                      "zero.allgather.params", -1, -1);
+    return collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.grad_ranks(),
+                      shard * p.grad_ranks(), "zero.allgather.params", -1, -1);
   }
 };
 

@@ -669,6 +669,57 @@ TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
               6 * per_layer + (m.vocab * 1024.0 * 2) - (m.vocab * 1024.0 * 2 + 2 * 1024 * 2), 16.0);
 }
 
+// With context parallelism the gradients are reduced over dp x cp, the ranks that hold the same
+// weights (Megatron's data-parallel group with context parallel): dp 2 x cp 2 reduce-scatter
+// over the axis "dp+cp" in groups of 4, the same bytes as dp 4 (each rank's whole gradients);
+// with dp 1 the cp ranks still reduce, where before nothing did. Experts with ep 2 reduce over
+// "edp+cp": dp / ep x cp = 2 ranks.
+TEST(Plan, GradientsReduceOverDataAndContextParallelRanks) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  auto grads = [&](const ParallelSpec& q, const std::string& axis, int* group) {
+    double bytes = 0;
+    const Schedule s = plan_iteration(m, q);
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.axis == axis) {
+        bytes += static_cast<double>(op.bytes);
+        *group = op.group_size;
+      }
+    return bytes;
+  };
+  ParallelSpec dp4;
+  dp4.dp = 4;
+  dp4.zero = 1;
+  ParallelSpec cp = dp4;
+  cp.dp = 2;
+  cp.cp = 2;
+  int g4 = 0, g = 0;
+  const double want = grads(dp4, "dp", &g4);
+  EXPECT_EQ(g4, 4);
+  EXPECT_GT(want, 0);
+  EXPECT_NEAR(grads(cp, "dp+cp", &g), want, 64);
+  EXPECT_EQ(g, 4);
+  EXPECT_EQ(grads(cp, "dp", &g), 0);
+  cp.dp = 1;
+  EXPECT_GT(grads(cp, "dp+cp", &g), 0);
+  EXPECT_EQ(g, 2);
+  ModelSpec moe = m;
+  moe.experts = 4;
+  moe.top_k = 2;
+  ParallelSpec ep = dp4;
+  ep.cp = 2;
+  ep.ep = 2;
+  int ge = 0;
+  double expert_bytes = 0;
+  const Schedule se = plan_iteration(moe, ep);
+  for (const Op& op : se.roles[0].ops)
+    if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.axis == "edp+cp") {
+      expert_bytes += static_cast<double>(op.bytes);
+      ge = op.group_size;
+    }
+  EXPECT_GT(expert_bytes, 0);
+  EXPECT_EQ(ge, 4 / 2 * 2);
+}
+
 // FSDP's knobs, by hand on 4 layers, dp 4, ZeRO-3, 2 micro-batches:
 // - reshard_after_forward (FULL_SHARD): each layer gathered for its forward and again for its
 //   backward, in every micro-batch: 4 x 2 x 2 = 16 gathers; false (SHARD_GRAD_OP): forward
