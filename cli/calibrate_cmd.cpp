@@ -279,9 +279,7 @@ void write_profile(const CalibrateFlags& f, MachineProfile& profile, int world) 
                   f.backend == Backend::Cpu ? "our step programs" : to_string(f.collectives), f.sizes);
   const std::string yaml = format_machine_profile(profile);
   parse_machine_profile(yaml, f.out);  // what we write must load
-  std::ofstream out(f.out);
-  if (!out || !(out << yaml)) throw Error("--out: cannot write '" + f.out + "'; check the folder exists");
-  out.close();
+  write_file(f.out, yaml, "--out");
 }
 
 // The row kernels' sweep as written: a line per function and pass, a column per row length.

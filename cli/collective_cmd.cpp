@@ -206,9 +206,7 @@ void print_explanation(const Topology& topo, Router& router, const AlgorithmRegi
 
 void write_trace(const Options& o, const Topology& topo, const CollectiveContext& ctx,
                  const std::vector<CollectiveOutcome>& outs) {
-  std::ofstream f(o.trace);
-  if (!f) throw Error(fmt::format("--trace: cannot write '{}'", o.trace));
-  f << perfetto_trace(topo, ctx, outs).dump() << "\n";
+  write_file(o.trace, perfetto_trace(topo, ctx, outs).dump() + "\n", "--trace");
   if (!o.json) std::cout << fmt::format("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
 }
 

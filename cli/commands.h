@@ -25,6 +25,10 @@ using Run = std::function<int()>;
 // so scripts piping --json from stdout see nothing extra.
 void say_wrote(const std::string& path, const std::string& what);
 
+// Writes `text` to `path` and closes it: an Error naming `flag` and the file when it cannot be
+// opened or when the write fails (a full disk, a directory), never a silently short file.
+void write_file(const std::string& path, const std::string& text, const std::string& flag);
+
 Run add_collective_command(CLI::App& app);
 Run add_topology_command(CLI::App& app);
 Run add_algorithms_command(CLI::App& app);

@@ -2,9 +2,22 @@
 
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <iostream>
+#include <utility>
 
 #include "cli/commands.h"
 #include "core/error.h"
+
+void meshsim::cli::write_file(const std::string& path, const std::string& text, const std::string& flag) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw meshsim::Error(fmt::format("{}: cannot write '{}'; check the directory exists and is writable", flag, path));
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out)
+    throw meshsim::Error(fmt::format("{}: writing '{}' failed (disk full?); nothing usable was written", flag, path));
+}
 
 void meshsim::cli::say_wrote(const std::string& path, const std::string& what) {
   std::fprintf(stderr, "meshsim: wrote %s (%s)\n", path.c_str(), what.c_str());
@@ -32,20 +45,37 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // A command's output that did not reach stdout (a full disk, a closed file) is an error, not
+  // a success with a short file.
+  auto flushed = [](int rc) {
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
+      std::fprintf(stderr,
+                   "meshsim: error: writing to standard output failed (disk full?); the output is incomplete\n");
+      return rc == 0 ? 2 : rc;
+    }
+    return rc;
+  };
+  auto dispatch = [&]() -> int {
+    const std::pair<const char*, meshsim::cli::Run*> commands[] = {{"collective", &collective},
+                                                                   {"topology", &topology},
+                                                                   {"algorithms", &algorithms},
+                                                                   {"simulate", &simulate},
+                                                                   {"memory", &memory},
+                                                                   {"sweep", &sweep},
+                                                                   {"sweep-merge", &sweep_merge},
+                                                                   {"launch", &launch},
+                                                                   {"calibrate", &calibrate},
+                                                                   {"check-published", &check_published},
+                                                                   {"moe-dispatch", &moe_dispatch},
+                                                                   {"run", &run},
+                                                                   {"validate", &validate}};
+    for (const auto& [name, command] : commands)
+      if (app.got_subcommand(name)) return (*command)();
+    return 1;
+  };
   try {
-    if (app.got_subcommand("collective")) return collective();
-    if (app.got_subcommand("topology")) return topology();
-    if (app.got_subcommand("algorithms")) return algorithms();
-    if (app.got_subcommand("simulate")) return simulate();
-    if (app.got_subcommand("memory")) return memory();
-    if (app.got_subcommand("sweep")) return sweep();
-    if (app.got_subcommand("sweep-merge")) return sweep_merge();
-    if (app.got_subcommand("launch")) return launch();
-    if (app.got_subcommand("calibrate")) return calibrate();
-    if (app.got_subcommand("check-published")) return check_published();
-    if (app.got_subcommand("moe-dispatch")) return moe_dispatch();
-    if (app.got_subcommand("run")) return run();
-    if (app.got_subcommand("validate")) return validate();
+    return flushed(dispatch());
   } catch (const meshsim::Error& e) {
     std::fprintf(stderr, "meshsim: error: %s\n", e.what());
     return 2;
@@ -53,5 +83,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshsim: internal error: %s (please report this)\n", e.what());
     return 3;
   }
-  return 1;
 }

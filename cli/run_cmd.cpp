@@ -261,13 +261,24 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
   };
   add(1, std::string("measured (") + to_string(backend) + "), a track per rank", measured, true);
   if (predicted) add(2, "predicted (sim), a track per stage", predicted->events, false);
-  std::ofstream out(path);
-  if (!out) throw Error("--trace: cannot write '" + path + "'");
-  out << J{{"traceEvents", events}}.dump();
+  write_file(path, J{{"traceEvents", events}}.dump(), "--trace");
   say_wrote(path, predicted ? "Perfetto trace, measured and predicted" : "Perfetto trace, measured");
 }
 
 namespace {
+
+// The cpu backend holds a collective's input, output and serial reference and receives into a
+// scratch buffer: about 4x its bytes a rank. More than half the host is one error, not a
+// bad_alloc in every rank.
+void check_cpu_buffers(const CollectiveWorkload& w) {
+  const double need = 4.0 * static_cast<double>(w.bytes), have = static_cast<double>(cpu::host_memory());
+  if (need > have / 2)
+    throw Error(fmt::format(
+        "workload.bytes: {} needs about {} of buffers a rank on the cpu backend (input, output, "
+        "the serial reference, a receive buffer), more than half this host's {}; use a "
+        "smaller size",
+        format_bytes(w.bytes), format_bytes(static_cast<Bytes>(need)), format_bytes(static_cast<Bytes>(have))));
+}
 
 // The topology the predictions use, with a GPU for every rank running.
 Topology checked_topology(const std::string& topo_spec, int ranks) {
@@ -419,6 +430,7 @@ int run_rank(const RunFlags& f) {
     throw Error(fmt::format("workload.{}: {} ranks but {} are running; launch with -n {}",
                             w.mesh.empty() ? "ranks" : "mesh", w.ranks, env.world_size, w.ranks));
   w.ranks = env.world_size;
+  if (f.backend == Backend::Cpu) check_cpu_buffers(w);
 
   // The machine model for predictions (and for choosing `auto`): the scenario's topology,
   // or (cpu) a switch with the latency and loaded bandwidth measured here (every rank takes part).
@@ -481,8 +493,9 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
     // the cuda backend plans its workspace per rank and cudaMalloc says when it does not fit).
     if (f.backend == Backend::Cpu)
       for (const Role& role : plan_iteration(sc.model, sc.parallel).roles) cpu::CpuCompute::workspace_for(role.ops);
-  } else if (n <= 0) {
-    n = sc.workload->ranks;
+  } else {
+    if (f.backend == Backend::Cpu) check_cpu_buffers(*sc.workload);
+    if (n <= 0) n = sc.workload->ranks;
   }
   if (n < 1)
     throw Error(

@@ -19,7 +19,4 @@ struct ScenarioFlags {
   ScenarioNode node() const;
 };
 
-// Writes `text` to `path`, or the Error naming `flag` and the fix.
-void write_file(const std::string& path, const std::string& text, const char* flag);
-
 }  // namespace meshsim::cli

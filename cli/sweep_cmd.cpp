@@ -285,7 +285,7 @@ nlohmann::ordered_json shard_header(const Shard& shard, const std::string& defin
 class OrderedFiles {
  public:
   OrderedFiles(const std::string& csv, const std::string& jsonl, const nlohmann::ordered_json* shard_header = nullptr)
-      : shard_(shard_header != nullptr) {
+      : shard_(shard_header != nullptr), csv_path_(csv), jsonl_path_(jsonl) {
     open(csv_, csv, "--csv");
     open(jsonl_, jsonl, "--jsonl");
     if (csv_)
@@ -317,6 +317,17 @@ class OrderedFiles {
     }
   }
 
+  // Closes both: an Error naming the flag and the file when a write failed (a full disk).
+  void close() {
+    auto done = [](std::ofstream& out, const std::string& path, const char* flag) {
+      if (!out.is_open()) return;
+      out.close();
+      if (!out) throw Error(fmt::format("{}: writing '{}' failed (disk full?); the file is incomplete", flag, path));
+    };
+    done(csv_, csv_path_, "--csv");
+    done(jsonl_, jsonl_path_, "--jsonl");
+  }
+
  private:
   static void open(std::ofstream& out, const std::string& path, const char* flag) {
     if (path.empty()) return;
@@ -324,6 +335,7 @@ class OrderedFiles {
     if (!out) throw Error(fmt::format("{}: cannot write '{}'; check the directory exists and is writable", flag, path));
   }
   bool shard_;
+  std::string csv_path_, jsonl_path_;
   std::ofstream csv_, jsonl_;
   std::mutex mutex_;
   std::map<long, const Row*> pending_;  // finished, waiting for an earlier variant
@@ -661,7 +673,8 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   }
   if (ranks.mpi != nullptr) ranks.mpi->finalize();
   if (ranks.rank != 0) return 0;
-  files.reset();  // closed before they are named
+  if (files) files->close();  // closed (and checked) before they are named
+  files.reset();
   finish(f, base->source(), *sweep, rows, shard.active ? "JSON lines, shard " + shard.text() : "JSON lines");
   return 0;
 }
@@ -823,6 +836,7 @@ int run_merge(const MergeFlags& f) {
   {
     OrderedFiles out(f.csv, f.jsonl);
     for (std::size_t i = 0; i < rows.size(); ++i) out.add(static_cast<long>(i), rows[i]);
+    out.close();
   }
   finish(f, first.source, sweep, rows, "JSON lines");
   return 0;

@@ -61,9 +61,7 @@ int show(const TopoOptions& o) {
                            format_bandwidth(gpu_injection_bandwidth(topo, 0)));
   std::cout << fmt::format("  bisection bandwidth (one direction): {}\n", format_bandwidth(bisection_bandwidth(topo)));
   if (!o.dot.empty()) {
-    std::ofstream f(o.dot);
-    if (!f) throw Error(fmt::format("--dot: cannot write '{}'", o.dot));
-    f << to_graphviz(topo);
+    write_file(o.dot, to_graphviz(topo), "--dot");
     std::cout << fmt::format("  graphviz written to {} (render: dot -Tsvg {} -o topo.svg)\n", o.dot, o.dot);
   }
   return 0;

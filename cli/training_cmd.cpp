@@ -34,12 +34,6 @@ ScenarioNode ScenarioFlags::node() const {
   return n;
 }
 
-void write_file(const std::string& path, const std::string& text, const char* flag) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(fmt::format("{}: cannot write '{}'; check the directory exists and is writable", flag, path));
-  out << text;
-}
-
 namespace {
 
 struct SimulateFlags : ScenarioFlags {

@@ -77,7 +77,9 @@ Bytes parse_bytes(std::string_view text, std::string_view field) {
     if (unit == u.name) {
       const double bytes = v * u.mult;
       if (bytes < 0) throw Error(fmt::format("{}: '{}' is negative; sizes must be >= 0", field, text));
-      if (bytes > 9.0e18) throw Error(fmt::format("{}: '{}' is too large", field, text));
+      // No message, buffer or memory meshsim models comes near a pebibyte; past it times overflow.
+      if (bytes > 1125899906842624.0)
+        throw Error(fmt::format("{}: '{}' is over 1PiB; write a message or memory size, e.g. 64MiB", field, text));
       if (std::fabs(bytes - std::round(bytes)) > 1e-6)
         throw Error(fmt::format("{}: '{}' is not a whole number of bytes", field, text));
       return static_cast<Bytes>(std::llround(bytes));
@@ -125,7 +127,12 @@ Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
   for (const auto& u : units) {
     if (unit == u.name) {
       if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
-      return Bandwidth::from_bytes_per_s(v * u.bytes_per_s);
+      const double bps = v * u.bytes_per_s;
+      // Outside 1 KB/s .. 1 PB/s no link exists, and transfer times leave meshsim's range.
+      if (!(bps >= 1e3 && bps <= 1e15))
+        throw Error(fmt::format("{}: '{}' is outside 1KB/s .. 1PB/s; write a link's rate, e.g. 25GB/s or 200Gb/s",
+                                field, text));
+      return Bandwidth::from_bytes_per_s(bps);
     }
   }
   throw Error(
@@ -144,6 +151,10 @@ Time parse_time(std::string_view text, std::string_view field) {
   for (const auto& u : units) {
     if (unit == u.name) {
       if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));
+      // Latencies and overheads: an hour is already absurd, and 1e300 s overflowed the sums.
+      if (!(v * u.ps <= 3600e12))
+        throw Error(fmt::format("{}: '{}' is over an hour; a latency or overhead is a few microseconds (e.g. 1.5us)",
+                                field, text));
       return Time::from_ps(static_cast<std::int64_t>(std::llround(v * u.ps)));
     }
   }

@@ -39,6 +39,11 @@ TEST(Units, RejectsTyposNamingTheFieldAndTheFix) {
   }
   EXPECT_THROW(parse_bandwidth("-5GB/s", "bw"), Error);
   EXPECT_THROW(parse_bandwidth("0GB/s", "bw"), Error);
+  EXPECT_THROW(parse_bandwidth("1e-300B/s", "bw"), Error);
+  EXPECT_THROW(parse_time("1e300s", "alpha"), Error);  // overflowed a collective's time (issue 40)
+  EXPECT_EQ(parse_time("3600s", "alpha"), sec(3600));  // no link that slow: its times overflow
+  EXPECT_THROW(parse_bandwidth("2PB/s", "bw"), Error);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1KB/s", "bw").bytes_per_s(), 1e3);
   EXPECT_THROW(parse_bytes("12 parsecs", "size"), Error);
   EXPECT_THROW(parse_time("3 fortnights", "lat"), Error);
   EXPECT_THROW(parse_bytes("", "size"), Error);
@@ -104,8 +109,10 @@ TEST(Units, ByteSweepsTakeAStepFactorAsNcclTestsDo) {
   // nccl-tests -b 8 -e 1000 -f 4: 8, 32, 128, 512 (the next, 2048, passes MAX).
   EXPECT_EQ(parse_bytes_sweep("8:1000:4", "--bytes"), (std::vector<Bytes>{8, 32, 128, 512}));
   EXPECT_EQ(parse_bytes_sweep("1KiB:8KiB:2", "--bytes"), parse_bytes_sweep("1KiB:8KiB", "--bytes"));
-  // The top of the range: 2^62 x 4 would wrap; the sweep stops instead.
-  EXPECT_EQ(parse_bytes_sweep("1:8000000TB:4", "--bytes").back(), Bytes{1} << 62);
+  // The top of the range: sizes stop at 1 PiB (8000000TB was an int64 overflow, issue 16).
+  EXPECT_EQ(parse_bytes_sweep("1:1024TiB:4", "--bytes").back(), Bytes{1} << 50);
+  EXPECT_TRUE(
+      contains(error_of([] { parse_bytes_sweep("1:8000000TB:4", "--bytes"); }), "--bytes: '8000000TB' is over 1PiB"));
   for (const char* bad : {"8:1G:1", "8:1G:x", "8:1G:0", "8:1G:2000"})
     EXPECT_TRUE(contains(error_of([&] { parse_bytes_sweep(bad, "--bytes"); }), "is not an integer in 2..1024")) << bad;
 }

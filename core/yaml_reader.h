@@ -77,14 +77,22 @@ inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source
 }
 
 // Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...", and so is a
-// key repeated within a mapping.
+// key repeated within a mapping, and a second document (a file is one document: what follows
+// a `---` would otherwise be ignored).
 inline YAML::Node parse_yaml_text(const std::string& text, const std::string& source) {
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(text);
+    docs = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.msg));
   }
+  for (std::size_t i = 1; i < docs.size(); ++i)
+    if (!docs[i].IsNull())
+      throw Error(
+          fmt::format("{}:{}: a second YAML document; meshsim reads one per file: merge it into the first "
+                      "or remove the '---' before it",
+                      source, docs[i].Mark().line + 1));
+  YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
   reject_duplicate_keys(root, source);
   return root;
 }

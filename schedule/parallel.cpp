@@ -111,6 +111,12 @@ void check_options(const ParallelSpec& p) {
   if (p.zero < 0 || p.zero > 3) fail("zero", fmt::format("stage {} does not exist; use 0, 1, 2 or 3", p.zero));
   if (!(p.ep_imbalance >= 1.0))
     fail("ep_imbalance", fmt::format("{} must be >= 1 (busiest expert rank / mean; 1 = balanced)", p.ep_imbalance));
+  // The busiest of ep ranks receives at most every token: ep x the mean (unused with ep 1).
+  if (p.ep > 1 && !(p.ep_imbalance <= p.ep))
+    fail("ep_imbalance",
+         fmt::format("{} exceeds ep = {}: the busiest of {} expert ranks receives at most all the tokens ({} x the "
+                     "mean); use 1..{}",
+                     p.ep_imbalance, p.ep, p.ep, p.ep, p.ep));
   if (!(p.dp_bucket_mib > 0)) fail("dp_bucket_mib", fmt::format("{} must be positive, e.g. 25", p.dp_bucket_mib));
   if (p.recompute.mode == RecomputeMode::EveryK && p.recompute.every_k < 1)
     fail("recompute", fmt::format("every:{} needs K >= 1 layers, e.g. every:4", p.recompute.every_k));

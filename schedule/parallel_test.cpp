@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 #include "core/test_util.h"
@@ -91,6 +92,19 @@ TEST(ValidateParallel, EveryBadCaseNamesItsField) {
       {"zero 4", "gpt3-175b", 1024, "parallel.zero:", [](ParallelSpec& p) { p.zero = 4; }},
       {"zero -1", "gpt3-175b", 1024, "parallel.zero:", [](ParallelSpec& p) { p.zero = -1; }},
       {"imbalance < 1", "gpt3-175b", 1024, "parallel.ep_imbalance:", [](ParallelSpec& p) { p.ep_imbalance = 0.5; }},
+      // the busiest of ep ranks gets at most all the tokens (was an internal error at 1e308)
+      {"imbalance > ep", "mixtral-8x7b", 1024, "parallel.ep_imbalance:",
+       [](ParallelSpec& p) {
+         p.dp = 8;
+         p.ep = 8;
+         p.ep_imbalance = 1e308;
+       }},
+      {"imbalance inf", "mixtral-8x7b", 1024, "parallel.ep_imbalance:",
+       [](ParallelSpec& p) {
+         p.dp = 8;
+         p.ep = 8;
+         p.ep_imbalance = std::numeric_limits<double>::infinity();
+       }},
       {"bucket 0", "gpt3-175b", 1024, "parallel.dp_bucket_mib:", [](ParallelSpec& p) { p.dp_bucket_mib = 0; }},
       {"every:0", "gpt3-175b", 1024, "parallel.recompute:",
        [](ParallelSpec& p) {

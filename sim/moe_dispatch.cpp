@@ -212,7 +212,7 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
   out.nvlink_bound =
       out.loads.rdma == 0 || (out.loads.nvlink > 0 && l.ai + out.loads.nvlink * l.bi >= l.ae + out.loads.rdma * l.be);
   const double ps = out.ranks < 2 ? 0.0 : collectives::two_level_cost(out.loads.nvlink, out.loads.rdma, cp);
-  out.formula_time = Time::from_ps(static_cast<std::int64_t>(std::llround(ps)));
+  out.formula_time = duration_ps(ps, "the dispatch");
   out.time = out.formula_time;
   if (fidelity == Fidelity::Flow && out.ranks > 1) {
     const double flows = static_cast<double>(out.ranks) * (out.ranks_per_node - 1 + out.nodes - 1);

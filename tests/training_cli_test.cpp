@@ -349,6 +349,24 @@ TEST(Memory, JsonCarriesTheTable) {
   EXPECT_FALSE(big["fits"].get<bool>());
 }
 
+// ---- outputs on a full disk (issue 40): an error naming the file, never exit 0 ----
+
+TEST(Outputs, AFullDiskIsAnErrorNamingTheFile) {
+  const Result out = meshsim("simulate --json >/dev/full");
+  EXPECT_EQ(out.code, 2);
+  EXPECT_NE(out.err.find("writing to standard output failed"), std::string::npos) << out.err;
+  expect_user_error(meshsim("simulate --trace /dev/full"), "--trace: writing '/dev/full' failed", "disk full");
+  expect_user_error(meshsim("collective allreduce --trace /dev/full"), "--trace: writing '/dev/full' failed",
+                    "disk full");
+  expect_user_error(meshsim("topology show dgx-h100 --dot /dev/full"), "--dot: writing '/dev/full' failed",
+                    "disk full");
+  const fs::path f = write_file("sweep_full.yaml", kSweep);
+  expect_user_error(meshsim("sweep " + f.string() + kSweepVary + " --csv /dev/full"),
+                    "--csv: writing '/dev/full' failed", "disk full");
+  expect_user_error(meshsim("sweep " + f.string() + kSweepVary + " --jsonl /dev/full"),
+                    "--jsonl: writing '/dev/full' failed", "disk full");
+}
+
 // ---- meshsim sweep ----
 
 TEST(Sweep, RankedTableAndCsv) {

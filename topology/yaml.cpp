@@ -103,6 +103,12 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
     const DeviceKind kind = r.kind(d, field, parse_device_kind, device_kind_names());
     const int node = d["node"] ? r.integer(d["node"], field + ".node") : -1;
     if (d["node"] && node < 0) r.fail(d["node"], field + ".node", "node must be >= 0");
+    // Nodes are numbered 0, 1, 2, ...: every node holds a device, so a number past the device
+    // count is a typo (and would size the per-node tables by it).
+    if (d["node"] && static_cast<std::size_t>(node) >= devices.size())
+      r.fail(
+          d["node"], field + ".node",
+          fmt::format("{} is past the {} devices of this file; number the nodes 0, 1, 2, ...", node, devices.size()));
     if (ids.count(name)) r.fail(d["name"], field + ".name", fmt::format("device '{}' is defined twice", name));
     const int id = t.add_device(kind, name, node);
     ids[name] = id;

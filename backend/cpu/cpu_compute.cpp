@@ -21,12 +21,12 @@ std::int64_t floats_of(const Op& op) {
   return kernel_call(k, op.phase).floats();
 }
 
+}  // namespace
+
 Bytes host_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<Bytes>(pages) * page : GiB(8);
 }
-
-}  // namespace
 
 Bytes CpuCompute::workspace_for(const std::vector<Op>& ops, Bytes limit) {
   if (limit <= 0) limit = host_memory() / 4;

@@ -25,6 +25,9 @@
 
 namespace meshsim::cpu {
 
+// This host's physical memory (8 GiB when the system does not say).
+Bytes host_memory();
+
 class CpuCompute {
  public:
   explicit CpuCompute(std::uint64_t seed) : seed_(seed) {}

@@ -109,7 +109,9 @@ LaunchEnv launch_env_from(const std::function<const char*(const char*)>& getenv)
     LaunchEnv env;
     env.source = f.source;
     const std::string fix_world = fmt::format("set {} to the number of ranks (e.g. {}=4)", f.world, f.world);
-    env.world_size = vars.integer(f.world, vars.require(f.world, fix_world), 1, 1 << 24, fix_world);
+    // Rank 0's store keeps a slot per rank: up to kMaxLaunchRanks (a 16M-rank world took 6.3 GB
+    // and half a minute to refuse).
+    env.world_size = vars.integer(f.world, vars.require(f.world, fix_world), 1, kMaxLaunchRanks, fix_world);
     const std::string rank_text = vars.require(f.rank, "");
     const std::string fix_rank = fmt::format("set {} to this process's rank, 0..{}", f.rank, env.world_size - 1);
     env.rank = vars.integer(f.rank, rank_text, 0, 1 << 24, fix_rank);

@@ -63,6 +63,9 @@ inline constexpr const char* kHeartbeatTimeoutVar = "MESHSIM_HEARTBEAT_TIMEOUT";
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatInterval{1000};
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{5000};
 
+// The most ranks a real run (meshsim run / validate / launch) takes.
+inline constexpr int kMaxLaunchRanks = 1 << 16;
+
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;

@@ -146,6 +146,10 @@ TEST(LaunchEnv, MissingOrInconsistentVariablesNameTheVariableAndTheFix) {
   EXPECT_NE(bad_port.find("MASTER_PORT=70000 is out of range"), std::string::npos) << bad_port;
   const std::string zero_world = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "0"}});
   EXPECT_NE(zero_world.find("MESHSIM_WORLD_SIZE=0"), std::string::npos) << zero_world;
+  // 16M ranks took rank 0 6.3 GB and half a minute to refuse (issue 40): refused at once.
+  const std::string huge_world = error_of({{"MESHSIM_RANK", "0"}, {"MESHSIM_WORLD_SIZE", "16777216"}});
+  EXPECT_NE(huge_world.find("MESHSIM_WORLD_SIZE=16777216"), std::string::npos) << huge_world;
+  EXPECT_NE(huge_world.find("65536"), std::string::npos) << huge_world;
 }
 
 // Every launcher needs MESHSIM_TOKEN: without one any process that reaches the port could
