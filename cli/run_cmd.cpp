@@ -291,17 +291,17 @@ Topology checked_topology(const std::string& topo_spec, int ranks) {
   return topo;
 }
 
-// Resolves an `auto` algorithm the way the simulator does, for this machine, and replans.
+// Resolves an `auto` algorithm for this machine with the simulator's own resolver (the op's
+// first group, its timed bytes), and replans the workload with it.
 void resolve_auto_algorithm(CollectiveWorkload& w, Schedule& schedule, const Topology& topo,
-                            const AlgorithmRegistry& registry, const Placement& placement, const std::string& axis) {
+                            const AlgorithmRegistry& registry, const Placement& placement) {
   Router router(topo);
-  CollectiveRequest req;
-  req.kind = w.kind;
-  req.bytes = w.bytes / 4 * 4;
-  req.fidelity = Fidelity::Formula;
-  req.groups = placement.groups_along(axis);
-  req.root = w.root;
-  w.algorithm = run_collective(topo, router, registry, req).algorithm->name;
+  resolve_algorithms(schedule, topo, router, placement, registry, "auto");
+  for (const Op& op : schedule.roles[0].ops)
+    if (op.kind == OpKind::Collective && !op.algorithm.empty()) {
+      w.algorithm = op.algorithm;
+      break;
+    }
   schedule = plan_collectives(w);
 }
 
@@ -446,7 +446,7 @@ int run_rank(const RunFlags& f) {
   const Placement placement =
       w.mesh.empty() ? Placement::natural(mesh, topo) : Placement::parse(sc.placement, mesh, topo, "placement");
   const std::string axis = schedule.roles[0].ops[0].axis;
-  if (w.algorithm.empty()) resolve_auto_algorithm(w, schedule, topo, registry, placement, axis);
+  if (w.algorithm.empty()) resolve_auto_algorithm(w, schedule, topo, registry, placement);
 
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);

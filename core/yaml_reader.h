@@ -76,23 +76,49 @@ inline void reject_duplicate_keys(const YAML::Node& n, const std::string& source
   reject_duplicate_keys(n, source, 0, values);
 }
 
+// The line (1-based) where a second YAML document starts, or 0: a `---` marker at column 0
+// after content, or content after a `...` end marker. Scanned in the text: yaml-cpp's LoadAll
+// loops forever on some malformed inputs, and Load reads the first document only.
+inline int second_document_line(const std::string& text) {
+  bool content = false, ended = false;
+  int line = 0;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    ++line;
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    const bool marker = l.rfind("---", 0) == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+    const bool end = l.rfind("...", 0) == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+    const std::size_t first = l.find_first_not_of(" \t");
+    const bool blank = first == std::string::npos || l[first] == '#';
+    if (marker || (ended && !blank && !end)) {
+      if (content || ended) return line;
+      content = marker && l.find_first_not_of(" \t", 3) != std::string::npos && l[l.find_first_not_of(" \t", 3)] != '#';
+      continue;
+    }
+    if (end) {
+      ended = true;
+      continue;
+    }
+    if (!blank) content = true;
+  }
+  return 0;
+}
+
 // Parses YAML text; malformed input is Error "SOURCE:LINE: malformed YAML: ...", and so is a
 // key repeated within a mapping, and a second document (a file is one document: what follows
 // a `---` would otherwise be ignored).
 inline YAML::Node parse_yaml_text(const std::string& text, const std::string& source) {
-  std::vector<YAML::Node> docs;
+  if (const int line = second_document_line(text))
+    throw Error(
+        fmt::format("{}:{}: a second YAML document; meshsim reads one per file: merge it into the first "
+                    "or remove the '---' before it",
+                    source, line));
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.msg));
   }
-  for (std::size_t i = 1; i < docs.size(); ++i)
-    if (!docs[i].IsNull())
-      throw Error(
-          fmt::format("{}:{}: a second YAML document; meshsim reads one per file: merge it into the first "
-                      "or remove the '---' before it",
-                      source, docs[i].Mark().line + 1));
-  YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
   reject_duplicate_keys(root, source);
   return root;
 }

@@ -570,6 +570,14 @@ std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<d
 
 namespace {
 
+// Messages a program has in flight at once when every rank runs a step like rank 0's first.
+double concurrent_messages(const StepProgram& p) {
+  if (p.ranks() < 1 || p.num_steps(0) < 1) return 0;
+  Step s;
+  p.step(0, 0, s);
+  return static_cast<double>(p.ranks()) * static_cast<double>(s.sends.size());
+}
+
 // The flow run of `a` over every group at once (programs as the links see them).
 FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
                       const std::vector<CollectiveSpec>& specs, const std::vector<CostParams>& params,
@@ -577,11 +585,19 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
   std::vector<std::unique_ptr<StepProgram>> programs;
   std::vector<GroupProgram> groups;
   double rank_steps = 0;  // the flow run's work, before any of it is done
+  double concurrent = 0;  // and the messages it solves together
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
     groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol, a.hop_rows});
     for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
+    concurrent += concurrent_messages(*programs.back());
   }
+  if (concurrent > kMaxFlowConcurrent)
+    throw Error(
+        fmt::format("--fidelity flow: {} on {} ranks keeps {:.3g} messages in flight at once, beyond "
+                    "meshsim's limit of {:.3g} (minutes of work and GBs of memory); use --fidelity formula "
+                    "or nccl, or fewer ranks",
+                    a.name, specs.front().ranks * static_cast<double>(specs.size()), concurrent, kMaxFlowConcurrent));
   if (rank_steps > kMaxFlowRankSteps)
     throw Error(
         fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
@@ -717,7 +733,7 @@ class StepCollective {
         const auto prog = a.make_timing ? a.make_timing(out_.spec, out_.params) : a.build(out_.spec);
         double steps = 0;
         for (int r = 0; r < prog->ranks(); ++r) steps += prog->num_steps(r);
-        return steps <= kAutoFlowCheckRankSteps;
+        return steps <= kAutoFlowCheckRankSteps && concurrent_messages(*prog) * specs_.size() <= kMaxFlowConcurrent;
       };
       auto refused = [&](const Algorithm& a) { return refusal(a); };
       if (req_.fidelity == Fidelity::Flow) flow_candidates_ = auto_flow_candidates(ranked, refused, cheap);
