@@ -269,7 +269,7 @@ Run add_collective_command(CLI::App& app) {
       "Examples:\n"
       "  meshsim collective allreduce -t dgx-h100 --bytes 8GiB\n"
       "  meshsim collective reducescatter -t dgx-h100:nodes=2 --bytes 1GiB --algo multiring --explain\n"
-      "  meshsim collective allreduce -t dgx-h100 -b 8 -e 8G -f 2 --format nccl-tests   # nccl-tests' table\n"
+      "  meshsim collective allreduce -t dgx-h100 -b 8 -e 8G --stepfactor 2 --format nccl-tests   # nccl-tests' table\n"
       "  meshsim collective allreduce -t dgx-h100:nodes=4 --bytes 256MiB --algo nccl --json");
   c->add_option("kind", o->kind, "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
       ->required();
@@ -318,7 +318,8 @@ Run add_collective_command(CLI::App& app) {
 
 Run add_algorithms_command(CLI::App& app) {
   app.add_subcommand("algorithms", "List the collective algorithms and the kinds each implements")
-      ->footer("Example:\n  meshsim algorithms   # then: meshsim collective allgather --algo bruck --explain");
+      ->footer(
+          "Example:\n  meshsim algorithms   # then: meshsim collective allgather --algo recursive_doubling --explain");
   return []() {
     const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
     for (const auto& a : registry.all()) {

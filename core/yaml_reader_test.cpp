@@ -11,9 +11,9 @@ namespace {
 // files, and Load silently reads the first document only).
 TEST(YamlReader, ASecondDocumentIsFoundByItsLine) {
   EXPECT_EQ(second_document_line("model: x\n---\nparallel: {tp: 2}\n"), 2);
-  EXPECT_EQ(second_document_line("---\nmodel: x\n"), 0);          // the first document's marker
+  EXPECT_EQ(second_document_line("---\nmodel: x\n"), 0);  // the first document's marker
   EXPECT_EQ(second_document_line("# c\n--- # start\nmodel: x\n"), 0);
-  EXPECT_EQ(second_document_line("model: x\n...\n"), 0);          // an end marker, nothing after
+  EXPECT_EQ(second_document_line("model: x\n...\n"), 0);  // an end marker, nothing after
   EXPECT_EQ(second_document_line("model: x\n...\n\n# c\nb: 1\n"), 5);
   EXPECT_EQ(second_document_line("a: '---'\nb: |\n  ---\n"), 0);  // not at column 0: data
   EXPECT_EQ(second_document_line("--- {a: 1}\n--- {b: 2}\n"), 2);

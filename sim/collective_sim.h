@@ -138,9 +138,11 @@ struct CollectiveOutcome {
 // 4096-rank ring all-reduce is 3.4e7 and runs in about 12 s on one core.
 inline constexpr double kMaxFlowRankSteps = 2e8;
 // The most messages a flow run keeps in flight at once (ranks x a step's sends, over every
-// group): max-min sharing re-solves them together, so a 256-rank all-to-all (6.5e4 at once)
-// takes about 8 s and a 512-rank one (2.6e5) minutes; a ring has one send per rank.
-inline constexpr double kMaxFlowConcurrent = 1e5;
+// group): max-min sharing re-solves them together. On one switch a 1000-rank all-to-all (1e6
+// at once) runs in seconds; on DGX nodes, where they share NICs, a 256-rank one (6.5e4) takes
+// 6 s and a 1024-rank one minutes; a 4096-rank one (1.7e7) took 6.8 GB. A ring has one send
+// per rank.
+inline constexpr double kMaxFlowConcurrent = 2e6;
 // The most ranks in one group of a collective (its routes are derived pair by pair: 16384
 // ranks on DGX nodes take about 5 s).
 inline constexpr int kMaxGroupRanks = 32768;
