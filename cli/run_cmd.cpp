@@ -178,11 +178,12 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
 
 RankSession::RankSession(const RunFlags& f)
     : env(cpu::launch_env()), timeout(static_cast<std::int64_t>(f.timeout_s * 1000)) {
-  if (env.insecure && env.rank == 0)  // one line per run, not per rank
+  // Every rank says so: a rank on another host keeps its own log (issue 40).
+  if (env.insecure)
     std::cerr << fmt::format(
-        "meshsim: warning: MESHSIM_TOKEN=insecure: this run is not authenticated; any process that reaches {}:{} "
-        "can join it and read its data; use this on a single host only\n",
-        env.master_addr, env.master_port);
+        "meshsim: warning: rank {}: MESHSIM_TOKEN=insecure: this run is not authenticated; any process that reaches "
+        "{}:{} can join it and read its data; use this on a single host only\n",
+        env.rank, env.master_addr, env.master_port);
   if (env.rank == 0) {
     cpu::RendezvousServerOptions so{env.master_addr, env.master_port, env.token};
     so.max_connections = 4 * env.world_size + 64;    // one client per rank, with room for retries

@@ -13,7 +13,24 @@ namespace meshsim {
 
 namespace {
 
-std::string gib(Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024)); }
+// Memory in GiB, or MiB / KiB below a GiB, so that a small model's items do not all read 0.00.
+std::string gib(Bytes b) {
+  const double v = static_cast<double>(b);
+  if (v >= 0x1p30 || v == 0) return fmt::format("{:.2f} GiB", v / 0x1p30);
+  if (v >= 0x1p20) return fmt::format("{:.2f} MiB", v / 0x1p20);
+  return fmt::format("{:.2f} KiB", v / 0x1p10);
+}
+// A count of parameters: 174.6B, 12.3M, 4.1K.
+std::string params_text(double n) {
+  if (n >= 1e9) return fmt::format("{:.1f}B", n * 1e-9);
+  if (n >= 1e6) return fmt::format("{:.1f}M", n * 1e-6);
+  if (n >= 1e3) return fmt::format("{:.1f}K", n * 1e-3);
+  return fmt::format("{:.0f}", n);
+}
+// A peak rate: 989 TFLOP/s, or GFLOP/s below a TFLOP/s (a CPU profile).
+std::string flops_text(double f) {
+  return f >= 1e12 ? fmt::format("{:.0f} TFLOP/s", f * 1e-12) : fmt::format("{:.1f} GFLOP/s", f * 1e-9);
+}
 std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 // Bytes to two decimals in the largest binary unit up to TiB (sums of link loads are not
 // round sizes, which format_bytes would spell out in KiB).
@@ -145,20 +162,18 @@ std::string training_summary_text(const TrainingResult& r) {
   const ModelSpec& m = s.model;
   std::ostringstream o;
   o << fmt::format("meshsim simulate: {}\n", s.name);
-  o << fmt::format(
-      "  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {:.1f}B params\n", m.name,
-      m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
-      m.moe() ? fmt::format(", {} experts top-{}{}", m.experts, m.top_k,
-                            m.shared_experts > 0 ? fmt::format(" + {} shared", m.shared_experts) : "")
-              : "",
-      m.total_params() * 1e-9);
+  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {} params\n",
+                   m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
+                   m.moe() ? fmt::format(", {} experts top-{}{}", m.experts, m.top_k,
+                                         m.shared_experts > 0 ? fmt::format(" + {} shared", m.shared_experts) : "")
+                           : "",
+                   params_text(m.total_params()));
   o << fmt::format("  layout     {}\n", layout_text(s));
-  o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({:.0f} TFLOP/s {}, {}), fidelity {}\n",
-                   r.topology_name, r.gpus, r.placement, r.gpu.name,
-                   (m.dtype_bytes() == 4        ? r.gpu.peak_flops_fp32
-                    : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16
-                                                : r.gpu.peak_flops_fp16) *
-                       1e-12,
+  o << fmt::format("  cluster    {} ({} GPUs), placement {}, GPU {} ({} {}, {}), fidelity {}\n", r.topology_name,
+                   r.gpus, r.placement, r.gpu.name,
+                   flops_text(m.dtype_bytes() == 4        ? r.gpu.peak_flops_fp32
+                              : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16
+                                                          : r.gpu.peak_flops_fp16),
                    m.dtype, gib(r.gpu.memory), to_string(s.fidelity));
   o << fmt::format("  stack      {}", stack_text(s.parallel.stack));
   if (r.tensor_factor != 1)

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/error.h"
 #include "sim/fast_formula.h"
@@ -95,14 +96,24 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   opt.algorithm = s.algorithm;
   opt.share_links = s.link_sharing;
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
-  std::optional<ScheduleSimResult> fast;
-  if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
-  if (fast) {
-    r.fast = true;
-    r.sim = std::move(*fast);
-  } else {
-    r.schedule = plan_iteration(s.model, s.parallel);
-    r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
+  try {
+    std::optional<ScheduleSimResult> fast;
+    if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
+    if (fast) {
+      r.fast = true;
+      r.sim = std::move(*fast);
+    } else {
+      r.schedule = plan_iteration(s.model, s.parallel);
+      r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
+    }
+  } catch (const Error& e) {
+    // A timeline past meshsim's range: name the sizes that made it, not only the symptom.
+    if (std::string_view(e.what()).find("meshsim's range") == std::string_view::npos) throw;
+    throw Error(
+        fmt::format("model.seq = {}, model.layers = {}, parallel.micro_batch_size = {}, "
+                    "parallel.microbatches = {}: one iteration passes meshsim's range (53 days of simulated "
+                    "time; attention grows with model.seq squared); reduce them ({})",
+                    s.model.seq, s.model.layers, s.parallel.micro_batch_size, s.parallel.microbatches, e.what()));
   }
 
   const ParallelSpec& p = s.parallel;

@@ -261,7 +261,8 @@ TEST(Run, HandStartedRanksWithoutATokenStopAtOnce) {
                     "MESHSIM_TOKEN is not set");
 }
 
-// MESHSIM_TOKEN=insecure runs, unauthenticated, with one warning line saying so.
+// MESHSIM_TOKEN=insecure runs, unauthenticated, with a warning line saying so on every rank
+// (one rank here).
 TEST(Run, AnInsecureTokenRunsWithOneWarning) {
   const fs::path f = workload("insecure", "allreduce", "1MiB", 1, "ring");
   const std::string port = std::to_string(free_port());
@@ -273,7 +274,8 @@ TEST(Run, AnInsecureTokenRunsWithOneWarning) {
   const Result r = meshsim("run " + f.string() + " --json");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("warning: MESHSIM_TOKEN=insecure: this run is not authenticated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: rank 0: MESHSIM_TOKEN=insecure: this run is not authenticated"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("127.0.0.1:" + port), std::string::npos) << r.err;
   EXPECT_EQ(Json::parse(r.out)["max_abs_error"].get<double>(), 0.0);
 }

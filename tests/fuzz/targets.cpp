@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <map>
+
+#include "backend/cpu/launch_env.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "sim/machine_profile.h"
@@ -110,13 +113,47 @@ std::string units(std::string_view input) {
   return "ok";
 }
 
-const std::vector<std::string> kYamlTokens = {
-    ": ",        "\n",   "\n  ", "- ",   "{",      "}",          "[",          "]",          ", ",
-    "#",         "'",    "\"",   "&a",   "*a",     "<<: *a",     "~",          "null",       "0",
-    "-1",        "1",    "2",    "3",    "8",      "1e9",        "1e300",      "-1e300",     "1e-300",
-    "nan",       ".nan", "inf",  ".inf", "-inf",   "2147483647", "2147483648", "4294967297", "9223372036854775807",
-    "536870913", "0x10", "true", "yes",  "KiB",    "MiB",        "GiB",        "TB",         "GB/s",
-    "Gb/s",      "us",   "ms",   "ps",   "TFLOP/s"};
+// The launcher's environment as lines NAME=VALUE: the variables of every launcher meshsim
+// reads (MESHSIM_*, torchrun's, Slurm's, Open MPI's) and their heartbeat settings.
+std::string launch_env(std::string_view input) {
+  std::map<std::string, std::string> vars;
+  std::size_t pos = 0;
+  while (pos < input.size()) {
+    std::size_t end = input.find('\n', pos);
+    if (end == std::string_view::npos) end = input.size();
+    const std::string_view line = input.substr(pos, end - pos);
+    const std::size_t eq = line.find('=');
+    if (eq != std::string_view::npos && eq > 0) vars[std::string(line.substr(0, eq))] = line.substr(eq + 1);
+    pos = end + 1;
+  }
+  auto get = [&](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  try {
+    (void)cpu::launch_env_from(get);
+    (void)cpu::heartbeat_env_from(get);
+  } catch (const Error& e) {
+    return outcome(e);
+  }
+  return "ok";
+}
+
+const std::vector<std::string> kYamlTokens = {"---",        "--- ",       "...",        "&b",
+                                              "*b",         "<<: *b",     "!!str ",     "%YAML 1.2\n",
+                                              ": ",         "\n",         "\n  ",       "- ",
+                                              "{",          "}",          "[",          "]",
+                                              ", ",         "#",          "'",          "\"",
+                                              "&a",         "*a",         "<<: *a",     "~",
+                                              "null",       "0",          "-1",         "1",
+                                              "2",          "3",          "8",          "1e9",
+                                              "1e300",      "-1e300",     "1e-300",     "nan",
+                                              ".nan",       "inf",        ".inf",       "-inf",
+                                              "2147483647", "2147483648", "4294967297", "9223372036854775807",
+                                              "536870913",  "0x10",       "true",       "yes",
+                                              "KiB",        "MiB",        "GiB",        "TB",
+                                              "GB/s",       "Gb/s",       "us",         "ms",
+                                              "ps",         "TFLOP/s"};
 
 }  // namespace
 
@@ -222,6 +259,47 @@ const std::vector<Target>& targets() {
          {"preset: dgx-h100\nparams: {nodes: 2}\n"},
          topo_tokens},
         {"profile", "machine profile YAML", profile, {"examples/profiles/*.yaml"}, {}, kYamlTokens},
+        {"launch-env",
+         "the launcher's environment variables (NAME=VALUE lines)",
+         launch_env,
+         {},
+         {"MESHSIM_RANK=1\nMESHSIM_WORLD_SIZE=4\nMESHSIM_MASTER_ADDR=127.0.0.1\nMESHSIM_MASTER_PORT=29500\n"
+          "MESHSIM_TOKEN=abc\n",
+          "RANK=0\nWORLD_SIZE=2\nMASTER_ADDR=h\nMASTER_PORT=1\nMESHSIM_TOKEN=insecure\n",
+          "SLURM_PROCID=3\nSLURM_NTASKS=8\nMESHSIM_MASTER_ADDR=10.0.0.1\nMESHSIM_MASTER_PORT=29500\n"
+          "MESHSIM_TOKEN=t\nMESHSIM_HEARTBEAT_INTERVAL=1s\n",
+          "OMPI_COMM_WORLD_RANK=0\nOMPI_COMM_WORLD_SIZE=1\nMESHSIM_MASTER_ADDR=::1\nMESHSIM_MASTER_PORT=0\n"},
+         {"MESHSIM_RANK=",
+          "MESHSIM_WORLD_SIZE=",
+          "MESHSIM_MASTER_ADDR=",
+          "MESHSIM_MASTER_PORT=",
+          "MESHSIM_TOKEN=",
+          "MESHSIM_BIND_ADDR=",
+          "MESHSIM_HEARTBEAT_INTERVAL=",
+          "MESHSIM_HEARTBEAT_TIMEOUT=",
+          "RANK=",
+          "WORLD_SIZE=",
+          "MASTER_ADDR=",
+          "MASTER_PORT=",
+          "SLURM_PROCID=",
+          "SLURM_NTASKS=",
+          "OMPI_COMM_WORLD_RANK=",
+          "OMPI_COMM_WORLD_SIZE=",
+          "\n",
+          "0",
+          "-1",
+          "65536",
+          "65537",
+          "16777216",
+          "2147483648",
+          "insecure",
+          "1e9",
+          "nan",
+          "x",
+          "127.0.0.1",
+          "::1",
+          "ms",
+          "s"}},
         {"topology-spec",
          "preset specs as --topology takes them",
          topology_spec,

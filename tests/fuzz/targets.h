@@ -32,6 +32,8 @@ struct Target {
 // profile: parse_machine_profile.
 // topology-spec: resolve_topology on a preset spec ("dgx-h100:nodes=2,inter=fat-tree").
 // units: one line "KIND TEXT" (bytes, sweep, bandwidth, time, flops, int) to the parsers.
+// launch-env: lines NAME=VALUE as the launcher's environment, to launch_env_from and
+//   heartbeat_env_from (every launcher's variables, the token, the heartbeat settings).
 const std::vector<Target>& targets();
 const Target* find_target(std::string_view name);
 
