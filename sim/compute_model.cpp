@@ -379,13 +379,12 @@ Time ComputeModel::time(const Kernel& k, bool backward) const {
 
 Time ComputeModel::time_beside_comm(const Kernel& k, bool backward) const {
   const int c = gpu_.comm_sms;
-  if (c <= 0 || !(k.flops > 0)) return time(k, backward);
-  if (k.kind == KernelKind::Gemm && k.sms_reserved == 0 && k.m > 0 && k.n > 0 && k.k > 0) {
+  if (!slowed_beside_comm(k)) return time(k, backward);
+  if (k.kind == KernelKind::Gemm) {
     Kernel beside = k;
     beside.sms_reserved = c;
     return time(beside, backward);
   }
-  if (k.kind != KernelKind::Attention) return time(k, backward);
   // Attention's thread blocks are many and uniform: its rate scales with the SMs it gets,
   // while the memory traffic it needs does not grow.
   const double launch = static_cast<double>(gpu_.launch_overhead.ps());

@@ -115,6 +115,12 @@ class ComputeModel {
   // their waves on the rest, attention's rate shrinks with the SMs; memory-bound kernels and
   // GEMMs that already leave SMs to communication (sms_reserved) keep time().
   Time time_beside_comm(const Kernel& k, bool backward = false) const;
+  // Whether time_beside_comm(k) can differ from time(k) (callers skip it where it cannot).
+  bool slowed_beside_comm(const Kernel& k) const {
+    return gpu_.comm_sms > 0 && k.flops > 0 &&
+           ((k.kind == KernelKind::Gemm && k.sms_reserved == 0 && k.m > 0 && k.n > 0 && k.k > 0) ||
+            k.kind == KernelKind::Attention);
+  }
   // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
   double efficiency(const Kernel& k) const;
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.

@@ -74,21 +74,46 @@ struct UnitRun {
   bool escapes(std::size_t i) const { return escapes_unit(ops[i], dependents[i]); }
 };
 
-UnitRun run_unit(const Schedule& mini, int stage, Costing& costing, const ComputeModel& compute) {
+// Kernel times alone and beside communication, by kernel: a unit's layers repeat the same
+// kernels, and every unit template of a layout shares them.
+class KernelTimes {
+ public:
+  explicit KernelTimes(const ComputeModel& compute) : compute_(compute) {}
+  const ComputeModel& model() const { return compute_; }
+  std::pair<Time, Time> of(const Kernel& k, bool backward) {
+    const auto key = std::make_tuple(static_cast<int>(k.kind), static_cast<int>(k.fn), k.m, k.n, k.k, k.batch, k.causal,
+                                     k.flops, k.bytes, k.dtype_bytes, k.sms_reserved, backward);
+    auto it = memo_.find(key);
+    if (it == memo_.end()) {
+      const Time alone = compute_.time(k, backward);
+      const Time beside = compute_.slowed_beside_comm(k) ? compute_.time_beside_comm(k, backward) : alone;
+      it = memo_.emplace(key, std::make_pair(alone, beside)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const ComputeModel& compute_;
+  std::map<std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, double, double, int, int,
+                      bool>,
+           std::pair<Time, Time>>
+      memo_;
+};
+
+UnitRun run_unit(const Schedule& mini, int stage, Costing& costing, KernelTimes& times) {
   const std::vector<Op>& ops = mini.roles.front().ops;
   const std::size_t n = ops.size();
   std::vector<Time> dur(n), beside;
   std::vector<std::vector<int>> dependents(n);
-  const bool contention = compute.gpu().comm_sms > 0;
+  const bool contention = times.model().gpu().comm_sms > 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
+    Time slow;
     if (op.kind == OpKind::Compute)
-      dur[i] = compute.time(op.kernel, op.phase == Phase::Backward);
+      std::tie(dur[i], slow) = times.of(op.kernel, op.phase == Phase::Backward);
     else
-      dur[i] = costing.time(stage, op).first;
-    if (contention)
-      beside.push_back(op.kind == OpKind::Compute ? compute.time_beside_comm(op.kernel, op.phase == Phase::Backward)
-                                                  : dur[i]);
+      slow = dur[i] = costing.time(stage, op).first;
+    if (contention) beside.push_back(slow);
     for (int d : op.deps) dependents[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
   }
   Runner run(mini, dur, {0}, nullptr, {}, beside);
@@ -219,11 +244,11 @@ void assign_breakdown(const UnitRun& u, const Cuts& cuts, Fused& f) {
   }
 }
 
-Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, const ComputeModel& compute) {
+Fused analyze(const Role& unit, int stage, int microbatch, Costing& costing, KernelTimes& times) {
   Fused f;
   f.template_mb = microbatch;
   const Schedule mini = unit_without_recv(unit, stage, f);
-  const UnitRun run = run_unit(mini, stage, costing, compute);
+  const UnitRun run = run_unit(mini, stage, costing, times);
   const Cuts cuts = find_cuts(run);
   cut_into_segments(run, cuts, f);
   assign_memory(run, cuts, f);
@@ -247,7 +272,7 @@ class StageFuser {
  public:
   StageFuser(const ParallelSpec& p, UnitPlanner& planner, Costing& costing, const ComputeModel& compute,
              FusedSchedule& out)
-      : p_(p), planner_(planner), costing_(costing), compute_(compute), out_(out) {
+      : p_(p), planner_(planner), costing_(costing), compute_(compute), times_(compute), out_(out) {
     singles_.reserve(static_cast<std::size_t>(p.pp * p.vchunks));
   }
 
@@ -285,14 +310,14 @@ class StageFuser {
   const Fused& analyzed(int s, const PipelineUnit& u) {
     const bool last_mb = !u.forward && u.microbatch == p_.microbatches - 1;
     if (last_mb) {
-      singles_.push_back(analyze(planner_.unit(s, u), s, u.microbatch, costing_, compute_));
+      singles_.push_back(analyze(planner_.unit(s, u), s, u.microbatch, costing_, times_));
       return singles_.back();
     }
     auto it = templates_.find({s, u.forward, u.chunk});
     if (it == templates_.end())
       it = templates_
                .emplace(std::make_tuple(s, u.forward, u.chunk),
-                        analyze(planner_.unit(s, u), s, u.microbatch, costing_, compute_))
+                        analyze(planner_.unit(s, u), s, u.microbatch, costing_, times_))
                .first;
     return it->second;
   }
@@ -355,7 +380,9 @@ class StageFuser {
       flops += op.kernel.flops;
       const bool bwd = op.phase == Phase::Backward;
       const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel, bwd) : costing_.time(s, op).first;
-      const Time beside = op.kind == OpKind::Compute ? compute_.time_beside_comm(op.kernel, bwd) : d;
+      const Time beside = op.kind == OpKind::Compute && compute_.slowed_beside_comm(op.kernel)
+                              ? compute_.time_beside_comm(op.kernel, bwd)
+                              : d;
       push(std::move(op), d, nullptr, beside);
     }
   }
@@ -364,6 +391,7 @@ class StageFuser {
   UnitPlanner& planner_;
   Costing& costing_;
   const ComputeModel& compute_;
+  KernelTimes times_;
   FusedSchedule& out_;
   std::map<std::tuple<int, bool, int>, Fused> templates_;  // (stage, forward, chunk)
   std::vector<Fused> singles_;                             // last micro-batch units, planned one by one

@@ -137,7 +137,10 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       switch (op.kind) {
         case OpKind::Compute:
           d = compute.time(op.kernel, op.phase == Phase::Backward);
-          if (contention) beside.push_back(compute.time_beside_comm(op.kernel, op.phase == Phase::Backward));
+          if (contention)
+            beside.push_back(compute.slowed_beside_comm(op.kernel)
+                                 ? compute.time_beside_comm(op.kernel, op.phase == Phase::Backward)
+                                 : d);
           break;
         case OpKind::Collective:
         case OpKind::Send:
