@@ -142,23 +142,27 @@ TEST(FastFormula, DeclinesPipelineScatterGather) {
   EXPECT_FALSE(fast.has_value());
 }
 
+// The full simulation of a case and the fast path's, on `compute`.
+std::pair<ScheduleSimResult, std::optional<ScheduleSimResult>> full_and_fast(const Case& c,
+                                                                             const ComputeModel& compute) {
+  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
+  const Topology topo = resolve_topology(c.topology);
+  Mesh mesh;
+  mesh.dims = mesh_axes(c.p);
+  const Placement pl = Placement::natural(mesh, topo);
+  Router r1(topo), r2(topo);
+  return {simulate_schedule(plan_iteration(c.model, c.p), topo, r1, pl, compute, registry, ScheduleSimOptions{}),
+          simulate_iteration_fast(c.model, c.p, topo, r2, pl, compute, registry, ScheduleSimOptions{})};
+}
+
 // Exactly, where compute does not slow beside communication (GpuSpec::comm_sms 0).
 TEST(FastFormula, EqualsTheFullSimulation) {
-  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   GpuSpec gpu = gpu_preset("h100");
   gpu.comm_sms = 0;
+  const ComputeModel compute(gpu);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const Topology topo = resolve_topology(c.topology);
-    Mesh mesh;
-    mesh.dims = mesh_axes(c.p);
-    const Placement pl = Placement::natural(mesh, topo);
-    const ComputeModel compute(gpu);
-    Router r1(topo), r2(topo);
-    const ScheduleSimResult full =
-        simulate_schedule(plan_iteration(c.model, c.p), topo, r1, pl, compute, registry, ScheduleSimOptions{});
-    const std::optional<ScheduleSimResult> fast =
-        simulate_iteration_fast(c.model, c.p, topo, r2, pl, compute, registry, ScheduleSimOptions{});
+    const auto [full, fast] = full_and_fast(c, compute);
     ASSERT_TRUE(fast.has_value());
     EXPECT_EQ(fast->iteration, full.iteration);
     EXPECT_EQ(fast->role_end, full.role_end);
@@ -178,20 +182,11 @@ TEST(FastFormula, EqualsTheFullSimulation) {
 // another unit's gradient bucket or send overlaps for part of its length is charged pro rata
 // to its slowdown over its whole length: within 1% of the full simulation, never faster.
 TEST(FastFormula, WithinOnePercentBesideCommunication) {
-  const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   const ComputeModel compute(gpu_preset("h100"));
   ASSERT_GT(compute.gpu().comm_sms, 0);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const Topology topo = resolve_topology(c.topology);
-    Mesh mesh;
-    mesh.dims = mesh_axes(c.p);
-    const Placement pl = Placement::natural(mesh, topo);
-    Router r1(topo), r2(topo);
-    const ScheduleSimResult full =
-        simulate_schedule(plan_iteration(c.model, c.p), topo, r1, pl, compute, registry, ScheduleSimOptions{});
-    const std::optional<ScheduleSimResult> fast =
-        simulate_iteration_fast(c.model, c.p, topo, r2, pl, compute, registry, ScheduleSimOptions{});
+    const auto [full, fast] = full_and_fast(c, compute);
     ASSERT_TRUE(fast.has_value());
     EXPECT_GE(fast->iteration, full.iteration);
     EXPECT_LE(fast->iteration.seconds(), full.iteration.seconds() * 1.01);
