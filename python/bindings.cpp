@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,27 @@ std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int
   return moe_dispatch_json(ctx, out).dump();
 }
 
+// The library names a field as the command spells it (`--algo nccl: ...`); Python users pass
+// keyword arguments, so a flag that is also a keyword of this module's functions loses its
+// dashes (`algo nccl: ...`, `use ranks N`). Other flags stay as they are.
+std::string as_keywords(std::string msg) {
+  static constexpr const char* kKeywords[] = {"set",      "algo",   "ranks",  "bytes",   "topology",
+                                              "fidelity", "tokens", "hidden", "experts", "topk",
+                                              "groups",   "dtype",  "seed",   "samples"};
+  for (const char* kw : kKeywords) {
+    const std::string flag = std::string("--") + kw;
+    for (std::size_t at = msg.find(flag); at != std::string::npos; at = msg.find(flag, at)) {
+      const std::size_t end = at + flag.size();
+      const bool whole = end == msg.size() || !(std::islower(static_cast<unsigned char>(msg[end])) || msg[end] == '-');
+      if (whole)
+        msg.erase(at, 2);
+      else
+        at = end;
+    }
+  }
+  return msg;
+}
+
 }  // namespace
 }  // namespace meshsim::python
 
@@ -126,7 +148,7 @@ PYBIND11_MODULE(_meshsim, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const meshsim::Error& e) {
-      error(e.what());
+      error(mp::as_keywords(e.what()).c_str());
     }
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),

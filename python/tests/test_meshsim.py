@@ -108,8 +108,13 @@ def test_moe_dispatch_equals_the_command_and_the_closed_form_routing():
     miss = math.prod((192 - i) / (256 - i) for i in range(8))
     assert got["routing"]["exact"] and got["routing"]["nodes_per_token"] == pytest.approx(4 * (1 - miss), rel=1e-12)
     assert got["bound"] == "NIC"
-    with pytest.raises(meshsim.MeshsimError, match="--experts"):
+    # The field is named as the keyword argument, not as the command's flag (issue 36).
+    with pytest.raises(meshsim.MeshsimError, match="^experts: 100 experts do not split evenly") as e:
         meshsim.moe_dispatch(topo, experts=100)
+    assert "--" not in str(e.value)
+    with pytest.raises(meshsim.MeshsimError, match="^algo: 'bogus' is not an algorithm for allreduce") as e:
+        meshsim.collective("allreduce", "1MiB", algo="bogus")
+    assert "--" not in str(e.value)
 
 
 def test_sweep_ranks_the_valid_variants_and_keeps_the_errors():
