@@ -974,11 +974,31 @@ void RendezvousClient::set(std::string_view key, std::string_view value) {
 std::string RendezvousClient::get(std::string_view key, Millis timeout, int publisher) {
   const std::string what = fmt::format("get '{}'", key);
   std::string value;
-  const auto wait = std::max(timeout, Millis(1));
-  if (impl_->request(RdzvOp::Get, key, static_cast<std::uint64_t>(wait.count()), {}, wait, value, what) ==
-      RdzvStatus::Ok)
-    return value;
   const int world = impl_->o.world_size;
+  // Waits in slices, as wait_all does: when a rank is to publish the key and the store refused
+  // a wrong token while it is missing, the wait ends kWrongTokenGrace later (setup waited the
+  // whole timeout for a rank started with another MESHSIM_TOKEN).
+  const auto deadline = Clock::now() + std::max(timeout, Millis(1));
+  std::optional<Clock::time_point> refused_at;
+  for (;;) {
+    const auto left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+    const Millis slice = publisher >= 0 && world > 0 ? std::min(left, kWaitSlice) : left;
+    if (impl_->request(RdzvOp::Get, key, static_cast<std::uint64_t>(slice.count()), {}, slice, value, what) ==
+        RdzvStatus::Ok)
+      return value;
+    if (Clock::now() >= deadline || publisher < 0 || world <= 0) break;
+    std::string v;
+    if (impl_->request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") != RdzvStatus::Ok) continue;
+    if (!refused_at) refused_at = Clock::now();
+    if (Clock::now() - *refused_at < kWrongTokenGrace) continue;
+    const std::string message = fmt::format(
+        "rendezvous: stopped waiting for key '{}' on {} {} after the store refused a connection for a wrong "
+        "MESHSIM_TOKEN: rank {} of {} did not set it; start every rank with the MESHSIM_TOKEN of rank 0{}",
+        key, impl_->where, format_ms(std::chrono::duration_cast<Millis>(kWrongTokenGrace)), publisher, world,
+        impl_->diagnose({publisher}));
+    impl_->abort(fmt::format("rank {}: {}", impl_->o.rank, message));
+    throw Error(message);
+  }
   const std::string message =
       publisher < 0
           ? fmt::format(

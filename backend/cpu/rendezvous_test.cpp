@@ -581,6 +581,29 @@ TEST(RendezvousFailure, AWrongTokenWhileARankIsMissingEndsTheWaitWithinSeconds) 
   late.join();
 }
 
+// The same in a setup's wait for one rank's key (get with its publisher): `meshsim run` waited
+// its whole --timeout for the address of a rank started with another token (issue 40).
+TEST(RendezvousFailure, AWrongTokenEndsAWaitForAMissingRanksKeyWithinSeconds) {
+  RendezvousServer server({.token = "secret", .log = [](const std::string&) {}, .world_size = 2});
+  RendezvousClient rank0(member_of(server, 0, 2));
+  (void)error_of([&] { RendezvousClient c(member_of(server, 1, 2, "stale")); });
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { (void)rank0.get("addr/1", 60s, 1); });
+  EXPECT_LT(Clock::now() - start, kFast) << msg;
+  EXPECT_NE(msg.find("stopped waiting for key 'addr/1'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("wrong MESHSIM_TOKEN: rank 1 of 2 did not set it"), std::string::npos) << msg;
+  // Without a refusal the key's wait is the timeout's, and a key set in time is read.
+  RendezvousServer ok({.token = "secret", .log = [](const std::string&) {}, .world_size = 2});
+  RendezvousClient a(member_of(ok, 0, 2));
+  RendezvousClient b(member_of(ok, 1, 2));
+  std::thread late([&] {
+    std::this_thread::sleep_for(700ms);  // past one wait slice
+    b.set("addr/1", "here");
+  });
+  EXPECT_EQ(a.get("addr/1", 30s, 1), "here");
+  late.join();
+}
+
 TEST(RendezvousFailure, ATimedOutBarrierNamesExactlyTheMissingRanksToEveryRank) {
   RendezvousServer server({.token = "secret", .world_size = 4});
   RendezvousClient rank0(member_of(server, 0, 4));
