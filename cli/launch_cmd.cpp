@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -29,6 +28,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -127,11 +127,32 @@ std::string random_token() {
   return t;
 }
 
+// The file `name` runs: itself when it has a '/', else the first executable of that name on
+// PATH (resolved before fork, as the child may only exec).
+std::string resolve_command(const std::string& name, int rank) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  throw Error(
+      fmt::format("launch: cannot start rank {}: '{}': not found on PATH; check the command after --", rank, name));
+}
+
 // The ranks: children in one process group (the first rank's pid is the group id).
 class Ranks {
  public:
   ~Ranks() { kill_all(); }  // on an exception: SIGKILL and reap, never leave anything behind
 
+  // fork and exec (not posix_spawn) so that the child can ask, before exec, to be killed when
+  // the launcher dies (PR_SET_PDEATHSIG): after `kill -9` of launch the ranks ran on
+  // unsupervised (issue 40). The launcher is single-threaded, so the child may call these.
   void spawn(const std::vector<std::string>& command, const std::vector<std::string>& env, int rank) {
     std::vector<char*> argv;
     for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -139,30 +160,47 @@ class Ranks {
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
-
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigset_t defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&defaults, s);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, pgid_);  // 0 for the first rank: a new group
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    if (rank > 0)
-      posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);  // one reader of stdin
-
-    pid_t pid = 0;
-    const int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&files);
-    posix_spawnattr_destroy(&attr);
-    if (err != 0)
+    const std::string path = resolve_command(command[0], rank);
+    int report[2];  // the child's exec errno, if exec fails; closed by a successful exec
+    if (::pipe2(report, O_CLOEXEC) != 0)
+      throw Error(fmt::format("launch: cannot start rank {}: pipe: {}", rank, std::strerror(errno)));
+    const pid_t launcher = ::getpid();
+    const pid_t group = pgid_;
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(report[0]);
+      ::close(report[1]);
+      throw Error(fmt::format("launch: cannot start rank {}: fork: {}", rank, std::strerror(errno)));
+    }
+    if (pid == 0) {  // the child: async-signal-safe calls only, then exec
+      ::close(report[0]);
+      ::setpgid(0, group);  // 0 for the first rank: a new group
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(127);  // the launcher died before the line above
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
+      if (rank > 0) {  // one reader of stdin
+        const int null = ::open("/dev/null", O_RDONLY);
+        if (null >= 0) ::dup2(null, STDIN_FILENO);
+      }
+      ::execve(path.c_str(), argv.data(), envp.data());
+      const int err = errno;
+      [[maybe_unused]] const auto n = ::write(report[1], &err, sizeof err);
+      ::_exit(127);
+    }
+    ::close(report[1]);
+    ::setpgid(pid, pgid_ == 0 ? pid : pgid_);  // the same from this side: no race with a signal to the group
+    int err = 0;
+    const auto got = ::read(report[0], &err, sizeof err);
+    ::close(report[0]);
+    if (got == sizeof err) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
       throw Error(fmt::format("launch: cannot start rank {}: '{}': {}; check the command after --", rank, command[0],
                               std::strerror(err)));
+    }
     if (pgid_ == 0) pgid_ = pid;
     live_[pid] = rank;
   }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -108,6 +109,38 @@ TEST(Launch, HasADefaultTimeout) {
   const Result r = meshsim("launch --help");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("default 600; 0: no limit"), std::string::npos) << r.out;
+}
+
+// After `kill -9` of the launcher its ranks do not run on unsupervised: each asked the kernel
+// (PR_SET_PDEATHSIG) to kill it with the launcher (issue 40).
+TEST(Launch, RanksDieWithTheirLauncher) {
+  const fs::path dir = temp_dir() / "launch_orphans";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string launch = std::string("exec ") + MESHSIM_BINARY + " launch -n 2 --timeout 0 -- sh -c 'echo $$ > " +
+                             dir.string() + "/$MESHSIM_RANK; exec sleep 60'";
+  const char* argv[] = {"/bin/sh", "-c", launch.c_str(), nullptr};
+  pid_t launcher = 0;
+  ASSERT_EQ(posix_spawn(&launcher, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const auto start = Clock::now();
+  std::vector<int> ranks;
+  while (Clock::now() - start < std::chrono::seconds(10)) {
+    ranks = read_pids(dir);
+    if (ranks.size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(::kill(launcher, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const auto killed = Clock::now();
+  bool gone = false;
+  while (!gone && Clock::now() - killed < std::chrono::seconds(5)) {
+    gone = std::none_of(ranks.begin(), ranks.end(), running);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "a rank outlived its launcher by 5 s";
+  for (int pid : ranks) ::kill(pid, SIGKILL);  // never leave one behind, whatever the outcome
 }
 
 TEST(Launch, AMissingCommandIsAUserError) {
