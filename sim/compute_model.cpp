@@ -62,7 +62,6 @@ constexpr double kSpread = 0.015;
 // measurements that had none beside them: 0 there.
 constexpr int kHopperCommSms = 24;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
-//       SMs
 constexpr GpuRow kGpus[] = {
     {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread,
      kHopperCommSms},
@@ -337,9 +336,9 @@ double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
   return max * saturating(k.bytes, gpu_.memory_bandwidth.bytes_per_s() * kMemoryHalfTime);
 }
 
-double ComputeModel::curve_time_ps(const Kernel& k, bool backward) const {
+double ComputeModel::curve_time_ps(const Kernel& k, bool backward, double flop_factor) const {
   double t = 0;  // seconds
-  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward));
+  if (k.flops > 0) t = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward)) * flop_factor;
   if (k.bytes > 0) t = std::max(t, k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)));
   return t * 1e12 + static_cast<double>(gpu_.launch_overhead.ps());
 }
@@ -378,21 +377,21 @@ Time ComputeModel::time(const Kernel& k, bool backward) const {
 }
 
 Time ComputeModel::time_beside_comm(const Kernel& k, bool backward) const {
-  const int c = gpu_.comm_sms;
   if (!slowed_beside_comm(k)) return time(k, backward);
   if (k.kind == KernelKind::Gemm) {
     Kernel beside = k;
-    beside.sms_reserved = c;
+    beside.sms_reserved = gpu_.comm_sms;
     return time(beside, backward);
   }
-  // Attention's thread blocks are many and uniform: its rate scales with the SMs it gets,
-  // while the memory traffic it needs does not grow.
-  const double launch = static_cast<double>(gpu_.launch_overhead.ps());
-  const double flop_ps = k.flops / (peak_flops(k.dtype_bytes) * curve_efficiency(k, backward)) * 1e12;
-  const double mem_ps =
-      k.bytes > 0 ? k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * memory_efficiency(k, backward)) * 1e12 : 0;
+  // Attention's thread blocks are many and uniform: its arithmetic slows with the SMs it
+  // loses, while the memory traffic it needs does not grow.
   const double sms = gpu_.sm_count;
-  return duration_ps(std::max(flop_ps * sms / (sms - c), mem_ps) + launch, "a kernel");
+  return duration_ps(curve_time_ps(k, backward, sms / (sms - gpu_.comm_sms)), "a kernel");
+}
+
+std::pair<Time, Time> ComputeModel::times(const Kernel& k, bool backward) const {
+  const Time alone = time(k, backward);
+  return {alone, slowed_beside_comm(k) ? time_beside_comm(k, backward) : alone};
 }
 
 double ComputeModel::efficiency(const Kernel& k) const {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -115,12 +116,8 @@ class ComputeModel {
   // their waves on the rest, attention's rate shrinks with the SMs; memory-bound kernels and
   // GEMMs that already leave SMs to communication (sms_reserved) keep time().
   Time time_beside_comm(const Kernel& k, bool backward = false) const;
-  // Whether time_beside_comm(k) can differ from time(k) (callers skip it where it cannot).
-  bool slowed_beside_comm(const Kernel& k) const {
-    return gpu_.comm_sms > 0 && k.flops > 0 &&
-           ((k.kind == KernelKind::Gemm && k.sms_reserved == 0 && k.m > 0 && k.n > 0 && k.k > 0) ||
-            k.kind == KernelKind::Attention);
-  }
+  // time(k) and time_beside_comm(k) together, the second computed only where it can differ.
+  std::pair<Time, Time> times(const Kernel& k, bool backward = false) const;
   // Fraction of peak_flops(k.dtype_bytes) the kernel's arithmetic achieves.
   double efficiency(const Kernel& k) const;
   // Fraction of memory_bandwidth the kernel's memory traffic achieves.
@@ -146,7 +143,14 @@ class ComputeModel {
 
  private:
   double curve_efficiency(const Kernel& k, bool backward = false) const;
-  double curve_time_ps(const Kernel& k, bool backward = false) const;
+  // `flop_factor` stretches the arithmetic (attention on fewer SMs), not the memory traffic.
+  double curve_time_ps(const Kernel& k, bool backward = false, double flop_factor = 1.0) const;
+  // Whether time_beside_comm(k) can differ from time(k).
+  bool slowed_beside_comm(const Kernel& k) const {
+    return gpu_.comm_sms > 0 && k.flops > 0 &&
+           ((k.kind == KernelKind::Gemm && k.sms_reserved == 0 && k.m > 0 && k.n > 0 && k.k > 0) ||
+            k.kind == KernelKind::Attention);
+  }
   std::optional<double> row_point_efficiency(const Kernel& k, bool backward) const;
   double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points
 

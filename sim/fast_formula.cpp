@@ -85,9 +85,7 @@ class KernelTimes {
                                      k.flops, k.bytes, k.dtype_bytes, k.sms_reserved, backward);
     auto it = memo_.find(key);
     if (it == memo_.end()) {
-      const Time alone = compute_.time(k, backward);
-      const Time beside = compute_.slowed_beside_comm(k) ? compute_.time_beside_comm(k, backward) : alone;
-      it = memo_.emplace(key, std::make_pair(alone, beside)).first;
+      it = memo_.emplace(key, compute_.times(k, backward)).first;
     }
     return it->second;
   }
@@ -272,7 +270,7 @@ class StageFuser {
  public:
   StageFuser(const ParallelSpec& p, UnitPlanner& planner, Costing& costing, const ComputeModel& compute,
              FusedSchedule& out)
-      : p_(p), planner_(planner), costing_(costing), compute_(compute), times_(compute), out_(out) {
+      : p_(p), planner_(planner), costing_(costing), times_(compute), out_(out) {
     singles_.reserve(static_cast<std::size_t>(p.pp * p.vchunks));
   }
 
@@ -378,11 +376,11 @@ class StageFuser {
         if (op.kind != OpKind::Compute && last_compute_op_ >= 0) op.deps.push_back(last_compute_op_);
       }
       flops += op.kernel.flops;
-      const bool bwd = op.phase == Phase::Backward;
-      const Time d = op.kind == OpKind::Compute ? compute_.time(op.kernel, bwd) : costing_.time(s, op).first;
-      const Time beside = op.kind == OpKind::Compute && compute_.slowed_beside_comm(op.kernel)
-                              ? compute_.time_beside_comm(op.kernel, bwd)
-                              : d;
+      Time d, beside;
+      if (op.kind == OpKind::Compute)
+        std::tie(d, beside) = times_.of(op.kernel, op.phase == Phase::Backward);
+      else
+        beside = d = costing_.time(s, op).first;
       push(std::move(op), d, nullptr, beside);
     }
   }
@@ -390,7 +388,6 @@ class StageFuser {
   const ParallelSpec& p_;
   UnitPlanner& planner_;
   Costing& costing_;
-  const ComputeModel& compute_;
   KernelTimes times_;
   FusedSchedule& out_;
   std::map<std::tuple<int, bool, int>, Fused> templates_;  // (stage, forward, chunk)

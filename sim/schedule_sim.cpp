@@ -135,13 +135,12 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       int timing = -1;
       Time d;
       switch (op.kind) {
-        case OpKind::Compute:
-          d = compute.time(op.kernel, op.phase == Phase::Backward);
-          if (contention)
-            beside.push_back(compute.slowed_beside_comm(op.kernel)
-                                 ? compute.time_beside_comm(op.kernel, op.phase == Phase::Backward)
-                                 : d);
+        case OpKind::Compute: {
+          const auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
+          d = alone;
+          if (contention) beside.push_back(slow);
           break;
+        }
         case OpKind::Collective:
         case OpKind::Send:
           std::tie(d, timing) = costing.time(static_cast<int>(r), op);
