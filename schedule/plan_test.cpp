@@ -32,6 +32,26 @@ double moved(const Schedule& s, int stage, int layer, const std::string& axis, s
   return total;
 }
 
+// The collectives named `name` in stage 0's plan (on `axis`, when one is given): how many,
+// their bytes in all, and the group size of the last.
+struct Collectives {
+  int count = 0;
+  double bytes = 0;
+  int group = 0;
+};
+Collectives collectives(const ModelSpec& m, const ParallelSpec& p, const std::string& name,
+                        const std::string& axis = "") {
+  Collectives c;
+  const Schedule s = plan_iteration(m, p);
+  for (const Op& op : s.roles[0].ops)
+    if (op.kind == OpKind::Collective && op.name == name && (axis.empty() || op.axis == axis)) {
+      ++c.count;
+      c.bytes += static_cast<double>(op.bytes);
+      c.group = op.group_size;
+    }
+  return c;
+}
+
 TEST(Plan, TensorParallelMovesFourBshPerLayerEachWay) {
   // docs/math.md section 5: forward 4(t-1)/t bsh, backward the same without recomputation.
   const ModelSpec m = gpt(4, 1024, 16, 512);
@@ -615,26 +635,14 @@ TEST(Plan, FsdpReduceScattersEveryMicrobatch) {
   p.zero = 3;
   p.microbatches = 3;
   p.dp_bucket_mib = 1024;  // one bucket would hold the whole model
-  auto grads = [&](const ParallelSpec& q, int* count) {
-    double bytes = 0;
-    *count = 0;
-    const Schedule s = plan_iteration(m, q);
-    for (const Op& op : s.roles[0].ops)
-      if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.layer < 0) {
-        bytes += static_cast<double>(op.bytes);
-        ++*count;
-      }
-    return bytes;
-  };
-  int once = 0, every = 0;
-  const double b_once = grads(p, &once);
+  const Collectives once = collectives(m, p, "dp.reduce_scatter.grads");
   p.stack = training_stack("pytorch-fsdp");
   p.stack.reduce_bytes = 0;  // in the model's dtype, as the plan before it
-  const double b_every = grads(p, &every);
-  EXPECT_EQ(once, 1);
-  EXPECT_EQ(every, 3 * 4 + 1);  // a block per layer per micro-batch, then embedding and final norm
+  const Collectives every = collectives(m, p, "dp.reduce_scatter.grads");
+  EXPECT_EQ(once.count, 1);
+  EXPECT_EQ(every.count, 3 * 4 + 1);  // a block per layer per micro-batch, then embedding and final norm
   const double layer = std::ceil(std::floor(m.params_per_layer()) * 2 / 4) * 4;
-  EXPECT_NEAR(b_every - b_once, 2 * 4 * layer, 4.0 * 16);
+  EXPECT_NEAR(every.bytes - once.bytes, 2 * 4 * layer, 4.0 * 16);
 }
 
 // Uneven stages (parallel.stage_layers), hand-worked: 6 layers over pp 2 x vchunks 2 as
@@ -676,48 +684,33 @@ TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
 // "edp+cp": dp / ep x cp = 2 ranks.
 TEST(Plan, GradientsReduceOverDataAndContextParallelRanks) {
   const ModelSpec m = gpt(4, 1024, 16, 512);
-  auto grads = [&](const ParallelSpec& q, const std::string& axis, int* group) {
-    double bytes = 0;
-    const Schedule s = plan_iteration(m, q);
-    for (const Op& op : s.roles[0].ops)
-      if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.axis == axis) {
-        bytes += static_cast<double>(op.bytes);
-        *group = op.group_size;
-      }
-    return bytes;
-  };
+  const std::string grads = "dp.reduce_scatter.grads";
   ParallelSpec dp4;
   dp4.dp = 4;
   dp4.zero = 1;
   ParallelSpec cp = dp4;
   cp.dp = 2;
   cp.cp = 2;
-  int g4 = 0, g = 0;
-  const double want = grads(dp4, "dp", &g4);
-  EXPECT_EQ(g4, 4);
-  EXPECT_GT(want, 0);
-  EXPECT_NEAR(grads(cp, "dp+cp", &g), want, 64);
-  EXPECT_EQ(g, 4);
-  EXPECT_EQ(grads(cp, "dp", &g), 0);
+  const Collectives want = collectives(m, dp4, grads, "dp");
+  EXPECT_EQ(want.group, 4);
+  EXPECT_GT(want.bytes, 0);
+  const Collectives over_cp = collectives(m, cp, grads, "dp+cp");
+  EXPECT_NEAR(over_cp.bytes, want.bytes, 64);
+  EXPECT_EQ(over_cp.group, 4);
+  EXPECT_EQ(collectives(m, cp, grads, "dp").bytes, 0);
   cp.dp = 1;
-  EXPECT_GT(grads(cp, "dp+cp", &g), 0);
-  EXPECT_EQ(g, 2);
+  const Collectives cp_only = collectives(m, cp, grads, "dp+cp");
+  EXPECT_GT(cp_only.bytes, 0);
+  EXPECT_EQ(cp_only.group, 2);
   ModelSpec moe = m;
   moe.experts = 4;
   moe.top_k = 2;
   ParallelSpec ep = dp4;
   ep.cp = 2;
   ep.ep = 2;
-  int ge = 0;
-  double expert_bytes = 0;
-  const Schedule se = plan_iteration(moe, ep);
-  for (const Op& op : se.roles[0].ops)
-    if (op.kind == OpKind::Collective && op.name == "dp.reduce_scatter.grads" && op.axis == "edp+cp") {
-      expert_bytes += static_cast<double>(op.bytes);
-      ge = op.group_size;
-    }
-  EXPECT_GT(expert_bytes, 0);
-  EXPECT_EQ(ge, 4 / 2 * 2);
+  const Collectives experts = collectives(moe, ep, grads, "edp+cp");
+  EXPECT_GT(experts.bytes, 0);
+  EXPECT_EQ(experts.group, 4 / 2 * 2);
 }
 
 // FSDP's knobs, by hand on 4 layers, dp 4, ZeRO-3, 2 micro-batches:
@@ -734,31 +727,18 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
   p.stack = training_stack("pytorch-fsdp");
   EXPECT_EQ(p.stack.reduce_bytes, 4);  // the stack's default: fp32, as torchtitan and Composer reduce
   p.stack.reduce_bytes = 0;            // the model's dtype (bf16), the comparison's baseline
-  auto count = [&](const ParallelSpec& q, const std::string& name, double* bytes) {
-    const Schedule s = plan_iteration(m, q);
-    int n = 0;
-    *bytes = 0;
-    for (const Op& op : s.roles[0].ops)
-      if (op.kind == OpKind::Collective && op.name == name) {
-        ++n;
-        *bytes += static_cast<double>(op.bytes);
-      }
-    return n;
-  };
-  double b = 0, rs_bf16 = 0, rs_fp32 = 0;
-  EXPECT_EQ(count(p, "zero3.allgather.params", &b), 16);
-  count(p, "dp.reduce_scatter.grads", &rs_bf16);
+  EXPECT_EQ(collectives(m, p, "zero3.allgather.params").count, 16);
+  const double rs_bf16 = collectives(m, p, "dp.reduce_scatter.grads").bytes;
   ParallelSpec keep = p;
   keep.stack.reshard_after_forward = false;
-  EXPECT_EQ(count(keep, "zero3.allgather.params", &b), 8);
+  EXPECT_EQ(collectives(m, keep, "zero3.allgather.params").count, 8);
   const double layer_params = std::floor(m.params_per_layer());
   EXPECT_NEAR(
       static_cast<double>(rank_memory(m, keep, 0).bytes("temporaries") - rank_memory(m, p, 0).bytes("temporaries")),
       2 * 4 * layer_params * 3 / 4, 8);
   ParallelSpec fp32 = p;
   fp32.stack.reduce_bytes = 4;
-  count(fp32, "dp.reduce_scatter.grads", &rs_fp32);
-  EXPECT_NEAR(rs_fp32, 2 * rs_bf16, 64);
+  EXPECT_NEAR(collectives(m, fp32, "dp.reduce_scatter.grads").bytes, 2 * rs_bf16, 64);
 }
 
 // Shared experts in the schedule: the GEMMs every rank runs add up to the model's FLOPs
