@@ -236,7 +236,8 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
     // backward: the rest of them beside this rank's shard.
     const double params = dense + experts;
     out.push_back({"temporaries", "unsharded_layers",
-                   fmt::format("P x {:.4g} parameters x (1 - 1/d) (stack.reshard_after_forward: false)", params),
+                   fmt::format("P x {:.4g} parameters x (1 - 1/{}) (stack.reshard_after_forward: false)", params,
+                               p.cp > 1 ? "dc" : "d"),
                    static_cast<Bytes>(std::llround(x.P * params * (1.0 - 1.0 / p.grad_ranks())))});
   }
   if (first) state("embedding", table, p.grad_ranks());

@@ -261,7 +261,8 @@ struct Planner {
   }
 
   // ZeRO-3: the all-gather of one layer's parameters. The output is what one tensor-parallel
-  // rank holds of the layer (layer_grad_bytes, already / t); each dp rank contributes 1/dp.
+  // rank holds of the layer (layer_grad_bytes, already / t); each of the dp x cp ranks that hold
+  // it (grad_ranks) contributes its share.
   Op zero3_gather_op(int layer, int mb, Phase phase) const {
     const auto [dense, experts] = layer_grad_bytes();
     return collective(phase, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.grad_ranks(), dense + experts,
@@ -505,8 +506,8 @@ struct Planner {
     return weights / P;
   }
 
-  // ZeRO 1-2: the all-gather over dp of the parameters, each rank contributing the `updated`
-  // ones (its 1/dp).
+  // ZeRO 1-2: the all-gather over dp x cp of the parameters, each rank contributing the
+  // `updated` ones (its share).
   Op param_gather_op(double updated) const {
     const Bytes shard = static_cast<Bytes>(updated) * P;
     return collective(Phase::Optimizer, Stream::Dp, CollKind::AllGather, ctx.dp_axis, p.grad_ranks(),
