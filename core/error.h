@@ -19,6 +19,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A simulated time that leaves meshsim's range (durations and instants past about 53 days, or
+// sums that overflow): still the user's error, which a caller that knows the input's sizes may
+// restate naming them.
+class TimeRangeError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void assertion_failed(const char* expr, const char* file, int line);
 
 }  // namespace meshsim

@@ -13,12 +13,13 @@
 namespace meshsim {
 
 void time_overflow() {
-  throw Error("simulated time left meshsim's range (about 106 days); the sizes of the input are out of proportion");
+  throw TimeRangeError(
+      "simulated time left meshsim's range (about 106 days); the sizes of the input are out of proportion");
 }
 
 Time duration_ps(double ps, const std::string& what) {
   if (!(ps >= 0) || ps >= static_cast<double>(kMaxTimePs))
-    throw Error(
+    throw TimeRangeError(
         fmt::format("{} takes {} s of simulated time, beyond meshsim's range (0 to 53 days); the sizes "
                     "or bandwidths of the input are out of proportion",
                     what, ps * 1e-12));

@@ -570,6 +570,13 @@ std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<d
 
 namespace {
 
+// A program's steps over all its ranks: a flow run's work, known before any of it is done.
+double rank_steps(const StepProgram& p) {
+  double steps = 0;
+  for (int r = 0; r < p.ranks(); ++r) steps += p.num_steps(r);
+  return steps;
+}
+
 // Messages a program has in flight at once when every rank runs a step like rank 0's first.
 double concurrent_messages(const StepProgram& p) {
   if (p.ranks() < 1 || p.num_steps(0) < 1) return 0;
@@ -584,12 +591,11 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
                       const std::vector<std::vector<int>>& gpus, const FlowSimOptions& opt) {
   std::vector<std::unique_ptr<StepProgram>> programs;
   std::vector<GroupProgram> groups;
-  double rank_steps = 0;  // the flow run's work, before any of it is done
-  double concurrent = 0;  // and the messages it solves together
+  double steps = 0, concurrent = 0;  // the flow run's work and the messages it solves together
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
     groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol, a.hop_rows});
-    for (int r = 0; r < specs[i].ranks; ++r) rank_steps += programs.back()->num_steps(r);
+    steps += rank_steps(*programs.back());
     concurrent += concurrent_messages(*programs.back());
   }
   if (concurrent > kMaxFlowConcurrent)
@@ -598,11 +604,11 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
                     "meshsim's limit of {:.3g} (minutes of work and GBs of memory); use --fidelity formula "
                     "or nccl, or fewer ranks",
                     a.name, specs.front().ranks * static_cast<double>(specs.size()), concurrent, kMaxFlowConcurrent));
-  if (rank_steps > kMaxFlowRankSteps)
+  if (steps > kMaxFlowRankSteps)
     throw Error(
         fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
                     "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
-                    a.name, specs.front().ranks * static_cast<double>(specs.size()), rank_steps, kMaxFlowRankSteps));
+                    a.name, specs.front().ranks * static_cast<double>(specs.size()), steps, kMaxFlowRankSteps));
   return simulate_flow(topo, router, groups, opt);
 }
 
@@ -731,9 +737,8 @@ class StepCollective {
         if (&a != ranked.front().algorithm && !(c <= 10 * best_ps && c <= 0.25 * static_cast<double>(kMaxTimePs)))
           return false;
         const auto prog = a.make_timing ? a.make_timing(out_.spec, out_.params) : a.build(out_.spec);
-        double steps = 0;
-        for (int r = 0; r < prog->ranks(); ++r) steps += prog->num_steps(r);
-        return steps <= kAutoFlowCheckRankSteps && concurrent_messages(*prog) * specs_.size() <= kMaxFlowConcurrent;
+        return rank_steps(*prog) <= kAutoFlowCheckRankSteps &&
+               concurrent_messages(*prog) * specs_.size() <= kMaxFlowConcurrent;
       };
       auto refused = [&](const Algorithm& a) { return refusal(a); };
       if (req_.fidelity == Fidelity::Flow) flow_candidates_ = auto_flow_candidates(ranked, refused, cheap);

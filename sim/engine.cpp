@@ -8,7 +8,7 @@ namespace meshsim {
 
 void Engine::schedule(Time at, EventHandler* h, std::uint32_t kind, std::uint64_t payload) {
   if (at.ps() > kMaxTimePs)  // durations are checked; only their sum can get here
-    throw Error(
+    throw TimeRangeError(
         fmt::format("the simulated timeline passes meshsim's range (53 days) at {} s; the sizes of the input "
                     "are out of proportion",
                     at.seconds()));
