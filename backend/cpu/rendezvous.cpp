@@ -776,6 +776,16 @@ struct RendezvousClient::Impl {
     return status;
   }
 
+  // Whether kWrongTokenGrace has passed since this wait first saw the store's note that it
+  // refused a connection for a wrong token (`refused_at`: when it first did, for this wait).
+  bool wrong_token_grace_over(std::optional<Clock::time_point>& refused_at) {
+    std::string v;
+    if (o.world_size <= 0 || request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") != RdzvStatus::Ok)
+      return false;
+    if (!refused_at) refused_at = Clock::now();
+    return Clock::now() - *refused_at >= kWrongTokenGrace;
+  }
+
   // Waits for keys prefix/0 .. prefix/(world-1); returns their values or throws naming
   // the ranks whose key is missing: at the deadline, or kWrongTokenGrace after the store
   // refused a connection for a wrong token while a rank is still missing (that rank was most
@@ -796,12 +806,7 @@ struct RendezvousClient::Impl {
           break;
         }
         if (Clock::now() >= deadline) fail_missing(prefix, r, world, timeout, what, missing_verb, false);
-        if (o.world_size <= 0 ||
-            request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") != RdzvStatus::Ok)
-          continue;
-        if (!refused_at) refused_at = Clock::now();
-        if (Clock::now() - *refused_at >= kWrongTokenGrace)
-          fail_missing(prefix, r, world, timeout, what, missing_verb, true);
+        if (wrong_token_grace_over(refused_at)) fail_missing(prefix, r, world, timeout, what, missing_verb, true);
       }
     }
     return values;
@@ -987,10 +992,7 @@ std::string RendezvousClient::get(std::string_view key, Millis timeout, int publ
         RdzvStatus::Ok)
       return value;
     if (Clock::now() >= deadline || publisher < 0 || world <= 0) break;
-    std::string v;
-    if (impl_->request(RdzvOp::Get, "meshsim/wrong-token", 0, {}, Millis(0), v, "get") != RdzvStatus::Ok) continue;
-    if (!refused_at) refused_at = Clock::now();
-    if (Clock::now() - *refused_at < kWrongTokenGrace) continue;
+    if (!impl_->wrong_token_grace_over(refused_at)) continue;
     const std::string message = fmt::format(
         "rendezvous: stopped waiting for key '{}' on {} {} after the store refused a connection for a wrong "
         "MESHSIM_TOKEN: rank {} of {} did not set it; start every rank with the MESHSIM_TOKEN of rank 0{}",
