@@ -92,7 +92,8 @@ inline int second_document_line(const std::string& text) {
     const bool blank = first == std::string::npos || l[first] == '#';
     if (marker || (ended && !blank && !end)) {
       if (content || ended) return line;
-      content = marker && l.find_first_not_of(" \t", 3) != std::string::npos && l[l.find_first_not_of(" \t", 3)] != '#';
+      const std::size_t after = l.find_first_not_of(" \t", 3);  // the first document's marker: content after it?
+      content = after != std::string::npos && l[after] != '#';
       continue;
     }
     if (end) {
