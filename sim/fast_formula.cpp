@@ -295,10 +295,10 @@ class StageFuser {
   }
 
  private:
-  int push(Op op, Time d, const Breakdown* b, Time beside = Time::max()) {
+  int push(Op op, Time d, Time beside, const Breakdown* b) {
     role_->ops.push_back(std::move(op));
     out_.duration.push_back(d);
-    out_.beside.push_back(beside == Time::max() ? d : beside);
+    out_.beside.push_back(beside);
     out_.parts.push_back(b);
     return static_cast<int>(role_->ops.size()) - 1;
   }
@@ -329,7 +329,7 @@ class StageFuser {
       Op rv = *f.recv;
       rv.tag += shift;
       rv.microbatch = u.microbatch;
-      recv = push(std::move(rv), Time{}, nullptr);
+      recv = push(std::move(rv), Time{}, Time{}, nullptr);
     }
     std::vector<int> seg_ops;
     for (std::size_t k = 0; k < f.segments.size(); ++k) {
@@ -342,7 +342,7 @@ class StageFuser {
       op.alloc = sg.alloc;
       op.free = sg.free;
       if (k == 0 && recv >= 0) op.deps.push_back(recv);
-      seg_ops.push_back(push(std::move(op), sg.duration, &sg.parts, sg.beside));
+      seg_ops.push_back(push(std::move(op), sg.duration, sg.beside, &sg.parts));
     }
     last_compute_op_ = seg_ops[static_cast<std::size_t>(f.last_compute_segment)];
     for (const Fused::Escape& esc : f.escapes) {
@@ -353,7 +353,7 @@ class StageFuser {
         op.microbatch = u.microbatch;
       }
       const Time d = costing_.time(s, op).first;
-      const int id = push(std::move(op), d, nullptr);
+      const int id = push(std::move(op), d, d, nullptr);
       if (role_->ops[static_cast<std::size_t>(id)].kind == OpKind::Collective) buckets_.push_back(id);
     }
   }
@@ -381,7 +381,7 @@ class StageFuser {
         std::tie(d, beside) = times_.of(op.kernel, op.phase == Phase::Backward);
       else
         beside = d = costing_.time(s, op).first;
-      push(std::move(op), d, nullptr, beside);
+      push(std::move(op), d, beside, nullptr);
     }
   }
 
