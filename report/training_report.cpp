@@ -137,7 +137,10 @@ std::string layout_text(const Scenario& s) {
   std::string t = fmt::format("dp {} x pp {} x cp {} x ", p.dp, p.pp, p.cp);
   t += p.mesh2d > 0 ? fmt::format("2D {}x{}", p.mesh2d, p.mesh2d) : fmt::format("tp {}{}", p.tp, p.sp ? " (sp)" : "");
   t += fmt::format(" = {} GPUs", p.world_size());
-  if (p.ep > 1) t += fmt::format(", ep {}", p.ep);
+  if (p.ep > 1)
+    t += fmt::format(", ep {}{}", p.ep,
+                     p.ep_spans_tp() ? " over tp x cp x dp, experts whole (etp 1)"
+                                     : (p.tp > 1 ? fmt::format(" over dp, experts split over tp (etp {})", p.tp) : ""));
   if (p.vchunks > 1) t += fmt::format(", interleaved v={}", p.vchunks);
   t += fmt::format(", {} micro-batches of {}, global batch {}, ZeRO-{}, recompute {}", p.microbatches,
                    p.micro_batch_size, p.global_batch(), p.zero, p.recompute.to_string());
@@ -162,8 +165,12 @@ std::string training_summary_text(const TrainingResult& r) {
   const ModelSpec& m = s.model;
   std::ostringstream o;
   o << fmt::format("meshsim simulate: {}\n", s.name);
-  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({} kv), ffn {} {}, seq {}, vocab {}{}, {} params\n",
-                   m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
+  const std::string attention =
+      m.mla() ? fmt::format("latent attention: q/kv latents {}/{}, q/k heads {}+{}, v heads {}", m.q_lora_rank,
+                            m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim)
+              : fmt::format("{} kv", m.kv_heads);
+  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({}), ffn {} {}, seq {}, vocab {}{}, {} params\n",
+                   m.name, m.layers, m.hidden, m.heads, attention, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
                    m.moe() ? fmt::format(", {} experts top-{}{}", m.experts, m.top_k,
                                          m.shared_experts > 0 ? fmt::format(" + {} shared", m.shared_experts) : "")
                            : "",

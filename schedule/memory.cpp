@@ -25,6 +25,8 @@ struct Shape {
   int kvdiv;  // divisor of K/V items: t, or kv_heads when K/V heads are replicated (tp > kv_heads)
   int c;
   double kf;  // expert-side multiplier: top_k (x ep_imbalance with ep > 1); 1 for dense
+  int ein;    // divisor of the expert inputs: tsp, or with ep > 1 t / etp (each rank dispatches
+              // its 1/t of the tokens and, with etp > 1, gathers its etp peers')
   std::string tsym;
 };
 
@@ -43,6 +45,7 @@ Shape shape_of(const ModelSpec& m, const ParallelSpec& p) {
   x.kvdiv = p.mesh2d == 0 && p.tp > m.kv_heads ? m.kv_heads : x.t;
   x.c = p.cp;
   x.kf = m.moe() ? m.top_k * (p.ep > 1 ? p.ep_imbalance : 1.0) : 1.0;
+  x.ein = p.ep > 1 ? x.t / p.expert_tp() : x.tsp;
   x.tsym = p.mesh2d > 0 ? "q^2" : "t";
   return x;
 }
@@ -96,7 +99,7 @@ std::vector<MemoryItem> plain_items(const ModelSpec& m, const Shape& x, bool kee
   add(v, x, "attn.dropout_mask", 1, "sbh", sbh, x.tsp);
   // MLP: 19sbh for 16-bit data and f = 4h; two LayerNorm inputs 4sbh (one is above).
   add(v, x, "mlp.layernorm_input", x.P, "sbh", sbh, x.tsp);
-  add(v, x, "mlp.fc1_input", x.P, "sbh", sbh, x.tsp, x.kf);
+  add(v, x, "mlp.fc1_input", x.P, "sbh", sbh, x.ein, x.kf);
   if (m.ffn == FfnKind::SwiGLU) {
     add(v, x, "mlp.swiglu_input", 2 * x.P, "sbf", sbf, x.t, x.kf);
   } else {
@@ -107,19 +110,26 @@ std::vector<MemoryItem> plain_items(const ModelSpec& m, const Shape& x, bool kee
   return v;
 }
 
-std::vector<MemoryItem> flash_items(const Shape& x) {
+std::vector<MemoryItem> flash_items(const ModelSpec& m, const Shape& x) {
   std::vector<MemoryItem> v;
   const double sbh = x.s * x.b * x.h;
   add(v, x, "attn.norm_input", x.P, "sbh", sbh, x.tsp);
-  if (x.kvdiv == x.t) {
+  if (m.mla()) {
+    // Multi-head latent attention: the latents (gathered over tp, whole on each rank), the
+    // up-projected queries, keys and values of H/t heads, and the attention output.
+    const double H = m.heads, dqk = m.qk_nope_head_dim + m.qk_rope_head_dim, dv = m.v_head_dim;
+    add(v, x, "attn.latents", x.P, "sb(r_q+r_kv+d_r)", x.s * x.b * m.mla_latent(), 1);
+    add(v, x, "attn.qkv", x.P, "sbH(2d_qk+d_v)", x.s * x.b * H * (2 * dqk + dv), x.t);
+    add(v, x, "attn.output", x.P, "sbHd_v", x.s * x.b * H * dv, x.t);
+  } else if (x.kvdiv == x.t) {
     add(v, x, "attn.qkv", x.P, "sb(h+2h_kv)", x.s * x.b * (x.h + 2 * x.hkv), x.t);
   } else {
     add(v, x, "attn.q", x.P, "sbh", sbh, x.t);
     add(v, x, "attn.kv", 2 * x.P, "sbh_kv", x.s * x.b * x.hkv, x.kvdiv, 1.0, "n_kv");
   }
-  add(v, x, "attn.output", x.P, "sbh", sbh, x.t);
+  if (!m.mla()) add(v, x, "attn.output", x.P, "sbh", sbh, x.t);
   add(v, x, "mlp.norm_input", x.P, "sbh", sbh, x.tsp);
-  add(v, x, "mlp.up_gate_input", x.P, "sbh", sbh, x.tsp, x.kf);
+  add(v, x, "mlp.up_gate_input", x.P, "sbh", sbh, x.ein, x.kf);
   add(v, x, "mlp.down_input", 2 * x.P, "sbf", x.s * x.b * x.f, x.t, x.kf);
   return v;
 }
@@ -140,7 +150,7 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
     add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, p.checkpoints_distributed() ? x.t : x.tsp);
     return v;
   }
-  v = m.attention == AttentionKind::Flash ? flash_items(x) : plain_items(m, x, mode != RecomputeMode::Selective);
+  v = m.attention == AttentionKind::Flash ? flash_items(m, x) : plain_items(m, x, mode != RecomputeMode::Selective);
   if (m.moe()) add(v, x, "moe.router_probs", 4, "sb*experts", x.s * x.b * m.experts, x.tsp);
   if (m.shared_experts > 0) {
     // The shared experts: one MLP of shared_experts x ffn_hidden on every token, split over t
@@ -201,7 +211,9 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
   if (params <= 0) return;
   const int P = m.dtype_bytes();
   const int opt = P < 4 ? 12 : 8;  // fp32 master + two moments; fp32 training keeps no separate master
-  const std::string g = fmt::format("{}{}", shard_group == p.grad_ranks() ? "d" : "(d/e)", p.cp > 1 ? "c" : "");
+  const std::string g = shard_group == p.grad_ranks() ? fmt::format("d{}", p.cp > 1 ? "c" : "")
+                        : p.ep_spans_tp()             ? fmt::format("(d{}t/e)", p.cp > 1 ? "c" : "")
+                                                      : fmt::format("(d/e){}", p.cp > 1 ? "c" : "");
   auto put = [&](const char* cat, int bytes_per, int min_stage) {
     const bool shard = p.zero >= min_stage && shard_group > 1;
     const double b = params * bytes_per / (shard ? shard_group : 1);
@@ -227,8 +239,9 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
     state_items(out, m, p, name, params, shard_group);
   };
   const double dense = stage_layers * (m.params_per_layer() - expert) / t;
-  // Experts split over tp like a dense MLP without ep; whole, E/e per rank, with ep (as planned).
-  const double experts = stage_layers * expert / (p.ep > 1 ? p.ep : t);
+  // Experts split over tp like a dense MLP without ep; E/e per rank with ep, each split over
+  // etp (as planned).
+  const double experts = stage_layers * expert / p.expert_shard();
   state("layers", dense, p.grad_ranks());
   state("experts", experts, p.expert_grad_ranks());
   if (p.zero >= 3 && p.grad_ranks() > 1 && !p.stack.reshard_after_forward) {
@@ -330,11 +343,11 @@ MemoryItem workspace_item(const ModelSpec& m, const ParallelSpec& p, const Shape
               "2 x " + coef_text(2 * x.P) + "sbh_kv/(c*t) (send + recv)");
   if (p.ep > 1)
     candidate(
-        "ep_alltoall", 2 * x.P * sbh * x.kf / (x.tsp * x.c),
-        fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf, div_text(x, x.tsp, true, x.tsym)));
+        "ep_alltoall", 2 * x.P * sbh * x.kf / (x.t * x.c),
+        fmt::format("2 x {}sbh x {}{} (dispatch send + recv)", coef_text(x.P), x.kf, div_text(x, x.t, true, x.tsym)));
   if (p.zero >= 3 && p.grad_ranks() > 1)
-    candidate("zero3_layer_gather", 2 * x.P * (m.params_per_layer() - expert + expert / p.ep) / t,
-              "2 x P x one layer's parameters / t (the layer in use and the next, prefetched)");
+    candidate("zero3_layer_gather", 2 * x.P * ((m.params_per_layer() - expert) / t + expert / p.expert_shard()),
+              "2 x P x one layer's parameters on a rank (the layer in use and the next, prefetched)");
   if (p.mesh2d > 0)
     candidate("summa_broadcast", x.P * (sbh + x.h * x.f) / (t * x.c),
               coef_text(x.P) + "(sbh + hf)/q^2 (one activation and one weight block)");

@@ -226,15 +226,26 @@ TEST(ModelState, ExpertsDividedByEp) {
   const double dense = Lm * (H * (H + 2 * Hkv) + H * H + H * E + 4 * H) + 2 * Vm * H + 2 * H;
   const double experts = Lm * E * 3 * H * Hi / 8;
   EXPECT_NEAR(rank_memory(m, p, 0).bytes("weights"), 2 * (dense + experts), 4);
-  // With tp = 2 as well, each rank still holds E/e whole experts: the planner runs them whole
-  // and reduces their gradients /e (it used to count them /(t*e)).
+  // With tp = 2 as well: by default (etp = tp, Megatron-core's) each of the E/e experts of a
+  // rank is split over the 2 tp ranks, E/(e t) of the expert weights; with etp = 1 the rank
+  // holds its E/e experts whole. The expert optimizer state is sharded (ZeRO-1) over the ranks
+  // holding the same experts: d c t / (e etp) = 4 x 2 / (4 x 2) = 1 (none) with etp = tp; with
+  // etp = 1 and ep 4 spanning tp 2 x 2 dp ranks, 4 x 2 / 4 = 2.
   p.dp = 4;
   p.ep = 4;
   p.tp = 2;
-  double expert_weights = -1;
-  for (const MemoryItem& it : rank_memory(m, p, 0).items)
-    if (it.category == "weights" && it.name == "experts") expert_weights = static_cast<double>(it.bytes);
-  EXPECT_NEAR(expert_weights, 2 * Lm * E * 3 * H * Hi / 4, 1);
+  p.zero = 1;
+  auto item = [&](const char* category) {
+    for (const MemoryItem& it : rank_memory(m, p, 0).items)
+      if (it.category == category && it.name == "experts") return static_cast<double>(it.bytes);
+    return -1.0;
+  };
+  const double expert_params = Lm * E * 3 * H * Hi;
+  EXPECT_NEAR(item("weights"), 2 * expert_params / 8, 1);
+  EXPECT_NEAR(item("optimizer"), 12 * expert_params / 8, 1);
+  p.etp = 1;
+  EXPECT_NEAR(item("weights"), 2 * expert_params / 4, 1);
+  EXPECT_NEAR(item("optimizer"), 12 * expert_params / 4 / 2, 1);
 }
 
 TEST(Recompute, EveryKSqrtAndFullAtStageLevel) {

@@ -9,7 +9,12 @@
 //   MoE           experts x MLP + router h x experts
 //   LayerNorms    2 x 2h
 // Biases are counted only when ModelSpec::bias is set. For GPT-3 175B this gives
-// 12h^2 + 13h per layer, Megatron's count.
+// 12h^2 + 13h per layer, Megatron's count. Multi-head latent attention (H heads, ranks r_q, r_kv,
+// head dims d_n + d_r for queries and keys, d_v for values) replaces QKV and output projection:
+//   queries       h r_q + r_q + r_q H (d_n + d_r)     (h H (d_n + d_r) without r_q)
+//   keys, values  h (r_kv + d_r) + r_kv + r_kv H (d_n + d_v)
+//   output proj   H d_v h
+// (DeepSeek-V3: 187,107,328 per layer.)
 #include "schedule/model.h"
 
 #include <fmt/format.h>
@@ -45,14 +50,25 @@ double mlp_params(const ModelSpec& m) {
 
 double ModelSpec::expert_params_per_layer() const { return moe() ? experts * mlp_params(*this) : 0.0; }
 
-double ModelSpec::params_per_layer() const {
+double ModelSpec::attention_params() const {
   const double h = hidden, hkv = kv_hidden();
+  if (mla()) {
+    const double H = heads, rq = q_lora_rank, rkv = kv_lora_rank, dqk = qk_nope_head_dim + qk_rope_head_dim;
+    const double q = rq > 0 ? h * rq + rq + rq * H * dqk : h * H * dqk;
+    const double kv = h * (rkv + qk_rope_head_dim) + rkv + rkv * H * (qk_nope_head_dim + v_head_dim);
+    return q + kv + H * v_head_dim * h + (bias ? h : 0);
+  }
   const double qkv = h * (h + 2 * hkv) + (bias ? h + 2 * hkv : 0);
   const double out = h * h + (bias ? h : 0);
+  return qkv + out;
+}
+
+double ModelSpec::params_per_layer() const {
+  const double h = hidden;
   const double mlp =
       moe() ? expert_params_per_layer() + h * experts + shared_experts * mlp_params(*this) : mlp_params(*this);
   const double norms = 2 * 2 * h;
-  return qkv + out + mlp + norms;
+  return attention_params() + mlp + norms;
 }
 
 double ModelSpec::embedding_params() const {
@@ -61,6 +77,32 @@ double ModelSpec::embedding_params() const {
 }
 
 double ModelSpec::total_params() const { return layers * params_per_layer() + embedding_params(); }
+
+namespace {
+
+// MLA's five widths: all set (q_lora_rank may be 0) with kv_lora_rank > 0, else all 0.
+void validate_mla(const ModelSpec& m, const std::string& field) {
+  const std::pair<const char*, int> dims[] = {{"q_lora_rank", m.q_lora_rank},
+                                              {"kv_lora_rank", m.kv_lora_rank},
+                                              {"qk_nope_head_dim", m.qk_nope_head_dim},
+                                              {"qk_rope_head_dim", m.qk_rope_head_dim},
+                                              {"v_head_dim", m.v_head_dim}};
+  for (const auto& [name, v] : dims) {
+    if (v < 0 || v > kMaxWidth) throw Error(fmt::format("{}.{}: {} must lie in 0..{}", field, name, v, kMaxWidth));
+    if (!m.mla() && v != 0)
+      throw Error(
+          fmt::format("{}.{}: {} needs multi-head latent attention (kv_lora_rank > 0); set kv_lora_rank, "
+                      "qk_nope_head_dim, qk_rope_head_dim and v_head_dim, or drop {}",
+                      field, name, v, name));
+    if (m.mla() && v == 0 && std::string(name) != "q_lora_rank")
+      throw Error(
+          fmt::format("{}.{}: missing; multi-head latent attention (kv_lora_rank = {}) needs every head "
+                      "width (DeepSeek-V3: qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128)",
+                      field, name, m.kv_lora_rank));
+  }
+}
+
+}  // namespace
 
 void validate_model(const ModelSpec& m, const std::string& field) {
   // Limits far above any model trained or planned; beyond them the FLOP and byte counts of one
@@ -91,6 +133,12 @@ void validate_model(const ModelSpec& m, const std::string& field) {
                             field, m.shared_experts));
   if (m.dtype != "bf16" && m.dtype != "fp16" && m.dtype != "fp32")
     throw Error(fmt::format("{}.dtype: '{}' is not a known type; write bf16, fp16 or fp32", field, m.dtype));
+  validate_mla(m, field);
+  if (m.mla() && m.attention != AttentionKind::Flash)
+    throw Error(
+        fmt::format("{}.attention: multi-head latent attention runs as flash attention here; set attention: "
+                    "flash (or drop kv_lora_rank)",
+                    field));
 }
 
 namespace {
@@ -144,13 +192,21 @@ std::vector<ModelSpec> make_presets() {
   mix.experts = 8;
   mix.top_k = 2;
   v.push_back(mix);
-  // DeepSeek-V3 (arXiv 2412.19437), simplified: standard attention with 128 K/V heads
-  // instead of MLA; every layer MoE (the real model has 3 dense layers first); its one shared
-  // expert; no multi-token-prediction module. About 705e9 parameters instead of 671e9.
+  // DeepSeek-V3 (arXiv 2412.19437; config.json of deepseek-ai/DeepSeek-V3): multi-head latent
+  // attention (q/kv latents 1536/512, head dims 128 + 64 RoPE for queries and keys, 128 for
+  // values), 256 routed experts of 2048, top-8, one shared expert. Simplified: every layer MoE
+  // (the real model has 3 dense layers first, of ffn 18432), no multi-token-prediction module:
+  // 703.8e9 parameters where the paper has 671e9 (its 3 dense layers as MoE ones add 32.8e9;
+  // model_test checks the paper's count with them dense).
   ModelSpec ds = llama("deepseek-v3", 61, 7168, 128, 128, 2048, 129280, 4096);
   ds.experts = 256;
   ds.top_k = 8;
   ds.shared_experts = 1;
+  ds.q_lora_rank = 1536;
+  ds.kv_lora_rank = 512;
+  ds.qk_nope_head_dim = 128;
+  ds.qk_rope_head_dim = 64;
+  ds.v_head_dim = 128;
   v.push_back(ds);
   // Devlin et al. 2019, BERT-large (position, segment embeddings and pooler not counted).
   ModelSpec bert = gpt("bert-large", 24, 1024, 16);
@@ -178,10 +234,17 @@ ModelSpec model_preset(const std::string& name) {
 
 double layer_forward_flops(const ModelSpec& m, double b, double s) {
   const double h = m.hidden, hkv = m.kv_hidden(), f = m.ffn_hidden;
-  const double qkv = 2 * b * s * h * (h + 2 * hkv);
-  const double scores = 2 * b * s * s * h;
-  const double scores_v = 2 * b * s * s * h;
-  const double out = 2 * b * s * h * h;
+  // Scores and scores x V over all heads: widths H (d_n + d_r) and H d_v with MLA, else h.
+  const double qk_width = m.mla() ? static_cast<double>(m.heads) * (m.qk_nope_head_dim + m.qk_rope_head_dim) : h;
+  const double v_width = m.mla() ? static_cast<double>(m.heads) * m.v_head_dim : h;
+  // Projections: 2 FLOPs per weight per token (MLA's latent norms are no GEMM: a few thousand
+  // parameters against 187 million).
+  const double qkv =
+      m.mla() ? 2 * b * s * (m.attention_params() - h * v_width - m.q_lora_rank - m.kv_lora_rank - (m.bias ? h : 0))
+              : 2 * b * s * h * (h + 2 * hkv);
+  const double scores = 2 * b * s * s * qk_width;
+  const double scores_v = 2 * b * s * s * v_width;
+  const double out = 2 * b * s * h * v_width;
   const double mlp = (m.ffn == FfnKind::SwiGLU ? 6 : 4) * b * s * h * f;
   const double ffn = m.moe() ? (m.top_k + m.shared_experts) * mlp + 2 * b * s * h * m.experts : mlp;
   return qkv + scores + scores_v + out + ffn;

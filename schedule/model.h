@@ -37,6 +37,15 @@ struct ModelSpec {
   // its top_k routed ones; their weights are a dense MLP's (split over tp, whole on every
   // expert-parallel rank).
   int shared_experts = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; on when kv_lora_rank > 0), named as in their
+  // config.json: queries through a q_lora_rank latent (0: projected from h directly), keys and
+  // values through a kv_lora_rank latent, each head's query/key of qk_nope_head_dim +
+  // qk_rope_head_dim (the RoPE part; its key shared by the heads) and value of v_head_dim.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
   std::string dtype = "bf16";  // bf16 | fp16 | fp32
   AttentionKind attention = AttentionKind::Plain;
   bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models
@@ -46,6 +55,12 @@ struct ModelSpec {
   int head_dim() const { return hidden / heads; }
   int kv_hidden() const { return kv_heads * head_dim(); }  // H_kv
   bool moe() const { return experts > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
+  // MLA's latent width the down projections write: q_lora_rank + kv_lora_rank + qk_rope_head_dim.
+  int mla_latent() const { return q_lora_rank + kv_lora_rank + qk_rope_head_dim; }
+  // Parameters of one layer's attention (projections, biases; MLA's latent norms; not the
+  // LayerNorm before it).
+  double attention_params() const;
   // Parameters of one layer (weights and biases, LayerNorms included; all experts).
   double params_per_layer() const;
   // The part of params_per_layer() held by the experts (0 for a dense layer); the rest

@@ -85,9 +85,34 @@ TEST(ModelParams, OtherPresetsNearTheirPublishedSizes) {
   EXPECT_NEAR(model_preset("mixtral-8x7b").total_params(), 46.7e9, 0.01 * 46.7e9);
   EXPECT_NEAR(model_preset("gpt-530b").total_params(), 530e9, 0.01 * 530e9);
   EXPECT_NEAR(model_preset("gpt-1t").total_params(), 1.008e12, 0.01 * 1.008e12);
-  // Simplified DeepSeek-V3 (no MLA, all 61 layers MoE, one shared expert): ~705e9, not 671e9.
-  EXPECT_NEAR(model_preset("deepseek-v3").total_params(), 705e9, 0.01 * 705e9);
+  // Simplified DeepSeek-V3 (all 61 layers MoE, one shared expert): 703.8e9, not 671e9.
+  EXPECT_NEAR(model_preset("deepseek-v3").total_params(), 703.8e9, 0.001 * 703.8e9);
   EXPECT_NEAR(model_preset("bert-large").total_params(), 335e6, 0.03 * 335e6);
+}
+
+// Multi-head latent attention, by hand from DeepSeek-V3's config.json (h 7168, 128 heads, q/kv
+// latents 1536/512, query/key heads 128 + 64, value heads 128):
+//   queries 7168*1536 + 1536 + 1536*128*192 = 48,760,320
+//   keys/values 7168*(512 + 64) + 512 + 512*128*(128 + 128) = 20,906,496
+//   output 128*128*7168 = 117,440,512                      -> 187,107,328
+// and the paper's 671e9 parameters (arXiv 2412.19437, Table 1 / section 4.2) once its first 3
+// layers are dense MLPs of 18432 instead of MoE layers (58 MoE layers, no MTP module).
+TEST(ModelParams, DeepSeekV3WithItsDenseLayersHasThePapersParameters) {
+  const ModelSpec d = model_preset("deepseek-v3");
+  EXPECT_DOUBLE_EQ(d.attention_params(), 187107328.0);
+  ModelSpec moe = d;
+  moe.layers = 58;
+  ModelSpec dense = d;
+  dense.experts = 0;
+  dense.shared_experts = 0;
+  dense.ffn_hidden = 18432;
+  const double total = moe.total_params() + 3 * dense.params_per_layer();
+  EXPECT_NEAR(total, 671e9, 0.002 * 671e9);
+  // Scores and scores x V: 2 b s^2 H d_qk + 2 b s^2 H d_v; projections 2 b s per weight.
+  const double b = 1, s = 4096;
+  const double attn = 2 * b * s * (187107328.0 - 1536 - 512) + 2 * b * s * s * 128 * (192 + 128);
+  const double mlp = (8 + 1) * 6 * b * s * 7168 * 2048 + 2 * b * s * 7168 * 256;
+  EXPECT_DOUBLE_EQ(layer_forward_flops(d, b, s), attn + mlp);
 }
 
 TEST(ModelParams, MoeExpertsAndRouter) {

@@ -80,6 +80,7 @@ void check_ranges(const ParallelSpec& p, int gpus) {
   in_range(p.microbatches, 1, kMaxMicrobatches, "microbatches");
   in_range(p.micro_batch_size, 1, kMaxMicrobatches, "micro_batch_size");
   in_range(p.ep, 1, kMaxGpus, "ep");
+  in_range(p.etp, 0, kMaxGpus, "etp");
   in_range(p.mesh2d, 0, kMaxGpus, "mesh2d");
   if (gpus < 1) throw Error(fmt::format("gpus: {} must be at least 1", gpus));
 }
@@ -233,16 +234,33 @@ void check_pipeline(const ParallelSpec& p, const ModelSpec& m) {
   }
 }
 
-// Expert parallelism: a MoE model whose experts and data-parallel ranks ep divides.
+// Expert parallelism: a MoE model whose experts ep divides, and ep ranks the stage's ranks can
+// be carved into: out of dp (etp = tp), or over tp, then cp, then dp (etp = 1).
 void check_experts(const ParallelSpec& p, const ModelSpec& m) {
-  if (p.ep > 1) {
-    if (!m.moe()) fail("ep", fmt::format("{} needs a mixture-of-experts model (model.experts = 0); set ep = 1", p.ep));
-    if (m.experts % p.ep != 0)
-      fail("ep", fmt::format("{} does not divide experts = {}; use a divisor of the expert count", p.ep, m.experts));
-    if (p.dp % p.ep != 0)
-      fail("ep", fmt::format("{} does not divide dp = {}; expert-parallel ranks are carved out of the data-parallel "
-                             "ranks, so make dp a multiple of ep",
-                             p.ep, p.dp));
+  if (p.etp > 0 && p.etp != p.tp && p.etp != 1)
+    fail("etp", fmt::format("{} is neither tp = {} nor 1; experts are split over the tp ranks like a dense MLP "
+                            "(etp = tp, the default) or whole on each rank (etp = 1)",
+                            p.etp, p.tp));
+  if (p.ep == 1) {
+    if (p.etp > 0 && p.etp != p.tp)
+      fail("etp", fmt::format("{} needs expert parallelism (ep = 1); set ep > 1 or drop etp", p.etp));
+    return;
+  }
+  if (!m.moe()) fail("ep", fmt::format("{} needs a mixture-of-experts model (model.experts = 0); set ep = 1", p.ep));
+  if (m.experts % p.ep != 0)
+    fail("ep", fmt::format("{} does not divide experts = {}; use a divisor of the expert count", p.ep, m.experts));
+  if (p.etp == 1 && p.mesh2d > 0) fail("etp", "1 needs 1D tensor parallelism (mesh2d = 0); drop etp or mesh2d");
+  if (p.ep_spans_tp()) {
+    const std::int64_t inner = std::int64_t{p.tp} * p.cp, stage = inner * p.dp;
+    if (p.ep % inner != 0 || stage % p.ep != 0)
+      fail("ep", fmt::format("{} cannot be carved out of tp x cp x dp = {} x {} x {} with etp = 1: the expert-parallel "
+                             "ranks span tp, then cp, then dp (Megatron-core's expert layout), so ep must be a "
+                             "multiple of tp x cp = {} dividing {}",
+                             p.ep, p.tp, p.cp, p.dp, inner, stage));
+  } else if (p.dp % p.ep != 0) {
+    fail("ep", fmt::format("{} does not divide dp = {}; expert-parallel ranks are carved out of the data-parallel "
+                           "ranks, so make dp a multiple of ep (or set etp = 1 to carve them out of tp x cp x dp)",
+                           p.ep, p.dp));
   }
 }
 

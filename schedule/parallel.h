@@ -6,8 +6,11 @@
 //   validate_parallel(p, model_preset("gpt3-175b"), /*gpus=*/1024);   // throws on misfit
 //
 // World size = dp x pp x cp x (tp, or q x q with mesh2d = q). Expert parallelism does not
-// add GPUs: the ep ranks of an MoE layer are carved out of the data-parallel ranks
-// (dp must be a multiple of ep), as in Megatron-Core and DeepSeek-V3.
+// add GPUs: the ep ranks of an MoE layer are carved out of the ranks of a stage, as in
+// Megatron-Core. With expert tensor parallel etp = tp (Megatron's default) experts are split
+// over tp like a dense MLP and the ep ranks come from dp (dp must be a multiple of ep); with
+// etp = 1 experts are whole and the ep ranks span tp, then cp, then dp (ep a multiple of
+// tp x cp), as DeepSeek-V3's recipe runs EP 64 over TP 2 x DP 32.
 #pragma once
 
 #include <algorithm>
@@ -62,6 +65,7 @@ struct ParallelSpec {
   int microbatches = 1;       // m: micro-batches per iteration (per dp replica)
   int micro_batch_size = 1;   // b: sequences per micro-batch
   int ep = 1;                 // expert parallel (MoE)
+  int etp = 0;                // expert tensor parallel with ep > 1: tp (0, the default) or 1
   double ep_imbalance = 1.0;  // tokens at the busiest expert rank / mean (>= 1)
   int mesh2d = 0;             // q > 0: 2D SUMMA tensor parallel on a q x q mesh instead of tp
   Recompute recompute;
@@ -113,8 +117,21 @@ struct ParallelSpec {
   // context-parallel ranks computed them from other tokens of the same sequences; Megatron's
   // data-parallel group "with context parallel", FSDP's dp_shard x cp mesh). ZeRO shards over them.
   int grad_ranks() const { return dp * cp; }
-  // The same for expert weights with ep > 1: each expert is on one rank of every ep group.
-  int expert_grad_ranks() const { return dp / ep * cp; }
+  // Expert tensor parallel: the ranks one expert's weights are split over (tp unless etp says
+  // otherwise; meaningful with ep > 1).
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // The ranks one expert's weights are spread over: ep x etp with ep > 1, else the tensor ranks.
+  double expert_shard() const { return ep > 1 ? static_cast<double>(ep) * expert_tp() : tensor_size(); }
+  // Whether the ep ranks span the tp (and cp) ranks: Megatron-core's layout with etp = 1.
+  bool ep_spans_tp() const { return ep > 1 && expert_tp() == 1 && tensor_size() > 1; }
+  // The mesh axis the MoE all-to-alls run over, and the size of the mesh's own "ep" axis (the
+  // factor of dp in the ep groups): "ep" (ep ranks of dp), or "ep+cp+tp" with ep_spans_tp().
+  std::string ep_axis() const { return ep_spans_tp() ? std::string("ep") + (cp > 1 ? "+cp" : "") + "+tp" : "ep"; }
+  int ep_dp_factor() const { return ep_spans_tp() ? ep / (cp * tp) : ep; }
+  // The ranks that hold the same expert weights and reduce their gradients together with
+  // ep > 1: the stage's dp x cp x tp ranks over ep x etp, on the axis expert_grad_axis().
+  int expert_grad_ranks() const { return dp * cp * tp / (ep * expert_tp()); }
+  std::string expert_grad_axis() const { return std::string("edp") + (cp > 1 && !ep_spans_tp() ? "+cp" : ""); }
   // ZeRO 1-2 over grad_ranks() > 1: each rank updates its share of the parameters, all-gathered
   // after the step.
   bool gathers_params() const { return (zero == 1 || zero == 2) && grad_ranks() > 1; }
@@ -138,7 +155,9 @@ struct ParallelSpec {
 //   dp x pp x cp x (tp or q^2) == gpus;
 //   seq divisible by cp x (tp when sp) x (2 when cp > 1 and cp_balance);
 //   layers divisible by pp x vchunks; microbatches >= pp; vchunks > 1 needs pp > 1 and
-//   microbatches a multiple of pp; ep > 1 needs experts, ep divides experts and dp.
+//   microbatches a multiple of pp; ep > 1 needs experts, ep divides experts; etp is 0, tp or 1
+//   and set only with ep > 1; with etp = tp ep divides dp; with etp = 1 (tp > 1) ep is a
+//   multiple of tp x cp that divides dp x cp x tp.
 // `gpus_from` names where the GPU count comes from in messages (e.g. "topology dgx-h100:nodes=2").
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from = "");
 

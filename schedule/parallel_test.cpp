@@ -59,6 +59,12 @@ TEST(ValidateParallel, GoodLayoutsPass) {
   d.dp = 64;
   d.ep = 32;
   EXPECT_NO_THROW(validate_parallel(d, model_preset("deepseek-v3"), 64));
+  d.dp = 32;  // NeMo's DeepSeek-V3 recipe: EP 64 over TP 2 x DP 32, experts whole (ETP 1)
+  d.tp = 2;
+  d.sp = true;
+  d.ep = 64;
+  d.etp = 1;
+  EXPECT_NO_THROW(validate_parallel(d, model_preset("deepseek-v3"), 64));
   ParallelSpec q;  // 2D on a 4 x 4 mesh
   q.mesh2d = 4;
   q.micro_batch_size = 4;
@@ -162,6 +168,37 @@ TEST(ValidateParallel, EveryBadCaseNamesItsField) {
          p = ParallelSpec{};
          p.dp = 6;
          p.ep = 4;
+       }},
+      {"etp neither tp nor 1", "mixtral-8x7b", 16, "parallel.etp:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 4;
+         p.tp = 4;
+         p.ep = 2;
+         p.etp = 2;
+       }},
+      {"etp without ep", "mixtral-8x7b", 8, "parallel.etp:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 4;
+         p.tp = 2;
+         p.etp = 1;
+       }},
+      {"etp 1: ep not a multiple of tp", "mixtral-8x7b", 16, "parallel.ep:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 4;
+         p.tp = 4;
+         p.ep = 2;
+         p.etp = 1;
+       }},
+      {"etp 1: ep beyond the stage", "mixtral-8x7b", 4, "parallel.ep:",
+       [](ParallelSpec& p) {
+         p = ParallelSpec{};
+         p.dp = 2;
+         p.tp = 2;
+         p.ep = 8;
+         p.etp = 1;
        }},
       {"mesh2d with tp", "gpt3-175b", 16, "parallel.mesh2d:",
        [](ParallelSpec& p) {

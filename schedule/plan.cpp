@@ -62,8 +62,10 @@ double ring_bytes_moved(CollKind kind, Bytes n, int p) {
 std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p) {
   std::vector<std::pair<std::string, int>> axes;
   if (p.ep > 1) {
-    axes.emplace_back("edp", p.dp / p.ep);
-    axes.emplace_back("ep", p.ep);
+    // dp = edp x ep: the ep ranks' factor of dp (all of ep, or ep / (tp x cp) when the ep
+    // groups span tp and cp: ParallelSpec::ep_axis).
+    axes.emplace_back("edp", p.dp / p.ep_dp_factor());
+    axes.emplace_back("ep", p.ep_dp_factor());
   } else {
     axes.emplace_back("dp", p.dp);
   }
@@ -221,13 +223,12 @@ struct Planner {
   }
 
   // Gradient bytes of one layer on one rank: dense parameters over the tensor group,
-  // experts also over ep.
+  // experts over ep x etp.
   std::pair<Bytes, Bytes> layer_grad_bytes() const {
     const double experts = m.expert_params_per_layer();
     const double dense = m.params_per_layer() - experts;
     const double t = p.tensor_size();
-    const double expert_shard = p.ep > 1 ? p.ep : t;
-    return {static_cast<Bytes>(dense / t) * P, static_cast<Bytes>(experts / expert_shard) * P};
+    return {static_cast<Bytes>(dense / t) * P, static_cast<Bytes>(experts / p.expert_shard()) * P};
   }
 
   // What layer i of a chunk keeps between its forward and backward.
@@ -308,7 +309,7 @@ struct Planner {
     };
     emit(dp.dense, ctx.dp_axis, p.grad_ranks());
     if (p.ep > 1)
-      emit(dp.experts, std::string("edp") + (p.cp > 1 ? "+cp" : ""), p.expert_grad_ranks());
+      emit(dp.experts, p.expert_grad_axis(), p.expert_grad_ranks());
     else
       emit(dp.experts, ctx.dp_axis, p.grad_ranks());
   }
@@ -467,7 +468,10 @@ struct Planner {
   void sp_grads_allreduce(Emitter& e, int s) {
     const int layers = p.layers_on_stage(m.layers, s);
     if (!p.sp || p.tp < 2 || layers == 0) return;
-    const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0);
+    // MLA's down projections are duplicated over tp too (Megatron-core marks them sequence-parallel).
+    const double mla_down =
+        m.mla() ? static_cast<double>(m.hidden) * m.mla_latent() + m.q_lora_rank + m.kv_lora_rank : 0.0;
+    const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0) + mla_down;
     const auto bytes = static_cast<Bytes>(per_layer * layers) * 4;
     e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes, "tp.allreduce.sp_grads",
                           -1, -1));

@@ -83,8 +83,11 @@ class LayerSteps {
         b(p.micro_batch_size),
         s_local(static_cast<double>(m.seq) / cp),
         heads_local(static_cast<double>(m.heads) / t),
-        hd(m.head_dim()),
-        kv_local(hd * std::max(1.0, static_cast<double>(m.kv_heads) / t)),
+        // MLA: the mean of its query/key and value head widths, (d_n + d_r + d_v) / 2, gives the
+        // attention's FLOPs (2 s^2 (d_qk + d_v) per head) and its K + V bytes.
+        hd(m.mla() ? (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2.0 : m.head_dim()),
+        kv_local(m.mla() ? heads_local * hd : hd * std::max(1.0, static_cast<double>(m.kv_heads) / t)),
+        q_local(m.mla() ? heads_local * hd : h / t),
         act(static_cast<Bytes>(T * h) * P),
         ffn(m.ffn_hidden),
         up(m.ffn == FfnKind::SwiGLU ? 2 * ffn : ffn),
@@ -124,11 +127,41 @@ class LayerSteps {
 
   // --- attention block ---
   void attention_block() {
+    if (m.mla()) return latent_attention_block();
     norm("ln1");
     tp_in("attn");
     v.push_back(gemm("attn.qkv", T, h / t + 2 * kv_local, h, P));
     attention_core();
     v.push_back(gemm("attn.proj", T, h, h / t, P));
+    tp_out("attn");
+    dropout_residual("attn.dropout_residual");
+  }
+
+  // Multi-head latent attention as Megatron-core runs it (MLASelfAttention, docs/math.md
+  // section 4): the down projections to the latents are duplicated on every tp rank; with sp
+  // they run on the rank's T/t tokens and the latents (r_q + r_kv + d_r wide, not h) are
+  // all-gathered over tp; the latent norms, then the up projections (column-parallel, H/t
+  // heads), the attention, and the row-parallel output projection.
+  void latent_attention_block() {
+    norm("ln1");
+    const double rq = m.q_lora_rank, rkv = m.kv_lora_rank, dr = m.qk_rope_head_dim;
+    const double dqk = m.qk_nope_head_dim + dr, dv = m.v_head_dim;
+    const bool gather_latents = p.sp && t > 1 && rq > 0;
+    if (!gather_latents) tp_in("attn");  // the whole activation (sp) or f's backward all-reduce
+    const double Td = gather_latents ? Tn : T;
+    if (rq > 0) v.push_back(gemm("attn.q_down", Td, rq, h, P));
+    v.push_back(gemm("attn.kv_down", Td, rkv + dr, h, P));
+    if (gather_latents) {
+      v.push_back(coll("tp.g.attn_latents", CollKind::AllGather, CollKind::ReduceScatter, "tp", t,
+                       static_cast<Bytes>(T * m.mla_latent()) * P, Stream::Tp));
+      v.back().overlaps_wgrad = true;
+    }
+    v.push_back(kern("attn.latent_norm", KernelKind::Norm, KernelFn::LayerNorm, T, rq + rkv, 8 * T * (rq + rkv),
+                     2.0 * P * T * (rq + rkv), P));
+    v.push_back(gemm("attn.q_up", T, heads_local * dqk, rq > 0 ? rq : h, P));
+    v.push_back(gemm("attn.kv_up", T, heads_local * (m.qk_nope_head_dim + dv), rkv, P));
+    attention_core();
+    v.push_back(gemm("attn.proj", T, h, heads_local * dv, P));
     tp_out("attn");
     dropout_residual("attn.dropout_residual");
   }
@@ -146,7 +179,7 @@ class LayerSteps {
     // One step's attention: b*(s/c) queries against s/c keys, heads/t heads, full block.
     const double fl = 4 * b * s_local * s_local * heads_local * hd;
     r.k = attention_kernel(b * heads_local, s_local, s_local, hd, false, fl,
-                           P * (2 * T * h / t + 2 * b * s_local * kv_local), P);
+                           P * (2 * T * q_local + 2 * b * s_local * kv_local), P);
     return r;
   }
 
@@ -158,7 +191,7 @@ class LayerSteps {
     a.name = "attn.flash";
     a.core = true;
     a.k = attention_kernel(b * heads_local, s_local, s_local, hd, causal_skip, fl,
-                           P * (2 * T * h / t + 2 * T * kv_local), P);
+                           P * (2 * T * q_local + 2 * T * kv_local), P);
     return a;
   }
 
@@ -226,8 +259,12 @@ class LayerSteps {
     v.push_back(gemm("moe.shared.fc2", tokens, h, n * ffn / split, P));
   }
 
-  // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that
-  // own their top-k experts; experts are whole (not split over tp).
+  // Expert parallel: this rank's tokens (its 1/t share when tp > 1) go to the ranks that own
+  // their top-k experts over the ep group (ParallelSpec::ep_axis). With etp = 1 experts are
+  // whole; with etp = t > 1 (Megatron-core's default) each is split over the tp ranks like a
+  // dense MLP: the routed tokens are all-gathered over tp before the experts and
+  // reduce-scattered after them (its MoE all-to-all dispatcher), the same FLOPs on t times the
+  // rows and 1/t of the columns.
   void expert_parallel() {
     const double Te = T / t;
     const Bytes a2a = static_cast<Bytes>(Te * m.top_k * h) * P;
@@ -235,14 +272,22 @@ class LayerSteps {
     v.push_back(
         kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
     shared_experts(Te, 1);
-    LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, "ep", p.ep, a2a, Stream::Ep);
+    LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, p.ep_axis(), p.ep, a2a, Stream::Ep);
     d.imbalance = p.ep_imbalance;
     v.push_back(d);
-    const double routed = Te * m.top_k * p.ep_imbalance;  // tokens at the busiest expert rank
-    v.push_back(gemm("moe.fc1", routed, up, h, P));
-    v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn, 8 * routed * ffn,
-                     act_bytes_per * P * routed * ffn, P));
-    v.push_back(gemm("moe.fc2", routed, h, ffn, P));
+    const int et = p.expert_tp();
+    const double routed = Te * m.top_k * p.ep_imbalance * et;  // tokens at the busiest expert rank
+    const Bytes gathered = static_cast<Bytes>(routed * h) * P;
+    if (et > 1)
+      v.push_back(
+          coll("tp.gather.experts", CollKind::AllGather, CollKind::ReduceScatter, "tp", et, gathered, Stream::Tp));
+    v.push_back(gemm("moe.fc1", routed, up / et, h, P));
+    v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / et, 8 * routed * ffn / et,
+                     act_bytes_per * P * routed * ffn / et, P));
+    v.push_back(gemm("moe.fc2", routed, h, ffn / et, P));
+    if (et > 1)
+      v.push_back(
+          coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, "tp", et, gathered, Stream::Tp));
     LayerStep cmb = d;
     cmb.name = "ep.combine";
     v.push_back(cmb);
@@ -259,6 +304,7 @@ class LayerSteps {
   const double heads_local;
   const double hd;
   const double kv_local;  // K/V width per rank
+  const double q_local;   // query (and attention output) width per rank
   const Bytes act;        // b*s/c*h*P
   const double ffn;
   const double up;  // gate + up for SwiGLU

@@ -253,6 +253,102 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
 
+// Expert tensor parallel (docs/math.md section 8), by hand on 8 experts, top-2, b 1, s 512,
+// h 1024, dp 4 x tp 2 with sp:
+// - etp = tp = 2 (the default) with ep 2 out of dp: each rank dispatches its s/t = 256 tokens
+//   over "ep" (groups of 2), then all-gathers the routed tokens over tp: 2 x 256 x 2 x h x 2
+//   bytes of output; the experts run t x the rows on 1/t of the columns; expert gradients
+//   reduce over edp = d/e = 2 ranks.
+// - etp = 1 with ep 4: the ep groups span tp 2 x 2 dp ranks (axis "ep+tp"), the same dispatch
+//   bytes, no gather; experts whole on 256 x 2 rows, the same FLOPs; expert gradients reduce
+//   over edp = d t / e = 2 ranks (axis "edp"); dense ones over all 4 dp ranks either way.
+TEST(Plan, ExpertTensorParallelSplitsOrSpansTp) {
+  ModelSpec m = gpt(2, 1024, 16, 512);
+  m.experts = 8;
+  m.top_k = 2;
+  const double S = 512, h = 1024, k = 2, P = 2;
+  ParallelSpec p;
+  p.dp = 4;
+  p.tp = 2;
+  p.sp = true;
+  p.ep = 2;
+  auto forward = [&](const std::string& name) {
+    const Schedule s = plan_iteration(m, p);
+    for (const Op& op : s.roles[0].ops)
+      if (op.layer == 0 && op.microbatch == 0 && op.phase == Phase::Forward && op.name == name) return op;
+    return Op{};
+  };
+  const Op dispatch = forward("ep.dispatch");
+  EXPECT_EQ(dispatch.axis, "ep");
+  EXPECT_EQ(dispatch.group_size, 2);
+  EXPECT_DOUBLE_EQ(static_cast<double>(dispatch.bytes), S / 2 * k * h * P);
+  const Op gather = forward("tp.gather.experts");
+  EXPECT_EQ(gather.coll, CollKind::AllGather);
+  EXPECT_EQ(gather.axis, "tp");
+  EXPECT_EQ(gather.group_size, 2);
+  EXPECT_DOUBLE_EQ(static_cast<double>(gather.bytes), 2 * (S / 2) * k * h * P);
+  EXPECT_EQ(forward("tp.scatter.experts").coll, CollKind::ReduceScatter);
+  const double fc1_flops = forward("moe.fc1").kernel.flops;
+  EXPECT_DOUBLE_EQ(fc1_flops, 2 * (2 * S / 2 * k) * (1024.0 * 4 / 2) * h);  // t x rows, 1/t of ffn 4h
+  const std::string grads = "dp.allreduce.grads";
+  EXPECT_EQ(collectives(m, p, grads, "edp").group, 2);
+  EXPECT_EQ(collectives(m, p, grads, "edp+ep").group, 4);
+
+  p.etp = 1;
+  p.ep = 4;
+  const Op spanning = forward("ep.dispatch");
+  EXPECT_EQ(spanning.axis, "ep+tp");
+  EXPECT_EQ(spanning.group_size, 4);
+  EXPECT_DOUBLE_EQ(static_cast<double>(spanning.bytes), S / 2 * k * h * P);
+  EXPECT_EQ(forward("tp.gather.experts").name, "");
+  EXPECT_DOUBLE_EQ(forward("moe.fc1").kernel.flops, fc1_flops);
+  EXPECT_EQ(collectives(m, p, grads, "edp").group, 2);
+  EXPECT_EQ(collectives(m, p, grads, "edp+ep").group, 4);
+  const std::vector<std::pair<std::string, int>> axes = {{"edp", 2}, {"ep", 2}, {"pp", 1}, {"cp", 1}, {"tp", 2}};
+  EXPECT_EQ(mesh_axes(p), axes);
+}
+
+// Multi-head latent attention (docs/math.md section 4.2) by hand: h 1024, 8 heads, latents
+// r_q 256 and r_kv 128, query/key heads 64 + 32, value heads 64; b 1, s 512, tp 2 with sp.
+// The down projections run on the rank's 256 tokens, the latents (256 + 128 + 32 wide) are
+// all-gathered over tp instead of the activation, the up projections cover 4 heads, and the
+// attention runs at head width (96 + 64) / 2 = 80 (its FLOPs 2 s^2 H/t (d_qk + d_v) / 2 with
+// the causal half). The down projections' weight gradients join the LayerNorms' tp all-reduce:
+// (4h + h (r_q + r_kv + d_r) + r_q + r_kv) x 2 layers x 4 bytes.
+TEST(Plan, LatentAttentionGathersTheLatentsNotTheActivation) {
+  ModelSpec m = gpt(2, 1024, 8, 512);
+  m.attention = AttentionKind::Flash;
+  m.bias = false;
+  m.q_lora_rank = 256;
+  m.kv_lora_rank = 128;
+  m.qk_nope_head_dim = 64;
+  m.qk_rope_head_dim = 32;
+  m.v_head_dim = 64;
+  validate_model(m, "model");
+  ParallelSpec p;
+  p.tp = 2;
+  p.sp = true;
+  std::map<std::string, Op> fwd;
+  int sp_grads = 0;
+  const Schedule s = plan_iteration(m, p);
+  for (const Op& op : s.roles[0].ops) {
+    if (op.layer == 0 && op.microbatch == 0 && op.phase == Phase::Forward) fwd[op.name] = op;
+    if (op.name == "tp.allreduce.sp_grads") {
+      ++sp_grads;
+      EXPECT_EQ(op.bytes, static_cast<Bytes>((4 * 1024 + 1024 * 416 + 384) * 2 * 4));
+    }
+  }
+  EXPECT_EQ(sp_grads, 1);
+  EXPECT_EQ(fwd.count("tp.g.attn"), 0U);
+  EXPECT_EQ(fwd.at("tp.g.attn_latents").bytes, static_cast<Bytes>(512 * 416 * 2));
+  EXPECT_DOUBLE_EQ(fwd.at("attn.q_down").kernel.flops, 2.0 * 256 * 256 * 1024);
+  EXPECT_DOUBLE_EQ(fwd.at("attn.kv_down").kernel.flops, 2.0 * 256 * (128 + 32) * 1024);
+  EXPECT_DOUBLE_EQ(fwd.at("attn.q_up").kernel.flops, 2.0 * 512 * (4 * 96) * 256);
+  EXPECT_DOUBLE_EQ(fwd.at("attn.kv_up").kernel.flops, 2.0 * 512 * (4 * 128) * 128);
+  EXPECT_DOUBLE_EQ(fwd.at("attn.flash").kernel.flops, 2.0 * 512 * 512 * 4 * (96 + 64) / 2);
+  EXPECT_DOUBLE_EQ(fwd.at("attn.proj").kernel.flops, 2.0 * 512 * 1024 * (4 * 64));
+}
+
 // docs/math.md section 7: each cp rank passes its K/V block c-1 times per layer forward; the
 // backward passes K, V with dK, dV c-1 times and returns dK, dV home once more.
 TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {

@@ -54,7 +54,12 @@ constexpr IntField<ModelSpec> kModelInts[] = {{"layers", &ModelSpec::layers},
                                               {"seq", &ModelSpec::seq},
                                               {"experts", &ModelSpec::experts},
                                               {"top_k", &ModelSpec::top_k},
-                                              {"shared_experts", &ModelSpec::shared_experts}};
+                                              {"shared_experts", &ModelSpec::shared_experts},
+                                              {"q_lora_rank", &ModelSpec::q_lora_rank},
+                                              {"kv_lora_rank", &ModelSpec::kv_lora_rank},
+                                              {"qk_nope_head_dim", &ModelSpec::qk_nope_head_dim},
+                                              {"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim},
+                                              {"v_head_dim", &ModelSpec::v_head_dim}};
 constexpr BoolField<ModelSpec> kModelBools[] = {{"bias", &ModelSpec::bias},
                                                 {"tied_embeddings", &ModelSpec::tied_embeddings}};
 constexpr const char* kModelOther[] = {"preset", "name", "ffn", "dtype", "attention"};
@@ -68,6 +73,7 @@ constexpr IntField<ParallelSpec> kParallelInts[] = {{"dp", &ParallelSpec::dp},
                                                     {"microbatches", &ParallelSpec::microbatches},
                                                     {"micro_batch_size", &ParallelSpec::micro_batch_size},
                                                     {"ep", &ParallelSpec::ep},
+                                                    {"etp", &ParallelSpec::etp},
                                                     {"mesh2d", &ParallelSpec::mesh2d}};
 constexpr BoolField<ParallelSpec> kParallelBools[] = {{"sp", &ParallelSpec::sp},
                                                       {"cp_balance", &ParallelSpec::cp_balance},

@@ -24,7 +24,7 @@ std::string comm_category(const Op& op) {
   if (op.kind == OpKind::Send || op.kind == OpKind::Recv || op.axis == "pp") return "pp";
   if (op.axis == "tp") return "tp";
   if (op.axis == "cp") return "cp";
-  if (op.axis == "ep") return "ep";
+  if (op.stream == Stream::Ep) return "ep";  // axis "ep", or "ep+cp+tp" when the ep groups span tp
   if (op.axis == "row" || op.axis == "col") return "2d";
   return "dp";
 }

@@ -126,6 +126,34 @@ TEST(ScheduleSim, OneFOneBBubbleIsPMinusOneOverM) {
   }
 }
 
+// Where the ep groups land on two DGX H100 nodes (8 GPUs each, natural placement), tp 8 x dp 2
+// with 8 experts: with etp = 1 (Megatron-core's ETP 1) ep 8 spans the 8 tp ranks, so each
+// all-to-all group is one node's GPUs (NVLink); with etp = tp ep 2 is carved out of dp, so
+// each group pairs GPU g with GPU g + 8 on the other node, and the all-to-all crosses the NICs.
+// The fastest exposed ep time follows: the in-node layout's is the smaller.
+TEST(ScheduleSim, ExpertParallelGroupsSpanTpWithEtpOne) {
+  ModelSpec m = gpt(2, 1024, 16, 1024);
+  m.experts = 8;
+  m.top_k = 2;
+  ParallelSpec p;
+  p.dp = 2;
+  p.tp = 8;
+  p.sp = true;
+  p.ep = 8;
+  p.etp = 1;
+  const Topology topo = resolve_topology("dgx-h100:nodes=2");
+  auto groups = [&] { return Placement::natural(Mesh{mesh_axes(p)}, topo).groups_along(p.ep_axis()); };
+  const std::vector<std::vector<int>> in_node = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
+  EXPECT_EQ(groups(), in_node);
+  const Time spanning = run(m, p, "dgx-h100:nodes=2").breakdown.exposed.at("ep");
+  p.etp = 0;  // tp
+  p.ep = 2;
+  const std::vector<std::vector<int>> across = groups();
+  ASSERT_EQ(across.size(), 8U);
+  for (int g = 0; g < 8; ++g) EXPECT_EQ(across[static_cast<std::size_t>(g)], (std::vector<int>{g, g + 8}));
+  EXPECT_LT(spanning, run(m, p, "dgx-h100:nodes=2").breakdown.exposed.at("ep"));
+}
+
 // A stage's wait for the previous stage is pipeline bubble whether or not the activation
 // arrives through pipeline scatter/gather (whose all-gather follows the Recv on the tp
 // stream). On near-free links the 1F1B bubble is (p-1)/m of the busy time with the
