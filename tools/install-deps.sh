@@ -9,7 +9,8 @@ pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libf
       iproute2 python3   # netns_validate: ip netns, veth, tc tbf (tools/netns_validate.py; skipped without root)
       python3-dev pybind11-dev python3-pytest   # the Python module (python/) and its tests
       libopenmpi-dev openmpi-bin   # sweep under mpirun: the plugin libmeshsim_mpi.so and CTest sweep_mpi
-      libmuparser-dev)  # sweep --where: the expression parser
+      libmuparser-dev   # sweep --where: the expression parser
+      libssl-dev)  # the rendezvous handshake: HMAC-SHA256 and nonces from OpenSSL's libcrypto
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

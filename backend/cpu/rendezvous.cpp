@@ -3,6 +3,10 @@
 #include "backend/cpu/rendezvous.h"
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <algorithm>
 #include <array>
@@ -71,11 +75,15 @@ struct Reader {
   }
 };
 
-bool same_token(std::string_view a, std::string_view b) {  // no early exit on the first difference
-  unsigned char diff = a.size() != b.size();
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
+// Two proofs compared in constant time (no early exit on the first difference).
+bool same_proof(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
+
+constexpr std::string_view kHelloMagic = "MSRD";
+constexpr std::size_t kHelloBytes = 4 + 1 + kNonceBytes;
+constexpr std::size_t kChallengeBytes = 1 + kNonceBytes + kProofBytes;
+constexpr std::string_view kStoreLabel = "meshsim-store", kRankLabel = "meshsim-rank";
 
 std::string format_ms(Millis d) {
   const auto ms = d.count();
@@ -103,17 +111,42 @@ std::string encode_frame(std::string_view body) {
   return out;
 }
 
-std::string encode_request(RdzvOp op, std::string_view token, std::string_view key, std::uint64_t arg,
-                           std::string_view value) {
+std::string encode_request(RdzvOp op, std::string_view key, std::uint64_t arg, std::string_view value) {
   std::string body;
   body.push_back(static_cast<char>(op));
-  put_be(body, token.size(), 2);
-  body.append(token);
   put_be(body, key.size(), 2);
   body.append(key);
   put_be(body, arg, 8);
   body.append(value);
   return encode_frame(body);
+}
+
+std::string encode_hello(std::string_view client_nonce) {
+  std::string body(kHelloMagic);
+  body.push_back(static_cast<char>(kRdzvVersion));
+  body.append(client_nonce);
+  return encode_frame(body);
+}
+
+std::string token_proof(std::string_view token, std::string_view label, std::string_view first,
+                        std::string_view second) {
+  std::string msg(label);
+  msg.append(first);
+  msg.append(second);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+  unsigned int n = 0;
+  if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac.data(), &n) == nullptr ||
+      n != kProofBytes)
+    throw Error("rendezvous: OpenSSL's HMAC-SHA256 failed; is libcrypto intact?");
+  return std::string(reinterpret_cast<const char*>(mac.data()), n);
+}
+
+std::string random_nonce() {
+  std::array<unsigned char, kNonceBytes> n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
+    throw Error("rendezvous: OpenSSL's RAND_bytes could not make a nonce (no entropy source?)");
+  return std::string(reinterpret_cast<const char*>(n.data()), n.size());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -183,13 +216,14 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   asio::steady_timer guard;  // closes a connection that does not authenticate, or stalls mid-frame
   Clock::time_point accepted = Clock::now();
   Clock::time_point progress = Clock::now();  // the last time bytes of a request arrived
-  bool authenticated = false;                 // a request with the right token arrived
+  bool authenticated = false;                 // the handshake proved the token
   bool in_frame = false;                      // part of a request has arrived, the rest has not
   std::array<unsigned char, 4> header{};
-  std::array<unsigned char, 3> prefix{};  // u8 op | u16 token_len
-  std::array<char, kMaxTokenBytes> token{};
+  std::array<char, kHelloBytes> hello_frame{};  // the handshake's frames, in fixed buffers
+  std::array<char, kProofBytes> proof{};
+  std::string nonces;  // the client's then the store's nonce, once the challenge is sent
   std::uint64_t frame_len = 0;
-  std::string body;  // the rest of the request, allocated only once its token is checked
+  std::string body;  // a request, allocated only on a proven connection
   std::string out;
   std::string waiting_key;  // non-empty while a GET waits
   bool waiting = false;
@@ -204,7 +238,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
   void start() {
     srv.sessions[this] = weak_from_this();
     watch();
-    read_header();
+    read_hello();
   }
 
   // Until it authenticates, a connection has options.idle_timeout in all from its accept (no
@@ -218,7 +252,7 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
       const Millis idle = self->srv.options.idle_timeout;
       const auto now = Clock::now();
       if (!self->authenticated && now >= self->accepted + idle) {
-        self->srv.log(fmt::format("closed a connection from {}: no request with the right token within {}", self->peer,
+        self->srv.log(fmt::format("closed a connection from {}: it did not prove the token within {}", self->peer,
                                   format_ms(idle)));
         return self->close();
       }
@@ -254,44 +288,82 @@ struct RendezvousServer::Impl::Session : std::enable_shared_from_this<Session> {
     fail(why);
   }
 
+  // A handshake frame of exactly `size` bytes (any other announced length is refused before
+  // its body is read) into `buf`.
+  template <std::size_t N, class Then>
+  void read_fixed(std::array<char, N>& buf, const char* what, Then then) {
+    read(asio::buffer(header), [this, &buf, what, then] {
+      const std::uint64_t len = get_be(header.data(), 4);
+      if (len != N)
+        return refuse(
+            fmt::format("{} of {} bytes where the handshake has {}: not a rank of this meshsim (protocol "
+                        "version {})",
+                        what, len, N, kRdzvVersion));
+      read(asio::buffer(buf), then);
+    });
+  }
+
+  // The handshake (rendezvous.h): the client's nonce, the store's nonce and proof, the
+  // client's proof.
+  void read_hello() {
+    read_fixed(hello_frame, "first message", [this] {
+      const std::string_view h(hello_frame.data(), hello_frame.size());
+      if (!h.starts_with(kHelloMagic)) return refuse("not a meshsim rank: its first message is no handshake");
+      if (static_cast<unsigned char>(h[4]) != kRdzvVersion)
+        return refuse(
+            fmt::format("handshake of protocol version {} where this store speaks {}: run the same meshsim "
+                        "on every rank",
+                        static_cast<unsigned char>(h[4]), kRdzvVersion));
+      const std::string client_nonce(h.substr(5));
+      const std::string store_nonce = random_nonce();
+      nonces = client_nonce + store_nonce;
+      std::string b(1, static_cast<char>(RdzvStatus::Ok));
+      b += store_nonce;
+      b += token_proof(srv.options.token, kStoreLabel, client_nonce, store_nonce);
+      out = encode_frame(b);
+      asio::async_write(sock, asio::buffer(out), [self = shared_from_this()](error_code ec, std::size_t) {
+        if (ec || self->srv.stopping) return self->close();
+        self->read_proof();
+      });
+    });
+  }
+
+  void read_proof() {
+    in_frame = false;
+    read_fixed(proof, "proof", [this] {
+      const std::string_view cn = std::string_view(nonces).substr(0, kNonceBytes),
+                             sn = std::string_view(nonces).substr(kNonceBytes);
+      if (!same_proof(std::string_view(proof.data(), proof.size()),
+                      token_proof(srv.options.token, kRankLabel, sn, cn))) {
+        ++srv.wrong_tokens;  // a timed-out barrier reports it: the missing rank may be this one
+        srv.store["meshsim/wrong-token"] =
+            fmt::format("{} connection(s) with a wrong MESHSIM_TOKEN, the last from {}", srv.wrong_tokens, peer);
+        return refuse("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
+      }
+      authenticated = true;
+      watch();  // from now on only a stalled request is timed out
+      read_header();
+    });
+  }
+
   void read_header() {
     in_frame = false;
     read(asio::buffer(header), [this] {
       frame_len = get_be(header.data(), 4);
       if (frame_len > kMaxFrameBytes)
         return refuse(fmt::format("message of {} bytes exceeds the limit of {} bytes", frame_len, kMaxFrameBytes));
-      if (frame_len < prefix.size()) return refuse("malformed request: the body is shorter than its fields say");
-      read(asio::buffer(prefix), [this] {
-        const std::uint64_t token_len = get_be(prefix.data() + 1, 2);
-        if (token_len > kMaxTokenBytes)
-          return refuse(
-              fmt::format("token of {} bytes is longer than the limit of {} bytes", token_len, kMaxTokenBytes));
-        if (prefix.size() + token_len > frame_len)
-          return refuse("malformed request: the body is shorter than its fields say");
-        read(asio::buffer(token.data(), token_len), [this, token_len] {
-          if (!same_token(std::string_view(token.data(), token_len), srv.options.token)) {
-            ++srv.wrong_tokens;  // a timed-out barrier reports it: the missing rank may be this one
-            srv.store["meshsim/wrong-token"] =
-                fmt::format("{} connection(s) with a wrong MESHSIM_TOKEN, the last from {}", srv.wrong_tokens, peer);
-            return refuse("wrong token: every rank must use the MESHSIM_TOKEN of the server (rank 0)");
-          }
-          if (!authenticated) {
-            authenticated = true;
-            watch();  // from now on only a stalled request is timed out
-          }
-          body.resize(frame_len - prefix.size() - token_len);  // <= kMaxFrameBytes, from a rank of this job
-          read(asio::buffer(body), [this] {
-            in_frame = false;
-            handle();
-          });
-        });
+      if (frame_len < 1) return refuse("malformed request: the body is shorter than its fields say");
+      body.resize(frame_len);  // <= kMaxFrameBytes, on a proven connection
+      read(asio::buffer(body), [this] {
+        in_frame = false;
+        handle();
       });
     });
   }
 
   void handle() {
     Reader r{body};
-    const auto op = prefix[0];
+    const auto op = static_cast<unsigned char>(r.num(1));
     const std::string_view key = r.str(r.num(2));
     const std::uint64_t arg = r.num(8);
     if (!r.ok) return fail("malformed request: the body is shorter than its fields say");
@@ -710,8 +782,26 @@ struct RendezvousClient::Impl {
   }
 
   void connect() { connect(io, sock, o.connect_timeout); }
+  // Connects and proves the token (handshake). A store that closes a connection before its
+  // challenge (at its connection limit: a crowd of ranks joining at once, or strangers
+  // holding slots) is tried again, backing off from 50 ms to 1 s, until `timeout`.
   void connect(asio::io_context& cio, tcp::socket& csock, Millis timeout) {
     const auto deadline = Clock::now() + timeout;
+    for (Millis backoff(50);; backoff = std::min(backoff * 2, Millis(1000))) {
+      tcp_connect(cio, csock, timeout, deadline);
+      if (handshake(cio, csock)) return;
+      error_code ignored;
+      csock.close(ignored);
+      if (Clock::now() + backoff >= deadline)
+        throw Error(
+            fmt::format("rendezvous: the store at {} kept closing the connection before its handshake for {}; "
+                        "is rank 0 at its connection limit (strangers holding connections?), or exiting?",
+                        where, format_ms(timeout)));
+      std::this_thread::sleep_for(backoff);
+    }
+  }
+
+  void tcp_connect(asio::io_context& cio, tcp::socket& csock, Millis timeout, Clock::time_point deadline) {
     error_code last;
     while (true) {
       tcp::resolver resolver(cio);
@@ -741,11 +831,60 @@ struct RendezvousClient::Impl {
     csock.set_option(tcp::no_delay(true), ignored);
   }
 
+  // The handshake (rendezvous.h): the store proves the token first; this client sends its own
+  // proof either way (a real store with another token counts the refusal), then fails when
+  // the store's proof was wrong, having sent nothing else. False: the store closed the
+  // connection before its challenge (connect() tries again).
+  bool handshake(asio::io_context& cio, tcp::socket& csock) {
+    const std::string cn = random_nonce();
+    std::array<unsigned char, 4> header{};
+    std::string body;
+    error_code ec = asio::error::would_block;
+    start_round_trip(csock, encode_hello(cn), header, body, ec);
+    if (meshsim::cpu::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr) != Ran::Done)
+      throw Error(
+          fmt::format("rendezvous: the store at {} did not answer the handshake within {}; is rank 0 a "
+                      "meshsim of this version?",
+                      where, format_ms(o.io_timeout)));
+    if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe) return false;
+    if (ec)
+      throw Error(fmt::format("rendezvous: the store at {} broke the connection during the handshake ({})", where,
+                              ec.message()));
+    const auto status = static_cast<RdzvStatus>(static_cast<unsigned char>(body[0]));
+    if (status == RdzvStatus::Error)
+      throw Error(fmt::format("rendezvous: the store at {} refused the handshake: {}", where, body.substr(1)));
+    if (status != RdzvStatus::Ok || body.size() != kChallengeBytes)
+      throw Error(
+          fmt::format("rendezvous: the store at {} answered the handshake with {} bytes of another form; is "
+                      "a meshsim of this version rank 0 there?",
+                      where, body.size()));
+    const std::string sn = body.substr(1, kNonceBytes);
+    const bool store_knows =
+        same_proof(std::string_view(body).substr(1 + kNonceBytes), token_proof(o.token, kStoreLabel, cn, sn));
+    const std::string mine = encode_frame(token_proof(o.token, kRankLabel, sn, cn));
+    ec = asio::error::would_block;
+    asio::async_write(csock, asio::buffer(mine), [&](error_code e, std::size_t) { ec = e; });
+    meshsim::cpu::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr);
+    if (!store_knows) {
+      error_code ignored;
+      csock.close(ignored);
+      throw Error(fmt::format(
+          "rendezvous: rank {}: connect: the store at {} did not prove it holds this rank's MESHSIM_TOKEN (wrong "
+          "token): start every rank with the MESHSIM_TOKEN of rank 0 (or, if no rank 0 of yours listens there, another "
+          "program holds the port: this rank sent it no secret)",
+          o.rank, where));
+    }
+    if (ec)
+      throw Error(fmt::format("rendezvous: the store at {} closed the connection during the handshake ({})", where,
+                              ec.message()));
+    return true;
+  }
+
   // One request and its reply. Returns the status and fills payload.
   RdzvStatus request(RdzvOp op, std::string_view key, std::uint64_t arg, std::string_view value, Millis wait,
                      std::string& payload, std::string_view what) {
     if (!broken.empty()) throw Error(fmt::format("rendezvous: {} on {}: {}", what, where, broken));
-    const std::string out = encode_request(op, o.token, key, arg, value);
+    const std::string out = encode_request(op, key, arg, value);
     std::array<unsigned char, 4> header{};
     std::string body;
     error_code ec = asio::error::would_block;
@@ -880,7 +1019,7 @@ void RendezvousClient::Impl::start_beats() {
 // records why in `health`, where the application's store calls and transports find it.
 void RendezvousClient::Impl::beat_loop() {
   const Millis patience = o.heartbeat_timeout > Millis(0) ? o.heartbeat_timeout : o.io_timeout;
-  const std::string out = encode_request(RdzvOp::Beat, o.token, {}, static_cast<std::uint32_t>(o.rank), {});
+  const std::string out = encode_request(RdzvOp::Beat, {}, static_cast<std::uint32_t>(o.rank), {});
   for (;;) {
     std::array<unsigned char, 4> header{};
     std::string body;
@@ -968,7 +1107,7 @@ void RendezvousClient::set(std::string_view key, std::string_view value) {
   const std::string what = fmt::format("set '{}'", key);
   if (key.size() > 0xffff)
     throw Error(fmt::format("rendezvous: key of {} bytes is too long (limit 65535)", key.size()));
-  if (value.size() + key.size() + impl_->o.token.size() + 64 > kMaxFrameBytes)
+  if (value.size() + key.size() + 64 > kMaxFrameBytes)
     throw Error(
         fmt::format("rendezvous: {}: value of {} bytes is over the {} MiB limit of a message; store it in parts", what,
                     value.size(), kMaxFrameBytes >> 20));

@@ -22,11 +22,25 @@
 //
 //   u32 length | body[length]          length <= kMaxFrameBytes (4 MiB)
 //
+// Handshake: each connection starts with a mutual proof of the token in which neither side
+// sends it (protocol version 2; HMAC-SHA256 from OpenSSL, nonces from its RAND_bytes):
+//
+//   client -> store   "MSRD" | u8 version (2) | client nonce cn (16 bytes)
+//   store -> client   u8 status 0 | store nonce sn (16) | HMAC(token, "meshsim-store" | cn | sn)
+//   client -> store   HMAC(token, "meshsim-rank" | sn | cn)
+//
+// The client checks the store's proof before anything else: a program squatting the master
+// port, or rank 0 of another job, cannot make it, and the client stops with a wrong-token
+// error having sent nothing but its nonce and its own proof (which it still sends, so that a
+// real store with another token counts the refusal; an HMAC of fresh nonces tells nothing of
+// a random token, while a guessable one such as `insecure` could be found by trying words).
+// The store checks the client's proof likewise. Requests follow on the proven connection:
+//
 // Request body:
 //
-//   u8 op | u16 token_len | token | u16 key_len | key | u64 arg | value (rest of the body)
+//   u8 op | u16 key_len | key | u64 arg | value (rest of the body)
 //
-//   op 1 PING  check the token; key, arg and value are empty/0          -> OK
+//   op 1 PING  nothing to do; key, arg and value are empty/0            -> OK
 //   op 2 SET   store value under key (replaces; wakes waiting GETs)      -> OK
 //   op 3 GET   the value of key; if absent wait up to arg milliseconds  -> OK value | ABSENT
 //   op 4 HELLO register as a rank of the job: arg = world_size << 32 | rank  -> OK
@@ -75,21 +89,22 @@
 // answering: the client records that as the failure too. The store does not count the
 // time its own process was stopped (e.g. rank 0 under SIGSTOP) against the other ranks.
 //
-// Every request carries the shared token (MESHSIM_TOKEN). A request with the wrong token,
-// an oversized length, a truncated body or an unknown op is answered with ERROR and its
-// connection closed; the server keeps serving everyone else. The token is a guard against
-// strangers and stale jobs, not encryption (docs/security.md).
+// Every connection proves the shared token (MESHSIM_TOKEN) in its handshake. A wrong proof,
+// a handshake of another form or version, an oversized length, a truncated body or an unknown
+// op is answered with ERROR and its connection closed; the server keeps serving everyone
+// else. The token is a guard against strangers and stale jobs, not encryption
+// (docs/security.md).
 //
 // Anyone who can reach the port can connect, so the server spends nothing on a peer
-// before it has shown the token, and bounds what it keeps per connection:
-//   - it reads a request in steps: the u32 length (over kMaxFrameBytes: refused), then op
-//     and token_len (over kMaxTokenBytes: refused), then the token into a fixed buffer;
-//     only a request with the right token gets the rest of its body allocated. Before that
-//     a connection holds a few hundred bytes, whatever length it announced.
-//   - a connection must send a request with the right token within idle_timeout of its
-//     accept, and once authenticated, a request once begun must keep arriving (no
-//     idle_timeout without a byte); otherwise it is closed. An authenticated connection may
-//     stay idle between requests: ranks hold theirs for the whole run.
+// before it has proven the token, and bounds what it keeps per connection:
+//   - the handshake's frames have fixed sizes (21 and 32 bytes; any other length is refused
+//     before its body is read), read into fixed buffers; only a proven connection's requests
+//     get their bodies allocated. Before that a connection holds a few hundred bytes,
+//     whatever length it announced.
+//   - a connection must complete the handshake within idle_timeout of its accept, and once
+//     authenticated, a request once begun must keep arriving (no idle_timeout without a
+//     byte); otherwise it is closed. An authenticated connection may stay idle between
+//     requests: ranks hold theirs for the whole run.
 //   - at most max_connections are open; one more is closed as soon as it is accepted.
 //   - when accept fails for want of descriptors (EMFILE, ENFILE) or kernel memory, the
 //     server tries again after accept_backoff instead of at once (the pending connection
@@ -113,6 +128,9 @@ using Millis = std::chrono::milliseconds;
 
 inline constexpr std::uint32_t kMaxFrameBytes = 4u << 20;  // 4 MiB per message
 inline constexpr std::size_t kMaxTokenBytes = 256;         // MESHSIM_TOKEN (openssl rand -hex 16: 32)
+inline constexpr std::uint8_t kRdzvVersion = 2;            // the handshake's protocol version
+inline constexpr std::size_t kNonceBytes = 16;
+inline constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
 
 enum class RdzvOp : std::uint8_t { Ping = 1, Set = 2, Get = 3, Hello = 4, Abort = 5, Bye = 6, Beat = 7 };
 enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2, Failed = 3 };
@@ -120,7 +138,7 @@ enum class RdzvStatus : std::uint8_t { Ok = 0, Absent = 1, Error = 2, Failed = 3
 struct RendezvousServerOptions {
   std::string host = "127.0.0.1";                         // the address to bind: "0.0.0.0" for every interface
   int port = 0;                                           // 0: pick a free port (see port())
-  std::string token;                                      // clients must send the same token (at most kMaxTokenBytes)
+  std::string token;                                      // clients must prove the same token (at most kMaxTokenBytes)
   int max_connections = 1024;                             // open at once; a run uses 4 x world size + 64
   Millis idle_timeout = Millis(10'000);                   // to authenticate; and without progress inside a request
   Millis accept_backoff = Millis(100);                    // before accepting again when out of descriptors
@@ -174,7 +192,8 @@ struct RendezvousClientOptions {
 class RendezvousClient {
  public:
   // Connects (retrying until connect_timeout: rank 0 may start its server later than the
-  // others start their clients) and checks the token; with world_size > 0 also registers.
+  // others start their clients) and proves the token both ways; with world_size > 0 also
+  // registers.
   // Throws Error naming the address, and the rank and the variable to fix when refused.
   explicit RendezvousClient(RendezvousClientOptions options);
   ~RendezvousClient();
@@ -219,8 +238,13 @@ class RendezvousClient {
 };
 
 // Encoding helpers, public so tests can craft (bad) messages byte by byte.
-std::string encode_request(RdzvOp op, std::string_view token, std::string_view key, std::uint64_t arg,
-                           std::string_view value);
-std::string encode_frame(std::string_view body);  // prepends the u32 length
+std::string encode_request(RdzvOp op, std::string_view key, std::uint64_t arg, std::string_view value);
+std::string encode_frame(std::string_view body);          // prepends the u32 length
+std::string encode_hello(std::string_view client_nonce);  // the client's first frame of the handshake
+// HMAC-SHA256 under `token` of label | first | second (kProofBytes), and kNonceBytes of
+// OpenSSL's RAND_bytes: the handshake's pieces.
+std::string token_proof(std::string_view token, std::string_view label, std::string_view first,
+                        std::string_view second);
+std::string random_nonce();
 
 }  // namespace meshsim::cpu

@@ -2,6 +2,7 @@
 // and a server that refuses wrong tokens and malformed messages but keeps serving.
 #include "backend/cpu/rendezvous.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -110,6 +111,31 @@ std::string raw_read_n(int fd, std::size_t n, Clock::time_point deadline) {
     if (k <= 0) break;
     got.append(buf.data(), static_cast<std::size_t>(k));
   }
+  return got;
+}
+
+// The client's side of the handshake on a raw socket, proving `token`: returns the store's
+// challenge frame (empty when it did not come) after sending the proof.
+std::string raw_handshake(int fd, const std::string& token) {
+  const std::string cn = random_nonce();
+  raw_send(fd, encode_hello(cn));
+  const std::string challenge = raw_read_n(fd, 4 + 1 + kNonceBytes + kProofBytes, Clock::now() + 3s);
+  if (challenge.size() != 4 + 1 + kNonceBytes + kProofBytes) return {};
+  const std::string sn = challenge.substr(5, kNonceBytes);
+  raw_send(fd, encode_frame(token_proof(token, "meshsim-rank", sn, cn)));
+  return challenge;
+}
+
+// A proven connection (token "secret"): sends `requests`, says it is done sending and returns
+// what the store answered after the challenge, before closing.
+std::string raw_session(int port, const std::string& requests, const std::string& token = "secret") {
+  const int fd = raw_socket();
+  EXPECT_TRUE(raw_connect(fd, port));
+  EXPECT_FALSE(raw_handshake(fd, token).empty());
+  if (!requests.empty()) raw_send(fd, requests);
+  ::shutdown(fd, SHUT_WR);
+  std::string got = raw_read_until_closed(fd, Clock::now() + 5s).first;
+  ::close(fd);
   return got;
 }
 
@@ -254,8 +280,8 @@ TEST(Rendezvous, WrongTokenIsRefusedAndServerKeepsServing) {
   const std::string msg = error_of([&] { RendezvousClient bad(client_of(server, 1, "guess")); });
   EXPECT_NE(msg.find("wrong token"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MESHSIM_TOKEN"), std::string::npos) << msg;
-  // A raw SET with a wrong token does not reach the store.
-  const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::Set, "guess", "k", 0, "evil"));
+  // A raw SET without the handshake does not reach the store.
+  const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::Set, "k", 0, "evil"));
   ASSERT_GE(reply.size(), 5u);
   EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error));
   EXPECT_EQ(good.get("k", 1s), "v");
@@ -263,19 +289,30 @@ TEST(Rendezvous, WrongTokenIsRefusedAndServerKeepsServing) {
   EXPECT_EQ(late.get("k", 1s), "v");
 }
 
-// A SET without the token (wrong, or none) is refused and stores nothing, even when it
-// announces a large value: the server answers after the token, without waiting for the body.
+// HMAC-SHA256 of RFC 4231's test case 2 (key "Jefe", "what do ya want for nothing?"), split
+// over the proof's label and two nonces: the handshake's MAC is the standard one.
+TEST(Rendezvous, TokenProofIsHmacSha256) {
+  const std::string mac = token_proof("Jefe", "what do ya ", "want for ", "nothing?");
+  std::string hex;
+  for (const unsigned char c : mac) hex += fmt::format("{:02x}", c);
+  EXPECT_EQ(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_NE(random_nonce(), random_nonce());
+  EXPECT_EQ(random_nonce().size(), kNonceBytes);
+}
+
+// A proof made with another token (wrong, empty, off by a letter, longer) is refused and
+// nothing is stored, as is a first message that is no handshake, even one announcing 4 MiB:
+// refused at once, nothing waits for the rest.
 TEST(Rendezvous, UnauthenticatedSetIsRefusedAndNotStored) {
   Log log;
   RendezvousServer server({.token = "secret", .log = log.sink()});
   for (const std::string token : {"guess", "", "secreT", "secret-and-more"}) {
-    const std::string reply = raw_exchange(server.port(), encode_request(RdzvOp::Set, token, "fresh", 0, "evil"));
-    ASSERT_GE(reply.size(), 5u) << token;
+    const std::string reply = raw_session(server.port(), encode_request(RdzvOp::Set, "fresh", 0, "evil"), token);
+    ASSERT_GE(reply.size(), 5u) << token;  // after the challenge: the refusal
     EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error)) << token;
     EXPECT_NE(reply.find("wrong token"), std::string::npos) << token;
   }
-  // 4 MiB announced, only the token sent: refused at once, nothing waits for the rest.
-  const std::string big = encode_request(RdzvOp::Set, "guess", "fresh", 0, std::string(kMaxFrameBytes - 64, 'x'));
+  const std::string big = encode_request(RdzvOp::Set, "fresh", 0, std::string(kMaxFrameBytes - 64, 'x'));
   const int fd = raw_socket();
   ASSERT_TRUE(raw_connect(fd, server.port()));
   raw_send(fd, big.substr(0, 4 + 3 + 5));
@@ -291,19 +328,59 @@ TEST(Rendezvous, UnauthenticatedSetIsRefusedAndNotStored) {
   EXPECT_NE(log.all().find("wrong token"), std::string::npos) << log.all();
 }
 
-// 200 strangers each announce a 4 MiB request, send half its token and stall. Before the
-// token is checked the server holds a few hundred bytes per connection (announced lengths
-// are not allocated: 200 x 4 MiB would be 800 MiB), and closes each one idle_timeout after
-// its accept.
+// A program squatting the master port before rank 0 (or rank 0 of another job) learns nothing
+// from a rank that connects: the rank waits for the store's proof before it sends anything but
+// a nonce, refuses a made-up one, and sends its own proof, an HMAC of two fresh nonces, in
+// which the token does not appear. A squatter that says nothing gets the nonce alone.
+TEST(Rendezvous, ASquatterOnTheMasterPortLearnsNothing) {
+  namespace asio = boost::asio;
+  const std::string token = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+  for (const bool answers : {true, false}) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor squatter(io, {asio::ip::make_address("127.0.0.1"), 0});
+    std::string heard;
+    std::thread fake([&] {
+      asio::ip::tcp::socket s(io);
+      squatter.accept(s);
+      boost::system::error_code ec;
+      std::array<char, 512> buf{};
+      heard.append(buf.data(), asio::read(s, asio::buffer(buf.data(), 4 + 21), ec));
+      if (answers) {  // a challenge of the right form with a made-up proof
+        const std::string body = std::string(1, '\0') + random_nonce() + std::string(kProofBytes, 'p');
+        asio::write(s, asio::buffer(encode_frame(body)), ec);
+      }
+      while (!ec) heard.append(buf.data(), s.read_some(asio::buffer(buf), ec));
+    });
+    RendezvousClientOptions o;
+    o.port = squatter.local_endpoint().port();
+    o.token = token;
+    o.connect_timeout = 2s;
+    o.io_timeout = 1s;
+    const std::string msg = error_of([&] { RendezvousClient c(o); });
+    fake.join();
+    if (answers) {
+      EXPECT_NE(msg.find("did not prove it holds this rank's MESHSIM_TOKEN"), std::string::npos) << msg;
+      EXPECT_EQ(heard.size(), (4 + 21) + (4 + kProofBytes));  // the nonce and the rank's proof, nothing more
+    } else {
+      EXPECT_NE(msg.find("did not answer the handshake"), std::string::npos) << msg;
+      EXPECT_EQ(heard.size(), 4u + 21u);
+    }
+    EXPECT_EQ(heard.find(token), std::string::npos);
+    EXPECT_EQ(heard.find(token.substr(0, 8)), std::string::npos);
+  }
+}
+
+// 200 strangers each send half a handshake and stall. Before the token is proven the server
+// holds a few hundred bytes per connection (an announced length other than the handshake's is
+// refused, never allocated), and closes each one idle_timeout after its accept.
 TEST(Rendezvous, HalfSentRequestsCostNoMemoryAndAreClosedByTheDeadline) {
   constexpr int kConns = 200;
   constexpr auto kIdle = 1s;
   Log log;
   RendezvousServer server({.token = "secret", .idle_timeout = kIdle, .log = log.sink()});
   { RendezvousClient warm(client_of(server)); }  // the server's first allocations, not counted
-  const std::string half = encode_request(RdzvOp::Set, "secret", "k", 0, std::string(kMaxFrameBytes - 64, 'x'))
-                               .substr(0, 4 + 3 + 3);  // length, op, token length, "sec"
-  const long before = rss_kib();                       // after making `half`: its 4 MiB temporaries may stay resident
+  const std::string half = encode_hello(random_nonce()).substr(0, 4 + 6);  // length, magic, version, a nonce byte
+  const long before = rss_kib();
   std::vector<int> fds;
   const auto sent = Clock::now();
   for (int i = 0; i < kConns; ++i) {
@@ -323,7 +400,7 @@ TEST(Rendezvous, HalfSentRequestsCostNoMemoryAndAreClosedByTheDeadline) {
   EXPECT_EQ(closed, kConns);
   EXPECT_GE(took, 0.9);  // not before the deadline: a slow rank gets its full idle_timeout
   for (const int fd : fds) ::close(fd);
-  EXPECT_NE(log.all().find("no request with the right token within 1s"), std::string::npos) << log.all();
+  EXPECT_NE(log.all().find("did not prove the token within 1s"), std::string::npos) << log.all();
   RendezvousClient c(client_of(server));  // the store still serves its ranks
   c.set("after", "ok");
   EXPECT_EQ(c.get("after", 1s), "ok");
@@ -355,6 +432,43 @@ TEST(Rendezvous, ConnectionsBeyondTheLimitAreClosedAtOnce) {
   EXPECT_EQ(c.get("k", 1s), "v");
 }
 
+// A rank that joins while the store is at its connection limit is closed before the handshake
+// and tries again (backing off) until its connect timeout: once a slot frees it gets in, where
+// it used to fail at once ("did rank 0 exit?"). With no slot all along it names the limit.
+TEST(Rendezvous, AJoiningRankRetriesWhileTheStoreIsFull) {
+  RendezvousServer server({.token = "secret", .max_connections = 2});
+  std::vector<int> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(raw_socket());
+    ASSERT_TRUE(raw_connect(held.back(), server.port()));
+  }
+  std::this_thread::sleep_for(100ms);
+  std::thread freer([&] {
+    std::this_thread::sleep_for(400ms);
+    for (const int fd : held) ::close(fd);
+  });
+  RendezvousClientOptions o = client_of(server);
+  o.connect_timeout = 5s;
+  const auto start = Clock::now();
+  RendezvousClient c(o);
+  const auto waited = Clock::now() - start;
+  freer.join();
+  c.set("k", "v");
+  EXPECT_EQ(c.get("k", 1s), "v");
+  EXPECT_GE(waited, 300ms);
+  std::vector<int> full;
+  for (int i = 0; i < 2; ++i) {
+    full.push_back(raw_socket());
+    ASSERT_TRUE(raw_connect(full.back(), server.port()));
+  }
+  std::this_thread::sleep_for(100ms);
+  o.connect_timeout = 1s;
+  const std::string msg = error_of([&] { RendezvousClient late(o); });
+  EXPECT_NE(msg.find("kept closing the connection before its handshake"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("connection limit"), std::string::npos) << msg;
+  for (const int fd : full) ::close(fd);
+}
+
 // With no descriptor left, accept fails with EMFILE while the connection stays queued.
 // The server waits accept_backoff between tries instead of spinning a core, and answers
 // the queued client once descriptors free up.
@@ -373,7 +487,7 @@ TEST(Rendezvous, OutOfDescriptorsDoesNotSpinAndServesOnceThereAreSome) {
   for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) filler.push_back(fd);
   ASSERT_EQ(errno, EMFILE);
   ASSERT_TRUE(raw_connect(client, server.port()));  // queued: the server cannot accept it
-  raw_send(client, encode_request(RdzvOp::Ping, "secret", "", 0, ""));
+  raw_send(client, encode_hello(random_nonce()));
   const double cpu0 = cpu_seconds();
   std::this_thread::sleep_for(1s);
   const double cpu = cpu_seconds() - cpu0;
@@ -388,23 +502,36 @@ TEST(Rendezvous, OutOfDescriptorsDoesNotSpinAndServesOnceThereAreSome) {
   ::close(client);
   std::cout << "answered " << std::chrono::duration<double>(Clock::now() - start).count()
             << " s after descriptors were freed\n";
-  EXPECT_EQ(reply, std::string("\x00\x00\x00\x01\x00", 5));  // PING: OK
+  EXPECT_EQ(reply, std::string("\x00\x00\x00\x31\x00", 5));  // the handshake's challenge: 49 bytes, OK
   EXPECT_NE(log.all().find("cannot accept a connection"), std::string::npos) << log.all();
   EXPECT_EQ(log.lines.size(), 1u) << log.all();  // once per episode, not once per try
 }
 
 TEST(Rendezvous, MalformedMessagesAreRefusedWithoutTakingTheServerDown) {
   RendezvousServer server({.token = "secret"});
-  const std::string good_set = encode_request(RdzvOp::Set, "secret", "k", 0, "v");
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  // Before the handshake: anything but a handshake frame.
+  const std::vector<std::pair<std::string, std::string>> strangers = {
       {"oversized", std::string("\xff\xff\xff\xff", 4) + "xxxx"},
       {"just over the limit", encode_frame(std::string(kMaxFrameBytes + 1, 'a')).substr(0, 64)},
+      {"empty body", encode_frame("")},
+      {"no magic", encode_frame(std::string(21, 'M'))},
+      {"another version", encode_frame(std::string("MSRD\x01", 5) + std::string(16, 'n'))},
+  };
+  for (const auto& [name, bytes] : strangers) {
+    const std::string reply = raw_exchange(server.port(), bytes);
+    ASSERT_GE(reply.size(), 5u) << name;
+    EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error)) << name;
+    EXPECT_LT(reply.size(), 300u) << name;
+  }
+  // After it, on a proven connection: requests of the wrong form.
+  const std::vector<std::pair<std::string, std::string>> bad_requests = {
+      {"oversized", std::string("\xff\xff\xff\xff", 4) + "xxxx"},
       {"truncated fields", encode_frame(std::string("\x02\x00\x40se", 5))},
       {"empty body", encode_frame("")},
-      {"unknown op", encode_request(static_cast<RdzvOp>(99), "secret", "k", 0, "v")},
+      {"unknown op", encode_request(static_cast<RdzvOp>(99), "k", 0, "v")},
   };
-  for (const auto& [name, bytes] : cases) {
-    const std::string reply = raw_exchange(server.port(), bytes);
+  for (const auto& [name, bytes] : bad_requests) {
+    const std::string reply = raw_session(server.port(), bytes);
     ASSERT_GE(reply.size(), 5u) << name;
     EXPECT_EQ(reply[4], static_cast<char>(RdzvStatus::Error)) << name;
     EXPECT_LT(reply.size(), 300u) << name;
@@ -412,11 +539,12 @@ TEST(Rendezvous, MalformedMessagesAreRefusedWithoutTakingTheServerDown) {
   // Half a header, then a disconnect.
   EXPECT_EQ(raw_exchange(server.port(), std::string("\x00\x00", 2)), "");
   // The good path still works, raw and through a client.
-  const std::string ok = raw_exchange(server.port(), good_set + encode_request(RdzvOp::Get, "secret", "k", 0, "") +
-                                                         encode_request(RdzvOp::Ping, "guess", "", 0, ""));
+  const std::string ok =
+      raw_session(server.port(), encode_request(RdzvOp::Set, "k", 0, "v") + encode_request(RdzvOp::Get, "k", 0, "") +
+                                     encode_request(RdzvOp::Ping, "", 0, ""));
   EXPECT_EQ(ok.substr(0, 5), std::string("\x00\x00\x00\x01\x00", 5));   // SET: OK
   EXPECT_EQ(ok.substr(5, 6), std::string("\x00\x00\x00\x02\x00v", 6));  // GET: OK "v"
-  EXPECT_EQ(ok[15], static_cast<char>(RdzvStatus::Error));              // bad token: ERROR
+  EXPECT_EQ(ok.substr(11, 5), std::string("\x00\x00\x00\x01\x00", 5));  // PING: OK
   RendezvousClient c(client_of(server));
   EXPECT_EQ(c.get("k", 1s), "v");
 }
@@ -676,8 +804,9 @@ int stopped_rank(const RendezvousServer& s, int rank, int world) {
   EXPECT_TRUE(raw_connect(fd, s.port()));
   std::string announce(4, '\0');
   announce[3] = static_cast<char>(kBeat.count());  // u32 big-endian interval in ms
+  EXPECT_FALSE(raw_handshake(fd, "secret").empty());
   const std::string hello = encode_request(
-      RdzvOp::Hello, "secret", {}, (static_cast<std::uint64_t>(world) << 32) | static_cast<unsigned>(rank), announce);
+      RdzvOp::Hello, {}, (static_cast<std::uint64_t>(world) << 32) | static_cast<unsigned>(rank), announce);
   EXPECT_EQ(::write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
   return fd;
 }
