@@ -19,6 +19,7 @@
 // cli/mpi/plugin.h) the variants are dealt to the ranks in rounds, each round's rows gathered
 // on rank 0, which writes the files and the ranked output: the same bytes as one process.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -127,6 +129,9 @@ Shard parse_shard(const std::string& text) {
 constexpr long kMaxSweepVariants = 1 << 20;
 
 // What a variant leaves behind once simulated: its figures, or why it is invalid.
+// The layout columns of a row, in Row::layout's order.
+constexpr std::array<const char*, 5> kLayoutNames = {"dp", "tp", "pp", "cp", "ep"};
+
 struct Row {
   long index = 0;
   std::vector<std::string> sets;  // the --vary assignments, path=value
@@ -134,6 +139,10 @@ struct Row {
   bool valid = false;
   std::string error;
   int gpus = 0;
+  // The resolved layout, so that rows compare like with like (dp=auto gives each variant its
+  // own dp and hence global batch): dp, tp, pp, cp, ep, and the sequences of one iteration.
+  std::array<int, 5> layout{};
+  std::int64_t global_batch = 0;
   Time iteration;
   double tokens_per_s = 0, mfu = 0, hfu = 0;
   Bytes peak = 0;
@@ -194,7 +203,10 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
     }
     const TrainingResult r = simulate_training(scenario, registry, /*keep_ops=*/false, &clusters);
     row.valid = true;
-    row.gpus = r.scenario.parallel.world_size();
+    const ParallelSpec& p = r.scenario.parallel;
+    row.gpus = p.world_size();
+    row.layout = {p.dp, p.tp, p.pp, p.cp, p.ep};
+    row.global_batch = p.global_batch();
     row.iteration = r.sim.iteration;
     row.tokens_per_s = r.tokens_per_s;
     row.mfu = r.mfu;
@@ -217,6 +229,8 @@ nlohmann::ordered_json row_json(const Row& v) {
     return j;
   }
   j["gpus"] = v.gpus;
+  for (std::size_t k = 0; k < kLayoutNames.size(); ++k) j["layout"][kLayoutNames[k]] = v.layout[k];
+  j["global_batch"] = v.global_batch;
   j["iteration_s"] = v.iteration.seconds();
   j["tokens_per_s"] = v.tokens_per_s;
   j["mfu"] = v.mfu;
@@ -230,9 +244,10 @@ std::string row_csv(const Row& v) {
   std::string label = v.label, err = v.error;
   std::replace(label.begin(), label.end(), ',', ';');
   std::replace(err.begin(), err.end(), ',', ';');
-  if (!v.valid) return fmt::format("{},,,,,,,,{}\n", label, err);
-  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},\n", label, v.gpus, v.iteration.seconds(), v.tokens_per_s,
-                     v.mfu, v.hfu, v.peak, v.fits ? "yes" : "no");
+  if (!v.valid) return fmt::format("{},,,,,,,,{},,,,,,\n", label, err);
+  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},,{},{}\n", label, v.gpus, v.iteration.seconds(),
+                     v.tokens_per_s, v.mfu, v.hfu, v.peak, v.fits ? "yes" : "no", fmt::join(v.layout, ","),
+                     v.global_batch);
 }
 
 // A shard's definition: a hash of what decides the variant list and each variant's result
@@ -289,7 +304,8 @@ class OrderedFiles {
     open(csv_, csv, "--csv");
     open(jsonl_, jsonl, "--jsonl");
     if (csv_)
-      csv_ << (shard_ ? "index," : "") << "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error\n";
+      csv_ << (shard_ ? "index," : "")
+           << "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch\n";
     if (jsonl_ && shard_) jsonl_ << shard_header->dump() << "\n" << std::flush;
   }
   // `pos`: the row's position in this run, 0, 1, 2, ...
@@ -399,6 +415,8 @@ void encode(std::string& out, const Row& r) {
   put<std::uint8_t>(out, r.valid ? 1 : 0);
   put<std::uint8_t>(out, r.fits ? 1 : 0);
   put<std::int32_t>(out, r.gpus);
+  for (const int x : r.layout) put<std::int32_t>(out, x);
+  put<std::int64_t>(out, r.global_batch);
   put<std::int64_t>(out, r.iteration.ps());
   put<double>(out, r.tokens_per_s);
   put<double>(out, r.mfu);
@@ -413,6 +431,8 @@ Row decode(const std::string& in, std::size_t& at, const Sweep& sweep) {
   r.valid = take<std::uint8_t>(in, at) != 0;
   r.fits = take<std::uint8_t>(in, at) != 0;
   r.gpus = take<std::int32_t>(in, at);
+  for (int& x : r.layout) x = take<std::int32_t>(in, at);
+  r.global_batch = take<std::int64_t>(in, at);
   r.iteration = Time::from_ps(take<std::int64_t>(in, at));
   r.tokens_per_s = take<double>(in, at);
   r.mfu = take<double>(in, at);
@@ -504,18 +524,18 @@ std::vector<const Row*> ranked(const std::vector<Row>& rows) {
 
 std::vector<std::vector<std::string>> ranked_table(const std::vector<const Row*>& order) {
   std::vector<std::vector<std::string>> table{
-      {"rank", "variant", "GPUs", "iteration", "tokens/s", "MFU", "peak mem", "fits"}};
+      {"rank", "variant", "GPUs", "batch", "iteration", "tokens/s", "MFU", "peak mem", "fits"}};
   for (std::size_t k = 0; k < order.size(); ++k) {
     const Row& v = *order[k];
     if (v.excluded()) break;  // last in the order; counted in the summary, their rows in the files
     if (!v.valid) {
-      table.push_back({std::to_string(k + 1), v.label, "-", "-", "-", "-", "-", "invalid: " + v.error});
+      table.push_back({std::to_string(k + 1), v.label, "-", "-", "-", "-", "-", "-", "invalid: " + v.error});
       continue;
     }
-    table.push_back({std::to_string(k + 1), v.label, std::to_string(v.gpus), format_time(v.iteration),
-                     fmt::format("{:.0f}", v.tokens_per_s), fmt::format("{:.1f}%", 100 * v.mfu),
-                     fmt::format("{:.1f} GiB", static_cast<double>(v.peak) / (1 << 30)),
-                     v.fits ? "yes" : "NO (out of memory)"});
+    table.push_back(
+        {std::to_string(k + 1), v.label, std::to_string(v.gpus), std::to_string(v.global_batch),
+         format_time(v.iteration), fmt::format("{:.0f}", v.tokens_per_s), fmt::format("{:.1f}%", 100 * v.mfu),
+         fmt::format("{:.1f} GiB", static_cast<double>(v.peak) / (1 << 30)), v.fits ? "yes" : "NO (out of memory)"});
   }
   return table;
 }
@@ -731,6 +751,9 @@ Row parse_row(const nlohmann::json& j, const Sweep& sweep) {
   }
   r.valid = true;
   r.gpus = j.at("gpus").get<int>();
+  if (j.contains("layout"))  // shards written before the layout columns have none
+    for (std::size_t k = 0; k < kLayoutNames.size(); ++k) r.layout[k] = j.at("layout").value(kLayoutNames[k], 0);
+  r.global_batch = j.value("global_batch", std::int64_t{0});
   r.iteration = Time::from_ps(j.at("iteration_ps").get<std::int64_t>());
   r.tokens_per_s = j.at("tokens_per_s").get<double>();
   r.mfu = j.at("mfu").get<double>();

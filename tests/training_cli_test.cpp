@@ -409,7 +409,8 @@ TEST(Sweep, RankedTableAndCsv) {
   // CSV: a header and one row per variant, in --vary order.
   const std::vector<std::string> csv_rows = split_lines(slurp(csv));
   ASSERT_EQ(csv_rows.size(), 17u) << slurp(csv);
-  EXPECT_EQ(csv_rows[0], "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error");
+  EXPECT_EQ(csv_rows[0],
+            "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch");
   EXPECT_EQ(csv_rows[1].rfind("parallel.tp=1 parallel.dp=1 placement=natural,", 0), 0u) << csv_rows[1];
   std::map<std::string, double> throughput;  // fitting variants' tokens_per_s
   for (std::size_t k = 1; k < csv_rows.size(); ++k) {
@@ -417,12 +418,18 @@ TEST(Sweep, RankedTableAndCsv) {
     std::istringstream in(csv_rows[k]);
     for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
     if (csv_rows[k].back() == ',') cells.emplace_back();
-    ASSERT_EQ(cells.size(), 9u) << csv_rows[k];
+    ASSERT_EQ(cells.size(), 15u) << csv_rows[k];
     if (cells[7] == "yes") {
       std::istringstream label(cells[0]);
       std::string tp, dp;
       label >> tp >> dp;
       throughput[tp + " " + dp] = std::stod(cells[3]);
+      // The layout as numbers: the label's tp and dp, pp = cp = ep = 1, and the global batch
+      // dp x 2 micro-batches x 1 sequence.
+      EXPECT_EQ("parallel.dp=" + cells[9], dp) << csv_rows[k];
+      EXPECT_EQ("parallel.tp=" + cells[10], tp) << csv_rows[k];
+      EXPECT_EQ(cells[11] + cells[12] + cells[13], "111") << csv_rows[k];
+      EXPECT_EQ(std::stoi(cells[14]), 2 * std::stoi(cells[9])) << csv_rows[k];
     }
     if (cells[1].empty()) {
       EXPECT_FALSE(cells[8].empty()) << "an invalid variant gives its error: " << csv_rows[k];
