@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "core/enum_names.h"
 #include "core/error.h"
 
@@ -104,7 +106,14 @@ void validate_mla(const ModelSpec& m, const std::string& field) {
 
 }  // namespace
 
+namespace {
+std::atomic<std::int64_t> g_model_checks{0};
+}  // namespace
+
+std::int64_t model_checks() { return g_model_checks.load(); }
+
 void validate_model(const ModelSpec& m, const std::string& field) {
+  ++g_model_checks;
   // Limits far above any model trained or planned; beyond them the FLOP and byte counts of one
   // layer leave the range the simulator keeps exact.
   auto in_range = [&](int v, const char* name, int most) {

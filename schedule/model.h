@@ -11,6 +11,7 @@
 // `shared_experts` MLPs of ffn_hidden that every token runs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,8 @@ inline constexpr int kMaxSeq = 1 << 24;
 // Throws meshsim::Error naming `field` when a value is out of range (non-positive sizes, sizes
 // above the limits, hidden not divisible by heads, heads not divisible by kv_heads, ...).
 void validate_model(const ModelSpec& m, const std::string& field);
+// How many times this process has run validate_model (tests count the checks of one simulation).
+std::int64_t model_checks();
 
 // The presets by name: gpt3-175b, gpt-22b, gpt-530b, gpt-1t, llama2-70b, llama3-70b,
 // llama3-405b, mixtral-8x7b, deepseek-v3, bert-large. Unknown name: Error listing them.

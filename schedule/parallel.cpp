@@ -7,6 +7,8 @@
 // involved and says how to fix it. The order of the checks is listed in parallel.h.
 #include "schedule/parallel.h"
 
+#include <atomic>
+
 #include <fmt/format.h>
 
 #include "core/enum_names.h"
@@ -266,7 +268,19 @@ void check_experts(const ParallelSpec& p, const ModelSpec& m) {
 
 }  // namespace
 
+namespace {
+std::atomic<std::int64_t> g_layout_checks{0};
+}  // namespace
+
+std::int64_t layout_checks() { return g_layout_checks.load(); }
+
+CheckedLayout check_layout(const ModelSpec& m, const ParallelSpec& p, int gpus, const std::string& gpus_from) {
+  validate_parallel(p, m, gpus, gpus_from);
+  return CheckedLayout(m, p);
+}
+
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
+  ++g_layout_checks;
   validate_model(m, "model");
   check_ranges(p, gpus);
   check_products(p, m);

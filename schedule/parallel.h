@@ -161,4 +161,24 @@ struct ParallelSpec {
 // `gpus_from` names where the GPU count comes from in messages (e.g. "topology dgx-h100:nodes=2").
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from = "");
 
+// A layout checked against its model and GPU count: what the planners and the simulator's fast
+// path take, so that a simulation checks its layout once (parse once, then trust). Made only by
+// check_layout, which runs validate_parallel; it keeps its own copies of the two.
+class CheckedLayout {
+ public:
+  const ModelSpec& model() const { return model_; }
+  const ParallelSpec& parallel() const { return parallel_; }
+
+ private:
+  CheckedLayout(ModelSpec m, ParallelSpec p) : model_(std::move(m)), parallel_(std::move(p)) {}
+  friend CheckedLayout check_layout(const ModelSpec& m, const ParallelSpec& p, int gpus, const std::string& gpus_from);
+  ModelSpec model_;
+  ParallelSpec parallel_;
+};
+CheckedLayout check_layout(const ModelSpec& m, const ParallelSpec& p, int gpus, const std::string& gpus_from = "");
+
+// How many times this process has run validate_parallel (tests count the checks one
+// simulation makes; model_checks() in model.h counts validate_model).
+std::int64_t layout_checks();
+
 }  // namespace meshsim

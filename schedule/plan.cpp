@@ -529,16 +529,15 @@ std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage) {
 }
 
 struct UnitPlanner::Impl {
+  CheckedLayout layout;  // the planner refers to these copies
   plan::Planner planner;
   std::vector<plan::Planner::DpState> dp;
-  Impl(const ModelSpec& m, const ParallelSpec& p) : planner(m, p), dp(static_cast<std::size_t>(p.pp)) {}
+  explicit Impl(const CheckedLayout& l)
+      : layout(l), planner(layout.model(), layout.parallel()), dp(static_cast<std::size_t>(layout.parallel().pp)) {}
 };
 
-UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) {
-  validate_model(m, "model");
-  validate_parallel(p, m, p.world_size());
-  impl_ = std::make_unique<Impl>(m, p);
-}
+UnitPlanner::UnitPlanner(const CheckedLayout& layout) : impl_(std::make_unique<Impl>(layout)) {}
+UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) : UnitPlanner(check_layout(m, p, p.world_size())) {}
 UnitPlanner::~UnitPlanner() = default;
 
 Role UnitPlanner::unit(int stage, const PipelineUnit& u) {
@@ -607,8 +606,12 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
 }
 
 Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p) {
-  validate_model(m, "model");
-  validate_parallel(p, m, p.world_size());
+  return plan_iteration(check_layout(m, p, p.world_size()));
+}
+
+Schedule plan_iteration(const CheckedLayout& layout) {
+  const ModelSpec& m = layout.model();
+  const ParallelSpec& p = layout.parallel();
   plan::Planner planner(m, p);
   Schedule s;
   s.axes = mesh_axes(p);

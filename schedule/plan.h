@@ -39,7 +39,8 @@ namespace meshsim {
 std::vector<std::pair<std::string, int>> mesh_axes(const ParallelSpec& p);
 
 // Validates (validate_parallel with gpus = p.world_size()) and plans the iteration.
-Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p);
+Schedule plan_iteration(const CheckedLayout& layout);
+Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p);  // checks the layout first
 
 // Building blocks of plan_iteration for executors that exploit identical micro-batches
 // (sim/fast_formula.h): a stage's pipeline order and each unit's ops on their own.
@@ -52,7 +53,8 @@ std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage);
 
 class UnitPlanner {
  public:
-  UnitPlanner(const ModelSpec& m, const ParallelSpec& p);  // validates like plan_iteration
+  explicit UnitPlanner(const CheckedLayout& layout);
+  UnitPlanner(const ModelSpec& m, const ParallelSpec& p);  // checks the layout first
   ~UnitPlanner();
   UnitPlanner(const UnitPlanner&) = delete;
   UnitPlanner& operator=(const UnitPlanner&) = delete;

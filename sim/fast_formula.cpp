@@ -420,18 +420,19 @@ void run_fused(const FusedSchedule& fused, const Costing& costing, ScheduleSimRe
 
 }  // namespace
 
-std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, const ParallelSpec& p,
-                                                         const Topology& topo, Router& router,
-                                                         const Placement& placement, const ComputeModel& compute,
-                                                         const AlgorithmRegistry& registry,
+std::optional<ScheduleSimResult> simulate_iteration_fast(const CheckedLayout& layout, const Topology& topo,
+                                                         Router& router, const Placement& placement,
+                                                         const ComputeModel& compute, const AlgorithmRegistry& registry,
                                                          const ScheduleSimOptions& options) {
+  const ModelSpec& m = layout.model();
+  const ParallelSpec& p = layout.parallel();
   if (options.fidelity != Fidelity::Formula || p.zero >= 3) return std::nullopt;
   // Pipeline scatter/gather: the receiver's all-gather queues on the tp stream behind the
   // previous unit's asynchronous tp collectives, a coupling between units this path ignores.
   if (p.pipeline_scatter_gather()) return std::nullopt;
   // A parameter all-gather under the forward (stack.overlap_param_gather) starts before any unit.
   if (p.stack.overlap_param_gather && p.gathers_params()) return std::nullopt;
-  UnitPlanner planner(m, p);
+  UnitPlanner planner(layout);
   FusedSchedule fused;
   fused.schedule.axes = mesh_axes(p);
   Groups groups(fused.schedule, placement);

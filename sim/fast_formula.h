@@ -15,7 +15,7 @@
 // part of its length is charged its slowdown over the whole of it: the iteration is within
 // 1% of simulate_schedule's and not below it (docs/compute.md). There is no per-op trace.
 //
-//   std::optional<ScheduleSimResult> r = simulate_iteration_fast(m, p, topo, router, placement,
+//   std::optional<ScheduleSimResult> r = simulate_iteration_fast(layout, topo, router, placement,
 //                                                                compute, registry, options);
 //   if (!r) ...  // not applicable: flow fidelity, or ZeRO-3
 #pragma once
@@ -31,10 +31,9 @@ namespace meshsim {
 // nullopt where the shortcut does not hold: `flow` fidelity (collectives of a stage share
 // links with other stages at different times) and ZeRO-3 (its parameter gathers queue on
 // the dp stream behind gradient buckets of other units).
-std::optional<ScheduleSimResult> simulate_iteration_fast(const ModelSpec& m, const ParallelSpec& p,
-                                                         const Topology& topo, Router& router,
-                                                         const Placement& placement, const ComputeModel& compute,
-                                                         const AlgorithmRegistry& registry,
+std::optional<ScheduleSimResult> simulate_iteration_fast(const CheckedLayout& layout, const Topology& topo,
+                                                         Router& router, const Placement& placement,
+                                                         const ComputeModel& compute, const AlgorithmRegistry& registry,
                                                          const ScheduleSimOptions& options);
 
 }  // namespace meshsim

@@ -136,9 +136,9 @@ TEST(FastFormula, DeclinesPipelineScatterGather) {
   Mesh mesh;
   mesh.dims = mesh_axes(p);
   Router r(topo);
-  const std::optional<ScheduleSimResult> fast =
-      simulate_iteration_fast(gpt(4, 1024, 16, 512), p, topo, r, Placement::natural(mesh, topo),
-                              ComputeModel(gpu_preset("h100")), AlgorithmRegistry::builtin(), ScheduleSimOptions{});
+  const std::optional<ScheduleSimResult> fast = simulate_iteration_fast(
+      check_layout(gpt(4, 1024, 16, 512), p, p.world_size()), topo, r, Placement::natural(mesh, topo),
+      ComputeModel(gpu_preset("h100")), AlgorithmRegistry::builtin(), ScheduleSimOptions{});
   EXPECT_FALSE(fast.has_value());
 }
 
@@ -152,7 +152,8 @@ std::pair<ScheduleSimResult, std::optional<ScheduleSimResult>> full_and_fast(con
   const Placement pl = Placement::natural(mesh, topo);
   Router r1(topo), r2(topo);
   return {simulate_schedule(plan_iteration(c.model, c.p), topo, r1, pl, compute, registry, ScheduleSimOptions{}),
-          simulate_iteration_fast(c.model, c.p, topo, r2, pl, compute, registry, ScheduleSimOptions{})};
+          simulate_iteration_fast(check_layout(c.model, c.p, c.p.world_size()), topo, r2, pl, compute, registry,
+                                  ScheduleSimOptions{})};
 }
 
 // Exactly, where compute does not slow beside communication (GpuSpec::comm_sms 0).
@@ -206,9 +207,11 @@ TEST(FastFormula, DeclinesWhereItDoesNotHold) {
   ScheduleSimOptions flow;
   flow.fidelity = Fidelity::Flow;
   const ComputeModel compute(gpu_preset("h100"));
-  EXPECT_FALSE(simulate_iteration_fast(m, p, topo, router, pl, compute, AlgorithmRegistry::builtin(), flow));
+  EXPECT_FALSE(simulate_iteration_fast(check_layout(m, p, p.world_size()), topo, router, pl, compute,
+                                       AlgorithmRegistry::builtin(), flow));
   p.zero = 3;
-  EXPECT_FALSE(simulate_iteration_fast(m, p, topo, router, pl, compute, AlgorithmRegistry::builtin(), {}));
+  EXPECT_FALSE(simulate_iteration_fast(check_layout(m, p, p.world_size()), topo, router, pl, compute,
+                                       AlgorithmRegistry::builtin(), {}));
 }
 
 }  // namespace

@@ -154,6 +154,24 @@ TEST(ScheduleSim, ExpertParallelGroupsSpanTpWithEtpOne) {
   EXPECT_LT(spanning, run(m, p, "dgx-h100:nodes=2").breakdown.exposed.at("ep"));
 }
 
+// Parse once, then trust (issue 36): one simulation checks its layout once, whatever path it
+// takes (the fast path's unit planner or the full plan), where it used to check it twice and
+// the model five times: now the model once as it is read (with its file and line) and once
+// more inside the layout check.
+TEST(ScheduleSim, ASimulationChecksItsLayoutOnce) {
+  const ScenarioNode n = ScenarioNode::parse(
+      "model: {preset: gpt3-175b, layers: 8}\nparallel: {tp: 8, sp: true, pp: 2, dp: 2, microbatches: 4}\n"
+      "topology: dgx-h100:nodes=4\n",
+      "count.yaml");
+  for (const bool keep_ops : {false, true}) {  // the fast path, then the full plan
+    const std::int64_t layouts = layout_checks(), models = model_checks();
+    const TrainingResult r = simulate_training(n.resolve(), AlgorithmRegistry::builtin(), keep_ops);
+    EXPECT_EQ(r.fast, !keep_ops);
+    EXPECT_EQ(layout_checks() - layouts, 1) << (keep_ops ? "full plan" : "fast path");
+    EXPECT_EQ(model_checks() - models, 2) << (keep_ops ? "full plan" : "fast path");
+  }
+}
+
 // A stage's wait for the previous stage is pipeline bubble whether or not the activation
 // arrives through pipeline scatter/gather (whose all-gather follows the Recv on the tp
 // stream). On near-free links the 1F1B bubble is (p-1)/m of the busy time with the

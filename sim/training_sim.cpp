@@ -72,8 +72,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   Router& router = *cluster.router;
   r.topology_name = topo.name();
   r.gpus = topo.num_gpus();
-  validate_model(s.model, "model");
-  validate_parallel(s.parallel, s.model, topo.num_gpus(), "topology " + topo.name());
+  const CheckedLayout layout = check_layout(s.model, s.parallel, topo.num_gpus(), "topology " + topo.name());
 
   const Placement placement = training_placement(s, topo);
   r.placement = placement.kind();
@@ -97,12 +96,12 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
   try {
     std::optional<ScheduleSimResult> fast;
-    if (!keep_ops) fast = simulate_iteration_fast(s.model, s.parallel, topo, router, placement, compute, registry, opt);
+    if (!keep_ops) fast = simulate_iteration_fast(layout, topo, router, placement, compute, registry, opt);
     if (fast) {
       r.fast = true;
       r.sim = std::move(*fast);
     } else {
-      r.schedule = plan_iteration(s.model, s.parallel);
+      r.schedule = plan_iteration(layout);
       r.sim = simulate_schedule(r.schedule, topo, router, placement, compute, registry, opt);
     }
   } catch (const TimeRangeError& e) {  // name the sizes that made it, not only the symptom
