@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/scenario_flags.h"
+#include "core/budget.h"
 #include "core/error.h"
 #include "report/collective_report.h"
 #include "sim/collective_sim.h"
@@ -28,6 +30,7 @@ struct Options {
   std::string bytes = "1GiB";
   std::string algo = "auto";
   std::string topology = "dgx-h100";
+  double max_seconds = 0;  // --max-seconds
   std::string mesh;
   std::string placement = "natural";
   std::string group = "all";
@@ -211,6 +214,7 @@ void write_trace(const Options& o, const Topology& topo, const CollectiveContext
 }
 
 int run(const Options& o) {
+  budget::start(o.max_seconds);
   const auto kind = parse_coll_kind(o.kind);
   if (!kind)
     throw Error(
@@ -313,6 +317,7 @@ Run add_collective_command(CLI::App& app) {
   c->add_flag("--explain", o->explain, "Show the formula with numbers and, for small groups, the step table");
   c->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON file");
   c->add_flag("--json", o->json, "Print JSON instead of text");
+  add_max_seconds(c, o->max_seconds);
   return [o]() { return run(*o); };
 }
 

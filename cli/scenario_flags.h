@@ -14,9 +14,14 @@ struct ScenarioFlags {
   std::string file;
   std::vector<std::string> sets;
   std::string fidelity, profile;
+  double max_seconds = 0;  // --max-seconds (simulate, sweep)
   void add(CLI::App* c, bool required);
   // The scenario file (or the built-in default) with the overrides applied, in order.
   ScenarioNode node() const;
 };
+
+// --max-seconds S: a run that takes longer stops with an error (core/budget.h); 0, the
+// default, sets no limit. Call budget::start(seconds) when the command starts.
+void add_max_seconds(CLI::App* c, double& seconds);
 
 }  // namespace meshsim::cli

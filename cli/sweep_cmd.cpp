@@ -46,6 +46,7 @@
 #include "cli/mpi/plugin.h"
 #include "cli/scenario_flags.h"
 #include "cli/sweep_where.h"
+#include "core/budget.h"
 #include "core/error.h"
 #include "report/html_report.h"
 #include "report/training_report.h"
@@ -213,6 +214,8 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
     row.hfu = r.hfu;
     for (const auto& st : r.stages) row.peak = std::max(row.peak, st.peak);
     row.fits = r.fits;
+  } catch (const BudgetError&) {
+    throw;  // the whole sweep stops, not this variant
   } catch (const Error& e) {
     row.error = e.what();
   }
@@ -701,6 +704,7 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
 
 // Under a launcher: load the MPI plugin and join the world; else the single-process sweep.
 int run_sweep(const SweepFlags& f) {
+  budget::start(f.max_seconds);
   const mpi::Launcher launcher = mpi::launcher_env();
   if (!launcher.active) return run_sweep_ranks(f, Ranks{});
   Ranks ranks;
@@ -901,6 +905,7 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--shard", f->shard,
                 "K/N: run only the variants i with i % N == K (K from 0 to N-1; needs --jsonl), then sweep-merge "
                 "the N files");
+  add_max_seconds(c, f->max_seconds);
   return [f] { return run_sweep(*f); };
 }
 

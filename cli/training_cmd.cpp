@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/scenario_flags.h"
+#include "core/budget.h"
 #include "core/error.h"
 #include "report/html_report.h"
 #include "report/training_report.h"
@@ -21,6 +22,12 @@ void ScenarioFlags::add(CLI::App* c, bool required) {
   auto* f = c->add_option("scenario", file, "scenario YAML (see docs/scenarios.md)");
   if (required) f->required();
   c->add_option("--set", sets, "override a field: path=value (e.g. parallel.tp=4), repeatable");
+}
+
+void add_max_seconds(CLI::App* c, double& seconds) {
+  c->add_option("--max-seconds", seconds,
+                "stop the run with an error after this many seconds of wall-clock time (0: no limit; a long run "
+                "says how far it is on a terminal's stderr every 10 s)");
 }
 
 ScenarioNode ScenarioFlags::node() const {
@@ -42,6 +49,7 @@ struct SimulateFlags : ScenarioFlags {
 };
 
 int run_simulate(const SimulateFlags& f) {
+  budget::start(f.max_seconds);
   ScenarioNode node = f.node();
   if (f.no_link_sharing) node.set("run.link_sharing=false");
   const Scenario s = require_training(node.resolve(), "simulate");
@@ -109,6 +117,7 @@ Run add_simulate_command(CLI::App& app) {
                 "utilization,peak)");
   c->add_flag("--no-link-sharing", f->no_link_sharing,
               "flow: time every collective and send alone, as if no other op ran (run.link_sharing: false)");
+  add_max_seconds(c, f->max_seconds);
   return [f] { return run_simulate(*f); };
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/budget.h"
 #include "core/error.h"
 
 namespace meshsim {
@@ -41,6 +42,7 @@ Time Engine::run() {
         queue_.pop();
         ++processed_;
         e.handler->handle(e);
+        budget::tick(now_.seconds(), processed_);  // --max-seconds; a word on a terminal's stderr
       }
       for (EventHandler* h : instant_handlers_) h->end_of_instant(now_);
     }

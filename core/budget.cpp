@@ -1,0 +1,50 @@
+#include "core/budget.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+namespace meshsim::budget {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::int64_t kFirstWordNs = 5'000'000'000, kWordEveryNs = 10'000'000'000;
+std::atomic<std::int64_t> g_start{0}, g_deadline{0}, g_next_word{0};  // Clock ns; deadline 0: none
+std::atomic<bool> g_words{false};
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void start(double max_seconds) {
+  if (!(max_seconds >= 0) || max_seconds > 86400)
+    throw Error(fmt::format("--max-seconds: {} is not in 0..86400 (0: no limit)", max_seconds));
+  const std::int64_t now = now_ns();
+  g_start = now;
+  g_deadline = max_seconds > 0 ? now + static_cast<std::int64_t>(max_seconds * 1e9) : 0;
+  g_next_word = now + kFirstWordNs;
+  g_words = ::isatty(STDERR_FILENO) == 1;
+}
+
+void tick(double simulated_s, std::uint64_t events) {
+  thread_local unsigned calls = 0;
+  if ((++calls & 0xff) != 0 || g_start.load(std::memory_order_relaxed) == 0) return;
+  const std::int64_t now = now_ns();
+  const double took = static_cast<double>(now - g_start) * 1e-9;
+  const std::int64_t deadline = g_deadline.load(std::memory_order_relaxed);
+  if (deadline > 0 && now >= deadline)
+    throw BudgetError(fmt::format(
+        "--max-seconds: stopped after {:.1f} s, the budget, at {:.6g} s of simulated time ({} events); raise "
+        "--max-seconds, shrink the run (ranks, sizes), or use --fidelity formula",
+        took, simulated_s, events));
+  std::int64_t next = g_next_word.load(std::memory_order_relaxed);
+  if (g_words && now >= next && g_next_word.compare_exchange_strong(next, now + kWordEveryNs))
+    std::fprintf(stderr, "meshsim: still running after %.0f s (%.6g s simulated, %llu events)%s\n", took, simulated_s,
+                 static_cast<unsigned long long>(events), deadline > 0 ? "" : "; --max-seconds N stops a run at N s");
+}
+
+}  // namespace meshsim::budget

@@ -1,0 +1,33 @@
+// A wall-clock budget for one command, and a word on stderr while it runs long (issue 40 item 5).
+//
+//   budget::start(60);                       // meshsim ... --max-seconds 60 (0: no limit)
+//   for (...) budget::tick(now_s, events);   // in the long loops: the event engine, a sweep
+//
+// tick() is cheap (it reads the clock once in 256 calls). Past the budget it throws
+// BudgetError, one line naming the budget, how far the run got and what to change; the command
+// then exits 2 having written nothing (outputs are written after the run). While stderr is a
+// terminal it also prints, every 10 s after the first 5, how long the run has taken and how far
+// it is (scripts and CI logs, whose stderr is no terminal, get nothing). Process-wide; safe from
+// the threads of a sweep.
+#pragma once
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace meshsim {
+
+class BudgetError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace budget {
+
+// From now, for max_seconds of wall-clock time (0: no limit; at most a day).
+void start(double max_seconds);
+// Where the run is: simulated seconds reached and events processed (by this loop).
+void tick(double simulated_s, std::uint64_t events);
+
+}  // namespace budget
+}  // namespace meshsim
