@@ -78,7 +78,7 @@ struct ExecutorOptions {
   // cuda: untimed passes before the timed one; the GEMM operands hold calibrate's random words.
   int warmup = 1;
   // The job's rendezvous store: cpu training (address exchange) and cuda (the ncclUniqueId).
-  cpu::RendezvousClient* store = nullptr;
+  launch::RendezvousClient* store = nullptr;
 
   // cpu, collective workloads: the transport between all ranks, and the executor's options
   // (seed, the numerics check's size limit, the process groups per mesh axis). The seed and

@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include "backend/cpu/rendezvous.h"
 #include "backend/cpu/test_util.h"
 #include "backend/cpu/training_exec.h"
 #include "backend/cpu/transport.h"
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/fake_gpu_api.h"
+#include "backend/launch/rendezvous.h"
 #include "core/test_util.h"
 #include "schedule/plan.h"
 #include "topology/presets.h"
@@ -92,11 +92,11 @@ TEST(MakeExecutor, CpuCollectiveWorkloadIsTheCpuExecutorAndReportsItsNumerics) {
 
 TEST(MakeExecutor, CpuTrainingIsTheTrainingExecutor) {
   OneRank s;
-  cpu::RendezvousServer server({.token = "t"});
-  cpu::RendezvousClientOptions co;
+  launch::RendezvousServer server({.token = "t"});
+  launch::RendezvousClientOptions co;
   co.port = server.port();
   co.token = "t";
-  cpu::RendezvousClient store(co);
+  launch::RendezvousClient store(co);
   ExecutorOptions o;
   o.schedule = ScheduleKind::Training;
   o.store = &store;
@@ -148,16 +148,16 @@ TEST(MakeExecutor, CudaChecksEveryOpOfACollectiveWorkload) {
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   const Schedule schedule = workload(2, 2);
   const Placement placement = Placement::natural(Mesh{schedule.axes}, topo);
-  cpu::RendezvousServer server({.token = "t"});
+  launch::RendezvousServer server({.token = "t"});
   cuda::FakeWire wire;
   std::vector<cuda::FakeGpuApi> apis(2);
   std::vector<std::vector<cpu::NumericsCheck>> checks(2);
   const std::vector<std::string> errors = cpu::testing::run_ranks(2, [&](int rank) {
-    cpu::RendezvousClientOptions co;
+    launch::RendezvousClientOptions co;
     co.port = server.port();
     co.token = "t";
     co.rank = rank;
-    cpu::RendezvousClient store(co);
+    launch::RendezvousClient store(co);
     apis[static_cast<std::size_t>(rank)].wire = &wire;
     ExecutorOptions o;
     o.backend = Backend::Cuda;

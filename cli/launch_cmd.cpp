@@ -2,7 +2,7 @@
 //
 // Starts N ranks of COMMAND on this machine, each with MESHSIM_RANK, MESHSIM_WORLD_SIZE,
 // MESHSIM_MASTER_ADDR (127.0.0.1), MESHSIM_MASTER_PORT (a free port unless --port) and
-// MESHSIM_TOKEN (random per run) set, as backend/cpu/launch_env.h reads them (see its
+// MESHSIM_TOKEN (random per run) set, as backend/launch/launch_env.h reads them (see its
 // kRankVar etc.). The ranks
 // share the launcher's stdout and stderr. The ranks run in a process group of their own:
 // when one fails (non-zero exit, a signal, or stopped by SIGSTOP/SIGTSTP: a stopped rank
@@ -37,7 +37,7 @@
 #include <string_view>
 #include <thread>
 
-#include "backend/cpu/launch_env.h"
+#include "backend/launch/launch_env.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -283,7 +283,7 @@ class Ranks {
 };
 
 std::vector<std::string> rank_environment(int rank, int world, int port, const std::string& token) {
-  using namespace meshsim::cpu;
+  using namespace meshsim::launch;
   const std::vector<std::pair<const char*, std::string>> ours = {{kRankVar, std::to_string(rank)},
                                                                  {kWorldSizeVar, std::to_string(world)},
                                                                  {kMasterAddrVar, "127.0.0.1"},
@@ -303,7 +303,7 @@ std::vector<std::string> rank_environment(int rank, int world, int port, const s
 int launch(const LaunchOptions& o) {
   if (o.command.empty()) throw Error("launch: no command given; write `meshsim launch -n N -- COMMAND ARGS...`");
   if (o.timeout_s < 0) throw Error(fmt::format("--timeout {}: must be >= 0 seconds (0: no limit)", o.timeout_s));
-  cpu::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
+  launch::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   const int port = o.port > 0 ? o.port : free_port();
   const std::string token = random_token();
   std::fflush(stdout);

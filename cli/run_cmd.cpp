@@ -31,9 +31,9 @@
 
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_executor.h"
-#include "backend/cpu/launch_env.h"
-#include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/launch/launch_env.h"
+#include "backend/launch/rendezvous.h"
 #include "backend/make_executor.h"
 #include "cli/commands.h"
 #include "cli/run_internal.h"
@@ -54,7 +54,7 @@ std::string backend_label(const RunFlags& f) {
 }
 
 bool under_launcher() {
-  for (const char* v : {cpu::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+  for (const char* v : {launch::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
     if (std::getenv(v) != nullptr) return true;
   return false;
 }
@@ -177,7 +177,7 @@ std::string format_mesh(const std::vector<std::pair<std::string, int>>& dims) {
 }  // namespace
 
 RankSession::RankSession(const RunFlags& f)
-    : env(cpu::launch_env()), timeout(static_cast<std::int64_t>(f.timeout_s * 1000)) {
+    : env(launch::launch_env()), timeout(static_cast<std::int64_t>(f.timeout_s * 1000)) {
   // Every rank says so: a rank on another host keeps its own log (issue 40).
   if (env.insecure)
     std::cerr << fmt::format(
@@ -185,15 +185,15 @@ RankSession::RankSession(const RunFlags& f)
         "{}:{} can join it and read its data; use this on a single host only\n",
         env.rank, env.master_addr, env.master_port);
   if (env.rank == 0) {
-    cpu::RendezvousServerOptions so{env.master_addr, env.master_port, env.token};
+    launch::RendezvousServerOptions so{env.master_addr, env.master_port, env.token};
     so.max_connections = 4 * env.world_size + 64;    // one client per rank, with room for retries
     so.world_size = env.world_size;                  // a rank with another MESHSIM_WORLD_SIZE is refused at once
     so.linger_on_failure = std::chrono::seconds(3);  // a late rank of a failed run is told why, not left to retry
     so.heartbeat_timeout = env.heartbeat_timeout;    // a stopped or hung rank is named (MESHSIM_HEARTBEAT_TIMEOUT)
-    server = std::make_unique<cpu::RendezvousServer>(std::move(so));
+    server = std::make_unique<launch::RendezvousServer>(std::move(so));
   }
   // Registered: the store fails the run at once for every rank when this one dies or is misconfigured.
-  store = std::make_unique<cpu::RendezvousClient>(cpu::RendezvousClientOptions{
+  store = std::make_unique<launch::RendezvousClient>(launch::RendezvousClientOptions{
       env.master_addr, env.master_port, env.token, env.rank, timeout, timeout, env.world_size,
       env.heartbeat_timeout > std::chrono::milliseconds(0) ? env.heartbeat_interval : std::chrono::milliseconds(0),
       env.heartbeat_timeout});
@@ -421,9 +421,9 @@ int run_rank(const RunFlags& f) {
   const Scenario sc = node.resolve();
   RankSession session(f);
   if (!sc.workload) return run_training_rank(f, sc, session);
-  const cpu::LaunchEnv& env = session.env;
+  const launch::LaunchEnv& env = session.env;
   const auto timeout = session.timeout;
-  cpu::RendezvousClient& store = *session.store;
+  launch::RendezvousClient& store = *session.store;
   cpu::Transport* transport = session.transport.get();
 
   CollectiveWorkload w = *sc.workload;
@@ -477,7 +477,7 @@ int run_rank(const RunFlags& f) {
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
   if (under_launcher()) return run_rank(f);
-  cpu::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
+  launch::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
   for (const auto& s : f.sets) node.set(s);

@@ -9,9 +9,9 @@
 
 #include "backend/cpu/cpu_calibrate.h"
 #include "backend/cpu/cpu_executor.h"
-#include "backend/cpu/launch_env.h"
-#include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/launch/launch_env.h"
+#include "backend/launch/rendezvous.h"
 #include "backend/make_executor.h"
 #include "sim/machine_profile.h"
 #include "sim/scenario.h"
@@ -57,10 +57,10 @@ void check_backend(RunFlags& f, const BackendFlagText& typed);
 // and a transport between all ranks (for measuring the machine and collective workloads).
 struct RankSession {
   explicit RankSession(const RunFlags& f);
-  cpu::LaunchEnv env;
+  launch::LaunchEnv env;
   std::chrono::milliseconds timeout;
-  std::unique_ptr<cpu::RendezvousServer> server;
-  std::unique_ptr<cpu::RendezvousClient> store;
+  std::unique_ptr<launch::RendezvousServer> server;
+  std::unique_ptr<launch::RendezvousClient> store;
   std::unique_ptr<cpu::StoreDirectory> dir;
   std::unique_ptr<cpu::Transport> transport;  // cpu backend only
   // What make_executor needs of this rank: the backend, its collectives, rank, world, timeout

@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/rendezvous.h"
 #include "backend/cpu/transport.h"
+#include "backend/launch/rendezvous.h"
 #include "schedule/collective.h"
 #include "schedule/executor.h"
 
@@ -31,13 +31,13 @@ namespace meshsim::cpu {
 // of one job (one per comm stream, say) use different prefixes.
 class StoreDirectory : public PeerDirectory {
  public:
-  explicit StoreDirectory(RendezvousClient& store, std::string prefix = "addr/")
+  explicit StoreDirectory(launch::RendezvousClient& store, std::string prefix = "addr/")
       : store_(store), prefix_(std::move(prefix)) {}
   void publish(int rank, const std::string& host_port) override;
   std::string lookup(int rank, std::chrono::milliseconds timeout) override;
 
  private:
-  RendezvousClient& store_;
+  launch::RendezvousClient& store_;
   std::string prefix_;
 };
 

@@ -139,8 +139,8 @@ std::vector<float>& sized(std::vector<float>& v, Bytes bytes) {
 // per stream and per inbox, and assembles the trace.
 class Run {
  public:
-  Run(int rank, int world, RendezvousClient& store, const Placement& placement, const AlgorithmRegistry& registry,
-      const TrainingExecOptions& opt, const Schedule& schedule)
+  Run(int rank, int world, launch::RendezvousClient& store, const Placement& placement,
+      const AlgorithmRegistry& registry, const TrainingExecOptions& opt, const Schedule& schedule)
       : rank_(rank),
         world_(world),
         store_(store),
@@ -192,7 +192,7 @@ class Run {
   Trace assemble_trace() const;
 
   const int rank_, world_;
-  RendezvousClient& store_;
+  launch::RendezvousClient& store_;
   const Placement& placement_;
   const AlgorithmRegistry& registry_;
   const TrainingExecOptions& opt_;
@@ -374,7 +374,7 @@ Trace Run::assemble_trace() const {
 
 }  // namespace
 
-TrainingExecutor::TrainingExecutor(int rank, int world, RendezvousClient& store, const Placement& placement,
+TrainingExecutor::TrainingExecutor(int rank, int world, launch::RendezvousClient& store, const Placement& placement,
                                    const AlgorithmRegistry& registry, TrainingExecOptions options)
     : rank_(rank), world_(world), store_(store), placement_(placement), registry_(registry), opt_(std::move(options)) {}
 

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/cpu/rendezvous.h"
+#include "backend/launch/rendezvous.h"
 #include "schedule/collective.h"
 #include "schedule/executor.h"
 #include "topology/placement.h"
@@ -47,7 +47,7 @@ class TrainingExecutor : public Executor {
  public:
   // rank: this process, which is GPU `rank` of the placement's topology (mesh rank r runs on
   // process placement.gpu_of(r)); the placement must use GPUs 0..world-1 exactly.
-  TrainingExecutor(int rank, int world, RendezvousClient& store, const Placement& placement,
+  TrainingExecutor(int rank, int world, launch::RendezvousClient& store, const Placement& placement,
                    const AlgorithmRegistry& registry, TrainingExecOptions options);
   std::string name() const override { return "cpu"; }
   // Throws Error for a collective op without an algorithm (resolve them first), a layout
@@ -56,7 +56,7 @@ class TrainingExecutor : public Executor {
 
  private:
   int rank_, world_;
-  RendezvousClient& store_;
+  launch::RendezvousClient& store_;
   const Placement& placement_;
   const AlgorithmRegistry& registry_;
   TrainingExecOptions opt_;

@@ -7,17 +7,17 @@
 #include <memory>
 #include <tuple>
 
-#include "backend/cpu/rendezvous.h"
 #include "backend/cuda/comm_plan.h"
 #include "backend/cuda/cuda_calibrate.h"
 #include "backend/cuda/event_trace.h"
 #include "backend/cuda/p2p_plan.h"
 #include "backend/cuda/workspace.h"
+#include "backend/launch/rendezvous.h"
 #include "core/error.h"
 
 namespace meshsim::cuda {
 
-IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
+IdExchange store_id_exchange(launch::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
                              std::string key) {
   return [&store, rank, timeout, key = std::move(key)](const std::string& mine) {
     if (rank == 0) {

@@ -53,7 +53,7 @@
 #include "schedule/executor.h"
 #include "topology/placement.h"
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 class RendezvousClient;
 }
 
@@ -63,7 +63,7 @@ namespace meshsim::cuda {
 using IdExchange = std::function<std::string(const std::string& mine)>;
 // `key` names the id in the store: a process that builds several world communicators (one
 // per executor) passes a fresh key for each.
-IdExchange store_id_exchange(cpu::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
+IdExchange store_id_exchange(launch::RendezvousClient& store, int rank, std::chrono::milliseconds timeout,
                              std::string key = "nccl/unique_id");
 
 // Numerics of collective ops (collective workloads): fill the input before the op, check

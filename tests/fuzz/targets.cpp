@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "backend/cpu/launch_env.h"
+#include "backend/launch/launch_env.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "sim/machine_profile.h"
@@ -131,8 +131,8 @@ std::string launch_env(std::string_view input) {
     return it == vars.end() ? nullptr : it->second.c_str();
   };
   try {
-    (void)cpu::launch_env_from(get);
-    (void)cpu::heartbeat_env_from(get);
+    (void)launch::launch_env_from(get);
+    (void)launch::heartbeat_env_from(get);
   } catch (const Error& e) {
     return outcome(e);
   }

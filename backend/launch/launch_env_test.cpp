@@ -1,6 +1,6 @@
 // Launcher environments: meshsim, torchrun, Slurm and Open MPI variables, and the errors
 // for missing or inconsistent ones.
-#include "backend/cpu/launch_env.h"
+#include "backend/launch/launch_env.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 namespace {
 
 using Env = std::map<std::string, std::string>;
@@ -225,4 +225,4 @@ TEST(LaunchEnv, HeartbeatVariables) {
 }
 
 }  // namespace
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch

@@ -45,7 +45,7 @@
 #include <functional>
 #include <string>
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 
 inline constexpr int kDefaultMasterPort = 29500;
 
@@ -92,4 +92,4 @@ struct HeartbeatEnv {
 HeartbeatEnv heartbeat_env_from(const std::function<const char*(const char*)>& getenv);
 HeartbeatEnv heartbeat_env();
 
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch

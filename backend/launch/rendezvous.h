@@ -122,7 +122,7 @@
 #include <string_view>
 #include <vector>
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 
 using Millis = std::chrono::milliseconds;
 
@@ -247,4 +247,4 @@ std::string token_proof(std::string_view token, std::string_view label, std::str
                         std::string_view second);
 std::string random_nonce();
 
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch

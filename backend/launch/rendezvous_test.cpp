@@ -1,6 +1,6 @@
 // The rendezvous store: set/get across threads, timeouts that name what was missing,
 // and a server that refuses wrong tokens and malformed messages but keeps serving.
-#include "backend/cpu/rendezvous.h"
+#include "backend/launch/rendezvous.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -27,12 +27,12 @@
 #include <optional>
 #include <thread>
 
-#include "backend/cpu/launch_env.h"
 #include "backend/cpu/test_util.h"
+#include "backend/launch/launch_env.h"
 #include "core/error.h"
 #include "core/test_util.h"
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -840,7 +840,7 @@ TEST(RendezvousLiveness, ASilentRankIsNamedToEveryRankWithinTheTimeout) {
 
 TEST(RendezvousLiveness, ARankThatComputesLongerThanTheTimeoutIsNotDeclaredDead) {
   RendezvousServer server({.token = "secret", .world_size = 2, .heartbeat_timeout = kSilence});
-  const auto errs = testing::run_ranks(2, [&](int r) {
+  const auto errs = cpu::testing::run_ranks(2, [&](int r) {
     RendezvousClient c(beating_member(server, r, 2));
     c.barrier("start", 2, 60s);
     if (r == 1) std::this_thread::sleep_for(3 * kSilence);  // computing: no store call
@@ -881,4 +881,4 @@ TEST(RendezvousLaunched, GatherAndBarrierAcrossProcesses) {
 }
 
 }  // namespace
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch

@@ -1,5 +1,5 @@
 // Reading the launcher's environment variables (see launch_env.h).
-#include "backend/cpu/launch_env.h"
+#include "backend/launch/launch_env.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 
 namespace {
 
@@ -158,4 +158,4 @@ LaunchEnv launch_env() {
   return launch_env_from([](const char* name) -> const char* { return std::getenv(name); });
 }
 
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch

@@ -1,6 +1,6 @@
 // The rendezvous store: an Asio server on its own thread, a blocking client with deadlines.
 // The protocol is documented in rendezvous.h.
-#include "backend/cpu/rendezvous.h"
+#include "backend/launch/rendezvous.h"
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -30,7 +30,7 @@
 
 #include "core/error.h"
 
-namespace meshsim::cpu {
+namespace meshsim::launch {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -761,7 +761,7 @@ struct RendezvousClient::Impl {
   // Runs io until its work is done or the deadline passes (false: the socket was closed),
   // or until the heartbeat learnt that the job failed (Error, naming why).
   bool run_until(Clock::time_point deadline, std::string_view what = {}) {
-    const Ran ran = meshsim::cpu::run_until(io, sock, deadline, [this] { return health->failed(); });
+    const Ran ran = meshsim::launch::run_until(io, sock, deadline, [this] { return health->failed(); });
     if (ran == Ran::Cancelled) {
       broken = "the run failed: " + health->get();
       throw Error(fmt::format("rendezvous: rank {}: {} stopped: {}", o.rank, what.empty() ? "connect" : what, broken));
@@ -810,7 +810,7 @@ struct RendezvousClient::Impl {
         if (e) return void(ec = e);
         asio::async_connect(csock, results, [&](error_code e2, const tcp::endpoint&) { ec = e2; });
       });
-      if (meshsim::cpu::run_until(cio, csock, deadline, nullptr) != Ran::Done) ec = asio::error::timed_out;
+      if (meshsim::launch::run_until(cio, csock, deadline, nullptr) != Ran::Done) ec = asio::error::timed_out;
       if (!ec) break;
       last = ec;
       if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again)
@@ -841,7 +841,7 @@ struct RendezvousClient::Impl {
     std::string body;
     error_code ec = asio::error::would_block;
     start_round_trip(csock, encode_hello(cn), header, body, ec);
-    if (meshsim::cpu::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr) != Ran::Done)
+    if (meshsim::launch::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr) != Ran::Done)
       throw Error(
           fmt::format("rendezvous: the store at {} did not answer the handshake within {}; is rank 0 a "
                       "meshsim of this version?",
@@ -864,7 +864,7 @@ struct RendezvousClient::Impl {
     const std::string mine = encode_frame(token_proof(o.token, kRankLabel, sn, cn));
     ec = asio::error::would_block;
     asio::async_write(csock, asio::buffer(mine), [&](error_code e, std::size_t) { ec = e; });
-    meshsim::cpu::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr);
+    meshsim::launch::run_until(cio, csock, Clock::now() + o.io_timeout, nullptr);
     if (!store_knows) {
       error_code ignored;
       csock.close(ignored);
@@ -1026,7 +1026,7 @@ void RendezvousClient::Impl::beat_loop() {
     error_code ec = asio::error::would_block;
     start_round_trip(beat_sock, out, header, body, ec);
     const Ran ran =
-        meshsim::cpu::run_until(beat_io, beat_sock, Clock::now() + patience, [this] { return beat_stop.load(); });
+        meshsim::launch::run_until(beat_io, beat_sock, Clock::now() + patience, [this] { return beat_stop.load(); });
     if (beat_stop) return;
     if (ran == Ran::Timeout)
       return health->set(fmt::format(
@@ -1188,4 +1188,4 @@ std::vector<std::string> RendezvousClient::gather(std::string_view key_prefix, i
                          "did not publish a value");
 }
 
-}  // namespace meshsim::cpu
+}  // namespace meshsim::launch
