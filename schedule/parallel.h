@@ -122,8 +122,9 @@ struct ParallelSpec {
   int expert_tp() const { return etp > 0 ? etp : tp; }
   // The ranks one expert's weights are spread over: ep x etp with ep > 1, else the tensor ranks.
   double expert_shard() const { return ep > 1 ? static_cast<double>(ep) * expert_tp() : tensor_size(); }
-  // Whether the ep ranks span the tp (and cp) ranks: Megatron-core's layout with etp = 1.
-  bool ep_spans_tp() const { return ep > 1 && expert_tp() == 1 && tensor_size() > 1; }
+  // Whether the ep ranks span the tp (and cp) ranks: Megatron-core's layout with etp = 1 and
+  // 1D tp > 1 (with mesh2d, tp = 1 and the ep ranks come from dp as before).
+  bool ep_spans_tp() const { return ep > 1 && expert_tp() == 1 && tp > 1; }
   // The mesh axis the MoE all-to-alls run over, and the size of the mesh's own "ep" axis (the
   // factor of dp in the ep groups): "ep" (ep ranks of dp), or "ep+cp+tp" with ep_spans_tp().
   std::string ep_axis() const { return ep_spans_tp() ? std::string("ep") + (cp > 1 ? "+cp" : "") + "+tp" : "ep"; }
