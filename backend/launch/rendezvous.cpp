@@ -1160,32 +1160,26 @@ bool RendezvousClient::try_get(std::string_view key, std::string& value) {
 }
 
 void RendezvousClient::barrier(std::string_view name, int world_size, Millis timeout) {
-  const auto deadline = Clock::now() + timeout;
-  const int rank = impl_->o.rank;
-  if (rank < 0 || rank >= world_size)
-    throw Error(
-        fmt::format("rendezvous: barrier '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
-                    "MESHSIM_WORLD_SIZE",
-                    name, rank, world_size - 1));
-  const int gen = impl_->generation[fmt::format("barrier/{}", name)]++;
-  const std::string prefix = fmt::format("barrier/{}/{}", name, gen);
-  set(fmt::format("{}/{}", prefix, rank), {});
-  impl_->wait_all(prefix, world_size, deadline, timeout, fmt::format("barrier '{}'", name), "did not arrive");
+  meet("barrier", name, impl_->o.rank, world_size, {}, timeout, "did not arrive");
 }
 
 std::vector<std::string> RendezvousClient::gather(std::string_view key_prefix, int rank, int world_size,
                                                   std::string_view value, Millis timeout) {
+  return meet("gather", key_prefix, rank, world_size, value, timeout, "did not publish a value");
+}
+
+// A barrier or a gather: the n-th meeting of `name` publishes this rank's value under
+// "<kind>/<name>/<n>/<rank>" and waits for every rank's.
+std::vector<std::string> RendezvousClient::meet(std::string_view kind, std::string_view name, int rank, int world_size,
+                                                std::string_view value, Millis timeout, std::string_view missing_verb) {
   const auto deadline = Clock::now() + timeout;
   if (rank < 0 || rank >= world_size)
-    throw Error(
-        fmt::format("rendezvous: gather '{}': rank {} is not in 0..{}; check MESHSIM_RANK and "
-                    "MESHSIM_WORLD_SIZE",
-                    key_prefix, rank, world_size - 1));
-  const int gen = impl_->generation[fmt::format("gather/{}", key_prefix)]++;
-  const std::string prefix = fmt::format("gather/{}/{}", key_prefix, gen);
+    throw Error(fmt::format("rendezvous: {} '{}': rank {} is not in 0..{}; check MESHSIM_RANK and MESHSIM_WORLD_SIZE",
+                            kind, name, rank, world_size - 1));
+  const int gen = impl_->generation[fmt::format("{}/{}", kind, name)]++;
+  const std::string prefix = fmt::format("{}/{}/{}", kind, name, gen);
   set(fmt::format("{}/{}", prefix, rank), value);
-  return impl_->wait_all(prefix, world_size, deadline, timeout, fmt::format("gather '{}'", key_prefix),
-                         "did not publish a value");
+  return impl_->wait_all(prefix, world_size, deadline, timeout, fmt::format("{} '{}'", kind, name), missing_verb);
 }
 
 }  // namespace meshsim::launch

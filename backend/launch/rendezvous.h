@@ -233,6 +233,8 @@ class RendezvousClient {
   std::function<std::string()> failure_probe() const;
 
  private:
+  std::vector<std::string> meet(std::string_view kind, std::string_view name, int rank, int world_size,
+                                std::string_view value, Millis timeout, std::string_view missing_verb);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
