@@ -55,8 +55,8 @@ std::string algorithm_protocol_label(const CollectiveOutcome& out) {
 }
 
 // What the protocol adds, in one line: launch, per-step latency floor, payload rate.
-std::string protocol_text(const Algorithm& a, const CostParams& cp, Protocol p) {
-  const ProtocolCosts c = a.protocol_costs(p, cp);
+std::string protocol_text(const Algorithm& a, const CostParams& cp, const CollectiveSpec& spec, Protocol p) {
+  const ProtocolCosts c = a.protocol_costs(p, cp, spec);
   std::string steps;
   auto floor = [&](HopKind h) {
     if (c.hop(h) > 0)
@@ -82,7 +82,7 @@ std::string summary_text(const Topology& topo, const CollectiveContext& ctx, con
                    topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
   s += fmt::format("  time      {}\n", format_time(out.time));
   if (out.protocol != Protocol::None)
-    s += fmt::format("  protocol  {}\n", protocol_text(*out.algorithm, out.params, out.protocol));
+    s += fmt::format("  protocol  {}\n", protocol_text(*out.algorithm, out.params, out.spec, out.protocol));
   s += fmt::format("  algbw     {:.2f} GB/s\n", bw.algbw_GBps);
   s += fmt::format("  busbw     {:.2f} GB/s   (busbw factor {})\n", bw.busbw_GBps,
                    factor_text(out.spec.kind, out.spec.ranks));
@@ -167,11 +167,11 @@ std::string nccl_tests_footer(const std::vector<double>& busbw_GBps) {
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows) {
   if (out.nccl) return nccl_explain_text(*out.nccl);
   std::string s = "\nFormula (docs/math.md section 1):\n";
-  const CostParams params = with_protocol(out.params, out.protocol, out.algorithm->hop_rows);
+  const CostParams params = with_protocol(out.params, out.protocol, out.spec, out.algorithm->hop_rows);
   s += out.algorithm->explain(out.spec, params);
   if (s.back() != '\n') s += '\n';
   if (out.protocol != Protocol::None) {
-    const double launch = out.algorithm->protocol_costs(out.protocol, out.params).launch_ps;
+    const double launch = out.algorithm->protocol_costs(out.protocol, out.params, out.spec).launch_ps;
     s += fmt::format("  + launch of protocol {} {:.3f}us = {:.3f}us\n", to_string(out.protocol), launch * 1e-6,
                      (launch + out.algorithm->cost_ps(out.spec, params)) * 1e-6);
     s += fmt::format("  alpha and beta above: the routes' under protocol {} (docs/math.md section 1.6)\n",

@@ -156,8 +156,12 @@ RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   return b;
 }
 
-ProtocolCosts Algorithm::protocol_costs(Protocol p, const CostParams& cp) const {
-  return meshsim::protocol_costs(p, hop_rows, cp.multi_node);
+ProtocolScope protocol_scope(const CostParams& cp, const CollectiveSpec& spec) {
+  return {cp.multi_node, cp.ll_cap_fraction, cp.channels, static_cast<double>(spec.bytes), spec.ranks};
+}
+
+ProtocolCosts Algorithm::protocol_costs(Protocol p, const CostParams& cp, const CollectiveSpec& spec) const {
+  return meshsim::protocol_costs(p, hop_rows, protocol_scope(cp, spec));
 }
 
 bool Algorithm::supports(CollKind k) const { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); }
@@ -239,9 +243,9 @@ double busbw_factor(CollKind kind, int ranks) {
   return 1.0;
 }
 
-CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows) {
+CostParams with_protocol(const CostParams& cp, Protocol p, const CollectiveSpec& spec, HopRows rows) {
   if (p == Protocol::None) return cp;
-  const ProtocolCosts c = protocol_costs(p, rows, cp.multi_node);
+  const ProtocolCosts c = protocol_costs(p, rows, protocol_scope(cp, spec));
   CostParams out = cp;
   const double f = c.payload_fraction;
   auto level = [&](double& alpha, double& beta, HopKind h) {
@@ -261,7 +265,7 @@ CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows) {
 ProtocolCost best_protocol(const Algorithm& a, const CollectiveSpec& spec, const CostParams& cp) {
   if (!cp.protocols) return {Protocol::None, a.cost_ps(spec, cp)};
   auto cost = [&](Protocol p) {
-    return a.protocol_costs(p, cp).launch_ps + a.cost_ps(spec, with_protocol(cp, p, a.hop_rows));
+    return a.protocol_costs(p, cp, spec).launch_ps + a.cost_ps(spec, with_protocol(cp, p, spec, a.hop_rows));
   };
   if (a.only_protocol) return {*a.only_protocol, cost(*a.only_protocol)};
   ProtocolCost best{Protocol::None, 0};

@@ -194,13 +194,20 @@ struct CostParams {
   bool ll128 = false;
   HopKind intra_hop = HopKind::NvLink;
   bool multi_node = false;
+  // LL's rate (ProtocolScope): NCCL's llMaxBw for the group's GPUs and nodes over its slowest
+  // link's rate, and the ring channels NCCL's search gives the group (0: not narrowed).
+  double ll_cap_fraction = 1.0;
+  int channels = 0;
 };
 
-// The parameters a closed form sees when its steps run under protocol `p`: every level's
-// alpha at least p's latency for that level's hop kind (from the algorithm's rows, with
-// NCCL's multi-node LL factor when cp.multi_node), every beta over p's payload fraction (the
-// launch is not in them: ProtocolCost adds it). Protocol::None: unchanged.
-CostParams with_protocol(const CostParams& cp, Protocol p, HopRows rows = {});
+// The ProtocolScope of `spec` on links `cp`.
+ProtocolScope protocol_scope(const CostParams& cp, const CollectiveSpec& spec);
+
+// The parameters a closed form of `spec` sees when its steps run under protocol `p`: every
+// level's alpha at least p's latency for that level's hop kind (from the algorithm's rows, with
+// NCCL's multi-node LL factor when cp.multi_node), every beta over p's payload fraction for
+// `spec` (the launch is not in them: ProtocolCost adds it). Protocol::None: unchanged.
+CostParams with_protocol(const CostParams& cp, Protocol p, const CollectiveSpec& spec, HopRows rows = {});
 
 struct Algorithm {
   std::string name;     // "ring", "binomial", ...
@@ -231,8 +238,9 @@ struct Algorithm {
   // Whether NCCL itself runs it (AlgorithmRegistry::builtin marks them). On a topology whose
   // collectives run under NCCL's protocols, `auto` chooses among these only.
   bool nccl = false;
-  // The protocol costs its steps pay under `p` on links `cp` (rows, launch, multi-node LL).
-  ProtocolCosts protocol_costs(Protocol p, const CostParams& cp) const;
+  // The protocol costs its steps pay for `spec` under `p` on links `cp` (rows, launch,
+  // multi-node LL, LL's rate for the message).
+  ProtocolCosts protocol_costs(Protocol p, const CostParams& cp, const CollectiveSpec& spec) const;
   bool supports(CollKind k) const;
   // validate_spec(spec), then unsupported(spec) (thrown as Error with its reason), then make.
   std::unique_ptr<StepProgram> build(const CollectiveSpec& spec) const;

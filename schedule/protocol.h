@@ -69,10 +69,26 @@ struct HopRows {
   HopRow net = HopRow::Ring;    // hops between nodes
 };
 
+// What a protocol's rate depends on beyond the protocol: the group's links and the message.
+// LL (NCCL 2.28, tuning.cc and enqueue.cc): with every channel running, a ring's LL carries
+// payload at half its links' rate (half the bytes are flags; a tree's at 1/3.8), at most
+// NCCL's llMaxBw (nccl_ll_max_bw_GBps), here a fraction of the group's slowest link
+// (`ll_cap_fraction`, set by derive_cost_params); a small message runs on fewer channels
+// (nccl_ll_channels_open), each at 1/channels of that rate.
+struct ProtocolScope {
+  bool multi_node = false;       // the group spans nodes (NCCL's 1.8x on LL hops inside a node)
+  double ll_cap_fraction = 1.0;  // llMaxBw / the group's slowest link rate (1: no cap binds)
+  int channels = 0;              // NCCL's ring channels for the group; 0: never narrowed
+  double bytes = 0;              // the collective's size
+  int ranks = 0;                 // the group's ranks
+};
+
 // One protocol's costs as a step program pays them: the launch (NCCL's Ring base latency; its
 // Tree base differs by 0.2 us under LL and is folded into the Tree/Simple hop) and a latency per
 // step by hop kind, from the program's rows. On a communicator that spans nodes NCCL charges an
-// LL hop inside a node 1.8x (tuning.cc, every algorithm): `multi_node` applies it.
+// LL hop inside a node 1.8x (tuning.cc, every algorithm): `scope.multi_node` applies it. LL's
+// payload fraction: min(1/2 ring or 1/3.8 tree, scope.ll_cap_fraction) x the share of channels
+// open for the message.
 struct ProtocolCosts {
   double launch_ps = 0;            // once per collective
   std::array<double, 3> hop_ps{};  // per step, by HopKind
@@ -80,7 +96,21 @@ struct ProtocolCosts {
   double hop(HopKind h) const { return hop_ps[static_cast<int>(h)]; }
 };
 // Protocol::None: all zero, payload fraction 1 (the bare alpha-beta model).
-ProtocolCosts protocol_costs(Protocol p, HopRows rows = {}, bool multi_node = false);
+ProtocolCosts protocol_costs(Protocol p, HopRows rows = {}, const ProtocolScope& scope = {});
+
+// NCCL's cap on LL's bus bandwidth in GB/s (tuning.cc llMaxBws, NCCL 2.28): on one node by the
+// GPU's architecture (sm: compute capability x 10; Volta 39, Ampere 87.7, Hopper 141, Blackwell
+// 282); across nodes by the host CPU, taken as x86 Intel: 39 on two nodes, 20.4 on more.
+double nccl_ll_max_bw_GBps(int sm, int nodes);
+
+// The channels NCCL opens for an LL message on a ring (enqueue.cc, its ring/tree channel
+// tuning): it drops channels while bytes < open x 512 threads x 8 bytes per thread x ranks. At
+// least one, at most `channels`. Tree programs are narrowed the same way: NCCL's tree threshold
+// leaves out the ranks, but NCCL also rates its trees down at these sizes (tuning.cc's
+// treeCorrectionFactor), which our tree programs do not model; the ring's rule keeps the two
+// as they compared before. (LL128 and Simple narrow too, below sizes where LL is the faster
+// protocol: not modelled.)
+int nccl_ll_channels_open(double bytes, int ranks, int channels);
 
 // NCCL's factor on an LL hop inside a node when the communicator spans nodes.
 inline constexpr double kNcclLlMultiNodeIntraFactor = 1.8;

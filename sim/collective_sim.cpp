@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "core/enum_names.h"
@@ -49,9 +50,7 @@ class Runner : public EventHandler, public FlowListener {
     for (const auto& g : groups_) {
       MESHSIM_ASSERT(g.program != nullptr && g.program->ranks() == static_cast<int>(g.gpus.size()));
       base_.push_back(slots);
-      bool multi_node = false;
-      for (int gpu : g.gpus) multi_node = multi_node || topo.node_of_gpu(gpu) != topo.node_of_gpu(g.gpus.front());
-      costs_.push_back(protocol_costs(g.protocol, g.hop_rows, multi_node));
+      costs_.push_back(protocol_costs(g.protocol, g.hop_rows, g.scope));
       slots += static_cast<int>(g.gpus.size());
     }
     for (std::size_t g = 0; g < groups_.size(); ++g)
@@ -475,6 +474,20 @@ void set_net_switch_params(Router& router, const std::vector<int>& gpus, int g, 
 }
 }  // namespace
 
+namespace {
+// LL's rate on the group (ProtocolScope): NCCL's llMaxBw for its GPUs and nodes as a fraction
+// of its slowest route's rate, and the ring channels NCCL's search would give it.
+void set_ll_rate(const Topology& topo, Router& router, const std::vector<int>& gpus, double slowest_bytes_per_ps,
+                 CostParams& cp) {
+  std::set<int> nodes;
+  for (int g : gpus) nodes.insert(topo.node_of_gpu(g));
+  const double cap_GBps = nccl_ll_max_bw_GBps(topo.gpu_sm, static_cast<int>(nodes.size()));
+  cp.ll_cap_fraction = cap_GBps / (slowest_bytes_per_ps * 1e3);
+  const NcclConfig config{.sm = topo.gpu_sm};
+  cp.channels = nccl_graph(nccl_shape(topo, router, gpus, topo.gpu_sm), config).channels;
+}
+}  // namespace
+
 CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps) {
   const Topology& topo = router.topology();
   CostParams cp;
@@ -528,6 +541,7 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   }
   cp.intra_hop = intra_nvlink ? HopKind::NvLink : HopKind::Pci;
   cp.ll128 = intra_nvlink;
+  if (cp.protocols && p >= 2) set_ll_rate(topo, router, gpus, bw_all, cp);
   if (!std::isfinite(bw_all)) bw_all = 1;  // p == 1: no communication
   cp.alpha_ps = a_all;
   cp.beta_ps = 1.0 / bw_all;
@@ -594,7 +608,8 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
   double steps = 0, concurrent = 0;  // the flow run's work and the messages it solves together
   for (std::size_t i = 0; i < specs.size(); ++i) {
     programs.push_back(a.make_timing ? a.make_timing(specs[i], params[i]) : a.build(specs[i]));
-    groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol, a.hop_rows});
+    groups.push_back({gpus[i], programs.back().get(), best_protocol(a, specs[i], params[i]).protocol, a.hop_rows,
+                      protocol_scope(params[i], specs[i])});
     steps += rank_steps(*programs.back());
     concurrent += concurrent_messages(*programs.back());
   }

@@ -55,8 +55,10 @@ struct GroupProgram {
   // link time (the links carry the protocol's flags). None: the bare model.
   Protocol protocol = Protocol::None;
   // The protocol's latency rows its hops pay (Algorithm::hop_rows); on a group spanning nodes
-  // an LL hop inside a node pays NCCL's multi-node factor.
+  // an LL hop inside a node pays NCCL's multi-node factor (scope.multi_node).
   HopRows hop_rows;
+  // The group and message the protocol's rates depend on (protocol_scope).
+  ProtocolScope scope;
 };
 
 struct FlowSimOptions {

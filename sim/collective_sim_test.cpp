@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "sim/compute_model.h"
 #include "sim/sim_test_util.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -176,7 +177,7 @@ TEST(FlowEqualsFormula, RingAcrossNodesWithDifferentHops) {
   CollectiveRequest req = request(CollKind::AllReduce, MiB(1), 16, "ring");
   const CollectiveOutcome out = run_collective(topo, router, registry(), req);
   const Algorithm* ring = registry().find("ring", CollKind::AllReduce);
-  const CostParams run = with_protocol(out.params, out.protocol, ring->hop_rows);
+  const CostParams run = with_protocol(out.params, out.protocol, out.spec, ring->hop_rows);
   CollectiveSpec flat = out.spec;
   flat.ranks_per_node = 1;  // the same ring costed as if every hop were the slowest
   EXPECT_LT(ring->cost_ps(out.spec, run), 0.75 * ring->cost_ps(flat, run));
@@ -682,6 +683,34 @@ TEST(CostParams, NicPerGpuKeepsTheInterNodePathRate) {
   Router router(topo);
   const CostParams cp = derive_cost_params(router, iota(16), 0);
   EXPECT_NEAR(cp.inter_beta_ps, 1e12 / (400e9 / 8 * 0.92), 0.01);
+}
+
+// LL's rate per group (docs/math.md section 1.6): NCCL's llMaxBw over the slowest route's
+// rate, and the ring channels of NCCL's search. One DGX H100 node: 141 / (450 x 0.80) on 12
+// channels (6 x 60 GB/s duplicated); one DGX A100 node: 87.7 / (300 x 0.78); two DGX H100
+// nodes: the host's 39 over the NIC route's 400 Gb/s x 0.92; no protocols: not set.
+TEST(CostParams, LlRateByArchitectureAndNodes) {
+  auto params = [](const std::string& preset, const PresetParams& pp, int ranks) {
+    const Topology topo = make_preset(preset, pp);
+    Router router(topo);
+    return derive_cost_params(router, iota(ranks), 0);
+  };
+  const CostParams h100 = params("dgx-h100", {}, 8);
+  EXPECT_NEAR(h100.ll_cap_fraction, 141.0 / 360.0, 1e-9);
+  EXPECT_EQ(h100.channels, 12);
+  EXPECT_NEAR(params("dgx-a100", {}, 8).ll_cap_fraction, 87.7 / 234.0, 1e-9);
+  EXPECT_NEAR(params("dgx-h100", {{"nodes", "2"}}, 16).ll_cap_fraction, 39.0 / 46.0, 1e-9);
+  const CostParams bare = params("dgx-h100", {{"protocols", "none"}}, 8);
+  EXPECT_EQ(bare.channels, 0);
+  EXPECT_DOUBLE_EQ(bare.ll_cap_fraction, 1.0);
+}
+
+// Each preset's GPU architecture (Topology::gpu_sm, NCCL's per-arch tables) is its GPU's.
+TEST(CostParams, PresetArchitectureIsItsGpus) {
+  for (const PresetInfo& info : preset_catalog()) {
+    EXPECT_EQ(info.gpu_sm, gpu_preset(info.gpu).arch) << info.name;
+    EXPECT_EQ(make_preset(info.name, {}).gpu_sm, info.gpu_sm) << info.name;
+  }
 }
 
 // Closed forms of the XOR-exchange algorithms charge each step where its pairs are: on 4

@@ -424,7 +424,6 @@ std::optional<ScheduleSimResult> simulate_iteration_fast(const CheckedLayout& la
                                                          Router& router, const Placement& placement,
                                                          const ComputeModel& compute, const AlgorithmRegistry& registry,
                                                          const ScheduleSimOptions& options) {
-  const ModelSpec& m = layout.model();
   const ParallelSpec& p = layout.parallel();
   if (options.fidelity != Fidelity::Formula || p.zero >= 3) return std::nullopt;
   // Pipeline scatter/gather: the receiver's all-gather queues on the tp stream behind the

@@ -1,5 +1,5 @@
 // NCCL's tuning model (see nccl_model.h). Constants: NCCL 2.20.3, src/graph/tuning.cc and
-// src/graph/search.cc (the NVLS and NVLS-Tree rows: NCCL 2.28); the formulas are restated in
+// src/graph/search.cc (the NVLS and NVLS-Tree rows and LL's rate: NCCL 2.28); the formulas are restated in
 // docs/nccl-model.md.
 #include "sim/nccl_model.h"
 
@@ -28,8 +28,10 @@ constexpr int kProtos = 3;  // LL, LL128, Simple
 constexpr const auto& kBaseLat = kNcclBaseLatUs;
 constexpr const auto& kHwLat = kNcclHwLatUs;
 // Rows: Volta, Ampere, Hopper (by sm); columns: 1 node, 2 nodes, more (tuning.cc).
-// llMaxBws: for one node the row is the GPU's; across nodes it is the CPU's (row 0: Intel).
-constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
+// LL's cap (llMaxBws) and its Ring refinement (busbw x 1/2) are NCCL 2.28's, which the step
+// programs share (schedule/protocol.h nccl_ll_max_bw_GBps): 2.20 rated Hopper's LL as Ampere's
+// (87.7 GB/s on one node, busbw x 1/4), 2.28 at 141 GB/s, which the DGX H100 sweep of
+// PUBLISHED.md section 6 bears out (1 MiB: 27.4 us measured, 28.0 predicted).
 constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
 constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
 constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
@@ -335,7 +337,7 @@ struct Tuning {
                             : nodes),
         row(arch_row(sm)),
         col(nodes <= 2 ? nodes - 1 : 2),
-        ll_max(kLlMaxBw[nodes == 1 ? row : 0][col]),
+        ll_max(nccl_ll_max_bw_GBps(sm, nodes)),
         ppn(static_cast<double>(n) / nodes),
         ch(graph.channels),
         bw(graph.bw_GBps),
@@ -391,10 +393,8 @@ void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
   double bus = ch * t.bw;
   st.push_back(fmt::format("busbw = channels x bw = {} x {} = {:.2f} GB/s", ch, t.bw, bus));
   if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL) {
-    const double f = (nodes > 1 || t.ar || t.kind == CollKind::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
-    bus = std::min(t.ll_max, bus * f);
-    st.push_back(
-        fmt::format("  Ring/LL: min(llMaxBw {}, busbw x {}) = {:.2f}", t.ll_max, f == 0.25 ? "1/4" : "1/3", bus));
+    bus = std::min(t.ll_max, bus * 0.5);
+    st.push_back(fmt::format("  Ring/LL: min(llMaxBw {}, busbw x 1/2) = {:.2f}", t.ll_max, bus));
   }
   if (c.algo == NcclAlgo::Ring && c.proto == NcclProto::LL128) {
     const double f = t.ppn < 2 ? 0.7 : 0.92;
@@ -555,8 +555,8 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
 std::string nccl_table_text(const NcclPrediction& p) {
   const NcclShape& s = p.shape;
   std::string out = fmt::format(
-      "NCCL 2.20 tuning model (NVLS, NVLSTree: 2.28): {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n", s.ranks,
-      s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra),
+      "NCCL 2.20 tuning model (NVLS, NVLSTree, LL rate: 2.28): {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n",
+      s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra),
       s.nodes > 1 ? ", inter NET" : "");
   out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
   if (p.nvls_graph.channels > 0) out += fmt::format("  nvls      {}\n", p.nvls_graph.how);

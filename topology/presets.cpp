@@ -400,7 +400,7 @@ const std::vector<PresetEntry>& entries() {
                  build_dgx});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
-                  dgx_params("300GB/s", "0.78", "0", "31.5GB/s", "0.80", "200Gb/s"), "a100"},
+                  dgx_params("300GB/s", "0.78", "0", "31.5GB/s", "0.80", "200Gb/s"), "a100", 80},
                  build_dgx});
     v.push_back({{"pcie-node", "GPUs behind PCIe Gen4 switches under the host bridge, NICs on the switches",
                   concat({{"nodes", "1", "number of nodes"},
@@ -410,7 +410,7 @@ const std::vector<PresetEntry>& entries() {
                           {"hosts_per_leaf", "16", "nodes per leaf switch (one leaf: no spines)"}},
                          concat(link_params("pcie", "31.5GB/s", "0.80", "0.5us", "PCIe Gen4 x16"),
                                 ib_params("200Gb/s", "0.92", "0.6us", "0.15us"))),
-                  "a100"},
+                  "a100", 80},
                  build_pcie_node});
     v.push_back({{"frontera-rtx", "4 Quadro RTX 5000 per node on PCIe 3.0 x16, one 56 Gb/s FDR NIC per node, fat-tree",
                   concat({{"nodes", "4", "number of nodes"},
@@ -420,7 +420,7 @@ const std::vector<PresetEntry>& entries() {
                                        link_params("nic_pcie", "7.88GB/s", "0.85", "0.5us", "NIC PCIe 3.0 x8")),
                                 concat(link_params("ib", "54.54Gb/s", "0.90", "0.7us", "FDR InfiniBand NIC<->leaf"),
                                        {{"switch_latency", "0.2us", "latency of a leaf<->spine hop"}}))),
-                  "rtx5000"},
+                  "rtx5000", 75},
                  build_frontera});
     v.push_back(
         {{"fat-tree", "NVSwitch nodes with a 400 Gb/s NIC per GPU on a 2- or 3-level fat-tree",
@@ -511,6 +511,7 @@ Topology make_preset(const std::string& name, const PresetParams& params) {
     check_size(e.info, p);
     Topology t = e.build(p);
     t.protocols = p.choice("protocols", {"nccl", "none"}) == "nccl";
+    t.gpu_sm = e.info.gpu_sm;
     t.seal();
     return t;
   }

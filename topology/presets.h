@@ -48,6 +48,7 @@ struct PresetInfo {
   std::string summary;
   std::vector<PresetParamInfo> params;
   std::string gpu = "h100";  // the GPU preset (sim/compute_model.h) its devices are
+  int gpu_sm = 90;           // that GPU's compute capability x 10 (Topology::gpu_sm)
 };
 
 // All presets, in a fixed order (feeds the CLI help).

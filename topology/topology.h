@@ -116,6 +116,10 @@ class Topology {
   // schedule/protocol.h), which add a launch and per-step latencies and cut the payload
   // rate; false: the bare alpha-beta model (synthetic references, CPU machine profiles).
   bool protocols = false;
+  // The GPUs' compute capability x 10 (90: Hopper), for the runtime's tables that go by
+  // architecture (NCCL's LL rate cap, schedule/protocol.h). Presets set their GPU's; a YAML
+  // topology says `gpu_arch: sm80` (default sm90, meshsim's default GPU, the H100).
+  int gpu_sm = 90;
 
  private:
   std::string name_;

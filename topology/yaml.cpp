@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -63,10 +64,13 @@ LinkSpec read_direction(const Reader& r, const YAML::Node& link, const std::stri
 
 Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
   if (!root.IsMap()) r.fail(root, "topology", "expected a mapping with devices and links, or preset and params");
-  r.only_keys(root, "topology", {"name", "description", "devices", "links", "preset", "params", "protocols"});
+  r.only_keys(root, "topology",
+              {"name", "description", "devices", "links", "preset", "params", "protocols", "gpu_arch"});
   if (root["preset"]) {
     if (root["protocols"])
       r.fail(root["protocols"], "protocols", "with a preset, give it as a parameter: params: {protocols: nccl}");
+    if (root["gpu_arch"])
+      r.fail(root["gpu_arch"], "gpu_arch", "a preset's GPUs are its own; gpu_arch is for a file of devices and links");
     if (root["devices"] || root["links"])
       r.fail(root["preset"], "preset", "a file gives either preset (+ params) or devices and links, not both");
     PresetParams params;
@@ -90,6 +94,16 @@ Topology build_from_yaml(const YAML::Node& root, const Reader& r) {
       r.fail(root["protocols"], "protocols",
              fmt::format("unknown value '{}'; use nccl (NCCL's LL/LL128/Simple costs) or none", proto));
     t.protocols = proto == "nccl";
+  }
+  if (root["gpu_arch"]) {
+    const std::string arch = r.scalar(root, "gpu_arch", "gpu_arch");
+    const std::string digits = arch.rfind("sm", 0) == 0 ? arch.substr(2) : arch;
+    if (digits.size() < 2 || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), ::isdigit) ||
+        std::stoi(digits) < 60)
+      r.fail(
+          root["gpu_arch"], "gpu_arch",
+          fmt::format("'{}' is not a GPU architecture; use sm70, sm80, sm90 or sm100 (compute capability x 10)", arch));
+    t.gpu_sm = std::stoi(digits);
   }
   const YAML::Node devices = root["devices"];
   if (!devices || !devices.IsSequence() || devices.size() == 0)

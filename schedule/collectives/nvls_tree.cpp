@@ -295,7 +295,7 @@ std::unique_ptr<StepProgram> make_timing(Across across, const CollectiveSpec& s,
   check(across, s, c);
   const Shape sh = shape_of(across, s);
   // Chunks as the closed form picks them under the protocol the runtime uses.
-  const CostParams run = c.protocols ? with_protocol(c, runtime_protocol(across)) : c;
+  const CostParams run = c.protocols ? with_protocol(c, runtime_protocol(across), s) : c;
   const double link_beta = c.intra_beta_ps > 0 ? c.intra_beta_ps : c.beta_ps;
   const double scale = link_beta > 0 && c.switch_beta_ps > 0 ? c.switch_beta_ps / link_beta : 1.0;
   const double net_scale = c.net_switch_efficiency > 0 ? 1.0 / c.net_switch_efficiency : 1.0;
