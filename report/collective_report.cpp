@@ -74,10 +74,10 @@ std::string protocol_text(const Algorithm& a, const CostParams& cp, const Collec
 std::string summary_text(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out) {
   const Bandwidths bw = bandwidths(out.spec.kind, out.spec.ranks, out.spec.bytes, out.time);
   std::string s;
-  s += fmt::format("meshsim collective {}: {} ranks x {} group{}, {}, algorithm {}{}, fidelity {}\n",
-                   to_string(out.spec.kind), out.spec.ranks, ctx.groups, ctx.groups == 1 ? "" : "s",
-                   format_bytes(out.spec.bytes), algorithm_label(out),
-                   ctx.requested_algorithm == "auto" ? " (auto)" : "", to_string(ctx.fidelity));
+  s += fmt::format(
+      "meshsim collective {}: {} ranks x {} group{}, {}, algorithm {}{}, fidelity {}\n", to_string(out.spec.kind),
+      out.spec.ranks, ctx.groups, ctx.groups == 1 ? "" : "s", format_bytes(out.spec.bytes), algorithm_label(out),
+      ctx.requested_algorithm.kind == AlgorithmChoice::Kind::Auto ? " (auto)" : "", to_string(ctx.fidelity));
   s += fmt::format("topology {} ({} GPUs, {} nodes), mesh {}, placement {}, group {}\n", ctx.topology, topo.num_gpus(),
                    topo.num_nodes(), ctx.mesh, ctx.placement, ctx.group);
   s += fmt::format("  time      {}\n", format_time(out.time));
@@ -225,7 +225,7 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
   j["groups"] = ctx.groups;
   j["bytes"] = out.spec.bytes;
   j["algorithm"] = algorithm_label(out);
-  j["algorithm_requested"] = ctx.requested_algorithm;
+  j["algorithm_requested"] = ctx.requested_algorithm.text();
   if (out.protocol != Protocol::None) j["protocol"] = to_string(out.protocol);
   j["fidelity"] = to_string(ctx.fidelity);
   j["topology"] = ctx.topology;

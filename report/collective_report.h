@@ -21,11 +21,11 @@ namespace meshsim {
 
 // What the user asked for, echoed in reports.
 struct CollectiveContext {
-  std::string topology;             // preset spec or file
-  std::string placement;            // "natural", "bunched:2x2", ...
-  std::string mesh;                 // "row=4,col=4"
-  std::string group;                // "all", "row", "col", ...
-  std::string requested_algorithm;  // "auto" or a name
+  std::string topology;   // preset spec or file
+  std::string placement;  // "natural", "bunched:2x2", ...
+  std::string mesh;       // "row=4,col=4"
+  std::string group;      // "all", "row", "col", ...
+  AlgorithmChoice requested_algorithm;
   Fidelity fidelity = Fidelity::Flow;
   int groups = 1;
   int ranks = 0;  // per group

@@ -156,6 +156,28 @@ RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   return b;
 }
 
+AlgorithmChoice::AlgorithmChoice(const std::string& text) {
+  if (text.empty() || text == "auto") return;
+  if (text == "nccl") {
+    kind = Kind::Nccl;
+    return;
+  }
+  kind = Kind::Named;
+  name = text;
+}
+
+std::string AlgorithmChoice::text() const {
+  switch (kind) {
+    case Kind::Auto:
+      return "auto";
+    case Kind::Nccl:
+      return "nccl";
+    case Kind::Named:
+      break;
+  }
+  return name;
+}
+
 ProtocolScope protocol_scope(const CostParams& cp, const CollectiveSpec& spec) {
   return {cp.multi_node, cp.ll_cap_fraction, cp.channels, static_cast<double>(spec.bytes), spec.ranks};
 }

@@ -246,6 +246,21 @@ struct Algorithm {
   std::unique_ptr<StepProgram> build(const CollectiveSpec& spec) const;
 };
 
+// How a collective's algorithm is chosen, parsed once where a front end hands its text over
+// (a flag, a YAML field, a Python argument): `auto` (or empty: the registry's algorithms ranked
+// by their closed forms), `nccl` (NCCL's tuning model chooses, at fidelity nccl) or one
+// algorithm of the registry by name. Past the front ends nothing compares strings to "auto".
+struct AlgorithmChoice {
+  enum class Kind { Auto, Nccl, Named };
+  Kind kind = Kind::Auto;
+  std::string name;  // Kind::Named: the registry's name for it
+  AlgorithmChoice() = default;
+  AlgorithmChoice(const std::string& text);  // NOLINT(google-explicit-constructor): the front ends' text
+  AlgorithmChoice(const char* text) : AlgorithmChoice(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+  std::string text() const;                                                  // "auto", "nccl" or the name
+  bool operator==(const AlgorithmChoice&) const = default;
+};
+
 // The table of algorithms: a value, built once by the caller and passed in.
 class AlgorithmRegistry {
  public:

@@ -686,9 +686,9 @@ void nccl_outcome(const Topology& topo, Router& router, const CollectiveRequest&
         fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
                     "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
                     to_string(req.fidelity)));
-  if (req.algorithm != "nccl" && req.algorithm != "auto")
+  if (req.algorithm.kind == AlgorithmChoice::Kind::Named)
     throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
-                            req.algorithm));
+                            req.algorithm.name));
   for (std::size_t i = 0; i < req.groups.size(); ++i) {
     const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
     NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
@@ -741,7 +741,7 @@ class StepCollective {
   // The requested algorithm, or `auto`'s favourite and, at flow fidelity, the candidates
   // worth a flow run.
   void choose_algorithm() {
-    if (req_.algorithm == "auto") {
+    if (req_.algorithm.kind == AlgorithmChoice::Kind::Auto) {
       const std::vector<RankedAlgorithm> ranked = rank_algorithms(registry_, out_.spec, out_.params);
       out_.algorithm = ranked.front().algorithm;
       // Worth a flow run: cheap to simulate, and a closed form within 10x the favourite's
@@ -758,11 +758,11 @@ class StepCollective {
       auto refused = [&](const Algorithm& a) { return refusal(a); };
       if (req_.fidelity == Fidelity::Flow) flow_candidates_ = auto_flow_candidates(ranked, refused, cheap);
     } else {
-      out_.algorithm = registry_.find(req_.algorithm, req_.kind);
+      out_.algorithm = registry_.find(req_.algorithm.name, req_.kind);
       if (out_.algorithm == nullptr) {
         std::string names;
         for (const Algorithm* a : registry_.for_kind(req_.kind)) names += (names.empty() ? "" : ", ") + a->name;
-        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req_.algorithm,
+        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req_.algorithm.name,
                                 to_string(req_.kind), names));
       }
     }
@@ -823,8 +823,8 @@ class StepCollective {
 
 }  // namespace
 
-Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field) {
-  return parse_fidelity(text.empty() ? (algorithm == "nccl" ? "nccl" : "flow") : text, field);
+Fidelity collective_fidelity(const std::string& text, const AlgorithmChoice& algorithm, const std::string& field) {
+  return parse_fidelity(text.empty() ? (algorithm.kind == AlgorithmChoice::Kind::Nccl ? "nccl" : "flow") : text, field);
 }
 
 CollectiveOutcome run_collective(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
@@ -834,7 +834,7 @@ CollectiveOutcome run_collective(const Topology& topo, Router& router, const Alg
   std::vector<CollectiveSpec> specs = group_specs(topo, req);
   out.spec = specs.front();
   out.params = derive_cost_params(router, req.groups.front(), req.gamma_ps);
-  if (req.fidelity == Fidelity::Nccl || req.algorithm == "nccl") {
+  if (req.fidelity == Fidelity::Nccl || req.algorithm.kind == AlgorithmChoice::Kind::Nccl) {
     nccl_outcome(topo, router, req, out);
     return out;
   }

@@ -98,7 +98,7 @@ int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus);
 struct CollectiveRequest {
   CollKind kind = CollKind::AllReduce;
   Bytes bytes = 0;
-  std::string algorithm = "auto";
+  AlgorithmChoice algorithm;
   Fidelity fidelity = Fidelity::Flow;
   std::vector<std::vector<int>> groups;  // GPU indices; all run at once
   int root = 0;
@@ -156,7 +156,7 @@ inline constexpr double kAutoFlowCheckRankSteps = 1.5e5;
 
 // A collective's fidelity as asked for: `text` parsed (its error names `field`), or, when
 // empty, nccl for `--algo nccl` (NCCL's own choice is only known to its model) and flow else.
-Fidelity collective_fidelity(const std::string& text, const std::string& algorithm, const std::string& field);
+Fidelity collective_fidelity(const std::string& text, const AlgorithmChoice& algorithm, const std::string& field);
 
 // Validates the request (throws meshsim::Error naming the flag and the fix), picks the
 // algorithm (`auto`: lowest closed-form time for group 0 among those rank_algorithms lets

@@ -45,7 +45,7 @@ struct Scenario {
   std::vector<std::string> order;  // empty: mesh_axes() order
   std::string gpu;                 // empty: default_gpu_for(topology)
   Fidelity fidelity = Fidelity::Formula;
-  std::string algorithm = "auto";
+  AlgorithmChoice algorithm;
   std::string profile;  // machine profile YAML (calibrate's output)
   // Flow fidelity: the ops in flight share the links (ScheduleSimOptions::share_links).
   bool link_sharing = true;

@@ -97,7 +97,7 @@ struct Costing {
       // back to the closed form of the auto algorithm.
       const bool p2p = kind == CollKind::SendRecv || kind == CollKind::AllToAll;
       req.fidelity = p2p ? Fidelity::Formula : Fidelity::Nccl;
-      req.algorithm = p2p ? "auto" : "nccl";
+      req.algorithm.kind = p2p ? AlgorithmChoice::Kind::Auto : AlgorithmChoice::Kind::Nccl;
       req.nccl = opt.nccl;
     }
     req.gamma_ps = opt.gamma_ps;

@@ -196,7 +196,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
 }
 
 void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,
-                        const AlgorithmRegistry& registry, const std::string& algorithm) {
+                        const AlgorithmRegistry& registry, const AlgorithmChoice& algorithm) {
   detail::Groups groups(schedule, placement);
   std::map<std::tuple<int, int, std::string, Bytes, int>, std::string> chosen;
   for (std::size_t role = 0; role < schedule.roles.size(); ++role)

@@ -48,9 +48,9 @@ namespace meshsim {
 
 struct ScheduleSimOptions {
   Fidelity fidelity = Fidelity::Formula;
-  std::string algorithm = "auto";  // collective algorithm for every collective op
-  double gamma_ps = 0;             // reduction time per byte
-  NcclConfig nccl;                 // fidelity nccl: GPU arch (set from the scenario's GPU) and channels
+  AlgorithmChoice algorithm;  // collective algorithm for every collective op
+  double gamma_ps = 0;        // reduction time per byte
+  NcclConfig nccl;            // fidelity nccl: GPU arch (set from the scenario's GPU) and channels
   // Measured collectives (a machine profile's `collectives:`): an op whose kind and group
   // size match an entry takes alpha + bytes / bandwidth, at every fidelity, instead of
   // the topology model (calibration measures every group of a size at once, so the
@@ -104,11 +104,11 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
                                     const AlgorithmRegistry& registry, const ScheduleSimOptions& options);
 
 // Names the algorithm of every collective op that names none: the one the simulator picks
-// for the op's group on this topology (`algorithm`, "auto" = the lowest closed form, see choose_algorithm), so
+// for the op's group on this topology (`algorithm`, auto = the lowest closed form, see choose_algorithm), so
 // that a real backend runs exactly what the prediction assumed. Ring shifts (send/recv
 // collectives) and pipeline Send/Recv ops have no algorithm and are left alone.
 void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,
-                        const AlgorithmRegistry& registry, const std::string& algorithm = "auto");
+                        const AlgorithmRegistry& registry, const AlgorithmChoice& algorithm = {});
 
 // The sim backend behind the Executor interface (for code that treats backends alike).
 class SimExecutor : public Executor {
