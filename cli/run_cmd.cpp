@@ -297,7 +297,7 @@ Topology checked_topology(const std::string& topo_spec, int ranks) {
 void resolve_auto_algorithm(CollectiveWorkload& w, Schedule& schedule, const Topology& topo,
                             const AlgorithmRegistry& registry, const Placement& placement) {
   Router router(topo);
-  resolve_algorithms(schedule, topo, router, placement, registry, "auto");
+  resolve_algorithms(schedule, topo, router, placement, registry);
   for (const Op& op : schedule.roles[0].ops)
     if (op.kind == OpKind::Collective && !op.algorithm.empty()) {
       w.algorithm = op.algorithm;
@@ -326,7 +326,7 @@ nlohmann::ordered_json run_json(const CollectiveRun& r, const Comparison& table,
   if (f.backend == Backend::Cuda) j["collectives"] = to_string(f.collectives);
   j["ranks"] = w.ranks;
   j["collective"] = to_string(w.kind);
-  j["algorithm"] = w.algorithm;
+  j["algorithm"] = w.algorithm.text();
   j["bytes"] = w.bytes;
   if (!w.mesh.empty()) {
     j["mesh"] = format_mesh(w.mesh);
@@ -367,7 +367,7 @@ std::string run_text(const CollectiveRun& r, const Comparison& table, const Meas
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} of {} on {} ranks, algorithm {}, backend {}\n", f.validate ? "validate" : "run",
                       to_string(w.kind), format_bytes(w.bytes), w.ranks,
-                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm,
+                      f.collectives == CollectivesMode::Nccl ? std::string("NCCL's own") : w.algorithm.text(),
                       backend_label(f));
   if (!w.mesh.empty())
     text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh),
@@ -447,7 +447,7 @@ int run_rank(const RunFlags& f) {
   const Placement placement =
       w.mesh.empty() ? Placement::natural(mesh, topo) : Placement::parse(sc.placement, mesh, topo, "placement");
   const std::string axis = schedule.roles[0].ops[0].axis;
-  if (w.algorithm.empty()) resolve_auto_algorithm(w, schedule, topo, registry, placement);
+  if (w.algorithm.kind == AlgorithmChoice::Kind::Auto) resolve_auto_algorithm(w, schedule, topo, registry, placement);
 
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(f.backend, f.collectives);

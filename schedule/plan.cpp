@@ -597,7 +597,7 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
     Op op = plan::collective(Phase::Forward, Stream::Dp, w.kind, axis, group_size, w.bytes,
                              std::string(to_string(w.kind)) + "." + std::to_string(i), -1, i);
     op.root = w.root;
-    op.algorithm = w.algorithm;
+    op.algorithm = w.algorithm.kind == AlgorithmChoice::Kind::Auto ? std::string() : w.algorithm.text();
     if (i > 0) op.deps.push_back(i - 1);
     r.ops.push_back(std::move(op));
   }

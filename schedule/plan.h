@@ -82,7 +82,7 @@ struct CollectiveWorkload {
   int ranks = 2;
   int iterations = 5;
   int root = 0;
-  std::string algorithm;                          // empty: the executor picks (auto)
+  AlgorithmChoice algorithm;                      // auto: the executor picks
   std::vector<std::pair<std::string, int>> mesh;  // empty: one axis "rank" of `ranks`
   std::string group = "all";                      // with a mesh: the dimension collectives run along
 };

@@ -195,7 +195,7 @@ double predict_published(const PublishedGroup& g, const PublishedCase& c, const 
       CollectiveRequest req;
       req.kind = s.workload->kind;
       req.bytes = s.workload->bytes;
-      req.algorithm = s.workload->algorithm.empty() ? s.algorithm : s.workload->algorithm;
+      req.algorithm = s.workload->algorithm.kind == AlgorithmChoice::Kind::Auto ? s.algorithm : s.workload->algorithm;
       req.fidelity = s.fidelity;
       const int n = s.workload->ranks > 0 ? s.workload->ranks : topo.num_gpus();
       if (n < 2 || n > topo.num_gpus())

@@ -204,7 +204,6 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
   const YAML::Node bytes = r.required(w, "bytes", "workload", "64MiB");
   cw.bytes = r.located(bytes, [&] { return parse_bytes(r.text(bytes, "workload.bytes"), "workload.bytes"); });
   if (w["algorithm"]) cw.algorithm = r.text(w["algorithm"], "workload.algorithm");
-  if (cw.algorithm == "auto") cw.algorithm.clear();
   if (w["iterations"]) cw.iterations = r.integer(w["iterations"], "workload.iterations");
   if (w["root"]) cw.root = r.integer(w["root"], "workload.root");
   if (w["ranks"]) cw.ranks = r.integer(w["ranks"], "workload.ranks");

@@ -91,7 +91,9 @@ struct Costing {
     req.kind = kind;
     req.bytes = op.bytes;
     req.fidelity = opt.fidelity;
-    req.algorithm = kind == CollKind::SendRecv ? "auto" : (op.algorithm.empty() ? opt.algorithm : op.algorithm);
+    // A send/recv has one program (auto finds it); an op's resolved name wins over the run's choice.
+    if (kind != CollKind::SendRecv)
+      req.algorithm = op.algorithm.empty() ? opt.algorithm : AlgorithmChoice(op.algorithm);
     if (opt.fidelity == Fidelity::Nccl) {
       // NCCL's model covers its collectives; point-to-point (send/recv, all-to-all) falls
       // back to the closed form of the auto algorithm.
