@@ -21,8 +21,6 @@
 
 #if defined(MESHSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
-
-#include "backend/cuda/device_cudart.h"
 #endif
 
 namespace meshsim::kernels::testing {
@@ -30,9 +28,10 @@ namespace meshsim::kernels::testing {
 // "" when device 0 can run kernels; else "no GPU present (why)".
 inline std::string gpu_skip_reason() {
 #if defined(MESHSIM_HAVE_CUDA)
-  const cuda::DeviceInfo info = cuda::probe_devices_cudart();
-  if (info.count > 0) return "";
-  const std::string why = info.reason;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count > 0) return "";
+  const std::string why = e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports no device";
 #else
   const std::string why = "this build has no CUDA toolkit";
 #endif

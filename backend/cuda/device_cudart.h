@@ -1,5 +1,5 @@
 // GPU discovery on the CUDA runtime, header-only, for code that links cudart itself: the
-// CUDA plugin (its probe_devices, plugin.cpp), the CUDA kernel tests and kernels_bench. The
+// CUDA plugin (its probe_devices, plugin.cpp) and kernels_bench. The
 // simulator calls device.h's probe_devices(), which asks the plugin.
 //
 //   const DeviceInfo d = probe_devices_cudart();   // count 0: d.reason is the runtime's text
