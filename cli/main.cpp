@@ -1,13 +1,17 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/suggest.h"
 
 void meshsim::cli::write_file(const std::string& path, const std::string& text, const std::string& flag) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -22,6 +26,51 @@ void meshsim::cli::write_file(const std::string& path, const std::string& text, 
 void meshsim::cli::say_wrote(const std::string& path, const std::string& what) {
   std::fprintf(stderr, "meshsim: wrote %s (%s)\n", path.c_str(), what.c_str());
 }
+
+namespace {
+
+// The commands' names, and one command's flags as typed ("--fidelity").
+std::vector<std::string> command_names(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  return names;
+}
+std::vector<std::string> flag_names(CLI::App& app, const std::string& command) {
+  std::vector<std::string> flags;
+  for (CLI::App* sub : app.get_subcommands([&](CLI::App* s) { return s->get_name() == command; }))
+    for (const CLI::Option* opt : sub->get_options())
+      for (const std::string& l : opt->get_lnames()) flags.push_back("--" + l);
+  return flags;
+}
+
+// A mistyped command: its error, with the closest command, or "" when argv[1] is a command or
+// a flag.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  const std::vector<std::string> commands = command_names(app);
+  if (std::find(commands.begin(), commands.end(), word) != commands.end()) return "";
+  const std::string hint = meshsim::did_you_mean(word, commands);
+  return fmt::format("unknown command '{}'{}; meshsim --help lists the commands", word,
+                     hint.empty() ? "" : " (" + hint + ")");
+}
+
+// "did you mean --fidelity?" for the first flag of argv that the command does not have and is
+// close to one it has, or "".
+std::string flag_hint(CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return "";
+  const std::vector<std::string> flags = flag_names(app, argv[1]);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+    if (std::string hint = meshsim::did_you_mean(name, flags, ""); !hint.empty()) return hint;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"meshsim: simulate, explain and compare collectives and training schedules on modeled GPU clusters"};
@@ -40,9 +89,18 @@ int main(int argc, char** argv) {
   meshsim::cli::Run moe_dispatch = meshsim::cli::add_moe_dispatch_command(app);
   meshsim::cli::Run validate;
   meshsim::cli::Run run = meshsim::cli::add_run_commands(app, &validate);
+  if (const std::string why = unknown_command(app, argc, argv); !why.empty()) {
+    std::fprintf(stderr, "meshsim: error: %s\n", why.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string hint = flag_hint(app, argc, argv); !hint.empty() && e.get_exit_code() != 0) {
+      std::fprintf(stderr, "meshsim: error: %s; %s (meshsim %s --help lists the flags)\n", e.what(), hint.c_str(),
+                   argv[1]);
+      return 2;
+    }
     return app.exit(e);
   }
   // A command's output that did not reach stdout (a full disk, a closed file) is an error, not

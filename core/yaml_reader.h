@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/units.h"
 
 namespace meshsim {
@@ -167,8 +168,12 @@ class YamlReader {
     if (!map.IsMap()) fail(map, field, fmt::format("expected a mapping such as {}", example));
     for (const auto& kv : map) {
       const std::string k = kv.first.as<std::string>();
-      if (std::find(keys.begin(), keys.end(), k) == keys.end())
-        fail(kv.first, field, fmt::format("unknown key '{}'; valid keys: {}", k, fmt::join(keys, ", ")));
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        const std::string hint = did_you_mean(k, keys);
+        fail(kv.first, field,
+             hint.empty() ? fmt::format("unknown key '{}'; valid keys: {}", k, fmt::join(keys, ", "))
+                          : fmt::format("unknown key '{}' ({}); valid keys: {}", k, hint, fmt::join(keys, ", ")));
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 #include "sim/collective_sim.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -12,6 +13,7 @@
 
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "sim/engine.h"
 
 namespace meshsim {
@@ -760,10 +762,12 @@ class StepCollective {
     } else {
       out_.algorithm = registry_.find(req_.algorithm.name, req_.kind);
       if (out_.algorithm == nullptr) {
-        std::string names;
-        for (const Algorithm* a : registry_.for_kind(req_.kind)) names += (names.empty() ? "" : ", ") + a->name;
-        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}; choose one of: auto, {}", req_.algorithm.name,
-                                to_string(req_.kind), names));
+        std::vector<std::string> names;
+        for (const Algorithm* a : registry_.for_kind(req_.kind)) names.push_back(a->name);
+        const std::string hint = did_you_mean(req_.algorithm.name, names);
+        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}{}; choose one of: auto, {}",
+                                req_.algorithm.name, to_string(req_.kind), hint.empty() ? "" : " (" + hint + ")",
+                                fmt::join(names, ", ")));
       }
     }
   }
