@@ -13,6 +13,7 @@
 // also reaps the orphaned children of ranks).
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -300,6 +301,17 @@ std::vector<std::string> rank_environment(int rank, int world, int port, const s
   return env;
 }
 
+// The cores this process may run on (its affinity mask: taskset, a container's cpuset), else
+// what the machine reports; 0 when unknown.
+int usable_cores() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
 int launch(const LaunchOptions& o) {
   if (o.command.empty()) throw Error("launch: no command given; write `meshsim launch -n N -- COMMAND ARGS...`");
   if (o.timeout_s < 0) throw Error(fmt::format("--timeout {}: must be >= 0 seconds (0: no limit)", o.timeout_s));
@@ -349,6 +361,15 @@ int launch(const LaunchOptions& o) {
 }  // namespace
 
 int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s) {
+  // run, validate and calibrate start their ranks here, all on this machine: ranks past its
+  // cores take turns on them, so a measured time includes the waiting, and a comparison with a
+  // prediction says more about this machine than about the schedule. (`meshsim launch` runs
+  // any command and leaves its output alone.)
+  if (const int cores = usable_cores(); cores > 0 && nprocs > cores)
+    std::fprintf(stderr,
+                 "meshsim: warning: %d ranks share %d core%s here, so they take turns: measured times include the "
+                 "waiting; run at most %d rank%s, or on more cores\n",
+                 nprocs, cores, cores == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
   LaunchOptions o;
   o.nprocs = nprocs;
   o.timeout_s = timeout_s;

@@ -4,9 +4,9 @@
 // NCCL's manner) moves it with one of three protocols, and that sets what a small message
 // costs:
 //   LL      8-byte stores carrying 4 bytes of data and a 4-byte flag; the receiver polls
-//           the flag, so a hop is fast (no fence), but a quarter of the link rate carries
-//           payload (half the bytes are flags, and the 8-byte stores reach about half the
-//           rate wide copies do).
+//           the flag, so a hop is fast (no fence), but at most half the link rate carries
+//           payload (the flags), capped per GPU architecture and narrowed to the channels
+//           NCCL opens for a small message (ProtocolScope below; NCCL 2.28's rules).
 //   LL128   128-byte lines with 8 bytes of flag (120/128 payload; NCCL rates it 0.92),
 //           needs NVLink between the GPUs (NCCL enables it only there).
 //   Simple  plain copies into the peer's buffer, then a memory fence and a flag: full rate,
