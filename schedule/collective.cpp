@@ -156,27 +156,18 @@ RankBuffers rank_buffers(const CollectiveSpec& spec, int rank) {
   return b;
 }
 
+// The two choices with a fixed name; any other text names a registry algorithm.
+constexpr EnumName<AlgorithmChoice::Kind> kChoiceNames[] = {{AlgorithmChoice::Kind::Auto, "auto"},
+                                                            {AlgorithmChoice::Kind::Nccl, "nccl"}};
+
 AlgorithmChoice::AlgorithmChoice(const std::string& text) {
-  if (text.empty() || text == "auto") return;
-  if (text == "nccl") {
-    kind = Kind::Nccl;
-    return;
-  }
-  kind = Kind::Named;
-  name = text;
+  if (text.empty()) return;
+  const std::optional<Kind> fixed = enum_parse(kChoiceNames, text);
+  kind = fixed.value_or(Kind::Named);
+  if (!fixed) name = text;
 }
 
-std::string AlgorithmChoice::text() const {
-  switch (kind) {
-    case Kind::Auto:
-      return "auto";
-    case Kind::Nccl:
-      return "nccl";
-    case Kind::Named:
-      break;
-  }
-  return name;
-}
+std::string AlgorithmChoice::text() const { return kind == Kind::Named ? name : enum_name(kChoiceNames, kind); }
 
 ProtocolScope protocol_scope(const CostParams& cp, const CollectiveSpec& spec) {
   return {cp.multi_node, cp.ll_cap_fraction, cp.channels, static_cast<double>(spec.bytes), spec.ranks};
