@@ -156,6 +156,7 @@ std::string stack_text(const TrainingStack& t) {
   if (t.eager) o += ", eager kernels";
   if (!t.reshard_after_forward) o += ", parameters kept from forward to backward";
   if (t.reduce_bytes > 0) o += fmt::format(", gradients reduced in {} bytes", t.reduce_bytes);
+  if (t.fsdp > 0) o += fmt::format(", FSDP{} with backward prefetch {}", t.fsdp, to_string(t.backward_prefetch));
   return o + ")";
 }
 }  // namespace

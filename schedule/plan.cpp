@@ -271,24 +271,68 @@ struct Planner {
   }
 
   // The parameter uses of one unit in compute order, (layer, phase), each preceded by
-  // before_use(k). Under ZeRO-3 (dp > 1) use k's gather is issued on the dp stream when use
-  // k - 1 starts computing (the first two at the start of the unit), as FSDP prefetches the
-  // next layer, and use k's first op waits for it; otherwise nothing is emitted.
+  // before_use(k) and followed by after_use(k). Under ZeRO-3 (dp > 1) use k's gather is issued
+  // on the dp stream when use k - 1 starts computing (the first two at the start of the unit),
+  // as FSDP prefetches the next block, or, with `issue_after` (the backward under
+  // BackwardPrefetch::Post), only when use k - 1 has finished; use k's first op waits for it.
+  // Under FSDP2 the gathered parameters are copied out of the all-gather buffer before the use.
+  // Otherwise nothing is emitted.
   struct Zero3Prefetch {
     Planner& pl;
     Emitter& e;
     int mb;
+    bool issue_after = false;
     std::vector<std::pair<int, Phase>> uses;
     std::vector<int> ops;
-    void before_use(std::size_t k) {
-      if (pl.p.zero < 3 || pl.p.grad_ranks() == 1 || uses.empty()) return;
+    bool active() const { return pl.p.zero >= 3 && pl.p.grad_ranks() > 1 && !uses.empty(); }
+    void issue(std::size_t j) {
       if (ops.empty()) ops.assign(uses.size(), -1);
-      auto issue = [&](std::size_t j) { ops[j] = e.async(pl.zero3_gather_op(uses[j].first, mb, uses[j].second)); };
-      if (k == 0) issue(0);
-      if (k + 1 < uses.size()) issue(k + 1);
+      if (j < uses.size() && ops[j] < 0) ops[j] = e.async(pl.zero3_gather_op(uses[j].first, mb, uses[j].second));
+    }
+    void before_use(std::size_t k) {
+      if (!active()) return;
+      issue(k);
+      if (!issue_after) issue(k + 1);
       e.wait_for(ops[k]);
+      if (pl.p.stack.fsdp == 2) {  // foreach_all_gather_copy_out: read and write every gathered element
+        const auto [dense, experts] = pl.layer_grad_bytes();
+        pl.memory_pass(e, uses[k].second, "fsdp.allgather.copy_out", uses[k].first, mb,
+                       2.0 * static_cast<double>(dense + experts));
+      }
+    }
+    void after_use(std::size_t k) {
+      if (active() && issue_after) issue(k + 1);
     }
   };
+
+  // A memory-bound pass of `bytes` read and written, on the compute stream.
+  void memory_pass(Emitter& e, Phase phase, const char* name, int layer, int mb, double bytes) const {
+    e.compute(phase, name, layer, mb, Kernel::elementwise(KernelKind::Elementwise, 0, bytes, P));
+  }
+
+  // FSDP's passes over one block's unsharded gradient after its backward, before its
+  // reduce-scatter (TrainingStack::fsdp; docs/compute.md), per element of the block's
+  // parameters on this rank: FSDP1 concatenates them into the flat gradient (autograd's backward
+  // of the views' split: read and write P bytes), then, when they are reduced, casts it to the
+  // reduce dtype R (P + R) and divides it by the pre-divide factor (2R); FSDP2 copies them into
+  // the reduce-scatter buffer in R (P + R) and lets NCCL's AVG divide. `ready` runs between the
+  // flat gradient and the rest: FSDP1's post-backward hook, where BACKWARD_POST prefetches.
+  template <class Ready>
+  void fsdp_grad_passes(Emitter& e, int layer, int mb, bool reduced, Ready ready) const {
+    const bool on = p.stack.fsdp > 0 && p.zero == 3 && p.grad_ranks() > 1;
+    const auto [dense, experts] = layer_grad_bytes();
+    const double n = static_cast<double>(dense + experts) / P;
+    const double R = p.stack.reduce_bytes > 0 ? p.stack.reduce_bytes : P;
+    if (on && p.stack.fsdp == 1) memory_pass(e, Phase::Backward, "fsdp.grad.flatten", layer, mb, 2.0 * P * n);
+    ready();
+    if (!on || !reduced) return;
+    if (p.stack.fsdp == 2) {
+      memory_pass(e, Phase::Backward, "fsdp.grad.copy_in", layer, mb, (P + R) * n);
+      return;
+    }
+    if (R != P) memory_pass(e, Phase::Backward, "fsdp.grad.cast", layer, mb, (P + R) * n);
+    memory_pass(e, Phase::Backward, "fsdp.grad.predivide", layer, mb, 2.0 * R * n);
+  }
 
   struct DpState {
     Bytes dense = 0, experts = 0;
@@ -369,7 +413,7 @@ struct Planner {
     const int vs = u.chunk * p.pp + s;
     const int first_layer = p.first_layer(m.layers, vs), Lc = this->Lc(vs);
     auto layer_of = [&](int i) { return first_layer + i; };
-    Zero3Prefetch z3{*this, e, u.mb, {}, {}};
+    Zero3Prefetch z3{*this, e, u.mb, !u.forward && p.stack.backward_prefetch == BackwardPrefetch::Post, {}, {}};
     if (u.forward) {
       if (vs > 0)
         receive(e, p2p(OpKind::Recv, Phase::Forward, (vs - 1) % p.pp, tag(u.mb, vs - 1, false), u.mb,
@@ -381,6 +425,7 @@ struct Planner {
         const int first = e.size();
         forward_layer(e, layer_of(i), u.mb, Phase::Forward);
         if (first < e.size()) e.op(first).alloc += stash_of(vs, i);
+        z3.after_use(static_cast<std::size_t>(i));
       }
       if (vs == V - 1)
         logits(e, u.mb, false);
@@ -403,29 +448,40 @@ struct Planner {
       steps.emplace_back(i, Phase::Backward);
     }
     // Parameters kept from the forward (stack.reshard_after_forward false) need no gather here.
-    if (p.stack.reshard_after_forward)
-      for (const auto& [i, phase] : steps) z3.uses.emplace_back(layer_of(i), phase);
+    // A recomputed layer's backward right after its recomputation uses the same gather (FSDP
+    // skips its pre-forward logic in the recomputed forward: the backward has unsharded it).
+    std::vector<std::size_t> use_of(steps.size());
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const bool shares = k > 0 && steps[k].second == Phase::Backward && steps[k - 1].second == Phase::Recompute &&
+                          steps[k - 1].first == steps[k].first;
+      if (!shares && p.stack.reshard_after_forward) z3.uses.emplace_back(layer_of(steps[k].first), steps[k].second);
+      use_of[k] = z3.uses.empty() ? 0 : z3.uses.size() - 1;
+    }
+    // FSDP under gradient accumulation (TrainingStack::reduce_every_microbatch): each block's
+    // gradients are reduce-scattered after its backward in every micro-batch.
+    const bool per_block = p.stack.reduce_every_microbatch && p.zero == 3;
     for (std::size_t k = 0; k < steps.size(); ++k) {
       const auto [i, phase] = steps[k];
       const int layer = layer_of(i);
+      const bool new_use = k == 0 || use_of[k] != use_of[k - 1];
       if (phase == Phase::Recompute && (k == 0 || steps[k - 1].second != Phase::Recompute) &&
           p.checkpoints_distributed())  // the segment's input, kept as 1/t per tp rank, gathered whole
         e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, "tp", p.tp,
                               static_cast<Bytes>(ctx.tokens * m.hidden) * P, "tp.allgather.checkpoint", layer, u.mb));
-      z3.before_use(k);
+      if (new_use) z3.before_use(use_of[k]);
       if (phase == Phase::Recompute) {
         const int first = e.size();
         forward_layer(e, layer, u.mb, Phase::Recompute);
         if (first < e.size()) e.op(first).alloc += full;
+        if (k + 1 == steps.size() || use_of[k + 1] != use_of[k]) z3.after_use(use_of[k]);
         continue;
       }
       backward_layer(e, layer, u.mb);
       Op& last = e.op(e.size() - 1);
       last.free += stash_of(vs, i) + (recompute_whole_layers() ? full : 0);
-      // FSDP under gradient accumulation (TrainingStack::reduce_every_microbatch): each
-      // block's gradients are reduce-scattered after its backward in every micro-batch.
-      const bool per_block = p.stack.reduce_every_microbatch && p.zero == 3;
-      if (last_mb || per_block) {
+      const bool reduced = last_mb || per_block;
+      fsdp_grad_passes(e, layer, u.mb, reduced, [&] { z3.after_use(use_of[k]); });
+      if (reduced) {
         const auto [dense, experts] = layer_grad_bytes();
         dp.dense += dense;
         dp.experts += experts;

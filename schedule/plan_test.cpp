@@ -591,8 +591,9 @@ TEST(Plan, Zero3GathersOneLayerOfOneTensorRank) {
         EXPECT_EQ(op.group_size, dp);
         EXPECT_EQ(op.stream, Stream::Dp);
       }
-      // One per layer in forward and in backward (and in the recomputed forward): 4 layers.
-      EXPECT_EQ(gathers, std::string(recompute) == "full" ? 12 : 8) << recompute;
+      // One per layer in forward and in backward, 4 layers (a recomputed forward shares its
+      // backward's gather: FSDP skips its pre-forward logic in the recomputation).
+      EXPECT_EQ(gathers, 8) << recompute;
     }
   }
 }
@@ -619,11 +620,14 @@ TEST(Plan, Zero3GatherIsPrefetchedOneLayerAhead) {
       if (op.name == "zero3.allgather.params") gathers.push_back(i);
       if (op.kind != OpKind::Compute || op.layer < 0) continue;
       if (!uses.empty() && uses.back() == std::make_pair(op.layer, op.phase)) continue;
+      // A layer's backward right after its recomputation is the same use (one gather).
+      if (!uses.empty() && uses.back() == std::make_pair(op.layer, Phase::Recompute) && op.phase == Phase::Backward)
+        continue;
       uses.emplace_back(op.layer, op.phase);
       first_op.push_back(i);
     }
-    // Forward 0..3 (uses 0-3); backward from use 4: 3B 2B 1B 0B, (full) 3R 3B 2R 2B ..., or
-    // (every:2) 2R 3R 3B 2B 0R 1R 1B 0B.
+    // Forward 0..3 (uses 0-3); backward from use 4: 3B 2B 1B 0B, (full) 3R+3B 2R+2B ..., or
+    // (every:2) 2R 3R+3B 2B 0R 1R+1B 0B.
     ASSERT_EQ(gathers.size(), uses.size()) << recompute;
     for (std::size_t k = 0; k < uses.size(); ++k) {
       const Op& g = ops[static_cast<std::size_t>(gathers[k])];
@@ -835,6 +839,95 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
   ParallelSpec fp32 = p;
   fp32.stack.reduce_bytes = 4;
   EXPECT_NEAR(collectives(m, fp32, "dp.reduce_scatter.grads").bytes, 2 * rs_bf16, 64);
+}
+
+// FSDP's own passes, by hand on 4 layers, dp 4, ZeRO-3, 2 micro-batches, bf16 (P = 2), fp32
+// reduce (R = 4), n parameters a layer: FSDP1 after each block's backward in each micro-batch
+// flattens (2P n bytes), casts (P + R) n and pre-divides 2R n: 8 of each; FSDP2 copies the
+// gradients in ((P + R) n, 8) and every gathered block out (2P n, 16 gathers).
+TEST(Plan, FsdpPassesPerBlockAndMicroBatch) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  p.stack = training_stack("pytorch-fsdp");
+  EXPECT_EQ(p.stack.fsdp, 1);
+  const double n = std::floor(m.params_per_layer());
+  auto passes = [&](const ParallelSpec& q) {
+    std::map<std::string, std::pair<int, double>> by;
+    const Schedule s = plan_iteration(m, q);
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Compute && op.name.rfind("fsdp.", 0) == 0) {
+        ++by[op.name].first;
+        by[op.name].second += op.kernel.bytes;
+      }
+    return by;
+  };
+  auto v1 = passes(p);
+  EXPECT_EQ(v1.size(), 3u);
+  EXPECT_EQ(v1["fsdp.grad.flatten"].first, 8);
+  EXPECT_NEAR(v1["fsdp.grad.flatten"].second, 8 * 2 * 2 * n, 64);
+  EXPECT_NEAR(v1["fsdp.grad.cast"].second, 8 * (2 + 4) * n, 64);
+  EXPECT_NEAR(v1["fsdp.grad.predivide"].second, 8 * 2 * 4 * n, 64);
+  ParallelSpec v2 = p;
+  v2.stack = training_stack("pytorch-fsdp2");
+  auto two = passes(v2);
+  EXPECT_EQ(two.size(), 2u);
+  EXPECT_EQ(two["fsdp.grad.copy_in"].first, 8);
+  EXPECT_NEAR(two["fsdp.grad.copy_in"].second, 8 * (2 + 4) * n, 64);
+  EXPECT_EQ(two["fsdp.allgather.copy_out"].first, 16);
+  EXPECT_NEAR(two["fsdp.allgather.copy_out"].second, 16 * 2 * 2 * n, 64);
+  // bf16 reduce: no cast; one rank: no FSDP passes at all (nothing is reduced or gathered).
+  ParallelSpec bf16 = p;
+  bf16.stack.reduce_bytes = 2;
+  EXPECT_EQ(passes(bf16).count("fsdp.grad.cast"), 0u);
+  ParallelSpec one = p;
+  one.dp = 1;
+  EXPECT_TRUE(passes(one).empty());
+  // The megatron stack has none: its weight-gradient GEMMs accumulate into the main gradients.
+  ParallelSpec meg = p;
+  meg.stack = training_stack("megatron");
+  EXPECT_TRUE(passes(meg).empty());
+}
+
+// When the backward gathers the next block (TrainingStack::backward_prefetch), by the ops'
+// dependencies on 3 layers, dp 2, one micro-batch: with `pre` the gather of the layer whose
+// backward comes second is issued before the first backward's GEMMs (it depends on no op of
+// that backward), with `post` after them (it depends on the first backward's flat gradient).
+// A recomputed layer's backward shares its recomputation's gather: 3 + 3 gathers, not 3 + 6.
+TEST(Plan, FsdpBackwardPrefetchPreOrPostAndRecomputeSharesTheGather) {
+  const ModelSpec m = gpt(3, 1024, 16, 512);
+  ParallelSpec p;
+  p.dp = 2;
+  p.zero = 3;
+  p.stack = training_stack("pytorch-fsdp");
+  auto second_gather_waits_for_backward = [&](BackwardPrefetch mode) {
+    ParallelSpec q = p;
+    q.stack.backward_prefetch = mode;
+    const Schedule s = plan_iteration(m, q);
+    const auto& ops = s.roles[0].ops;
+    int flatten = -1, gathers = 0;
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const Op& op = ops[static_cast<std::size_t>(i)];
+      if (op.name == "fsdp.grad.flatten" && flatten < 0) flatten = i;
+      if (op.name != "zero3.allgather.params" || op.phase != Phase::Backward) continue;
+      if (++gathers == 2) {
+        // The first backward's flat gradient comes before this gather only under post.
+        bool waits = false;
+        for (int d : op.deps) waits = waits || (flatten >= 0 && d >= flatten);
+        return waits;
+      }
+    }
+    ADD_FAILURE() << "no second backward gather";
+    return false;
+  };
+  EXPECT_FALSE(second_gather_waits_for_backward(BackwardPrefetch::Pre));
+  EXPECT_TRUE(second_gather_waits_for_backward(BackwardPrefetch::Post));
+  ParallelSpec rc = p;
+  rc.recompute = Recompute::parse("full", "test");
+  EXPECT_EQ(collectives(m, rc, "zero3.allgather.params").count, 6);
+  EXPECT_EQ(collectives(m, p, "zero3.allgather.params").count, 6);
 }
 
 // Shared experts in the schedule: the GEMMs every rank runs add up to the model's FLOPs

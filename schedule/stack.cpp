@@ -14,7 +14,8 @@ struct NamedStack {
 };
 constexpr NamedStack kStacks[] = {{"megatron", StackKind::Megatron},
                                   {"megatron-te", StackKind::MegatronTE},
-                                  {"pytorch-fsdp", StackKind::PytorchFsdp}};
+                                  {"pytorch-fsdp", StackKind::PytorchFsdp},
+                                  {"pytorch-fsdp2", StackKind::PytorchFsdp2}};
 
 struct NamedLibrary {
   const char* name;
@@ -64,13 +65,18 @@ TrainingStack training_stack(const std::string& name) {
         t.tp_overlap_sms = kTeReduceScatterSms;
         t.overlap_param_gather = true;  // NeMo's recipes: distributed optimizer, parameter sync overlapped
         break;
-      case StackKind::PytorchFsdp:  // flash-attn 2 (llm-foundry's attn_impl: flash), eager kernels
+      case StackKind::PytorchFsdp:   // FSDP1 as Composer runs it (llm-foundry), eager kernels
+      case StackKind::PytorchFsdp2:  // FSDP2 (fully_shard) as torchtitan runs it
         t.attention = AttentionLibrary::FlashAttention2;
         t.reduce_every_microbatch = true;
         t.eager = true;
         // Gradients reduce-scattered in fp32: torchtitan's default (mixed_precision_reduce) and
         // Composer's "DEFAULT" mixed precision since v0.16 (param_dtype bf16, reduce_dtype fp32).
         t.reduce_bytes = 4;
+        t.fsdp = s.kind == StackKind::PytorchFsdp ? 1 : 2;
+        // Composer's FSDP config defaults to BACKWARD_POST (PyTorch's own FSDP1 default is
+        // BACKWARD_PRE); FSDP2 prefetches the next block when the current one's backward starts.
+        t.backward_prefetch = s.kind == StackKind::PytorchFsdp ? BackwardPrefetch::Post : BackwardPrefetch::Pre;
         break;
     }
     return t;
@@ -86,6 +92,18 @@ AttentionLibrary parse_attention_library(const std::string& text, const std::str
   throw Error(
       fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2), cudnn or triton "
                   "(FlashAttention's Triton kernel)",
+                  field, text));
+}
+
+const char* to_string(BackwardPrefetch b) { return b == BackwardPrefetch::Pre ? "pre" : "post"; }
+
+BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& field) {
+  if (text == "pre") return BackwardPrefetch::Pre;
+  if (text == "post") return BackwardPrefetch::Post;
+  throw Error(
+      fmt::format("{}: '{}' is not a prefetch mode; use pre (gather the next block when the current "
+                  "block's backward starts: BACKWARD_PRE) or post (when its gradients are ready: "
+                  "BACKWARD_POST)",
                   field, text));
 }
 

@@ -23,8 +23,15 @@ namespace meshsim {
 enum class AttentionLibrary { Generic, FlashAttention2, CuDNN, Triton };
 const char* to_string(AttentionLibrary a);
 
-enum class StackKind { Megatron, MegatronTE, PytorchFsdp };
+enum class StackKind { Megatron, MegatronTE, PytorchFsdp, PytorchFsdp2 };
 const char* to_string(StackKind k);
+
+// When FSDP gathers the next block's parameters in the backward (FSDP1's backward_prefetch):
+// `Pre` when the current block's backward starts (PyTorch's default, FSDP2's only way), so the
+// gather runs under it; `Post` when the current block's gradients are ready (Composer's
+// default), so the next block's backward waits for the whole gather.
+enum class BackwardPrefetch { Pre, Post };
+const char* to_string(BackwardPrefetch b);
 
 struct TrainingStack {
   StackKind kind = StackKind::Megatron;
@@ -53,12 +60,23 @@ struct TrainingStack {
   // Bytes per element of the data-parallel gradient reduction: 0 = the model's dtype; 4 = fp32
   // (FSDP's MixedPrecision reduce_dtype=float32, Megatron's grad_reduce_in_fp32).
   int reduce_bytes = 0;
+  // Which FSDP runs ZeRO-3 (zero: 3), for the memory passes it adds around its collectives
+  // (docs/compute.md, "FSDP's own passes"): 0 none; 1 FSDP1 (FlatParameter: autograd
+  // concatenates a block's gradients into one flat gradient, which is cast to the reduce dtype
+  // and divided by the pre-divide factor before its reduce-scatter); 2 FSDP2 (fully_shard:
+  // gathered parameters copied out of the all-gather buffer, gradients copied into the
+  // reduce-scatter buffer in the reduce dtype, the mean taken by NCCL's AVG).
+  int fsdp = 0;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;
 };
 
-// The named stacks: megatron (default), megatron-te, pytorch-fsdp. Unknown: Error listing them.
+// The named stacks: megatron (default), megatron-te, pytorch-fsdp, pytorch-fsdp2. Unknown: Error
+// listing them.
 TrainingStack training_stack(const std::string& name);
 std::vector<std::string> training_stacks();
 // "generic", "fa2", "cudnn"; unknown: Error naming `field`.
 AttentionLibrary parse_attention_library(const std::string& text, const std::string& field);
+// "pre", "post"; unknown: Error naming `field`.
+BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& field);
 
 }  // namespace meshsim

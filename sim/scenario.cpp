@@ -233,13 +233,13 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
 
 // `stack: megatron-te`, or a map: {name: megatron-te, attention: fa2, tp_comm_overlap: false,
 // tp_overlap_sms: 16, reduce_every_microbatch: true, eager: true, reshard_after_forward: false,
-// reduce_dtype: fp32}; the name gives the defaults.
+// reduce_dtype: fp32, fsdp: 1, backward_prefetch: post}; the name gives the defaults.
 TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   const char* example = "{name: megatron-te, attention: cudnn}";
   if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
   r.only_keys(st, "stack",
               {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager",
-               "reshard_after_forward", "reduce_dtype", "overlap_param_gather"},
+               "reshard_after_forward", "reduce_dtype", "overlap_param_gather", "fsdp", "backward_prefetch"},
               example);
   const YAML::Node name = r.required(st, "name", "stack", "megatron-te");
   TrainingStack t = r.located(name, [&] { return training_stack(r.text(name, "stack.name")); });
@@ -259,6 +259,14 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
     t.overlap_param_gather = r.boolean(st["overlap_param_gather"], "stack.overlap_param_gather");
   if (st["reshard_after_forward"])
     t.reshard_after_forward = r.boolean(st["reshard_after_forward"], "stack.reshard_after_forward");
+  if (const YAML::Node& v = st["fsdp"]) {
+    t.fsdp = r.integer(v, "stack.fsdp");
+    if (t.fsdp < 0 || t.fsdp > 2)
+      r.fail(v, "stack.fsdp", "must be 1 (FSDP1, flat parameters), 2 (FSDP2, fully_shard) or 0 (neither)");
+  }
+  if (const YAML::Node& b = st["backward_prefetch"])
+    t.backward_prefetch = r.located(
+        b, [&] { return parse_backward_prefetch(r.text(b, "stack.backward_prefetch"), "stack.backward_prefetch"); });
   if (const YAML::Node& d = st["reduce_dtype"]) {
     const std::string v = r.text(d, "stack.reduce_dtype");
     if (v == "fp32")
