@@ -142,9 +142,48 @@ Bytes total_bytes(const std::vector<MemoryItem>& items) {
   return sum;
 }
 
+std::vector<OpSacGemm> op_sac_gemms(const ModelSpec& m, const ParallelSpec& p) {
+  const double t = p.tp;
+  const double kv = m.head_dim() * std::max(1.0, static_cast<double>(m.kv_heads) / t);  // K/V width per rank
+  const double f = m.ffn_hidden / t;
+  const std::vector<std::pair<std::string, std::vector<double>>> gemms = {
+      {"attn.qkv", {m.hidden / t, kv, kv}},  // wq, wk, wv
+      {"attn.proj", {static_cast<double>(m.hidden)}},
+      {"mlp.fc1", m.ffn == FfnKind::SwiGLU ? std::vector<double>{f, f} : std::vector<double>{f}},  // w1 (, w3)
+      {"mlp.fc2", {static_cast<double>(m.hidden)}}};
+  std::vector<OpSacGemm> out;
+  int count = 0;
+  for (const auto& [name, parts] : gemms) {
+    double total = 0, recomputed = 0, saved = 0;
+    for (double w : parts) {
+      total += w;
+      (++count % 2 == 0 ? recomputed : saved) += w;
+    }
+    out.push_back({name, recomputed / total, saved});
+  }
+  return out;
+}
+
 std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const ParallelSpec& p, RecomputeMode mode) {
   const Shape x = shape_of(m, p);
   std::vector<MemoryItem> v;
+  if (mode == RecomputeMode::Ops) {
+    // The block's input, the saved matrix multiplies' outputs, the attention kernel's output and
+    // log-sum-exp (fp32), and with sp the reduce-scatters' outputs.
+    const double sbh = x.s * x.b * x.h;
+    add(v, x, "layer_input", x.P, "sbh", sbh, x.tsp);
+    for (const OpSacGemm& g : op_sac_gemms(m, p))
+      if (g.saved_columns > 0)
+        add(v, x, g.name + ".saved_output", x.P, fmt::format("sb x {:.6g}", g.saved_columns),
+            x.s * x.b * g.saved_columns, 1);
+    add(v, x, "attn.output", x.P, "sbh", sbh, x.t);
+    add(v, x, "attn.logsumexp", 4, "asb", x.a * x.s * x.b, x.t);
+    if (p.sp && x.t > 1) {
+      add(v, x, "attn.reduce_scatter_output", x.P, "sbh", sbh, x.t);
+      add(v, x, "mlp.reduce_scatter_output", x.P, "sbh", sbh, x.t);
+    }
+    return v;
+  }
   if (mode == RecomputeMode::Full) {
     // distribute_checkpoints: each tp rank keeps 1/t of the input (sp already shards it).
     add(v, x, "layer_input", x.P, "sbh", x.s * x.b * x.h, p.checkpoints_distributed() ? x.t : x.tsp);
@@ -268,9 +307,12 @@ void activation_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Pa
   const int n = inflight_chunks(p, stage);
   const std::string inflight = fmt::format("{} in flight", n);
   const RecomputeMode mode = p.recompute.mode;
-  if (mode == RecomputeMode::None || mode == RecomputeMode::Selective) {
+  if (mode == RecomputeMode::None || mode == RecomputeMode::Selective || mode == RecomputeMode::Ops) {
     scaled(out, layer_activation_items(m, p, mode), "activations", "", static_cast<long long>(n) * chunk_layers,
            fmt::format("{} layers x {}", chunk_layers, inflight));
+    // Ops: during a block's backward its recomputed activations are held whole.
+    if (mode == RecomputeMode::Ops)
+      scaled(out, layer_activation_items(m, p, RecomputeMode::None), "activations", "recompute.", 1, "1 layer");
   } else {
     // Full = checkpoints at every layer; EveryK / Sqrt = every K layers. During backward one
     // segment (1 or K layers) of one micro-batch is recomputed and held whole.

@@ -63,6 +63,19 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
 std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const ParallelSpec& p, RecomputeMode mode);
 Bytes layer_activation_bytes(const ModelSpec& m, const ParallelSpec& p);
 
+// torchtitan's per-op selective recomputation (RecomputeMode::Ops) of the plan's GEMMs
+// (attn.qkv, attn.proj, mlp.fc1, mlp.fc2): counting a block's matrix multiplies in forward
+// order as torchtitan's Llama writes them (wq, wk, wv, wo, w1, w3, w2; w1 alone without a
+// gate), the odd-numbered ones' outputs are saved and the even-numbered ones recomputed. Per
+// GEMM: the fraction of its output columns recomputed, and the output columns saved per token
+// on one tensor-parallel rank (a row-parallel GEMM's output is the whole width, partial sums).
+struct OpSacGemm {
+  std::string name;
+  double recomputed_fraction = 0;
+  double saved_columns = 0;
+};
+std::vector<OpSacGemm> op_sac_gemms(const ModelSpec& m, const ParallelSpec& p);
+
 // (micro-batch, model chunk) pairs whose activations pipeline stage `stage` holds at its
 // peak under 1F1B: min(m, pp - stage) for plain 1F1B; interleaved (vchunks = v > 1), as
 // Megatron's warm-up: min(m*v, 2(pp - stage - 1) + (v - 1)pp + 1). Each pair holds

@@ -363,3 +363,49 @@ TEST(Recompute, DistributedCheckpointsKeepOneTensorShard) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// torchtitan's per-op selective recomputation (recompute: ops), by hand on a Llama-shaped block:
+// s = 4096, b = 1, h = 4096, 32 heads of 128, 8 K/V heads (h_kv = 1024), SwiGLU f = 14336, P = 2.
+// Matrix multiplies in forward order wq(1) wk(2) wv(3) wo(4) w1(5) w3(6) w2(7): saved are the
+// odd ones' outputs, q (sbh), v (sbh_kv), w1 (sbf) and w2 (sbh), beside the block input (sbh), the
+// attention output (sbh) and its fp32 log-sum-exp (4as). tp = 2 with sp halves q, v, w1, the
+// attention output, the log-sum-exp and the input, keeps w2's whole width (partial sums) and
+// adds the two reduce-scatter outputs (sbh/2 each).
+TEST(ActivationTable, OpsRecomputationSavesEveryOtherMatmul) {
+  ModelSpec m;
+  m.layers = 2;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.ffn = FfnKind::SwiGLU;
+  m.attention = AttentionKind::Flash;
+  m.seq = 4096;
+  m.vocab = 32000;
+  const double S = 4096, H = 4096, Hkv = 1024, F = 14336, A = 32;
+  ParallelSpec p;
+  p.recompute.mode = RecomputeMode::Ops;
+  const double whole = 2 * S * (H + H + Hkv + F + H + H) + 4 * A * S;
+  EXPECT_NEAR(static_cast<double>(layer_activation_bytes(m, p)), whole, 8);
+  ParallelSpec tp = p;
+  tp.tp = 2;
+  tp.sp = true;
+  const double split = 2 * S * (H / 2 + H / 2 + Hkv / 2 + F / 2 + H + H / 2 + H / 2 + H / 2) + 4 * A * S / 2;
+  EXPECT_NEAR(static_cast<double>(layer_activation_bytes(m, tp)), split, 8);
+  // The recomputed share of each GEMM's columns: wk of wq+wk+wv, wo whole, w3 of w1+w3, w2 none.
+  const std::vector<OpSacGemm> g = op_sac_gemms(m, p);
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_DOUBLE_EQ(g[0].recomputed_fraction, Hkv / (H + 2 * Hkv));
+  EXPECT_DOUBLE_EQ(g[1].recomputed_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(g[2].recomputed_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(g[3].recomputed_fraction, 0.0);
+  // Less than keeping everything, more than keeping only the input.
+  EXPECT_LT(layer_activation_bytes(m, p), total_bytes(layer_activation_items(m, p, RecomputeMode::None)));
+  EXPECT_GT(layer_activation_bytes(m, p), total_bytes(layer_activation_items(m, p, RecomputeMode::Full)));
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -17,11 +17,9 @@
 
 namespace meshsim {
 
-constexpr EnumName<RecomputeMode> kRecomputeModeNames[] = {{RecomputeMode::None, "none"},
-                                                           {RecomputeMode::Full, "full"},
-                                                           {RecomputeMode::Selective, "selective"},
-                                                           {RecomputeMode::EveryK, "every"},
-                                                           {RecomputeMode::Sqrt, "sqrt"}};
+constexpr EnumName<RecomputeMode> kRecomputeModeNames[] = {
+    {RecomputeMode::None, "none"},    {RecomputeMode::Full, "full"}, {RecomputeMode::Selective, "selective"},
+    {RecomputeMode::EveryK, "every"}, {RecomputeMode::Sqrt, "sqrt"}, {RecomputeMode::Ops, "ops"}};
 const char* to_string(RecomputeMode m) { return enum_name(kRecomputeModeNames, m); }
 
 Recompute Recompute::parse(const std::string& text, const std::string& field) {
@@ -39,6 +37,10 @@ Recompute Recompute::parse(const std::string& text, const std::string& field) {
     r.mode = RecomputeMode::Sqrt;
     return r;
   }
+  if (text == "ops") {
+    r.mode = RecomputeMode::Ops;
+    return r;
+  }
   if (text.rfind("every:", 0) == 0) {
     const std::optional<int> k = parse_int(std::string_view(text).substr(6));
     if (!k || *k < 1)
@@ -49,7 +51,7 @@ Recompute Recompute::parse(const std::string& text, const std::string& field) {
     return r;
   }
   throw Error(
-      fmt::format("{}: '{}' is not a recompute mode; write none, full, selective, every:K or sqrt", field, text));
+      fmt::format("{}: '{}' is not a recompute mode; write none, full, selective, every:K, sqrt or ops", field, text));
 }
 
 std::string Recompute::to_string() const {
@@ -123,6 +125,23 @@ void check_options(const ParallelSpec& p) {
   if (!(p.dp_bucket_mib > 0)) fail("dp_bucket_mib", fmt::format("{} must be positive, e.g. 25", p.dp_bucket_mib));
   if (p.recompute.mode == RecomputeMode::EveryK && p.recompute.every_k < 1)
     fail("recompute", fmt::format("every:{} needs K >= 1 layers, e.g. every:4", p.recompute.every_k));
+}
+
+// torchtitan's per-op policy is modelled for the blocks it was written for: dense MLPs,
+// standard attention through the fused kernel whose output it saves, 1D tensor parallelism.
+void check_recompute_ops(const ParallelSpec& p, const ModelSpec& m) {
+  if (p.recompute.mode != RecomputeMode::Ops) return;
+  if (m.attention != AttentionKind::Flash)
+    fail("recompute",
+         "ops saves the fused attention kernel's output (torchtitan's save list); it needs "
+         "model.attention: flash (or use recompute: selective for Megatron's core-attention "
+         "recomputation)");
+  if (m.moe() || m.mla())
+    fail("recompute", fmt::format("ops is modelled for dense blocks with standard attention; this model has {}; use "
+                                  "full, selective, every:K or sqrt",
+                                  m.moe() ? "experts (grouped GEMMs, not on torchtitan's save list)"
+                                          : "multi-head latent attention"));
+  if (p.mesh2d > 0) fail("recompute", "ops is not modelled with mesh2d (2D SUMMA); use full or selective");
 }
 
 // Sequence parallelism and distributed checkpoints need 1D tensor parallelism.
@@ -288,6 +307,7 @@ void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, cons
   check_sequence_parallel(p);
   check_mesh2d(p, m);
   check_heads(p, m);
+  check_recompute_ops(p, m);
   check_world(p, gpus, gpus_from);
   check_sequence_split(p, m);
   check_pipeline(p, m);

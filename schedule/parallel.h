@@ -23,13 +23,16 @@
 
 namespace meshsim {
 
-enum class RecomputeMode { None, Full, Selective, EveryK, Sqrt };
+// Ops: torchtitan's per-op selective recomputation (selective_ac_option = "op"; docs/memory.md):
+// the outputs of every other matrix multiply, of the fused attention kernel and of the
+// reduce-scatters are saved, the rest of the block is recomputed before its backward.
+enum class RecomputeMode { None, Full, Selective, EveryK, Sqrt, Ops };
 const char* to_string(RecomputeMode m);
 
 struct Recompute {
   RecomputeMode mode = RecomputeMode::None;
   int every_k = 0;  // EveryK: checkpoint every K layers, recompute a K-layer segment
-  // "none", "full", "selective", "every:K", "sqrt"; throws Error naming `field`.
+  // "none", "full", "selective", "every:K", "sqrt", "ops"; throws Error naming `field`.
   static Recompute parse(const std::string& text, const std::string& field);
   std::string to_string() const;
 };

@@ -16,7 +16,7 @@ namespace {
 using testing_util::error_of;
 
 TEST(Recompute, ParsesAndPrintsEveryMode) {
-  for (const char* text : {"none", "full", "selective", "every:4", "sqrt"})
+  for (const char* text : {"none", "full", "selective", "every:4", "sqrt", "ops"})
     EXPECT_EQ(Recompute::parse(text, "r").to_string(), text);
   const Recompute r = Recompute::parse("every:12", "r");
   EXPECT_EQ(r.mode, RecomputeMode::EveryK);
@@ -29,6 +29,27 @@ TEST(Recompute, BadTextNamesTheField) {
   for (const char* text : {"", "every", "every:", "every:0", "every:-2", "every:x", "most", "Full"}) {
     const std::string msg = error_of([&] { Recompute::parse(text, "parallel.recompute"); });
     EXPECT_EQ(msg.rfind("parallel.recompute:", 0), 0u) << text << ": " << msg;
+  }
+}
+
+// recompute: ops is modelled for dense blocks with the fused attention kernel: Llama 3 70B
+// (flash, dense) passes; DeepSeek-V3 (experts, latent attention) and plain attention are
+// refused, each naming parallel.recompute's field.
+TEST(Recompute, OpsNeedsADenseBlockWithFusedAttention) {
+  ParallelSpec p;
+  p.dp = 8;
+  p.recompute = Recompute::parse("ops", "r");
+  ModelSpec llama = model_preset("llama3-70b");
+  llama.attention = AttentionKind::Flash;
+  EXPECT_NO_THROW(validate_parallel(p, llama, 8));
+  ModelSpec plain = llama;
+  plain.attention = AttentionKind::Plain;
+  ModelSpec deepseek = model_preset("deepseek-v3");
+  deepseek.attention = AttentionKind::Flash;
+  for (const ModelSpec& m : {plain, deepseek}) {
+    const std::string msg = error_of([&] { validate_parallel(p, m, 8); });
+    EXPECT_NE(msg.find("recompute"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ops"), std::string::npos) << msg;
   }
 }
 

@@ -6,10 +6,12 @@
 //   ln2 ─ f ─ fc1 ─ act ─ fc2 ─ f̄ ─ drop
 //   f: identity forward, all-reduce backward; f̄: all-reduce forward, identity backward.
 //   With SP, f becomes all-gather / reduce-scatter (g) and f̄ reduce-scatter / all-gather (ḡ).
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <optional>
 
+#include "schedule/memory.h"
 #include "schedule/plan_internal.h"
 
 namespace meshsim::plan {
@@ -507,12 +509,32 @@ void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
   }
 }
 
+// torchtitan's per-op selective recomputation (RecomputeMode::Ops): the block's forward again,
+// but for what its policy saved: the odd-numbered matrix multiplies (op_sac_gemms), the fused
+// attention kernel and the reduce-scatters.
+void recompute_ops(const Ctx& c, Emitter& e, const std::vector<LayerStep>& steps, int layer, int mb) {
+  const std::vector<OpSacGemm> gemms = op_sac_gemms(c.m, c.p);
+  for (const LayerStep& s : steps) {
+    if (s.type == LayerStep::Type::Gemm) {
+      const auto g = std::find_if(gemms.begin(), gemms.end(), [&](const OpSacGemm& o) { return o.name == s.name; });
+      const double fraction = g == gemms.end() ? 1.0 : g->recomputed_fraction;
+      if (fraction > 0)
+        e.compute(Phase::Recompute, s.name, layer, mb,
+                  Kernel::gemm(s.k.m, dim(static_cast<double>(s.k.n) * fraction), s.k.k, s.k.dtype_bytes));
+    } else if ((s.type == LayerStep::Type::Kern && !s.core) ||
+               (s.type == LayerStep::Type::Coll && s.fwd && *s.fwd != CollKind::ReduceScatter)) {
+      emit_forward(c, e, s, Phase::Recompute, layer, mb);
+    }
+  }
+}
+
 void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
   const std::vector<LayerStep> steps = layer_steps(c);
   if (c.p.recompute.mode == RecomputeMode::Selective) {
     for (const LayerStep& s : steps)
       if (s.core) emit_forward(c, e, s, Phase::Recompute, layer, mb);
   }
+  if (c.p.recompute.mode == RecomputeMode::Ops) recompute_ops(c, e, steps, layer, mb);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const auto next = std::next(it);
     if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == "tp" && it->bwd &&

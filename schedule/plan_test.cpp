@@ -930,6 +930,47 @@ TEST(Plan, FsdpBackwardPrefetchPreOrPostAndRecomputeSharesTheGather) {
   EXPECT_EQ(collectives(m, p, "zero3.allgather.params").count, 6);
 }
 
+// recompute: ops, by hand on one Llama-shaped layer (h 1024, 16 heads of 64, 4 K/V heads:
+// h_kv 256, SwiGLU f 2048, s 512, b 1, tp 1): before the backward the plan recomputes wk, wo and
+// w3 (2 s h (h_kv + h + f) FLOPs), both norms, the SwiGLU and the two residual adds, and not
+// the attention kernel; under sp with tp 2 also the all-gathers before qkv and fc1, not the
+// reduce-scatters.
+TEST(Plan, OpsRecomputationRerunsEveryOtherMatmulAndTheCheapKernels) {
+  ModelSpec m = gpt(1, 1024, 16, 512);
+  m.kv_heads = 4;
+  m.ffn_hidden = 2048;
+  m.ffn = FfnKind::SwiGLU;
+  m.attention = AttentionKind::Flash;
+  ParallelSpec p;
+  p.recompute = Recompute::parse("ops", "test");
+  auto recomputed = [&](const ParallelSpec& q) {
+    std::map<std::string, double> gemm_flops;
+    std::set<std::string> names;
+    const Schedule s = plan_iteration(m, q);
+    for (const Op& op : s.roles[0].ops) {
+      if (op.phase != Phase::Recompute) continue;
+      names.insert(op.name);
+      if (op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm) gemm_flops[op.name] += op.kernel.flops;
+    }
+    return std::make_pair(gemm_flops, names);
+  };
+  const auto [flops, names] = recomputed(p);
+  const double S = 512, H = 1024, Hkv = 256, F = 2048;
+  EXPECT_DOUBLE_EQ(flops.at("attn.qkv"), 2 * S * H * Hkv);
+  EXPECT_DOUBLE_EQ(flops.at("attn.proj"), 2 * S * H * H);
+  EXPECT_DOUBLE_EQ(flops.at("mlp.fc1"), 2 * S * H * F);
+  EXPECT_EQ(flops.count("mlp.fc2"), 0u);
+  EXPECT_EQ(names, (std::set<std::string>{"ln1", "attn.qkv", "attn.proj", "attn.dropout_residual", "ln2", "mlp.fc1",
+                                          "mlp.swiglu", "mlp.dropout_residual"}));
+  ParallelSpec sp = p;
+  sp.tp = 2;
+  sp.sp = true;
+  const auto [flops2, names2] = recomputed(sp);
+  EXPECT_DOUBLE_EQ(flops2.at("attn.qkv"), 2 * S * H * Hkv / 2);
+  EXPECT_TRUE(names2.count("tp.g.attn") && names2.count("tp.g.mlp"));
+  EXPECT_FALSE(names2.count("tp.gbar.attn") || names2.count("tp.gbar.mlp"));
+}
+
 // Shared experts in the schedule: the GEMMs every rank runs add up to the model's FLOPs
 // (docs/math.md section 4 with (top_k + shared) MLPs per token), with experts split over tp
 // (ep 1) or whole on each expert-parallel rank (ep 2), and their activations are counted.
