@@ -190,6 +190,7 @@ struct RendezvousServer::Impl {
   void check_liveness();  // arms the next check
 
   void accept();
+  void make_room(const std::string& who);
   void set(const std::string& key, std::string_view value);
   void fail_job(const std::string& why);  // keeps the first reason; answers every waiting GET with it
   void shutdown();                        // on the io thread
@@ -532,8 +533,11 @@ void RendezvousServer::Impl::accept() {
       error_code ignored;
       const auto remote = sock.remote_endpoint(ignored);
       const std::string who = fmt::format("{}:{}", remote.address().to_string(), remote.port());
-      if (sessions.size() >= static_cast<std::size_t>(std::max(1, options.max_connections))) {
-        log(fmt::format("refused a connection from {}: {} connections are open, the limit", who, sessions.size()));
+      const auto limit = static_cast<std::size_t>(std::max(1, options.max_connections));
+      if (sessions.size() >= limit) make_room(who);
+      if (sessions.size() >= limit) {
+        log(fmt::format("refused a connection from {}: {} connections are open, the limit, every one a proven rank",
+                        who, sessions.size()));
         sock.close(ignored);
       } else {
         sock.set_option(tcp::no_delay(true), ignored);
@@ -542,6 +546,23 @@ void RendezvousServer::Impl::accept() {
     }
     accept();
   });
+}
+
+// At the connection limit, the oldest connection that has not proven the token makes room for
+// the new one: strangers holding every slot cannot keep a rank out (each new connection
+// evicts the oldest of theirs), and a proven rank is never evicted. A rank evicted
+// mid-handshake tries again (RendezvousClient's connect backs off).
+void RendezvousServer::Impl::make_room(const std::string& who) {
+  std::shared_ptr<Session> oldest;
+  for (auto& [ptr, weak] : sessions)
+    if (auto s = weak.lock(); s && !s->closed && !s->authenticated && (!oldest || s->accepted < oldest->accepted))
+      oldest = std::move(s);
+  if (!oldest) return;
+  log(
+      fmt::format("closed the oldest connection that had not proven the token, from {}, to admit {} ({} "
+                  "connections are open, the limit)",
+                  oldest->peer, who, sessions.size()));
+  oldest->close();
 }
 
 void RendezvousServer::Impl::set(const std::string& key, std::string_view value) {

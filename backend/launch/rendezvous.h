@@ -105,7 +105,10 @@
 //     authenticated, a request once begun must keep arriving (no idle_timeout without a
 //     byte); otherwise it is closed. An authenticated connection may stay idle between
 //     requests: ranks hold theirs for the whole run.
-//   - at most max_connections are open; one more is closed as soon as it is accepted.
+//   - at most max_connections are open; at the limit a new connection closes the oldest one
+//     that has not proven the token (so strangers holding every slot cannot keep a rank out:
+//     each new arrival evicts the oldest of theirs), or, when every open connection is a
+//     proven rank, is closed itself as soon as it is accepted.
 //   - when accept fails for want of descriptors (EMFILE, ENFILE) or kernel memory, the
 //     server tries again after accept_backoff instead of at once (the pending connection
 //     keeps the socket readable: retrying at once would spin a core), and serves the

@@ -406,67 +406,63 @@ TEST(Rendezvous, HalfSentRequestsCostNoMemoryAndAreClosedByTheDeadline) {
   EXPECT_EQ(c.get("after", 1s), "ok");
 }
 
-// One connection over max_connections is closed as soon as it is accepted; the others are
-// served, and a rank gets in again once connections close.
-TEST(Rendezvous, ConnectionsBeyondTheLimitAreClosedAtOnce) {
+// At the limit, a new connection closes the oldest one that has not proven the token: four
+// strangers hold every slot, a fifth evicts the first (at once, not at the 10 s idle timeout)
+// and the other three stay open; a rank then gets in at once the same way.
+TEST(Rendezvous, AtTheLimitTheOldestUnprovenConnectionMakesRoom) {
   Log log;
   RendezvousServer server({.token = "secret", .max_connections = 4, .log = log.sink()});
   std::vector<int> held;
   for (int i = 0; i < 4; ++i) {
     held.push_back(raw_socket());
     ASSERT_TRUE(raw_connect(held.back(), server.port()));
+    std::this_thread::sleep_for(20ms);  // accepted in this order
   }
   std::this_thread::sleep_for(100ms);
   const int extra = raw_socket();
   ASSERT_TRUE(raw_connect(extra, server.port()));
   const auto start = Clock::now();
-  EXPECT_TRUE(raw_read_until_closed(extra, start + 3s).second);
-  EXPECT_LT(Clock::now() - start, 2s);  // at once, not at the 10 s idle timeout
-  ::close(extra);
-  for (const int fd : held) EXPECT_FALSE(raw_read_until_closed(fd, Clock::now() + 10ms).second);  // still open
-  EXPECT_NE(log.all().find("4 connections are open, the limit"), std::string::npos) << log.all();
-  for (const int fd : held) ::close(fd);
-  std::this_thread::sleep_for(200ms);  // the server sees them go
+  EXPECT_TRUE(raw_read_until_closed(held[0], start + 3s).second);
+  EXPECT_LT(Clock::now() - start, 2s);
+  for (std::size_t i = 1; i < held.size(); ++i)
+    EXPECT_FALSE(raw_read_until_closed(held[i], Clock::now() + 10ms).second) << i;  // still open
+  EXPECT_FALSE(raw_read_until_closed(extra, Clock::now() + 10ms).second);
+  EXPECT_NE(log.all().find("to admit"), std::string::npos) << log.all();
+  const auto joined = Clock::now();
   RendezvousClient c(client_of(server));
   c.set("k", "v");
   EXPECT_EQ(c.get("k", 1s), "v");
+  EXPECT_LT(Clock::now() - joined, 2s);
+  for (const int fd : held) ::close(fd);
+  ::close(extra);
 }
 
-// A rank that joins while the store is at its connection limit is closed before the handshake
-// and tries again (backing off) until its connect timeout: once a slot frees it gets in, where
-// it used to fail at once ("did rank 0 exit?"). With no slot all along it names the limit.
-TEST(Rendezvous, AJoiningRankRetriesWhileTheStoreIsFull) {
-  RendezvousServer server({.token = "secret", .max_connections = 2});
-  std::vector<int> held;
-  for (int i = 0; i < 2; ++i) {
-    held.push_back(raw_socket());
-    ASSERT_TRUE(raw_connect(held.back(), server.port()));
-  }
-  std::this_thread::sleep_for(100ms);
+// When every open connection is a proven rank, one more is closed before its handshake, and
+// a joining rank tries again (backing off) until its connect timeout: once a rank leaves it
+// gets in; with no slot all along it names the limit. A proven rank is never evicted.
+TEST(Rendezvous, AJoiningRankRetriesWhileTheStoreIsFullOfRanks) {
+  Log log;
+  RendezvousServer server({.token = "secret", .max_connections = 2, .log = log.sink()});
+  RendezvousClientOptions o = client_of(server);
+  auto first = std::make_unique<RendezvousClient>(o);
+  RendezvousClient second(o);
   std::thread freer([&] {
     std::this_thread::sleep_for(400ms);
-    for (const int fd : held) ::close(fd);
+    first.reset();
   });
-  RendezvousClientOptions o = client_of(server);
   o.connect_timeout = 5s;
   const auto start = Clock::now();
   RendezvousClient c(o);
   const auto waited = Clock::now() - start;
   freer.join();
   c.set("k", "v");
-  EXPECT_EQ(c.get("k", 1s), "v");
+  EXPECT_EQ(second.get("k", 1s), "v");  // the proven rank that stayed was not evicted
   EXPECT_GE(waited, 300ms);
-  std::vector<int> full;
-  for (int i = 0; i < 2; ++i) {
-    full.push_back(raw_socket());
-    ASSERT_TRUE(raw_connect(full.back(), server.port()));
-  }
-  std::this_thread::sleep_for(100ms);
   o.connect_timeout = 1s;
   const std::string msg = error_of([&] { RendezvousClient late(o); });
   EXPECT_NE(msg.find("kept closing the connection before its handshake"), std::string::npos) << msg;
   EXPECT_NE(msg.find("connection limit"), std::string::npos) << msg;
-  for (const int fd : full) ::close(fd);
+  EXPECT_NE(log.all().find("every one a proven rank"), std::string::npos) << log.all();
 }
 
 // With no descriptor left, accept fails with EMFILE while the connection stays queued.
