@@ -42,6 +42,8 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/launch/launch_env.h"
+#include "backend/launch/rendezvous.h"
 #include "cli/commands.h"
 #include "cli/mpi/plugin.h"
 #include "cli/scenario_flags.h"
@@ -393,6 +395,76 @@ struct Ranks {
   int rank = 0, size = 1, local = 1;
 };
 
+// Under mpirun a rank that is stopped or hung leaves the others blocked in an MPI collective
+// for ever. The ranks watch each other beside MPI: rank 0 serves a rendezvous store (its
+// address and a fresh token handed out over MPI), every rank sends it a heartbeat from a thread
+// of its own (MESHSIM_HEARTBEAT_INTERVAL, default 1 s), and when one falls silent for
+// MESHSIM_HEARTBEAT_TIMEOUT (default 5 s; 0: no watch) the store fails the job naming it, every
+// rank's heartbeat hears so, and each exits with status 2 (rank 0 says why, as does a rank that
+// finds rank 0 itself silent); mpirun then ends the rest. Heartbeats run beside the
+// simulations, so a long variant is not a silence.
+class RankWatch {
+ public:
+  // Collective: every rank constructs it at the same point. Without a watch (timeout 0, or the
+  // store could not start: said once, the sweep goes on unwatched) it does nothing.
+  RankWatch(const Ranks& ranks, const launch::HeartbeatEnv& beat) {
+    if (beat.heartbeat_timeout.count() == 0) return;
+    std::string address;  // rank 0: "host port token", or "!" and why not
+    if (ranks.rank == 0) {
+      try {
+        const bool one_node = ranks.local == ranks.size;
+        std::string token;
+        for (const unsigned char c : launch::random_nonce()) token += fmt::format("{:02x}", c);
+        server_ = std::make_unique<launch::RendezvousServer>(
+            launch::RendezvousServerOptions{.host = one_node ? "127.0.0.1" : "0.0.0.0",
+                                            .token = token,
+                                            .max_connections = 4 * ranks.size + 64,
+                                            .world_size = ranks.size,
+                                            .heartbeat_timeout = beat.heartbeat_timeout});
+        address = fmt::format("{} {} {}", one_node ? std::string("127.0.0.1") : host_name(), server_->port(), token);
+      } catch (const std::exception& e) {
+        address = std::string("!") + e.what();
+      }
+    }
+    const std::string got = ranks.mpi->all_gather(address)[0];
+    if (got.starts_with("!")) {
+      if (ranks.rank == 0)
+        std::fprintf(stderr, "meshsim: warning: sweep: no watch on stopped ranks (%s)\n", got.c_str() + 1);
+      return;
+    }
+    std::istringstream in(got);
+    launch::RendezvousClientOptions o;
+    in >> o.host >> o.port >> o.token;
+    o.rank = ranks.rank;
+    o.world_size = ranks.size;
+    o.heartbeat_interval = beat.heartbeat_interval;
+    o.heartbeat_timeout = beat.heartbeat_timeout;
+    o.on_failure = [rank = ranks.rank](const std::string& why, bool verdict) {
+      // The store's verdict reaches every rank; rank 0 says it once for all.
+      if (rank == 0 || !verdict) std::fprintf(stderr, "meshsim: error: sweep: %s\n", why.c_str());
+      std::fflush(stderr);
+      std::_Exit(2);
+    };
+    client_ = std::make_unique<launch::RendezvousClient>(std::move(o));
+  }
+  // Every rank, after its last collective of the sweep and before MPI_Finalize: no longer
+  // watched (the store expects its silence).
+  void leave() {
+    if (client_) client_->leave();
+    client_.reset();
+  }
+  // Rank 0's store outlives MPI_Finalize, whose fence means every rank has left.
+
+ private:
+  static std::string host_name() {
+    std::array<char, 256> name{};
+    if (::gethostname(name.data(), name.size() - 1) != 0) return "127.0.0.1";
+    return name.data();
+  }
+  std::unique_ptr<launch::RendezvousServer> server_;
+  std::unique_ptr<launch::RendezvousClient> client_;
+};
+
 // The variants of this run: indices first + step * pos for pos in [0, count) (a shard's, or all).
 struct Part {
   long first = 0, step = 1, count = 0;
@@ -636,8 +708,10 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   Shard shard;
   std::optional<nlohmann::ordered_json> header;
   std::optional<OrderedFiles> files;
+  launch::HeartbeatEnv beat;
   std::string error;
   try {
+    if (ranks.mpi != nullptr) beat = launch::heartbeat_env();
     std::vector<Vary> vs;
     for (const auto& v : f.vary) {
       vs.push_back(parse_vary(v));
@@ -686,8 +760,11 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   }
   const Part part{shard.k, shard.n, shard.count(sweep->size())};
   std::vector<Row> rows;
+  std::optional<RankWatch> watch;
   try {
+    if (ranks.mpi != nullptr) watch.emplace(ranks, beat);
     rows = run_variants(f, *base, *sweep, part, ranks, *files);
+    if (watch) watch->leave();
   } catch (const std::exception& e) {
     if (ranks.mpi == nullptr) throw;
     // One rank cannot go on: end them all rather than leave the others waiting.
@@ -695,6 +772,7 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
     ranks.mpi->abort(3);
   }
   if (ranks.mpi != nullptr) ranks.mpi->finalize();
+  watch.reset();
   if (ranks.rank != 0) return 0;
   if (files) files->close();  // closed (and checked) before they are named
   files.reset();

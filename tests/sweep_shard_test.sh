@@ -5,7 +5,8 @@
 #                                        clear error each
 #   sweep_shard_test.sh MESHSIM mpi     mpirun -np 2 and 3 give the single-process bytes; a bad
 #                                        flag, an unwritable file or a missing plugin under
-#                                        mpirun is one error line, never a hang (SKIP, 77,
+#                                        mpirun is one error line, never a hang, and a rank
+#                                        stopped mid-sweep is named within seconds (SKIP, 77,
 #                                        without mpirun or libmeshsim_mpi.so)
 # Run from the source directory (the example scenario's path is relative).
 set -u
@@ -117,6 +118,24 @@ echo "ok: mpirun -np 2 and -np 3 = the single sweep (table, --csv, --jsonl, --js
 expect_error "K counts from 0" "${MPI[@]}" -np 2 "$M" "${args[@]}" --shard 5/2 --jsonl "$tmp/x.jsonl"
 expect_error "--csv: cannot write" "${MPI[@]}" -np 2 "$M" "${args[@]}" --csv "$tmp/no/such/dir/x.csv"
 MESHSIM_MPI_PLUGIN=$tmp/nonexistent.so expect_error "cannot load the MPI plugin" "${MPI[@]}" -np 2 "$M" "${args[@]}"
+# a rank stopped mid-sweep (SIGSTOP): the others are not left in MPI_Gather for ever; rank 0's
+# store names it after MESHSIM_HEARTBEAT_TIMEOUT and every rank exits (status 2)
+long=(sweep "$S" --fidelity formula --vary parallel.tp=1,2,4,8 --vary parallel.pp=1,2,4,8,16
+      --vary parallel.microbatches=8,16,32,64,128 --vary parallel.micro_batch_size=1,2 --vary parallel.zero=0,1
+      --vary model.layers=48,96 --vary parallel.sp=true,false)
+MESHSIM_HEARTBEAT_TIMEOUT=2 timeout 120 "$MPIRUN" --oversubscribe -np 3 sh -c \
+  'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$tmp" "$M" "${long[@]}" \
+  >/dev/null 2>"$tmp/stop.err" &
+mpi_pid=$!
+for _ in $(seq 100); do [ -s "$tmp/pid.2" ] && break; sleep 0.1; done
+sleep 2
+kill -STOP "$(cat "$tmp/pid.2")" || fail "could not stop rank 2"
+stopped=$(date +%s)
+wait "$mpi_pid" && fail "mpirun with rank 2 stopped exited 0"
+took=$(( $(date +%s) - stopped ))
+grep -q "sweep: rank 2 stopped answering for 2 s" "$tmp/stop.err" || { cat "$tmp/stop.err"; fail "a stopped rank not named"; }
+[ "$took" -le 15 ] || fail "a stopped rank took ${took} s to stop the sweep"
+echo "ok: rank 2 stopped under mpirun: named, every rank gone ${took} s later"
 MESHSIM_MPI=0 run -np 2 "$M" "${args[@]}" >"$tmp/off.txt" 2>/dev/null || fail "MESHSIM_MPI=0 under mpirun"
 [ "$(grep -c '^72 variants:' "$tmp/off.txt")" -eq 2 ] || fail "MESHSIM_MPI=0: each rank should run the whole sweep"
 echo "PASS"

@@ -792,6 +792,7 @@ struct RendezvousClient::Impl {
 
   void start_beats();
   void beat_loop();
+  void failed(const std::string& why, bool verdict = false);
   void stop_beats() {
     if (!beat_thread.joinable()) return;
     {
@@ -1028,6 +1029,13 @@ struct RendezvousClient::Impl {
   }
 };
 
+// The heartbeat thread learned that the job failed: recorded for the application's calls, and
+// told to on_failure.
+void RendezvousClient::Impl::failed(const std::string& why, bool verdict) {
+  health->set(why);
+  if (o.on_failure) o.on_failure(health->get(), verdict);
+}
+
 // Opens the heartbeat connection (the store is up: the first connection reached it) and
 // starts the thread that beats on it.
 void RendezvousClient::Impl::start_beats() {
@@ -1050,17 +1058,17 @@ void RendezvousClient::Impl::beat_loop() {
         meshsim::launch::run_until(beat_io, beat_sock, Clock::now() + patience, [this] { return beat_stop.load(); });
     if (beat_stop) return;
     if (ran == Ran::Timeout)
-      return health->set(fmt::format(
+      return failed(fmt::format(
           "rank 0 (the store at {}) stopped answering for {} (stopped or hung?): no reply to rank {}'s heartbeat; "
           "check rank 0, or raise MESHSIM_HEARTBEAT_TIMEOUT (now {})",
           where, format_seconds(patience), o.rank, format_seconds(patience)));
     if (ec)
-      return health->set(fmt::format(
+      return failed(fmt::format(
           "rank 0 (the store at {}) closed rank {}'s heartbeat connection ({}): rank 0 exited or crashed; its own "
           "output says why",
           where, o.rank, ec.message()));
     if (static_cast<RdzvStatus>(static_cast<unsigned char>(body[0])) != RdzvStatus::Ok)
-      return health->set(body.substr(1));  // FAILED: why the job failed, naming the rank
+      return failed(body.substr(1), true);  // FAILED: why the job failed, naming the rank
     std::unique_lock lock(beat_mu);
     if (beat_cv.wait_for(lock, o.heartbeat_interval, [this] { return beat_stop.load(); })) return;
   }

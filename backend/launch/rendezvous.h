@@ -190,6 +190,11 @@ struct RendezvousClientOptions {
   // How long a heartbeat may wait for its reply before the store counts as stopped
   // (MESHSIM_HEARTBEAT_TIMEOUT; 0: io_timeout).
   Millis heartbeat_timeout = Millis(0);
+  // Called once, from the heartbeat thread, when it learns that the job failed: `why` names
+  // the failed rank; `verdict` is true when the store said so (it failed the job: every rank
+  // hears the same reason), false when this rank found the store itself silent or gone. For
+  // a program whose main thread may be blocked elsewhere (an MPI collective) and must stop.
+  std::function<void(const std::string& why, bool verdict)> on_failure = nullptr;
 };
 
 class RendezvousClient {

@@ -858,6 +858,57 @@ TEST(RendezvousLiveness, ADeadRankReachesTheProbeOfARankInNoStoreCall) {
   EXPECT_NE(rank0.failure().find("rank 1 lost its connection to the store"), std::string::npos) << rank0.failure();
 }
 
+// on_failure (for a main thread blocked elsewhere, as an MPI sweep's in MPI_Gather): called
+// once from the heartbeat thread, with the store's verdict naming the silent rank (verdict
+// true), or with the store itself gone (verdict false).
+TEST(RendezvousLiveness, OnFailureTellsABlockedProgramOnce) {
+  struct Told {
+    std::mutex mu;
+    std::vector<std::pair<std::string, bool>> calls;
+  };
+  auto watched = [](const RendezvousServer& s, int rank, int world, Told& told) {
+    RendezvousClientOptions o = beating_member(s, rank, world);
+    o.on_failure = [&told](const std::string& why, bool verdict) {
+      std::lock_guard lock(told.mu);
+      told.calls.emplace_back(why, verdict);
+    };
+    return o;
+  };
+  auto wait_for_call = [](Told& told) {
+    const auto start = Clock::now();
+    while (Clock::now() - start < kFast) {
+      {
+        std::lock_guard lock(told.mu);
+        if (!told.calls.empty()) return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  };
+  Told verdict;
+  {
+    RendezvousServer server({.token = "secret", .world_size = 2, .heartbeat_timeout = kSilence});
+    RendezvousClient rank0(watched(server, 0, 2, verdict));
+    const int fd = stopped_rank(server, 1, 2);
+    wait_for_call(verdict);
+    std::this_thread::sleep_for(3 * kBeat);  // no second call
+    ::close(fd);
+    std::lock_guard lock(verdict.mu);
+    ASSERT_EQ(verdict.calls.size(), 1u);
+    EXPECT_NE(verdict.calls[0].first.find("rank 1 stopped answering"), std::string::npos) << verdict.calls[0].first;
+    EXPECT_TRUE(verdict.calls[0].second);
+  }
+  Told gone;
+  auto server = std::make_unique<RendezvousServer>(
+      RendezvousServerOptions{.token = "secret", .world_size = 2, .heartbeat_timeout = kSilence});
+  RendezvousClient rank1(watched(*server, 1, 2, gone));
+  server.reset();  // rank 0 exits
+  wait_for_call(gone);
+  std::lock_guard lock(gone.mu);
+  ASSERT_EQ(gone.calls.size(), 1u);
+  EXPECT_NE(gone.calls[0].first.find("rank 0"), std::string::npos) << gone.calls[0].first;
+  EXPECT_FALSE(gone.calls[0].second);
+}
+
 TEST(RendezvousLaunched, GatherAndBarrierAcrossProcesses) {
   if (!std::getenv(kRankVar)) GTEST_SKIP() << "runs under `meshsim launch` only";
   const LaunchEnv env = launch_env();
