@@ -31,6 +31,7 @@ struct Options {
   std::string algo = "auto";
   std::string topology = "dgx-h100";
   double max_seconds = 0;  // --max-seconds
+  std::string max_memory;  // --max-memory
   std::string mesh;
   std::string placement = "natural";
   std::string group = "all";
@@ -214,7 +215,7 @@ void write_trace(const Options& o, const Topology& topo, const CollectiveContext
 }
 
 int run(const Options& o) {
-  budget::start(o.max_seconds);
+  start_budget(o.max_seconds, o.max_memory);
   const auto kind = parse_coll_kind(o.kind);
   if (!kind)
     throw Error(
@@ -317,7 +318,7 @@ Run add_collective_command(CLI::App& app) {
   c->add_flag("--explain", o->explain, "Show the formula with numbers and, for small groups, the step table");
   c->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON file");
   c->add_flag("--json", o->json, "Print JSON instead of text");
-  add_max_seconds(c, o->max_seconds);
+  add_budget(c, o->max_seconds, o->max_memory);
   return [o]() { return run(*o); };
 }
 

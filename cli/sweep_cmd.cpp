@@ -782,7 +782,7 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
 
 // Under a launcher: load the MPI plugin and join the world; else the single-process sweep.
 int run_sweep(const SweepFlags& f) {
-  budget::start(f.max_seconds);
+  start_budget(f.max_seconds, f.max_memory);
   const mpi::Launcher launcher = mpi::launcher_env();
   if (!launcher.active) return run_sweep_ranks(f, Ranks{});
   Ranks ranks;
@@ -983,7 +983,7 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--shard", f->shard,
                 "K/N: run only the variants i with i % N == K (K from 0 to N-1; needs --jsonl), then sweep-merge "
                 "the N files");
-  add_max_seconds(c, f->max_seconds);
+  add_budget(c, f->max_seconds, f->max_memory);
   return [f] { return run_sweep(*f); };
 }
 

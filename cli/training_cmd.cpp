@@ -11,6 +11,7 @@
 #include "cli/scenario_flags.h"
 #include "core/budget.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "report/html_report.h"
 #include "report/training_report.h"
 #include "sim/scenario.h"
@@ -24,10 +25,17 @@ void ScenarioFlags::add(CLI::App* c, bool required) {
   c->add_option("--set", sets, "override a field: path=value (e.g. parallel.tp=4), repeatable");
 }
 
-void add_max_seconds(CLI::App* c, double& seconds) {
+void add_budget(CLI::App* c, double& seconds, std::string& memory) {
   c->add_option("--max-seconds", seconds,
                 "stop the run with an error after this many seconds of wall-clock time (0: no limit; a long run "
                 "says how far it is on a terminal's stderr every 10 s)");
+  c->add_option("--max-memory", memory,
+                "stop the run with an error when this process's resident memory passes this size, e.g. 4GiB "
+                "(checked every 0.1 s while it simulates; default: no limit)");
+}
+
+void start_budget(double seconds, const std::string& memory) {
+  budget::start(seconds, memory.empty() ? 0 : static_cast<std::uint64_t>(parse_bytes(memory, "--max-memory")));
 }
 
 ScenarioNode ScenarioFlags::node() const {
@@ -49,7 +57,7 @@ struct SimulateFlags : ScenarioFlags {
 };
 
 int run_simulate(const SimulateFlags& f) {
-  budget::start(f.max_seconds);
+  start_budget(f.max_seconds, f.max_memory);
   ScenarioNode node = f.node();
   if (f.no_link_sharing) node.set("run.link_sharing=false");
   const Scenario s = require_training(node.resolve(), "simulate");
@@ -117,7 +125,7 @@ Run add_simulate_command(CLI::App& app) {
                 "utilization,peak)");
   c->add_flag("--no-link-sharing", f->no_link_sharing,
               "flow: time every collective and send alone, as if no other op ran (run.link_sharing: false)");
-  add_max_seconds(c, f->max_seconds);
+  add_budget(c, f->max_seconds, f->max_memory);
   return [f] { return run_simulate(*f); };
 }
 

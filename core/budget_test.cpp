@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace meshsim {
 namespace {
@@ -39,6 +40,26 @@ TEST(Budget, ARunPastItsSecondsStopsNamingTheBudget) {
   message.clear();
   EXPECT_GE(seconds_until_stopped(std::chrono::milliseconds(400), message), 0.39);
   EXPECT_TRUE(message.empty()) << message;
+}
+
+// The memory budget: a loop whose process holds more than --max-memory stops within a check
+// (every 0.1 s), naming the budget; the same loop under a budget above what it holds runs on.
+TEST(Budget, ARunPastItsMemoryStopsNamingTheBudget) {
+  const std::uint64_t resident = budget::resident_bytes();
+  ASSERT_GT(resident, 0u);              // Linux: /proc/self/statm
+  std::vector<char> held(64 << 20, 1);  // 64 MiB touched: resident
+  budget::start(0, budget::resident_bytes() - (32 << 20));
+  std::string message;
+  const double took = seconds_until_stopped(std::chrono::seconds(5), message);
+  EXPECT_LT(took, 1.0);
+  EXPECT_NE(message.find("--max-memory: stopped at"), std::string::npos) << message;
+  EXPECT_NE(message.find("resident, past the budget of"), std::string::npos) << message;
+  budget::start(0, budget::resident_bytes() + (512ull << 20));
+  message.clear();
+  EXPECT_GE(seconds_until_stopped(std::chrono::milliseconds(300), message), 0.29);
+  EXPECT_TRUE(message.empty()) << message;
+  EXPECT_EQ(held[12345], 1);
+  budget::start(0);
 }
 
 TEST(Budget, ABadBudgetIsRefused) {
