@@ -31,6 +31,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,7 @@
 #include "cli/sweep_where.h"
 #include "core/budget.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "report/html_report.h"
 #include "report/training_report.h"
 #include "sim/training_sim.h"
@@ -83,6 +85,7 @@ Vary parse_vary(const std::string& text) {
 // What a sweep and a merge print and write.
 struct OutputFlags {
   std::string csv, jsonl, report;
+  std::string rank_by = "tokens_per_s";  // --rank-by
   bool json = false;
 };
 
@@ -224,11 +227,29 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
   return row;
 }
 
+// A --vary value as JSON: a whole number, a number, true/false, or the text.
+nlohmann::ordered_json typed_value(const std::string& text) {
+  std::int64_t i = 0;
+  const char* end = text.data() + text.size();
+  if (auto [p, ec] = std::from_chars(text.data(), end, i); ec == std::errc() && p == end) return i;
+  double d = 0;
+  if (auto [p, ec] = std::from_chars(text.data(), end, d); ec == std::errc() && p == end && std::isfinite(d)) return d;
+  if (text == "true" || text == "false") return text == "true";
+  return text;
+}
+
 // A variant as JSON (the objects of --json and the lines of --jsonl; --json adds "rank").
+// `vary`: each varied path and its value, typed, for tools that want a column per parameter.
 nlohmann::ordered_json row_json(const Row& v) {
   nlohmann::ordered_json j;
   j["variant"] = v.label;
   j["set"] = v.sets;
+  nlohmann::ordered_json vary = nlohmann::ordered_json::object();
+  for (const std::string& s : v.sets) {
+    const std::size_t eq = s.find('=');
+    vary[s.substr(0, eq)] = typed_value(s.substr(eq + 1));
+  }
+  j["vary"] = std::move(vary);
   if (!v.valid) {
     j["error"] = v.error;
     return j;
@@ -245,15 +266,24 @@ nlohmann::ordered_json row_json(const Row& v) {
   return j;
 }
 
+// A CSV row: the fixed columns (kCsvColumns), then one per --vary path, its value.
 std::string row_csv(const Row& v) {
   std::string label = v.label, err = v.error;
   std::replace(label.begin(), label.end(), ',', ';');
   std::replace(err.begin(), err.end(), ',', ';');
-  if (!v.valid) return fmt::format("{},,,,,,,,{},,,,,,\n", label, err);
-  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},,{},{}\n", label, v.gpus, v.iteration.seconds(),
+  std::string values;
+  for (const std::string& s : v.sets) {
+    std::string value = s.substr(s.find('=') + 1);
+    std::replace(value.begin(), value.end(), ',', ';');
+    values += "," + value;
+  }
+  if (!v.valid) return fmt::format("{},,,,,,,,{},,,,,,{}\n", label, err, values);
+  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},,{},{}{}\n", label, v.gpus, v.iteration.seconds(),
                      v.tokens_per_s, v.mfu, v.hfu, v.peak, v.fits ? "yes" : "no", fmt::join(v.layout, ","),
-                     v.global_batch);
+                     v.global_batch, values);
 }
+constexpr const char* kCsvColumns =
+    "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch";
 
 // A shard's definition: a hash of what decides the variant list and each variant's result
 // (the scenario file's bytes, --set, --fidelity, --profile and the --vary lists), so
@@ -304,13 +334,18 @@ nlohmann::ordered_json shard_header(const Shard& shard, const std::string& defin
 // also carry each row's variant index (and the JSON lines the exact iteration time).
 class OrderedFiles {
  public:
-  OrderedFiles(const std::string& csv, const std::string& jsonl, const nlohmann::ordered_json* shard_header = nullptr)
+  // The CSV gains a column per --vary path of `sweep` (none without one).
+  OrderedFiles(const std::string& csv, const std::string& jsonl, const Sweep* sweep = nullptr,
+               const nlohmann::ordered_json* shard_header = nullptr)
       : shard_(shard_header != nullptr), csv_path_(csv), jsonl_path_(jsonl) {
     open(csv_, csv, "--csv");
     open(jsonl_, jsonl, "--jsonl");
-    if (csv_)
-      csv_ << (shard_ ? "index," : "")
-           << "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch\n";
+    if (csv_) {
+      csv_ << (shard_ ? "index," : "") << kCsvColumns;
+      if (sweep != nullptr)
+        for (const Vary& v : sweep->varies()) csv_ << "," << v.path;
+      csv_ << "\n";
+    }
     if (jsonl_ && shard_) jsonl_ << shard_header->dump() << "\n" << std::flush;
   }
   // `pos`: the row's position in this run, 0, 1, 2, ...
@@ -582,16 +617,47 @@ std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, con
   return rows;
 }
 
-// Best first: layouts that fit by throughput (tokens/s: variants may differ in global batch,
-// so iteration time alone would mislead); then those that do not fit; then invalid ones.
-std::vector<const Row*> ranked(const std::vector<Row>& rows) {
+// What a sweep ranks by (--rank-by): its name, how the summary shows the best value, and
+// whether more is better.
+struct RankMetric {
+  const char* name;
+  bool higher_better;
+  double (*of)(const Row&);
+  std::string (*text)(double);
+};
+constexpr RankMetric kRankMetrics[] = {
+    {"tokens_per_s", true, [](const Row& r) { return r.tokens_per_s; },
+     [](double v) { return fmt::format("{:.0f} tokens/s", v); }},
+    {"iteration_s", false, [](const Row& r) { return r.iteration.seconds(); },
+     [](double v) { return fmt::format("{:.6g} s per iteration", v); }},
+    {"mfu", true, [](const Row& r) { return r.mfu; }, [](double v) { return fmt::format("{:.1f}% MFU", 100 * v); }},
+    {"memory", false, [](const Row& r) { return static_cast<double>(r.peak); },
+     [](double v) { return fmt::format("{:.2f} GiB peak memory", v / (1 << 30)); }},
+};
+
+const RankMetric& rank_metric(const std::string& name) {
+  std::vector<std::string> names;
+  for (const RankMetric& m : kRankMetrics) {
+    if (name == m.name) return m;
+    names.emplace_back(m.name);
+  }
+  throw Error(fmt::format("--rank-by: '{}' is not a metric{}; use {}", name,
+                          did_you_mean(name, names).empty() ? "" : " (" + did_you_mean(name, names) + ")",
+                          fmt::join(names, ", ")));
+}
+
+// Best first: layouts that fit by the metric (by default throughput, tokens/s: variants may
+// differ in global batch, so iteration time alone would mislead); then those that do not fit;
+// then invalid ones.
+std::vector<const Row*> ranked(const std::vector<Row>& rows, const RankMetric& metric) {
   std::vector<const Row*> order;
   for (const Row& r : rows) order.push_back(&r);
-  auto key = [](const Row* v) {
+  auto key = [&metric](const Row* v) {
+    const double value = v->valid ? metric.of(*v) : 0.0;
     return std::make_tuple(v->excluded() ? 3
                            : !v->valid   ? 2
                                          : (v->fits ? 0 : 1),
-                           v->valid ? -v->tokens_per_s : 0.0, v->index);
+                           metric.higher_better ? -value : value, v->index);
   };
   std::stable_sort(order.begin(), order.end(), [&](const Row* a, const Row* b) { return key(a) < key(b); });
   return order;
@@ -628,11 +694,11 @@ void print_text(const std::vector<std::vector<std::string>>& table) {
 }
 
 // "16 variants: 9 fit, 3 out of memory, 4 invalid; best: parallel.tp=4 parallel.pp=2 (20167 tokens/s)"
-std::string summary(const std::vector<const Row*>& order) {
+std::string summary(const std::vector<const Row*>& order, const RankMetric& metric) {
   long fit = 0, oom = 0, invalid = 0, excluded = 0;
   for (const Row* r : order) (r->excluded() ? excluded : !r->valid ? invalid : r->fits ? fit : oom)++;
   std::string best = "none fits";
-  if (fit > 0) best = fmt::format("best: {} ({:.0f} tokens/s)", order.front()->label, order.front()->tokens_per_s);
+  if (fit > 0) best = fmt::format("best: {} ({})", order.front()->label, metric.text(metric.of(*order.front())));
   return fmt::format("{} variants: {} fit, {} out of memory, {} invalid{}; {}\n", order.size(), fit, oom, invalid,
                      excluded > 0 ? fmt::format(", {} excluded by --where", excluded) : "", best);
 }
@@ -674,7 +740,8 @@ void finish(const OutputFlags& f, const std::string& source, const Sweep& sweep,
             const std::string& jsonl_what) {
   if (!f.csv.empty()) say_wrote(f.csv, fmt::format("CSV, {} variants", rows.size()));
   if (!f.jsonl.empty()) say_wrote(f.jsonl, fmt::format("{}, {} variants", jsonl_what, rows.size()));
-  const std::vector<const Row*> order = ranked(rows);
+  const RankMetric& metric = rank_metric(f.rank_by);
+  const std::vector<const Row*> order = ranked(rows, metric);
   const auto table = ranked_table(order);
   if (f.json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -686,7 +753,7 @@ void finish(const OutputFlags& f, const std::string& source, const Sweep& sweep,
     std::cout << out.dump(2) << "\n";
   } else {
     print_text(table);
-    std::cout << summary(order);
+    std::cout << summary(order, metric);
   }
   std::cout << std::flush;
   if (!f.report.empty()) {
@@ -728,12 +795,13 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
                       "shard-{}.jsonl",
                       f.shard, shard.k));
     if (!f.where.empty()) (void)WhereFilter(f.where);  // a typo fails before anything runs
+    (void)rank_metric(f.rank_by);
     base.emplace(f.node());
     if (base->is_workload()) require_training(base->resolve(), "sweep");
     sweep.emplace(std::move(vs));
     if (shard.active) header = shard_header(shard, definition_hash(f, *sweep), base->source(), *sweep);
     if (ranks.rank == 0)
-      files.emplace(f.csv, f.jsonl, header ? &*header : nullptr);
+      files.emplace(f.csv, f.jsonl, &*sweep, header ? &*header : nullptr);
     else
       files.emplace("", "");
   } catch (const Error& e) {
@@ -846,6 +914,7 @@ Row parse_row(const nlohmann::json& j, const Sweep& sweep) {
 }
 
 int run_merge(const MergeFlags& f) {
+  (void)rank_metric(f.rank_by);  // a typo fails before the files are read
   const std::string fix = "write each shard with meshsim sweep ... --shard K/N --jsonl FILE";
   std::vector<ShardFile> files;
   std::vector<std::ifstream> streams;
@@ -939,7 +1008,7 @@ int run_merge(const MergeFlags& f) {
                       s.path, count, s.rows, s.shard.text(), s.shard.text()));
   }
   {
-    OrderedFiles out(f.csv, f.jsonl);
+    OrderedFiles out(f.csv, f.jsonl, &sweep);
     for (std::size_t i = 0; i < rows.size(); ++i) out.add(static_cast<long>(i), rows[i]);
     out.close();
   }
@@ -954,6 +1023,9 @@ void add_output_flags(CLI::App* c, OutputFlags& f, const std::string& when) {
   c->add_option("--jsonl", f.jsonl, "write every variant as a JSON line, in variant order" + when);
   c->add_option("--report", f.report, "write a self-contained HTML report with the scaling plot");
   c->add_flag("--json", f.json, "print the ranked variants as JSON (full precision; invalid ones with their error)");
+  c->add_option("--rank-by", f.rank_by,
+                "rank the layouts that fit by tokens_per_s (the default, most first), iteration_s (least first), "
+                "mfu (most first) or memory (peak per GPU, least first)");
 }
 
 }  // namespace

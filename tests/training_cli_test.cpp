@@ -410,7 +410,8 @@ TEST(Sweep, RankedTableAndCsv) {
   const std::vector<std::string> csv_rows = split_lines(slurp(csv));
   ASSERT_EQ(csv_rows.size(), 17u) << slurp(csv);
   EXPECT_EQ(csv_rows[0],
-            "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch");
+            "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch,"
+            "parallel.tp,parallel.dp,placement");
   EXPECT_EQ(csv_rows[1].rfind("parallel.tp=1 parallel.dp=1 placement=natural,", 0), 0u) << csv_rows[1];
   std::map<std::string, double> throughput;  // fitting variants' tokens_per_s
   for (std::size_t k = 1; k < csv_rows.size(); ++k) {
@@ -418,7 +419,11 @@ TEST(Sweep, RankedTableAndCsv) {
     std::istringstream in(csv_rows[k]);
     for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
     if (csv_rows[k].back() == ',') cells.emplace_back();
-    ASSERT_EQ(cells.size(), 15u) << csv_rows[k];
+    ASSERT_EQ(cells.size(), 18u) << csv_rows[k];
+    // A column per --vary path, its value (valid or not): the label's assignments.
+    EXPECT_EQ(
+        csv_rows[k].rfind("parallel.tp=" + cells[15] + " parallel.dp=" + cells[16] + " placement=" + cells[17], 0), 0u)
+        << csv_rows[k];
     if (cells[7] == "yes") {
       std::istringstream label(cells[0]);
       std::string tp, dp;
@@ -462,6 +467,9 @@ TEST(Sweep, JsonlStreamsEveryVariantInOrderForAnyJobs) {
         auto line = nlohmann::json::parse(lines[k]);
         EXPECT_EQ(line["set"][0], std::string("parallel.tp=") + tps[k / 4]) << lines[k];
         EXPECT_EQ(line["set"][1], std::string("parallel.dp=") + tps[k % 4]) << lines[k];
+        // ... and as typed values, a number where the value is one.
+        EXPECT_EQ(line["vary"]["parallel.tp"], std::stoi(tps[k / 4])) << lines[k];
+        EXPECT_EQ(line["vary"]["placement"], "natural") << lines[k];
         bool found = false;
         for (auto j : ranked)
           if (j["variant"] == line["variant"]) {
@@ -506,6 +514,38 @@ TEST(Sweep, JsonIsTheRankedTableAndEachRowIsThatVariantsSimulation) {
     EXPECT_EQ(v["gpus"], sim["gpus"]);
   }
   EXPECT_GT(checked, 0) << r.out;
+}
+
+// --rank-by: the fitting variants ordered by the metric named (checked against each variant's
+// own figures in --json), still before the out-of-memory and invalid ones; the summary names
+// the best by that metric; a typo is one error before anything runs.
+TEST(Sweep, RankByOrdersTheFittingLayoutsByTheMetricNamed) {
+  const fs::path f = write_file("sweep_rank_by.yaml", kSweep);
+  struct Case {
+    const char* metric;
+    const char* field;
+    bool most_first;
+    const char* summary;
+  };
+  for (const Case& c : {Case{"iteration_s", "iteration_s", false, "s per iteration)"},
+                        Case{"mfu", "mfu", true, "% MFU)"}, Case{"memory", "peak_bytes", false, "GiB peak memory)"}}) {
+    const Result r = meshsim("sweep " + f.string() + kSweepVary + " --rank-by " + c.metric + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    std::vector<double> fit;
+    bool past_fit = false;
+    for (const auto& v : j) {
+      const bool fits = v.contains("fits") && v["fits"].get<bool>();
+      if (!fits) past_fit = true;
+      EXPECT_FALSE(fits && past_fit) << c.metric << ": a fitting layout after one that does not fit";
+      if (fits) fit.push_back(v[c.field].get<double>());
+    }
+    ASSERT_EQ(fit.size(), 2u) << r.out;
+    EXPECT_TRUE(c.most_first ? fit[0] >= fit[1] : fit[0] <= fit[1]) << c.metric << ": " << fit[0] << ", " << fit[1];
+    const Result text = meshsim("sweep " + f.string() + kSweepVary + " --rank-by " + c.metric);
+    EXPECT_NE(text.out.find(c.summary), std::string::npos) << text.out;
+  }
+  expect_user_error(meshsim("sweep " + f.string() + kSweepVary + " --rank-by tokens"), "--rank-by", "tokens_per_s");
 }
 
 TEST(Sweep, OutputDoesNotDependOnJobs) {
