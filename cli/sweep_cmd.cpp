@@ -619,20 +619,26 @@ std::vector<Row> run_variants(const SweepFlags& f, const ScenarioNode& base, con
 
 // What a sweep ranks by (--rank-by): its name, how the summary shows the best value, and
 // whether more is better.
+// whether more is better; and how the report's plot shows it (axis title, unit, scale).
 struct RankMetric {
   const char* name;
   bool higher_better;
   double (*of)(const Row&);
   std::string (*text)(double);
+  const char* axis;
+  const char* unit;  // HtmlReport::sweep_y_unit
+  double scale;      // plotted = of(row) x scale
 };
 constexpr RankMetric kRankMetrics[] = {
     {"tokens_per_s", true, [](const Row& r) { return r.tokens_per_s; },
-     [](double v) { return fmt::format("{:.0f} tokens/s", v); }},
+     [](double v) { return fmt::format("{:.0f} tokens/s", v); }, "tokens per second", "tokens/s", 1.0},
     {"iteration_s", false, [](const Row& r) { return r.iteration.seconds(); },
-     [](double v) { return fmt::format("{:.6g} s per iteration", v); }},
-    {"mfu", true, [](const Row& r) { return r.mfu; }, [](double v) { return fmt::format("{:.1f}% MFU", 100 * v); }},
+     [](double v) { return fmt::format("{:.6g} s per iteration", v); }, "time per iteration", "s", 1.0},
+    {"mfu", true, [](const Row& r) { return r.mfu; }, [](double v) { return fmt::format("{:.1f}% MFU", 100 * v); },
+     "MFU", "%", 100.0},
     {"memory", false, [](const Row& r) { return static_cast<double>(r.peak); },
-     [](double v) { return fmt::format("{:.2f} GiB peak memory", v / (1 << 30)); }},
+     [](double v) { return fmt::format("{:.2f} GiB peak memory", v / (1 << 30)); }, "peak memory per GPU", "GiB",
+     1.0 / (1 << 30)},
 };
 
 const RankMetric& rank_metric(const std::string& name) {
@@ -710,10 +716,12 @@ std::optional<double> number(const std::string& s) {
   return x;
 }
 
-// The scaling plot: against the first --vary whose values are all numbers (one series per
-// combination of the others); else against the GPU count, or the variant index when every
-// variant has the same GPU count.
-void add_plot(HtmlReport& h, const Sweep& sweep, const std::vector<Row>& rows) {
+// The scaling plot of the ranked metric: against the first --vary whose values are all
+// numbers (one series per combination of the others); else against the GPU count, or the
+// variant index when every variant has the same GPU count.
+void add_plot(HtmlReport& h, const Sweep& sweep, const std::vector<Row>& rows, const RankMetric& metric) {
+  h.sweep_y_label = metric.axis;
+  h.sweep_y_unit = metric.unit;
   const auto& vs = sweep.varies();
   std::size_t axis = vs.size();
   for (std::size_t k = 0; k < vs.size() && axis == vs.size(); ++k)
@@ -730,7 +738,7 @@ void add_plot(HtmlReport& h, const Sweep& sweep, const std::vector<Row>& rows) {
       if (k != axis) series += (series.empty() ? "" : " ") + r.sets[k];
     double x = same_gpus ? static_cast<double>(r.index + 1) : r.gpus;
     if (axis < vs.size()) x = *number(r.sets[axis].substr(vs[axis].path.size() + 1));
-    h.sweep.push_back({series.empty() ? "time" : series, x, r.iteration.seconds(), r.label, r.fits});
+    h.sweep.push_back({series.empty() ? metric.name : series, x, metric.of(r) * metric.scale, r.label, r.fits});
   }
 }
 
@@ -761,7 +769,7 @@ void finish(const OutputFlags& f, const std::string& source, const Sweep& sweep,
     h.title = "meshsim sweep: " + source;
     h.summary = {{"scenario", source}, {"variants", std::to_string(rows.size())}};
     h.table = table;
-    add_plot(h, sweep, rows);
+    add_plot(h, sweep, rows, metric);
     write_html_report(h, f.report);
     say_wrote(f.report, "HTML report");
   }

@@ -364,12 +364,19 @@ void scaling_x_axis(const std::vector<double>& xs, double xmin, double xmax, Sca
   }
 }
 
-// The time axis up to tmax.
+// A value of the sweep's y axis as a tick label or in a tooltip: times as times, others as
+// numbers with their unit.
+std::string y_text(const HtmlReport& r, double v) {
+  if (r.sweep_y_unit == "s") return short_seconds(v);
+  return fmt::format("{:.4g}{}{}", v, r.sweep_y_unit == "%" ? "" : " ", r.sweep_y_unit);
+}
+
+// The y axis up to tmax.
 void scaling_y_axis(const HtmlReport& r, double tmax, ScalingAxes& a) {
   if (tmax <= 0) tmax = 1e-3;
   double tmin = tmax;
   for (const HtmlSweepPoint& p : r.sweep) {
-    if (p.time_s > 0) tmin = std::min(tmin, p.time_s);
+    if (p.y > 0) tmin = std::min(tmin, p.y);
   }
   // Times spanning more than 8x get a log axis too, so strong scaling stays readable.
   a.logy = tmax / tmin > 8;
@@ -378,11 +385,16 @@ void scaling_y_axis(const HtmlReport& r, double tmax, ScalingAxes& a) {
     a.y_hi = tmax * 1.25;
     for (double d = std::pow(10.0, std::floor(std::log10(a.y_lo))); d <= a.y_hi; d *= 10) {
       for (double m : {1.0, 2.0, 5.0}) {
-        if (d * m >= a.y_lo && d * m <= a.y_hi) a.yticks.push_back({d * m, short_seconds(d * m)});
+        if (d * m >= a.y_lo && d * m <= a.y_hi) a.yticks.push_back({d * m, y_text(r, d * m)});
       }
     }
   } else {
-    a.yticks = time_ticks(0, tmax * 1.08, 6);
+    if (r.sweep_y_unit == "s") {
+      a.yticks = time_ticks(0, tmax * 1.08, 6);
+    } else {
+      a.yticks = linear_ticks(0, tmax * 1.08, 6);
+      for (AxisTick& t : a.yticks) t.label = y_text(r, t.value);
+    }
     a.y_hi = std::max(a.yticks.back().value, tmax * 1.08);
   }
 }
@@ -395,7 +407,7 @@ ScalingAxes scaling_axes(const HtmlReport& r, std::vector<std::string>& series) 
     if (std::find(series.begin(), series.end(), p.series) == series.end()) series.push_back(p.series);
     xmin = std::min(xmin, p.x);
     xmax = std::max(xmax, p.x);
-    tmax = std::max(tmax, p.time_s);
+    tmax = std::max(tmax, p.y);
     if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
   }
   std::sort(xs.begin(), xs.end());
@@ -430,8 +442,8 @@ std::string scaling_grid(const HtmlReport& r, const ScalingAxes& a) {
                    a.logx ? " (log scale)" : "");
   s += fmt::format(
       "<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" class=\"axis-title\">"
-      "time per iteration{}</text>\n",
-      num(left - 66, 0), num(top + plot_h / 2, 0), a.logy ? " (log scale)" : "");
+      "{}{}</text>\n",
+      num(left - 66, 0), num(top + plot_h / 2, 0), html_escape(r.sweep_y_label), a.logy ? " (log scale)" : "");
   return s;
 }
 
@@ -449,7 +461,7 @@ std::string scaling_series(const HtmlReport& r, const ScalingAxes& a, const std:
                    [](const HtmlSweepPoint* x, const HtmlSweepPoint* y) { return x->x < y->x; });
   std::string line;
   for (const HtmlSweepPoint* p : pts) {
-    if (p->fits) line += fmt::format("{}{} {}", line.empty() ? "M" : "L", num(a.X(p->x), 2), num(a.Y(p->time_s), 2));
+    if (p->fits) line += fmt::format("{}{} {}", line.empty() ? "M" : "L", num(a.X(p->x), 2), num(a.Y(p->y), 2));
   }
   if (!line.empty()) {
     s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", line, color);
@@ -457,8 +469,9 @@ std::string scaling_series(const HtmlReport& r, const ScalingAxes& a, const std:
   for (const HtmlSweepPoint* p : pts) {
     const std::string tip = fmt::format("{} · {}: {} = {}, {}{}", html_escape(p->series), html_escape(p->label),
                                         html_escape(r.sweep_x_label), fmt::format("{}", p->x),
-                                        format_seconds(p->time_s), p->fits ? "" : ", does not fit in memory");
-    const std::string px = num(a.X(p->x), 2), py = num(a.Y(p->time_s), 2);
+                                        r.sweep_y_unit == "s" ? format_seconds(p->y) : y_text(r, p->y),
+                                        p->fits ? "" : ", does not fit in memory");
+    const std::string px = num(a.X(p->x), 2), py = num(a.Y(p->y), 2);
     if (p->fits) {
       s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n", px, py, color,
                        tip);

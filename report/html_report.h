@@ -68,8 +68,8 @@ struct HtmlMemoryBar {
 struct HtmlSweepPoint {
   std::string series;  // one line per series, in order of first appearance
   double x = 0;        // e.g. GPU count
-  double time_s = 0;
-  std::string label;  // tooltip, e.g. "tp8 pp4 dp2"
+  double y = 0;        // the plotted value, in HtmlReport::sweep_y_unit (time per iteration: s)
+  std::string label;   // tooltip, e.g. "tp8 pp4 dp2"
   bool fits = true;
 };
 
@@ -92,8 +92,10 @@ struct HtmlReport {
   std::vector<HtmlSpan> spans;
   std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;
-  std::vector<HtmlLinkLoad> links;              // empty = no link-load section
-  std::string sweep_x_label;                    // e.g. "GPUs"
+  std::vector<HtmlLinkLoad> links;  // empty = no link-load section
+  std::string sweep_x_label;        // e.g. "GPUs"
+  std::string sweep_y_label = "time per iteration";
+  std::string sweep_y_unit = "s";               // "s": time ticks (µs, ms, s); else appended to plain numbers
   std::vector<HtmlSweepPoint> sweep;            // empty = no plot
   std::vector<std::vector<std::string>> table;  // first row = header
 };

@@ -201,6 +201,23 @@ TEST(HtmlReport, SweepWithinEightTimesIsLinear) {
   EXPECT_EQ(html.find("log scale"), std::string::npos);
 }
 
+// A sweep plotted by another metric than time (sweep --rank-by): its axis title, and ticks and
+// tooltips as plain numbers with its unit, not as times.
+TEST(HtmlReport, SweepOfAnotherMetricLabelsItsAxisWithItsUnit) {
+  HtmlReport r;
+  r.sweep_x_label = "parallel.tp";
+  r.sweep_y_label = "MFU";
+  r.sweep_y_unit = "%";
+  for (int x = 1; x <= 4; ++x)
+    r.sweep.push_back({"a", static_cast<double>(x), 10.0 * x, "tp" + std::to_string(x), true});
+  const std::string html = render_html_report(r);
+  EXPECT_NE(html.find(">MFU</text>"), std::string::npos);
+  EXPECT_NE(html.find(">40%</text>"), std::string::npos) << "a tick at 40%";
+  EXPECT_NE(html.find("parallel.tp = 4, 40%"), std::string::npos) << "the tooltip in %";
+  EXPECT_EQ(html.find("time per iteration"), std::string::npos);
+  EXPECT_EQ(html.find(" ms<"), std::string::npos);
+}
+
 TEST(HtmlReport, WideSpanIsOneExactRectangle) {
   HtmlReport r;
   r.lanes = {"only"};
