@@ -91,6 +91,7 @@ struct OutputFlags {
 
 struct SweepFlags : ScenarioFlags, OutputFlags {
   std::vector<std::string> vary;
+  std::string global_batch;  // --global-batch
   int jobs = 0;
   std::string shard;
   std::string where;
@@ -307,6 +308,7 @@ std::string definition_hash(const SweepFlags& f, const Sweep& sweep) {
   add("--fidelity " + f.fidelity);
   add("--profile " + f.profile);
   if (!f.where.empty()) add("--where " + f.where);
+  if (!f.global_batch.empty()) add("--global-batch " + f.global_batch);
   for (const Vary& v : sweep.varies()) {
     add("--vary " + v.path);
     for (const auto& x : v.values) add(x);
@@ -805,6 +807,10 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
     if (!f.where.empty()) (void)WhereFilter(f.where);  // a typo fails before anything runs
     (void)rank_metric(f.rank_by);
     base.emplace(f.node());
+    if (!f.global_batch.empty()) {  // one batch for every layout: replaces the scenario's micro-batches
+      base->unset("parallel.microbatches");
+      base->set("parallel.global_batch=" + f.global_batch);
+    }
     if (base->is_workload()) require_training(base->resolve(), "sweep");
     sweep.emplace(std::move(vs));
     if (shard.active) header = shard_header(shard, definition_hash(f, *sweep), base->source(), *sweep);
@@ -1055,6 +1061,10 @@ Run add_sweep_command(CLI::App& app) {
   c->add_option("--fidelity", f->fidelity, "formula, flow or nccl for every variant");
   c->add_option("--jobs", f->jobs, "parallel workers (default: all cores)");
   add_output_flags(c, *f, ", while the sweep runs");
+  c->add_option("--global-batch", f->global_batch,
+                "sequences per iteration for every layout: sets parallel.global_batch and drops the scenario's "
+                "microbatches, so that with dp=auto each layout runs global_batch / (dp x micro_batch_size) "
+                "micro-batches");
   c->add_option("--where", f->where,
                 fmt::format("keep only the variants for which this holds, e.g. 'tp*pp <= 64 && microbatches >= 2*pp' "
                             "(muParser: + - * / ^, < <= > >= == !=, && ||; variables: {}); the others are "

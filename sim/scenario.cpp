@@ -81,7 +81,7 @@ constexpr BoolField<ParallelSpec> kParallelBools[] = {{"sp", &ParallelSpec::sp},
                                                       {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
                                                       {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
                                                       {"tp_overlap", &ParallelSpec::tp_overlap}};
-constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket", "stage_layers"};
+constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket", "stage_layers", "global_batch"};
 
 // Reads a section's table fields into `spec`, after checking every key of `n` is known.
 template <typename Spec, std::size_t NI, std::size_t NB, std::size_t NO>
@@ -133,6 +133,26 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
 }
 
 // dp for `dp: auto`: the topology's GPUs over pp x cp x tp, which must divide them.
+// `parallel.global_batch: B` (sequences per iteration): the micro-batches that make it with the
+// layout's dp (given or auto) and micro_batch_size, so layouts of one cluster compare at one
+// batch. B must be a whole multiple of dp x micro_batch_size; microbatches may not be given too.
+void fix_global_batch(const YamlReader& r, const YAML::Node& parallel, Scenario& s) {
+  if (!parallel || !parallel.IsMap() || !parallel["global_batch"]) return;
+  const YAML::Node at = parallel["global_batch"];
+  const std::int64_t batch = r.integer(at, "parallel.global_batch");
+  if (parallel["microbatches"])
+    r.fail(at, "parallel.global_batch",
+           "sets the micro-batches (global_batch / (dp x micro_batch_size)); give it or parallel.microbatches, "
+           "not both");
+  const std::int64_t per = std::int64_t{s.parallel.dp} * s.parallel.micro_batch_size;
+  if (batch < 1 || per < 1 || batch % per != 0)
+    r.fail(at, "parallel.global_batch",
+           fmt::format("{} sequences are not a whole number of micro-batches of dp x micro_batch_size = {} x {} = {}; "
+                       "use a multiple of {}",
+                       batch, s.parallel.dp, s.parallel.micro_batch_size, per, per));
+  s.parallel.microbatches = static_cast<int>(batch / per);
+}
+
 int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
   ParallelSpec one = s.parallel;
   one.dp = 1;
@@ -311,6 +331,17 @@ ScenarioNode ScenarioNode::load(const std::string& path) {
 
 ScenarioNode ScenarioNode::builtin_default() { return parse(kDefault, "built-in scenario"); }
 
+void ScenarioNode::unset(const std::string& path) {
+  YAML::Node cur = *node_;
+  std::size_t pos = 0;
+  for (std::size_t dot; (dot = path.find('.', pos)) != std::string::npos; pos = dot + 1) {
+    YAML::Node next = cur[path.substr(pos, dot - pos)];
+    if (!next || !next.IsMap()) return;
+    cur.reset(next);  // rebinds (assignment would overwrite the node cur refers to)
+  }
+  if (cur.IsMap()) cur.remove(path.substr(pos));
+}
+
 void ScenarioNode::set(const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -376,6 +407,7 @@ Scenario ScenarioNode::resolve() const {
     s.topology_given = true;
   }
   if (dp_auto) s.parallel.dp = auto_dp(r, dp_node, s);
+  fix_global_batch(r, n["parallel"], s);
   if (n["placement"]) s.placement = r.text(n["placement"], "placement");
   if (n["gpu"]) s.gpu = r.text(n["gpu"], "gpu");
   if (const YAML::Node& o = n["order"]) {

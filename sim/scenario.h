@@ -64,6 +64,8 @@ class ScenarioNode {
   ~ScenarioNode();
   // "path.to.key=value"; a model preset name becomes {preset: name} when a field is set.
   void set(const std::string& assignment);
+  // Removes the field at a dotted path (e.g. "parallel.microbatches") if the scenario has it.
+  void unset(const std::string& path);
   Scenario resolve() const;
   bool is_workload() const;  // has a `workload:` section (a collective workload, not training)
   const std::string& source() const { return source_; }

@@ -164,6 +164,29 @@ TEST(Simulate, DpAutoFillsTheTopologysGpus) {
   EXPECT_NE(bad.err.find("dp_auto.yaml:2:"), std::string::npos) << bad.err;  // the file and line of `dp: auto`
 }
 
+// parallel.global_batch: with dp: auto, layouts of one cluster keep one global batch (the
+// micro-batches are global_batch / (dp x micro_batch_size)): 128 GPUs, batch 256 of 1 sequence:
+// tp 8 x pp 4 gives dp 4 and 64 micro-batches, tp 4 x pp 4 dp 8 and 32. A batch that is no
+// multiple of dp x micro_batch_size, or microbatches given too, is one error naming the field.
+TEST(Simulate, GlobalBatchSetsTheMicroBatchesOfEachLayout) {
+  const fs::path f = write_file("global_batch.yaml",
+                                "model: gpt3-175b\nparallel: {dp: auto, tp: 8, pp: 4, sp: true, micro_batch_size: 1, "
+                                "global_batch: 256}\ntopology: dgx-h100:nodes=16\n");
+  for (const auto& [tp, dp, m] : {std::tuple{8, 4, 64}, std::tuple{4, 8, 32}}) {
+    const Result r = meshsim("simulate " + f.string() + " --set parallel.tp=" + std::to_string(tp));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(layout_line(r.out).find("dp " + std::to_string(dp) + " x pp 4 x cp 1 x tp " + std::to_string(tp)),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(layout_line(r.out).find(std::to_string(m) + " micro-batches of 1, global batch 256"), std::string::npos)
+        << r.out;
+  }
+  expect_user_error(meshsim("simulate " + f.string() + " --set parallel.global_batch=102"), "parallel.global_batch",
+                    "use a multiple of 4");
+  expect_user_error(meshsim("simulate " + f.string() + " --set parallel.microbatches=8"), "parallel.global_batch",
+                    "not both");
+}
+
 TEST(Simulate, SetOnAnUnknownFieldNamesItAndListsTheKnownOnes) {
   const Result r = meshsim("simulate --set parallel.tpp=4");
   expect_user_error(r, "--set: parallel: unknown key 'tpp'", "valid keys");
@@ -546,6 +569,22 @@ TEST(Sweep, RankByOrdersTheFittingLayoutsByTheMetricNamed) {
     EXPECT_NE(text.out.find(c.summary), std::string::npos) << text.out;
   }
   expect_user_error(meshsim("sweep " + f.string() + kSweepVary + " --rank-by tokens"), "--rank-by", "tokens_per_s");
+}
+
+// --global-batch: with dp=auto each layout runs the same batch (kSweep's microbatches: 2 are
+// dropped): 8 GPUs, batch 16 of 1 sequence: tp 1, 2, 4 give dp 8, 4, 2 and 2, 4, 8 micro-batches.
+TEST(Sweep, GlobalBatchIsTheSameForEveryLayout) {
+  const fs::path f = write_file("sweep_gb.yaml", kSweep);
+  const Result r =
+      meshsim("sweep " + f.string() + " --set parallel.dp=auto --vary parallel.tp=1,2,4 --global-batch 16 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u);
+  for (const auto& v : j) {
+    ASSERT_FALSE(v.contains("error")) << v.dump();
+    EXPECT_EQ(v["global_batch"], 16) << v.dump();
+    EXPECT_EQ(v["layout"]["dp"].get<int>() * v["layout"]["tp"].get<int>(), 8) << v.dump();
+  }
 }
 
 TEST(Sweep, OutputDoesNotDependOnJobs) {
