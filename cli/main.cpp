@@ -75,7 +75,7 @@ std::string flag_hint(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"meshsim: simulate, explain and compare collectives and training schedules on modeled GPU clusters"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "meshsim 0.1.0");
+  app.set_version_flag("--version", std::string("meshsim ") + MESHSIM_VERSION);
   meshsim::cli::Run collective = meshsim::cli::add_collective_command(app);
   meshsim::cli::Run topology = meshsim::cli::add_topology_command(app);
   meshsim::cli::Run algorithms = meshsim::cli::add_algorithms_command(app);

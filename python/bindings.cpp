@@ -143,6 +143,7 @@ std::string as_keywords(std::string msg) {
 PYBIND11_MODULE(_meshsim, m) {
   namespace mp = meshsim::python;
   m.doc() = "meshsim's native functions; use the meshsim package, not this module";
+  m.attr("__version__") = MESHSIM_VERSION;
   static py::exception<meshsim::Error> error(m, "MeshsimError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -301,6 +301,18 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["scenario"] = r.scenario.name;
   j["model"] = r.scenario.model.name;
   j["layout"] = layout_text(r.scenario);
+  const ParallelSpec& p = r.scenario.parallel;  // the layout as numbers, for data frames
+  j["parallel"] = {{"dp", p.dp},
+                   {"tp", p.tp},
+                   {"pp", p.pp},
+                   {"cp", p.cp},
+                   {"ep", p.ep},
+                   {"vchunks", p.vchunks},
+                   {"microbatches", p.microbatches},
+                   {"micro_batch_size", p.micro_batch_size},
+                   {"global_batch", p.global_batch()},
+                   {"zero", p.zero},
+                   {"recompute", p.recompute.to_string()}};
   j["topology"] = r.topology_name;
   j["placement"] = r.placement;
   j["gpu"] = r.gpu.name;

@@ -130,3 +130,40 @@ def test_sweep_ranks_the_valid_variants_and_keeps_the_errors():
     assert speeds == sorted(speeds, reverse=True)
     for r in valid:
         assert r["result"] == meshsim.simulate(TINY, overrides={**base, **r["set"]})
+        # The layout as numbers: the varied tp and dp, and the global batch they make.
+        p = r["parallel"]
+        assert (p["tp"], p["dp"]) == (r["set"]["parallel.tp"], r["set"]["parallel.dp"])
+        assert p["global_batch"] == p["dp"] * p["microbatches"] * p["micro_batch_size"]
+
+
+def test_sweep_takes_a_string_as_one_value_and_ranks_by_the_metric_named():
+    base = {"parallel.pp": 1, "parallel.sp": False, "parallel.zero": 0, "topology": "dgx-h100:nodes=1,gpus_per_node=4"}
+    rows = meshsim.sweep(TINY, {"parallel.tp": [1, 2, 4], "parallel.dp": "auto", "parallel.recompute": "full"},
+                         overrides=base, rank_by="iteration_s", jobs=2)
+    assert len(rows) == 3  # 3 x 1 x 1, not the characters of "auto" and "full"
+    assert all(r["set"]["parallel.recompute"] == "full" and "result" in r for r in rows)
+    times = [r["result"]["iteration_s"] for r in rows]
+    assert times == sorted(times)  # least first
+    by_memory = meshsim.sweep(TINY, {"parallel.tp": [1, 2, 4], "parallel.dp": "auto"}, overrides=base,
+                              rank_by="memory")
+    peaks = [max(s["peak_bytes"] for s in r["result"]["memory"]) for r in by_memory]
+    assert peaks == sorted(peaks)
+    with pytest.raises(meshsim.MeshsimError, match="rank_by: 'speed' is not a metric"):
+        meshsim.sweep(TINY, {"parallel.tp": [1]}, rank_by="speed")
+
+
+def test_sweep_puts_the_layouts_that_fit_first():
+    # On 8 RTX 5000s (16 GB) a 8-layer h 3072 GPT fits with tp 2 x dp 4 and tp 4 x dp 2, not with
+    # tp 1 x dp 8 (the CLI's Sweep.RankedTableAndCsv case): whatever its tokens/s, it comes last.
+    small = {"model": {"layers": 8, "hidden": 3072, "heads": 12, "ffn_hidden": 12288, "vocab": 50304, "seq": 1024},
+             "parallel": {"dp": 1, "tp": 1, "pp": 1, "microbatches": 2}, "topology": "switch:gpus_per_node=8",
+             "gpu": "rtx5000"}
+    rows = meshsim.sweep(small, {"parallel.tp": [1, 2, 4, 8], "parallel.dp": [1, 2, 4, 8]})
+    valid = [r for r in rows if "result" in r]
+    assert [r["result"]["fits"] for r in valid] == [True, True, False]
+    assert valid[2]["set"] == {"parallel.tp": 1, "parallel.dp": 8}
+
+
+def test_version_is_the_commands():
+    out = subprocess.run([BIN, "--version"], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == f"meshsim {meshsim.__version__}"
