@@ -196,9 +196,17 @@ std::optional<int> parse_int(std::string_view text) {
 }
 
 std::string format_bytes(Bytes b) {
-  if (b >= (Bytes{1} << 30) && b % (Bytes{1} << 30) == 0) return fmt::format("{}GiB", b >> 30);
-  if (b >= (Bytes{1} << 20) && b % (Bytes{1} << 20) == 0) return fmt::format("{}MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return fmt::format("{}KiB", b >> 10);
+  struct Unit {
+    Bytes size;
+    const char* name;
+  };
+  // A size that is a whole number of one of these reads as typed: 64MiB, and 64MB (which is
+  // 62500KiB); whole KiB only below a MiB (1536KiB reads 1.50MiB).
+  constexpr Unit kWhole[] = {{Bytes{1} << 40, "TiB"},   {Bytes{1} << 30, "GiB"}, {Bytes{1} << 20, "MiB"},
+                             {1'000'000'000'000, "TB"}, {1'000'000'000, "GB"},   {1'000'000, "MB"}};
+  for (const Unit& u : kWhole)
+    if (b >= u.size && b % u.size == 0) return fmt::format("{}{}", b / u.size, u.name);
+  if (b >= 1024 && b < (Bytes{1} << 20) && b % 1024 == 0) return fmt::format("{}KiB", b >> 10);
   if (b >= (Bytes{1} << 30)) return fmt::format("{:.2f}GiB", static_cast<double>(b) / (1 << 30));
   if (b >= (Bytes{1} << 20)) return fmt::format("{:.2f}MiB", static_cast<double>(b) / (1 << 20));
   if (b >= 1024) return fmt::format("{:.2f}KiB", static_cast<double>(b) / 1024);

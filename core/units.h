@@ -115,7 +115,9 @@ double parse_flops(std::string_view text, std::string_view field);
 // A whole number in [-1e9, 1e9] written alone ("16", "-3"), or nullopt ("16x", "", "1e99").
 std::optional<int> parse_int(std::string_view text);
 
-// Human-readable forms used by reports: "64MiB", "1.50us", "25.0GB/s".
+// Human-readable forms used by reports: "64MiB", "1.50us", "25.0GB/s". A size reads as a whole
+// number of TiB, GiB, MiB, TB, GB or MB when it is one (so 64MB reads 64MB, not 62500KiB), of
+// KiB below a MiB, else with two decimals of the largest binary unit it reaches ("976.57KiB").
 std::string format_bytes(Bytes b);
 std::string format_time(Time t);
 std::string format_bandwidth(Bandwidth bw);

@@ -16,6 +16,20 @@ TEST(Units, ParsesSizesWithBinaryAndDecimalPrefixes) {
   EXPECT_EQ(parse_bytes("4096", "x"), 4096);
 }
 
+// Sizes read back as they are usually typed, and parse to the same bytes when whole.
+TEST(Units, FormatsSizesAsTheyAreTyped) {
+  EXPECT_EQ(format_bytes(64 << 20), "64MiB");
+  EXPECT_EQ(format_bytes(64'000'000), "64MB");  // was 62500KiB
+  EXPECT_EQ(format_bytes(Bytes{2} << 40), "2TiB");
+  EXPECT_EQ(format_bytes(3'000'000'000), "3GB");
+  EXPECT_EQ(format_bytes(512 << 10), "512KiB");
+  EXPECT_EQ(format_bytes(1536 << 10), "1.50MiB");
+  EXPECT_EQ(format_bytes(1'000'003), "976.57KiB");
+  EXPECT_EQ(format_bytes(1000), "1000B");
+  for (const char* typed : {"64MiB", "64MB", "2TiB", "3GB", "512KiB"})
+    EXPECT_EQ(format_bytes(parse_bytes(typed, "t")), typed);
+}
+
 TEST(Units, ParsesBandwidthInBytesAndBits) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("25GB/s", "x").bytes_per_s(), 25e9);
   EXPECT_DOUBLE_EQ(parse_bandwidth("200Gb/s", "x").bytes_per_s(), 25e9);

@@ -818,13 +818,19 @@ TEST(Plan, GradientsReduceOverDataAndContextParallelRanks) {
 //   backward, in every micro-batch: 4 x 2 x 2 = 16 gathers; false (SHARD_GRAD_OP): forward
 //   only, 8, and the layers' gathered parameters held meanwhile (3/4 of them beside the shard);
 // - reduce_dtype fp32: the gradient reduce-scatters carry 4 bytes per parameter, twice bf16's.
-TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
-  const ModelSpec m = gpt(4, 1024, 16, 512);
+// FULL_SHARD over dp 4 with 2 micro-batches, as the pytorch-fsdp stack runs it.
+ParallelSpec fsdp_dp4() {
   ParallelSpec p;
   p.dp = 4;
   p.zero = 3;
   p.microbatches = 2;
   p.stack = training_stack("pytorch-fsdp");
+  return p;
+}
+
+TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
+  const ModelSpec m = gpt(4, 1024, 16, 512);
+  ParallelSpec p = fsdp_dp4();
   EXPECT_EQ(p.stack.reduce_bytes, 4);  // the stack's default: fp32, as torchtitan and Composer reduce
   p.stack.reduce_bytes = 0;            // the model's dtype (bf16), the comparison's baseline
   EXPECT_EQ(collectives(m, p, "zero3.allgather.params").count, 16);
@@ -847,11 +853,7 @@ TEST(Plan, FsdpReshardAfterForwardAndReduceDtype) {
 // gradients in ((P + R) n, 8) and every gathered block out (2P n, 16 gathers).
 TEST(Plan, FsdpPassesPerBlockAndMicroBatch) {
   const ModelSpec m = gpt(4, 1024, 16, 512);
-  ParallelSpec p;
-  p.dp = 4;
-  p.zero = 3;
-  p.microbatches = 2;
-  p.stack = training_stack("pytorch-fsdp");
+  const ParallelSpec p = fsdp_dp4();
   EXPECT_EQ(p.stack.fsdp, 1);
   const double n = std::floor(m.params_per_layer());
   auto passes = [&](const ParallelSpec& q) {
