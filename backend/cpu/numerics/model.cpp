@@ -42,22 +42,22 @@ std::vector<ParamInfo> param_infos(const ModelConfig& c) {
   const std::int64_t h = c.hidden, f = c.ffn, V = c.vocab;
   const float wh = 1.f / std::sqrt(float(h)), wf = 1.f / std::sqrt(float(f));
   std::vector<ParamInfo> out;
-  out.push_back({"embed", V, h, Init::Weight, 0.5f});
-  if (!c.tied) out.push_back({"head", V, h, Init::Weight, wh});
+  out.push_back({"embed", V, h, Init::Weight, 0.5f, TpSplit::Rows});
+  if (!c.tied) out.push_back({"head", V, h, Init::Weight, wh, TpSplit::Rows});
   for (int l = 0; l < c.layers; ++l) {
     auto L = [&](const char* leaf) { return layer_param(l, leaf); };
     out.push_back({L("ln1.g"), 1, h, Init::Gain, 0.2f});
     out.push_back({L("ln1.b"), 1, h, Init::Bias, 0.1f});
-    out.push_back({L("attn.wqkv"), h, 3 * h, Init::Weight, wh});
-    out.push_back({L("attn.bqkv"), 1, 3 * h, Init::Bias, 0.1f});
-    out.push_back({L("attn.wo"), h, h, Init::Weight, wh});
+    out.push_back({L("attn.wqkv"), h, 3 * h, Init::Weight, wh, TpSplit::QkvCols});
+    out.push_back({L("attn.bqkv"), 1, 3 * h, Init::Bias, 0.1f, TpSplit::QkvCols});
+    out.push_back({L("attn.wo"), h, h, Init::Weight, wh, TpSplit::Rows});
     out.push_back({L("attn.bo"), 1, h, Init::Bias, 0.1f});
     out.push_back({L("ln2.g"), 1, h, Init::Gain, 0.2f});
     out.push_back({L("ln2.b"), 1, h, Init::Bias, 0.1f});
     if (c.moe.experts == 0) {
-      out.push_back({L("mlp.w1"), h, f, Init::Weight, wh});
-      out.push_back({L("mlp.b1"), 1, f, Init::Bias, 0.1f});
-      out.push_back({L("mlp.w2"), f, h, Init::Weight, wf});
+      out.push_back({L("mlp.w1"), h, f, Init::Weight, wh, TpSplit::Cols});
+      out.push_back({L("mlp.b1"), 1, f, Init::Bias, 0.1f, TpSplit::Cols});
+      out.push_back({L("mlp.w2"), f, h, Init::Weight, wf, TpSplit::Rows});
       out.push_back({L("mlp.b2"), 1, h, Init::Bias, 0.1f});
     } else {
       out.push_back({L("moe.router"), h, c.moe.experts, Init::Weight, 2.f * wh});

@@ -74,11 +74,17 @@ struct Tensor {
 using TensorMap = std::map<std::string, Tensor>;
 
 enum class Init { Weight, Gain, Bias };
+// How Megatron's tensor parallelism splits a parameter over the tp ranks (tensor_parallel.h):
+// whole on every rank, by rows (the vocabulary of embed/head; the input of a row-parallel
+// GEMM: attn.wo, mlp.w2), by columns (a column-parallel GEMM: mlp.w1 and its bias), or the
+// fused Q, K, V columns each split by heads (attn.wqkv, attn.bqkv).
+enum class TpSplit { Replicated, Rows, Cols, QkvCols };
 struct ParamInfo {
   std::string name;
   std::int64_t rows = 0, cols = 0;
   Init init = Init::Weight;
   float scale = 1.f;  // weights: uniform in [-scale, scale)
+  TpSplit split = TpSplit::Replicated;
 };
 
 // Every parameter of the model, in a fixed order (layer by layer). Names: "embed",

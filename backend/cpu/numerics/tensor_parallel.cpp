@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "core/error.h"
 #include "kernels/kernels.h"
 
@@ -27,35 +25,20 @@ void validate_tp(const ModelConfig& cfg, int t, bool sp) {
         fmt::format("sequence parallel: batch x seq = {} token rows do not divide by tp = {}", cfg.tokens(), t));
 }
 
-namespace {
-enum class Split { Replicated, Rows, Cols, QkvCols };
-
-Split split_of(const std::string& name) {
-  auto ends = [&](const char* s) {
-    return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0;
-  };
-  if (name == "embed" || name == "head") return Split::Rows;
-  if (ends("attn.wqkv") || ends("attn.bqkv")) return Split::QkvCols;
-  if (ends("attn.wo") || ends("mlp.w2")) return Split::Rows;
-  if (ends("mlp.w1") || ends("mlp.b1")) return Split::Cols;
-  return Split::Replicated;
-}
-}  // namespace
-
 TensorMap tp_shard_params(const ModelConfig& cfg, int t, int r) {
   TensorMap m;
   for (const ParamInfo& p : param_infos(cfg)) {
-    switch (split_of(p.name)) {
-      case Split::Replicated:
+    switch (p.split) {
+      case TpSplit::Replicated:
         m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, 0, p.cols));
         break;
-      case Split::Rows:
+      case TpSplit::Rows:
         m.emplace(p.name, init_block(cfg, p.name, r * p.rows / t, (r + 1) * p.rows / t, 0, p.cols));
         break;
-      case Split::Cols:
+      case TpSplit::Cols:
         m.emplace(p.name, init_block(cfg, p.name, 0, p.rows, r * p.cols / t, (r + 1) * p.cols / t));
         break;
-      case Split::QkvCols: {
+      case TpSplit::QkvCols: {
         const std::int64_t h = cfg.hidden, w = h / t;
         Tensor out(p.rows, 3 * w);
         for (int part = 0; part < 3; ++part) {
@@ -76,19 +59,19 @@ TensorMap tp_assemble(const ModelConfig& cfg, const std::vector<TensorMap>& shar
   TensorMap full;
   for (const ParamInfo& p : param_infos(cfg)) {
     Tensor out(p.rows, p.cols);
-    const Split s = split_of(p.name);
+    const TpSplit s = p.split;
     for (int r = 0; r < t; ++r) {
       const Tensor& b = shards[r].at(p.name);
       for (std::int64_t i = 0; i < b.rows; ++i)
         for (std::int64_t j = 0; j < b.cols; ++j) {
           std::int64_t gi = i, gj = j;
-          if (s == Split::Rows) gi = r * p.rows / t + i;
-          if (s == Split::Cols) gj = r * p.cols / t + j;
-          if (s == Split::QkvCols) {
+          if (s == TpSplit::Rows) gi = r * p.rows / t + i;
+          if (s == TpSplit::Cols) gj = r * p.cols / t + j;
+          if (s == TpSplit::QkvCols) {
             const std::int64_t w = cfg.hidden / t;
             gj = (j / w) * cfg.hidden + r * w + j % w;
           }
-          if (s == Split::Replicated && r > 0) continue;
+          if (s == TpSplit::Replicated && r > 0) continue;
           out.data[gi * p.cols + gj] = b.data[i * b.cols + j];
         }
     }
@@ -246,8 +229,8 @@ TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Ba
   k::embedding_backward_cpu(batch.ids.data(), demb.data(), out.grads.at("embed").p(), T, h, Vl, v0);
   // SP: replicated parameters saw only this rank's rows; sum over the group.
   if (sp)
-    for (auto& [name, g] : out.grads)
-      if (split_of(name) == Split::Replicated) tp.allreduce(g.data);
+    for (const ParamInfo& p : param_infos(cfg))
+      if (p.split == TpSplit::Replicated) tp.allreduce(out.grads.at(p.name).data);
   return out;
 }
 
