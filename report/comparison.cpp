@@ -131,11 +131,18 @@ std::string comparison_text(const Comparison& c) {
   if (c.predicted) columns.insert(columns.end(), {{"predicted", 12}, {"error", 8}});
   TextTable table(std::move(columns));
   auto add = [&](const ComparisonRow& r, std::vector<std::string> cells) {
-    if (c.predicted) cells.insert(cells.end(), {format_time(r.predicted.time), pct_cell(r.error_pct)});
+    // Nothing predicted for what was measured (a pipeline receive's wait, which the simulator
+    // counts as bubble): no error to give, rather than +0.0%.
+    const bool none = r.predicted.time.ps() == 0 && r.measured.time.ps() != 0;
+    if (c.predicted)
+      cells.insert(cells.end(),
+                   {format_time(r.predicted.time), none ? fmt::format("{:>8}", "-") : pct_cell(r.error_pct)});
     table.add_row(std::move(cells));
   };
   for (const ComparisonRow& r : c.rows)
-    if (per_op)
+    if (r.measured.time.ps() == 0 && r.predicted.time.ps() == 0)
+      continue;  // an empty row: nothing measured, nothing predicted
+    else if (per_op)
       add(r, {r.name, format_time(r.measured.time), fmt::format("{:>9.2f}GB/s", r.algbw_GBps),
               fmt::format("{:>9.2f}GB/s", r.busbw_GBps)});
     else

@@ -86,11 +86,14 @@ TEST(Comparison, PerOpKindText) {
   EXPECT_EQ(comparison_text(per_op_kind()),
             "  op kind (summed)          ops     measured    predicted    error\n"
             "  gemm                       78     909.40us     837.18us    +8.6%\n"
-            "  pp recv                     4     12.582ms          0ps    +0.0%\n"
+            "  pp recv                     4     12.582ms          0ps        -\n"
             "  tp allreduce                4      2.055ms     626.82us  +227.8%\n"
             "  iteration                         20.313ms      8.500ms  +139.0%\n"
             "  (op kinds: each op's time, averaged over its stage's ranks, summed over ops and stages; a "
             "collective's time includes waiting for its slowest member)\n");
+  Comparison empty_row = per_op_kind();  // nothing measured, nothing predicted: no row
+  empty_row.rows.push_back({"cp send", 2, ComparedTime::of_seconds(0), 0, 0, ComparedTime::of_seconds(0), 0});
+  EXPECT_EQ(comparison_text(empty_row), comparison_text(per_op_kind()));
   Comparison run = per_op_kind();
   run.predicted = false;
   EXPECT_EQ(comparison_text(run),
