@@ -1054,6 +1054,8 @@ Run add_sweep_command(CLI::App& app) {
       "  meshsim sweep examples/scenarios/summa-vs-megatron.yaml --vary placement=natural,bunched:2x2 \\\n"
       "      --vary parallel.micro_batch_size=8,16,24 --report sweep.html\n"
       "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --vary parallel.pp=1,2,4 --jsonl rows.jsonl --json\n"
+      "  meshsim sweep examples/scenarios/gpt3-175b-1024xh100.yaml --set parallel.dp=auto --vary parallel.tp=2,4,8 \\\n"
+      "      --vary parallel.pp=4,8 --global-batch 1024 --rank-by mfu   # every layout at one batch, best MFU first\n"
       "  meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --shard 0/2 --jsonl part0.jsonl   # then sweep-merge\n"
       "  mpirun -np 4 meshsim sweep s.yaml --vary parallel.tp=1,2,4,8 --csv all.csv   # ranks share the variants");
   f->add(c, true);
