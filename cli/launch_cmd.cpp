@@ -34,11 +34,11 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string_view>
 #include <thread>
 
 #include "backend/launch/launch_env.h"
+#include "backend/launch/rendezvous.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -119,13 +119,6 @@ int free_port() {
   ::close(fd);
   if (!ok) throw Error("launch: cannot find a free port on 127.0.0.1; pass --port");
   return ntohs(addr.sin_port);
-}
-
-std::string random_token() {
-  std::random_device rd;
-  std::string t;
-  for (int i = 0; i < 4; ++i) t += fmt::format("{:08x}", rd());
-  return t;
 }
 
 // The file `name` runs: itself when it has a '/', else the first executable of that name on
@@ -317,7 +310,7 @@ int launch(const LaunchOptions& o) {
   if (o.timeout_s < 0) throw Error(fmt::format("--timeout {}: must be >= 0 seconds (0: no limit)", o.timeout_s));
   launch::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   const int port = o.port > 0 ? o.port : free_port();
-  const std::string token = random_token();
+  const std::string token = launch::random_token();
   std::fflush(stdout);
   std::fflush(stderr);
 

@@ -228,13 +228,19 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
   return row;
 }
 
+std::optional<double> number(const std::string& s) {
+  double x = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return x;
+}
+
 // A --vary value as JSON: a whole number, a number, true/false, or the text.
 nlohmann::ordered_json typed_value(const std::string& text) {
   std::int64_t i = 0;
   const char* end = text.data() + text.size();
   if (auto [p, ec] = std::from_chars(text.data(), end, i); ec == std::errc() && p == end) return i;
-  double d = 0;
-  if (auto [p, ec] = std::from_chars(text.data(), end, d); ec == std::errc() && p == end && std::isfinite(d)) return d;
+  if (const std::optional<double> d = number(text); d && std::isfinite(*d)) return *d;
   if (text == "true" || text == "false") return text == "true";
   return text;
 }
@@ -450,8 +456,7 @@ class RankWatch {
     if (ranks.rank == 0) {
       try {
         const bool one_node = ranks.local == ranks.size;
-        std::string token;
-        for (const unsigned char c : launch::random_nonce()) token += fmt::format("{:02x}", c);
+        const std::string token = launch::random_token();
         server_ = std::make_unique<launch::RendezvousServer>(
             launch::RendezvousServerOptions{.host = one_node ? "127.0.0.1" : "0.0.0.0",
                                             .token = token,
@@ -649,8 +654,8 @@ const RankMetric& rank_metric(const std::string& name) {
     if (name == m.name) return m;
     names.emplace_back(m.name);
   }
-  throw Error(fmt::format("--rank-by: '{}' is not a metric{}; use {}", name,
-                          did_you_mean(name, names).empty() ? "" : " (" + did_you_mean(name, names) + ")",
+  const std::string hint = did_you_mean(name, names);
+  throw Error(fmt::format("--rank-by: '{}' is not a metric{}; use {}", name, hint.empty() ? "" : " (" + hint + ")",
                           fmt::join(names, ", ")));
 }
 
@@ -709,13 +714,6 @@ std::string summary(const std::vector<const Row*>& order, const RankMetric& metr
   if (fit > 0) best = fmt::format("best: {} ({})", order.front()->label, metric.text(metric.of(*order.front())));
   return fmt::format("{} variants: {} fit, {} out of memory, {} invalid{}; {}\n", order.size(), fit, oom, invalid,
                      excluded > 0 ? fmt::format(", {} excluded by --where", excluded) : "", best);
-}
-
-std::optional<double> number(const std::string& s) {
-  double x = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return x;
 }
 
 // The scaling plot of the ranked metric: against the first --vary whose values are all

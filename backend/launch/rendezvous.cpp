@@ -149,6 +149,12 @@ std::string random_nonce() {
   return std::string(reinterpret_cast<const char*>(n.data()), n.size());
 }
 
+std::string random_token() {
+  std::string hex;
+  for (const unsigned char c : random_nonce()) hex += fmt::format("{:02x}", c);
+  return hex;
+}
+
 // ---------------------------------------------------------------------------------------
 // Server: one Session per connection; all state lives on the io thread (no locks).
 

@@ -256,5 +256,7 @@ std::string encode_hello(std::string_view client_nonce);  // the client's first 
 std::string token_proof(std::string_view token, std::string_view label, std::string_view first,
                         std::string_view second);
 std::string random_nonce();
+// A fresh MESHSIM_TOKEN for a job one launcher starts: random_nonce() in hexadecimal (32 digits).
+std::string random_token();
 
 }  // namespace meshsim::launch
