@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/budget.h"
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/suggest.h"
@@ -498,8 +499,10 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   double a_all = 0, a_in = 0, a_out = 0;
   double bw_all = INFINITY, bw_in = INFINITY, bw_out = INFINITY;
   bool intra_nvlink = true;  // every intra-node route visited is NVLink only
+  std::uint64_t routed = 0;
   auto visit = [&](int i, int j) {
     if (i == j) return;
+    budget::tick_work("routing the group's GPU pairs", ++routed);  // --max-seconds; a word on a terminal
     const Path& path = router.path(gpus[i], gpus[j]);
     const double a = static_cast<double>(path.latency.ps());
     const double bw = path.bottleneck.bytes_per_ps();
