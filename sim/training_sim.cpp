@@ -54,8 +54,7 @@ Scenario require_training(Scenario s, const std::string& command) {
 }
 
 StageMemories stage_memories(const Scenario& s) {
-  validate_model(s.model, "model");
-  validate_parallel(s.parallel, s.model, s.parallel.world_size());
+  validate_parallel(s.parallel, s.model, s.parallel.world_size());  // the model: checked by the resolver
   StageMemories m;
   for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
   m.capacity = gpu_preset(s.gpu).memory;
