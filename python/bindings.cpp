@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/units.h"
 #include "report/collective_report.h"
 #include "report/moe_report.h"
@@ -116,27 +117,6 @@ std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int
   return moe_dispatch_json(ctx, out).dump();
 }
 
-// The library names a field as the command spells it (`--algo nccl: ...`); Python users pass
-// keyword arguments, so a flag that is also a keyword of this module's functions loses its
-// dashes (`algo nccl: ...`, `use ranks N`). Other flags stay as they are.
-std::string as_keywords(std::string msg) {
-  static constexpr const char* kKeywords[] = {"set",      "algo",   "ranks",  "bytes",   "topology",
-                                              "fidelity", "tokens", "hidden", "experts", "topk",
-                                              "groups",   "dtype",  "seed",   "samples"};
-  for (const char* kw : kKeywords) {
-    const std::string flag = std::string("--") + kw;
-    for (std::size_t at = msg.find(flag); at != std::string::npos; at = msg.find(flag, at)) {
-      const std::size_t end = at + flag.size();
-      const bool whole = end == msg.size() || !(std::islower(static_cast<unsigned char>(msg[end])) || msg[end] == '-');
-      if (whole)
-        msg.erase(at, 2);
-      else
-        at = end;
-    }
-  }
-  return msg;
-}
-
 }  // namespace
 }  // namespace meshsim::python
 
@@ -144,12 +124,14 @@ PYBIND11_MODULE(_meshsim, m) {
   namespace mp = meshsim::python;
   m.doc() = "meshsim's native functions; use the meshsim package, not this module";
   m.attr("__version__") = MESHSIM_VERSION;
+  // Messages from below name Python's keyword arguments (algo=nccl), not the CLI's flags.
+  meshsim::set_spelling(meshsim::Spelling::Python);
   static py::exception<meshsim::Error> error(m, "MeshsimError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const meshsim::Error& e) {
-      error(mp::as_keywords(e.what()).c_str());
+      error(e.what());
     }
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/units.h"
 #include "core/yaml_reader.h"
 #include "schedule/plan.h"
@@ -345,13 +346,13 @@ void ScenarioNode::unset(const std::string& path) {
 void ScenarioNode::set(const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error("--set: '" + assignment + "' is not path=value; write e.g. --set parallel.tp=4");
+    throw Error(flag("set") + ": '" + assignment + "' is not path=value; write e.g. " + flag("set", "parallel.tp=4"));
   const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   std::vector<std::string> keys;
   for (std::size_t pos = 0;;) {
     const auto dot = path.find('.', pos);
     keys.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
-    if (keys.back().empty()) throw Error("--set: '" + path + "' has an empty key");
+    if (keys.back().empty()) throw Error(flag("set") + ": '" + path + "' has an empty key");
     if (dot == std::string::npos) break;
     pos = dot + 1;
   }
@@ -360,7 +361,7 @@ void ScenarioNode::set(const std::string& assignment) {
     YAML::Node next = cur[keys[i]];
     if (next && next.IsScalar()) {
       if (keys[i] != "model" && keys[i] != "stack")
-        throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
+        throw Error(flag("set", path) + ": '" + keys[i] + "' is a value, not a map of fields");
       YAML::Node m;
       m[keys[i] == "model" ? "preset" : "name"] = next.as<std::string>();
       cur[keys[i]] = m;
@@ -379,7 +380,7 @@ bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["work
 
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
-  const YamlReader r(source_, "--set");
+  const YamlReader r(source_, flag("set"));
   r.only_keys(n, "scenario",
               {"name", "model", "parallel", "stack", "topology", "placement", "order", "gpu", "run", "workload"},
               "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");

@@ -85,6 +85,23 @@ def test_errors_carry_the_commands_message():
         meshsim.moe_dispatch(ranks=-5)
 
 
+def test_errors_name_keyword_arguments_not_flags():
+    # The command says --algo; Python names the keyword argument it was given.
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.collective("allreduce", "1MiB", algo="rnig")
+    assert str(e.value).startswith("algo: 'rnig' is not an algorithm for allreduce"), str(e.value)
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.collective("alltoall", "1MiB", algo="nccl", fidelity="nccl")
+    assert str(e.value).startswith("algo=nccl: "), str(e.value)
+    assert "use algo=auto" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.moe_dispatch(tokens=0)
+    assert str(e.value).startswith("tokens: 0 tokens per rank"), str(e.value)
+    proc = subprocess.run([BIN, "collective", "allreduce", "-b", "1MiB", "--algo", "rnig"], capture_output=True,
+                          text=True)
+    assert "--algo: 'rnig' is not an algorithm for allreduce" in proc.stderr
+
+
 def test_collective_equals_the_command_and_the_ring_closed_form():
     got = meshsim.collective("allreduce", "64MiB:256MiB", topology="dgx-h100:nodes=2", algo="multiring")
     want = cli_json("collective", "allreduce", "-t", "dgx-h100:nodes=2", "--bytes", "64MiB:256MiB", "--algo",
