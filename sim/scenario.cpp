@@ -162,7 +162,7 @@ int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
   ParallelSpec one = s.parallel;
   one.dp = 1;
   const std::int64_t rest = one.world_size();
-  const std::int64_t gpus = r.located(at, [&] { return resolve_topology(s.topology).num_gpus(); });
+  const std::int64_t gpus = r.located(at, [&] { return shared_topology(s.topology)->num_gpus(); });
   if (rest < 1 || gpus % rest != 0)
     r.fail(at, "parallel.dp",
            fmt::format("auto: the {} GPUs of topology {} are not a multiple of pp x cp x tp = {}; give dp a number or "

@@ -172,6 +172,19 @@ TEST(ScheduleSim, ASimulationChecksItsLayoutOnce) {
   }
 }
 
+// The topology is built once per simulation, even where the resolver needs its GPU count first
+// (dp: auto): resolver and simulator share it (shared_topology), where each built its own.
+TEST(ScheduleSim, ASimulationBuildsItsTopologyOnce) {
+  const ScenarioNode n = ScenarioNode::parse(
+      "model: {preset: gpt3-175b, layers: 8}\nparallel: {tp: 8, pp: 2, dp: auto, microbatches: 4}\n"
+      "topology: dgx-h100:nodes=6,nvlink_bandwidth=449GB/s\n",  // a spec no other test builds
+      "count.yaml");
+  const std::int64_t before = topology_builds();
+  const TrainingResult r = simulate_training(n.resolve(), AlgorithmRegistry::builtin(), false);
+  EXPECT_EQ(r.scenario.parallel.dp, 3);
+  EXPECT_EQ(topology_builds() - before, 1);
+}
+
 // A stage's wait for the previous stage is pipeline bubble whether or not the activation
 // arrives through pipeline scatter/gather (whose all-gather follows the Recv on the tp
 // stream). On near-free links the 1F1B bubble is (p-1)/m of the busy time with the
