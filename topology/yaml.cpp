@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <list>
 #include <map>
 #include <mutex>
@@ -197,17 +198,25 @@ std::int64_t topology_builds() { return g_topology_builds.load(); }
 std::shared_ptr<const Topology> shared_topology(const std::string& spec) {
   static std::mutex mu;
   static std::list<std::pair<std::string, std::shared_ptr<const Topology>>> recent;  // most recent first
+  // A file is known by its path, size and time of change too, so that a long-lived process (a
+  // Python session) sees the file as it is now.
+  std::string key = spec;
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(spec, ec); !ec) {
+    const auto changed = std::filesystem::last_write_time(spec, ec);
+    if (!ec) key += fmt::format("\n{}\n{}", size, changed.time_since_epoch().count());
+  }
   {
     std::lock_guard lock(mu);
     for (auto it = recent.begin(); it != recent.end(); ++it)
-      if (it->first == spec) {
+      if (it->first == key) {
         recent.splice(recent.begin(), recent, it);
         return it->second;
       }
   }
   auto built = std::make_shared<const Topology>(resolve_topology(spec));  // outside the lock: may take seconds
   std::lock_guard lock(mu);
-  recent.emplace_front(spec, built);
+  recent.emplace_front(key, built);
   if (recent.size() > 8) recent.pop_back();
   return built;
 }
