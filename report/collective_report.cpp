@@ -368,4 +368,28 @@ nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveCont
   return root;
 }
 
+std::string explanation(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                        const CollectiveRequest& req, const CollectiveOutcome& out) {
+  const bool small = req.groups.front().size() <= 16;
+  if (out.flow || out.nccl || !small) return explain_text(topo, out, 200);
+  CollectiveRequest flow = req;
+  flow.fidelity = Fidelity::Flow;
+  flow.algorithm = out.algorithm->name;
+  flow.record = true;
+  return explain_text(topo, run_collective(topo, router, registry, flow), 200);
+}
+
+CollectiveContext collective_context(const CollectiveJob& job, const ResolvedCollective& c) {
+  CollectiveContext ctx;
+  ctx.topology = job.topology;
+  ctx.placement = c.placement.kind();
+  ctx.mesh = c.mesh_text();
+  ctx.group = job.group;
+  ctx.requested_algorithm = job.algo;
+  ctx.fidelity = c.request.fidelity;
+  ctx.groups = static_cast<int>(c.request.groups.size());
+  ctx.ranks = static_cast<int>(c.request.groups.front().size());
+  return ctx;
+}
+
 }  // namespace meshsim
