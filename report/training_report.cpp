@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "report/collective_report.h"
 
@@ -440,6 +442,83 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
   return J{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
+namespace {
+
+// The report's categories for an op: compute split into forward and backward (the breakdown and
+// the trace keep one "compute"), so that a pipeline's phases show apart.
+std::string html_category(const Op& op) {
+  if (op.kind == OpKind::Compute && op.phase == Phase::Forward) return "forward";
+  if (op.kind == OpKind::Compute && op.phase == Phase::Backward) return "backward";
+  return op_category(op);
+}
+
+// The model chunk (interleaved 1F1B) holding `layer` on its stage: its virtual stage / pp.
+int chunk_of_layer(const ParallelSpec& p, int layers, int layer) {
+  for (int vs = 0; vs < p.pp * p.vchunks; ++vs)
+    if (layer < p.first_layer(layers, vs) + p.chunk_layers(layers, vs)) return vs / p.pp;
+  return 0;
+}
+
+// One micro-batch's forward or backward (its recomputation included) on one stage's compute
+// stream, from its first op to its last.
+struct PipelineBlock {
+  double start = 1e300, end = -1;
+  bool forward = true;
+  int mb = 0, chunk = 0;
+};
+
+std::vector<PipelineBlock> pipeline_blocks(const TrainingResult& r, std::size_t role) {
+  std::map<std::tuple<int, int, int>, PipelineBlock> blocks;  // (backward?, micro-batch, chunk)
+  const ParallelSpec& p = r.scenario.parallel;
+  for (const TraceEvent& e : r.sim.trace.events) {
+    if (static_cast<std::size_t>(e.role) != role) continue;
+    const Op& op = r.schedule.roles[role].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind != OpKind::Compute || op.microbatch < 0 || op.phase == Phase::Optimizer || e.end <= e.start) continue;
+    const bool fwd = op.phase == Phase::Forward;
+    const int chunk = op.layer >= 0 && p.vchunks > 1 ? chunk_of_layer(p, r.scenario.model.layers, op.layer) : 0;
+    PipelineBlock& b = blocks[{fwd ? 0 : 1, op.microbatch, chunk}];
+    b.forward = fwd, b.mb = op.microbatch, b.chunk = chunk;
+    b.start = std::min(b.start, e.start.seconds());
+    b.end = std::max(b.end, e.end.seconds());
+  }
+  std::vector<PipelineBlock> order;
+  for (const auto& [key, b] : blocks) order.push_back(b);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const PipelineBlock& a, const PipelineBlock& b) { return a.start < b.start; });
+  return order;
+}
+
+// One stage's pipeline at a glance: a span per block ("F3", "B3"; "F3.1" for model chunk 1 when
+// interleaved) and the stage's idle time between them (from the iteration's start to its last
+// backward): the pipeline bubble, or waiting on communication.
+void add_pipeline_lane(const TrainingResult& r, std::size_t role, int lane, HtmlReport& h) {
+  const bool chunks = r.scenario.parallel.vchunks > 1;
+  double busy_until = 0;
+  for (const PipelineBlock& b : pipeline_blocks(r, role)) {
+    if (b.start > busy_until)
+      h.spans.push_back({lane, busy_until, b.start, "idle: the pipeline bubble, or waiting on communication", "idle"});
+    const std::string id = chunks ? fmt::format("{}.{}", b.mb, b.chunk) : std::to_string(b.mb);
+    h.spans.push_back({lane, b.start, b.end, (b.forward ? "F" : "B") + id, b.forward ? "forward" : "backward"});
+    busy_until = std::max(busy_until, b.end);
+  }
+}
+
+// One period of the steady state, for the report's detail panel: on the first stage, from the
+// start of the middle micro-batch's forward to the start of the next one's (none with fewer than
+// three micro-batches).
+std::optional<std::pair<double, double>> steady_period(const TrainingResult& r) {
+  if (r.schedule.roles.empty() || r.scenario.parallel.microbatches < 3) return std::nullopt;
+  std::vector<double> starts;
+  for (const PipelineBlock& b : pipeline_blocks(r, 0))
+    if (b.forward && b.chunk == 0) starts.push_back(b.start);
+  std::sort(starts.begin(), starts.end());
+  const std::size_t mid = starts.size() / 2;
+  if (mid + 1 >= starts.size()) return std::nullopt;
+  return std::make_pair(starts[mid], starts[mid + 1]);
+}
+
+}  // namespace
+
 HtmlReport training_html(const TrainingResult& r) {
   HtmlReport h;
   h.title = "meshsim simulate: " + r.scenario.name;
@@ -452,9 +531,12 @@ HtmlReport training_html(const TrainingResult& r) {
       {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
       {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
       {"fits in memory", r.fits ? "yes" : "NO"}};
-  // One lane per (stage, stream) that runs anything; unused streams (cp without CP, ...) are left out.
+  // Per stage: its pipeline lane (micro-batches and bubble), then one lane per stream that runs
+  // anything (unused streams, cp without CP, ..., are left out).
   std::vector<int> lane_of(r.schedule.roles.size() * kStreams, -1);
   for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
+    h.lanes.push_back(fmt::format("{} · micro-batches", r.schedule.roles[role].name));
+    add_pipeline_lane(r, role, static_cast<int>(h.lanes.size()) - 1, h);
     std::vector<bool> used(kStreams, false);
     for (const Op& op : r.schedule.roles[role].ops)
       if (op.kind != OpKind::Recv) used[static_cast<std::size_t>(op.stream)] = true;
@@ -468,8 +550,11 @@ HtmlReport training_html(const TrainingResult& r) {
     const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
     if (op.kind == OpKind::Recv || e.end <= e.start) continue;
     h.spans.push_back({lane_of[static_cast<std::size_t>(e.role) * kStreams + static_cast<std::size_t>(op.stream)],
-                       e.start.seconds(), e.end.seconds(), op.name, op_category(op)});
+                       e.start.seconds(), e.end.seconds(),
+                       op.microbatch >= 0 ? fmt::format("{} (mb {})", op.name, op.microbatch) : op.name,
+                       html_category(op)});
   }
+  h.detail_window = steady_period(r);
   for (const auto& [label, t] : breakdown_rows(r.sim.breakdown))
     if (t > Time{}) h.breakdown.emplace_back(label, t.seconds());
   for (std::size_t st = 0; st < r.stages.size(); ++st) {
