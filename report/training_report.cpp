@@ -42,15 +42,6 @@ std::string approx_bytes(double b) {
   return fmt::format("{:.2f}MiB", b / 0x1p20);
 }
 
-std::string op_category(const Op& op) {
-  if (op.kind == OpKind::Compute) {
-    if (op.phase == Phase::Recompute) return "recompute";
-    if (op.phase == Phase::Optimizer) return "optimizer";
-    return "compute";
-  }
-  return comm_category(op);
-}
-
 // The link with id `id` in r.links (sorted by id), or nullptr.
 const LinkReport* link_by_id(const TrainingResult& r, int id) {
   auto it = std::lower_bound(r.links.begin(), r.links.end(), id, [](const LinkReport& l, int v) { return l.id < v; });
@@ -78,6 +69,15 @@ std::vector<std::pair<double, double>> averaged_load(const LinkLoadSeries& serie
 }
 
 }  // namespace
+
+std::string op_category(const Op& op) {
+  if (op.kind == OpKind::Compute) {
+    if (op.phase == Phase::Recompute) return "recompute";
+    if (op.phase == Phase::Optimizer) return "optimizer";
+    return "compute";
+  }
+  return comm_category(op);
+}
 
 std::vector<TierLoad> tier_loads(const std::vector<LinkReport>& links) {
   static const std::vector<std::string> kOrder{"nvlink", "pcie", "nic", "leaf-spine", "spine-core", "switch"};

@@ -26,6 +26,8 @@ std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const s
 nlohmann::ordered_json memory_json(const Scenario& s, const std::vector<RankMemory>& stages, Bytes capacity);
 nlohmann::ordered_json training_json(const TrainingResult& r);
 nlohmann::ordered_json training_trace(const TrainingResult& r);
+// An op's category in every trace and report (compute, recompute, optimizer, tp, dp, pp, ...).
+std::string op_category(const Op& op);
 HtmlReport training_html(const TrainingResult& r);
 
 // Link load per tier (nvlink, pcie, nic, leaf-spine, spine-core, switch, then others by
