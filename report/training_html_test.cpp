@@ -53,3 +53,35 @@ TEST(TrainingHtml, EachStageShowsItsMicroBatchesAndItsIdleTime) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// The per-collective table against the breakdown: with tensor parallelism the only
+// communication (pp 1, dp 1), the time its rows say the compute stream sat idle is the
+// breakdown's exposed tp comm; each layer's forward runs Megatron's two all-reduces.
+TEST(CollectiveRows, ExposedTimeAddsUpToTheBreakdown) {
+  const ScenarioNode n = ScenarioNode::parse(
+      "model: {preset: gpt3-175b, layers: 4, seq: 1024}\nparallel: {tp: 4, microbatches: 2}\n"
+      "topology: switch:gpus_per_node=4\ngpu: h100\n",
+      "tp.yaml");
+  const TrainingResult r = simulate_training(n.resolve(), AlgorithmRegistry::builtin(), true);
+  const std::vector<CollectiveRow> rows = collective_rows(r);
+  double exposed = 0;
+  int allreduces = 0;
+  for (const CollectiveRow& c : rows) {
+    EXPECT_EQ(c.axis, "tp") << c.kind;
+    EXPECT_EQ(c.group, 4);
+    EXPECT_LE(c.exposed_s, c.time_s * (1 + 1e-12));
+    exposed += c.exposed_s;
+    if (c.kind == "allreduce") allreduces += c.count;
+  }
+  EXPECT_NEAR(exposed, r.sim.breakdown.exposed.at("tp").seconds(), 1e-9);
+  EXPECT_GE(allreduces, 2 * 4 * 2);  // 2 a layer forward, 4 layers, 2 micro-batches (and the backward's)
+  const std::string csv = collective_rows_csv(rows);
+  EXPECT_EQ(csv.rfind("stage,axis,kind,bytes,group,count,time_s,mean_us,exposed_s\n", 0), 0u);
+  EXPECT_EQ(collective_rows_json(rows).size(), rows.size());
+}
+
+}  // namespace
+}  // namespace meshsim

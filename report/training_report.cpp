@@ -123,6 +123,81 @@ nlohmann::ordered_json links_json(const TrainingResult& r) {
   return out;
 }
 
+namespace {
+
+// The union of [start, end) intervals, sorted and merged.
+std::vector<std::pair<Time, Time>> merged(std::vector<std::pair<Time, Time>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<Time, Time>> out;
+  for (const auto& iv : v) {
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+// How much of [a, b) the merged intervals `busy` leave uncovered.
+Time uncovered(const std::vector<std::pair<Time, Time>>& busy, Time a, Time b) {
+  Time covered;
+  auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, a),
+                             [](const auto& x, const auto& y) { return x.second < y.second; });
+  for (; it != busy.end() && it->first < b; ++it) covered += std::min(b, it->second) - std::max(a, it->first);
+  return (b - a) - covered;
+}
+
+}  // namespace
+
+std::vector<CollectiveRow> collective_rows(const TrainingResult& r) {
+  const std::size_t roles = r.schedule.roles.size();
+  std::vector<std::vector<std::pair<Time, Time>>> compute(roles);
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind == OpKind::Compute && e.end > e.start)
+      compute[static_cast<std::size_t>(e.role)].emplace_back(e.start, e.end);
+  }
+  for (auto& c : compute) c = merged(std::move(c));
+  std::map<std::tuple<int, std::string, std::string, Bytes, int>, CollectiveRow> rows;
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind != OpKind::Collective && op.kind != OpKind::Send) continue;
+    const std::string axis = op.kind == OpKind::Send ? "pp" : op.axis;
+    const std::string kind = op.kind == OpKind::Send ? "send" : to_string(op.coll);
+    CollectiveRow& row = rows[{e.role, axis, kind, op.bytes, op.group_size}];
+    row.stage = e.role, row.axis = axis, row.kind = kind, row.bytes = op.bytes, row.group = op.group_size;
+    ++row.count;
+    row.time_s += (e.end - e.start).seconds();
+    row.exposed_s += uncovered(compute[static_cast<std::size_t>(e.role)], e.start, e.end).seconds();
+  }
+  std::vector<CollectiveRow> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  return out;
+}
+
+std::string collective_rows_csv(const std::vector<CollectiveRow>& rows) {
+  std::string s = "stage,axis,kind,bytes,group,count,time_s,mean_us,exposed_s\n";
+  for (const CollectiveRow& c : rows)
+    s += fmt::format("{},{},{},{},{},{},{:.9f},{:.3f},{:.9f}\n", c.stage, c.axis, c.kind, c.bytes, c.group, c.count,
+                     c.time_s, c.count ? 1e6 * c.time_s / c.count : 0.0, c.exposed_s);
+  return s;
+}
+
+nlohmann::ordered_json collective_rows_json(const std::vector<CollectiveRow>& rows) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const CollectiveRow& c : rows)
+    out.push_back({{"stage", c.stage},
+                   {"axis", c.axis},
+                   {"kind", c.kind},
+                   {"bytes", c.bytes},
+                   {"group", c.group},
+                   {"count", c.count},
+                   {"time_s", c.time_s},
+                   {"mean_us", c.count ? 1e6 * c.time_s / c.count : 0.0},
+                   {"exposed_s", c.exposed_s}});
+  return out;
+}
+
 std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b) {
   std::vector<std::pair<std::string, Time>> rows{{"compute", b.compute}, {"recompute", b.recompute}};
   for (const char* dim : {"tp", "cp", "ep", "2d", "pp", "dp"}) {
