@@ -238,6 +238,25 @@ std::string stack_text(const TrainingStack& t) {
 }
 }  // namespace
 
+namespace {
+
+// The perturbed parts, the slowest stage, and what they cost against the nominal iteration.
+std::string perturbation_text(const TrainingResult& r) {
+  const Perturbations& pt = r.scenario.perturb;
+  std::string parts;
+  for (const auto& [gpu, f] : pt.gpus) parts += fmt::format("{}gpu {} x{:g}", parts.empty() ? "" : ", ", gpu, f);
+  for (const auto& [link, f] : pt.links) parts += fmt::format("{}link '{}' x{:g}", parts.empty() ? "" : ", ", link, f);
+  std::string slowest;
+  const auto it = std::min_element(r.stage_compute_factor.begin(), r.stage_compute_factor.end());
+  if (it != r.stage_compute_factor.end() && *it < 1)
+    slowest = fmt::format("; slowest stage {} computes at {:g}", it - r.stage_compute_factor.begin(), *it);
+  const double nominal = r.nominal_iteration.seconds(), now = r.sim.iteration.seconds();
+  return fmt::format("  perturbed        {}{}: {:+.2f}% over the nominal {}\n", parts, slowest,
+                     nominal > 0 ? 100 * (now / nominal - 1) : 0.0, format_time(r.nominal_iteration));
+}
+
+}  // namespace
+
 std::string training_summary_text(const TrainingResult& r) {
   const Scenario& s = r.scenario;
   const ModelSpec& m = s.model;
@@ -269,6 +288,7 @@ std::string training_summary_text(const TrainingResult& r) {
                      r.gpu.sm_count);
   o << "\n\n";
   o << fmt::format("  iteration time   {}\n", format_time(r.sim.iteration));
+  if (!s.perturb.empty()) o << perturbation_text(r);
   o << fmt::format("  tokens/s         {:.0f}\n", r.tokens_per_s);
   o << fmt::format("  MFU / HFU        {} / {}\n", pct(r.mfu), pct(r.hfu));
   o << fmt::format("  breakdown of stage {} (the last to finish):\n", r.sim.critical_role);
@@ -400,6 +420,10 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["fidelity"] = to_string(r.scenario.fidelity);
   j["gpus"] = r.gpus;
   j["iteration_s"] = r.sim.iteration.seconds();
+  if (!r.scenario.perturb.empty()) {
+    j["nominal_iteration_s"] = r.nominal_iteration.seconds();
+    if (!r.stage_compute_factor.empty()) j["stage_compute_factor"] = r.stage_compute_factor;
+  }
   j["iteration_ps"] = r.sim.iteration.ps();
   j["tokens_per_s"] = r.tokens_per_s;
   j["model_flops"] = r.model_flops;

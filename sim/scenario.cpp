@@ -6,6 +6,7 @@
 
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/flag.h"
@@ -378,6 +379,52 @@ void ScenarioNode::set(const std::string& assignment) {
 
 bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["workload"]); }
 
+// `perturb: {gpu_factors: "17=0.8", link_factors: "n0.nic0 -> su0.rail0=0.5"}`: NAME=FACTOR items
+// separated by commas, each factor in (0, 1000] (the names are checked against the topology
+// when it is built: sim/training_sim.cpp).
+template <typename Name>
+std::vector<std::pair<Name, double>> factor_items(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                                                  const char* example) {
+  std::vector<std::pair<Name, double>> out;
+  const std::string text = r.text(n, field);
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto eq = item.rfind('=');
+    auto trim = [](std::string t) {
+      t.erase(0, t.find_first_not_of(' '));
+      t.erase(t.find_last_not_of(' ') + 1);
+      return t;
+    };
+    const std::string name = eq == std::string::npos ? "" : trim(item.substr(0, eq));
+    const std::string value = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
+    char* end = nullptr;
+    const double f = value.empty() ? -1 : std::strtod(value.c_str(), &end);
+    if (name.empty() || end == nullptr || *end != '\0' || !(f > 0) || f > 1000)
+      r.fail(n, field,
+             fmt::format("'{}' is not NAME=FACTOR with a factor in (0, 1000]; write e.g. {}", trim(item), example));
+    if constexpr (std::is_same_v<Name, int>) {
+      const std::optional<int> gpu = parse_int(name);
+      if (!gpu || *gpu < 0) r.fail(n, field, fmt::format("'{}' is not a GPU index (0, 1, ...)", name));
+      out.emplace_back(*gpu, f);
+    } else {
+      out.emplace_back(name, f);
+    }
+  }
+  return out;
+}
+
+Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
+  Perturbations p;
+  r.only_keys(n, "perturb", section_keys("perturb"),
+              "{gpu_factors: '17=0.8', link_factors: 'n0.nic0 -> su0.rail0=0.5'}");
+  if (const YAML::Node& g = n["gpu_factors"]) p.gpus = factor_items<int>(r, g, "perturb.gpu_factors", "17=0.8,40=0.5");
+  if (const YAML::Node& l = n["link_factors"]) {
+    p.links = factor_items<std::string>(r, l, "perturb.link_factors", "'n0.nic0 -> su0.rail0=0.5'");
+    p.links_text = r.text(l, "perturb.link_factors");
+  }
+  return p;
+}
+
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
   const YamlReader r(source_, flag("set"));
@@ -409,6 +456,7 @@ Scenario ScenarioNode::resolve() const {
   fix_global_batch(r, n["parallel"], s);
   if (n["placement"]) s.placement = r.text(n["placement"], "placement");
   if (n["gpu"]) s.gpu = r.text(n["gpu"], "gpu");
+  if (const YAML::Node& pt = n["perturb"]) s.perturb = resolve_perturb(r, pt);
   if (const YAML::Node& o = n["order"]) {
     if (o.IsSequence()) {
       s.order = r.texts(o, "order", "[pp, dp, tp]");

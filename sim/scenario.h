@@ -35,6 +35,16 @@ class Node;
 
 namespace meshsim {
 
+// Parts that run below their nominal rate (`perturb:`): GPUs at a fraction of their compute
+// speed (a straggler, a throttled clock) and links at a fraction of their bandwidth, each by
+// index or by name as the reports print it ("n0.gpu0 -> n0.nvsw").
+struct Perturbations {
+  std::vector<std::pair<int, double>> gpus;
+  std::vector<std::pair<std::string, double>> links;
+  std::string links_text;  // as written: the cache key of the perturbed topology
+  bool empty() const { return gpus.empty() && links.empty(); }
+};
+
 struct Scenario {
   std::string name = "scenario";
   ModelSpec model;
@@ -49,6 +59,7 @@ struct Scenario {
   std::string profile;  // machine profile YAML (calibrate's output)
   // Flow fidelity: the ops in flight share the links (ScheduleSimOptions::share_links).
   bool link_sharing = true;
+  Perturbations perturb;
   // A collective workload instead of a training iteration; ranks 0 = as many as run.
   std::optional<CollectiveWorkload> workload;
 };

@@ -25,6 +25,7 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
      "mesh axes outermost first, each once (with ep: edp, ep, ...; with mesh2d: ..., row, col)"},
     {"", "gpu", "compute preset", "the topology's GPU", "the GPU's compute figures (h100, a100, rtx5000, ...)"},
     {"", "run", "map", "-", "how it is timed (the run section)"},
+    {"", "perturb", "map", "-", "parts below their nominal rate: stragglers, degraded links (the perturb section)"},
     {"", "workload", "map", "-",
      "a collective workload instead of a model: what meshsim run and validate execute (the workload section)"},
     // model:
@@ -115,6 +116,13 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"run", "profile", "YAML path", "-",
      "a machine profile (meshsim calibrate's output) replacing the presets' figures"},
     {"run", "link_sharing", "true | false", "true", "at flow fidelity, whether the ops in flight share the links"},
+    // perturb:
+    {"perturb", "gpu_factors", "GPU=FACTOR,...", "-",
+     "GPUs at a fraction of their compute speed (a straggler, a throttled clock), e.g. 17=0.8: the stage holding "
+     "the GPU runs at its slowest GPU's pace (the op-level simulation)"},
+    {"perturb", "link_factors", "LINK=FACTOR,...", "-",
+     "links at a fraction of their bandwidth, named as the reports print them, e.g. 'n0.nic0 -> su0.rail0=0.5' (one "
+     "direction)"},
     // workload:
     {"workload", "collective", "allreduce | allgather | reducescatter | broadcast | reduce | alltoall", "-",
      "the collective every iteration runs"},
@@ -127,7 +135,8 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"workload", "group", "all | a mesh axis", "all", "with a mesh: the axis the collectives run along"},
 });
 
-constexpr std::array kSections = std::to_array<std::string_view>({"", "model", "parallel", "stack", "run", "workload"});
+constexpr std::array kSections =
+    std::to_array<std::string_view>({"", "model", "parallel", "stack", "run", "perturb", "workload"});
 
 // A table cell: '|' escaped so that Markdown keeps the columns.
 std::string cell(std::string_view text) {

@@ -136,7 +136,11 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
       Time d;
       switch (op.kind) {
         case OpKind::Compute: {
-          const auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
+          auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
+          if (r < options.role_compute_factor.size()) {
+            alone = duration_ps(static_cast<double>(alone.ps()) / options.role_compute_factor[r], "a slowed kernel");
+            slow = duration_ps(static_cast<double>(slow.ps()) / options.role_compute_factor[r], "a slowed kernel");
+          }
           d = alone;
           if (contention) beside.push_back(slow);
           break;

@@ -60,6 +60,9 @@ struct ScheduleSimOptions {
   // Flow: the ops in flight share the routed links (sim/link_sharing.h); false: each op
   // takes its time alone, as if nothing else ran.
   bool share_links = true;
+  // Per role (pipeline stage), the speed of its compute relative to the model's (a straggler
+  // at 0.8: its kernels take 1/0.8 as long); empty: all 1.
+  std::vector<double> role_compute_factor;
 };
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.

@@ -351,3 +351,64 @@ TEST(ScheduleSim, OpsInFlightShareTheLinksAtFlowFidelity) {
 
 }  // namespace
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// A straggler (issue 38): one of 8 data-parallel GPUs at half speed sets everyone's step: the
+// optimizer, which nothing runs beside, takes exactly twice as long; the forward and backward
+// a little less than twice (the NCCL kernels beside them take SMs for a smaller share of their
+// now longer run). A GPU of the second of two stages slows that stage alone (under the natural
+// placement of the order dp, pp, cp, tp, GPU g = dp rank g / 2 of stage g % 2).
+TEST(Perturb, AStragglerSetsTheStepAndItsStageIsNamed) {
+  const std::string base =
+      "model: {preset: gpt3-175b, layers: 4, seq: 1024}\nparallel: {dp: 8, microbatches: 2}\n"
+      "topology: dgx-h100\n";
+  const TrainingResult nominal =
+      simulate_training(ScenarioNode::parse(base, "s.yaml").resolve(), AlgorithmRegistry::builtin(), true);
+  const TrainingResult slow =
+      simulate_training(ScenarioNode::parse(base + "perturb: {gpu_factors: '5=0.5'}\n", "s.yaml").resolve(),
+                        AlgorithmRegistry::builtin(), true);
+  EXPECT_NEAR(static_cast<double>(slow.sim.breakdown.optimizer.ps()),
+              2.0 * static_cast<double>(nominal.sim.breakdown.optimizer.ps()), 64.0);  // each kernel's ps rounded
+  const double compute_ratio =
+      static_cast<double>(slow.sim.breakdown.compute.ps()) / static_cast<double>(nominal.sim.breakdown.compute.ps());
+  EXPECT_GT(compute_ratio, 1.9);
+  EXPECT_LE(compute_ratio, 2.0 + 1e-9);
+  EXPECT_EQ(slow.nominal_iteration, nominal.sim.iteration);
+  EXPECT_GT(slow.sim.iteration, nominal.sim.iteration);
+  const TrainingResult staged = simulate_training(
+      ScenarioNode::parse(
+          "model: {preset: gpt3-175b, layers: 4, seq: 1024}\nparallel: {dp: 4, pp: 2, microbatches: 4}\n"
+          "topology: dgx-h100\nperturb: {gpu_factors: '7=0.9,2=1.5'}\n",
+          "s.yaml")
+          .resolve(),
+      AlgorithmRegistry::builtin(), false);
+  // GPU 7: dp 3, stage 1; GPU 2 (stage 0) faster than nominal: its stage waits for the others
+  EXPECT_EQ(staged.stage_compute_factor, (std::vector<double>{1.0, 0.9}));
+}
+
+// A link at factor f: the perturbed cluster has that direction at f of its rate, every other
+// link as it was, and the scenario's time grows when the link carries its traffic.
+TEST(Perturb, ALinkAtAFactorRunsAtThatFractionOfItsRate) {
+  Perturbations p;
+  p.links = {{"n0.gpu0 -> n0.nvsw", 0.25}};
+  p.links_text = "n0.gpu0 -> n0.nvsw=0.25";
+  ClusterCache cache;
+  const Topology& nominal = *cache.get("dgx-h100").topology;
+  const Topology& slowed = *cache.get("dgx-h100", p).topology;
+  int changed = 0;
+  for (int l = 0; l < static_cast<int>(nominal.links().size()); ++l) {
+    const double a = nominal.link(l).spec.raw.bytes_per_ps(), b = slowed.link(l).spec.raw.bytes_per_ps();
+    if (link_name(nominal, l) == "n0.gpu0 -> n0.nvsw") {
+      EXPECT_DOUBLE_EQ(b, 0.25 * a);
+      ++changed;
+    } else {
+      EXPECT_DOUBLE_EQ(b, a) << link_name(nominal, l);
+    }
+  }
+  EXPECT_EQ(changed, 1);
+}
+
+}  // namespace
+}  // namespace meshsim

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "sim/fast_formula.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -30,6 +32,55 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec) {
     it = entries_.emplace(topology_spec, std::move(e)).first;
   }
   return it->second;
+}
+
+ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec, const Perturbations& perturb) {
+  if (perturb.links.empty()) return get(topology_spec);
+  const std::string key = topology_spec + "\nperturbed: " + perturb.links_text;
+  auto it = entries_.find(key);
+  if (it != entries_.end()) return it->second;
+  auto topo = std::make_shared<Topology>(*shared_topology(topology_spec));
+  std::map<std::string, std::vector<int>> by_name;
+  for (int l = 0; l < static_cast<int>(topo->links().size()); ++l) by_name[link_name(*topo, l)].push_back(l);
+  for (const auto& [name, factor] : perturb.links) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      std::vector<std::string> names;
+      for (const auto& [n, ids] : by_name) names.push_back(n);
+      const std::string hint = did_you_mean(name, names);
+      throw Error(
+          fmt::format("perturb.link_factors: topology {} has no link '{}'{}; name a link as "
+                      "`meshsim topology show {} --links` lists it (one direction, 'A -> B')",
+                      topology_spec, name, hint.empty() ? "" : " (" + hint + ")", topology_spec));
+    }
+    for (int l : found->second) topo->scale_link(l, factor);
+  }
+  Entry e;
+  e.topology = topo;
+  e.router = std::make_unique<Router>(*e.topology);
+  return entries_.emplace(key, std::move(e)).first->second;
+}
+
+// Each stage's compute speed under perturb.gpus: the slowest of the GPUs its ranks run on (a
+// synchronous step waits for it), 1 where none is slowed.
+std::vector<double> stage_compute_factors(const Scenario& s, const Placement& placement, const Topology& topo) {
+  std::vector<double> out(static_cast<std::size_t>(s.parallel.pp), 1.0);
+  const std::vector<int>& gpus = placement.gpus();
+  const Mesh& mesh = placement.mesh();
+  int pp_dim = -1;
+  for (std::size_t d = 0; d < mesh.dims.size(); ++d)
+    if (mesh.dims[d].first == "pp") pp_dim = static_cast<int>(d);
+  for (const auto& [gpu, factor] : s.perturb.gpus) {
+    if (gpu >= topo.num_gpus())
+      throw Error(fmt::format("perturb.gpu_factors: GPU {} is not in topology {} (GPUs 0..{})", gpu, s.topology,
+                              topo.num_gpus() - 1));
+    const auto at = std::find(gpus.begin(), gpus.end(), gpu);
+    if (at == gpus.end()) continue;  // a GPU the layout leaves idle
+    const int rank = static_cast<int>(at - gpus.begin());
+    const int stage = pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)];
+    out[static_cast<std::size_t>(stage)] = std::min(out[static_cast<std::size_t>(stage)], factor);
+  }
+  return out;
 }
 
 Placement training_placement(const Scenario& s, const Topology& topo) {
@@ -66,7 +117,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   TrainingResult r;
   r.scenario = s;
   ClusterCache local;
-  ClusterCache::Entry& cluster = (clusters ? *clusters : local).get(s.topology);
+  ClusterCache::Entry& cluster = (clusters ? *clusters : local).get(s.topology, s.perturb);
   const Topology& topo = *cluster.topology;
   Router& router = *cluster.router;
   r.topology_name = topo.name();
@@ -93,9 +144,22 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   opt.algorithm = s.algorithm;
   opt.share_links = s.link_sharing;
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
+  if (!s.perturb.gpus.empty()) {
+    r.stage_compute_factor = stage_compute_factors(s, placement, topo);
+    opt.role_compute_factor = r.stage_compute_factor;
+  }
+  if (!s.perturb.empty()) {  // the same at nominal rates, to say what the perturbation costs
+    Scenario nominal = s;
+    nominal.perturb = {};
+    // by the same engine as the perturbed run (a slowed stage takes the op level)
+    const bool op_level = keep_ops || !opt.role_compute_factor.empty();
+    r.nominal_iteration = simulate_training(nominal, registry, op_level, clusters).sim.iteration;
+  }
   try {
     std::optional<ScheduleSimResult> fast;
-    if (!keep_ops) fast = simulate_iteration_fast(layout, topo, router, placement, compute, registry, opt);
+    // The fast path times one compute model for every stage: a slowed stage takes the op level.
+    if (!keep_ops && opt.role_compute_factor.empty())
+      fast = simulate_iteration_fast(layout, topo, router, placement, compute, registry, opt);
     if (fast) {
       r.fast = true;
       r.sim = std::move(*fast);

@@ -58,6 +58,10 @@ struct TrainingResult {
   bool fits = true;
   std::vector<std::string> link_names;  // names of sim.top_links
   std::vector<LinkReport> links;        // flow fidelity: every link that carried bytes, by id
+  // With perturbations: each stage's compute speed (its slowest GPU's factor) and the same
+  // iteration with every part at its nominal rate, which they are compared against.
+  std::vector<double> stage_compute_factor;
+  Time nominal_iteration;
 };
 
 // Clusters already built, by topology spec, with their routers (whose route caches then
@@ -70,6 +74,8 @@ class ClusterCache {
     std::unique_ptr<Router> router;
   };
   Entry& get(const std::string& topology_spec);
+  // The same cluster with some links below their nominal rate (Scenario::perturb.links).
+  Entry& get(const std::string& topology_spec, const Perturbations& perturb);
 
  private:
   std::map<std::string, Entry> entries_;

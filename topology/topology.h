@@ -102,6 +102,11 @@ class Topology {
   const Device& device(int id) const { return devices_[id]; }
   const std::vector<Device>& devices() const { return devices_; }
   const std::vector<DirLink>& links() const { return links_; }
+  // A perturbation (a NIC trained down, a degraded cable): this direction's line rate times
+  // `factor` (> 0). For a copy of a sealed topology, before any Router is built on it.
+  void scale_link(int id, double factor) {
+    links_[static_cast<std::size_t>(id)].spec.raw = links_[static_cast<std::size_t>(id)].spec.raw * factor;
+  }
   const DirLink& link(int id) const { return links_[id]; }
   int gpu_device(int gpu) const { return gpus_[gpu]; }
   int node_of_gpu(int gpu) const { return devices_[gpus_[gpu]].node; }
