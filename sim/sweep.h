@@ -4,8 +4,10 @@
 // --vary changes fastest) and shrinks to one Row as soon as it is simulated, so memory grows by
 // a row per variant, whatever the scenario.
 //
-//   sweep::Sweep s(sweep::parse_varies({"parallel.tp=1,2,4", "parallel.pp=1,2"}));   // 6 variants
-//   std::vector<sweep::Row> rows = sweep::run(base, s, sweep::Shard{}, {.jobs = 4});  // variant order
+//   sweep::Sweep s(sweep::parse_varies({"parallel.tp=1,2,4", "parallel.pp=1,2"}));  // 6 variants
+//   sweep::RunOptions o;
+//   o.jobs = 4;
+//   std::vector<sweep::Row> rows = sweep::run(base, s, sweep::Shard{}, o);  // in variant order
 //   for (const sweep::Row* r : sweep::ranked(rows, sweep::rank_metric("tokens_per_s"))) ...
 //
 // Ranking: the layouts that fit by the metric (by default tokens/s), then those that do not fit,
