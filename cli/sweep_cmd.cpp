@@ -248,11 +248,8 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   const std::vector<std::string> texts = run_on_ranks(ranks, beat, [&] { return run_rank_part(f, s, ranks); });
   if (ranks.rank != 0) return 0;
   const std::vector<sweep::Row> rows = merge_ranks(texts, s.shard);
-  {
-    const std::optional<nlohmann::ordered_json> header = header_of(s);
-    sweep::RowWriter writer(s.files->csv(), s.files->jsonl(), *s.sweep, header ? &*header : nullptr);
-    for (std::size_t pos = 0; pos < rows.size(); ++pos) writer.add(static_cast<long>(pos), rows[pos]);
-  }
+  const std::optional<nlohmann::ordered_json> header = header_of(s);
+  sweep::RowWriter(s.files->csv(), s.files->jsonl(), *s.sweep, header ? &*header : nullptr).add_all(rows);
   return close_and_finish(f, s, rows);
 }
 
@@ -281,10 +278,7 @@ int run_merge(const MergeFlags& f) {
   }
   const sweep::Merged m = sweep::merge(inputs);
   OutputFiles out(f.csv, f.jsonl);
-  {
-    sweep::RowWriter writer(out.csv(), out.jsonl(), m.sweep);
-    for (std::size_t pos = 0; pos < m.rows.size(); ++pos) writer.add(static_cast<long>(pos), m.rows[pos]);
-  }
+  sweep::RowWriter(out.csv(), out.jsonl(), m.sweep).add_all(m.rows);
   out.close();
   finish(f, m.source, m.sweep, m.rows, "JSON lines");
   return 0;

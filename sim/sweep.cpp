@@ -478,6 +478,10 @@ void RowWriter::add(long pos, const Row& row) {
   }
 }
 
+void RowWriter::add_all(const std::vector<Row>& rows) {
+  for (std::size_t pos = 0; pos < rows.size(); ++pos) add(static_cast<long>(pos), rows[pos]);
+}
+
 Merged merge(const std::vector<ShardInput>& shards, const Shard& whole) {
   std::vector<ShardFile> files;
   for (const ShardInput& in : shards) files.push_back(read_header(in));

@@ -168,7 +168,8 @@ class RowWriter {
  public:
   RowWriter(std::ostream* csv, std::ostream* jsonl, const Sweep& sweep,
             const nlohmann::ordered_json* shard_header = nullptr);
-  void add(long pos, const Row& row);  // `pos`: the row's position in the run, 0, 1, 2, ...
+  void add(long pos, const Row& row);          // `pos`: the row's position in the run, 0, 1, 2, ...
+  void add_all(const std::vector<Row>& rows);  // rows[pos] at pos, for each
 
  private:
   bool shard_;

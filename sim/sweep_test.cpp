@@ -75,8 +75,7 @@ std::string shard_text(const Sweep& s, const Shard& shard) {
 
 std::string jsonl(const Sweep& s, const std::vector<Row>& rows) {
   std::ostringstream out;
-  RowWriter w(nullptr, &out, s);
-  for (std::size_t pos = 0; pos < rows.size(); ++pos) w.add(static_cast<long>(pos), rows[pos]);
+  RowWriter(nullptr, &out, s).add_all(rows);
   return out.str();
 }
 
