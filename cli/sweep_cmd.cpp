@@ -32,7 +32,6 @@
 #include "cli/commands.h"
 #include "cli/scenario_flags.h"
 #include "cli/sweep_ranks.h"
-#include "core/budget.h"
 #include "core/error.h"
 #include "report/html_report.h"
 #include "report/sweep_report.h"
