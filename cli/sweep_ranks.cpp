@@ -63,9 +63,15 @@ class RankWatch {
     o.world_size = ranks.size;
     o.heartbeat_interval = beat.heartbeat_interval;
     o.heartbeat_timeout = beat.heartbeat_timeout;
-    o.on_failure = [rank = ranks.rank](const std::string& why, bool verdict) {
-      // The store's verdict reaches every rank; rank 0 says it once for all.
-      if (rank == 0 || !verdict) std::fprintf(stderr, "meshsim: error: sweep: %s\n", why.c_str());
+    // The store's verdict reaches every rank, each at its next heartbeat; rank 0 says it once
+    // for all. A launcher ends the job as soon as one rank exits, so the others first give
+    // rank 0 (which may hear it up to an interval later) a second more than that to say it.
+    const auto grace = beat.heartbeat_interval + std::chrono::seconds(1);
+    o.on_failure = [rank = ranks.rank, grace](const std::string& why, bool verdict) {
+      if (rank == 0 || !verdict)
+        std::fprintf(stderr, "meshsim: error: sweep: %s\n", why.c_str());
+      else
+        std::this_thread::sleep_for(grace);
       std::fflush(stderr);
       std::_Exit(2);
     };
