@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   meshsim::cli::Run algorithms = meshsim::cli::add_algorithms_command(app);
   meshsim::cli::Run simulate = meshsim::cli::add_simulate_command(app);
   meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
+  meshsim::cli::Run fields = meshsim::cli::add_fields_command(app);
   meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
   meshsim::cli::Run sweep_merge = meshsim::cli::add_sweep_merge_command(app);
   meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
                                                                    {"algorithms", &algorithms},
                                                                    {"simulate", &simulate},
                                                                    {"memory", &memory},
+                                                                   {"fields", &fields},
                                                                    {"sweep", &sweep},
                                                                    {"sweep-merge", &sweep_merge},
                                                                    {"launch", &launch},

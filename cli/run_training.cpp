@@ -104,12 +104,11 @@ int run_training_rank(const RunFlags& f, const Scenario& sc, RankSession& s) {
                             layout_text(sc), world, s.env.world_size, world));
   const std::string topo_spec = machine_topology(s, sc);
   const Topology topo = resolve_topology(topo_spec);
-  validate_model(sc.model, "model");
-  validate_parallel(sc.parallel, sc.model, topo.num_gpus(), "topology " + topo.name());
+  const CheckedLayout layout = check_layout(sc.model, sc.parallel, topo.num_gpus(), "topology " + topo.name());
   const Placement placement = training_placement(sc, topo);
   Router router(topo);
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  Schedule schedule = plan_iteration(sc.model, sc.parallel);
+  Schedule schedule = plan_iteration(layout);
   resolve_algorithms(schedule, topo, router, placement, registry, sc.algorithm);
 
   // The compute model for validate: the scenario's profile, or this host measured with

@@ -15,6 +15,7 @@
 #include "report/html_report.h"
 #include "report/training_report.h"
 #include "sim/scenario.h"
+#include "sim/scenario_fields.h"
 #include "sim/training_sim.h"
 
 namespace meshsim::cli {
@@ -138,6 +139,16 @@ Run add_memory_command(CLI::App& app) {
   f->add(c, true);
   c->add_flag("--json", f->json, "print the table as JSON (stages, items with their formulas, totals, fits)");
   return [f] { return run_memory(*f); };
+}
+
+Run add_fields_command(CLI::App& app) {
+  CLI::App* c =
+      app.add_subcommand("fields", "every field a scenario file may hold: what it takes, its default, its meaning");
+  c->footer("Examples:\n  meshsim fields\n  meshsim fields | grep parallel.");
+  return [] {
+    std::cout << scenario_fields_markdown();
+    return 0;
+  };
 }
 
 }  // namespace meshsim::cli

@@ -46,31 +46,48 @@ void start(double max_seconds, std::uint64_t max_memory) {
   g_words = ::isatty(STDERR_FILENO) == 1;
 }
 
-void check_clock(double simulated_s, std::uint64_t events) {
+namespace {
+
+// The checks of check_clock and check_work; `where` says how far the run got ("at 0.5 s of
+// simulated time (163 events)"), formatted only when it is said; formula_hint ends the advice
+// where a lower fidelity would help.
+template <class Where>
+void check(const Where& where, const char* formula_hint) {
   if (g_start.load(std::memory_order_relaxed) == 0) return;
   const std::int64_t now = now_ns();
   const double took = static_cast<double>(now - g_start) * 1e-9;
   const std::int64_t deadline = g_deadline.load(std::memory_order_relaxed);
   if (deadline > 0 && now >= deadline)
     throw BudgetError(fmt::format(
-        "--max-seconds: stopped after {:.1f} s, the budget, at {:.6g} s of simulated time ({} events); raise "
-        "--max-seconds, shrink the run (ranks, sizes), or use --fidelity formula",
-        took, simulated_s, events));
+        "--max-seconds: stopped after {:.1f} s, the budget, {}; raise --max-seconds{} shrink the run (ranks, "
+        "sizes){}",
+        took, where(), *formula_hint ? "," : " or", formula_hint));
   const std::uint64_t max_memory = g_max_memory.load(std::memory_order_relaxed);
   std::int64_t check = g_next_memory.load(std::memory_order_relaxed);
   if (max_memory > 0 && now >= check && g_next_memory.compare_exchange_strong(check, now + kMemoryEveryNs)) {
     const std::uint64_t resident = resident_bytes();
     if (resident > max_memory)
       throw BudgetError(fmt::format(
-          "--max-memory: stopped at {} resident, past the budget of {}, after {:.1f} s at {:.6g} s of simulated "
-          "time ({} events); raise --max-memory, shrink the run (ranks, sizes), or use --fidelity formula",
+          "--max-memory: stopped at {} resident, past the budget of {}, after {:.1f} s {}; raise --max-memory{} "
+          "shrink the run (ranks, sizes){}",
           format_bytes(static_cast<Bytes>(resident >> 20 << 20)), format_bytes(static_cast<Bytes>(max_memory)), took,
-          simulated_s, events));
+          where(), *formula_hint ? "," : " or", formula_hint));
   }
   std::int64_t next = g_next_word.load(std::memory_order_relaxed);
   if (g_words && now >= next && g_next_word.compare_exchange_strong(next, now + kWordEveryNs))
-    std::fprintf(stderr, "meshsim: still running after %.0f s (%.6g s simulated, %llu events)%s\n", took, simulated_s,
-                 static_cast<unsigned long long>(events), deadline > 0 ? "" : "; --max-seconds N stops a run at N s");
+    std::fprintf(stderr, "meshsim: still running after %.0f s (%s)%s\n", took, where().c_str(),
+                 deadline > 0 ? "" : "; --max-seconds N stops a run at N s");
+}
+
+}  // namespace
+
+void check_clock(double simulated_s, std::uint64_t events) {
+  check([&] { return fmt::format("at {:.6g} s of simulated time ({} events)", simulated_s, events); },
+        ", or use --fidelity formula");
+}
+
+void check_work(const char* what, std::uint64_t done) {
+  check([&] { return fmt::format("while {} ({} done)", what, done); }, "");
 }
 
 }  // namespace meshsim::budget

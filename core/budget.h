@@ -3,6 +3,7 @@
 //
 //   budget::start(60, 4ull << 30);           // meshsim ... --max-seconds 60 --max-memory 4GiB (0: no limit)
 //   for (...) budget::tick(now_s, events);   // in the long loops: the event engine, a sweep
+//   budget::tick_work("routing GPU pairs", n);  // in work before the clock runs
 //
 // tick() is cheap (it reads the clock once in 256 calls, the resident memory at most every
 // 100 ms). Past either budget it throws BudgetError, one line naming the budget, how far the
@@ -38,6 +39,13 @@ void check_clock(double simulated_s, std::uint64_t events);
 inline void tick(double simulated_s, std::uint64_t events) {
   thread_local unsigned calls = 0;
   if ((++calls & 0xff) == 0) check_clock(simulated_s, events);
+}
+// The same for work before the simulated clock runs (routing a group's GPU pairs, summing an
+// all-to-all's loads): `what` names it in the message, `done` counts its steps.
+void check_work(const char* what, std::uint64_t done);
+inline void tick_work(const char* what, std::uint64_t done) {
+  thread_local unsigned calls = 0;
+  if ((++calls & 0xff) == 0) check_work(what, done);
 }
 
 }  // namespace budget

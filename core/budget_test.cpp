@@ -42,6 +42,27 @@ TEST(Budget, ARunPastItsSecondsStopsNamingTheBudget) {
   EXPECT_TRUE(message.empty()) << message;
 }
 
+// Work before the simulated clock runs (routing a group's pairs) ticks too: the message says
+// what it was doing and how far it got, and does not advise the formula fidelity it may be in.
+TEST(Budget, WorkBeforeTheClockStopsNamingWhatItDid) {
+  budget::start(0.2);
+  std::string message;
+  const auto start = Clock::now();
+  try {
+    for (std::uint64_t done = 1; Clock::now() - start < std::chrono::seconds(5); ++done) {
+      budget::tick_work("routing pairs", done);
+      if (done % 1000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } catch (const BudgetError& e) {
+    message = e.what();
+  }
+  budget::start(0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+  EXPECT_NE(message.find("the budget, while routing pairs ("), std::string::npos) << message;
+  EXPECT_NE(message.find("done); raise --max-seconds or shrink the run"), std::string::npos) << message;
+  EXPECT_EQ(message.find("--fidelity"), std::string::npos) << message;
+}
+
 // The memory budget: a loop whose process holds more than --max-memory stops within a check
 // (every 0.1 s), naming the budget; the same loop under a budget above what it holds runs on.
 TEST(Budget, ARunPastItsMemoryStopsNamingTheBudget) {

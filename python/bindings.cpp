@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/units.h"
 #include "report/collective_report.h"
 #include "report/moe_report.h"
 #include "report/training_report.h"
+#include "sim/collective_job.h"
 #include "sim/collective_sim.h"
 #include "sim/scenario.h"
 #include "sim/sweep.h"
@@ -61,8 +63,6 @@ std::string simulate(const std::string& path, const std::string& text, const std
   return j.dump();
 }
 
-std::string as_keywords(std::string msg);
-
 // A sweep's row for Python: which value of each vary path the variant took (indices into its
 // values), whether it ran, and simulate's JSON or the error.
 using SweepRow = std::tuple<std::vector<std::size_t>, bool, std::string>;
@@ -86,7 +86,7 @@ std::vector<SweepRow> run_sweep(const std::string& path, const std::string& text
   const std::vector<sweep::Row> rows = sweep::run(base, variants, sweep::Shard{}, o);
   std::vector<SweepRow> out;
   for (const sweep::Row* r : sweep::ranked(rows, metric))
-    out.emplace_back(variants.choices(r->index), r->valid, r->valid ? r->detail : as_keywords(r->error));
+    out.emplace_back(variants.choices(r->index), r->valid, r->valid ? r->detail : r->error);
   return out;
 }
 
@@ -96,46 +96,25 @@ std::string memory(const std::string& path, const std::string& text, const std::
   return memory_json(s, m.stages, m.capacity).dump();
 }
 
-// One collective on the first `ranks` GPUs of `topology` (all of them when ranks = 0; negative:
-// Error, as the command refuses it), in
-// one group, naturally placed: `meshsim collective KIND -t TOPOLOGY --bytes SIZES --algo ALGO`.
-// `bytes` is one size or a sweep (MIN:MAX[:FACTOR]); the result is a list, one per size.
-std::string collective(const std::string& kind_text, const std::string& bytes, const std::string& topology,
-                       const std::string& algo, const std::string& fidelity, int ranks) {
-  const auto kind = parse_coll_kind(kind_text);
-  if (!kind)
-    throw Error(
-        fmt::format("kind: unknown collective '{}'; use allreduce, allgather, reducescatter, broadcast, "
-                    "reduce, alltoall or sendrecv",
-                    kind_text));
-  const Topology topo = resolve_topology(topology);
-  if (ranks < 0) throw Error(fmt::format("ranks: {} is negative; give 0 (every GPU) or a rank count", ranks));
-  if (ranks == 0) ranks = topo.num_gpus();
-  if (ranks > topo.num_gpus())
-    throw Error(fmt::format("ranks: {} ranks but topology '{}' has {} GPUs; use ranks <= {} or a larger topology",
-                            ranks, topology, topo.num_gpus(), topo.num_gpus()));
-  const Placement pl = Placement::parse("natural", parse_mesh(fmt::format("rank={}", ranks), "ranks"), topo, "ranks");
-  CollectiveRequest req;
-  req.kind = *kind;
-  req.algorithm = algo;
-  req.fidelity = collective_fidelity(fidelity, algo, "fidelity");
-  req.nccl.sm = nccl_sm(default_gpu_for(topology), "topology");
-  req.groups = {pl.gpus()};
-  CollectiveContext ctx;
-  ctx.topology = topology;
-  ctx.placement = pl.kind();
-  ctx.mesh = fmt::format("rank={}", ranks);
-  ctx.group = "all";
-  ctx.requested_algorithm = algo;
-  ctx.fidelity = req.fidelity;
-  ctx.groups = 1;
-  ctx.ranks = ranks;
+// One collective as `meshsim collective KIND --json` runs it, from the same job
+// (sim/collective_job.h): `ranks` 0 is every GPU of the topology (or the mesh's size), a negative
+// count an Error, as the command refuses it. `bytes` is one size or a sweep (MIN:MAX[:FACTOR]);
+// the result is a list, one per size, with the step explanation under "explain" when asked.
+std::string collective(CollectiveJob job, bool explain) {
+  if (job.ranks < 0) throw Error(fmt::format("ranks: {} is negative; give 0 (every GPU) or a rank count", job.ranks));
+  if (job.ranks == 0) job.ranks = -1;
+  job.explain = explain;
+  ResolvedCollective c = resolve_collective_job(job);
+  const CollectiveContext ctx = collective_context(job, c);
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  Router router(topo);
+  Router router(*c.topology);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (Bytes b : parse_bytes_sweep(bytes, "bytes")) {
-    req.bytes = b;
-    out.push_back(outcome_json(topo, ctx, run_collective(topo, router, registry, req)));
+  for (Bytes b : c.sizes) {
+    c.request.bytes = b;
+    const CollectiveOutcome o = run_collective(*c.topology, router, registry, c.request);
+    nlohmann::ordered_json j = outcome_json(*c.topology, ctx, o);
+    if (explain) j["explain"] = explanation(*c.topology, router, registry, c.request, o);
+    out.push_back(std::move(j));
   }
   return out.dump();
 }
@@ -153,30 +132,6 @@ std::string moe_dispatch(const std::string& topology, int ranks, int tokens, int
   return moe_dispatch_json(ctx, out).dump();
 }
 
-// The library names a field as the command spells it (`--algo nccl: ...`); Python users pass
-// keyword arguments, so a flag that is also a keyword of this module's functions loses its
-// dashes (`algo nccl: ...`, `use ranks N`), and --rank-by becomes rank_by. Other flags stay
-// as they are.
-std::string as_keywords(std::string msg) {
-  static constexpr const char* kKeywords[] = {"set",      "algo",   "ranks",  "bytes",   "topology",
-                                              "fidelity", "tokens", "hidden", "experts", "topk",
-                                              "groups",   "dtype",  "seed",   "samples", "vary"};
-  for (std::size_t at = msg.find("--rank-by"); at != std::string::npos; at = msg.find("--rank-by", at))
-    msg.replace(at, 9, "rank_by");
-  for (const char* kw : kKeywords) {
-    const std::string flag = std::string("--") + kw;
-    for (std::size_t at = msg.find(flag); at != std::string::npos; at = msg.find(flag, at)) {
-      const std::size_t end = at + flag.size();
-      const bool whole = end == msg.size() || !(std::islower(static_cast<unsigned char>(msg[end])) || msg[end] == '-');
-      if (whole)
-        msg.erase(at, 2);
-      else
-        at = end;
-    }
-  }
-  return msg;
-}
-
 }  // namespace
 }  // namespace meshsim::python
 
@@ -184,12 +139,14 @@ PYBIND11_MODULE(_meshsim, m) {
   namespace mp = meshsim::python;
   m.doc() = "meshsim's native functions; use the meshsim package, not this module";
   m.attr("__version__") = MESHSIM_VERSION;
+  // Messages from below name Python's keyword arguments (algo=nccl), not the CLI's flags.
+  meshsim::set_spelling(meshsim::Spelling::Python);
   static py::exception<meshsim::Error> error(m, "MeshsimError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const meshsim::Error& e) {
-      error(mp::as_keywords(e.what()).c_str());
+      error(e.what());
     }
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
@@ -201,6 +158,18 @@ PYBIND11_MODULE(_meshsim, m) {
   m.def("moe_dispatch", &mp::moe_dispatch, py::arg("topology"), py::arg("ranks"), py::arg("tokens"), py::arg("hidden"),
         py::arg("experts"), py::arg("topk"), py::arg("groups"), py::arg("dtype"), py::arg("fidelity"), py::arg("seed"),
         py::arg("samples"), py::call_guard<py::gil_scoped_release>());
-  m.def("collective", &mp::collective, py::arg("kind"), py::arg("bytes"), py::arg("topology"), py::arg("algo"),
-        py::arg("fidelity"), py::arg("ranks"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "collective",
+      [](const std::string& kind, const std::string& bytes, const std::string& topology, const std::string& algo,
+         const std::string& fidelity, int ranks, const std::string& mesh, const std::string& placement,
+         const std::string& group, int root, int chunks, bool explain) {
+        meshsim::CollectiveJob job;
+        job.kind = kind, job.bytes = bytes, job.topology = topology, job.algo = algo, job.fidelity = fidelity;
+        job.ranks = ranks, job.mesh = mesh, job.placement = placement, job.group = group, job.root = root;
+        job.chunks = chunks;
+        return mp::collective(std::move(job), explain);
+      },
+      py::arg("kind"), py::arg("bytes"), py::arg("topology"), py::arg("algo"), py::arg("fidelity"), py::arg("ranks"),
+      py::arg("mesh"), py::arg("placement"), py::arg("group"), py::arg("root"), py::arg("chunks"), py::arg("explain"),
+      py::call_guard<py::gil_scoped_release>());
 }

@@ -1,4 +1,5 @@
 #include "report/collective_report.h"
+#include "schedule/buffer_view.h"
 
 #include <fmt/format.h>
 
@@ -181,7 +182,9 @@ std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std
                    out.params.alpha_ps * 1e-6, 1.0 / out.params.beta_ps * 1e3);
   if (out.params.gamma_ps > 0) s += fmt::format(", 1/gamma = {:.2f} GB/s", 1.0 / out.params.gamma_ps * 1e3);
   s += "\n";
-  if (out.params.gamma_ps == 0)
+  const bool reduces = out.spec.kind == CollKind::AllReduce || out.spec.kind == CollKind::ReduceScatter ||
+                       out.spec.kind == CollKind::Reduce;
+  if (out.params.gamma_ps == 0 && reduces)
     s += "  gamma = 0: reductions are fused with the transfers (terms over 'inf' are zero); --reduce-bw charges them\n";
   if (out.params.intra_beta_ps != out.params.inter_beta_ps || out.params.intra_alpha_ps != out.params.inter_alpha_ps)
     s += fmt::format(
@@ -366,6 +369,43 @@ nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveCont
   root["displayTimeUnit"] = "ns";
   root["otherData"] = J{{"generator", "meshsim collective"}, {"topology", ctx.topology}};
   return root;
+}
+
+std::string explanation(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                        const CollectiveRequest& req, const CollectiveOutcome& out) {
+  const bool small = req.groups.front().size() <= 16;
+  std::string text;
+  if (out.flow || out.nccl || !small) {
+    text = explain_text(topo, out, 200);
+  } else {
+    CollectiveRequest flow = req;
+    flow.fidelity = Fidelity::Flow;
+    flow.algorithm = out.algorithm->name;
+    flow.record = true;
+    text = explain_text(topo, run_collective(topo, router, registry, flow), 200);
+  }
+  if (out.algorithm == nullptr || !small) return text;  // NCCL's model has no steps to show
+  const auto program = out.algorithm->build(out.spec);
+  text += "\n" + buffer_view_text(buffer_view(*program, out.spec), out.spec);
+  if (out.algorithm->make_timing)  // nvls, pxn: what the links carry differs from the program's messages
+    text += fmt::format(
+        "  (these are the messages {} runs rank to rank; on the links hardware or relays do part of the work, "
+        "e.g. NVLS's switch sums each slice and multicasts the sum, so the flow model times fewer bytes)\n",
+        out.algorithm->name);
+  return text;
+}
+
+CollectiveContext collective_context(const CollectiveJob& job, const ResolvedCollective& c) {
+  CollectiveContext ctx;
+  ctx.topology = job.topology;
+  ctx.placement = c.placement.kind();
+  ctx.mesh = c.mesh_text();
+  ctx.group = job.group;
+  ctx.requested_algorithm = job.algo;
+  ctx.fidelity = c.request.fidelity;
+  ctx.groups = static_cast<int>(c.request.groups.size());
+  ctx.ranks = static_cast<int>(c.request.groups.front().size());
+  return ctx;
 }
 
 }  // namespace meshsim

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/collective_job.h"
 #include "sim/collective_sim.h"
 #include "topology/topology.h"
 
@@ -67,6 +68,14 @@ std::string nccl_tests_footer(const std::vector<double>& busbw_GBps, const std::
 
 // The teaching view: the formula with numbers, and (when recorded) the step table.
 std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std::size_t max_rows);
+// The same for one size of a run, as meshsim collective --explain prints it (and Python's
+// collective(explain=True) returns it): for groups of up to 16 ranks the step table comes from
+// the flow model even when the headline is the formula's.
+std::string explanation(const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                        const CollectiveRequest& req, const CollectiveOutcome& out);
+
+// What the reports echo of a resolved job (sim/collective_job.h) as the user wrote it.
+CollectiveContext collective_context(const CollectiveJob& job, const ResolvedCollective& c);
 
 nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContext& ctx, const CollectiveOutcome& out);
 

@@ -255,6 +255,18 @@ TEST(ClosedForm, HandComputed) {
   CollectiveSpec a2a = spec(CollKind::AllToAll, 3, 0);
   a2a.alltoall_bytes = {{0, 10, 20}, {30, 0, 40}, {50, 60, 0}};
   EXPECT_DOUBLE_EQ(hand_cost("pairwise", a2a), 2'000'110);
+  // concurrent p=10 in nodes of g=4 (the last node holds 2), n=1000: blocks of 100; a rank of a
+  // full node sends 3 blocks inside it, a rank of the last node 8 across: split levels intra
+  // (1us, 1 ps/B), inter (2us, 2 ps/B): max(1e6 + 300, 2e6 + 1600) = 2'001'600. The even-block
+  // sum and the same blocks written out as a matrix agree.
+  CollectiveSpec c10 = spec(CollKind::AllToAll, 10, 1000);
+  c10.ranks_per_node = 4;
+  CostParams split{1e6, 1, 0};
+  split.intra_alpha_ps = 1e6, split.intra_beta_ps = 1, split.inter_alpha_ps = 2e6, split.inter_beta_ps = 2;
+  EXPECT_DOUBLE_EQ(hand_cost("concurrent", c10, split), 2'001'600);
+  c10.alltoall_bytes.assign(10, std::vector<Bytes>(10, 100));
+  for (int r = 0; r < 10; ++r) c10.alltoall_bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(r)] = 0;
+  EXPECT_DOUBLE_EQ(hand_cost("concurrent", c10, split), 2'001'600);
   // hierarchical p=8 g=4 n=1024, intra (1us, 1 ps/B), inter (2us, 2 ps/B), gamma 0.5:
   // M1 = 256, N = 2, M2 = 128. intra RS 3*(1e6+256+128) = 3'001'152; inter RS 2e6+256+64;
   // inter AG 2e6+256; intra AG 3*(1e6+256) = 3'000'768; total 10'002'496

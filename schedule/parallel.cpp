@@ -300,7 +300,6 @@ CheckedLayout check_layout(const ModelSpec& m, const ParallelSpec& p, int gpus, 
 
 void validate_parallel(const ParallelSpec& p, const ModelSpec& m, int gpus, const std::string& gpus_from) {
   ++g_layout_checks;
-  validate_model(m, "model");
   check_ranges(p, gpus);
   check_products(p, m);
   check_options(p);

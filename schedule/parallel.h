@@ -147,8 +147,10 @@ struct ParallelSpec {
 };
 
 // Checks the layout against the model and the GPU count; throws Error naming the field
-// (e.g. "parallel.tp: 12 does not divide heads = 96 ...") and the fix. The model is
-// checked first (validate_model with field "model"). Requirements, in order:
+// (e.g. "parallel.tp: 12 does not divide heads = 96 ...") and the fix. The model must have
+// passed validate_model already (a resolved Scenario's has: the resolver checks it where it
+// reads it, with the file and line; plan_iteration(m, p) and UnitPlanner(m, p), which take
+// specs as built, check it themselves), so that a simulation checks each once. Requirements:
 //   sizes dp, tp, cp, pp, vchunks, microbatches, micro_batch_size, ep >= 1; mesh2d >= 0;
 //   zero in 0..3; ep_imbalance >= 1; dp_bucket_mib > 0; every:K with K >= 1;
 //   sp needs tp > 1; mesh2d excludes tp > 1, sp and cp > 1; distribute_checkpoints needs

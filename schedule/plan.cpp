@@ -584,6 +584,15 @@ std::vector<PipelineUnit> pipeline_units(const ParallelSpec& p, int stage) {
   return out;
 }
 
+namespace {
+// Specs as a caller built them (not a resolved scenario): the model first, then the layout on
+// its own GPUs.
+CheckedLayout check_specs(const ModelSpec& m, const ParallelSpec& p) {
+  validate_model(m, "model");
+  return check_layout(m, p, p.world_size());
+}
+}  // namespace
+
 struct UnitPlanner::Impl {
   CheckedLayout layout;  // the planner refers to these copies
   plan::Planner planner;
@@ -593,7 +602,7 @@ struct UnitPlanner::Impl {
 };
 
 UnitPlanner::UnitPlanner(const CheckedLayout& layout) : impl_(std::make_unique<Impl>(layout)) {}
-UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) : UnitPlanner(check_layout(m, p, p.world_size())) {}
+UnitPlanner::UnitPlanner(const ModelSpec& m, const ParallelSpec& p) : UnitPlanner(check_specs(m, p)) {}
 UnitPlanner::~UnitPlanner() = default;
 
 Role UnitPlanner::unit(int stage, const PipelineUnit& u) {
@@ -661,9 +670,7 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
   return s;
 }
 
-Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p) {
-  return plan_iteration(check_layout(m, p, p.world_size()));
-}
+Schedule plan_iteration(const ModelSpec& m, const ParallelSpec& p) { return plan_iteration(check_specs(m, p)); }
 
 Schedule plan_iteration(const CheckedLayout& layout) {
   const ModelSpec& m = layout.model();

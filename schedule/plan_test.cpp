@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "core/error.h"
 #include "schedule/memory.h"
 #include "schedule/test_models.h"
 
@@ -50,6 +51,27 @@ Collectives collectives(const ModelSpec& m, const ParallelSpec& p, const std::st
       c.group = op.group_size;
     }
   return c;
+}
+
+// Specs built by hand (not a resolved scenario, whose model the resolver checked) are checked
+// model first by the planners that take them: 7 heads do not split a hidden of 4096, and that
+// is what the error names, before any layout field.
+TEST(Plan, HandBuiltSpecsHaveTheirModelChecked) {
+  ModelSpec m = gpt(4, 4096, 32, 2048);
+  m.heads = 7;
+  ParallelSpec p;
+  p.tp = 2;  // does not divide 7 heads either: the model is named first
+  for (const bool unit : {false, true}) {
+    try {
+      if (unit)
+        UnitPlanner planner(m, p);
+      else
+        (void)plan_iteration(m, p);
+      ADD_FAILURE() << "a model of 7 heads over a hidden of 4096 was planned";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("model.heads:", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(Plan, TensorParallelMovesFourBshPerLayerEachWay) {

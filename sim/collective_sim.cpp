@@ -11,8 +11,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/budget.h"
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/suggest.h"
 #include "sim/engine.h"
 
@@ -498,8 +500,10 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   double a_all = 0, a_in = 0, a_out = 0;
   double bw_all = INFINITY, bw_in = INFINITY, bw_out = INFINITY;
   bool intra_nvlink = true;  // every intra-node route visited is NVLink only
+  std::uint64_t routed = 0;
   auto visit = [&](int i, int j) {
     if (i == j) return;
+    budget::tick_work("routing the group's GPU pairs", ++routed);  // --max-seconds; a word on a terminal
     const Path& path = router.path(gpus[i], gpus[j]);
     const double a = static_cast<double>(path.latency.ps());
     const double bw = path.bottleneck.bytes_per_ps();
@@ -617,15 +621,17 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
   }
   if (concurrent > kMaxFlowConcurrent)
     throw Error(
-        fmt::format("--fidelity flow: {} on {} ranks keeps {:.3g} messages in flight at once, beyond "
-                    "meshsim's limit of {:.3g} (minutes of work and GBs of memory); use --fidelity formula "
+        fmt::format("{}: {} on {} ranks keeps {:.3g} messages in flight at once, beyond "
+                    "meshsim's limit of {:.3g} (minutes of work and GBs of memory); use {} "
                     "or nccl, or fewer ranks",
-                    a.name, specs.front().ranks * static_cast<double>(specs.size()), concurrent, kMaxFlowConcurrent));
+                    flag("fidelity", "flow"), a.name, specs.front().ranks * static_cast<double>(specs.size()),
+                    concurrent, kMaxFlowConcurrent, flag("fidelity", "formula")));
   if (steps > kMaxFlowRankSteps)
     throw Error(
-        fmt::format("--fidelity flow: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
-                    "limit of {:.3g} (minutes of work); use --fidelity formula or nccl, or fewer ranks",
-                    a.name, specs.front().ranks * static_cast<double>(specs.size()), steps, kMaxFlowRankSteps));
+        fmt::format("{}: {} on {} ranks is {:.3g} rank-steps of routed flows, beyond meshsim's "
+                    "limit of {:.3g} (minutes of work); use {} or nccl, or fewer ranks",
+                    flag("fidelity", "flow"), a.name, specs.front().ranks * static_cast<double>(specs.size()), steps,
+                    kMaxFlowRankSteps, flag("fidelity", "formula")));
   return simulate_flow(topo, router, groups, opt);
 }
 
@@ -651,14 +657,15 @@ std::vector<const Algorithm*> auto_flow_candidates(const std::vector<RankedAlgor
 // The requests no collective run can take, first failing check reported.
 void check_collective_request(const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())
-    throw Error("--ranks: a collective needs at least one group with ranks; use --ranks N with N >= 1");
+    throw Error(fmt::format("{}: a collective needs at least one group with ranks; use {} with N >= 1", flag("ranks"),
+                            flag("ranks", "N")));
   for (const auto& g : req.groups)
     if (static_cast<int>(g.size()) > kMaxGroupRanks)
       throw Error(
-          fmt::format("--ranks: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
-                      "neighbour pair is routed); use --ranks N with N <= {}",
-                      g.size(), kMaxGroupRanks, kMaxGroupRanks));
-  if (req.bytes < 0) throw Error("--bytes: size must be >= 0");
+          fmt::format("{}: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
+                      "neighbour pair is routed); use {} with N <= {}",
+                      flag("ranks"), g.size(), kMaxGroupRanks, flag("ranks", "N"), kMaxGroupRanks));
+  if (req.bytes < 0) throw Error(flag("bytes") + ": size must be >= 0");
 }
 
 // One collective spec per group of the request.
@@ -674,8 +681,8 @@ std::vector<CollectiveSpec> group_specs(const Topology& topo, const CollectiveRe
     spec.ranks_per_node = detect_ranks_per_node(topo, gpus);
     spec.alltoall_bytes = req.alltoall_bytes;
     if (spec.root < 0 || spec.root >= spec.ranks)
-      throw Error(
-          fmt::format("--root: {} is not a rank of a {}-rank group; use 0..{}", spec.root, spec.ranks, spec.ranks - 1));
+      throw Error(fmt::format("{}: {} is not a rank of a {}-rank group; use 0..{}", flag("root"), spec.root, spec.ranks,
+                              spec.ranks - 1));
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -685,12 +692,12 @@ std::vector<CollectiveSpec> group_specs(const Topology& topo, const CollectiveRe
 void nccl_outcome(const Topology& topo, Router& router, const CollectiveRequest& req, CollectiveOutcome& out) {
   if (req.fidelity != Fidelity::Nccl)
     throw Error(
-        fmt::format("--algo nccl: NCCL's tuning model is its own cost mode with no step program to run at "
-                    "fidelity {}; use --fidelity nccl (or leave --fidelity out)",
-                    to_string(req.fidelity)));
+        fmt::format("{}: NCCL's tuning model is its own cost mode with no step program to run at "
+                    "fidelity {}; use {} (or leave {} out)",
+                    flag("algo", "nccl"), to_string(req.fidelity), flag("fidelity", "nccl"), flag("fidelity")));
   if (req.algorithm.kind == AlgorithmChoice::Kind::Named)
-    throw Error(fmt::format("--algo {}: at fidelity nccl NCCL chooses the algorithm itself; use --algo nccl or auto",
-                            req.algorithm.name));
+    throw Error(fmt::format("{}: at fidelity nccl NCCL chooses the algorithm itself; use {} or auto",
+                            flag("algo", req.algorithm.name), flag("algo", "nccl")));
   for (std::size_t i = 0; i < req.groups.size(); ++i) {
     const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
     NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
@@ -731,11 +738,11 @@ class StepCollective {
   std::optional<std::string> refusal(const Algorithm& a) const {
     for (std::size_t i = 0; i < specs_.size(); ++i) {
       if (auto why = a.unsupported(specs_[i]))
-        return fmt::format("--algo {}: cannot run {} on {} ranks: {}", a.name, to_string(specs_[i].kind),
+        return fmt::format("{}: cannot run {} on {} ranks: {}", flag("algo", a.name), to_string(specs_[i].kind),
                            specs_[i].ranks, *why);
       if (auto why = a.unavailable ? a.unavailable(specs_[i], params_[i]) : std::nullopt)
-        return fmt::format("--algo {}: cannot run {} on this group of {}: {}; use another algorithm or auto", a.name,
-                           to_string(specs_[i].kind), topo_.name(), *why);
+        return fmt::format("{}: cannot run {} on this group of {}: {}; use another algorithm or auto",
+                           flag("algo", a.name), to_string(specs_[i].kind), topo_.name(), *why);
     }
     return std::nullopt;
   }
@@ -765,7 +772,7 @@ class StepCollective {
         std::vector<std::string> names;
         for (const Algorithm* a : registry_.for_kind(req_.kind)) names.push_back(a->name);
         const std::string hint = did_you_mean(req_.algorithm.name, names);
-        throw Error(fmt::format("--algo: '{}' is not an algorithm for {}{}; choose one of: auto, {}",
+        throw Error(fmt::format("{}: '{}' is not an algorithm for {}{}; choose one of: auto, {}", flag("algo"),
                                 req_.algorithm.name, to_string(req_.kind), hint.empty() ? "" : " (" + hint + ")",
                                 fmt::join(names, ", ")));
       }

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/yaml_reader.h"
 
 namespace meshsim {
@@ -307,15 +308,14 @@ AlphaBandwidth fit_alpha_bandwidth(const std::vector<std::pair<double, double>>&
   for (const auto& [x, y] : points) sx += x, sy += y, sxx += x * x, sxy += x * y;
   const double den = n * sxx - sx * sx;
   if (points.size() < 2 || !(den > 1e-12 * n * sxx))
-    throw Error(what +
-                ": fitting time = alpha + bytes / bandwidth needs two or more distinct sizes; give a wider "
-                "--sizes sweep, e.g. 64KiB:16MiB");
+    throw Error(what + ": fitting time = alpha + bytes / bandwidth needs two or more distinct sizes; give a wider " +
+                flag("sizes") + " sweep, e.g. 64KiB:16MiB");
   double slope = (n * sxy - sx * sy) / den;
   double alpha = (sy - slope * sx) / n;
   if (alpha < 0) alpha = 0, slope = sxy / sxx;  // through the origin
   if (!(slope > 0))
     throw Error(what + ": the measured time does not grow with the size (slope " + std::to_string(slope) +
-                " s/B); the sizes are too small to see the bandwidth; give larger --sizes");
+                " s/B); the sizes are too small to see the bandwidth; give larger " + flag("sizes"));
   return {alpha, 1.0 / slope};
 }
 

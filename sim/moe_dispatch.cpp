@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "schedule/collectives/common.h"
 
 namespace meshsim {
@@ -41,34 +42,37 @@ double miss_probability(int experts, int held, int k) {
 }  // namespace
 
 void validate_moe_routing(const MoeRouting& r, int ranks, int ranks_per_node) {
-  if (ranks < 1) throw Error(fmt::format("--ranks: {} ranks cannot dispatch; use at least 1", ranks));
+  if (ranks < 1) throw Error(fmt::format("{}: {} ranks cannot dispatch; use at least 1", flag("ranks"), ranks));
   const int g = std::max(1, ranks_per_node);
   if (ranks % g != 0)
-    throw Error(fmt::format("--ranks: {} ranks do not fill whole nodes of {}; use a multiple of {}", ranks, g, g));
+    throw Error(
+        fmt::format("{}: {} ranks do not fill whole nodes of {}; use a multiple of {}", flag("ranks"), ranks, g, g));
   if (r.tokens < 1 || r.tokens > 10'000'000)
-    throw Error(fmt::format("--tokens: {} tokens per rank is outside 1..10000000", r.tokens));
-  if (r.hidden < 1 || r.hidden > 1'000'000) throw Error(fmt::format("--hidden: {} is outside 1..1000000", r.hidden));
+    throw Error(fmt::format("{}: {} tokens per rank is outside 1..10000000", flag("tokens"), r.tokens));
+  if (r.hidden < 1 || r.hidden > 1'000'000)
+    throw Error(fmt::format("{}: {} is outside 1..1000000", flag("hidden"), r.hidden));
   if (!(r.element_bytes > 0) || r.element_bytes > 16)
-    throw Error(fmt::format("--dtype: {} bytes per element is not a wire format; use bf16 or fp8", r.element_bytes));
+    throw Error(
+        fmt::format("{}: {} bytes per element is not a wire format; use bf16 or fp8", flag("dtype"), r.element_bytes));
   if (r.experts < 1 || r.experts > 1'000'000)
-    throw Error(fmt::format("--experts: {} is outside 1..1000000", r.experts));
+    throw Error(fmt::format("{}: {} is outside 1..1000000", flag("experts"), r.experts));
   if (r.experts % ranks != 0)
-    throw Error(fmt::format("--experts: {} experts do not split evenly over {} ranks; use a multiple of {}", r.experts,
-                            ranks, ranks));
+    throw Error(fmt::format("{}: {} experts do not split evenly over {} ranks; use a multiple of {}", flag("experts"),
+                            r.experts, ranks, ranks));
   if (r.groups < 0)
-    throw Error(fmt::format("--groups: {} is negative; use 0 (no node limit) or a node count", r.groups));
+    throw Error(fmt::format("{}: {} is negative; use 0 (no node limit) or a node count", flag("groups"), r.groups));
   const int nodes = nodes_of(ranks, g);
   const int usable = allowed_nodes(r, nodes) * (r.experts / nodes);
   if (r.topk < 1 || r.topk > usable)
-    throw Error(fmt::format("--topk: {} experts per token; a token may use {} experts ({} of {} nodes), so use 1..{}",
-                            r.topk, usable, allowed_nodes(r, nodes), nodes, usable));
+    throw Error(fmt::format("{}: {} experts per token; a token may use {} experts ({} of {} nodes), so use 1..{}",
+                            flag("topk"), r.topk, usable, allowed_nodes(r, nodes), nodes, usable));
   if (r.samples < 1 || r.samples > 10'000'000)
-    throw Error(fmt::format("--samples: {} is outside 1..10000000", r.samples));
+    throw Error(fmt::format("{}: {} is outside 1..10000000", flag("samples"), r.samples));
   if (allowed_nodes(r, nodes) < nodes && static_cast<double>(r.samples) * r.experts > kMaxRoutedScores)
     throw Error(
-        fmt::format("--samples: {} tokens of {} expert scores each would take more than about 6 s to route; use "
-                    "--samples <= {:.0f}",
-                    r.samples, r.experts, kMaxRoutedScores / r.experts));
+        fmt::format("{}: {} tokens of {} expert scores each would take more than about 6 s to route; use "
+                    "{} <= {:.0f}",
+                    flag("samples"), r.samples, r.experts, flag("samples"), kMaxRoutedScores / r.experts));
 }
 
 namespace {
@@ -187,22 +191,22 @@ std::unique_ptr<StepProgram> make_moe_dispatch_program(const MoeDispatchLoads& l
 MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const std::vector<int>& gpus,
                                     const MoeRouting& r, Fidelity fidelity) {
   if (fidelity == Fidelity::Nccl)
-    throw Error("--fidelity: NCCL's model has no MoE dispatch (DeepEP is not NCCL); use formula or flow");
+    throw Error(flag("fidelity") + ": NCCL's model has no MoE dispatch (DeepEP is not NCCL); use formula or flow");
   MoeDispatchOutcome out;
   out.ranks = static_cast<int>(gpus.size());
   out.ranks_per_node = detect_ranks_per_node(topo, gpus);
   if (out.ranks > 1 && out.ranks_per_node == 1 && topo.node_of_gpu(gpus[0]) == topo.node_of_gpu(gpus[1]))
     throw Error(
-        fmt::format("--ranks: {} ranks do not fill whole nodes of the topology ({} GPUs per node); "
+        fmt::format("{}: {} ranks do not fill whole nodes of the topology ({} GPUs per node); "
                     "use a multiple of the GPUs per node",
-                    out.ranks, topo.gpus_per_node()));
+                    flag("ranks"), out.ranks, topo.gpus_per_node()));
   if (out.ranks_per_node > 1)  // DeepEP moves tokens inside a node over NVLink only
     for (int l : router.path(gpus[0], gpus[1]).links)
       if (topo.link(l).spec.kind != LinkKind::NvLink)
         throw Error(
-            fmt::format("--topology: DeepEP's kernels move tokens inside a node over NVLink, and the GPUs of "
+            fmt::format("{}: DeepEP's kernels move tokens inside a node over NVLink, and the GPUs of "
                         "a node here are joined by {} ({}); use a topology with NVLink (e.g. dgx-h100)",
-                        to_string(topo.link(l).spec.kind), link_name(topo, l)));
+                        flag("topology"), to_string(topo.link(l).spec.kind), link_name(topo, l)));
   out.stats = moe_routing_stats(r, out.ranks, out.ranks_per_node);
   out.loads = moe_dispatch_loads(r, out.stats, out.ranks, out.ranks_per_node);
   out.nodes = nodes_of(out.ranks, out.ranks_per_node);
@@ -218,9 +222,9 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
     const double flows = static_cast<double>(out.ranks) * (out.ranks_per_node - 1 + out.nodes - 1);
     if (flows > kMaxDispatchFlows)
       throw Error(
-          fmt::format("--fidelity flow: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
-                      "takes on in seconds; use --fidelity formula (exact when no link is shared) or fewer ranks",
-                      out.ranks, flows, kMaxDispatchFlows));
+          fmt::format("{}: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
+                      "takes on in seconds; use {} (exact when no link is shared) or fewer ranks",
+                      flag("fidelity", "flow"), out.ranks, flows, kMaxDispatchFlows, flag("fidelity", "formula")));
     const auto program = make_moe_dispatch_program(out.loads, out.ranks, out.ranks_per_node);
     GroupProgram gp;
     gp.gpus = gpus;
@@ -235,8 +239,8 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, int ranks, const std::
   if (ranks < 1 || ranks > topo.num_gpus())
     throw Error(
         fmt::format("{}: {} is outside 1..{} (the GPUs of the topology); use a larger topology "
-                    "(e.g. --topology {}:nodes=N) or fewer ranks",
-                    field, ranks, topo.num_gpus(), topo.name()));
+                    "(e.g. {}:nodes=N) or fewer ranks",
+                    field, ranks, topo.num_gpus(), flag("topology", topo.name())));
   std::vector<int> gpus(static_cast<std::size_t>(ranks));
   std::iota(gpus.begin(), gpus.end(), 0);
   Router router(topo);

@@ -14,6 +14,7 @@
 
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "core/flag.h"
 #include "sim/compute_model.h"
 
 namespace meshsim {
@@ -112,8 +113,8 @@ double nccl_link_bw(const LinkSpec& link, int sm) {
 
 NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int>& gpus, int sm) {
   if (gpus.size() < 2)
-    throw Error(fmt::format(
-        "--algo nccl: NCCL's tuning model needs at least 2 ranks (got {}); use --ranks N with N >= 2", gpus.size()));
+    throw Error(fmt::format("{}: NCCL's tuning model needs at least 2 ranks (got {}); use {} with N >= 2",
+                            flag("algo", "nccl"), gpus.size(), flag("ranks", "N")));
   NcclShape s;
   s.ranks = static_cast<int>(gpus.size());
   std::set<int> nodes;
@@ -240,7 +241,8 @@ NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   }
   if (config.channels > 0) {
     g.channels = config.channels;
-    g.how += fmt::format("; --nccl-channels {} (bandwidth scales with channels)", config.channels);
+    g.how +=
+        fmt::format("; {} (bandwidth scales with channels)", flag("nccl-channels", std::to_string(config.channels)));
   }
   return g;
 }
@@ -307,12 +309,15 @@ namespace {
 void check_nccl_request(CollKind kind, Bytes bytes, const NcclShape& shape) {
   if (kind == CollKind::AllToAll || kind == CollKind::SendRecv)
     throw Error(
-        fmt::format("--algo nccl: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
-                    "reduce; {} is point-to-point in NCCL (no algorithm or protocol to choose); use --algo auto",
-                    to_string(kind)));
+        fmt::format("{}: NCCL's tuning model covers allreduce, allgather, reducescatter, broadcast and "
+                    "reduce; {} is point-to-point in NCCL (no algorithm or protocol to choose); use {}",
+                    flag("algo", "nccl"), to_string(kind), flag("algo", "auto")));
   if (shape.ranks < 2)
-    throw Error(fmt::format("--algo nccl: NCCL's tuning model needs at least 2 ranks (got {})", shape.ranks));
-  if (bytes <= 0) throw Error("--bytes: NCCL launches nothing for 0 bytes; use --bytes > 0 with --algo nccl");
+    throw Error(
+        fmt::format("{}: NCCL's tuning model needs at least 2 ranks (got {})", flag("algo", "nccl"), shape.ranks));
+  if (bytes <= 0)
+    throw Error(fmt::format("{}: NCCL launches nothing for 0 bytes; use {} > 0 with {}", flag("bytes"), flag("bytes"),
+                            flag("algo", "nccl")));
   if (shape.nodes < 1 || shape.ranks < shape.nodes)
     throw Error(fmt::format("nccl model: {} ranks on {} nodes is not a group shape", shape.ranks, shape.nodes));
 }

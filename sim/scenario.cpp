@@ -8,9 +8,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/units.h"
 #include "core/yaml_reader.h"
 #include "schedule/plan.h"
+#include "sim/scenario_fields.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
 
@@ -33,7 +35,8 @@ std::string keys_of(const std::set<std::string>& keys) {
 }
 
 // The scalar fields of a section, one row each: its key and the member it sets. A section's
-// valid keys are these tables' keys and the few fields read by hand below them.
+// valid keys are its rows of scenario_fields() (sim/scenario_fields.h), which documents them;
+// these tables and the fields read by hand below them read those keys.
 template <typename Spec>
 struct IntField {
   const char* key;
@@ -62,7 +65,6 @@ constexpr IntField<ModelSpec> kModelInts[] = {{"layers", &ModelSpec::layers},
                                               {"v_head_dim", &ModelSpec::v_head_dim}};
 constexpr BoolField<ModelSpec> kModelBools[] = {{"bias", &ModelSpec::bias},
                                                 {"tied_embeddings", &ModelSpec::tied_embeddings}};
-constexpr const char* kModelOther[] = {"preset", "name", "ffn", "dtype", "attention"};
 
 constexpr IntField<ParallelSpec> kParallelInts[] = {{"dp", &ParallelSpec::dp},
                                                     {"zero", &ParallelSpec::zero},
@@ -81,16 +83,19 @@ constexpr BoolField<ParallelSpec> kParallelBools[] = {{"sp", &ParallelSpec::sp},
                                                       {"pp_scatter_gather", &ParallelSpec::pp_scatter_gather},
                                                       {"distribute_checkpoints", &ParallelSpec::distribute_checkpoints},
                                                       {"tp_overlap", &ParallelSpec::tp_overlap}};
-constexpr const char* kParallelOther[] = {"ep_imbalance", "recompute", "dp_bucket", "stage_layers", "global_batch"};
 
-// Reads a section's table fields into `spec`, after checking every key of `n` is known.
-template <typename Spec, std::size_t NI, std::size_t NB, std::size_t NO>
+// Reads a section's table fields into `spec`, after checking every key of `n` is one of the
+// section's documented fields.
+template <typename Spec, std::size_t NI, std::size_t NB>
 void read_fields(const YamlReader& r, const YAML::Node& n, const std::string& section, const IntField<Spec> (&ints)[NI],
-                 const BoolField<Spec> (&bools)[NB], const char* const (&other)[NO], const char* example, Spec& spec) {
-  std::vector<std::string> keys;
-  for (const auto& f : ints) keys.emplace_back(f.key);
-  for (const auto& f : bools) keys.emplace_back(f.key);
-  for (const char* k : other) keys.emplace_back(k);
+                 const BoolField<Spec> (&bools)[NB], const char* example, Spec& spec) {
+  const std::vector<std::string> keys = section_keys(section);
+  auto documented = [&](const char* key) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw std::logic_error(section + "." + key + " is read but not in scenario_fields()");
+  };
+  for (const auto& f : ints) documented(f.key);
+  for (const auto& f : bools) documented(f.key);
   r.only_keys(n, section, keys, example);
   for (const auto& f : ints)
     if (n[f.key]) spec.*f.member = r.integer(n[f.key], section + "." + f.key);
@@ -103,7 +108,7 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
   if (n.IsScalar()) return r.located(n, [&] { return model_preset(n.Scalar()); });
   ModelSpec m = n["preset"] ? r.located(n["preset"], [&] { return model_preset(r.text(n["preset"], "model.preset")); })
                             : ModelSpec{};
-  read_fields(r, n, "model", kModelInts, kModelBools, kModelOther, "{preset: gpt3-175b, layers: 8}", m);
+  read_fields(r, n, "model", kModelInts, kModelBools, "{preset: gpt3-175b, layers: 8}", m);
   if (n["name"])
     m.name = r.text(n["name"], "model.name");
   else if (!n["preset"])
@@ -157,7 +162,7 @@ int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
   ParallelSpec one = s.parallel;
   one.dp = 1;
   const std::int64_t rest = one.world_size();
-  const std::int64_t gpus = r.located(at, [&] { return resolve_topology(s.topology).num_gpus(); });
+  const std::int64_t gpus = r.located(at, [&] { return shared_topology(s.topology)->num_gpus(); });
   if (rest < 1 || gpus % rest != 0)
     r.fail(at, "parallel.dp",
            fmt::format("auto: the {} GPUs of topology {} are not a multiple of pp x cp x tp = {}; give dp a number or "
@@ -197,7 +202,7 @@ std::vector<int> stage_layers(const YamlReader& r, const YAML::Node& v) {
 ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   ParallelSpec p;
   if (!n) return p;
-  read_fields(r, n, "parallel", kParallelInts, kParallelBools, kParallelOther, "{dp: 2, tp: 8, pp: 4}", p);
+  read_fields(r, n, "parallel", kParallelInts, kParallelBools, "{dp: 2, tp: 8, pp: 4}", p);
   if (n["ep_imbalance"]) p.ep_imbalance = r.number(n["ep_imbalance"], "parallel.ep_imbalance");
   if (const YAML::Node& v = n["recompute"])
     p.recompute = r.located(v, [&] { return Recompute::parse(r.text(v, "parallel.recompute"), "parallel.recompute"); });
@@ -210,8 +215,7 @@ ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
 }
 
 CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
-  r.only_keys(w, "workload", {"collective", "bytes", "algorithm", "iterations", "root", "ranks", "mesh", "group"},
-              "{collective: allreduce, bytes: 64MiB}");
+  r.only_keys(w, "workload", section_keys("workload"), "{collective: allreduce, bytes: 64MiB}");
   CollectiveWorkload cw;
   cw.ranks = 0;
   const YAML::Node kind_node = r.required(w, "collective", "workload", "allreduce");
@@ -257,10 +261,7 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
 TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   const char* example = "{name: megatron-te, attention: cudnn}";
   if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
-  r.only_keys(st, "stack",
-              {"name", "attention", "tp_comm_overlap", "tp_overlap_sms", "reduce_every_microbatch", "eager",
-               "reshard_after_forward", "reduce_dtype", "overlap_param_gather", "fsdp", "backward_prefetch"},
-              example);
+  r.only_keys(st, "stack", section_keys("stack"), example);
   const YAML::Node name = r.required(st, "name", "stack", "megatron-te");
   TrainingStack t = r.located(name, [&] { return training_stack(r.text(name, "stack.name")); });
   if (const YAML::Node& a = st["attention"])
@@ -345,13 +346,13 @@ void ScenarioNode::unset(const std::string& path) {
 void ScenarioNode::set(const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error("--set: '" + assignment + "' is not path=value; write e.g. --set parallel.tp=4");
+    throw Error(flag("set") + ": '" + assignment + "' is not path=value; write e.g. " + flag("set", "parallel.tp=4"));
   const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   std::vector<std::string> keys;
   for (std::size_t pos = 0;;) {
     const auto dot = path.find('.', pos);
     keys.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
-    if (keys.back().empty()) throw Error("--set: '" + path + "' has an empty key");
+    if (keys.back().empty()) throw Error(flag("set") + ": '" + path + "' has an empty key");
     if (dot == std::string::npos) break;
     pos = dot + 1;
   }
@@ -360,7 +361,7 @@ void ScenarioNode::set(const std::string& assignment) {
     YAML::Node next = cur[keys[i]];
     if (next && next.IsScalar()) {
       if (keys[i] != "model" && keys[i] != "stack")
-        throw Error("--set " + path + ": '" + keys[i] + "' is a value, not a map of fields");
+        throw Error(flag("set", path) + ": '" + keys[i] + "' is a value, not a map of fields");
       YAML::Node m;
       m[keys[i] == "model" ? "preset" : "name"] = next.as<std::string>();
       cur[keys[i]] = m;
@@ -379,10 +380,8 @@ bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["work
 
 Scenario ScenarioNode::resolve() const {
   const YAML::Node& n = *node_;
-  const YamlReader r(source_, "--set");
-  r.only_keys(n, "scenario",
-              {"name", "model", "parallel", "stack", "topology", "placement", "order", "gpu", "run", "workload"},
-              "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");
+  const YamlReader r(source_, flag("set"));
+  r.only_keys(n, "scenario", section_keys(""), "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");
   Scenario s;
   if (n["name"]) s.name = r.text(n["name"], "name");
   if (const YAML::Node& w = n["workload"]) {
@@ -419,7 +418,7 @@ Scenario ScenarioNode::resolve() const {
     }
   }
   if (const YAML::Node& run = n["run"]) {
-    r.only_keys(run, "run", {"fidelity", "algorithm", "profile", "link_sharing"}, "{fidelity: flow}");
+    r.only_keys(run, "run", section_keys("run"), "{fidelity: flow}");
     if (const YAML::Node& f = run["fidelity"])
       s.fidelity = r.located(f, [&] { return parse_fidelity(r.text(f, "run.fidelity"), "run.fidelity"); });
     if (run["algorithm"]) s.algorithm = r.text(run["algorithm"], "run.algorithm");

@@ -156,8 +156,8 @@ TEST(ScheduleSim, ExpertParallelGroupsSpanTpWithEtpOne) {
 
 // Parse once, then trust (issue 36): one simulation checks its layout once, whatever path it
 // takes (the fast path's unit planner or the full plan), where it used to check it twice and
-// the model five times: now the model once as it is read (with its file and line) and once
-// more inside the layout check.
+// the model five times: now the model once, as it is read (with its file and line), which the
+// layout check then trusts.
 TEST(ScheduleSim, ASimulationChecksItsLayoutOnce) {
   const ScenarioNode n = ScenarioNode::parse(
       "model: {preset: gpt3-175b, layers: 8}\nparallel: {tp: 8, sp: true, pp: 2, dp: 2, microbatches: 4}\n"
@@ -168,8 +168,21 @@ TEST(ScheduleSim, ASimulationChecksItsLayoutOnce) {
     const TrainingResult r = simulate_training(n.resolve(), AlgorithmRegistry::builtin(), keep_ops);
     EXPECT_EQ(r.fast, !keep_ops);
     EXPECT_EQ(layout_checks() - layouts, 1) << (keep_ops ? "full plan" : "fast path");
-    EXPECT_EQ(model_checks() - models, 2) << (keep_ops ? "full plan" : "fast path");
+    EXPECT_EQ(model_checks() - models, 1) << (keep_ops ? "full plan" : "fast path");
   }
+}
+
+// The topology is built once per simulation, even where the resolver needs its GPU count first
+// (dp: auto): resolver and simulator share it (shared_topology), where each built its own.
+TEST(ScheduleSim, ASimulationBuildsItsTopologyOnce) {
+  const ScenarioNode n = ScenarioNode::parse(
+      "model: {preset: gpt3-175b, layers: 8}\nparallel: {tp: 8, pp: 2, dp: auto, microbatches: 4}\n"
+      "topology: dgx-h100:nodes=6,nvlink_bandwidth=449GB/s\n",  // a spec no other test builds
+      "count.yaml");
+  const std::int64_t before = topology_builds();
+  const TrainingResult r = simulate_training(n.resolve(), AlgorithmRegistry::builtin(), false);
+  EXPECT_EQ(r.scenario.parallel.dp, 3);
+  EXPECT_EQ(topology_builds() - before, 1);
 }
 
 // A stage's wait for the previous stage is pipeline bubble whether or not the activation

@@ -17,6 +17,7 @@
 
 #include "core/budget.h"
 #include "core/error.h"
+#include "core/flag.h"
 #include "core/suggest.h"
 
 namespace meshsim::sweep {
@@ -255,9 +256,9 @@ Sweep::Sweep(std::vector<Vary> vs) : vs_(std::move(vs)) {
   }
   if (count > static_cast<double>(kMaxVariants))
     throw Error(
-        fmt::format("--vary: {} = {:.0f} variants exceed meshsim's limit of {} per sweep; vary fewer values "
+        fmt::format("{}: {} = {:.0f} variants exceed meshsim's limit of {} per sweep; vary fewer values "
                     "or split the sweep into several runs",
-                    shape, count, kMaxVariants));
+                    flag("vary"), shape, count, kMaxVariants));
   size_ = static_cast<long>(count);
 }
 
@@ -329,7 +330,9 @@ const RankMetric& rank_metric(const std::string& name) {
     names.emplace_back(m.name);
   }
   const std::string hint = did_you_mean(name, names);
-  throw Error(fmt::format("--rank-by: '{}' is not a metric{}; use {}", name, hint.empty() ? "" : " (" + hint + ")",
+  // Python's keyword is rank_by (core/flag.h spells the others alike in both front ends).
+  const std::string field = spelling() == Spelling::Python ? "rank_by" : flag("rank-by");
+  throw Error(fmt::format("{}: '{}' is not a metric{}; use {}", field, name, hint.empty() ? "" : " (" + hint + ")",
                           fmt::join(names, ", ")));
 }
 

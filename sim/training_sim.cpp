@@ -25,7 +25,7 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec) {
   auto it = entries_.find(topology_spec);
   if (it == entries_.end()) {
     Entry e;
-    e.topology = std::make_unique<Topology>(resolve_topology(topology_spec));
+    e.topology = shared_topology(topology_spec);
     e.router = std::make_unique<Router>(*e.topology);
     it = entries_.emplace(topology_spec, std::move(e)).first;
   }
@@ -54,8 +54,7 @@ Scenario require_training(Scenario s, const std::string& command) {
 }
 
 StageMemories stage_memories(const Scenario& s) {
-  validate_model(s.model, "model");
-  validate_parallel(s.parallel, s.model, s.parallel.world_size());
+  validate_parallel(s.parallel, s.model, s.parallel.world_size());  // the model: checked by the resolver
   StageMemories m;
   for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
   m.capacity = gpu_preset(s.gpu).memory;
@@ -77,8 +76,8 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   const Placement placement = training_placement(s, topo);
   r.placement = placement.kind();
 
-  r.gpu = gpu_preset(s.gpu);
-  ComputeModel compute(r.gpu);
+  const GpuSpec preset = gpu_preset(s.gpu);  // the scenario's GPU, read once
+  ComputeModel compute(preset);
   ScheduleSimOptions opt;
   if (!s.profile.empty()) {
     MachineProfile profile = load_machine_profile(s.profile);
@@ -93,7 +92,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   opt.fidelity = s.fidelity;
   opt.algorithm = s.algorithm;
   opt.share_links = s.link_sharing;
-  if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = nccl_sm(s.gpu, "gpu");
+  if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
   try {
     std::optional<ScheduleSimResult> fast;
     if (!keep_ops) fast = simulate_iteration_fast(layout, topo, router, placement, compute, registry, opt);

@@ -66,7 +66,7 @@ struct TrainingResult {
 class ClusterCache {
  public:
   struct Entry {
-    std::unique_ptr<Topology> topology;
+    std::shared_ptr<const Topology> topology;
     std::unique_ptr<Router> router;
   };
   Entry& get(const std::string& topology_spec);

@@ -27,7 +27,9 @@
 //   params: {nodes: 2, inter: fat-tree}
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,6 +69,12 @@ Topology parse_topology_yaml(const std::string& text, const std::string& source_
 
 // "PRESET", "PRESET:key=value,key=value" or a path to a .yaml/.yml file.
 Topology resolve_topology(const std::string& spec);
+// The same, built once per process for each spec (the eight most recently asked for are kept):
+// what the scenario resolver (dp: auto) and the simulator share, so that one simulation
+// builds its topology once. Thread-safe.
+std::shared_ptr<const Topology> shared_topology(const std::string& spec);
+// How many topologies this process has built (resolve_topology calls; tests count them).
+std::int64_t topology_builds();
 
 // Graphviz (dot) picture of the topology.
 std::string to_graphviz(const Topology& topo);

@@ -324,3 +324,26 @@ TEST(TopologyProtocols, MachinesRunNcclProtocolsReferencesDoNot) {
 }
 
 }  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// shared_topology builds a spec once and hands the same topology out again; a file changed
+// since is built anew (a Python session editing its topology file sees the edit).
+TEST(SharedTopology, BuildsOnceAndSeesAChangedFile) {
+  const std::int64_t before = topology_builds();
+  const auto a = shared_topology("dgx-h100:nodes=5,nic_bandwidth=399Gb/s");
+  const auto b = shared_topology("dgx-h100:nodes=5,nic_bandwidth=399Gb/s");
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->num_gpus(), 40);
+  EXPECT_EQ(topology_builds() - before, 1);
+  const std::string path = testing::TempDir() + "shared_topology.yaml";
+  std::ofstream(path) << "preset: frontera-rtx\nparams: {nodes: 2}\n";
+  EXPECT_EQ(shared_topology(path)->num_gpus(), 8);
+  std::ofstream(path) << "preset: frontera-rtx\nparams: {nodes: 16}\n";
+  EXPECT_EQ(shared_topology(path)->num_gpus(), 64);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace meshsim

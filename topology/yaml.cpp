@@ -3,7 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <list>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "core/error.h"
@@ -185,7 +189,40 @@ Topology load_topology_yaml(const std::string& path) {
   return parse_topology_yaml(*text, path);
 }
 
+namespace {
+std::atomic<std::int64_t> g_topology_builds{0};
+}  // namespace
+
+std::int64_t topology_builds() { return g_topology_builds.load(); }
+
+std::shared_ptr<const Topology> shared_topology(const std::string& spec) {
+  static std::mutex mu;
+  static std::list<std::pair<std::string, std::shared_ptr<const Topology>>> recent;  // most recent first
+  // A file is known by its path, size and time of change too, so that a long-lived process (a
+  // Python session) sees the file as it is now.
+  std::string key = spec;
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(spec, ec); !ec) {
+    const auto changed = std::filesystem::last_write_time(spec, ec);
+    if (!ec) key += fmt::format("\n{}\n{}", size, changed.time_since_epoch().count());
+  }
+  {
+    std::lock_guard lock(mu);
+    for (auto it = recent.begin(); it != recent.end(); ++it)
+      if (it->first == key) {
+        recent.splice(recent.begin(), recent, it);
+        return it->second;
+      }
+  }
+  auto built = std::make_shared<const Topology>(resolve_topology(spec));  // outside the lock: may take seconds
+  std::lock_guard lock(mu);
+  recent.emplace_front(key, built);
+  if (recent.size() > 8) recent.pop_back();
+  return built;
+}
+
 Topology resolve_topology(const std::string& spec) {
+  ++g_topology_builds;
   auto ends_with = [&](const char* suffix) {
     const std::string s(suffix);
     return spec.size() >= s.size() && spec.compare(spec.size() - s.size(), s.size(), s) == 0;

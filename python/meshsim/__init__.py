@@ -66,14 +66,20 @@ def memory(scenario=None, *, overrides=None, set=None):
     return json.loads(_meshsim.memory(path, text, sets))
 
 
-def collective(kind, bytes="1GiB", *, topology="dgx-h100", algo="auto", fidelity=None, ranks=0):
-    """One collective on the first `ranks` GPUs of `topology` (0: all), one group, natural
-    placement: `meshsim collective KIND -t TOPOLOGY --bytes BYTES --algo ALGO --json`.
+def collective(kind, bytes="1GiB", *, topology="dgx-h100", algo="auto", fidelity=None, ranks=0, mesh=None,
+               placement="natural", group="all", root=0, chunks=0, explain=False):
+    """One collective as `meshsim collective KIND -t TOPOLOGY --bytes BYTES --algo ALGO --json` runs it:
+    `ranks` of the topology's GPUs (0: all, or the mesh's size), arranged as `mesh` ("row=4,col=4";
+    default 1D, or square for row/col groups) and placed by `placement` (natural, bunched:RxC,
+    list:g0,g1,...), run by every group along `group` (all, row, col or a mesh dimension) at once.
 
     bytes: a size ("256MiB", 1 << 20) or a sweep "MIN:MAX[:FACTOR]". Returns a list with one
-    dict per size (time_us, algbw_GBps, busbw_GBps, algorithm, protocol, busiest_links, ...).
+    dict per size (time_us, algbw_GBps, busbw_GBps, algorithm, protocol, busiest_links, ...);
+    explain=True adds "explain", the formula with numbers and (groups of up to 16) the step
+    table, as --explain prints them.
     """
-    return json.loads(_meshsim.collective(kind, str(bytes), topology, algo, fidelity or "", int(ranks)))
+    return json.loads(_meshsim.collective(kind, str(bytes), topology, algo, fidelity or "", int(ranks), mesh or "",
+                                          placement, group, int(root), int(chunks), bool(explain)))
 
 
 def moe_dispatch(topology="dgx-h100", *, ranks=0, tokens=4096, hidden=7168, experts=256, topk=8, groups=4,

@@ -85,6 +85,37 @@ def test_errors_carry_the_commands_message():
         meshsim.moe_dispatch(ranks=-5)
 
 
+def test_errors_name_keyword_arguments_not_flags():
+    # The command says --algo; Python names the keyword argument it was given.
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.collective("allreduce", "1MiB", algo="rnig")
+    assert str(e.value).startswith("algo: 'rnig' is not an algorithm for allreduce"), str(e.value)
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.collective("alltoall", "1MiB", algo="nccl", fidelity="nccl")
+    assert str(e.value).startswith("algo=nccl: "), str(e.value)
+    assert "use algo=auto" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(meshsim.MeshsimError) as e:
+        meshsim.moe_dispatch(tokens=0)
+    assert str(e.value).startswith("tokens: 0 tokens per rank"), str(e.value)
+    proc = subprocess.run([BIN, "collective", "allreduce", "-b", "1MiB", "--algo", "rnig"], capture_output=True,
+                          text=True)
+    assert "--algo: 'rnig' is not an algorithm for allreduce" in proc.stderr
+
+
+def test_collective_takes_the_commands_mesh_placement_group_and_explain():
+    kw = dict(topology="dgx-h100:nodes=2", mesh="row=4,col=4", placement="bunched:2x4", group="row", algo="ring")
+    got = meshsim.collective("allgather", "16MiB", **kw)
+    want = cli_json("collective", "allgather", "-t", "dgx-h100:nodes=2", "--bytes", "16MiB", "--mesh", "row=4,col=4",
+                    "--placement", "bunched:2x4", "--group", "row", "--algo", "ring")
+    assert got == [want]
+    assert want["groups"] == 4 and want["ranks"] == 4
+    (r,) = meshsim.collective("allreduce", "1MiB", topology="dgx-h100", ranks=4, algo="ring", explain=True)
+    text = subprocess.run([BIN, "collective", "allreduce", "-t", "dgx-h100", "-n", "4", "-b", "1MiB", "--algo", "ring",
+                           "--explain"], capture_output=True, text=True, check=True).stdout
+    assert r["explain"] and text.endswith(r["explain"])
+    assert "explain" not in meshsim.collective("allreduce", "1MiB", ranks=4)[0]
+
+
 def test_collective_equals_the_command_and_the_ring_closed_form():
     got = meshsim.collective("allreduce", "64MiB:256MiB", topology="dgx-h100:nodes=2", algo="multiring")
     want = cli_json("collective", "allreduce", "-t", "dgx-h100:nodes=2", "--bytes", "64MiB:256MiB", "--algo",

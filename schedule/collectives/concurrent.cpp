@@ -140,6 +140,11 @@ struct Loads {
 Loads loads(const CollectiveSpec& s) {
   const int p = s.ranks, g = std::max(1, s.ranks_per_node);
   Loads m;
+  if (s.alltoall_bytes.empty()) {  // even blocks: the fullest node inside, the emptiest across
+    const auto block = static_cast<double>(alltoall_block(s, 0, std::min(1, p - 1)));
+    const int fullest = std::min(g, p), emptiest = p % g == 0 || p < g ? fullest : p % g;
+    return {block * (fullest - 1), block * (p - emptiest)};
+  }
   for (int r = 0; r < p; ++r) {
     Loads out, in;
     for (int q = 0; q < p; ++q) {
