@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "backend/cpu/cpu_compute.h"
@@ -248,21 +249,34 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
                               const std::vector<TraceEvent>& measured, const Trace* predicted) {
   using J = nlohmann::ordered_json;
   J events = J::array();
+  // A track per (rank or stage, stream), named, as simulate's trace has: a rank's streams overlap.
   auto add = [&](int pid, const std::string& process, const std::vector<TraceEvent>& evs, bool by_rank) {
     events.push_back(
         J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", process}}}});
-    for (const TraceEvent& e : evs)
-      events.push_back(
-          J{{"ph", "X"},
+    std::set<int> named;
+    for (const TraceEvent& e : evs) {
+      const Op& op = schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+      const int track = by_rank ? e.rank : e.role;
+      const int tid = track * kStreams + static_cast<int>(op.stream);
+      if (named.insert(tid).second)
+        events.push_back(J{
+            {"ph", "M"},
             {"pid", pid},
-            {"tid", by_rank ? e.rank : e.role},
-            {"name", schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)].name},
-            {"ts", e.start.us()},
-            {"dur", (e.end - e.start).us()}});
+            {"tid", tid},
+            {"name", "thread_name"},
+            {"args", J{{"name", fmt::format("{} {} · {}", by_rank ? "rank" : "stage", track, to_string(op.stream))}}}});
+      events.push_back(J{{"ph", "X"},
+                         {"pid", pid},
+                         {"tid", tid},
+                         {"name", op.name},
+                         {"cat", op_category(op)},
+                         {"ts", e.start.us()},
+                         {"dur", (e.end - e.start).us()}});
+    }
   };
-  add(1, std::string("measured (") + to_string(backend) + "), a track per rank", measured, true);
-  if (predicted) add(2, "predicted (sim), a track per stage", predicted->events, false);
-  write_file(path, J{{"traceEvents", events}}.dump(), "--trace");
+  add(1, std::string("measured (") + to_string(backend) + "), a track per rank and stream", measured, true);
+  if (predicted) add(2, "predicted (sim), a track per stage and stream", predicted->events, false);
+  write_file(path, J{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(), "--trace");
   say_wrote(path, predicted ? "Perfetto trace, measured and predicted" : "Perfetto trace, measured");
 }
 

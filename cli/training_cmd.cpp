@@ -53,7 +53,7 @@ ScenarioNode ScenarioFlags::node() const {
 namespace {
 
 struct SimulateFlags : ScenarioFlags {
-  std::string trace, report, links;
+  std::string trace, report, links, collectives;
   bool json = false, no_link_sharing = false;
 };
 
@@ -67,7 +67,8 @@ int run_simulate(const SimulateFlags& f) {
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
   // the fast path (same figures).
-  const TrainingResult r = simulate_training(s, registry, !f.trace.empty() || !f.report.empty());
+  const TrainingResult r =
+      simulate_training(s, registry, !f.trace.empty() || !f.report.empty() || !f.collectives.empty());
   if (f.json)
     std::cout << training_json(r).dump(2) << "\n";
   else
@@ -83,6 +84,13 @@ int run_simulate(const SimulateFlags& f) {
   if (!f.links.empty()) {
     write_file(f.links, links_csv(r), "--links");
     say_wrote(f.links, "per-link load CSV");
+  }
+  if (!f.collectives.empty()) {
+    const std::vector<CollectiveRow> rows = collective_rows(r);
+    const bool json = f.collectives.size() > 5 && f.collectives.compare(f.collectives.size() - 5, 5, ".json") == 0;
+    write_file(f.collectives, json ? collective_rows_json(rows).dump(2) + "\n" : collective_rows_csv(rows),
+               "--collectives");
+    say_wrote(f.collectives, json ? "per-collective table, JSON" : "per-collective table, CSV");
   }
   return 0;
 }
@@ -124,6 +132,9 @@ Run add_simulate_command(CLI::App& app) {
   c->add_option("--links", f->links,
                 "flow: write every link's load over the iteration as CSV (link,name,tier,capacity_GBps,bytes,"
                 "utilization,peak)");
+  c->add_option("--collectives", f->collectives,
+                "write the collectives and sends of each stage as a table: stage,axis,kind,bytes,group,count,time_s,"
+                "mean_us,exposed_s (CSV; JSON when FILE ends in .json)");
   c->add_flag("--no-link-sharing", f->no_link_sharing,
               "flow: time every collective and send alone, as if no other op ran (run.link_sharing: false)");
   add_budget(c, f->max_seconds, f->max_memory);

@@ -52,14 +52,16 @@ Scenario load_scenario(const std::string& path, const std::string& text, const s
   return require_training(load_node(path, text, sets, fidelity).resolve(), command);
 }
 
-// links: add "links", every link's load over the iteration (flow fidelity; simulate --links).
+// links: add "links", every link's load over the iteration (flow fidelity; simulate --links);
+// collectives: add "collectives", the per-collective table (simulate --collectives FILE.json).
 std::string simulate(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
-                     const std::string& fidelity, bool links) {
+                     const std::string& fidelity, bool links, bool collectives) {
   const Scenario s = load_scenario(path, text, sets, fidelity, "simulate");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
-  const TrainingResult r = simulate_training(s, registry, false);
+  const TrainingResult r = simulate_training(s, registry, collectives);
   nlohmann::ordered_json j = training_json(r);
   if (links) j["links"] = links_json(r);
+  if (collectives) j["collectives"] = collective_rows_json(collective_rows(r));
   return j.dump();
 }
 
@@ -150,7 +152,7 @@ PYBIND11_MODULE(_meshsim, m) {
     }
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
-        py::arg("links") = false, py::call_guard<py::gil_scoped_release>());
+        py::arg("links") = false, py::arg("collectives") = false, py::call_guard<py::gil_scoped_release>());
   m.def("sweep", &mp::run_sweep, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
         py::arg("vary"), py::arg("rank_by"), py::arg("jobs"), py::call_guard<py::gil_scoped_release>());
   m.def("memory", &mp::memory, py::arg("path"), py::arg("text"), py::arg("sets"),

@@ -366,7 +366,7 @@ nlohmann::ordered_json perfetto_trace(const Topology& topo, const CollectiveCont
   }
   J root;
   root["traceEvents"] = events;
-  root["displayTimeUnit"] = "ns";
+  root["displayTimeUnit"] = "ms";  // as every meshsim trace
   root["otherData"] = J{{"generator", "meshsim collective"}, {"topology", ctx.topology}};
   return root;
 }

@@ -45,16 +45,17 @@ std::string html_escape(const std::string& text) {
 namespace html {
 
 const std::vector<std::string>& known_categories() {
-  static const std::vector<std::string> k = {"compute", "recompute", "tp",        "sp",     "cp",   "ep",
-                                             "pp",      "dp",        "optimizer", "bubble", "other"};
+  static const std::vector<std::string> k = {"forward", "backward", "compute", "recompute", "tp",     "sp",   "cp",
+                                             "ep",      "pp",       "dp",      "optimizer", "bubble", "idle", "other"};
   return k;
 }
 
 std::string category_color(std::string_view category, int fallback_index) {
   static const std::vector<std::pair<std::string_view, std::string_view>> colors = {
-      {"compute", "#4e79a7"},   {"recompute", "#a0cbe8"}, {"tp", "#f28e2b"},   {"sp", "#ffbe7d"},
-      {"cp", "#b07aa1"},        {"ep", "#d4a6c8"},        {"pp", "#59a14f"},   {"dp", "#76b7b2"},
-      {"optimizer", "#edc948"}, {"bubble", "#d3d3d3"},    {"other", "#9c755f"}};
+      {"forward", "#4e79a7"}, {"backward", "#1b3a5c"}, {"compute", "#4e79a7"},   {"recompute", "#a0cbe8"},
+      {"tp", "#f28e2b"},      {"sp", "#ffbe7d"},       {"cp", "#b07aa1"},        {"ep", "#d4a6c8"},
+      {"pp", "#59a14f"},      {"dp", "#76b7b2"},       {"optimizer", "#edc948"}, {"bubble", "#d3d3d3"},
+      {"idle", "#e5e7eb"},    {"other", "#9c755f"}};
   for (const auto& [name, color] : colors) {
     if (name == category) return std::string(color);
   }

@@ -38,6 +38,7 @@
 //   write_html_report(r, "out.html");     // throws meshsim::Error naming the path
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,9 @@ struct HtmlReport {
   std::string title;
   std::vector<std::pair<std::string, std::string>> summary;  // key/value rows
   std::vector<std::string> lanes;                            // timeline rows
+  // A window [from, to) (seconds) drawn again below the timeline at full width: one period of
+  // a pipeline's steady state, where the whole iteration squeezes it into a few columns.
+  std::optional<std::pair<double, double>> detail_window;
   std::vector<HtmlSpan> spans;
   std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;

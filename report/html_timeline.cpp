@@ -395,10 +395,8 @@ std::string legend(const TimelineLayout& layout, double legend_y) {
   return s;
 }
 
-}  // namespace
-
-std::string timeline_section(const HtmlReport& report) {
-  if (report.lanes.empty() || report.spans.empty()) return "";
+// The timeline's SVG: lanes, spans, the time axis and the legend.
+std::string timeline_svg(const HtmlReport& report) {
   const TimelineLayout layout = layout_timeline(report);
   const int nlanes = static_cast<int>(report.lanes.size());
   const double rows_h = nlanes * kRowH;
@@ -408,13 +406,7 @@ std::string timeline_section(const HtmlReport& report) {
   const double width = kLabelW + kPlotW + kRightW;
   const std::vector<std::string> fills = category_fills(layout);
 
-  std::string s;
-  s += "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
-  s += fmt::format(
-      "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
-      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
-      report.spans.size(), nlanes, format_seconds(layout.t0_s), format_seconds(layout.t1_s));
-  s += fmt::format(
+  std::string s = fmt::format(
       "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
       "xmlns=\"http://www.w3.org/2000/svg\">\n",
       num(width, 0), num(height, 0));
@@ -425,7 +417,48 @@ std::string timeline_section(const HtmlReport& report) {
   s += time_axis(layout, axis_y);
   s += span_shapes(report, layout, fills);
   s += legend(layout, legend_y);
-  s += "</svg>\n</section>\n";
+  s += "</svg>\n";
+  return s;
+}
+
+// The spans inside [from, to), cut to it and moved to start at 0.
+HtmlReport window_of(const HtmlReport& report, double from, double to) {
+  HtmlReport w;
+  w.lanes = report.lanes;
+  for (const HtmlSpan& s : report.spans) {
+    if (s.end_s <= from || s.start_s >= to) continue;
+    HtmlSpan cut = s;
+    cut.start_s = std::max(s.start_s, from) - from;
+    cut.end_s = std::min(s.end_s, to) - from;
+    w.spans.push_back(std::move(cut));
+  }
+  return w;
+}
+
+}  // namespace
+
+std::string timeline_section(const HtmlReport& report) {
+  if (report.lanes.empty() || report.spans.empty()) return "";
+  const TimelineLayout layout = layout_timeline(report);
+  std::string s = "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
+  s += fmt::format(
+      "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
+      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
+      report.spans.size(), report.lanes.size(), format_seconds(layout.t0_s), format_seconds(layout.t1_s));
+  s += timeline_svg(report);
+  if (report.detail_window && report.detail_window->second > report.detail_window->first) {
+    const auto [from, to] = *report.detail_window;
+    const HtmlReport window = window_of(report, from, to);
+    if (!window.spans.empty()) {
+      s += fmt::format(
+          "<h3>One period of the steady state</h3>\n<p class=\"note\">{} to {} of the timeline above (times "
+          "below from its start), drawn at full width: from the first stage's middle micro-batch forward to "
+          "the next.</p>\n",
+          format_seconds(from), format_seconds(to));
+      s += timeline_svg(window);
+    }
+  }
+  s += "</section>\n";
   return s;
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "report/collective_report.h"
 
@@ -40,15 +42,6 @@ std::string approx_bytes(double b) {
   return fmt::format("{:.2f}MiB", b / 0x1p20);
 }
 
-std::string op_category(const Op& op) {
-  if (op.kind == OpKind::Compute) {
-    if (op.phase == Phase::Recompute) return "recompute";
-    if (op.phase == Phase::Optimizer) return "optimizer";
-    return "compute";
-  }
-  return comm_category(op);
-}
-
 // The link with id `id` in r.links (sorted by id), or nullptr.
 const LinkReport* link_by_id(const TrainingResult& r, int id) {
   auto it = std::lower_bound(r.links.begin(), r.links.end(), id, [](const LinkReport& l, int v) { return l.id < v; });
@@ -76,6 +69,15 @@ std::vector<std::pair<double, double>> averaged_load(const LinkLoadSeries& serie
 }
 
 }  // namespace
+
+std::string op_category(const Op& op) {
+  if (op.kind == OpKind::Compute) {
+    if (op.phase == Phase::Recompute) return "recompute";
+    if (op.phase == Phase::Optimizer) return "optimizer";
+    return "compute";
+  }
+  return comm_category(op);
+}
 
 std::vector<TierLoad> tier_loads(const std::vector<LinkReport>& links) {
   static const std::vector<std::string> kOrder{"nvlink", "pcie", "nic", "leaf-spine", "spine-core", "switch"};
@@ -118,6 +120,81 @@ nlohmann::ordered_json links_json(const TrainingResult& r) {
                    {"bytes", l.bytes},
                    {"utilization", l.utilization},
                    {"peak", l.peak}});
+  return out;
+}
+
+namespace {
+
+// The union of [start, end) intervals, sorted and merged.
+std::vector<std::pair<Time, Time>> merged(std::vector<std::pair<Time, Time>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<Time, Time>> out;
+  for (const auto& iv : v) {
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+// How much of [a, b) the merged intervals `busy` leave uncovered.
+Time uncovered(const std::vector<std::pair<Time, Time>>& busy, Time a, Time b) {
+  Time covered;
+  auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, a),
+                             [](const auto& x, const auto& y) { return x.second < y.second; });
+  for (; it != busy.end() && it->first < b; ++it) covered += std::min(b, it->second) - std::max(a, it->first);
+  return (b - a) - covered;
+}
+
+}  // namespace
+
+std::vector<CollectiveRow> collective_rows(const TrainingResult& r) {
+  const std::size_t roles = r.schedule.roles.size();
+  std::vector<std::vector<std::pair<Time, Time>>> compute(roles);
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind == OpKind::Compute && e.end > e.start)
+      compute[static_cast<std::size_t>(e.role)].emplace_back(e.start, e.end);
+  }
+  for (auto& c : compute) c = merged(std::move(c));
+  std::map<std::tuple<int, std::string, std::string, Bytes, int>, CollectiveRow> rows;
+  for (const TraceEvent& e : r.sim.trace.events) {
+    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind != OpKind::Collective && op.kind != OpKind::Send) continue;
+    const std::string axis = op.kind == OpKind::Send ? "pp" : op.axis;
+    const std::string kind = op.kind == OpKind::Send ? "send" : to_string(op.coll);
+    CollectiveRow& row = rows[{e.role, axis, kind, op.bytes, op.group_size}];
+    row.stage = e.role, row.axis = axis, row.kind = kind, row.bytes = op.bytes, row.group = op.group_size;
+    ++row.count;
+    row.time_s += (e.end - e.start).seconds();
+    row.exposed_s += uncovered(compute[static_cast<std::size_t>(e.role)], e.start, e.end).seconds();
+  }
+  std::vector<CollectiveRow> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  return out;
+}
+
+std::string collective_rows_csv(const std::vector<CollectiveRow>& rows) {
+  std::string s = "stage,axis,kind,bytes,group,count,time_s,mean_us,exposed_s\n";
+  for (const CollectiveRow& c : rows)
+    s += fmt::format("{},{},{},{},{},{},{:.9f},{:.3f},{:.9f}\n", c.stage, c.axis, c.kind, c.bytes, c.group, c.count,
+                     c.time_s, c.count ? 1e6 * c.time_s / c.count : 0.0, c.exposed_s);
+  return s;
+}
+
+nlohmann::ordered_json collective_rows_json(const std::vector<CollectiveRow>& rows) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const CollectiveRow& c : rows)
+    out.push_back({{"stage", c.stage},
+                   {"axis", c.axis},
+                   {"kind", c.kind},
+                   {"bytes", c.bytes},
+                   {"group", c.group},
+                   {"count", c.count},
+                   {"time_s", c.time_s},
+                   {"mean_us", c.count ? 1e6 * c.time_s / c.count : 0.0},
+                   {"exposed_s", c.exposed_s}});
   return out;
 }
 
@@ -440,6 +517,83 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
   return J{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
+namespace {
+
+// The report's categories for an op: compute split into forward and backward (the breakdown and
+// the trace keep one "compute"), so that a pipeline's phases show apart.
+std::string html_category(const Op& op) {
+  if (op.kind == OpKind::Compute && op.phase == Phase::Forward) return "forward";
+  if (op.kind == OpKind::Compute && op.phase == Phase::Backward) return "backward";
+  return op_category(op);
+}
+
+// The model chunk (interleaved 1F1B) holding `layer` on its stage: its virtual stage / pp.
+int chunk_of_layer(const ParallelSpec& p, int layers, int layer) {
+  for (int vs = 0; vs < p.pp * p.vchunks; ++vs)
+    if (layer < p.first_layer(layers, vs) + p.chunk_layers(layers, vs)) return vs / p.pp;
+  return 0;
+}
+
+// One micro-batch's forward or backward (its recomputation included) on one stage's compute
+// stream, from its first op to its last.
+struct PipelineBlock {
+  double start = 1e300, end = -1;
+  bool forward = true;
+  int mb = 0, chunk = 0;
+};
+
+std::vector<PipelineBlock> pipeline_blocks(const TrainingResult& r, std::size_t role) {
+  std::map<std::tuple<int, int, int>, PipelineBlock> blocks;  // (backward?, micro-batch, chunk)
+  const ParallelSpec& p = r.scenario.parallel;
+  for (const TraceEvent& e : r.sim.trace.events) {
+    if (static_cast<std::size_t>(e.role) != role) continue;
+    const Op& op = r.schedule.roles[role].ops[static_cast<std::size_t>(e.op)];
+    if (op.kind != OpKind::Compute || op.microbatch < 0 || op.phase == Phase::Optimizer || e.end <= e.start) continue;
+    const bool fwd = op.phase == Phase::Forward;
+    const int chunk = op.layer >= 0 && p.vchunks > 1 ? chunk_of_layer(p, r.scenario.model.layers, op.layer) : 0;
+    PipelineBlock& b = blocks[{fwd ? 0 : 1, op.microbatch, chunk}];
+    b.forward = fwd, b.mb = op.microbatch, b.chunk = chunk;
+    b.start = std::min(b.start, e.start.seconds());
+    b.end = std::max(b.end, e.end.seconds());
+  }
+  std::vector<PipelineBlock> order;
+  for (const auto& [key, b] : blocks) order.push_back(b);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const PipelineBlock& a, const PipelineBlock& b) { return a.start < b.start; });
+  return order;
+}
+
+// One stage's pipeline at a glance: a span per block ("F3", "B3"; "F3.1" for model chunk 1 when
+// interleaved) and the stage's idle time between them (from the iteration's start to its last
+// backward): the pipeline bubble, or waiting on communication.
+void add_pipeline_lane(const TrainingResult& r, std::size_t role, int lane, HtmlReport& h) {
+  const bool chunks = r.scenario.parallel.vchunks > 1;
+  double busy_until = 0;
+  for (const PipelineBlock& b : pipeline_blocks(r, role)) {
+    if (b.start > busy_until)
+      h.spans.push_back({lane, busy_until, b.start, "idle: the pipeline bubble, or waiting on communication", "idle"});
+    const std::string id = chunks ? fmt::format("{}.{}", b.mb, b.chunk) : std::to_string(b.mb);
+    h.spans.push_back({lane, b.start, b.end, (b.forward ? "F" : "B") + id, b.forward ? "forward" : "backward"});
+    busy_until = std::max(busy_until, b.end);
+  }
+}
+
+// One period of the steady state, for the report's detail panel: on the first stage, from the
+// start of the middle micro-batch's forward to the start of the next one's (none with fewer than
+// three micro-batches).
+std::optional<std::pair<double, double>> steady_period(const TrainingResult& r) {
+  if (r.schedule.roles.empty() || r.scenario.parallel.microbatches < 3) return std::nullopt;
+  std::vector<double> starts;
+  for (const PipelineBlock& b : pipeline_blocks(r, 0))
+    if (b.forward && b.chunk == 0) starts.push_back(b.start);
+  std::sort(starts.begin(), starts.end());
+  const std::size_t mid = starts.size() / 2;
+  if (mid + 1 >= starts.size()) return std::nullopt;
+  return std::make_pair(starts[mid], starts[mid + 1]);
+}
+
+}  // namespace
+
 HtmlReport training_html(const TrainingResult& r) {
   HtmlReport h;
   h.title = "meshsim simulate: " + r.scenario.name;
@@ -452,9 +606,12 @@ HtmlReport training_html(const TrainingResult& r) {
       {"tokens/s", fmt::format("{:.0f}", r.tokens_per_s)},
       {"MFU / HFU", pct(r.mfu) + " / " + pct(r.hfu)},
       {"fits in memory", r.fits ? "yes" : "NO"}};
-  // One lane per (stage, stream) that runs anything; unused streams (cp without CP, ...) are left out.
+  // Per stage: its pipeline lane (micro-batches and bubble), then one lane per stream that runs
+  // anything (unused streams, cp without CP, ..., are left out).
   std::vector<int> lane_of(r.schedule.roles.size() * kStreams, -1);
   for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
+    h.lanes.push_back(fmt::format("{} · micro-batches", r.schedule.roles[role].name));
+    add_pipeline_lane(r, role, static_cast<int>(h.lanes.size()) - 1, h);
     std::vector<bool> used(kStreams, false);
     for (const Op& op : r.schedule.roles[role].ops)
       if (op.kind != OpKind::Recv) used[static_cast<std::size_t>(op.stream)] = true;
@@ -468,8 +625,11 @@ HtmlReport training_html(const TrainingResult& r) {
     const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
     if (op.kind == OpKind::Recv || e.end <= e.start) continue;
     h.spans.push_back({lane_of[static_cast<std::size_t>(e.role) * kStreams + static_cast<std::size_t>(op.stream)],
-                       e.start.seconds(), e.end.seconds(), op.name, op_category(op)});
+                       e.start.seconds(), e.end.seconds(),
+                       op.microbatch >= 0 ? fmt::format("{} (mb {})", op.name, op.microbatch) : op.name,
+                       html_category(op)});
   }
+  h.detail_window = steady_period(r);
   for (const auto& [label, t] : breakdown_rows(r.sim.breakdown))
     if (t > Time{}) h.breakdown.emplace_back(label, t.seconds());
   for (std::size_t st = 0; st < r.stages.size(); ++st) {

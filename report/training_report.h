@@ -26,6 +26,8 @@ std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const s
 nlohmann::ordered_json memory_json(const Scenario& s, const std::vector<RankMemory>& stages, Bytes capacity);
 nlohmann::ordered_json training_json(const TrainingResult& r);
 nlohmann::ordered_json training_trace(const TrainingResult& r);
+// An op's category in every trace and report (compute, recompute, optimizer, tp, dp, pp, ...).
+std::string op_category(const Op& op);
 HtmlReport training_html(const TrainingResult& r);
 
 // Link load per tier (nvlink, pcie, nic, leaf-spine, spine-core, switch, then others by
@@ -43,6 +45,22 @@ std::string links_csv(const TrainingResult& r);
 // The same rows as JSON objects with the CSV's keys (the Python module's `links=True`).
 nlohmann::ordered_json links_json(const TrainingResult& r);
 inline constexpr std::size_t kHtmlLinksPerTier = 4;  // rows per tier in the report's link-load section
+
+// `simulate --collectives FILE`: the iteration's collectives and sends per stage, one row per
+// (stage, axis, kind, bytes, group size): how many ran, their time in all and on average, and
+// how much of it the stage's compute stream sat idle for (exposed: the part no compute op of the
+// stage overlapped). From the op-level simulation (r.schedule and r.sim.trace).
+struct CollectiveRow {
+  int stage = 0;
+  std::string axis, kind;  // "tp", "allreduce"; sends: "pp", "send"
+  Bytes bytes = 0;
+  int group = 1;
+  int count = 0;
+  double time_s = 0, exposed_s = 0;
+};
+std::vector<CollectiveRow> collective_rows(const TrainingResult& r);
+std::string collective_rows_csv(const std::vector<CollectiveRow>& rows);
+nlohmann::ordered_json collective_rows_json(const std::vector<CollectiveRow>& rows);
 
 // Breakdown rows in a fixed order: (label, time).
 std::vector<std::pair<std::string, Time>> breakdown_rows(const Breakdown& b);

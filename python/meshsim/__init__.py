@@ -46,7 +46,7 @@ def _value(v):
     return str(v)
 
 
-def simulate(scenario=None, *, fidelity=None, overrides=None, set=None, links=False):
+def simulate(scenario=None, *, fidelity=None, overrides=None, set=None, links=False, collectives=False):
     """One training iteration: `meshsim simulate SCENARIO --json` as a dict.
 
     scenario: a YAML path, a dict in the scenario format (docs/scenarios.md), or None for the
@@ -55,9 +55,11 @@ def simulate(scenario=None, *, fidelity=None, overrides=None, set=None, links=Fa
     "nccl" (default: the scenario's run.fidelity). links: also return "links", one dict per
     link that carried bytes at flow fidelity (link, name, tier, capacity_GBps, bytes,
     utilization, peak: the rows of `simulate --links`), ready for pandas.DataFrame.
+    collectives: also return "collectives", one dict per (stage, axis, kind, bytes, group):
+    count, time_s, mean_us, exposed_s (the rows of `simulate --collectives`; simulated op by op).
     """
     path, text, sets = _scenario_args(scenario, overrides, set)
-    return json.loads(_meshsim.simulate(path, text, sets, fidelity or "", bool(links)))
+    return json.loads(_meshsim.simulate(path, text, sets, fidelity or "", bool(links), bool(collectives)))
 
 
 def memory(scenario=None, *, overrides=None, set=None):

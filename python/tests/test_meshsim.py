@@ -63,6 +63,14 @@ def test_a_dict_scenario_equals_the_same_yaml_file(tmp_path):
     assert meshsim.simulate(scenario) == cli_json("simulate", str(path))
 
 
+def test_collectives_table_equals_the_commands(tmp_path):
+    got = meshsim.simulate(TINY, collectives=True)["collectives"]
+    out = tmp_path / "c.json"
+    subprocess.run([BIN, "simulate", TINY, "--collectives", str(out)], check=True, capture_output=True)
+    assert got == json.loads(out.read_text()) and got
+    assert all(r["exposed_s"] <= r["time_s"] * (1 + 1e-12) for r in got)
+
+
 def test_memory_equals_the_command():
     assert meshsim.memory(TINY) == cli_json("memory", TINY)
 
