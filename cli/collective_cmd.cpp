@@ -15,6 +15,8 @@
 #include "core/budget.h"
 #include "core/error.h"
 #include "report/collective_report.h"
+#include "report/teaching_html.h"
+#include "schedule/buffer_view.h"
 #include "sim/collective_job.h"
 #include "sim/collective_sim.h"
 #include "sim/scenario.h"
@@ -34,6 +36,7 @@ struct Options {
   std::string format = "meshsim";
   bool json = false;
   std::string trace;
+  std::string html;  // the teaching page
 };
 
 // The sizes to run as parse_bytes_sweep reads them: --bytes, or MIN:MAX[:FACTOR] from
@@ -63,6 +66,21 @@ bool nccl_tests_format(const Options& o) {
   return nccl_tests;
 }
 
+// --html: the teaching page of the one size run.
+void write_teaching_page(const Options& o, const Topology& topo, Router& router, const AlgorithmRegistry& registry,
+                         const CollectiveRequest& req, const CollectiveOutcome& out) {
+  if (out.algorithm == nullptr)
+    throw Error("--html: NCCL's model predicts a time, not steps to draw; use --algo NAME or auto");
+  const auto program = out.algorithm->build(out.spec);
+  const std::string title = fmt::format("meshsim collective {}: {} on {} ranks, {}", to_string(out.spec.kind),
+                                        out.algorithm->name, out.spec.ranks, format_bytes(out.spec.bytes));
+  write_file(
+      o.html,
+      teaching_html(buffer_view(*program, out.spec), out.spec, title, explanation(topo, router, registry, req, out)),
+      "--html");
+  say_wrote(o.html, "the teaching page: open it in a browser");
+}
+
 void write_trace(const Options& o, const Topology& topo, const CollectiveContext& ctx,
                  const std::vector<CollectiveOutcome>& outs) {
   write_file(o.trace, perfetto_trace(topo, ctx, outs).dump() + "\n", "--trace");
@@ -74,6 +92,7 @@ int run(const Options& o) {
   CollectiveJob job = o.job;  // and what the other flags add to it
   job.bytes = sweep_text(o);
   job.trace = !o.trace.empty();
+  job.explain = job.explain || !o.html.empty();  // the page shows the step table too
   ResolvedCollective c = resolve_collective_job(job);
   const Topology& topo = *c.topology;
   const CollKind* kind = &c.kind;
@@ -85,6 +104,7 @@ int run(const Options& o) {
   Router router(topo);
   const bool nccl_tests = nccl_tests_format(o);
   const std::vector<Bytes>& sizes = c.sizes;
+  if (!o.html.empty() && sizes.size() != 1) throw Error("--html: the page draws one size; give --bytes SIZE");
   std::vector<double> busbws;
   std::vector<CollectiveOutcome> outs;
   nlohmann::ordered_json json_out = nlohmann::ordered_json::array();
@@ -106,6 +126,7 @@ int run(const Options& o) {
       std::cout << summary_text(topo, ctx, out);
     }
     if (o.job.explain && sizes.size() == 1 && !o.json) std::cout << explanation(topo, router, registry, req, out);
+    if (!o.html.empty()) write_teaching_page(o, topo, router, registry, req, out);
     if (!o.trace.empty()) outs.push_back(std::move(out));
   }
   if (nccl_tests) std::cout << nccl_tests_footer(busbws);
@@ -125,7 +146,8 @@ Run add_collective_command(CLI::App& app) {
       "  meshsim collective allreduce -t dgx-h100 --bytes 8GiB\n"
       "  meshsim collective reducescatter -t dgx-h100:nodes=2 --bytes 1GiB --algo multiring --explain\n"
       "  meshsim collective allreduce -t dgx-h100 -b 8 -e 8G --stepfactor 2 --format nccl-tests   # nccl-tests' table\n"
-      "  meshsim collective allreduce -t dgx-h100:nodes=4 --bytes 256MiB --algo nccl --json");
+      "  meshsim collective allreduce -t dgx-h100:nodes=4 --bytes 256MiB --algo nccl --json\n"
+      "  meshsim collective allreduce -n 8 --bytes 64MiB --algo dbt --html dbt.html   # the teaching page");
   c->add_option("kind", o->job.kind, "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
       ->required();
   c->add_option("--ranks,-n", o->job.ranks, "Ranks in the mesh (default: every GPU of the topology)");
@@ -167,6 +189,9 @@ Run add_collective_command(CLI::App& app) {
   c->add_option("--reduce-bw", o->job.reduce_bw, "Reduction speed, e.g. 100GB/s (default: fused with transfers, free)");
   c->add_option("--alltoall-sizes", o->job.alltoall_sizes, "File with a p x p matrix of per-destination sizes");
   c->add_flag("--explain", o->job.explain, "Show the formula with numbers and, for small groups, the step table");
+  c->add_option("--html", o->html,
+                "Write the teaching page: who sends to whom and every rank's buffer round by round (groups of up to "
+                "16 ranks), stepped in a browser");
   c->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON file");
   c->add_flag("--json", o->json, "Print JSON instead of text");
   add_budget(c, o->max_seconds, o->max_memory);

@@ -34,7 +34,9 @@ Run add_topology_command(CLI::App& app);
 Run add_algorithms_command(CLI::App& app);
 Run add_simulate_command(CLI::App& app);
 Run add_memory_command(CLI::App& app);
-Run add_fields_command(CLI::App& app);  // `meshsim fields`: the scenario field reference
+Run add_fields_command(CLI::App& app);
+Run add_goodput_command(CLI::App& app);  // `meshsim goodput`: a long run's goodput under failures  // `meshsim fields`:
+                                         // the scenario field reference
 Run add_sweep_command(CLI::App& app);
 Run add_sweep_merge_command(CLI::App& app);          // `meshsim sweep-merge SHARD.jsonl...`
 Run add_run_commands(CLI::App& app, Run* validate);  // `run` (returned) and `validate`

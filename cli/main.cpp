@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   meshsim::cli::Run simulate = meshsim::cli::add_simulate_command(app);
   meshsim::cli::Run memory = meshsim::cli::add_memory_command(app);
   meshsim::cli::Run fields = meshsim::cli::add_fields_command(app);
+  meshsim::cli::Run goodput = meshsim::cli::add_goodput_command(app);
   meshsim::cli::Run sweep = meshsim::cli::add_sweep_command(app);
   meshsim::cli::Run sweep_merge = meshsim::cli::add_sweep_merge_command(app);
   meshsim::cli::Run launch = meshsim::cli::add_launch_command(app);
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
                                                                    {"simulate", &simulate},
                                                                    {"memory", &memory},
                                                                    {"fields", &fields},
+                                                                   {"goodput", &goodput},
                                                                    {"sweep", &sweep},
                                                                    {"sweep-merge", &sweep_merge},
                                                                    {"launch", &launch},

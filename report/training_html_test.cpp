@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "report/teaching_html.h"
 #include "report/training_report.h"
 #include "sim/scenario.h"
 #include "sim/training_sim.h"
@@ -81,6 +82,34 @@ TEST(CollectiveRows, ExposedTimeAddsUpToTheBreakdown) {
   const std::string csv = collective_rows_csv(rows);
   EXPECT_EQ(csv.rfind("stage,axis,kind,bytes,group,count,time_s,mean_us,exposed_s\n", 0), 0u);
   EXPECT_EQ(collective_rows_json(rows).size(), rows.size());
+}
+
+}  // namespace
+}  // namespace meshsim
+
+namespace meshsim {
+namespace {
+
+// The teaching page: a round per step plus round 0, and the last round of a ring all-reduce all
+// finished (p x p green cells), the ring drawn as p arrows.
+TEST(TeachingHtml, ARingAllReduceEndsAllGreen) {
+  CollectiveSpec s;
+  s.kind = CollKind::AllReduce;
+  s.ranks = 4;
+  s.bytes = 4096;
+  const auto prog = AlgorithmRegistry::builtin().find("ring", s.kind)->build(s);
+  const std::string page = teaching_html(buffer_view(*prog, s), s, "ring <4>", "formula text");
+  auto count = [&](const std::string& needle, std::size_t from = 0) {
+    int n = 0;
+    for (std::size_t at = page.find(needle, from); at != std::string::npos; at = page.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<div class=\"round"), 7);  // round 0 and 2(p - 1) steps
+  EXPECT_EQ(count("marker-end=\"url(#arrow)\""), 4);
+  const std::size_t last = page.rfind("<div class=\"round");
+  EXPECT_EQ(count("fill=\"#59a14f\"", last), 16);
+  EXPECT_NE(page.find("ring &lt;4&gt;"), std::string::npos);  // the title escaped
+  EXPECT_NE(page.find("formula text"), std::string::npos);
 }
 
 }  // namespace

@@ -227,6 +227,14 @@ int recompute_segment_layers(const ModelSpec& m, const ParallelSpec& p) {
   return std::clamp(k, 1, std::max(1, chunk_layers));
 }
 
+int optimizer_bytes_per_param(const ModelSpec& m) {
+  return m.dtype_bytes() < 4 ? 12 : 8;  // fp32 master + two moments; fp32 training keeps no separate master
+}
+
+Bytes checkpoint_bytes(const ModelSpec& m) {
+  return static_cast<Bytes>(std::llround(m.total_params() * (m.dtype_bytes() + optimizer_bytes_per_param(m))));
+}
+
 Bytes RankMemory::total() const { return total_bytes(items); }
 
 Bytes RankMemory::bytes(const std::string& category) const {
@@ -249,7 +257,7 @@ void state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const Paralle
                  double params, int shard_group) {
   if (params <= 0) return;
   const int P = m.dtype_bytes();
-  const int opt = P < 4 ? 12 : 8;  // fp32 master + two moments; fp32 training keeps no separate master
+  const int opt = optimizer_bytes_per_param(m);
   const std::string g = shard_group == p.grad_ranks() ? fmt::format("d{}", p.cp > 1 ? "c" : "")
                         : p.ep_spans_tp()             ? fmt::format("(d{}t/e)", p.cp > 1 ? "c" : "")
                                                       : fmt::format("(d/e){}", p.cp > 1 ? "c" : "");

@@ -97,4 +97,11 @@ struct RankMemory {
 // The layout is assumed valid (validate_parallel).
 RankMemory rank_memory(const ModelSpec& m, const ParallelSpec& p, int stage);
 
+// Adam's state per parameter: fp32 master weights and two moments (12 bytes) in 16-bit mixed
+// precision, the two moments (8) in fp32 training.
+int optimizer_bytes_per_param(const ModelSpec& m);
+// A checkpoint of the whole model: every parameter's weights and optimizer state, written once
+// however the layout shards them (what a restart reads back).
+Bytes checkpoint_bytes(const ModelSpec& m);
+
 }  // namespace meshsim

@@ -94,6 +94,8 @@ FlowSimResult simulate_flow(const Topology& topo, Router& router, const std::vec
 CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, double gamma_ps);
 // Consecutive group ranks sharing a node, when every node block has the same size; else 1.
 int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus);
+// Whether every link of a route is NVLink (a protocol's NVLink hop; else PCI in a node).
+bool all_nvlink(const Topology& topo, const Path& path);
 
 struct CollectiveRequest {
   CollKind kind = CollKind::AllReduce;
