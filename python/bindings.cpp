@@ -9,6 +9,8 @@
 
 #include <cctype>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -20,6 +22,7 @@
 #include "sim/collective_job.h"
 #include "sim/collective_sim.h"
 #include "sim/scenario.h"
+#include "sim/sweep.h"
 #include "sim/training_sim.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -31,8 +34,8 @@ namespace {
 
 // A scenario from a file, from YAML text (a dict arrives as JSON, which is YAML), or the
 // built-in default, with the overrides applied in order (each "path=value", as --set).
-Scenario load_scenario(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
-                       const std::string& fidelity, const std::string& command) {
+ScenarioNode load_node(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
+                       const std::string& fidelity) {
   ScenarioNode n = !text.empty()   ? ScenarioNode::parse(text, "<dict>")
                    : !path.empty() ? ScenarioNode::load(path)
                                    : ScenarioNode::builtin_default();
@@ -41,7 +44,12 @@ Scenario load_scenario(const std::string& path, const std::string& text, const s
     parse_fidelity(fidelity, "fidelity");  // a typo is the argument's error, not run.fidelity's
     n.set("run.fidelity=" + fidelity);
   }
-  return require_training(n.resolve(), command);
+  return n;
+}
+
+Scenario load_scenario(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
+                       const std::string& fidelity, const std::string& command) {
+  return require_training(load_node(path, text, sets, fidelity).resolve(), command);
 }
 
 // links: add "links", every link's load over the iteration (flow fidelity; simulate --links);
@@ -55,6 +63,33 @@ std::string simulate(const std::string& path, const std::string& text, const std
   if (links) j["links"] = links_json(r);
   if (collectives) j["collectives"] = collective_rows_json(collective_rows(r));
   return j.dump();
+}
+
+// A sweep's row for Python: which value of each vary path the variant took (indices into its
+// values), whether it ran, and simulate's JSON or the error.
+using SweepRow = std::tuple<std::vector<std::size_t>, bool, std::string>;
+
+// Every combination of `vary` (each path's values as "path=value" takes them) on the scenario,
+// through the sweep engine (sim/sweep.h) on `jobs` workers (0: all cores): `meshsim sweep
+// --rank-by RANK_BY`'s rows in its order, each valid one with simulate's JSON.
+std::vector<SweepRow> run_sweep(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
+                                const std::string& fidelity,
+                                const std::vector<std::pair<std::string, std::vector<std::string>>>& vary,
+                                const std::string& rank_by, int jobs) {
+  const sweep::RankMetric& metric = sweep::rank_metric(rank_by);
+  const ScenarioNode base = load_node(path, text, sets, fidelity);
+  if (base.is_workload()) require_training(base.resolve(), "sweep");
+  std::vector<sweep::Vary> vs;
+  for (const auto& [p, values] : vary) vs.push_back({p, values});
+  const sweep::Sweep variants(std::move(vs));
+  sweep::RunOptions o;
+  o.jobs = jobs;
+  o.detail = [](const TrainingResult& r) { return training_json(r).dump(); };
+  const std::vector<sweep::Row> rows = sweep::run(base, variants, sweep::Shard{}, o);
+  std::vector<SweepRow> out;
+  for (const sweep::Row* r : sweep::ranked(rows, metric))
+    out.emplace_back(variants.choices(r->index), r->valid, r->valid ? r->detail : r->error);
+  return out;
 }
 
 std::string memory(const std::string& path, const std::string& text, const std::vector<std::string>& sets) {
@@ -118,6 +153,8 @@ PYBIND11_MODULE(_meshsim, m) {
   });
   m.def("simulate", &mp::simulate, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
         py::arg("links") = false, py::arg("collectives") = false, py::call_guard<py::gil_scoped_release>());
+  m.def("sweep", &mp::run_sweep, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("fidelity"),
+        py::arg("vary"), py::arg("rank_by"), py::arg("jobs"), py::call_guard<py::gil_scoped_release>());
   m.def("memory", &mp::memory, py::arg("path"), py::arg("text"), py::arg("sets"),
         py::call_guard<py::gil_scoped_release>());
   m.def("moe_dispatch", &mp::moe_dispatch, py::arg("topology"), py::arg("ranks"), py::arg("tokens"), py::arg("hidden"),

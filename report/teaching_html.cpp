@@ -105,7 +105,6 @@ std::string talks_svg(const std::vector<std::vector<int>>& to) {
 
 std::string teaching_html(const BufferView& v, const CollectiveSpec& spec, const std::string& title,
                           const std::string& explanation) {
-  const int p = spec.ranks;
   const bool sums =
       spec.kind == CollKind::AllReduce || spec.kind == CollKind::Reduce || spec.kind == CollKind::ReduceScatter;
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + html_escape(title) +

@@ -16,10 +16,7 @@ A bad input raises MeshsimError (a ValueError) with meshsim's one-line message.
 docs/python.md describes every function and field.
 """
 
-import concurrent.futures
-import itertools
 import json
-import os
 
 from . import _meshsim
 from ._meshsim import MeshsimError
@@ -99,15 +96,6 @@ def moe_dispatch(topology="dgx-h100", *, ranks=0, tokens=4096, hidden=7168, expe
                                             int(groups), dtype, fidelity, int(seed), int(samples)))
 
 
-# How sweep() ranks: the value of a result and whether more is better (the CLI's --rank-by).
-_RANK_BY = {
-    "tokens_per_s": (lambda r: r["tokens_per_s"], True),
-    "iteration_s": (lambda r: r["iteration_s"], False),
-    "mfu": (lambda r: r["mfu"], True),
-    "memory": (lambda r: max(s["peak_bytes"] for s in r["memory"]), False),
-}
-
-
 def _values(v):
     """A vary entry's values: a list or tuple as given, anything else (a string too) as one value."""
     return list(v) if isinstance(v, (list, tuple, range)) else [v]
@@ -116,7 +104,7 @@ def _values(v):
 def sweep(scenario=None, vary=None, *, fidelity=None, overrides=None, set=None, rank_by="tokens_per_s", jobs=0):
     """Every combination of the `vary` values ({"parallel.tp": [1, 2, 4], "parallel.recompute": "full"}; a
     single value, a string too, is one value), each simulated as simulate(scenario, overrides=overrides |
-    variant) would, `jobs` at a time (0: one per CPU; the simulations release the GIL).
+    variant) would, by `meshsim sweep`'s engine on `jobs` threads (0: one per CPU).
 
     Returns a list of rows, ranked as `meshsim sweep --rank-by` ranks: the layouts that fit by
     `rank_by` (tokens_per_s, mfu: most first; iteration_s, memory: least first), then those that do
@@ -124,28 +112,19 @@ def sweep(scenario=None, vary=None, *, fidelity=None, overrides=None, set=None, 
     {"set": {path: value, ...}, "parallel": {"dp": ..., "tp": ..., "global_batch": ...}, "result":
     simulate's dict} or {"set": ..., "error": str}.
     """
-    if rank_by not in _RANK_BY:
-        raise MeshsimError(f"rank_by: '{rank_by}' is not a metric; use {', '.join(_RANK_BY)}")
-    value, higher_better = _RANK_BY[rank_by]
     vary = dict(vary or {})
     paths = list(vary)
-    variants = [dict(zip(paths, values)) for values in itertools.product(*(_values(vary[p]) for p in paths))]
-
-    def run(variant):
-        try:
-            result = simulate(scenario, fidelity=fidelity, overrides={**(overrides or {}), **variant}, set=set)
-            return {"set": variant, "parallel": result["parallel"], "result": result}
-        except MeshsimError as e:
-            return {"set": variant, "error": str(e)}
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs if jobs > 0 else (os.cpu_count() or 1)) as pool:
-        rows = list(pool.map(run, variants))  # in variant order, whatever finished first
-    valid = [r for r in rows if "result" in r]
-    failed = [r for r in rows if "error" in r]
-
-    def key(r):
-        v = value(r["result"])
-        return (not r["result"]["fits"], -v if higher_better else v)
-
-    valid.sort(key=key)  # stable: ties keep the variant order
-    return valid + failed
+    values = [_values(vary[p]) for p in paths]
+    # The variants replace overrides of the same path; `set` and fidelity come before them.
+    path, text, sets = _scenario_args(scenario, {k: v for k, v in (overrides or {}).items() if k not in vary}, set)
+    native_vary = [(p, [_value(v) for v in vs]) for p, vs in zip(paths, values)]
+    out = []
+    # Ranked; each row names the value each path took by its place in that path's values.
+    for choices, valid, result in _meshsim.sweep(path, text, sets, fidelity or "", native_vary, rank_by, int(jobs)):
+        variant = {p: vs[c] for p, vs, c in zip(paths, values, choices)}
+        if valid:
+            r = json.loads(result)
+            out.append({"set": variant, "parallel": r["parallel"], "result": r})
+        else:
+            out.append({"set": variant, "error": result})
+    return out

@@ -191,6 +191,23 @@ def test_sweep_takes_a_string_as_one_value_and_ranks_by_the_metric_named():
         meshsim.sweep(TINY, {"parallel.tp": [1]}, rank_by="speed")
 
 
+def test_sweep_is_the_commands_sweep_in_the_commands_order():
+    # One engine (sim/sweep.h): the rows, their order under every rank_by and each variant's
+    # figures are `meshsim sweep --json`'s; the Python rows add simulate's dict.
+    base = {"parallel.pp": 1, "parallel.sp": False, "parallel.zero": 0, "topology": "dgx-h100:nodes=1,gpus_per_node=4"}
+    sets = [f"--set={k}={'false' if v is False else v}" for k, v in base.items()]
+    for rank_by in ("tokens_per_s", "iteration_s", "mfu", "memory"):
+        rows = meshsim.sweep(TINY, {"parallel.tp": [1, 2, 4], "parallel.dp": ["auto", 1, 2]}, overrides=base,
+                             rank_by=rank_by, jobs=2)
+        want = cli_json("sweep", TINY, *sets, "--vary", "parallel.tp=1,2,4", "--vary", "parallel.dp=auto,1,2",
+                        "--rank-by", rank_by)
+        assert [r["set"] for r in rows] == [w["vary"] for w in want]
+        for r, w in zip(rows, want):
+            assert ("error" in r) == ("error" in w)
+            if "result" in r:
+                assert (r["result"]["tokens_per_s"], r["result"]["fits"]) == (w["tokens_per_s"], w["fits"])
+
+
 def test_sweep_puts_the_layouts_that_fit_first():
     # On 8 RTX 5000s (16 GB) a 8-layer h 3072 GPT fits with tp 2 x dp 4 and tp 4 x dp 2, not with
     # tp 1 x dp 8 (the CLI's Sweep.RankedTableAndCsv case): whatever its tokens/s, it comes last.

@@ -11,7 +11,7 @@
 
 #include "sim/scenario.h"
 
-namespace meshsim::cli {
+namespace meshsim {
 
 class WhereFilter {
  public:
@@ -27,4 +27,4 @@ class WhereFilter {
   std::string expr_;
 };
 
-}  // namespace meshsim::cli
+}  // namespace meshsim

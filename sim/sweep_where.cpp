@@ -1,5 +1,5 @@
-// --where: see sweep_where.h.
-#include "cli/sweep_where.h"
+// sweep --where: see sweep_where.h.
+#include "sim/sweep_where.h"
 
 #include <fmt/format.h>
 #include <muParser.h>
@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 
-namespace meshsim::cli {
+namespace meshsim {
 namespace {
 
 constexpr std::size_t kVariables = 19;
@@ -100,4 +100,4 @@ std::string WhereFilter::variables() {
   return out;
 }
 
-}  // namespace meshsim::cli
+}  // namespace meshsim

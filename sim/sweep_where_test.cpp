@@ -1,12 +1,12 @@
 // --where against hand-evaluated layouts: the variables read the resolved scenario, the
 // operators are muParser's, and a bad expression is one error naming --where.
-#include "cli/sweep_where.h"
+#include "sim/sweep_where.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 
-namespace meshsim::cli {
+namespace meshsim {
 namespace {
 
 Scenario layout(int dp, int tp, int pp, int microbatches) {
@@ -50,4 +50,4 @@ TEST(SweepWhere, BadExpressionsNameTheFlagAndTheVariables) {
 }
 
 }  // namespace
-}  // namespace meshsim::cli
+}  // namespace meshsim
