@@ -140,14 +140,14 @@ std::string nccl_tests_header(const CollectiveContext& ctx, CollKind kind) {
 std::string nccl_tests_row(const NcclTestsRow& row) {
   const Bandwidths bw = bandwidths(row.kind, row.ranks, row.bytes, row.time);
   const CollKind k = row.kind;
-  const bool reduces = k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
+  const bool sums = reduces(k);
   const bool rooted = k == CollKind::Broadcast || k == CollKind::Reduce;
   // nccl-tests' count: elements per rank's send buffer for reduce-scatter and all-gather.
   const Bytes count = row.bytes / 4;
   const std::string cols =
       fmt::format("{:>7.2f}  {:>6.2f}  {:>6.2f}  {:>6}", row.time.us(), bw.algbw_GBps, bw.busbw_GBps, row.wrong);
   return fmt::format("  {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}\n", row.bytes, count, "float",
-                     reduces ? "sum" : "none", rooted ? row.root : -1, cols, cols);
+                     sums ? "sum" : "none", rooted ? row.root : -1, cols, cols);
 }
 
 std::string nccl_tests_row(const CollectiveOutcome& out) {
@@ -182,9 +182,7 @@ std::string explain_text(const Topology& topo, const CollectiveOutcome& out, std
                    out.params.alpha_ps * 1e-6, 1.0 / out.params.beta_ps * 1e3);
   if (out.params.gamma_ps > 0) s += fmt::format(", 1/gamma = {:.2f} GB/s", 1.0 / out.params.gamma_ps * 1e3);
   s += "\n";
-  const bool reduces = out.spec.kind == CollKind::AllReduce || out.spec.kind == CollKind::ReduceScatter ||
-                       out.spec.kind == CollKind::Reduce;
-  if (out.params.gamma_ps == 0 && reduces)
+  if (out.params.gamma_ps == 0 && reduces(out.spec.kind))
     s += "  gamma = 0: reductions are fused with the transfers (terms over 'inf' are zero); --reduce-bw charges them\n";
   if (out.params.intra_beta_ps != out.params.inter_beta_ps || out.params.intra_alpha_ps != out.params.inter_alpha_ps)
     s += fmt::format(

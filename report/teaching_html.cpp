@@ -29,13 +29,11 @@ std::string fill_of(const SliceState& c, const CollectiveSpec& spec, bool sums, 
   return fmt::format("#{:02x}{:02x}ff", r, g);
 }
 
+// The text view's cell text (an empty cell left blank), too long for a cell: the rank count.
 std::string cell_text(const SliceState& c, int p, bool sums) {
   if (c.ranks == 0) return "";
-  if (sums && std::popcount(c.ranks) == p) return "all";
-  std::string out;
-  for (int r = 0; r < p; ++r)
-    if (c.ranks >> r & 1u) out += fmt::format("{}{}", out.empty() ? "" : ",", r);
-  return out.size() > 5 ? fmt::format("{}r", std::popcount(c.ranks)) : out;
+  const std::string text = ranks_text(c.ranks, p, sums);
+  return text.size() > 5 ? fmt::format("{}r", std::popcount(c.ranks)) : text;
 }
 
 // One round: a row per rank, a cell per slice.
@@ -105,8 +103,7 @@ std::string talks_svg(const std::vector<std::vector<int>>& to) {
 
 std::string teaching_html(const BufferView& v, const CollectiveSpec& spec, const std::string& title,
                           const std::string& explanation) {
-  const bool sums =
-      spec.kind == CollKind::AllReduce || spec.kind == CollKind::Reduce || spec.kind == CollKind::ReduceScatter;
+  const bool sums = reduces(spec.kind);
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + html_escape(title) +
                   "</title>\n<style>body{font-family:system-ui,sans-serif;margin:24px;color:#1f2328}"
                   "h1{font-size:20px}.h{font-size:11px;fill:#57606a}.c{font-size:10px;fill:#1f2328}"

@@ -566,34 +566,38 @@ struct PipelineBlock {
   int mb = 0, chunk = 0;
 };
 
-std::vector<PipelineBlock> pipeline_blocks(const TrainingResult& r, std::size_t role) {
-  std::map<std::tuple<int, int, int>, PipelineBlock> blocks;  // (backward?, micro-batch, chunk)
+// Every stage's blocks, each stage's in order of start: one pass over the trace.
+std::vector<std::vector<PipelineBlock>> pipeline_blocks(const TrainingResult& r) {
+  // per stage: (backward?, micro-batch, chunk) -> block
+  std::vector<std::map<std::tuple<int, int, int>, PipelineBlock>> blocks(r.schedule.roles.size());
   const ParallelSpec& p = r.scenario.parallel;
   for (const TraceEvent& e : r.sim.trace.events) {
-    if (static_cast<std::size_t>(e.role) != role) continue;
+    const auto role = static_cast<std::size_t>(e.role);
     const Op& op = r.schedule.roles[role].ops[static_cast<std::size_t>(e.op)];
     if (op.kind != OpKind::Compute || op.microbatch < 0 || op.phase == Phase::Optimizer || e.end <= e.start) continue;
     const bool fwd = op.phase == Phase::Forward;
     const int chunk = op.layer >= 0 && p.vchunks > 1 ? chunk_of_layer(p, r.scenario.model.layers, op.layer) : 0;
-    PipelineBlock& b = blocks[{fwd ? 0 : 1, op.microbatch, chunk}];
+    PipelineBlock& b = blocks[role][{fwd ? 0 : 1, op.microbatch, chunk}];
     b.forward = fwd, b.mb = op.microbatch, b.chunk = chunk;
     b.start = std::min(b.start, e.start.seconds());
     b.end = std::max(b.end, e.end.seconds());
   }
-  std::vector<PipelineBlock> order;
-  for (const auto& [key, b] : blocks) order.push_back(b);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const PipelineBlock& a, const PipelineBlock& b) { return a.start < b.start; });
-  return order;
+  std::vector<std::vector<PipelineBlock>> out;
+  for (const auto& stage : blocks) {
+    std::vector<PipelineBlock>& order = out.emplace_back();
+    for (const auto& [key, b] : stage) order.push_back(b);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const PipelineBlock& a, const PipelineBlock& b) { return a.start < b.start; });
+  }
+  return out;
 }
 
 // One stage's pipeline at a glance: a span per block ("F3", "B3"; "F3.1" for model chunk 1 when
 // interleaved) and the stage's idle time between them (from the iteration's start to its last
 // backward): the pipeline bubble, or waiting on communication.
-void add_pipeline_lane(const TrainingResult& r, std::size_t role, int lane, HtmlReport& h) {
-  const bool chunks = r.scenario.parallel.vchunks > 1;
+void add_pipeline_lane(const std::vector<PipelineBlock>& blocks, bool chunks, int lane, HtmlReport& h) {
   double busy_until = 0;
-  for (const PipelineBlock& b : pipeline_blocks(r, role)) {
+  for (const PipelineBlock& b : blocks) {
     if (b.start > busy_until)
       h.spans.push_back({lane, busy_until, b.start, "idle: the pipeline bubble, or waiting on communication", "idle"});
     const std::string id = chunks ? fmt::format("{}.{}", b.mb, b.chunk) : std::to_string(b.mb);
@@ -605,10 +609,11 @@ void add_pipeline_lane(const TrainingResult& r, std::size_t role, int lane, Html
 // One period of the steady state, for the report's detail panel: on the first stage, from the
 // start of the middle micro-batch's forward to the start of the next one's (none with fewer than
 // three micro-batches).
-std::optional<std::pair<double, double>> steady_period(const TrainingResult& r) {
-  if (r.schedule.roles.empty() || r.scenario.parallel.microbatches < 3) return std::nullopt;
+std::optional<std::pair<double, double>> steady_period(const std::vector<std::vector<PipelineBlock>>& blocks,
+                                                       int microbatches) {
+  if (blocks.empty() || microbatches < 3) return std::nullopt;
   std::vector<double> starts;
-  for (const PipelineBlock& b : pipeline_blocks(r, 0))
+  for (const PipelineBlock& b : blocks[0])
     if (b.forward && b.chunk == 0) starts.push_back(b.start);
   std::sort(starts.begin(), starts.end());
   const std::size_t mid = starts.size() / 2;
@@ -632,10 +637,11 @@ HtmlReport training_html(const TrainingResult& r) {
       {"fits in memory", r.fits ? "yes" : "NO"}};
   // Per stage: its pipeline lane (micro-batches and bubble), then one lane per stream that runs
   // anything (unused streams, cp without CP, ..., are left out).
+  const std::vector<std::vector<PipelineBlock>> blocks = pipeline_blocks(r);
   std::vector<int> lane_of(r.schedule.roles.size() * kStreams, -1);
   for (std::size_t role = 0; role < r.schedule.roles.size(); ++role) {
     h.lanes.push_back(fmt::format("{} · micro-batches", r.schedule.roles[role].name));
-    add_pipeline_lane(r, role, static_cast<int>(h.lanes.size()) - 1, h);
+    add_pipeline_lane(blocks[role], r.scenario.parallel.vchunks > 1, static_cast<int>(h.lanes.size()) - 1, h);
     std::vector<bool> used(kStreams, false);
     for (const Op& op : r.schedule.roles[role].ops)
       if (op.kind != OpKind::Recv) used[static_cast<std::size_t>(op.stream)] = true;
@@ -653,7 +659,7 @@ HtmlReport training_html(const TrainingResult& r) {
                        op.microbatch >= 0 ? fmt::format("{} (mb {})", op.name, op.microbatch) : op.name,
                        html_category(op)});
   }
-  h.detail_window = steady_period(r);
+  h.detail_window = steady_period(blocks, r.scenario.parallel.microbatches);
   for (const auto& [label, t] : breakdown_rows(r.sim.breakdown))
     if (t > Time{}) h.breakdown.emplace_back(label, t.seconds());
   for (std::size_t st = 0; st < r.stages.size(); ++st) {

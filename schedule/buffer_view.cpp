@@ -238,23 +238,6 @@ class Runner {
   BufferView view_;
 };
 
-std::string ranks_text(std::uint32_t ranks, int p, bool sums) {
-  if (ranks == 0) return ".";
-  if (sums && ranks == (p >= 32 ? ~0u : (1u << p) - 1)) return "all";
-  std::string out;
-  for (int r = 0; r < p;) {
-    if (!(ranks >> r & 1u)) {
-      ++r;
-      continue;
-    }
-    int e = r;
-    while (e + 1 < p && (ranks >> (e + 1) & 1u)) ++e;
-    out += fmt::format("{}{}", out.empty() ? "" : ",", e == r ? std::to_string(r) : fmt::format("{}-{}", r, e));
-    r = e + 1;
-  }
-  return out;
-}
-
 // "ring: 0 -> 1 -> ... -> 0" when every rank sends to one rank and receives from one, in one
 // cycle through all; else each sender and its receivers.
 std::string talks_text(const std::vector<std::vector<int>>& to) {
@@ -284,6 +267,23 @@ std::string talks_text(const std::vector<std::vector<int>>& to) {
 
 }  // namespace
 
+std::string ranks_text(std::uint32_t ranks, int p, bool sums) {
+  if (ranks == 0) return ".";
+  if (sums && ranks == (p >= 32 ? ~0u : (1u << p) - 1)) return "all";
+  std::string out;
+  for (int r = 0; r < p;) {
+    if (!(ranks >> r & 1u)) {
+      ++r;
+      continue;
+    }
+    int e = r;
+    while (e + 1 < p && (ranks >> (e + 1) & 1u)) ++e;
+    out += fmt::format("{}{}", out.empty() ? "" : ",", e == r ? std::to_string(r) : fmt::format("{}-{}", r, e));
+    r = e + 1;
+  }
+  return out;
+}
+
 BufferView buffer_view(const StepProgram& prog, const CollectiveSpec& spec) {
   BufferView v;
   if (spec.ranks > kMaxViewRanks || spec.ranks < 1) {
@@ -297,8 +297,7 @@ BufferView buffer_view(const StepProgram& prog, const CollectiveSpec& spec) {
 std::string buffer_view_text(const BufferView& v, const CollectiveSpec& spec) {
   if (!v.not_shown.empty()) return "Buffers: not shown: " + v.not_shown + "\n";
   const int p = spec.ranks;
-  const bool sums =
-      spec.kind == CollKind::AllReduce || spec.kind == CollKind::Reduce || spec.kind == CollKind::ReduceScatter;
+  const bool sums = reduces(spec.kind);
   std::size_t width = 3;
   for (const BufferRound& r : v.rounds)
     for (const auto& cells : r.ranks)

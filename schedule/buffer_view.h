@@ -52,6 +52,10 @@ struct BufferView {
 
 BufferView buffer_view(const StepProgram& prog, const CollectiveSpec& spec);
 
+// A cell's text: "." (nothing), the ranks as ranges ("0-2,5", "3": one rank's data), "all" for
+// the sum of every rank's input when `sums` (the collective reduces).
+std::string ranks_text(std::uint32_t ranks, int p, bool sums);
+
 // The view as text: who talks to whom (a ring drawn as one cycle), then a table per round
 // (phase: reduce, copy or both), each cell "." (nothing), a rank ("3": rank 3's data), the
 // ranks of a partial sum ("0-2,5") or "all" (every rank's input: a finished reduction), "~"

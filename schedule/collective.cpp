@@ -29,6 +29,8 @@ std::optional<CollKind> parse_coll_kind(const std::string& s) {
   return enum_parse(kKindNames, t);
 }
 
+bool reduces(CollKind k) { return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce; }
+
 const std::vector<CollKind>& all_coll_kinds() {
   static const std::vector<CollKind> kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter,
                                               CollKind::Broadcast, CollKind::Reduce,    CollKind::AllToAll,

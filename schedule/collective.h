@@ -53,6 +53,8 @@ enum class CollKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Al
 const char* to_string(CollKind k);
 std::optional<CollKind> parse_coll_kind(const std::string& s);  // "allreduce", ...
 const std::vector<CollKind>& all_coll_kinds();
+// Whether a collective sums its ranks' inputs (all-reduce, reduce-scatter, reduce).
+bool reduces(CollKind k);
 
 struct CollectiveSpec {
   CollKind kind = CollKind::AllReduce;
