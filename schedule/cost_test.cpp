@@ -267,6 +267,18 @@ TEST(ClosedForm, HandComputed) {
   c10.alltoall_bytes.assign(10, std::vector<Bytes>(10, 100));
   for (int r = 0; r < 10; ++r) c10.alltoall_bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(r)] = 0;
   EXPECT_DOUBLE_EQ(hand_cost("concurrent", c10, split), 2'001'600);
+  // pxn p=8 in 2 nodes of g=4, n=800: blocks of 100; to each of 3 local peers its own block and
+  // the one it relays for that peer's rail on the other node (200), to its rail peer the 4
+  // blocks of its node (400): max(1e6 + 600, 2e6 + 800) = 2'000'800. p=10 does not cut into
+  // nodes of 4: no relay, 9 blocks across: 2e6 + 1800. Even blocks and the matrix agree.
+  CollectiveSpec x8 = spec(CollKind::AllToAll, 8, 800);
+  x8.ranks_per_node = 4;
+  EXPECT_DOUBLE_EQ(hand_cost("pxn", x8, split), 2'000'800);
+  x8.alltoall_bytes.assign(8, std::vector<Bytes>(8, 100));
+  for (int r = 0; r < 8; ++r) x8.alltoall_bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(r)] = 0;
+  EXPECT_DOUBLE_EQ(hand_cost("pxn", x8, split), 2'000'800);
+  c10.alltoall_bytes.clear();
+  EXPECT_DOUBLE_EQ(hand_cost("pxn", c10, split), 2'001'800);
   // hierarchical p=8 g=4 n=1024, intra (1us, 1 ps/B), inter (2us, 2 ps/B), gamma 0.5:
   // M1 = 256, N = 2, M2 = 128. intra RS 3*(1e6+256+128) = 3'001'152; inter RS 2e6+256+64;
   // inter AG 2e6+256; intra AG 3*(1e6+256) = 3'000'768; total 10'002'496

@@ -109,12 +109,6 @@ void check_collective_request(const CollectiveRequest& req) {
   if (req.groups.empty() || req.groups.front().empty())
     throw Error(fmt::format("{}: a collective needs at least one group with ranks; use {} with N >= 1", flag("ranks"),
                             flag("ranks", "N")));
-  for (const auto& g : req.groups)
-    if (static_cast<int>(g.size()) > kMaxGroupRanks)
-      throw Error(
-          fmt::format("{}: a group of {} ranks exceeds meshsim's limit of {} per collective (every "
-                      "neighbour pair is routed); use {} with N <= {}",
-                      flag("ranks"), g.size(), kMaxGroupRanks, flag("ranks", "N"), kMaxGroupRanks));
   if (req.bytes < 0) throw Error(flag("bytes") + ": size must be >= 0");
 }
 

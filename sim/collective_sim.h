@@ -147,9 +147,6 @@ inline constexpr double kMaxFlowRankSteps = 2e8;
 // 6 s and a 1024-rank one minutes; a 4096-rank one (1.7e7) took 6.8 GB. A ring has one send
 // per rank.
 inline constexpr double kMaxFlowConcurrent = 2e6;
-// The most ranks in one group of a collective (its routes are derived pair by pair: 16384
-// ranks on DGX nodes take about 5 s).
-inline constexpr int kMaxGroupRanks = 32768;
 
 // `auto` at flow fidelity also times, under contention, the closed forms' three favourites
 // and ring, when each is at most this many rank-steps per group (a 256-rank ring

@@ -28,13 +28,13 @@ int detect_ranks_per_node(const Topology& topo, const std::vector<int>& gpus) {
   int g = 1;
   while (g < p && topo.node_of_gpu(gpus[g]) == topo.node_of_gpu(gpus[0])) ++g;
   if (p % g != 0) return 1;
+  // Blocks must be on distinct nodes (seen by node + 1: a GPU outside any node is -1).
+  std::vector<char> seen(static_cast<std::size_t>(topo.num_nodes()) + 1, 0);
   for (int b = 0; b < p; b += g) {
     const int node = topo.node_of_gpu(gpus[b]);
     for (int i = b; i < b + g; ++i)
       if (topo.node_of_gpu(gpus[i]) != node) return 1;
-    // Blocks must be on distinct nodes.
-    for (int c = 0; c < b; c += g)
-      if (topo.node_of_gpu(gpus[c]) == node) return 1;
+    if (seen[static_cast<std::size_t>(node + 1)]++) return 1;
   }
   return g;
 }
@@ -61,13 +61,13 @@ void set_switch_params(Router& router, const std::vector<int>& gpus, CostParams&
       while (j > 0 && topo.node_of_gpu(gpus[j - 1]) == node) --j;
     }
     if (j == i) continue;  // the node's only rank: nothing to reduce inside it
-    const Path& path = router.path(gpus[i], gpus[j]);
-    if (path.links.size() != 2) return;
-    const int via = topo.link(path.links[0]).to;
+    const RouteSummary& route = router.summary(gpus[i], gpus[j]);
+    if (route.hops != 2) return;
+    const int via = topo.link(route.first_link).to;
     const auto it = switch_of_node.emplace(node, via).first;
     if (it->second != via || topo.device(via).reduce_efficiency <= 0) return;
-    alpha = std::max(alpha, static_cast<double>(path.latency.ps()));
-    for (int l : path.links) bw = std::min(bw, topo.link(l).spec.effective().bytes_per_ps());
+    alpha = std::max(alpha, static_cast<double>(route.latency.ps()));
+    bw = std::min(bw, route.bottleneck.bytes_per_ps());
     efficiency = std::min(efficiency, topo.device(via).reduce_efficiency);
   }
   if (switch_of_node.empty() || !std::isfinite(bw)) return;
@@ -143,15 +143,15 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   auto visit = [&](int i, int j) {
     if (i == j) return;
     budget::tick_work("routing the group's GPU pairs", ++routed);  // --max-seconds; a word on a terminal
-    const Path& path = router.path(gpus[i], gpus[j]);
-    const double a = static_cast<double>(path.latency.ps());
-    const double bw = path.bottleneck.bytes_per_ps();
+    const RouteSummary& route = router.summary(gpus[i], gpus[j]);
+    const double a = static_cast<double>(route.latency.ps());
+    const double bw = route.bottleneck.bytes_per_ps();
     a_all = std::max(a_all, a);
     bw_all = std::min(bw_all, bw);
     if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
       a_in = std::max(a_in, a);
       bw_in = std::min(bw_in, bw);
-      intra_nvlink = intra_nvlink && all_nvlink(topo, path);
+      intra_nvlink = intra_nvlink && route.nvlink_only;
     } else {
       a_out = std::max(a_out, a);
       bw_out = std::min(bw_out, bw);
@@ -169,9 +169,9 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   const int g = detect_ranks_per_node(topo, gpus);
   if (g > 1 && g < p) {
     visit(0, g);
-    const Path& in = router.path(gpus[0], gpus[1]);
-    const Path& out = router.path(gpus[0], gpus[static_cast<std::size_t>(g)]);
-    cp.shared_uplink = !in.links.empty() && !out.links.empty() && in.links.front() == out.links.front();
+    const int in = router.summary(gpus[0], gpus[1]).first_link;
+    const int out = router.summary(gpus[0], gpus[static_cast<std::size_t>(g)]).first_link;
+    cp.shared_uplink = in >= 0 && out >= 0 && in == out;
   }
   set_switch_params(router, gpus, cp);
   if (g >= 1 && g < p) set_net_switch_params(router, gpus, g, cp);

@@ -132,16 +132,22 @@ NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int
     }
     return bw;
   };
-  // Intra-node: the first pair of group GPUs sharing a node.
-  bool found = false;
-  for (std::size_t i = 0; i < gpus.size() && !found; ++i)
-    for (std::size_t j = i + 1; j < gpus.size() && !found; ++j)
-      if (topo.node_of_gpu(gpus[i]) == topo.node_of_gpu(gpus[j])) {
-        bool nv = false;
-        s.intra_path_GBps = path_bw(gpus[i], gpus[j], &nv);
-        s.intra = nv ? NcclHw::NvLink : NcclHw::Pci;
-        found = true;
-      }
+  // Intra-node: the first pair of group GPUs sharing a node (least i, then least j > i): the first
+  // two group GPUs of the node whose first group GPU comes first.
+  std::map<int, std::pair<std::size_t, std::size_t>> first_two;  // node -> (first, second) index
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const auto [it, fresh] = first_two.emplace(topo.node_of_gpu(gpus[i]), std::pair{i, gpus.size()});
+    if (!fresh && it->second.second == gpus.size()) it->second.second = i;
+  }
+  std::pair<std::size_t, std::size_t> pair{gpus.size(), gpus.size()};
+  for (const auto& [node, ij] : first_two)
+    if (ij.second < gpus.size() && ij.first < pair.first) pair = ij;
+  const bool found = pair.first < gpus.size();
+  if (found) {
+    bool nv = false;
+    s.intra_path_GBps = path_bw(gpus[pair.first], gpus[pair.second], &nv);
+    s.intra = nv ? NcclHw::NvLink : NcclHw::Pci;
+  }
   double nvlink_total = 0;
   for (int l : topo.out_links(topo.gpu_device(g0)))
     if (topo.link(l).spec.kind == LinkKind::NvLink) nvlink_total += nccl_link_bw(topo.link(l).spec, sm);

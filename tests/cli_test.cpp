@@ -185,7 +185,8 @@ TEST(CliBadInput, AbsurdSizesAndCountsAreNamedNotCrashes) {
       {"collective allreduce -t switch:bandwidth=1e-300B/s", "bandwidth", "outside 1KB/s .. 1PB/s"},
       {"collective broadcast -a pipeline --chunks 1000000000", "chunks", "1..65536"},                // hung
       {"collective allreduce --fidelity nccl --nccl-channels 1000000", "--nccl-channels", "1..64"},  // 1 GiB in 48 us
-      {"collective allreduce -t frontera-rtx:nodes=99999", "--ranks", "limit of 32768"},             // hung
+      // hung; then refused above 32768 ranks; now routed in seconds, and refused at flow fidelity
+      {"collective allreduce -t frontera-rtx:nodes=99999", "--fidelity flow", "use --fidelity formula"},
       {"collective allreduce -t dgx-h100:nodes=2048 -n 16384 -a ring", "--fidelity flow", "rank-steps"},
       {"run " + std::string(MESHSIM_SOURCE_DIR) + "/examples/scenarios/allreduce-cpu.yaml --timeout nan", "--timeout",
        "(0, 86400]"},  // became -9223372036854775808 ms

@@ -56,7 +56,8 @@ struct PresetInfo {
 // All presets, in a fixed order (feeds the CLI help).
 const std::vector<PresetInfo>& preset_catalog();
 
-// The most GPUs a preset builds (16 times the largest collective group, kMaxGroupRanks).
+// The most GPUs a preset builds (a 512k-GPU fat-tree builds and routes a collective of all of
+// them at formula fidelity in seconds).
 inline constexpr int kMaxTopologyGpus = 1 << 19;
 
 // Builds and seals a preset. Unknown preset or parameter names, bad values and

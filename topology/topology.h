@@ -146,21 +146,55 @@ struct Path {
   Bandwidth bottleneck;
 };
 
+// What the cost model reads of a route, without its links (Router::summary).
+struct RouteSummary {
+  Time latency;
+  Bandwidth bottleneck;
+  int hops = 0;
+  int first_link = -1;      // -1 for a GPU to itself
+  bool nvlink_only = true;  // every link of the route is NVLink
+};
+
 // Deterministic routing: shortest path in hops (among paths of equal hop count, the
 // least total latency: this keeps host-bridge detours off inter-node routes); where
 // several equal-cost next hops remain (ECMP across spines), one is chosen by a hash of
 // (src, dst), so a pair always uses the same path and different pairs spread over the
 // spines. Routes never pass through a device whose `forwards` is false. Paths are
 // computed on first use and cached; a Router belongs to one simulation (not thread-safe).
+//
+// How a route is found (the route is the same either way; `Search` exists so that tests can hold
+// the two to each other): a breadth-first search from the source that later queries from the same
+// source resume (cheap when one source asks for many destinations: an all-to-all), or a search
+// from both ends that meet in the middle and then walks only the shortest-path DAG between them
+// (cheap for a lone far pair: a few hundred devices of a 100k-GPU fat-tree instead of all of
+// them). `Auto` takes the second unless the source has just asked for several routes in a row.
 class Router {
  public:
-  explicit Router(const Topology& topo);
+  enum class Search { Auto, FromSource, BothEnds };
+  explicit Router(const Topology& topo, Search search = Search::Auto);
   const Path& path(int src_gpu, int dst_gpu);
+  // The same route's latency, bottleneck, hops, first link and kinds, cached apart from the
+  // paths: a group's parameters over 100k ranks read 500k routes and keep no link lists.
+  const RouteSummary& summary(int src_gpu, int dst_gpu);
   const Topology& topology() const { return topo_; }
 
  private:
+  // The route's links, found as the comment above says (src_gpu != dst_gpu).
+  void find_route(int src_gpu, int dst_gpu, std::uint64_t key, std::vector<int>& links);
+  void search_from_source(int src, int dst);
+  void search_both_ends(int src, int dst);
+  void collect_candidates(int v, int level, int src);
+  int degree(int device) const {
+    return adj_begin_[static_cast<std::size_t>(device) + 1] - adj_begin_[static_cast<std::size_t>(device)];
+  }
+  // Marks a new epoch for the forward (and backward) scratch; clears on wrap-around.
+  void new_epoch();
+
   const Topology& topo_;
+  Search search_;
   std::unordered_map<std::uint64_t, Path> cache_;
+  std::unordered_map<std::uint64_t, RouteSummary> summaries_;
+  std::vector<int> scratch_links_;
   // scratch for the BFS, sized once; an entry is valid only when its stamp equals
   // epoch_, so a lookup touches just the region it explores.
   std::vector<int> dist_;
@@ -175,8 +209,18 @@ class Router {
   std::vector<int> adj_begin_;  // CSR: device d's edges are adj_[adj_begin_[d] .. adj_begin_[d+1])
   std::vector<Edge> adj_;
   std::vector<char> forwards_;
-  int bfs_src_ = -1;          // the source of the BFS held in the scratch
+  int bfs_src_ = -1;          // the source of the resumable BFS held in the scratch (-1: none)
   std::size_t bfs_head_ = 0;  // next queue entry to expand
+  int last_src_ = -1;         // the source of the last cache miss, and how many misses in a row it had
+  int streak_ = 0;
+  // The search from the destination (over links reversed): hop counts to it, valid where
+  // bstamp_ equals epoch_, and the devices it reached level by level (level k is
+  // bq_[bstart_[k] .. bstart_[k+1])). queue_ holds the forward search's the same way, level k
+  // starting at fstart_[k] (either search).
+  std::vector<int> bdist_;
+  std::vector<std::uint32_t> bstamp_;
+  std::vector<int> bq_;
+  std::vector<std::size_t> fstart_, bstart_;
   std::vector<int> candidates_;
 };
 

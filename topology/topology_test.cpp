@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/test_util.h"
 #include "topology/presets.h"
 
@@ -181,6 +184,137 @@ TEST(Bisection, TwoFronteraNodesShareOneFdrLink) {
 
 TEST(Bisection, RingCutCrossesTwoLinks) {
   EXPECT_NEAR(bisection_bandwidth(make_preset("ring")).gbytes_per_s(), 200.0, 1e-6);
+}
+
+// The route as topology.h defines it, the plain way: a full BFS from the source (hop counts, and
+// the least latency over shortest-hop routes), then from the destination back, the predecessors
+// one hop closer whose latency so far plus the link's is least, in the order of the device's
+// links, one picked by splitmix64(hash(src, dst), level).
+std::vector<int> reference_route(const Topology& t, int src_gpu, int dst_gpu) {
+  const int src = t.gpu_device(src_gpu), dst = t.gpu_device(dst_gpu);
+  std::vector<int> dist(static_cast<std::size_t>(t.num_devices()), -1);
+  std::vector<std::int64_t> lat(dist.size(), 0);
+  std::vector<int> queue{src};
+  dist[static_cast<std::size_t>(src)] = 0;
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const int u = queue[head];
+    if (u != src && !t.device(u).forwards) continue;
+    for (int l : t.out_links(u)) {
+      const int v = t.link(l).to;
+      const std::int64_t w = lat[static_cast<std::size_t>(u)] + t.link(l).spec.latency.ps();
+      if (dist[static_cast<std::size_t>(v)] < 0) {
+        dist[static_cast<std::size_t>(v)] = dist[static_cast<std::size_t>(u)] + 1;
+        lat[static_cast<std::size_t>(v)] = w;
+        queue.push_back(v);
+      } else if (dist[static_cast<std::size_t>(v)] == dist[static_cast<std::size_t>(u)] + 1) {
+        lat[static_cast<std::size_t>(v)] = std::min(lat[static_cast<std::size_t>(v)], w);
+      }
+    }
+  }
+  const std::uint64_t hash =
+      splitmix64((static_cast<std::uint64_t>(src_gpu) << 32) | static_cast<std::uint32_t>(dst_gpu));
+  std::vector<int> route(static_cast<std::size_t>(dist[static_cast<std::size_t>(dst)]));
+  for (int v = dst, level = dist[static_cast<std::size_t>(dst)]; level > 0; --level) {
+    std::vector<int> best;
+    std::int64_t least = 0;
+    for (int l : t.out_links(v)) {
+      const int u = t.link(l).to, in = t.link(l).reverse;
+      if (dist[static_cast<std::size_t>(u)] != level - 1 || (u != src && !t.device(u).forwards)) continue;
+      const std::int64_t c = lat[static_cast<std::size_t>(u)] + t.link(in).spec.latency.ps();
+      if (best.empty() || c < least) best.clear(), least = c;
+      if (c == least) best.push_back(in);
+    }
+    const int chosen = best[best.size() == 1 ? 0 : splitmix64(hash ^ static_cast<std::uint64_t>(level)) % best.size()];
+    route[static_cast<std::size_t>(level - 1)] = chosen;
+    v = t.link(chosen).from;
+  }
+  return route;
+}
+
+// Both searches must find the route the plain way finds (the same links, so the same ECMP pick),
+// on every preset and on graphs whose links differ in latency (least-latency ties and non-ties
+// among equal hop counts), with ECMP ties into a device of many links, and where some GPUs relay.
+void expect_same_routes(const Topology& t, int pairs_wanted) {
+  Router from_source(t, Router::Search::FromSource);
+  Router both_ends(t, Router::Search::BothEnds);
+  Router automatic(t);
+  Router summaries(t);  // its summaries come from its own searches, not from cached paths
+  const int n = t.num_gpus();
+  const long long all = static_cast<long long>(n) * n;
+  const long long step = std::max<long long>(1, all / pairs_wanted);
+  int compared = 0;
+  for (long long k = 0; k < all; k += step) {
+    const int a = static_cast<int>((k * 7919) % all / n), b = static_cast<int>((k * 7919) % all % n);
+    const std::vector<int> want = reference_route(t, a, b);
+    const Path& got = both_ends.path(a, b);
+    ASSERT_EQ(got.links, want) << t.name() << ": " << a << " -> " << b;
+    ASSERT_EQ(from_source.path(a, b).links, want) << t.name() << ": " << a << " -> " << b;
+    ASSERT_EQ(automatic.path(a, b).links, want) << t.name() << ": " << a << " -> " << b;
+    Time latency;
+    Bandwidth narrowest = Bps(std::numeric_limits<double>::infinity());
+    for (int l : want) latency += t.link(l).spec.latency, narrowest = std::min(narrowest, t.link(l).spec.effective());
+    ASSERT_EQ(got.latency, latency);
+    if (a != b) ASSERT_EQ(got.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    const RouteSummary& sum = summaries.summary(a, b);
+    ASSERT_EQ(sum.latency, latency);
+    ASSERT_EQ(sum.hops, static_cast<int>(want.size()));
+    ASSERT_EQ(sum.first_link, want.empty() ? -1 : want.front());
+    if (a != b) ASSERT_EQ(sum.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    ASSERT_EQ(sum.nvlink_only,
+              std::all_of(want.begin(), want.end(), [&](int l) { return t.link(l).spec.kind == LinkKind::NvLink; }));
+    ++compared;
+  }
+  EXPECT_GE(compared, std::min<long long>(all, pairs_wanted / 2)) << t.name();
+}
+
+TEST(Router, EverySearchFindsThePlainRoute) {
+  for (const char* spec :
+       {"dgx-h100:nodes=4", "dgx-h100:nodes=16,inter=fat-tree,hosts_per_leaf=2", "dgx-a100:nodes=3", "pcie-node",
+        "frontera-rtx:nodes=4", "fat-tree:nodes=64,levels=3,leaves_per_pod=4", "fat-tree:nodes=16,oversubscription=2",
+        "switch", "ring:gpus=9", "torus2d:x=4,y=3", "torus3d:x=3,y=2,z=4"})
+    expect_same_routes(resolve_topology(spec), 3000);
+  // A fan: GPUs on switch A, 40 GPUs on switch B, A and B joined through three middle switches
+  // (one GPU per node): routes between A and B tie three ways (ECMP), and B has
+  // more links than the middle level, so the candidates are read from the level's side.
+  {
+    Topology t("fan");
+    const int A = t.add_device(DeviceKind::Switch, "A"), B = t.add_device(DeviceKind::Switch, "B");
+    const LinkSpec spec{LinkKind::Generic, GBps(10), 1.0, us(1)};
+    for (int m = 0; m < 3; ++m) {
+      const int s = t.add_device(DeviceKind::Switch, "m" + std::to_string(m));
+      t.add_link(A, s, spec);
+      t.add_link(s, B, spec);
+    }
+    for (int g = 0; g < 46; ++g)
+      t.add_link(t.add_device(DeviceKind::Gpu, "g" + std::to_string(g), g), g < 6 ? A : B, spec);
+    t.seal();
+    expect_same_routes(t, 46 * 46);
+  }
+  // Random: 10 switches on a ring plus random chords, 24 GPUs each on 1-2 switches, every
+  // third GPU relaying, latencies 1-3 us.
+  std::uint64_t seed = 42;
+  auto next = [&](int m) { return static_cast<int>((seed = splitmix64(seed)) % static_cast<std::uint64_t>(m)); };
+  for (int trial = 0; trial < 5; ++trial) {
+    Topology t("random" + std::to_string(trial));
+    std::vector<int> sw;
+    for (int i = 0; i < 10; ++i) sw.push_back(t.add_device(DeviceKind::Switch, "sw" + std::to_string(i)));
+    auto spec = [&] { return LinkSpec{LinkKind::Generic, GBps(10 + next(5)), 1.0, us(1 + next(3))}; };
+    for (int i = 0; i < 10; ++i) t.add_link(sw[i], sw[(i + 1) % 10], spec());
+    for (int i = 0; i < 6; ++i) {
+      const int x = next(10), y = next(10);
+      if (x != y) t.add_link(sw[x], sw[y], spec());
+    }
+    std::vector<int> gpus;
+    for (int g = 0; g < 24; ++g) {
+      gpus.push_back(t.add_device(DeviceKind::Gpu, "gpu" + std::to_string(g), g / 4));
+      const int x = next(10), y = next(10);
+      t.add_link(gpus.back(), sw[x], spec());
+      if (y != x) t.add_link(gpus.back(), sw[y], spec());
+    }
+    for (int g = 0; g < 24; g += 3) t.set_forwards(gpus[g], true);
+    t.seal();
+    expect_same_routes(t, 24 * 24);
+  }
 }
 
 // Scale (speed is measured in bench/, not here): routes exist and have the hop counts of

@@ -93,6 +93,10 @@ class PxnLoadProgram final : public StepProgram {
   // What a rank sends inside its node and out of it, the largest over ranks (received alike).
   static std::pair<double, double> max_loads(const CollectiveSpec& s) {
     const PxnLoadProgram p(s);
+    if (s.alltoall_bytes.empty() && s.ranks >= 2) {  // even blocks B: every rank alike
+      const auto block = static_cast<double>(alltoall_block(s, 0, 1));
+      return {block * nodes_times(p.g_ - 1, p.nodes_), block * nodes_times(p.nodes_ - 1, p.g_)};
+    }
     double intra = 0, inter = 0;
     Step st;
     for (int r = 0; r < s.ranks && s.ranks >= 2; ++r) {
@@ -114,6 +118,9 @@ class PxnLoadProgram final : public StepProgram {
     const int g = std::max(1, s.ranks_per_node);
     return s.ranks % g == 0 ? g : 1;
   }
+  // (g - 1) local peers with `nodes` blocks each (one its own, the rest relayed for its rail);
+  // (nodes - 1) rail peers with g blocks each: a product of the two counts.
+  static double nodes_times(int a, int b) { return static_cast<double>(a) * static_cast<double>(b); }
   // r's block for local peer q plus r's blocks for every (b, rail of q), b != node of r.
   Bytes to_local(int r, int q) const {
     Bytes sum = alltoall_block(spec_, r, q);
