@@ -40,7 +40,7 @@ struct GpuRow {
 // Sustained tensor-core fraction of H100 and H200: `calibrate --backend cuda` times its GEMM grid
 // for seconds back to back, the 8192^3 and 16384^3 bf16 shapes last, with the power cap engaged
 // (run 7's clock trace: the SM clock down to 1125 MHz at 700 W). Over the 18 calibrate runs that
-// timed both shapes (runs 3-24, docs/validation/gpu-runs/), they ran at a mean 0.897 of this
+// timed both shapes (runs 3-24, docs/validation/gpu-h100.md, gpu-h200.md), they ran at a mean 0.897 of this
 // preset's burst figure on H100s (24 points, 0.787-0.991) and 0.920 on H200s (14 points,
 // 0.838-0.959). The A100's gemm_efficiency was fitted to Korthikanti's training runs, so its
 // sustained clocks are already in it.

@@ -444,11 +444,11 @@ TEST(MachineProfile, FitRecoversAlphaAndBandwidth) {
 }
 
 // The Hopper presets against the profiles `meshsim calibrate --backend cuda` measured on a
-// real H100 and H200 (docs/validation/gpu-h100.md, gpu-h200.md; the files are the runs'
-// own). Each measured GEMM point's time beside the preset's for the same shape: their
-// geometric mean over every shape of a width at or above 4096 in each dimension (the 1024
-// shapes last ~10 us and varied 144-211 TFLOP/s between runs of one card), and the 1 GiB
-// memory pass. Bounds: what the runs showed, with room for a re-calibration's spread.
+// real H100 and H200 (docs/validation/gpu-h100.md, gpu-h200.md; the files, in
+// validation/gpu-profiles/, are the runs' own). Each measured GEMM point's time beside the preset's for the same shape:
+// their geometric mean over every shape of a width at or above 4096 in each dimension (the 1024 shapes last ~10 us and
+// varied 144-211 TFLOP/s between runs of one card), and the 1 GiB memory pass. Bounds: what the runs showed, with room
+// for a re-calibration's spread.
 TEST(GpuPresets, HopperPresetsHoldAgainstTheMeasuredProfiles) {
   struct Card {
     const char* preset;
@@ -457,7 +457,7 @@ TEST(GpuPresets, HopperPresetsHoldAgainstTheMeasuredProfiles) {
   for (const Card c : {Card{"h100", "run5-h100-profile.yaml"}, Card{"h200", "run6-h200-profile.yaml"}}) {
     SCOPED_TRACE(c.preset);
     const MachineProfile measured =
-        load_machine_profile(std::string(MESHSIM_SOURCE_DIR) + "/docs/validation/gpu-runs/" + c.profile);
+        load_machine_profile(std::string(MESHSIM_SOURCE_DIR) + "/validation/gpu-profiles/" + c.profile);
     const ComputeModel preset(burst(c.preset));  // calibrate's grid: seconds of load, not a job's minutes
     for (const int width : {2, 4}) {
       double log_sum = 0;
