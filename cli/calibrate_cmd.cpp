@@ -383,10 +383,10 @@ int calibrate_command(const CalibrateFlags& f, const std::vector<std::string>& a
   if (n == 0) n = f.backend == Backend::Cuda ? require_cuda_devices().count : 2;
   if (n >= 2 && sizes.size() < 2)
     throw Error("--sizes: one size cannot separate alpha from bandwidth; give a sweep such as 256KiB:16MiB");
-  if (under_launcher()) return calibrate_rank(f);
-  std::vector<std::string> cmd{self_exe()};
+  if (launch::under_launcher()) return calibrate_rank(f);
+  std::vector<std::string> cmd{launch::this_binary()};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  return launch_ranks(n, cmd, f.timeout_s * 2);
+  return launch::launch_ranks(n, cmd, f.timeout_s * 2);
 }
 
 }  // namespace

@@ -54,21 +54,6 @@ std::string backend_label(const RunFlags& f) {
                                     : std::string(to_string(f.backend));
 }
 
-bool under_launcher() {
-  for (const char* v : {launch::kRankVar, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
-    if (std::getenv(v) != nullptr) return true;
-  return false;
-}
-
-std::string self_exe() {
-  std::string buf(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0)
-    throw Error("cannot find the meshsim binary (/proc/self/exe); use meshsim launch -n N -- meshsim run ...");
-  buf.resize(static_cast<std::size_t>(n));
-  return buf;
-}
-
 void check_backend(RunFlags& f, const BackendFlagText& typed) {
   if (!(f.timeout_s > 0) || f.timeout_s > 86400)
     throw Error(fmt::format("--timeout: {} is not a number of seconds in (0, 86400]; e.g. --timeout 120", f.timeout_s));
@@ -490,7 +475,7 @@ int run_rank(const RunFlags& f) {
 }
 
 int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
-  if (under_launcher()) return run_rank(f);
+  if (launch::under_launcher()) return run_rank(f);
   launch::heartbeat_env();  // a bad MESHSIM_HEARTBEAT_* is one error here, not one per rank
   // Check the scenario once here, so a bad file is one error, not one per rank.
   ScenarioNode node = ScenarioNode::load(f.file);
@@ -516,9 +501,9 @@ int run_command(const RunFlags& f, const std::vector<std::string>& argv) {
     throw Error(
         "-n: how many ranks? give -n N (or workload.ranks), or start the ranks with meshsim launch, torchrun, "
         "srun or mpirun");
-  std::vector<std::string> cmd{self_exe()};
+  std::vector<std::string> cmd{launch::this_binary()};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  const int rc = launch_ranks(n, cmd, f.timeout_s * 2);
+  const int rc = launch::launch_ranks(n, cmd, f.timeout_s * 2);
   return rc;
 }
 

@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_executor.h"
 #include "backend/cpu/transport.h"
 #include "backend/launch/launch_env.h"
+#include "backend/launch/launcher.h"
 #include "backend/launch/rendezvous.h"
 #include "backend/make_executor.h"
 #include "sim/machine_profile.h"
@@ -34,11 +35,6 @@ struct RunFlags {
 
 // The backend as run and validate name it in their first line: "cpu", or "cuda (collectives: ours)".
 std::string backend_label(const RunFlags& f);
-
-// Whether this process was started by a launcher (meshsim launch, torchrun, srun, mpirun).
-bool under_launcher();
-// This binary's path, to start ranks of the same command.
-std::string self_exe();
 
 // --backend and --collectives as typed: CLI11 binds them here, and check_backend alone reads
 // them, so each flag is parsed once and everything after it reads RunFlags' enums.
