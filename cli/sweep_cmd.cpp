@@ -10,12 +10,12 @@
 //
 // Beyond one machine: --shard K/N runs the variants whose index i has i % N == K, its --jsonl
 // a shard's (a header line, each row with its index); sweep-merge prints exactly what the whole
-// sweep prints. Under a launcher (mpirun, srun: cli/mpi/plugin.h) rank r of R runs what
+// sweep prints. Under a launcher (mpirun, srun: backend/mpi/plugin.h) rank r of R runs what
 // --shard r/R runs (of a --shard K/N run: shard K + r*N of N*R), into a JSON-lines text in
 // memory; rank 0 gathers the texts, merges them as sweep-merge does and writes the files and
 // the ranked output: the same bytes as one process. So under mpirun rank 0 writes --csv and
 // --jsonl only once every rank is done, not while the sweep runs. The ranks watch each other
-// (sweep_ranks.h), so a stopped rank ends the sweep instead of leaving the others waiting.
+// (backend/mpi/ranks.h), so a stopped rank ends the sweep instead of leaving the others waiting.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -29,9 +29,9 @@
 #include <sstream>
 
 #include "backend/launch/launch_env.h"
+#include "backend/mpi/ranks.h"
 #include "cli/commands.h"
 #include "cli/scenario_flags.h"
-#include "cli/sweep_ranks.h"
 #include "core/error.h"
 #include "report/html_report.h"
 #include "report/sweep_report.h"
@@ -123,7 +123,7 @@ struct Setup {
 };
 
 // Checks the flags and the scenario (errors before anything runs, the same on every rank).
-void set_up(const SweepFlags& f, const Ranks& ranks, Setup& s) {
+void set_up(const SweepFlags& f, const mpi::Ranks& ranks, Setup& s) {
   std::vector<sweep::Vary> vs = sweep::parse_varies(f.vary);
   s.shard = sweep::parse_shard(f.shard);
   if (s.shard.active && f.jsonl.empty())
@@ -146,14 +146,14 @@ void set_up(const SweepFlags& f, const Ranks& ranks, Setup& s) {
 
 // This rank's share, rank r of R of the sweep's shard K/N: shard K + r*N of N*R (the shard
 // itself with one rank), run as --shard runs it, as a shard's JSON lines.
-std::string run_rank_part(const SweepFlags& f, const Setup& s, const Ranks& ranks) {
+std::string run_rank_part(const SweepFlags& f, const Setup& s, const mpi::Ranks& ranks) {
   const sweep::Shard part{s.shard.k + ranks.rank * s.shard.n, s.shard.n * ranks.size, true};
   const nlohmann::ordered_json header = sweep::shard_header(part, s.definition, s.base->source(), *s.sweep);
   std::ostringstream text;
   sweep::RowWriter writer(nullptr, &text, *s.sweep, &header);
   Progress progress(ranks.rank == 0 ? part.count(s.sweep->size()) : 0);
   sweep::RunOptions o;
-  o.jobs = jobs_per_rank(f.jobs, ranks);
+  o.jobs = mpi::jobs_per_rank(f.jobs, ranks);
   o.where = s.where ? &*s.where : nullptr;
   o.on_row = [&](long pos, const sweep::Row& row) {
     writer.add(pos, row);
@@ -227,7 +227,7 @@ int run_single(const SweepFlags& f, Setup& s) {
 // The sweep in this process, one of `ranks` (with none, the single-process sweep). Errors
 // before the variants run (the same on every rank, or one rank's files) are agreed on first,
 // so no rank waits for one that quit.
-int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
+int run_sweep_ranks(const SweepFlags& f, const mpi::Ranks& ranks) {
   Setup s;
   if (ranks.mpi == nullptr) {
     set_up(f, ranks, s);
@@ -243,8 +243,8 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
   } catch (const std::exception& e) {
     error = std::string("internal error: ") + e.what() + " (please report this)";
   }
-  if (any_rank_failed(ranks, error)) return 2;
-  const std::vector<std::string> texts = run_on_ranks(ranks, beat, [&] { return run_rank_part(f, s, ranks); });
+  if (mpi::any_rank_failed(ranks, error)) return 2;
+  const std::vector<std::string> texts = mpi::run_on_ranks(ranks, beat, [&] { return run_rank_part(f, s, ranks); });
   if (ranks.rank != 0) return 0;
   const std::vector<sweep::Row> rows = merge_ranks(texts, s.shard);
   const std::optional<nlohmann::ordered_json> header = header_of(s);
@@ -255,7 +255,7 @@ int run_sweep_ranks(const SweepFlags& f, const Ranks& ranks) {
 // Under a launcher, the sweep spread over its ranks; else in this process.
 int run_sweep(const SweepFlags& f) {
   start_budget(f.max_seconds, f.max_memory);
-  const std::optional<Ranks> ranks = join_ranks();
+  const std::optional<mpi::Ranks> ranks = mpi::join_ranks();
   return ranks ? run_sweep_ranks(f, *ranks) : 2;
 }
 
