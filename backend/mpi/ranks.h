@@ -1,5 +1,5 @@
 // A sweep spread over the ranks of an MPI job (mpirun, srun: backend/mpi/plugin.h): rank r of R
-// runs its share of the variants into a text (cli/sweep_cmd.cpp: what --shard r/R runs, as JSON
+// runs its share of the variants into a text (report/sweep_run.h: what --shard r/R runs, as JSON
 // lines), and rank 0 gets every rank's text. The ranks watch each other beside MPI, so a rank
 // that is stopped or hung ends the sweep (every rank exits with status 2, the rank named)
 // instead of leaving the others blocked in a collective for ever.
