@@ -17,34 +17,25 @@
 #include <string>
 #include <vector>
 
+#include "core/output_file.h"
+
 namespace meshsim::cli {
 
 using Run = std::function<int()>;
-
-// Every file a command writes is named on stderr once written ("meshsim: wrote PATH (WHAT)"),
-// so scripts piping --json from stdout see nothing extra.
-void say_wrote(const std::string& path, const std::string& what);
-
-// Writes `text` to `path` and closes it: an Error naming `flag` and the file when it cannot be
-// opened or when the write fails (a full disk, a directory), never a silently short file.
-void write_file(const std::string& path, const std::string& text, const std::string& flag);
 
 Run add_collective_command(CLI::App& app);
 Run add_topology_command(CLI::App& app);
 Run add_algorithms_command(CLI::App& app);
 Run add_simulate_command(CLI::App& app);
 Run add_memory_command(CLI::App& app);
-Run add_fields_command(CLI::App& app);
-Run add_goodput_command(CLI::App& app);  // `meshsim goodput`: a long run's goodput under failures  // `meshsim fields`:
-                                         // the scenario field reference
+Run add_fields_command(CLI::App& app);   // `meshsim fields`: the scenario field reference
+Run add_goodput_command(CLI::App& app);  // `meshsim goodput`: a long run's goodput under failures
 Run add_sweep_command(CLI::App& app);
 Run add_sweep_merge_command(CLI::App& app);          // `meshsim sweep-merge SHARD.jsonl...`
 Run add_run_commands(CLI::App& app, Run* validate);  // `run` (returned) and `validate`
-// `meshsim launch` from inside: starts nprocs ranks of command; returns the exit code.
-int launch_ranks(int nprocs, const std::vector<std::string>& command, double timeout_s);
 Run add_launch_command(CLI::App& app);
 Run add_calibrate_command(CLI::App& app);
-Run add_check_published_command(CLI::App& app);
-Run add_moe_dispatch_command(CLI::App& app);  // `meshsim moe-dispatch`  // `meshsim check-published [PATH] [--json]`
+Run add_check_published_command(CLI::App& app);  // `meshsim check-published [PATH] [--json]`
+Run add_moe_dispatch_command(CLI::App& app);     // `meshsim moe-dispatch`
 
 }  // namespace meshsim::cli

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -12,20 +11,6 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/suggest.h"
-
-void meshsim::cli::write_file(const std::string& path, const std::string& text, const std::string& flag) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    throw meshsim::Error(fmt::format("{}: cannot write '{}'; check the directory exists and is writable", flag, path));
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out)
-    throw meshsim::Error(fmt::format("{}: writing '{}' failed (disk full?); nothing usable was written", flag, path));
-}
-
-void meshsim::cli::say_wrote(const std::string& path, const std::string& what) {
-  std::fprintf(stderr, "meshsim: wrote %s (%s)\n", path.c_str(), what.c_str());
-}
 
 namespace {
 

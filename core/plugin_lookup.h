@@ -1,4 +1,4 @@
-// What the plugin loaders share (backend/cuda/plugin_loader.cpp, cli/mpi/plugin_loader.cpp):
+// What the plugin loaders share (backend/cuda/plugin_loader.cpp, backend/mpi/plugin_loader.cpp):
 // this executable's path, dlerror() on one line, and the lookup order of a plugin file.
 //
 //   plugin_candidates(std::getenv("MESHSIM_X_PLUGIN"), self_exe(), "libmeshsim_x.so")

@@ -18,11 +18,18 @@
 //
 //   GoodputInputs in;  in.mtbf_s = 3 * 3600;  in.checkpoint_s = 30;  in.restart_s = 600;
 //   const double best = optimal_interval(in);  goodput(in, best);  // ~0.87
+//
+// estimate_goodput() fills the model from a scenario as `meshsim goodput` does: the MTBF from
+// failure rates counted on its cluster (or an observed count), the checkpoint from its model.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/units.h"
+#include "sim/scenario.h"
+#include "topology/topology.h"
 
 namespace meshsim {
 
@@ -58,5 +65,40 @@ struct ComponentRate {
   long long count = 0;
 };
 double job_mtbf_s(const std::vector<ComponentRate>& rates);
+
+// What `meshsim goodput` asks of a scenario, as typed (errors name the flags).
+struct GoodputRequest {
+  std::vector<std::string> rates;  // --failure-rate KIND=PER_DAY ...
+  int interruptions = -1;          // --interruptions N (with --over-days); -1: from the rates
+  double over_days = 0;
+  std::string checkpoint_bw = "1TB/s", read_bw, relaunch = "300s", interval;
+  double days = 30;  // the run's length
+  int runs = 2000;   // Monte Carlo runs
+};
+
+// --failure-rate gpu=4.7e-4 ...: failures per component per day, each kind counted on the
+// cluster: `gpus` GPUs, their nodes, and the topology's NICs and switches.
+std::vector<ComponentRate> component_rates(const std::vector<std::string>& rates, const Topology& topo, long long gpus);
+
+// The expected goodput of a long run of the scenario: the job's MTBF from failure rates per
+// component kind (counts from the layout and the topology) or from an observed interruption
+// count, the checkpoint size from the memory model (weights and optimizer state of every
+// parameter), its write and read times, Young's, Daly's and the optimal interval, the goodput
+// there (closed form and a Monte Carlo of the same model), and the iterations a failure costs.
+struct GoodputEstimate {
+  GoodputRequest request;
+  std::string scenario;
+  long long gpus = 0;
+  Time iteration;
+  double mtbf_s = 0;
+  std::string mtbf_from;  // "419 interruptions in 54 days", or the rates and counts
+  Bytes checkpoint_bytes = 0;
+  GoodputInputs in;
+  double optimal_s = 0, interval_s = 0;  // the optimal interval, and the one evaluated
+  double goodput = 0, goodput_at_optimum = 0;
+  MonteCarloGoodput monte_carlo;
+  double failures_expected = 0;  // over request.days
+};
+GoodputEstimate estimate_goodput(const Scenario& s, const GoodputRequest& r);
 
 }  // namespace meshsim

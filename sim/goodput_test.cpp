@@ -7,6 +7,9 @@
 
 #include <cmath>
 
+#include "core/test_util.h"
+#include "topology/presets.h"
+
 namespace meshsim {
 namespace {
 
@@ -58,6 +61,20 @@ TEST(Goodput, JobMtbfAddsTheRatesOfEveryPart) {
   const double m = job_mtbf_s({{"gpu", 4.7e-4, 16384}, {"node", 1e-3, 2048}});
   EXPECT_NEAR(86400 / m, 16384 * 4.7e-4 + 2048 * 1e-3, 1e-9);
   EXPECT_TRUE(std::isinf(job_mtbf_s({{"gpu", 0, 8}})));
+}
+
+TEST(Goodput, ComponentRatesCountEachKindOnTheCluster) {
+  const Topology topo = resolve_topology("dgx-h100:nodes=2");
+  const std::vector<ComponentRate> r = component_rates({"gpu=1e-3", "node=2e-3", "nic=0"}, topo, 16);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].count, 16);
+  EXPECT_EQ(r[1].count, 2);  // 16 GPUs, 8 a node
+  EXPECT_EQ(r[1].per_day, 2e-3);
+  EXPECT_GT(r[2].count, 0);
+  using testing_util::contains;
+  using testing_util::error_of;
+  EXPECT_TRUE(contains(error_of([&] { component_rates({"gpu=fast"}, topo, 16); }), "--failure-rate gpu=fast"));
+  EXPECT_TRUE(contains(error_of([&] { component_rates({"cpu=1"}, topo, 16); }), "unknown component 'cpu'"));
 }
 
 }  // namespace

@@ -295,4 +295,21 @@ PublishedReport check_published(const PublishedSuite& suite, const AlgorithmRegi
   return report;
 }
 
+void keep_only(PublishedSuite& suite, const std::string& only, const std::string& path) {
+  const auto slash = only.find('/');
+  const std::string src = only.substr(0, slash), grp = slash == std::string::npos ? "" : only.substr(slash + 1);
+  std::vector<PublishedSource> kept;
+  for (PublishedSource& s : suite.sources) {
+    if (s.key != src) continue;
+    if (!grp.empty()) std::erase_if(s.groups, [&](const PublishedGroup& g) { return g.name != grp; });
+    if (!s.groups.empty()) kept.push_back(std::move(s));
+  }
+  if (kept.empty())
+    throw Error(
+        fmt::format("--only: '{}' matches no source/group of {}; use a file stem such as korthikanti2022 "
+                    "or korthikanti2022/table5",
+                    only, path));
+  suite.sources = std::move(kept);
+}
+
 }  // namespace meshsim

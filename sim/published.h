@@ -81,6 +81,10 @@ struct PublishedSuite {
 PublishedSuite load_published_suite(const std::string& path);
 PublishedSource parse_published_source(const std::string& text, const std::string& file);
 
+// --only SOURCE[/GROUP]: the suite cut to one source (its file stem) or one group of it; an
+// Error naming --only and `path` (the suite's) when nothing matches.
+void keep_only(PublishedSuite& suite, const std::string& only, const std::string& path);
+
 struct PublishedCaseResult {
   std::string id;
   PublishedMetric metric = PublishedMetric::IterationS;

@@ -56,5 +56,24 @@ TEST(PublishedSource, ErrorsNameFileLineAndField) {
   }
 }
 
+TEST(PublishedSuite, KeepOnlyCutsToASourceOrOneOfItsGroups) {
+  PublishedSource a = parse_published_source(kGood, "a.yaml");
+  a.groups.push_back(a.groups[0]);
+  a.groups[1].name = "u";
+  const PublishedSuite suite{{a, parse_published_source(kGood, "b.yaml")}};
+  PublishedSuite one = suite;
+  keep_only(one, "a", "dir");
+  ASSERT_EQ(one.sources.size(), 1u);
+  EXPECT_EQ(one.sources[0].groups.size(), 2u);
+  PublishedSuite group = suite;
+  keep_only(group, "a/u", "dir");
+  ASSERT_EQ(group.sources.size(), 1u);
+  ASSERT_EQ(group.sources[0].groups.size(), 1u);
+  EXPECT_EQ(group.sources[0].groups[0].name, "u");
+  PublishedSuite none = suite;
+  const std::string e = error_of([&] { keep_only(none, "a/v", "dir"); });
+  EXPECT_TRUE(contains(e, "--only: 'a/v' matches no source/group of dir")) << e;
+}
+
 }  // namespace
 }  // namespace meshsim

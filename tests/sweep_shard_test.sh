@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sweep beyond one machine (cli/sweep_cmd.cpp, docs/scenarios.md "Sweeps across machines"):
+# sweep beyond one machine (report/sweep_run.h, docs/scenarios.md "Sweeps across machines"):
 #   sweep_shard_test.sh MESHSIM shard   --shard K/N runs merged by sweep-merge print and write
 #                                        exactly what the whole sweep does; bad shards are one
 #                                        clear error each

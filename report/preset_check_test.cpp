@@ -1,10 +1,10 @@
-#include "cli/preset_check.h"
+#include "report/preset_check.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-namespace meshsim::cli {
+namespace meshsim {
 namespace {
 
 const PresetCheckRow& row(const std::vector<PresetCheckRow>& rows, const std::string& what) {
@@ -98,4 +98,4 @@ TEST(PresetCheck, FormatIsATableOfFixedColumns) {
 }
 
 }  // namespace
-}  // namespace meshsim::cli
+}  // namespace meshsim

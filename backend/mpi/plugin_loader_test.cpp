@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "cli/mpi/plugin.h"
+#include "backend/mpi/plugin.h"
 #include "core/error.h"
 
-namespace meshsim::cli::mpi {
+namespace meshsim::mpi {
 namespace {
 
 // Sets (or unsets, for nullptr) an environment variable for one scope.
@@ -90,4 +90,4 @@ TEST(MpiPlugin, NotAPluginIsRefused) {
 }
 
 }  // namespace
-}  // namespace meshsim::cli::mpi
+}  // namespace meshsim::mpi

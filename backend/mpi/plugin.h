@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace meshsim::cli::mpi {
+namespace meshsim::mpi {
 
 inline constexpr int kMpiPluginAbi = 1;
 inline constexpr const char* kMpiPluginFile = "libmeshsim_mpi.so";
@@ -29,7 +29,7 @@ inline constexpr const char* kMpiPluginEnv = "MESHSIM_MPI_PLUGIN";
 // MESHSIM_MPI=0: ignore the launcher (every rank runs the whole sweep on its own).
 inline constexpr const char* kMpiDisableEnv = "MESHSIM_MPI";
 
-}  // namespace meshsim::cli::mpi
+}  // namespace meshsim::mpi
 
 struct MeshsimMpiPlugin {
   int abi_version;           // the plugin's kMpiPluginAbi; the caller checks it before any other field
@@ -49,7 +49,7 @@ struct MeshsimMpiPlugin {
 // The plugin's entry point (defined only in the plugin; meshsim finds it with dlsym).
 extern "C" __attribute__((visibility("default"))) const MeshsimMpiPlugin* meshsim_mpi_plugin(int abi_version);
 
-namespace meshsim::cli::mpi {
+namespace meshsim::mpi {
 
 // What the environment says about a launcher: active when OMPI_COMM_WORLD_SIZE, PMI_SIZE or
 // PMIX_RANK is set (and MESHSIM_MPI is not 0); `rank` from OMPI_COMM_WORLD_RANK, PMI_RANK or
@@ -72,4 +72,4 @@ const MeshsimMpiPlugin& load_mpi_plugin(const std::string& path);
 // The process's plugin by the lookup rule, loaded on first use; throws the loader's Error.
 const MeshsimMpiPlugin& mpi_plugin();
 
-}  // namespace meshsim::cli::mpi
+}  // namespace meshsim::mpi

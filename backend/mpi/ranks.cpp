@@ -1,5 +1,5 @@
-// A sweep spread over MPI ranks: see sweep_ranks.h.
-#include "cli/sweep_ranks.h"
+// A sweep spread over MPI ranks: see ranks.h.
+#include "backend/mpi/ranks.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -17,7 +17,7 @@
 #include "backend/launch/rendezvous.h"
 #include "core/error.h"
 
-namespace meshsim::cli {
+namespace meshsim::mpi {
 namespace {
 
 // Under mpirun a rank that is stopped or hung leaves the others blocked in an MPI collective
@@ -98,11 +98,11 @@ class RankWatch {
 }  // namespace
 
 std::optional<Ranks> join_ranks() {
-  const mpi::Launcher launcher = mpi::launcher_env();
+  const Launcher launcher = launcher_env();
   if (!launcher.active) return Ranks{};
   Ranks ranks;
   try {
-    ranks.mpi = &mpi::mpi_plugin();
+    ranks.mpi = &mpi_plugin();
   } catch (const Error&) {
     if (launcher.rank == 0) throw;
     // Every rank fails alike; rank 0 says it. The others wait a moment, so the launcher does
@@ -162,4 +162,4 @@ int jobs_per_rank(int jobs, const Ranks& ranks) {
   return mine >= all ? std::max(1, all / ranks.local) : 0;
 }
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::mpi

@@ -1,6 +1,6 @@
 // libmeshsim_mpi.so: the MPI side of the seam in plugin.h. The only file of meshsim that
 // includes mpi.h; linked against libmpi, loaded by `meshsim sweep` under a launcher.
-#include "cli/mpi/plugin.h"
+#include "backend/mpi/plugin.h"
 
 // The C API only: no MPI C++ bindings (and no libmpi_cxx).
 #define OMPI_SKIP_MPICXX 1
@@ -87,7 +87,7 @@ void finalize() { MPI_Finalize(); }
   __builtin_unreachable();
 }
 
-const MeshsimMpiPlugin kTable{meshsim::cli::mpi::kMpiPluginAbi, library, init, gather, all_gather, finalize, abort_all};
+const MeshsimMpiPlugin kTable{meshsim::mpi::kMpiPluginAbi, library, init, gather, all_gather, finalize, abort_all};
 
 }  // namespace
 

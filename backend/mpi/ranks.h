@@ -1,5 +1,5 @@
-// A sweep spread over the ranks of an MPI job (mpirun, srun: cli/mpi/plugin.h): rank r of R
-// runs its share of the variants into a text (sweep_cmd.cpp: what --shard r/R runs, as JSON
+// A sweep spread over the ranks of an MPI job (mpirun, srun: backend/mpi/plugin.h): rank r of R
+// runs its share of the variants into a text (report/sweep_run.h: what --shard r/R runs, as JSON
 // lines), and rank 0 gets every rank's text. The ranks watch each other beside MPI, so a rank
 // that is stopped or hung ends the sweep (every rank exits with status 2, the rank named)
 // instead of leaving the others blocked in a collective for ever.
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "backend/launch/launch_env.h"
-#include "cli/mpi/plugin.h"
+#include "backend/mpi/plugin.h"
 
-namespace meshsim::cli {
+namespace meshsim::mpi {
 
 // This process's part of the MPI world (size 1, no plugin: not under a launcher).
 struct Ranks {
@@ -45,4 +45,4 @@ std::vector<std::string> run_on_ranks(const Ranks& ranks, const launch::Heartbea
 // launcher did not bind each to cores of its own, the node's cores shared out; else 0 (all).
 int jobs_per_rank(int jobs, const Ranks& ranks);
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::mpi

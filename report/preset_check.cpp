@@ -1,4 +1,4 @@
-#include "cli/preset_check.h"
+#include "report/preset_check.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "report/table.h"
 
-namespace meshsim::cli {
+namespace meshsim {
 
 namespace {
 
@@ -87,4 +87,4 @@ std::string format_preset_check(const std::vector<PresetCheckRow>& rows, const s
          "(speed: the measured rate over the preset's, > 1 where this GPU is faster than the preset says)\n";
 }
 
-}  // namespace meshsim::cli
+}  // namespace meshsim

@@ -18,7 +18,7 @@
 #include "backend/cuda/cuda_calibrate.h"
 #include "sim/compute_model.h"
 
-namespace meshsim::cli {
+namespace meshsim {
 
 struct PresetCheckRow {
   std::string what;
@@ -34,4 +34,4 @@ std::vector<PresetCheckRow> check_against_preset(const cuda::CudaMeasurements& m
                                                  const cuda::CudaCalibrateOptions& options, const GpuSpec& preset);
 std::string format_preset_check(const std::vector<PresetCheckRow>& rows, const std::string& preset_name);
 
-}  // namespace meshsim::cli
+}  // namespace meshsim

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/mpi/plugin.h"
+#include "backend/mpi/plugin.h"
 #include "core/error.h"
 #include "core/plugin_lookup.h"
 
-namespace meshsim::cli::mpi {
+namespace meshsim::mpi {
 namespace {
 
 namespace fs = std::filesystem;
@@ -96,4 +96,4 @@ const MeshsimMpiPlugin& mpi_plugin() {
   return *(table = &load(candidates.front(), where));
 }
 
-}  // namespace meshsim::cli::mpi
+}  // namespace meshsim::mpi
