@@ -121,9 +121,7 @@ class Run {
   EventH start_event() const { return res_.events.front(); }
   EventH start_event_of(int op) const { return res_.events[static_cast<std::size_t>(1 + 2 * op)]; }
   EventH end_event(int op) const { return res_.events[static_cast<std::size_t>(2 + 2 * op)]; }
-  char* at(int op, const std::string& name) const {
-    return static_cast<char*>(res_.workspace) + ws_.region(op, name).offset;
-  }
+  char* at(int op, Buf b) const { return static_cast<char*>(res_.workspace) + ws_.region(op, b).offset; }
 
   // One pass over the role: a device-side barrier over the world, then this rank's start
   // event, which every stream waits for; every op in issue order; the host waits for all.
@@ -247,7 +245,7 @@ class Run {
       for (std::size_t i = 0; i < role_.ops.size(); ++i)
         if (role_.ops[i].stream == static_cast<Stream>(s) && role_.ops[i].kind == OpKind::Compute &&
             role_.ops[i].kernel.kind == KernelKind::Gemm) {
-          check_.cublas(api_.blas_set_workspace(b, at(static_cast<int>(i), "cublas"), kCublasWorkspace),
+          check_.cublas(api_.blas_set_workspace(b, at(static_cast<int>(i), Buf::Cublas), kCublasWorkspace),
                         "cublasSetWorkspace", "setup");
           break;
         }
@@ -273,15 +271,15 @@ class Run {
   // (workspace.h), so a GEMM's inputs are any numbers of the right size.
   void take_operands_to_pool(std::vector<BufferNeed>& need) {
     std::erase_if(need, [&](const BufferNeed& b) {
-      if (b.name == "a") pool_a_ = std::max(pool_a_, align_up(b.bytes));
-      if (b.name == "b") pool_b_ = std::max(pool_b_, align_up(b.bytes));
-      return b.name == "a" || b.name == "b";
+      if (b.buf == Buf::A) pool_a_ = std::max(pool_a_, align_up(b.bytes));
+      if (b.buf == Buf::B) pool_b_ = std::max(pool_b_, align_up(b.bytes));
+      return b.buf == Buf::A || b.buf == Buf::B;
     });
   }
-  char* operand(int op, const char* name) const {
-    if (pool_a_ + pool_b_ == 0) return at(op, name);
+  char* operand(int op, Buf b) const {
+    if (pool_a_ + pool_b_ == 0) return at(op, b);
     char* pool = static_cast<char*>(res_.workspace) + ws_.total + kWorkspaceAlign;
-    return std::string_view(name) == "a" ? pool : pool + pool_a_;
+    return b == Buf::A ? pool : pool + pool_a_;
   }
 
   void setup_comms() {
@@ -343,11 +341,11 @@ class Run {
     StreamH s = stream(op.stream);
     if (op.kind == OpKind::Send)
       check_.nccl(
-          api_.send(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
+          api_.send(at(i, Buf::Data), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
           "ncclSend", label(i));
     else
       check_.nccl(
-          api_.recv(at(i, "data"), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
+          api_.recv(at(i, Buf::Data), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
           "ncclRecv", label(i));
   }
 
@@ -364,13 +362,13 @@ class Run {
             fmt::format("backend cuda: {}: GEMMs of {}-byte elements are not supported (2: bf16/fp16, "
                         "4: fp32)",
                         label(i), k.dtype_bytes));
-      check_.cublas(api_.gemm(res_.blas[static_cast<std::size_t>(op.stream)], k.m, k.n, k.k, t, operand(i, "a"),
-                              operand(i, "b"), at(i, "c")),
+      check_.cublas(api_.gemm(res_.blas[static_cast<std::size_t>(op.stream)], k.m, k.n, k.k, t, operand(i, Buf::A),
+                              operand(i, Buf::B), at(i, Buf::C)),
                     "cublasGemmEx", label(i));
       return;
     }
     const KernelCall call = kernel_call(k, op.phase);
-    check_.cuda(api_.kernel(call, reinterpret_cast<float*>(at(i, "args")), s), call.text(), label(i));
+    check_.cuda(api_.kernel(call, reinterpret_cast<float*>(at(i, Buf::Args)), s), call.text(), label(i));
   }
 
   void issue_collective(int i, StreamH s) {
@@ -384,8 +382,8 @@ class Run {
     if (spec.kind == CollKind::SendRecv) {  // ring shift along the axis
       const int p = spec.ranks;
       check_.nccl(api_.group_start(), "ncclGroupStart", where);
-      check_.nccl(api_.send(at(i, "send"), bytes, (group.key + 1) % p, comm, s), "ncclSend", where);
-      check_.nccl(api_.recv(at(i, "recv"), bytes, (group.key + p - 1) % p, comm, s), "ncclRecv", where);
+      check_.nccl(api_.send(at(i, Buf::Send), bytes, (group.key + 1) % p, comm, s), "ncclSend", where);
+      check_.nccl(api_.recv(at(i, Buf::Recv), bytes, (group.key + p - 1) % p, comm, s), "ncclRecv", where);
       check_.nccl(api_.group_end(), "ncclGroupEnd", where);
       return;
     }
@@ -395,12 +393,12 @@ class Run {
     }
     const StepProgram& prog = *programs_[static_cast<std::size_t>(i)];
     const bool shared = spec.kind != CollKind::AllToAll;
-    char* send = shared ? at(i, "data") : at(i, "send");
-    char* recv = shared ? send : at(i, "recv");
-    const Region& recv_region = ws_.region(i, shared ? "data" : "recv");
-    const Region& send_region = ws_.region(i, shared ? "data" : "send");
-    char* stage = at(i, "stage");
-    char* snapshot = at(i, "snapshot");
+    char* send = shared ? at(i, Buf::Data) : at(i, Buf::Send);
+    char* recv = shared ? send : at(i, Buf::Recv);
+    const Region& recv_region = ws_.region(i, shared ? Buf::Data : Buf::Recv);
+    const Region& send_region = ws_.region(i, shared ? Buf::Data : Buf::Send);
+    char* stage = at(i, Buf::Stage);
+    char* snapshot = at(i, Buf::Snapshot);
     if (!shared) {  // the block a rank keeps for itself
       const RankBuffers rb = rank_buffers(spec, group.key);
       check_.cuda(api_.stream_pass(reinterpret_cast<float*>(recv + rb.self_recv),
@@ -467,26 +465,26 @@ class Run {
     int status = 0;
     switch (spec.kind) {
       case CollKind::AllGather: {  // in place: rank r's block sits at slice r
-        char* data = at(i, "data");
+        char* data = at(i, Buf::Data);
         call = "ncclAllGather";
         status = api_.collective(spec.kind, data + r * (count / p) * kFloat, data, count / p, DType::Fp32, 0, comm, s);
         break;
       }
       case CollKind::ReduceScatter: {  // in place: rank r keeps slice r
-        char* data = at(i, "data");
+        char* data = at(i, Buf::Data);
         call = "ncclReduceScatter";
         status = api_.collective(spec.kind, data, data + r * (count / p) * kFloat, count / p, DType::Fp32, 0, comm, s);
         break;
       }
       case CollKind::AllToAll:
         call = "ncclAlltoAll";
-        status = api_.collective(spec.kind, at(i, "send"), at(i, "recv"), count / p, DType::Fp32, 0, comm, s);
+        status = api_.collective(spec.kind, at(i, Buf::Send), at(i, Buf::Recv), count / p, DType::Fp32, 0, comm, s);
         break;
       default:
         call = spec.kind == CollKind::Broadcast ? "ncclBroadcast"
                : spec.kind == CollKind::Reduce  ? "ncclReduce"
                                                 : "ncclAllReduce";
-        status = api_.collective(spec.kind, at(i, "data"), at(i, "data"), count, DType::Fp32, spec.root, comm, s);
+        status = api_.collective(spec.kind, at(i, Buf::Data), at(i, Buf::Data), count, DType::Fp32, spec.root, comm, s);
         break;
     }
     check_.nccl(status, call, label(i));
@@ -501,11 +499,11 @@ class Run {
     const int grank = plan_.axis(op.axis).key;
     const std::vector<float> in = opt_.data.input(i, spec, grank);
     const bool shared = spec.kind != CollKind::AllToAll;
-    const Region& r = ws_.region(i, shared ? "data" : "send");
+    const Region& r = ws_.region(i, shared ? Buf::Data : Buf::Send);
     if (static_cast<std::int64_t>(in.size()) * kFloat > r.bytes)
       throw Error(
           fmt::format("backend cuda: {}: input of {} floats exceeds its {}-byte buffer", label(i), in.size(), r.bytes));
-    check_.cuda(api_.memcpy_to_device(at(i, shared ? "data" : "send"), in.data(), in.size() * sizeof(float)),
+    check_.cuda(api_.memcpy_to_device(at(i, shared ? Buf::Data : Buf::Send), in.data(), in.size() * sizeof(float)),
                 "cudaMemcpy (input)", label(i));
   }
 
@@ -517,7 +515,7 @@ class Run {
     const bool shared = spec.kind != CollKind::AllToAll;
     const std::int64_t bytes = rank_buffers(spec, grank).recv;
     std::vector<float> out(static_cast<std::size_t>(bytes / kFloat));
-    check_.cuda(api_.memcpy_to_host(out.data(), at(i, shared ? "data" : "recv"), out.size() * sizeof(float)),
+    check_.cuda(api_.memcpy_to_host(out.data(), at(i, shared ? Buf::Data : Buf::Recv), out.size() * sizeof(float)),
                 "cudaMemcpy (output)", label(i));
     if (opt_.data.output) opt_.data.output(i, spec, grank, std::move(out));
   }

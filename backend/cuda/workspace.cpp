@@ -6,17 +6,27 @@
 #include <algorithm>
 
 #include "backend/kernel_call.h"
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace meshsim::cuda {
 
 std::int64_t align_up(std::int64_t bytes, std::int64_t align) { return (bytes + align - 1) / align * align; }
 
-const Region& WorkspacePlan::region(int op, const std::string& name) const {
+namespace {
+constexpr EnumName<Buf> kBufNames[] = {{Buf::Cublas, "cublas"}, {Buf::A, "a"},         {Buf::B, "b"},
+                                       {Buf::C, "c"},           {Buf::Data, "data"},   {Buf::Send, "send"},
+                                       {Buf::Recv, "recv"},     {Buf::Stage, "stage"}, {Buf::Snapshot, "snapshot"},
+                                       {Buf::Args, "args"}};
+}  // namespace
+
+const char* to_string(Buf b) { return enum_name(kBufNames, b); }
+
+const Region& WorkspacePlan::region(int op, Buf b) const {
   if (op >= 0 && op < static_cast<int>(ops.size()))
     for (const Region& r : ops[static_cast<std::size_t>(op)])
-      if (r.name == name) return r;
-  throw Error(fmt::format("backend cuda: workspace: op {} has no buffer '{}'", op, name));
+      if (r.buf == b) return r;
+  throw Error(fmt::format("backend cuda: workspace: op {} has no buffer '{}'", op, to_string(b)));
 }
 
 WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vector<std::vector<BufferNeed>>& needs) {
@@ -27,7 +37,8 @@ WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vect
     std::int64_t size = 0;
     for (const BufferNeed& n : needs[i]) {
       if (n.bytes < 0)
-        throw Error(fmt::format("backend cuda: workspace: op {} buffer '{}' needs {} bytes", i, n.name, n.bytes));
+        throw Error(
+            fmt::format("backend cuda: workspace: op {} buffer '{}' needs {} bytes", i, to_string(n.buf), n.bytes));
       size += align_up(n.bytes);
     }
     const auto s = static_cast<std::size_t>(streams[i]);
@@ -39,14 +50,14 @@ WorkspacePlan plan_workspace(const std::vector<Stream>& streams, const std::vect
   for (int s = 0; s < kStreams; ++s) {
     if (!used[static_cast<std::size_t>(s)]) continue;
     base[static_cast<std::size_t>(s)] = plan.total;
-    plan.arenas.push_back({to_string(static_cast<Stream>(s)), plan.total, footprint[static_cast<std::size_t>(s)]});
+    plan.arenas.push_back({static_cast<Stream>(s), plan.total, footprint[static_cast<std::size_t>(s)]});
     plan.total += footprint[static_cast<std::size_t>(s)];
   }
   plan.ops.resize(needs.size());
   for (std::size_t i = 0; i < needs.size(); ++i) {
     std::int64_t at = base[static_cast<std::size_t>(streams[i])];
     for (const BufferNeed& n : needs[i]) {
-      plan.ops[i].push_back({n.name, at, n.bytes});
+      plan.ops[i].push_back({n.buf, at, n.bytes});
       at += align_up(n.bytes);
     }
   }
@@ -58,10 +69,10 @@ std::vector<BufferNeed> step_program_needs(const StepProgram& program, const Col
   const bool shared = spec.kind != CollKind::AllToAll;
   std::vector<BufferNeed> needs;
   if (shared) {
-    needs.push_back({"data", rb.send});
+    needs.push_back({Buf::Data, rb.send});
   } else {
-    needs.push_back({"send", rb.send});
-    needs.push_back({"recv", rb.recv});
+    needs.push_back({Buf::Send, rb.send});
+    needs.push_back({Buf::Recv, rb.recv});
   }
   std::int64_t stage = 0, snapshot = 0;
   Step st;
@@ -73,22 +84,22 @@ std::vector<BufferNeed> step_program_needs(const StepProgram& program, const Col
     stage = std::max(stage, l.stage_bytes);
     snapshot = std::max(snapshot, l.snapshot_bytes);
   }
-  needs.push_back({"stage", stage});
-  needs.push_back({"snapshot", snapshot});
+  needs.push_back({Buf::Stage, stage});
+  needs.push_back({Buf::Snapshot, snapshot});
   return needs;
 }
 
 std::vector<BufferNeed> native_collective_needs(const CollectiveSpec& spec) {
-  if (spec.kind == CollKind::AllToAll) return {{"send", spec.bytes}, {"recv", spec.bytes}};
-  if (spec.kind == CollKind::SendRecv) return {{"send", spec.bytes}, {"recv", spec.bytes}};
-  return {{"data", spec.bytes}};
+  if (spec.kind == CollKind::AllToAll) return {{Buf::Send, spec.bytes}, {Buf::Recv, spec.bytes}};
+  if (spec.kind == CollKind::SendRecv) return {{Buf::Send, spec.bytes}, {Buf::Recv, spec.bytes}};
+  return {{Buf::Data, spec.bytes}};
 }
 
 std::vector<BufferNeed> op_needs(const Op& op) {
   switch (op.kind) {
     case OpKind::Send:
     case OpKind::Recv:
-      return {{"data", op.bytes}};
+      return {{Buf::Data, op.bytes}};
     case OpKind::Collective:
       throw Error("backend cuda: workspace: op '" + op.name + "' is a collective; plan it from its step program");
     case OpKind::Compute:
@@ -97,9 +108,9 @@ std::vector<BufferNeed> op_needs(const Op& op) {
   const Kernel& k = op.kernel;
   if (k.kind == KernelKind::Gemm) {
     const std::int64_t d = k.dtype_bytes;
-    return {{"cublas", kCublasWorkspace}, {"a", k.m * k.k * d}, {"b", k.k * k.n * d}, {"c", k.m * k.n * d}};
+    return {{Buf::Cublas, kCublasWorkspace}, {Buf::A, k.m * k.k * d}, {Buf::B, k.k * k.n * d}, {Buf::C, k.m * k.n * d}};
   }
-  return {{"args", kernel_call(k, op.phase).floats() * 4}};  // the kernel's operands (kernel_call.h)
+  return {{Buf::Args, kernel_call(k, op.phase).floats() * 4}};  // the kernel's operands (kernel_call.h)
 }
 
 }  // namespace meshsim::cuda

@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "schedule/collective.h"
@@ -39,24 +38,36 @@ inline constexpr std::int64_t kCublasWorkspace = 32LL << 20;  // per stream that
 
 std::int64_t align_up(std::int64_t bytes, std::int64_t align = kWorkspaceAlign);
 
+// The buffers an op can have: a GEMM's cuBLAS workspace and operands A, B, C; a collective's
+// one buffer (Data) or two (Send, Recv) and its steps' Stage and Snapshot areas; a kernel's
+// operands (Args).
+enum class Buf { Cublas, A, B, C, Data, Send, Recv, Stage, Snapshot, Args };
+const char* to_string(Buf b);  // "cublas", "a", "b", "c", "data", "send", "recv", "stage", "snapshot", "args"
+
 struct BufferNeed {
-  std::string name;  // "a", "b", "c", "cublas", "data", "send", "recv", "stage", "snapshot", "args"
+  Buf buf;
   std::int64_t bytes = 0;
 };
 
 struct Region {
-  std::string name;
+  Buf buf;
   std::int64_t offset = 0;  // from the workspace start
   std::int64_t bytes = 0;
   std::int64_t end() const { return offset + bytes; }
 };
 
+struct Arena {
+  Stream stream;
+  std::int64_t offset = 0;
+  std::int64_t bytes = 0;
+};
+
 struct WorkspacePlan {
   std::int64_t total = 0;
-  std::vector<Region> arenas;            // one per used stream (name = to_string(stream))
+  std::vector<Arena> arenas;             // one per used stream, in Stream order
   std::vector<std::vector<Region>> ops;  // per op: its buffers, in the order of its needs
-  // The region `name` of op `op`; throws Error (naming both) when absent.
-  const Region& region(int op, const std::string& name) const;
+  // Op `op`'s buffer `b`; throws Error (naming both) when absent.
+  const Region& region(int op, Buf b) const;
 };
 
 // The core: op i runs on streams[i] and needs needs[i] (sizes >= 0; throws Error otherwise).

@@ -10,17 +10,17 @@ namespace {
 // Every region aligned, inside its op's stream arena; regions of ops on different streams disjoint.
 void expect_sound(const WorkspacePlan& p, const std::vector<Stream>& streams) {
   auto arena = [&](Stream s) {
-    for (const Region& a : p.arenas)
-      if (a.name == to_string(s)) return a;
+    for (const Arena& a : p.arenas)
+      if (a.stream == s) return a;
     ADD_FAILURE() << "no arena for " << to_string(s);
-    return Region{};
+    return Arena{};
   };
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
-    const Region a = arena(streams[i]);
+    const Arena a = arena(streams[i]);
     for (const Region& r : p.ops[i]) {
-      EXPECT_EQ(r.offset % kWorkspaceAlign, 0) << i << " " << r.name;
+      EXPECT_EQ(r.offset % kWorkspaceAlign, 0) << i << " " << to_string(r.buf);
       EXPECT_GE(r.offset, a.offset);
-      EXPECT_LE(r.end(), a.end());
+      EXPECT_LE(r.end(), a.offset + a.bytes);
       EXPECT_LE(r.end(), p.total);
     }
     for (std::size_t j = 0; j < p.ops.size(); ++j) {
@@ -28,7 +28,7 @@ void expect_sound(const WorkspacePlan& p, const std::vector<Stream>& streams) {
       for (const Region& x : p.ops[i])
         for (const Region& y : p.ops[j])
           EXPECT_TRUE(x.bytes == 0 || y.bytes == 0 || x.end() <= y.offset || y.end() <= x.offset)
-              << "op " << i << " " << x.name << " aliases op " << j << " " << y.name;
+              << "op " << i << " " << to_string(x.buf) << " aliases op " << j << " " << to_string(y.buf);
     }
   }
 }
@@ -36,34 +36,34 @@ void expect_sound(const WorkspacePlan& p, const std::vector<Stream>& streams) {
 TEST(Workspace, ArenaPerStreamSizedByItsLargestOp) {
   const std::vector<Stream> streams = {Stream::Compute, Stream::Dp, Stream::Compute, Stream::Tp};
   const std::vector<std::vector<BufferNeed>> needs = {
-      {{"a", 100}, {"b", 300}},  // 256 + 512 = 768
-      {{"data", 1000}},          // 1024
-      {{"x", 256}, {"y", 1}},    // 256 + 256 = 512
-      {{"z", 0}},                // 0
+      {{Buf::A, 100}, {Buf::B, 300}},           // 256 + 512 = 768
+      {{Buf::Data, 1000}},                      // 1024
+      {{Buf::Stage, 256}, {Buf::Snapshot, 1}},  // 256 + 256 = 512
+      {{Buf::Args, 0}},                         // 0
   };
   const WorkspacePlan p = plan_workspace(streams, needs);
   // Arenas in Stream order: Compute [0, 768), Tp [768, 768), Dp [768, 1792).
   ASSERT_EQ(p.arenas.size(), 3u);
-  EXPECT_EQ(p.arenas[0].name, "compute");
+  EXPECT_EQ(p.arenas[0].stream, Stream::Compute);
   EXPECT_EQ(p.arenas[0].bytes, 768);
-  EXPECT_EQ(p.arenas[1].name, "tp");
+  EXPECT_EQ(p.arenas[1].stream, Stream::Tp);
   EXPECT_EQ(p.arenas[1].bytes, 0);
-  EXPECT_EQ(p.arenas[2].name, "dp");
+  EXPECT_EQ(p.arenas[2].stream, Stream::Dp);
   EXPECT_EQ(p.arenas[2].offset, 768);
   EXPECT_EQ(p.total, 1792);
-  EXPECT_EQ(p.region(0, "a").offset, 0);
-  EXPECT_EQ(p.region(0, "a").bytes, 100);
-  EXPECT_EQ(p.region(0, "b").offset, 256);
-  EXPECT_EQ(p.region(2, "x").offset, 0);  // same stream: reuses op 0's bytes
-  EXPECT_EQ(p.region(2, "y").offset, 256);
-  EXPECT_EQ(p.region(1, "data").offset, 768);
+  EXPECT_EQ(p.region(0, Buf::A).offset, 0);
+  EXPECT_EQ(p.region(0, Buf::A).bytes, 100);
+  EXPECT_EQ(p.region(0, Buf::B).offset, 256);
+  EXPECT_EQ(p.region(2, Buf::Stage).offset, 0);  // same stream: reuses op 0's bytes
+  EXPECT_EQ(p.region(2, Buf::Snapshot).offset, 256);
+  EXPECT_EQ(p.region(1, Buf::Data).offset, 768);
   expect_sound(p, streams);
   EXPECT_TRUE(
-      testing_util::contains(testing_util::error_of([&] { p.region(1, "stage"); }), "op 1 has no buffer 'stage'"));
+      testing_util::contains(testing_util::error_of([&] { p.region(1, Buf::Stage); }), "op 1 has no buffer 'stage'"));
   EXPECT_TRUE(testing_util::contains(testing_util::error_of([] {
-                                       plan_workspace({Stream::Dp}, {{{"x", -1}}});
+                                       plan_workspace({Stream::Dp}, {{{Buf::Send, -1}}});
                                      }),
-                                     "op 0 buffer 'x' needs -1 bytes"));
+                                     "op 0 buffer 'send' needs -1 bytes"));
 }
 
 TEST(Workspace, GemmAndMemoryBoundNeeds) {
@@ -71,7 +71,7 @@ TEST(Workspace, GemmAndMemoryBoundNeeds) {
   g.kernel = Kernel::gemm(64, 32, 16, 2);
   const auto n = op_needs(g);
   ASSERT_EQ(n.size(), 4u);
-  EXPECT_EQ(n[0].name, "cublas");  // first: at the arena start for every GEMM of a stream
+  EXPECT_EQ(n[0].buf, Buf::Cublas);  // first: at the arena start for every GEMM of a stream
   EXPECT_EQ(n[0].bytes, kCublasWorkspace);
   EXPECT_EQ(n[1].bytes, 64 * 16 * 2);
   EXPECT_EQ(n[2].bytes, 16 * 32 * 2);
@@ -80,7 +80,7 @@ TEST(Workspace, GemmAndMemoryBoundNeeds) {
   e.kernel = Kernel::elementwise(KernelKind::Optimizer, 10, 1002, 2);
   const auto m = op_needs(e);
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_EQ(m[0].name, "args");
+  EXPECT_EQ(m[0].buf, Buf::Args);
   EXPECT_EQ(m[0].bytes, 2 * 128 * 4);
   Op ln;  // LayerNorm backward of 4 x 8: dy 32, x 32, gamma 8, mean 4, rstd 4, dx 32, dgamma 8, dbeta 8
   ln.phase = Phase::Backward;
@@ -125,17 +125,17 @@ TEST(Workspace, RingAllReduceNeedsOneChunkOfStaging) {
   const auto prog = AlgorithmRegistry::builtin().find("ring", CollKind::AllReduce)->build(spec);
   const auto n = step_program_needs(*prog, spec, 1);
   ASSERT_EQ(n.size(), 3u);
-  EXPECT_EQ(n[0].name, "data");
+  EXPECT_EQ(n[0].buf, Buf::Data);
   EXPECT_EQ(n[0].bytes, 4096);
-  EXPECT_EQ(n[1].name, "stage");
+  EXPECT_EQ(n[1].buf, Buf::Stage);
   EXPECT_EQ(n[1].bytes, 1024);
-  EXPECT_EQ(n[2].name, "snapshot");
+  EXPECT_EQ(n[2].buf, Buf::Snapshot);
   EXPECT_EQ(n[2].bytes, 0);
   spec.kind = CollKind::AllToAll;
   const auto a2a = AlgorithmRegistry::builtin().find("pairwise", CollKind::AllToAll)->build(spec);
   const auto m = step_program_needs(*a2a, spec, 0);
-  EXPECT_EQ(m[0].name, "send");
-  EXPECT_EQ(m[1].name, "recv");
+  EXPECT_EQ(m[0].buf, Buf::Send);
+  EXPECT_EQ(m[1].buf, Buf::Recv);
   EXPECT_EQ(native_collective_needs(spec).size(), 2u);
 }
 
@@ -144,12 +144,12 @@ TEST(Workspace, ManyOpsOnSeveralStreamsNeverAlias) {
   std::vector<std::vector<BufferNeed>> needs;
   for (int i = 0; i < 40; ++i) {
     streams.push_back(static_cast<Stream>(i * 7 % kStreams));
-    needs.push_back({{"a", (i * 977) % 5000}, {"b", (i * 131) % 700 + 1}, {"c", i % 3 == 0 ? 0 : 4096 + i}});
+    needs.push_back({{Buf::A, (i * 977) % 5000}, {Buf::B, (i * 131) % 700 + 1}, {Buf::C, i % 3 == 0 ? 0 : 4096 + i}});
   }
   const WorkspacePlan p = plan_workspace(streams, needs);
   expect_sound(p, streams);
   std::int64_t sum = 0;
-  for (const Region& a : p.arenas) sum += a.bytes;
+  for (const Arena& a : p.arenas) sum += a.bytes;
   EXPECT_EQ(sum, p.total);
 }
 
