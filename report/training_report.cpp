@@ -245,7 +245,8 @@ std::string perturbation_text(const TrainingResult& r) {
   const Perturbations& pt = r.scenario.perturb;
   std::string parts;
   for (const auto& [gpu, f] : pt.gpus) parts += fmt::format("{}gpu {} x{:g}", parts.empty() ? "" : ", ", gpu, f);
-  for (const auto& [link, f] : pt.links) parts += fmt::format("{}link '{}' x{:g}", parts.empty() ? "" : ", ", link, f);
+  for (const auto& [link, f] : pt.links)
+    parts += fmt::format("{}link '{}' {}", parts.empty() ? "" : ", ", link, f > 0 ? fmt::format("x{:g}", f) : "down");
   std::string slowest;
   const auto it = std::min_element(r.stage_compute_factor.begin(), r.stage_compute_factor.end());
   if (it != r.stage_compute_factor.end() && *it < 1)

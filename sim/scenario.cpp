@@ -380,11 +380,11 @@ void ScenarioNode::set(const std::string& assignment) {
 bool ScenarioNode::is_workload() const { return static_cast<bool>((*node_)["workload"]); }
 
 // `perturb: {gpu_factors: "17=0.8", link_factors: "n0.nic0 -> su0.rail0=0.5"}`: NAME=FACTOR items
-// separated by commas, each factor in (0, 1000] (the names are checked against the topology
-// when it is built: sim/training_sim.cpp).
+// separated by commas, each factor in (0, 1000]; a link's may be `down` (read as 0: the cable
+// failed). The names are checked against the topology when it is built: sim/training_sim.cpp.
 template <typename Name>
 std::vector<std::pair<Name, double>> factor_items(const YamlReader& r, const YAML::Node& n, const std::string& field,
-                                                  const char* example) {
+                                                  const char* example, bool down_allowed = false) {
   std::vector<std::pair<Name, double>> out;
   const std::string text = r.text(n, field);
   std::stringstream ss(text);
@@ -398,10 +398,12 @@ std::vector<std::pair<Name, double>> factor_items(const YamlReader& r, const YAM
     const std::string name = eq == std::string::npos ? "" : trim(item.substr(0, eq));
     const std::string value = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
     char* end = nullptr;
-    const double f = value.empty() ? -1 : std::strtod(value.c_str(), &end);
-    if (name.empty() || end == nullptr || *end != '\0' || !(f > 0) || f > 1000)
+    const bool down = down_allowed && value == "down";
+    const double f = down ? 0 : value.empty() ? -1 : std::strtod(value.c_str(), &end);
+    if (!down && (name.empty() || end == nullptr || *end != '\0' || !(f > 0) || f > 1000))
       r.fail(n, field,
-             fmt::format("'{}' is not NAME=FACTOR with a factor in (0, 1000]; write e.g. {}", trim(item), example));
+             fmt::format("'{}' is not NAME=FACTOR with a factor in (0, 1000]{}; write e.g. {}", trim(item),
+                         down_allowed ? " or down" : "", example));
     if constexpr (std::is_same_v<Name, int>) {
       const std::optional<int> gpu = parse_int(name);
       if (!gpu || *gpu < 0) r.fail(n, field, fmt::format("'{}' is not a GPU index (0, 1, ...)", name));
@@ -419,7 +421,7 @@ Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
               "{gpu_factors: '17=0.8', link_factors: 'n0.nic0 -> su0.rail0=0.5'}");
   if (const YAML::Node& g = n["gpu_factors"]) p.gpus = factor_items<int>(r, g, "perturb.gpu_factors", "17=0.8,40=0.5");
   if (const YAML::Node& l = n["link_factors"]) {
-    p.links = factor_items<std::string>(r, l, "perturb.link_factors", "'n0.nic0 -> su0.rail0=0.5'");
+    p.links = factor_items<std::string>(r, l, "perturb.link_factors", "'n0.nic0 -> su0.rail0=0.5'", true);
     p.links_text = r.text(l, "perturb.link_factors");
   }
   return p;

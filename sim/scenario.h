@@ -36,8 +36,9 @@ class Node;
 namespace meshsim {
 
 // Parts that run below their nominal rate (`perturb:`): GPUs at a fraction of their compute
-// speed (a straggler, a throttled clock) and links at a fraction of their bandwidth, each by
-// index or by name as the reports print it ("n0.gpu0 -> n0.nvsw").
+// speed (a straggler, a throttled clock) and links at a fraction of their bandwidth, or down
+// (factor 0: both directions fail and routes take another path), each by index or by name as
+// the reports print it ("n0.gpu0 -> n0.nvsw").
 struct Perturbations {
   std::vector<std::pair<int, double>> gpus;
   std::vector<std::pair<std::string, double>> links;

@@ -120,9 +120,10 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"perturb", "gpu_factors", "GPU=FACTOR,...", "-",
      "GPUs at a fraction of their compute speed (a straggler, a throttled clock), e.g. 17=0.8: the stage holding "
      "the GPU runs at its slowest GPU's pace (the op-level simulation)"},
-    {"perturb", "link_factors", "LINK=FACTOR,...", "-",
+    {"perturb", "link_factors", "LINK=FACTOR | LINK=down,...", "-",
      "links at a fraction of their bandwidth, named as the reports print them, e.g. 'n0.nic0 -> su0.rail0=0.5' (one "
-     "direction)"},
+     "direction), or down: the cable fails both ways and routes take another path (an error naming two GPUs "
+     "when none is left)"},
     // workload:
     {"workload", "collective", "allreduce | allgather | reducescatter | broadcast | reduce | alltoall", "-",
      "the collective every iteration runs"},

@@ -410,5 +410,29 @@ TEST(Perturb, ALinkAtAFactorRunsAtThatFractionOfItsRate) {
   EXPECT_EQ(changed, 1);
 }
 
+// A link down: its cable fails both ways, the routes go around it (GPU 0's tensor-parallel
+// traffic over PCIe instead of NVLink, 53.55 GB/s against 360), and the iteration slows.
+TEST(Perturb, ALinkDownIsRoutedAround) {
+  Perturbations p;
+  p.links = {{"n0.gpu0 -> n0.nvsw", 0}};
+  p.links_text = "n0.gpu0 -> n0.nvsw=down";
+  ClusterCache cache;
+  ClusterCache::Entry& down = cache.get("dgx-h100", p);
+  const Path& route = down.router->path(0, 1);
+  for (int l : route.links) EXPECT_FALSE(down.topology->link(l).down) << link_name(*down.topology, l);
+  EXPECT_NEAR(route.bottleneck.gbytes_per_s(), 53.55, 1e-9);  // PCIe
+  EXPECT_NEAR(cache.get("dgx-h100").router->path(0, 1).bottleneck.gbytes_per_s(), 360, 1e-9);
+  const std::string base =
+      "model: {layers: 4, hidden: 4096, heads: 32, seq: 2048, vocab: 51200}\n"
+      "parallel: {tp: 8, microbatches: 4}\ntopology: dgx-h100\nrun: {fidelity: formula}\n";
+  const TrainingResult nominal =
+      simulate_training(ScenarioNode::parse(base, "s.yaml").resolve(), AlgorithmRegistry::builtin(), true);
+  const TrainingResult slowed = simulate_training(
+      ScenarioNode::parse(base + "perturb: {link_factors: 'n0.gpu0 -> n0.nvsw=down'}\n", "s.yaml").resolve(),
+      AlgorithmRegistry::builtin(), true);
+  EXPECT_GT(slowed.sim.iteration, nominal.sim.iteration);
+  EXPECT_EQ(slowed.nominal_iteration, nominal.sim.iteration);
+}
+
 }  // namespace
 }  // namespace meshsim

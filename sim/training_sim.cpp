@@ -53,7 +53,20 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec, const P
                       "`meshsim topology show {} --links` lists it (one direction, 'A -> B')",
                       topology_spec, name, hint.empty() ? "" : " (" + hint + ")", topology_spec));
     }
-    for (int l : found->second) topo->scale_link(l, factor);
+    for (int l : found->second) {
+      if (factor > 0) {
+        topo->scale_link(l, factor);
+        continue;
+      }
+      try {
+        topo->fail_link(l);
+      } catch (const Error& e) {
+        throw Error(
+            fmt::format("perturb.link_factors: '{}=down': {} in topology {}; fail fewer links or give it a "
+                        "factor > 0",
+                        name, e.what(), topology_spec));
+      }
+    }
   }
   Entry e;
   e.topology = topo;

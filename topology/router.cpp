@@ -32,17 +32,19 @@ Router::Router(const Topology& topo, Search search) : topo_(topo), search_(searc
   bdist_.assign(n, 0);
   bstamp_.assign(n, 0);
   queue_.reserve(n);
-  // The graph as compact arrays for the BFS: per device, its outgoing (neighbour, latency),
-  // and whether it relays. Endpoints that do not forward have their edges kept too (a
-  // source expands them); the BFS skips relaying through them.
+  // The graph as compact arrays for the BFS: per device, its outgoing links that are up (their
+  // ids, neighbours and latencies), and whether it relays. Endpoints that do not forward have
+  // their edges kept too (a source expands them); the BFS skips relaying through them.
   adj_begin_.assign(n + 1, 0);
-  for (std::size_t d = 0; d < n; ++d)
-    adj_begin_[d + 1] = adj_begin_[d] + static_cast<int>(topo.out_links(static_cast<int>(d)).size());
-  adj_.reserve(static_cast<std::size_t>(adj_begin_[n]));
-  for (std::size_t d = 0; d < n; ++d)
-    for (int l : topo.out_links(static_cast<int>(d)))
-      adj_.push_back(
-          {topo.links()[static_cast<std::size_t>(l)].to, topo.links()[static_cast<std::size_t>(l)].spec.latency.ps()});
+  for (std::size_t d = 0; d < n; ++d) {
+    for (int l : topo.out_links(static_cast<int>(d))) {
+      const DirLink& link = topo.links()[static_cast<std::size_t>(l)];
+      if (link.down) continue;
+      adj_.push_back({link.to, link.spec.latency.ps()});
+      adj_link_.push_back(l);
+    }
+    adj_begin_[d + 1] = static_cast<int>(adj_.size());
+  }
   forwards_.assign(n, 0);
   for (std::size_t d = 0; d < n; ++d) forwards_[d] = topo.devices()[d].forwards ? 1 : 0;
 }
@@ -159,7 +161,7 @@ void Router::search_both_ends(int src, int dst) {
       for (std::size_t i = bstart_[b]; i < bstart_[b + 1]; ++i) {
         const int u = bq_[i];
         if (u != dst && !relays(u)) continue;
-        for (int l : topo_.out_links(u)) {  // the link back into u from its neighbour
+        for (int l : live_links(u)) {  // the link back into u from its neighbour
           const int v = topo_.links()[static_cast<std::size_t>(l)].to;
           if (bstamp_[v] == epoch_) continue;
           bstamp_[v] = epoch_;
@@ -180,7 +182,7 @@ void Router::search_both_ends(int src, int dst) {
     for (std::size_t i = bstart_[static_cast<std::size_t>(j)]; i < bstart_[static_cast<std::size_t>(j) + 1]; ++i) {
       const int v = bq_[i];
       if (v != dst && !relays(v)) continue;
-      for (int l : topo_.out_links(v)) {
+      for (int l : live_links(v)) {
         const int u = links[static_cast<std::size_t>(l)].to;
         if (stamp_[u] != epoch_ || dist_[u] != k - 1 || (u != src && !relays(u))) continue;
         const std::int64_t w =
@@ -219,7 +221,7 @@ void Router::collect_candidates(int v, int level, int src) {
     }
     if (c == best) candidates_.push_back(in);
   };
-  const auto& v_links = topo_.out_links(v);
+  const std::span<const int> v_links = live_links(v);
   // Level level-1 is queue_[first, last): complete, since v of the level after it was reached.
   const std::size_t first = fstart_[static_cast<std::size_t>(level) - 1];
   const std::size_t last =
@@ -234,7 +236,7 @@ void Router::collect_candidates(int v, int level, int src) {
   }
   for (std::size_t i = first; i < last; ++i) {
     const int u = queue_[i];
-    for (int l : topo_.out_links(u))
+    for (int l : live_links(u))
       if (links[static_cast<std::size_t>(l)].to == v) offer(u, l);
   }
   std::sort(candidates_.begin(), candidates_.end());

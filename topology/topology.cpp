@@ -136,14 +136,33 @@ void Topology::seal() {
     }
   }
 
-  // Reachability under the forwarding rule. Components of forwarding devices (joined
-  // by links between forwarding devices); a GPU reaches another when they share a
-  // component they touch, or are linked directly.
+  if (const auto cut = unreachable_pair())
+    throw Error(fmt::format(
+        "topology '{}' is disconnected: gpu {} ({}) cannot reach gpu {} ({}); add a link (or a switch path) "
+        "between them",
+        display_name(*this), cut->first, devices_[gpus_[cut->first]].name, cut->second,
+        devices_[gpus_[cut->second]].name));
+  sealed_ = true;
+}
+
+void Topology::fail_link(int id) {
+  DirLink& l = links_[static_cast<std::size_t>(id)];
+  l.down = links_[static_cast<std::size_t>(l.reverse)].down = true;
+  if (const auto cut = unreachable_pair())
+    throw Error(fmt::format("with {} <-> {} down, gpu {} ({}) cannot reach gpu {} ({}): no other path",
+                            devices_[l.from].name, devices_[l.to].name, cut->first, devices_[gpus_[cut->first]].name,
+                            cut->second, devices_[gpus_[cut->second]].name));
+}
+
+// Reachability under the forwarding rule, over the links that are up. Components of forwarding
+// devices (joined by links between forwarding devices); a GPU reaches another when they share a
+// component they touch, or are linked directly.
+std::optional<std::pair<int, int>> Topology::unreachable_pair() const {
   const int n = num_devices();
   std::vector<int> parent(n);
   std::iota(parent.begin(), parent.end(), 0);
   for (const auto& l : links_)
-    if (devices_[l.from].forwards && devices_[l.to].forwards)
+    if (!l.down && devices_[l.from].forwards && devices_[l.to].forwards)
       parent[find_root(parent, l.from)] = find_root(parent, l.to);
   std::vector<std::vector<int>> touched(gpus_.size());
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
@@ -151,7 +170,7 @@ void Topology::seal() {
     auto& t = touched[g];
     if (devices_[dev].forwards) t.push_back(find_root(parent, dev));
     for (int l : out_[dev])
-      if (devices_[links_[l].to].forwards) t.push_back(find_root(parent, links_[l].to));
+      if (!links_[l].down && devices_[links_[l].to].forwards) t.push_back(find_root(parent, links_[l].to));
     std::sort(t.begin(), t.end());
     t.erase(std::unique(t.begin(), t.end()), t.end());
   }
@@ -163,7 +182,7 @@ void Topology::seal() {
   if (!common && gpus_.size() > 1) {
     auto direct = [&](int ga, int gb) {
       for (int l : out_[gpus_[ga]])
-        if (links_[l].to == gpus_[gb]) return true;
+        if (!links_[l].down && links_[l].to == gpus_[gb]) return true;
       return false;
     };
     for (int ga = 0; ga < num_gpus(); ++ga) {
@@ -181,14 +200,11 @@ void Topology::seal() {
             ++j;
         }
         if (shared || direct(ga, gb)) continue;
-        throw Error(fmt::format(
-            "topology '{}' is disconnected: gpu {} ({}) cannot reach gpu {} ({}); add a link (or a switch path) "
-            "between them",
-            display_name(*this), ga, devices_[gpus_[ga]].name, gb, devices_[gpus_[gb]].name));
+        return std::pair{ga, gb};
       }
     }
   }
-  sealed_ = true;
+  return std::nullopt;
 }
 
 int Topology::gpus_per_node() const {
@@ -288,7 +304,8 @@ class MaxFlow {
 Bandwidth flow_between(const Topology& topo, const std::vector<int>& sources, const std::vector<int>& sinks) {
   const int n = topo.num_devices();
   MaxFlow mf(n + 2);
-  for (const auto& l : topo.links()) mf.add_edge(l.from, l.to, l.spec.effective().gbytes_per_s());
+  for (const auto& l : topo.links())
+    if (!l.down) mf.add_edge(l.from, l.to, l.spec.effective().gbytes_per_s());
   constexpr double kInf = 1e18;
   for (int d : sources) mf.add_edge(n, d, kInf);
   for (int d : sinks) mf.add_edge(d, n + 1, kInf);
@@ -300,7 +317,8 @@ Bandwidth flow_between(const Topology& topo, const std::vector<int>& sources, co
 Bandwidth gpu_injection_bandwidth(const Topology& topo, int gpu) {
   MESHSIM_ASSERT(gpu >= 0 && gpu < topo.num_gpus());
   double sum = 0;
-  for (int l : topo.out_links(topo.gpu_device(gpu))) sum += topo.link(l).spec.effective().bytes_per_s();
+  for (int l : topo.out_links(topo.gpu_device(gpu)))
+    if (!topo.link(l).down) sum += topo.link(l).spec.effective().bytes_per_s();
   return Bps(sum);
 }
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -71,7 +72,8 @@ struct Device {
 struct DirLink {
   int from = 0, to = 0;  // device ids
   LinkSpec spec;
-  int reverse = -1;  // id of the opposite direction
+  int reverse = -1;   // id of the opposite direction
+  bool down = false;  // failed (Topology::fail_link): no route uses it, it carries nothing
 };
 
 class Topology {
@@ -104,6 +106,10 @@ class Topology {
   const std::vector<DirLink>& links() const { return links_; }
   // A perturbation (a NIC trained down, a degraded cable): this direction's line rate times
   // `factor` (> 0). For a copy of a sealed topology, before any Router is built on it.
+  // A failed cable: both directions of link `id` out of service, so routes take another path.
+  // For a copy of a sealed topology, before any Router is built on it. Throws Error naming
+  // two GPUs that can no longer reach each other, when the fabric has no other path.
+  void fail_link(int id);
   void scale_link(int id, double factor) {
     links_[static_cast<std::size_t>(id)].spec.raw = links_[static_cast<std::size_t>(id)].spec.raw * factor;
   }
@@ -127,6 +133,9 @@ class Topology {
   int gpu_sm = 90;
 
  private:
+  // Two GPUs that cannot reach each other over the links that are up, if any.
+  std::optional<std::pair<int, int>> unreachable_pair() const;
+
   std::string name_;
   std::vector<Device> devices_;
   std::vector<int> gpus_;
@@ -208,6 +217,12 @@ class Router {
   };
   std::vector<int> adj_begin_;  // CSR: device d's edges are adj_[adj_begin_[d] .. adj_begin_[d+1])
   std::vector<Edge> adj_;
+  std::vector<int> adj_link_;  // the link id of each edge of adj_
+  // Device d's links that are up, in the order of Topology::out_links.
+  std::span<const int> live_links(int d) const {
+    return {adj_link_.data() + adj_begin_[static_cast<std::size_t>(d)],
+            adj_link_.data() + adj_begin_[static_cast<std::size_t>(d) + 1]};
+  }
   std::vector<char> forwards_;
   int bfs_src_ = -1;          // the source of the resumable BFS held in the scratch (-1: none)
   std::size_t bfs_head_ = 0;  // next queue entry to expand

@@ -317,6 +317,28 @@ TEST(Router, EverySearchFindsThePlainRoute) {
   }
 }
 
+// A failed cable: both directions down, no route uses them, pairs that crossed them take
+// another spine; failing every uplink of a leaf cuts its GPUs off, and the error names two.
+TEST(Topology, AFailedLinkIsRoutedAroundAndTheLastOneIsNamed) {
+  Topology t = make_preset("fat-tree", {{"nodes", "4"}, {"hosts_per_leaf", "2"}});
+  std::vector<int> uplinks;  // leaf0 -> spineN
+  for (int l = 0; l < static_cast<int>(t.links().size()); ++l)
+    if (link_name(t, l).starts_with("leaf0 -> spine")) uplinks.push_back(l);
+  ASSERT_GE(uplinks.size(), 2u);
+  t.fail_link(uplinks[0]);
+  EXPECT_TRUE(t.link(uplinks[0]).down);
+  EXPECT_TRUE(t.link(t.link(uplinks[0]).reverse).down);
+  Router r(t);
+  for (int a = 0; a < t.num_gpus(); ++a)
+    for (int b = 0; b < t.num_gpus(); ++b)
+      for (int l : r.path(a, b).links) ASSERT_FALSE(t.link(l).down) << a << " -> " << b;
+  EXPECT_EQ(r.path(0, 31).links.size(), 6u);  // leaf 0 to leaf 1, over another spine
+  for (std::size_t i = 1; i + 1 < uplinks.size(); ++i) t.fail_link(uplinks[i]);
+  const std::string e = error_of([&] { t.fail_link(uplinks.back()); });
+  EXPECT_TRUE(testing_util::contains(e, "leaf0 <-> spine")) << e;
+  EXPECT_TRUE(testing_util::contains(e, "cannot reach gpu")) << e;
+}
+
 // Scale (speed is measured in bench/, not here): routes exist and have the hop counts of
 // a two-level fat-tree. Same node: GPU -> NVSwitch -> GPU (2 links). Different leaves:
 // GPU -> NIC -> leaf -> spine -> leaf -> NIC -> GPU (6 links; each GPU has its own NIC).
