@@ -245,6 +245,8 @@ std::string perturbation_text(const TrainingResult& r) {
   const Perturbations& pt = r.scenario.perturb;
   std::string parts;
   for (const auto& [gpu, f] : pt.gpus) parts += fmt::format("{}gpu {} x{:g}", parts.empty() ? "" : ", ", gpu, f);
+  if (pt.draw.kind != GpuDraw::Kind::None)
+    parts += fmt::format("{}GPU speeds drawn from {} (seed {})", parts.empty() ? "" : ", ", pt.draw.text, pt.draw.seed);
   for (const auto& [link, f] : pt.links)
     parts += fmt::format("{}link '{}' {}", parts.empty() ? "" : ", ", link, f > 0 ? fmt::format("x{:g}", f) : "down");
   std::string slowest;

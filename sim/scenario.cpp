@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <set>
 #include <sstream>
 #include <type_traits>
 
 #include "core/error.h"
 #include "core/flag.h"
+#include "core/hash.h"
 #include "core/units.h"
 #include "core/yaml_reader.h"
 #include "schedule/plan.h"
@@ -415,11 +419,70 @@ std::vector<std::pair<Name, double>> factor_items(const YamlReader& r, const YAM
   return out;
 }
 
+double GpuDraw::factor(int gpu) const {
+  if (kind == Kind::None) return 1;
+  // Two uniform numbers in [0, 1) for this GPU, from the seed and the GPU's index alone.
+  auto uniform = [&](std::uint64_t k) {
+    const std::uint64_t h = splitmix64(splitmix64(seed) ^ (static_cast<std::uint64_t>(gpu) * 2 + k));
+    return static_cast<double>(h >> 11) * 0x1.0p-53;
+  };
+  double f = 1;
+  if (kind == Kind::Normal)  // Box-Muller
+    f = 1 + a * std::sqrt(-2 * std::log(1 - uniform(0))) * std::cos(2 * std::numbers::pi * uniform(1));
+  else if (kind == Kind::Uniform)
+    f = a + (b - a) * uniform(0);
+  else if (uniform(0) < a)
+    f = b;
+  return std::clamp(f, 0.05, 1.0);
+}
+
+// `perturb.gpu_draw`: NAME(A) or NAME(A, B), checked against each distribution's range.
+GpuDraw resolve_gpu_draw(const YamlReader& r, const YAML::Node& n, const YAML::Node& seed) {
+  GpuDraw d;
+  d.text = r.text(n, "perturb.gpu_draw");
+  const auto open = d.text.find('('), close = d.text.rfind(')');
+  const std::string name = open == std::string::npos ? d.text : d.text.substr(0, open);
+  std::vector<double> args;
+  bool parsed = open != std::string::npos && close == d.text.size() - 1 && close > open;
+  if (parsed) {
+    std::stringstream ss(d.text.substr(open + 1, close - open - 1));
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      args.push_back(std::strtod(item.c_str(), &end));
+      parsed = parsed && end != item.c_str() && std::string(end).find_first_not_of(' ') == std::string::npos;
+    }
+  }
+  const char* forms =
+      "normal(SD) with SD in (0, 1], uniform(LO, HI) with 0 < LO <= HI <= 1, or stragglers(P, F) "
+      "with P in [0, 1] and F in (0, 1]; e.g. normal(0.02)";
+  auto in = [](double x, double lo, double hi) { return x >= lo && x <= hi; };
+  if (parsed && name == "normal" && args.size() == 1 && args[0] > 0 && args[0] <= 1)
+    d.kind = GpuDraw::Kind::Normal;
+  else if (parsed && name == "uniform" && args.size() == 2 && args[0] > 0 && args[0] <= args[1] && args[1] <= 1)
+    d.kind = GpuDraw::Kind::Uniform;
+  else if (parsed && name == "stragglers" && args.size() == 2 && in(args[0], 0, 1) && args[1] > 0 && args[1] <= 1)
+    d.kind = GpuDraw::Kind::Stragglers;
+  else
+    r.fail(n, "perturb.gpu_draw",
+           fmt::format("'{}' is not a distribution meshsim draws from; write {}", d.text, forms));
+  d.a = args[0];
+  d.b = args.size() > 1 ? args[1] : 0;
+  if (seed) {
+    const std::optional<int> v = parse_int(r.text(seed, "perturb.seed"));
+    if (!v || *v < 0) r.fail(seed, "perturb.seed", "must be a whole number >= 0; e.g. 7");
+    d.seed = static_cast<std::uint64_t>(*v);
+  }
+  return d;
+}
+
 Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
   Perturbations p;
   r.only_keys(n, "perturb", section_keys("perturb"),
-              "{gpu_factors: '17=0.8', link_factors: 'n0.nic0 -> su0.rail0=0.5'}");
+              "{gpu_factors: '17=0.8', link_factors: 'n0.nic0 -> su0.rail0=0.5', gpu_draw: 'normal(0.02)', seed: 7}");
   if (const YAML::Node& g = n["gpu_factors"]) p.gpus = factor_items<int>(r, g, "perturb.gpu_factors", "17=0.8,40=0.5");
+  if (const YAML::Node& d = n["gpu_draw"]) p.draw = resolve_gpu_draw(r, d, n["seed"]);
+  if (n["seed"] && !n["gpu_draw"])
+    r.fail(n["seed"], "perturb.seed", "seeds perturb.gpu_draw, which is not given; add it");
   if (const YAML::Node& l = n["link_factors"]) {
     p.links = factor_items<std::string>(r, l, "perturb.link_factors", "'n0.nic0 -> su0.rail0=0.5'", true);
     p.links_text = r.text(l, "perturb.link_factors");

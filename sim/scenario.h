@@ -39,11 +39,26 @@ namespace meshsim {
 // speed (a straggler, a throttled clock) and links at a fraction of their bandwidth, or down
 // (factor 0: both directions fail and routes take another path), each by index or by name as
 // the reports print it ("n0.gpu0 -> n0.nvsw").
+// Every GPU's speed drawn from a distribution (`perturb.gpu_draw`), GPU by GPU from
+// `perturb.seed` and its index alone, so a draw is the same in any layout and on any machine:
+// normal(SD) (1 + SD z, z standard normal), uniform(LO, HI), stragglers(P, F) (each GPU at F
+// with probability P, else 1). Factors are kept within [0.05, 1]: a stage waits for its slowest
+// GPU and no GPU outruns the preset.
+struct GpuDraw {
+  enum class Kind { None, Normal, Uniform, Stragglers } kind = Kind::None;
+  double a = 0, b = 0;
+  std::uint64_t seed = 1;
+  std::string text;  // as written, for the report
+  // GPU `gpu`'s factor (1 when kind is None).
+  double factor(int gpu) const;
+};
+
 struct Perturbations {
   std::vector<std::pair<int, double>> gpus;
   std::vector<std::pair<std::string, double>> links;
   std::string links_text;  // as written: the cache key of the perturbed topology
-  bool empty() const { return gpus.empty() && links.empty(); }
+  GpuDraw draw;
+  bool empty() const { return gpus.empty() && links.empty() && draw.kind == GpuDraw::Kind::None; }
 };
 
 struct Scenario {

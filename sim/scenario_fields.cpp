@@ -124,6 +124,10 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
      "links at a fraction of their bandwidth, named as the reports print them, e.g. 'n0.nic0 -> su0.rail0=0.5' (one "
      "direction), or down: the cable fails both ways and routes take another path (an error naming two GPUs "
      "when none is left)"},
+    {"perturb", "gpu_draw", "normal(SD) | uniform(LO, HI) | stragglers(P, F)", "-",
+     "every GPU's speed drawn from a distribution, GPU by GPU from the seed and its index (deterministic); a stage "
+     "runs at its slowest GPU's pace, factors kept within [0.05, 1]; combines with gpu_factors"},
+    {"perturb", "seed", "integer >= 0", "1", "the seed of gpu_draw's draws"},
     // workload:
     {"workload", "collective", "allreduce | allgather | reducescatter | broadcast | reduce | alltoall", "-",
      "the collective every iteration runs"},

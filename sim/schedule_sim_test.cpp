@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <numbers>
+
 #include "schedule/memory.h"
 #include "schedule/plan.h"
 #include "schedule/test_models.h"
@@ -432,6 +435,64 @@ TEST(Perturb, ALinkDownIsRoutedAround) {
       AlgorithmRegistry::builtin(), true);
   EXPECT_GT(slowed.sim.iteration, nominal.sim.iteration);
   EXPECT_EQ(slowed.nominal_iteration, nominal.sim.iteration);
+}
+
+// Drawn GPU speeds against their distributions (100,000 GPUs, bounds at 5 standard errors):
+// normal(SD) clamped at 1 leaves half the GPUs at 1 and the others SD E|z| = SD sqrt(2/pi) below
+// it on average; uniform(LO, HI) averages (LO + HI) / 2; stragglers(P, F) slows a fraction P to
+// F. A draw depends on the seed and the GPU alone.
+TEST(Perturb, DrawnGpuSpeedsFollowTheirDistribution) {
+  constexpr int n = 100'000;
+  GpuDraw normal{GpuDraw::Kind::Normal, 0.05, 0, 3, "normal(0.05)"};
+  int at_one = 0;
+  double shortfall = 0;
+  for (int g = 0; g < n; ++g) {
+    const double f = normal.factor(g);
+    ASSERT_GE(f, 0.05);
+    ASSERT_LE(f, 1.0);
+    if (f == 1.0)
+      ++at_one;
+    else
+      shortfall += 1 - f;
+  }
+  EXPECT_NEAR(at_one / static_cast<double>(n), 0.5, 5 * 0.5 / std::sqrt(n));
+  const double sd_of_mean = 0.05 * std::sqrt(1 - 2 / std::numbers::pi) / std::sqrt(n - at_one);
+  EXPECT_NEAR(shortfall / (n - at_one), 0.05 * std::sqrt(2 / std::numbers::pi), 5 * sd_of_mean);
+  const GpuDraw uniform{GpuDraw::Kind::Uniform, 0.8, 0.9, 3, "uniform(0.8, 0.9)"};
+  const GpuDraw stragglers{GpuDraw::Kind::Stragglers, 0.1, 0.5, 3, "stragglers(0.1, 0.5)"};
+  double sum = 0;
+  int slow = 0;
+  for (int g = 0; g < n; ++g) {
+    sum += uniform.factor(g);
+    slow += stragglers.factor(g) == 0.5 ? 1 : 0;
+    ASSERT_TRUE(stragglers.factor(g) == 0.5 || stragglers.factor(g) == 1.0);
+  }
+  EXPECT_NEAR(sum / n, 0.85, 5 * 0.1 / std::sqrt(12.0 * n));
+  EXPECT_NEAR(slow / static_cast<double>(n), 0.1, 5 * std::sqrt(0.09 / n));
+  GpuDraw reseeded = normal;
+  reseeded.seed = 4;
+  int same = 0;
+  for (int g = 0; g < 1000; ++g) {
+    EXPECT_EQ(normal.factor(g), GpuDraw(normal).factor(g));
+    same += normal.factor(g) == reseeded.factor(g) ? 1 : 0;
+  }
+  EXPECT_LT(same, 700);  // only the GPUs both draws clamp at 1 agree (about half)
+}
+
+// Every GPU a straggler at 0.5 is the stage at 0.5: the same iteration as naming one of its GPUs.
+TEST(Perturb, AllStragglersEqualTheStageAtTheirFactor) {
+  const std::string base =
+      "model: {layers: 4, hidden: 4096, heads: 32, seq: 2048, vocab: 51200}\n"
+      "parallel: {tp: 8, microbatches: 4}\ntopology: dgx-h100\nrun: {fidelity: formula}\n";
+  const AlgorithmRegistry& algorithms = AlgorithmRegistry::builtin();
+  const TrainingResult drawn = simulate_training(
+      ScenarioNode::parse(base + "perturb: {gpu_draw: 'stragglers(1, 0.5)', seed: 9}\n", "s.yaml").resolve(),
+      algorithms, true);
+  const TrainingResult named = simulate_training(
+      ScenarioNode::parse(base + "perturb: {gpu_factors: '3=0.5'}\n", "s.yaml").resolve(), algorithms, true);
+  EXPECT_EQ(drawn.stage_compute_factor, (std::vector<double>{0.5}));
+  EXPECT_EQ(drawn.sim.iteration, named.sim.iteration);
+  EXPECT_GT(drawn.sim.iteration, drawn.nominal_iteration);
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec, const P
   return entries_.emplace(key, std::move(e)).first->second;
 }
 
-// Each stage's compute speed under perturb.gpus: the slowest of the GPUs its ranks run on (a
-// synchronous step waits for it), 1 where none is slowed.
+// Each stage's compute speed under perturb.gpus and perturb.gpu_draw: the slowest of the GPUs its
+// ranks run on (a synchronous step waits for it), 1 where none is slowed.
 std::vector<double> stage_compute_factors(const Scenario& s, const Placement& placement, const Topology& topo) {
   std::vector<double> out(static_cast<std::size_t>(s.parallel.pp), 1.0);
   const std::vector<int>& gpus = placement.gpus();
@@ -83,15 +83,29 @@ std::vector<double> stage_compute_factors(const Scenario& s, const Placement& pl
   int pp_dim = -1;
   for (std::size_t d = 0; d < mesh.dims.size(); ++d)
     if (mesh.dims[d].first == "pp") pp_dim = static_cast<int>(d);
+  auto stage_of = [&](int rank) { return pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)]; };
+  std::map<int, double> given;  // perturb.gpu_factors by GPU
   for (const auto& [gpu, factor] : s.perturb.gpus) {
     if (gpu >= topo.num_gpus())
       throw Error(fmt::format("perturb.gpu_factors: GPU {} is not in topology {} (GPUs 0..{})", gpu, s.topology,
                               topo.num_gpus() - 1));
-    const auto at = std::find(gpus.begin(), gpus.end(), gpu);
-    if (at == gpus.end()) continue;  // a GPU the layout leaves idle
-    const int rank = static_cast<int>(at - gpus.begin());
-    const int stage = pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)];
-    out[static_cast<std::size_t>(stage)] = std::min(out[static_cast<std::size_t>(stage)], factor);
+    given[gpu] = std::min(given.count(gpu) ? given[gpu] : 1000.0, factor);
+  }
+  if (s.perturb.draw.kind == GpuDraw::Kind::None) {
+    for (const auto& [gpu, factor] : given) {
+      const auto at = std::find(gpus.begin(), gpus.end(), gpu);
+      if (at == gpus.end()) continue;  // a GPU the layout leaves idle
+      const auto stage = static_cast<std::size_t>(stage_of(static_cast<int>(at - gpus.begin())));
+      out[stage] = std::min(out[stage], factor);
+    }
+    return out;
+  }
+  for (int rank = 0; rank < static_cast<int>(gpus.size()); ++rank) {  // every GPU drawn, times its given factor
+    const int gpu = gpus[static_cast<std::size_t>(rank)];
+    const auto it = given.find(gpu);
+    const double factor = s.perturb.draw.factor(gpu) * (it == given.end() ? 1.0 : it->second);
+    const auto stage = static_cast<std::size_t>(stage_of(rank));
+    out[stage] = std::min(out[stage], factor);
   }
   return out;
 }
@@ -157,7 +171,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   opt.algorithm = s.algorithm;
   opt.share_links = s.link_sharing;
   if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
-  if (!s.perturb.gpus.empty()) {
+  if (!s.perturb.gpus.empty() || s.perturb.draw.kind != GpuDraw::Kind::None) {
     r.stage_compute_factor = stage_compute_factors(s, placement, topo);
     opt.role_compute_factor = r.stage_compute_factor;
   }
