@@ -199,14 +199,20 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   // index, and all of them leave the node through its NICs: each gets at most 1/g of the
   // node's egress (one FDR NIC shared by 4 GPUs on frontera-rtx; a NIC per GPU on DGX).
   if (g > 1 && g < p && std::isfinite(bw_out)) {
-    std::vector<double> egress(static_cast<std::size_t>(topo.num_nodes()), 0.0);
-    for (const DirLink& l : topo.links()) {
-      const int from = topo.device(l.from).node, to = topo.device(l.to).node;
-      if (from >= 0 && from != to) egress[static_cast<std::size_t>(from)] += l.spec.effective().bytes_per_ps();
-    }
+    // A node's egress: its links that are up and leave it, summed in link order.
+    std::vector<int> leaving;
+    auto egress = [&](int node) {
+      leaving.clear();
+      for (int d : topo.node_devices(node))
+        for (int l : topo.out_links(d))
+          if (!topo.link(l).down && topo.device(topo.link(l).to).node != node) leaving.push_back(l);
+      std::sort(leaving.begin(), leaving.end());
+      double sum = 0;
+      for (int l : leaving) sum += topo.link(l).spec.effective().bytes_per_ps();
+      return sum;
+    };
     double share = INFINITY;
-    for (int i = 0; i < p; i += g)
-      share = std::min(share, egress[static_cast<std::size_t>(topo.node_of_gpu(gpus[i]))] / g);
+    for (int i = 0; i < p; i += g) share = std::min(share, egress(topo.node_of_gpu(gpus[i])) / g);
     if (share > 0 && share < bw_out) cp.inter_beta_ps = 1.0 / share;
   }
   return cp;

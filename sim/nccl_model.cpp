@@ -174,12 +174,12 @@ NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int
         s.nic_path_GBps = path_bw(g0, g, nullptr);
         break;
       }
-    for (int id = 0; id < topo.num_devices(); ++id) {
-      const Device& d = topo.device(id);
-      if (d.kind != DeviceKind::Nic || d.node != node0) continue;
+    for (int id : topo.node_devices(node0)) {
+      if (topo.device(id).kind != DeviceKind::Nic) continue;
       double bw = 0;
       for (int l : topo.out_links(id))
-        if (topo.link(l).spec.kind == LinkKind::InfiniBand || topo.link(l).spec.kind == LinkKind::Ethernet)
+        if (!topo.link(l).down &&
+            (topo.link(l).spec.kind == LinkKind::InfiniBand || topo.link(l).spec.kind == LinkKind::Ethernet))
           bw += nccl_link_bw(topo.link(l).spec, sm);
       if (bw <= 0) continue;
       s.nic_GBps = s.nics_per_node == 0 ? bw : std::min(s.nic_GBps, bw);

@@ -108,6 +108,9 @@ void Topology::seal() {
     if (d.kind == DeviceKind::Gpu && d.node < 0) d.node = 0;
     num_nodes_ = std::max(num_nodes_, d.node + 1);
   }
+  node_devices_.assign(static_cast<std::size_t>(num_nodes_), {});
+  for (int id = 0; id < num_devices(); ++id)
+    if (devices_[id].node >= 0) node_devices_[static_cast<std::size_t>(devices_[id].node)].push_back(id);
 
   // Topologies of GPUs only (ring, torus) route through the GPUs themselves.
   const bool gpus_only = gpus_.size() == devices_.size();

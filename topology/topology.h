@@ -116,6 +116,8 @@ class Topology {
   const DirLink& link(int id) const { return links_[id]; }
   int gpu_device(int gpu) const { return gpus_[gpu]; }
   int node_of_gpu(int gpu) const { return devices_[gpus_[gpu]].node; }
+  // The devices labelled with node `node` (GPUs, NICs, switches inside it), by id; after seal().
+  const std::vector<int>& node_devices(int node) const { return node_devices_[static_cast<std::size_t>(node)]; }
   int gpus_per_node() const;  // when all nodes hold the same number of GPUs, else 0
   // Whether some switch outside the nodes reduces in-network (SHARP on the fabric).
   bool fabric_reduces() const { return fabric_reduces_; }
@@ -141,6 +143,7 @@ class Topology {
   std::vector<int> gpus_;
   std::vector<DirLink> links_;
   std::vector<std::vector<int>> out_;
+  std::vector<std::vector<int>> node_devices_;
   int num_nodes_ = 0;
   bool sealed_ = false;
   bool fabric_reduces_ = false;
