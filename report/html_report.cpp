@@ -553,7 +553,8 @@ std::string links_section(const HtmlReport& r) {
   std::string s = "<section id=\"links\">\n<h2>Link load</h2>\n";
   s += "<p class=\"note\">The busiest links of each tier over the iteration (flow fidelity): bytes carried, "
        "utilization (bytes / (rate x iteration time)), the peak load at any instant, and, for the busiest links "
-       "overall, the load over the iteration (0 to 100% of the link's achievable rate).</p>\n";
+       "overall and the busiest of each tier, the load over the iteration (0 to 100% of the link's achievable "
+       "rate).</p>\n";
   s += "<table class=\"ranked\">\n<thead><tr><th>tier</th><th>link</th><th>carried</th><th>utilization</th>"
        "<th>peak</th><th>load over the iteration</th></tr></thead>\n<tbody>\n";
   for (const HtmlLinkLoad& l : r.links) {
@@ -565,7 +566,18 @@ std::string links_section(const HtmlReport& r) {
         html_escape(l.tier), html_escape(l.name), format_gib(l.bytes), num(80 * u, 1), num(100 * l.utilization, 1),
         l.peak < 0 ? std::string("-") : num(100 * l.peak, 1) + "%", l.load.empty() ? "" : load_line(l.load, 300, 22));
   }
-  s += "</tbody>\n</table>\n</section>\n";
+  s += "</tbody>\n</table>\n";
+  if (!r.sharing_delay.empty()) {
+    s += "<p class=\"note\">Time the ops in flight lost to sharing links with each other, by collective "
+         "category: what each op took beyond its time alone, summed over the iteration's ops.</p>\n"
+         "<table class=\"ranked\">\n<thead><tr><th>category</th><th>ops slowed</th><th>time lost</th></tr></thead>\n"
+         "<tbody>\n";
+    for (const auto& [category, ops, lost] : r.sharing_delay)
+      s += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+                       html_escape(category), ops, html_escape(format_time(lost)));
+    s += "</tbody>\n</table>\n";
+  }
+  s += "</section>\n";
   return s;
 }
 

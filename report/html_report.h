@@ -40,8 +40,11 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include "core/units.h"
 
 namespace meshsim {
 
@@ -97,7 +100,9 @@ struct HtmlReport {
   std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;
   std::vector<HtmlLinkLoad> links;  // empty = no link-load section
-  std::string sweep_x_label;        // e.g. "GPUs"
+  // Time lost to link sharing per collective category: (category, ops slowed, time lost).
+  std::vector<std::tuple<std::string, int, Time>> sharing_delay;
+  std::string sweep_x_label;  // e.g. "GPUs"
   std::string sweep_y_label = "time per iteration";
   std::string sweep_y_unit = "s";               // "s": time ticks (µs, ms, s); else appended to plain numbers
   std::vector<HtmlSweepPoint> sweep;            // empty = no plot

@@ -692,6 +692,8 @@ HtmlReport training_html(const TrainingResult& r) {
       h.links.push_back(std::move(row));
     }
   }
+  if (r.sim.links_shared)
+    for (const auto& [category, d] : r.sim.sharing_delay) h.sharing_delay.emplace_back(category, d.first, d.second);
   return h;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -31,7 +32,20 @@ std::string comm_category(const Op& op) {
 
 namespace {
 
-constexpr std::size_t kLoadTracks = 8;  // links whose load over time the result keeps
+constexpr std::size_t kLoadTracks = 8;  // links whose load over time the result keeps, besides each tier's busiest
+
+// The links whose load over time the result keeps: the kLoadTracks busiest overall, then the
+// busiest of each tier none of those is in (the NIC and spine tiers under NVLink's busier rows).
+std::vector<BusiestLink> tracked_links(const Topology& topo, const std::vector<double>& bytes, Time over) {
+  const std::vector<BusiestLink> all = busiest_links(topo, bytes, over, bytes.size());
+  std::vector<BusiestLink> out(all.begin(),
+                               all.begin() + static_cast<std::ptrdiff_t>(std::min(kLoadTracks, all.size())));
+  std::set<std::string> tiers;
+  for (const BusiestLink& b : out) tiers.insert(link_tier(topo, b.link));
+  for (const BusiestLink& b : all)
+    if (tiers.insert(link_tier(topo, b.link)).second) out.push_back(b);
+  return out;
+}
 
 // Each link's load (fraction of its achievable rate) at every instant it changed, read off
 // the speed changes of the ops that load it.
@@ -108,8 +122,7 @@ void link_results(const Schedule& schedule, const Topology& topo, const detail::
   std::vector<double> bytes;
   for (const LinkUsage& u : res.link_usage) bytes.push_back(u.bytes);
   res.top_links = busiest_links(topo, bytes, res.iteration);
-  if (sharing != nullptr)
-    res.link_load = load_series(topo, *sharing, busiest_links(topo, bytes, res.iteration, kLoadTracks));
+  if (sharing != nullptr) res.link_load = load_series(topo, *sharing, tracked_links(topo, bytes, res.iteration));
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ struct ScheduleSimResult {
   double flops_recomputed = 0;            // the recomputed part of flops_executed
   std::vector<BusiestLink> top_links;     // flow fidelity: up to 5, by utilization over the iteration
   std::vector<LinkUsage> link_usage;      // flow fidelity: every link, by id (peak only with links_shared)
-  std::vector<LinkLoadSeries> link_load;  // links_shared: the 8 busiest links' load over time
+  std::vector<LinkLoadSeries> link_load;  // links_shared: the 8 busiest links' load over time, and each tier's busiest
   bool links_shared = false;              // flow fidelity with ScheduleSimOptions::share_links
   // links_shared: by comm category (tp, dp, pp, ...), the ops that took longer than alone
   // and the time they lost, summed over every stage.

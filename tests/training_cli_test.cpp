@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -691,11 +692,13 @@ TEST(Reports, FlowLinkLoadInCsvTraceAndReport) {
   ASSERT_GT(lines.size(), 1U);
   EXPECT_EQ(lines[0], "link,name,tier,capacity_GBps,bytes,utilization,peak");
   double csv_bytes = 0;
+  std::map<std::string, std::string> tier_of;  // link name -> tier
   for (std::size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> c;
     std::stringstream ss(lines[i]);
     for (std::string cell; std::getline(ss, cell, ',');) c.push_back(cell);
     ASSERT_EQ(c.size(), 7U) << lines[i];
+    tier_of[c[1]] = c[2];
     const double cap = std::stod(c[3]) * 1e9, bytes = std::stod(c[4]), util = std::stod(c[5]), peak = std::stod(c[6]);
     EXPECT_GT(bytes, 0) << lines[i];
     EXPECT_NEAR(util, bytes / (cap * iteration), 1e-5) << lines[i];
@@ -708,16 +711,22 @@ TEST(Reports, FlowLinkLoadInCsvTraceAndReport) {
   EXPECT_NEAR(csv_bytes, tier_bytes, 1e-6 * tier_bytes);
 
   int counters = 0;
+  std::set<std::string> tracked_tiers;  // every tier has its busiest link's load over time
   const auto events = nlohmann::json::parse(slurp(trace))["traceEvents"];
   for (const auto& e : events) {
     if (e["ph"] != "C") continue;
     ++counters;
+    tracked_tiers.insert(tier_of[e["name"].get<std::string>().substr(std::string("load % ").size())]);
     const double load = e["args"]["load"].get<double>();
     EXPECT_GE(load, 0);
     EXPECT_LE(load, 100 + 1e-6);
   }
   EXPECT_GT(counters, 0);
-  EXPECT_NE(slurp(html).find("<section id=\"links\">"), std::string::npos);
+  for (const auto& t : j["link_tiers"]) EXPECT_TRUE(tracked_tiers.count(t["tier"].get<std::string>())) << t.dump();
+  const std::string page = slurp(html);
+  EXPECT_NE(page.find("<section id=\"links\">"), std::string::npos);
+  EXPECT_NE(page.find("<th>time lost</th>"), std::string::npos);  // the sharing delay by category
+  EXPECT_NE(page.find("<tr><td>ep</td>"), std::string::npos);
 
   // Every op alone: no sharing reported, and the iteration is no longer.
   const Result alone = meshsim("simulate " + f.string() + " --json --no-link-sharing");
