@@ -567,6 +567,10 @@ std::string links_section(const HtmlReport& r) {
         l.peak < 0 ? std::string("-") : num(100 * l.peak, 1) + "%", l.load.empty() ? "" : load_line(l.load, 300, 22));
   }
   s += "</tbody>\n</table>\n";
+  if (!r.cluster_svg.empty())
+    s += "<p class=\"note\">The cluster, each link coloured by the utilization of its busier direction (hover a "
+         "link or a device for its name).</p>\n" +
+         r.cluster_svg;
   if (!r.sharing_delay.empty()) {
     s += "<p class=\"note\">Time the ops in flight lost to sharing links with each other, by collective "
          "category: what each op took beyond its time alone, summed over the iteration's ops.</p>\n"

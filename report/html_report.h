@@ -100,6 +100,7 @@ struct HtmlReport {
   std::vector<std::pair<std::string, double>> breakdown;  // category -> seconds
   std::vector<HtmlMemoryBar> memory;
   std::vector<HtmlLinkLoad> links;  // empty = no link-load section
+  std::string cluster_svg;  // the cluster coloured by link load (topology_svg.h), drawn in the link-load section
   // Time lost to link sharing per collective category: (category, ops slowed, time lost).
   std::vector<std::tuple<std::string, int, Time>> sharing_delay;
   std::string sweep_x_label;  // e.g. "GPUs"

@@ -10,6 +10,8 @@
 #include <tuple>
 
 #include "report/collective_report.h"
+#include "report/topology_svg.h"
+#include "topology/presets.h"
 
 namespace meshsim {
 
@@ -691,6 +693,14 @@ HtmlReport training_html(const TrainingResult& r) {
         if (series.link == l->id) row.load = averaged_load(series, span);
       h.links.push_back(std::move(row));
     }
+  }
+  if (!r.links.empty()) {
+    const auto topo = shared_topology(r.scenario.topology);
+    std::vector<double> utilization(topo->links().size(), 0.0);
+    for (const LinkReport& l : r.links)
+      if (l.id >= 0 && l.id < static_cast<int>(utilization.size()))
+        utilization[static_cast<std::size_t>(l.id)] = l.utilization;
+    h.cluster_svg = topology_svg(*topo, {.utilization = utilization, .title = ""});
   }
   if (r.sim.links_shared)
     for (const auto& [category, d] : r.sim.sharing_delay) h.sharing_delay.emplace_back(category, d.first, d.second);
