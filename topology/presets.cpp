@@ -398,6 +398,13 @@ const std::vector<PresetEntry>& entries() {
                   "8 H100 per node on NVSwitch (NVLink4 450 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
                   dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s")},
                  build_dgx});
+    // HGX/DGX H200: the H100 node's NVLink4 NVSwitch, PCIe Gen5 and NDR NICs around H200 GPUs (141 GB
+    // HBM3e at 4.8 TB/s: the h200 compute preset), NVIDIA's H200 datasheet; nccl-tests' 479.98 GB/s
+    // all-reduce busbw on 8 H200s (docs/validation/published.md) is the H100 node's NVLS figure.
+    v.push_back({{"dgx-h200",
+                  "8 H200 per node on NVSwitch (NVLink4 450 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
+                  dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s"), "h200", 90},
+                 build_dgx});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
                   dgx_params("300GB/s", "0.78", "0", "31.5GB/s", "0.80", "200Gb/s"), "a100", 80},
