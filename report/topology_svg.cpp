@@ -60,7 +60,7 @@ std::map<int, std::vector<int>> fabric_tiers(const Topology& topo, int nodes) {
 
 // Each drawn node's box: its GPUs in a row, its other devices in a row below.
 double place_nodes(const Topology& topo, int nodes, double top, std::vector<Point>& at, std::string& boxes) {
-  double x = 10, y = top, row_width = 0, width = 0;
+  double x = 10, y = top, width = 0;
   for (int n = 0; n < nodes; ++n) {
     std::vector<int> gpus, rest;
     for (int d : topo.node_devices(n)) (topo.device(d).kind == DeviceKind::Gpu ? gpus : rest).push_back(d);
@@ -81,8 +81,7 @@ double place_nodes(const Topology& topo, int nodes, double top, std::vector<Poin
     put(gpus, kCell, y + 28);
     put(rest, kPartCell, y + 48);
     x += w + kBoxGap;
-    row_width = std::max(row_width, x);
-    width = std::max(width, row_width);
+    width = std::max(width, x);
   }
   return width;
 }
@@ -145,12 +144,12 @@ std::string topology_svg(const Topology& topo, const TopologySvgOptions& options
       stroke = load_colour(u);
       w = 1 + 2.5 * std::clamp(u, 0.0, 1.0);
     }
-    if (link.down) stroke = "#d62728\" stroke-dasharray=\"4 3";
+    if (link.down) stroke = "#d62728";  // failed: red, dashed
     lines += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-        "stroke-width=\"{:.2f}\"><title>{} &lt;-&gt; {}</title></line>\n",
-        a.x, a.y, b.x, b.y, stroke, w, html_escape(topo.device(link.from).name),
-        html_escape(topo.device(link.to).name));
+        "stroke-width=\"{:.2f}\"{}><title>{} &lt;-&gt; {}</title></line>\n",
+        a.x, a.y, b.x, b.y, stroke, w, link.down ? " stroke-dasharray=\"4 3\"" : "",
+        html_escape(topo.device(link.from).name), html_escape(topo.device(link.to).name));
   }
   std::string marks;
   for (int d = 0; d < topo.num_devices(); ++d)

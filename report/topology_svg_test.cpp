@@ -46,6 +46,16 @@ TEST(TopologySvg, ColoursLinksByTheirLoad) {
   EXPECT_EQ(load_colour(7.0), load_colour(1.0));
 }
 
+// A failed cable is drawn red and dashed, the others as before.
+TEST(TopologySvg, DrawsAFailedLinkDashed) {
+  Topology t = resolve_topology("dgx-h100:nodes=2,inter=fat-tree,hosts_per_leaf=1");
+  EXPECT_EQ(count(topology_svg(t, {}), "stroke-dasharray"), 0);
+  t.fail_link(0);  // GPU 0's NVLink: PCIe still joins it to the rest
+  const std::string svg = topology_svg(t, {});
+  EXPECT_EQ(count(svg, "stroke=\"#d62728\" stroke-width=\"1.00\" stroke-dasharray=\"4 3\""), 1);
+  EXPECT_EQ(count(svg, "<line "), static_cast<int>(t.links().size() / 2));
+}
+
 // A large cluster: its first kMaxDrawnNodes nodes, the switches above them (not the leaves of
 // nodes left out), and a line saying so.
 TEST(TopologySvg, DrawsTheFirstNodesOfALargeCluster) {

@@ -11,7 +11,6 @@
 
 #include "report/collective_report.h"
 #include "report/topology_svg.h"
-#include "topology/presets.h"
 
 namespace meshsim {
 
@@ -694,8 +693,8 @@ HtmlReport training_html(const TrainingResult& r) {
       h.links.push_back(std::move(row));
     }
   }
-  if (!r.links.empty()) {
-    const auto topo = shared_topology(r.scenario.topology);
+  if (!r.links.empty() && r.topology) {
+    const Topology* topo = r.topology.get();
     std::vector<double> utilization(topo->links().size(), 0.0);
     for (const LinkReport& l : r.links)
       if (l.id >= 0 && l.id < static_cast<int>(utilization.size()))

@@ -157,8 +157,8 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
       bw_out = std::min(bw_out, bw);
     }
   };
-  // Neighbour pairs both ways and root pairs both ways, asked source by source so that the
-  // router answers each source's queries from one BFS.
+  // Neighbour pairs both ways and root pairs both ways: the root's fan-out first (the router
+  // answers a source's run of queries from one BFS), then each rank's three lone pairs.
   for (int i = 0; i < p; ++i) visit(0, i);
   for (int i = 0; i < p; ++i) {
     visit(i, (i + 1) % p);

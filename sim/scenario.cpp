@@ -468,9 +468,9 @@ GpuDraw resolve_gpu_draw(const YamlReader& r, const YAML::Node& n, const YAML::N
   d.a = args[0];
   d.b = args.size() > 1 ? args[1] : 0;
   if (seed) {
-    const std::optional<int> v = parse_int(r.text(seed, "perturb.seed"));
-    if (!v || *v < 0) r.fail(seed, "perturb.seed", "must be a whole number >= 0; e.g. 7");
-    d.seed = static_cast<std::uint64_t>(*v);
+    const int v = r.integer(seed, "perturb.seed");
+    if (v < 0) r.fail(seed, "perturb.seed", "must be a whole number >= 0; e.g. 7");
+    d.seed = static_cast<std::uint64_t>(v);
   }
   return d;
 }

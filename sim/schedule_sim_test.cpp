@@ -435,6 +435,9 @@ TEST(Perturb, ALinkDownIsRoutedAround) {
       AlgorithmRegistry::builtin(), true);
   EXPECT_GT(slowed.sim.iteration, nominal.sim.iteration);
   EXPECT_EQ(slowed.nominal_iteration, nominal.sim.iteration);
+  ASSERT_TRUE(slowed.topology && nominal.topology);  // each result carries the cluster it ran on
+  EXPECT_TRUE(slowed.topology->link(0).down);        // link 0: n0.gpu0 -> n0.nvsw
+  EXPECT_FALSE(nominal.topology->link(0).down);
 }
 
 // Drawn GPU speeds against their distributions (100,000 GPUs, bounds at 5 standard errors):

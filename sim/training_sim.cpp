@@ -84,23 +84,16 @@ std::vector<double> stage_compute_factors(const Scenario& s, const Placement& pl
   for (std::size_t d = 0; d < mesh.dims.size(); ++d)
     if (mesh.dims[d].first == "pp") pp_dim = static_cast<int>(d);
   auto stage_of = [&](int rank) { return pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)]; };
-  std::map<int, double> given;  // perturb.gpu_factors by GPU
+  std::map<int, double> given;  // perturb.gpu_factors by GPU (the least where one is named twice)
   for (const auto& [gpu, factor] : s.perturb.gpus) {
     if (gpu >= topo.num_gpus())
       throw Error(fmt::format("perturb.gpu_factors: GPU {} is not in topology {} (GPUs 0..{})", gpu, s.topology,
                               topo.num_gpus() - 1));
-    given[gpu] = std::min(given.count(gpu) ? given[gpu] : 1000.0, factor);
+    const auto [it, fresh] = given.emplace(gpu, factor);
+    if (!fresh) it->second = std::min(it->second, factor);
   }
-  if (s.perturb.draw.kind == GpuDraw::Kind::None) {
-    for (const auto& [gpu, factor] : given) {
-      const auto at = std::find(gpus.begin(), gpus.end(), gpu);
-      if (at == gpus.end()) continue;  // a GPU the layout leaves idle
-      const auto stage = static_cast<std::size_t>(stage_of(static_cast<int>(at - gpus.begin())));
-      out[stage] = std::min(out[stage], factor);
-    }
-    return out;
-  }
-  for (int rank = 0; rank < static_cast<int>(gpus.size()); ++rank) {  // every GPU drawn, times its given factor
+  // Every GPU of the layout: its drawn factor (1 without a draw) times its given one.
+  for (int rank = 0; rank < static_cast<int>(gpus.size()); ++rank) {
     const int gpu = gpus[static_cast<std::size_t>(rank)];
     const auto it = given.find(gpu);
     const double factor = s.perturb.draw.factor(gpu) * (it == given.end() ? 1.0 : it->second);
@@ -148,6 +141,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   const Topology& topo = *cluster.topology;
   Router& router = *cluster.router;
   r.topology_name = topo.name();
+  r.topology = cluster.topology;
   r.gpus = topo.num_gpus();
   const CheckedLayout layout = check_layout(s.model, s.parallel, topo.num_gpus(), "topology " + topo.name());
 

@@ -42,9 +42,10 @@ struct LinkReport {
 struct TrainingResult {
   Scenario scenario;
   std::string topology_name;
-  std::string placement;  // placement kind actually used
-  Schedule schedule;      // empty on the fast path
-  bool fast = false;      // figures from simulate_iteration_fast
+  std::shared_ptr<const Topology> topology;  // the cluster simulated (perturbed links scaled or down)
+  std::string placement;                     // placement kind actually used
+  Schedule schedule;                         // empty on the fast path
+  bool fast = false;                         // figures from simulate_iteration_fast
   ScheduleSimResult sim;
   GpuSpec gpu;
   double tensor_factor = 1;  // tensor-core rate in this job / burst (ComputeModel::tensor_factor)

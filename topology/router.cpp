@@ -205,8 +205,8 @@ void Router::search_both_ends(int src, int dst) {
 // The links u -> v from devices u of level `level - 1` whose latency so far plus the link's is
 // least, in the order of v's links (ECMP picks among them by position). Read from v's links, or,
 // when that level has fewer links than v (v a spine, the level one leaf), from the level's links
-// into v, sorted back into v's order (v's links are numbered
-// in the order added, and each is its reverse's id plus or minus one).
+// into v, sorted back into v's order (v's links are numbered in the order added, and each is its
+// reverse's id plus or minus one).
 void Router::collect_candidates(int v, int level, int src) {
   const auto& links = topo_.links();
   candidates_.clear();
@@ -253,6 +253,21 @@ void check_pair(const Topology& topo, int src_gpu, int dst_gpu) {
     throw Error(fmt::format("router: gpu pair ({}, {}) out of range; topology '{}' has GPUs 0..{}", src_gpu, dst_gpu,
                             topo.name(), n - 1));
 }
+
+// A route's latency, bottleneck, hops, first link and kinds, read off its links (not empty).
+RouteSummary summarize(const Topology& topo, const std::vector<int>& links) {
+  RouteSummary s;
+  s.bottleneck = Bps(std::numeric_limits<double>::infinity());
+  for (int l : links) {
+    const LinkSpec& spec = topo.link(l).spec;
+    s.latency += spec.latency;
+    if (spec.effective() < s.bottleneck) s.bottleneck = spec.effective();
+    s.nvlink_only = s.nvlink_only && spec.kind == LinkKind::NvLink;
+  }
+  s.hops = static_cast<int>(links.size());
+  s.first_link = links.front();
+  return s;
+}
 }  // namespace
 
 const Path& Router::path(int src_gpu, int dst_gpu) {
@@ -262,12 +277,9 @@ const Path& Router::path(int src_gpu, int dst_gpu) {
   Path p;
   if (src_gpu == dst_gpu) return cache_.emplace(key, std::move(p)).first->second;
   find_route(src_gpu, dst_gpu, key, p.links);
-  p.bottleneck = Bps(std::numeric_limits<double>::infinity());
-  for (int l : p.links) {
-    p.latency += topo_.link(l).spec.latency;
-    const Bandwidth e = topo_.link(l).spec.effective();
-    if (e < p.bottleneck) p.bottleneck = e;
-  }
+  const RouteSummary s = summarize(topo_, p.links);
+  p.latency = s.latency;
+  p.bottleneck = s.bottleneck;
   return cache_.emplace(key, std::move(p)).first->second;
 }
 
@@ -275,25 +287,11 @@ const RouteSummary& Router::summary(int src_gpu, int dst_gpu) {
   check_pair(topo_, src_gpu, dst_gpu);
   const std::uint64_t key = pair_key(src_gpu, dst_gpu);
   if (auto it = summaries_.find(key); it != summaries_.end()) return it->second;
-  RouteSummary s;
-  if (src_gpu != dst_gpu) {
-    const auto cached = cache_.find(key);
-    const std::vector<int>* links = &scratch_links_;
-    if (cached != cache_.end())
-      links = &cached->second.links;
-    else
-      find_route(src_gpu, dst_gpu, key, scratch_links_);
-    s.bottleneck = Bps(std::numeric_limits<double>::infinity());
-    for (int l : *links) {
-      const LinkSpec& spec = topo_.link(l).spec;
-      s.latency += spec.latency;
-      if (spec.effective() < s.bottleneck) s.bottleneck = spec.effective();
-      s.nvlink_only = s.nvlink_only && spec.kind == LinkKind::NvLink;
-    }
-    s.hops = static_cast<int>(links->size());
-    s.first_link = links->front();
-  }
-  return summaries_.emplace(key, s).first->second;
+  if (src_gpu == dst_gpu) return summaries_.emplace(key, RouteSummary{}).first->second;
+  if (const auto cached = cache_.find(key); cached != cache_.end())
+    return summaries_.emplace(key, summarize(topo_, cached->second.links)).first->second;
+  find_route(src_gpu, dst_gpu, key, scratch_links_);
+  return summaries_.emplace(key, summarize(topo_, scratch_links_)).first->second;
 }
 
 void Router::find_route(int src_gpu, int dst_gpu, std::uint64_t key, std::vector<int>& route) {
