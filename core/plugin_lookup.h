@@ -1,16 +1,22 @@
 // What the plugin loaders share (backend/cuda/plugin_loader.cpp, backend/mpi/plugin_loader.cpp):
-// this executable's path, dlerror() on one line, and the lookup order of a plugin file.
+// this executable's path, dlerror() on one line, the lookup order of a plugin file, and opening
+// one: dlopen, its entry symbol, its table and the table's ABI version.
 //
 //   plugin_candidates(std::getenv("MESHSIM_X_PLUGIN"), self_exe(), "libmeshsim_x.so")
 //     -> {$MESHSIM_X_PLUGIN} when set, else {<exe dir>/libmeshsim_x.so, <exe dir>/../lib/libmeshsim_x.so}
+//   const PluginPick pick = pick_plugin(candidates);   // the first that exists
+//   const X& t = open_plugin<X>(pick.path, RTLD_LOCAL, {"meshsim_x_plugin", kXAbi, "X"}, fail, wrong_abi);
 #pragma once
 
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace meshsim {
 
@@ -39,6 +45,48 @@ inline std::vector<std::string> plugin_candidates(const char* env, const std::st
   if (env != nullptr && *env != '\0') return {env};
   const fs::path dir = exe.empty() ? fs::current_path() : fs::path(exe).parent_path();
   return {(dir / file).string(), (dir.parent_path() / "lib" / file).string()};
+}
+
+// The first candidate that exists; when none does, the first, with the others in `also` so
+// the error can name every place looked in.
+struct PluginPick {
+  std::string path;
+  std::vector<std::string> also;
+};
+inline PluginPick pick_plugin(const std::vector<std::string>& candidates) {
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    if (std::filesystem::exists(c, ec)) return {c, {}};
+  }
+  return {candidates.front(), std::vector<std::string>(candidates.begin() + 1, candidates.end())};
+}
+
+// A plugin's entry: the C symbol it exports, the ABI version this tree builds, and the word
+// its errors use for it ("CUDA", "MPI").
+struct PluginEntry {
+  const char* symbol;
+  int abi;
+  const char* what;
+};
+
+// dlopen()s `path` (RTLD_NOW | `scope`; never closed: CUDA, NCCL and MPI keep threads and
+// handlers that outlive an unload), calls its entry with the ABI version and checks the
+// returned table's `abi_version`. `fail(why)` makes the Error of a plugin that cannot be
+// loaded, `wrong_abi(version)` that of a plugin from another tree.
+template <class Table>
+const Table& open_plugin(const std::string& path, int scope, const PluginEntry& entry,
+                         const std::function<Error(const std::string&)>& fail,
+                         const std::function<Error(int)>& wrong_abi) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | scope);
+  if (handle == nullptr) throw fail(dl_error());
+  ::dlerror();
+  void* sym = ::dlsym(handle, entry.symbol);
+  if (sym == nullptr)
+    throw fail(std::string("not a meshsim ") + entry.what + " plugin (no " + entry.symbol + ": " + dl_error() + ")");
+  const Table* table = reinterpret_cast<const Table* (*)(int)>(sym)(entry.abi);
+  if (table == nullptr) throw fail(std::string(entry.symbol) + " returned no table");
+  if (table->abi_version != entry.abi) throw wrong_abi(table->abi_version);
+  return *table;
 }
 
 }  // namespace meshsim

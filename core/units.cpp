@@ -62,32 +62,48 @@ NumberAndUnit split(std::string_view text, std::string_view field, std::string_v
   return {v, unit};
 }
 
+// A unit's name and what one of it is worth in the parser's base unit.
+struct UnitScale {
+  const char* name;
+  double scale;
+};
+
+template <std::size_t N>
+std::optional<double> scale_of(const UnitScale (&units)[N], const std::string& unit) {
+  for (const UnitScale& u : units)
+    if (unit == u.name) return u.scale;
+  return std::nullopt;
+}
+
+constexpr UnitScale kByteUnits[] = {
+    {"", 1},       {"B", 1},         {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+    {"TB", 1e12},  {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+constexpr UnitScale kBandwidthUnits[] = {
+    {"B/s", 1},         {"KB/s", 1e3},     {"MB/s", 1e6},        {"GB/s", 1e9},
+    {"TB/s", 1e12},     {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
+    {"b/s", 1.0 / 8},   {"Kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8},    {"Gb/s", 1e9 / 8},
+    {"Tb/s", 1e12 / 8}, {"Gbps", 1e9 / 8}, {"Mbps", 1e6 / 8},    {"GBps", 1e9}};
+constexpr UnitScale kTimeUnits[] = {{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
+constexpr UnitScale kFlopsUnits[] = {{"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
+                                     {"FLOPS", 1},  {"GFLOPS", 1e9},  {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
+
 }  // namespace
 
 Bytes parse_bytes(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "64MiB");
-  struct U {
-    const char* name;
-    double mult;
-  };
-  static constexpr U units[] = {
-      {"", 1},       {"B", 1},         {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
-      {"TB", 1e12},  {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
-  for (const auto& u : units) {
-    if (unit == u.name) {
-      const double bytes = v * u.mult;
-      if (bytes < 0) throw Error(fmt::format("{}: '{}' is negative; sizes must be >= 0", field, text));
-      // No message, buffer or memory meshsim models comes near a pebibyte; past it times overflow.
-      if (bytes > 1125899906842624.0)
-        throw Error(fmt::format("{}: '{}' is over 1PiB; write a message or memory size, e.g. 64MiB", field, text));
-      if (std::fabs(bytes - std::round(bytes)) > 1e-6)
-        throw Error(fmt::format("{}: '{}' is not a whole number of bytes", field, text));
-      return static_cast<Bytes>(std::llround(bytes));
-    }
-  }
-  throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)", field,
-                          unit, text));
+  const std::optional<double> mult = scale_of(kByteUnits, unit);
+  if (!mult)
+    throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)",
+                            field, unit, text));
+  const double bytes = v * *mult;
+  if (bytes < 0) throw Error(fmt::format("{}: '{}' is negative; sizes must be >= 0", field, text));
+  // No message, buffer or memory meshsim models comes near a pebibyte; past it times overflow.
+  if (bytes > 1125899906842624.0)
+    throw Error(fmt::format("{}: '{}' is over 1PiB; write a message or memory size, e.g. 64MiB", field, text));
+  if (std::fabs(bytes - std::round(bytes)) > 1e-6)
+    throw Error(fmt::format("{}: '{}' is not a whole number of bytes", field, text));
+  return static_cast<Bytes>(std::llround(bytes));
 }
 
 std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view field) {
@@ -117,69 +133,44 @@ std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view fie
 
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "25GB/s or 200Gb/s");
-  struct U {
-    const char* name;
-    double bytes_per_s;
-  };
-  static constexpr U units[] = {{"B/s", 1},         {"KB/s", 1e3},     {"MB/s", 1e6},        {"GB/s", 1e9},
-                                {"TB/s", 1e12},     {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
-                                {"b/s", 1.0 / 8},   {"Kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8},    {"Gb/s", 1e9 / 8},
-                                {"Tb/s", 1e12 / 8}, {"Gbps", 1e9 / 8}, {"Mbps", 1e6 / 8},    {"GBps", 1e9}};
-  for (const auto& u : units) {
-    if (unit == u.name) {
-      if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
-      const double bps = v * u.bytes_per_s;
-      // Outside 1 KB/s .. 1 PB/s no link exists, and transfer times leave meshsim's range.
-      if (!(bps >= 1e3 && bps <= 1e15))
-        throw Error(fmt::format("{}: '{}' is outside 1KB/s .. 1PB/s; write a link's rate, e.g. 25GB/s or 200Gb/s",
-                                field, text));
-      return Bandwidth::from_bytes_per_s(bps);
-    }
-  }
-  throw Error(
-      fmt::format("{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s",
-                  field, unit, text));
+  const std::optional<double> bytes_per_s = scale_of(kBandwidthUnits, unit);
+  if (!bytes_per_s)
+    throw Error(
+        fmt::format("{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s",
+                    field, unit, text));
+  if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
+  const double bps = v * *bytes_per_s;
+  // Outside 1 KB/s .. 1 PB/s no link exists, and transfer times leave meshsim's range.
+  if (!(bps >= 1e3 && bps <= 1e15))
+    throw Error(
+        fmt::format("{}: '{}' is outside 1KB/s .. 1PB/s; write a link's rate, e.g. 25GB/s or 200Gb/s", field, text));
+  return Bandwidth::from_bytes_per_s(bps);
 }
 
 Time parse_time(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "1.5us");
-  struct U {
-    const char* name;
-    double ps;
-  };
-  static constexpr U units[] = {{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
   if (unit.empty() && v == 0) return Time{};  // a bare 0 needs no unit
-  for (const auto& u : units) {
-    if (unit == u.name) {
-      if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));
-      // Latencies and overheads: an hour is already absurd, and 1e300 s overflowed the sums.
-      if (!(v * u.ps <= 3600e12))
-        throw Error(fmt::format("{}: '{}' is over an hour; a latency or overhead is a few microseconds (e.g. 1.5us)",
-                                field, text));
-      return Time::from_ps(static_cast<std::int64_t>(std::llround(v * u.ps)));
-    }
-  }
-  throw Error(
-      fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit, text));
+  const std::optional<double> ps = scale_of(kTimeUnits, unit);
+  if (!ps)
+    throw Error(
+        fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit, text));
+  if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));
+  // Latencies and overheads: an hour is already absurd, and 1e300 s overflowed the sums.
+  if (!(v * *ps <= 3600e12))
+    throw Error(
+        fmt::format("{}: '{}' is over an hour; a latency or overhead is a few microseconds (e.g. 1.5us)", field, text));
+  return Time::from_ps(static_cast<std::int64_t>(std::llround(v * *ps)));
 }
 
 double parse_flops(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "989TFLOP/s");
-  struct U {
-    const char* name;
-    double flops;
-  };
-  static constexpr U units[] = {{"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
-                                {"FLOPS", 1},  {"GFLOPS", 1e9},  {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
-  for (const auto& u : units) {
-    if (unit == u.name) {
-      if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 989TFLOP/s", field, text));
-      return v * u.flops;
-    }
-  }
-  throw Error(
-      fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
-                  field, unit, text));
+  const std::optional<double> flops = scale_of(kFlopsUnits, unit);
+  if (!flops)
+    throw Error(
+        fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
+                    field, unit, text));
+  if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 989TFLOP/s", field, text));
+  return v * *flops;
 }
 
 std::optional<int> parse_int(std::string_view text) {

@@ -61,7 +61,7 @@ Schedule calibration_schedule(int world, int g, const std::vector<CollKind>& kin
                               int repeats, std::vector<Point>& points) {
   Schedule all;
   all.axes = {{"group", g}, {"rest", world / g}};
-  all.pp_axis = "";
+  all.pp_axis = {};
   all.roles.emplace_back();
   all.roles[0].name = "all ranks";
   std::vector<Op>& ops = all.roles[0].ops;
@@ -206,7 +206,8 @@ void measure_collectives(RankSession& s, const CalibrateOptions& o, const std::v
     const Placement placement = Placement::natural(Mesh{schedule.axes}, topo);
     ExecutorOptions eopt = s.executor_options(o.backend, o.collectives);
     eopt.cpu.check_limit_bytes = 0;  // timing only; run and validate check the numerics
-    eopt.cpu.groups["group"] = placement.groups_along("group");
+    const MeshAxis group("group");   // calibration_schedule's axes
+    eopt.cpu.groups[group] = placement.groups_along(group);
     eopt.device = device;
     // A fresh id per group size: each executor builds its own world communicator.
     eopt.nccl_id_key = fmt::format("calibrate/nccl_id/{}", g);

@@ -18,7 +18,7 @@ std::string op_kind_label(const Op& op) {
     case OpKind::Compute:
       return to_string(op.kernel.kind);
     case OpKind::Collective:
-      return op.axis + " " + to_string(op.coll);
+      return op.axis.str() + " " + to_string(op.coll);
     case OpKind::Send:
       return "pp send";
     case OpKind::Recv:
@@ -92,8 +92,7 @@ Comparison op_kind_comparison(const Schedule& schedule, const std::vector<TraceE
     }
   if (predicted)
     for (const TraceEvent& e : predicted->trace.events)
-      kinds[op_kind_label(schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)])]
-          .predicted += (e.end - e.start).seconds();
+      kinds[op_kind_label(schedule.roles[e.role].ops[e.op])].predicted += (e.end - e.start).seconds();
 
   for (const auto& [kind, s] : kinds) {
     ComparisonRow row;

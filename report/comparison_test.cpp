@@ -135,7 +135,7 @@ Op collective(const std::string& name, const std::string& axis, CollKind k) {
   Op op;
   op.kind = OpKind::Collective;
   op.name = name;
-  op.axis = axis;
+  op.axis = MeshAxis::parse(axis, "axis");
   op.coll = k;
   return op;
 }

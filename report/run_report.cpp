@@ -82,7 +82,7 @@ struct CollectiveRun {
   double gamma_ps;
   const Placement& placement;
   const Schedule& schedule;
-  const std::string& axis;  // the group's mesh axis
+  const MeshAxis& axis;  // the group's mesh axis
 };
 
 nlohmann::ordered_json run_json(const CollectiveRun& r, const Comparison& table, const MeasuredOps& m) {
@@ -97,7 +97,7 @@ nlohmann::ordered_json run_json(const CollectiveRun& r, const Comparison& table,
   j["bytes"] = w.bytes;
   if (!w.mesh.empty()) {
     j["mesh"] = format_mesh(w.mesh);
-    j["group"] = r.axis;
+    j["group"] = r.axis.str();
     j["placement"] = r.sc.placement;
   }
   j["machine_model"] = r.topo_spec;
@@ -139,7 +139,7 @@ std::string run_text(const CollectiveRun& r, const Comparison& table, const Meas
   if (!w.mesh.empty())
     text << fmt::format("  mesh {}, placement {}, {} group(s) of {} along {} at once\n", format_mesh(w.mesh),
                         r.sc.placement, r.placement.groups_along(r.axis).size(), r.schedule.roles[0].ops[0].group_size,
-                        r.axis);
+                        r.axis.str());
   text << fmt::format("  machine model: {}{}\n", r.topo_spec,
                       r.gamma_ps > 0 ? fmt::format(", reduction {:.1f} ps/byte (measured)", r.gamma_ps) : "");
   text << comparison_text(table);
@@ -209,13 +209,13 @@ int run_collective_rank(const RunOptions& o, const Scenario& sc, RankSession& se
   // Rank r runs as GPU r of the topology; the placement says which mesh rank that is.
   const Placement placement =
       w.mesh.empty() ? Placement::natural(mesh, topo) : Placement::parse(sc.placement, mesh, topo, "placement");
-  const std::string axis = schedule.roles[0].ops[0].axis;
+  const MeshAxis axis = schedule.roles[0].ops[0].axis;
   if (w.algorithm.kind == AlgorithmChoice::Kind::Auto) resolve_auto_algorithm(w, schedule, topo, registry, placement);
 
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(o.backend, o.collectives);
   eopt.warmup = o.warmup;
-  if (axis != "rank") eopt.cpu.groups[axis] = placement.groups_along(axis);
+  if (axis != MeshAxis::rank()) eopt.cpu.groups[axis] = placement.groups_along(axis);
   eopt.checks = &checks;
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
   const std::vector<std::string> all =
@@ -280,7 +280,7 @@ void write_side_by_side_trace(const std::string& path, const Schedule& schedule,
         J{{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"}, {"args", J{{"name", process}}}});
     std::set<int> named;
     for (const TraceEvent& e : evs) {
-      const Op& op = schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+      const Op& op = schedule.roles[e.role].ops[e.op];
       const int track = by_rank ? e.rank : e.role;
       const int tid = track * kStreams + static_cast<int>(op.stream);
       if (named.insert(tid).second)

@@ -154,16 +154,16 @@ std::vector<CollectiveRow> collective_rows(const TrainingResult& r) {
   const std::size_t roles = r.schedule.roles.size();
   std::vector<std::vector<std::pair<Time, Time>>> compute(roles);
   for (const TraceEvent& e : r.sim.trace.events) {
-    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = r.schedule.roles[e.role].ops[e.op];
     if (op.kind == OpKind::Compute && e.end > e.start)
       compute[static_cast<std::size_t>(e.role)].emplace_back(e.start, e.end);
   }
   for (auto& c : compute) c = merged(std::move(c));
   std::map<std::tuple<int, std::string, std::string, Bytes, int>, CollectiveRow> rows;
   for (const TraceEvent& e : r.sim.trace.events) {
-    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = r.schedule.roles[e.role].ops[e.op];
     if (op.kind != OpKind::Collective && op.kind != OpKind::Send) continue;
-    const std::string axis = op.kind == OpKind::Send ? "pp" : op.axis;
+    const std::string axis = op.kind == OpKind::Send ? "pp" : op.axis.str();
     const std::string kind = op.kind == OpKind::Send ? "send" : to_string(op.coll);
     CollectiveRow& row = rows[{e.role, axis, kind, op.bytes, op.group_size}];
     row.stage = e.role, row.axis = axis, row.kind = kind, row.bytes = op.bytes, row.group = op.group_size;
@@ -506,7 +506,7 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
                          {"args", J{{"name", to_string(static_cast<Stream>(st))}}}});
   }
   for (const TraceEvent& e : r.sim.trace.events) {
-    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = r.schedule.roles[e.role].ops[e.op];
     if (op.kind == OpKind::Recv) continue;
     J ev{{"ph", "X"},
          {"pid", e.role},
@@ -523,7 +523,7 @@ nlohmann::ordered_json training_trace(const TrainingResult& r) {
       args["bytes"] = op.kernel.bytes;
     } else {
       args["bytes"] = op.bytes;
-      args["axis"] = op.axis;
+      args["axis"] = op.axis.str();
       if (op.kind == OpKind::Collective) args["collective"] = to_string(op.coll);
     }
     ev["args"] = args;
@@ -577,7 +577,7 @@ std::vector<std::vector<PipelineBlock>> pipeline_blocks(const TrainingResult& r)
   const ParallelSpec& p = r.scenario.parallel;
   for (const TraceEvent& e : r.sim.trace.events) {
     const auto role = static_cast<std::size_t>(e.role);
-    const Op& op = r.schedule.roles[role].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = r.schedule.roles[role].ops[e.op];
     if (op.kind != OpKind::Compute || op.microbatch < 0 || op.phase == Phase::Optimizer || e.end <= e.start) continue;
     const bool fwd = op.phase == Phase::Forward;
     const int chunk = op.layer >= 0 && p.vchunks > 1 ? chunk_of_layer(p, r.scenario.model.layers, op.layer) : 0;
@@ -656,7 +656,7 @@ HtmlReport training_html(const TrainingResult& r) {
     }
   }
   for (const TraceEvent& e : r.sim.trace.events) {
-    const Op& op = r.schedule.roles[static_cast<std::size_t>(e.role)].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = r.schedule.roles[e.role].ops[e.op];
     if (op.kind == OpKind::Recv || e.end <= e.start) continue;
     h.spans.push_back({lane_of[static_cast<std::size_t>(e.role) * kStreams + static_cast<std::size_t>(op.stream)],
                        e.start.seconds(), e.end.seconds(),

@@ -21,9 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "core/int_vector.h"
 #include "core/units.h"
 #include "schedule/collective.h"
 #include "schedule/kernel.h"
+#include "topology/mesh_axis.h"
 
 namespace meshsim {
 
@@ -47,10 +49,10 @@ struct Op {
   // Compute
   Kernel kernel;
   // Collective: kind, bytes (n of docs/math.md section 1), the mesh axis of the group
-  // ("tp", "dp", "cp", "ep", "row", "col", "edp", or "a+b" for several axes) and its size.
+  // (MeshAxis::tp(), kDp, ..., or several joined: edp+ep) and its size.
   CollKind coll = CollKind::AllReduce;
   Bytes bytes = 0;
-  std::string axis;
+  MeshAxis axis;
   int group_size = 1;
   int root = 0;
   double imbalance = 1.0;  // all-to-all: busiest destination receives imbalance x mean
@@ -78,14 +80,14 @@ CollectiveSpec collective_spec(const Op& op, int ranks, Bytes element_bytes);
 struct Role {
   std::string name;  // "stage 0"
   int stage = 0;
-  std::vector<Op> ops;
+  IntVector<Op> ops;  // indexed by op id (int); Op::deps name ops of this list
 };
 
 struct Schedule {
-  std::vector<Role> roles;
+  IntVector<Role> roles;  // indexed by role (int)
   // Mesh axes, outermost first ("dp", "pp", "cp", "tp"): the mesh the placement maps.
   std::vector<std::pair<std::string, int>> axes;
-  std::string pp_axis = "pp";  // the axis roles are cut along ("" when one role)
+  MeshAxis pp_axis = MeshAxis::pp();  // the axis roles are cut along (empty when one role)
 };
 
 // One executed op, as timed by an executor. rank = -1: the role's representative rank.

@@ -169,11 +169,7 @@ ModelSpec gpt(const char* name, int layers, int hidden, int heads) {
 
 // Llama-style: SwiGLU, GQA, no biases, untied head, FlashAttention.
 ModelSpec llama(const char* name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq) {
-  ModelSpec m;
-  m.name = name;
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
+  ModelSpec m = gpt(name, layers, hidden, heads);
   m.kv_heads = kv_heads;
   m.ffn_hidden = ffn;
   m.ffn = FfnKind::SwiGLU;

@@ -24,21 +24,9 @@ const char* to_string(RecomputeMode m) { return enum_name(kRecomputeModeNames, m
 
 Recompute Recompute::parse(const std::string& text, const std::string& field) {
   Recompute r;
-  if (text == "none") return r;
-  if (text == "full") {
-    r.mode = RecomputeMode::Full;
-    return r;
-  }
-  if (text == "selective") {
-    r.mode = RecomputeMode::Selective;
-    return r;
-  }
-  if (text == "sqrt") {
-    r.mode = RecomputeMode::Sqrt;
-    return r;
-  }
-  if (text == "ops") {
-    r.mode = RecomputeMode::Ops;
+  // Every mode but every:K is its name alone ("every" needs its K).
+  if (const std::optional<RecomputeMode> m = enum_parse(kRecomputeModeNames, text); m && *m != RecomputeMode::EveryK) {
+    r.mode = *m;
     return r;
   }
   if (text.rfind("every:", 0) == 0) {

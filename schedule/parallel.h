@@ -20,6 +20,7 @@
 
 #include "schedule/model.h"
 #include "schedule/stack.h"
+#include "topology/mesh_axis.h"
 
 namespace meshsim {
 
@@ -130,12 +131,17 @@ struct ParallelSpec {
   bool ep_spans_tp() const { return ep > 1 && expert_tp() == 1 && tp > 1; }
   // The mesh axis the MoE all-to-alls run over, and the size of the mesh's own "ep" axis (the
   // factor of dp in the ep groups): "ep" (ep ranks of dp), or "ep+cp+tp" with ep_spans_tp().
-  std::string ep_axis() const { return ep_spans_tp() ? std::string("ep") + (cp > 1 ? "+cp" : "") + "+tp" : "ep"; }
+  MeshAxis ep_axis() const {
+    if (!ep_spans_tp()) return MeshAxis::ep();
+    return (cp > 1 ? MeshAxis::ep().plus(MeshAxis::cp()) : MeshAxis::ep()).plus(MeshAxis::tp());
+  }
   int ep_dp_factor() const { return ep_spans_tp() ? ep / (cp * tp) : ep; }
   // The ranks that hold the same expert weights and reduce their gradients together with
   // ep > 1: the stage's dp x cp x tp ranks over ep x etp, on the axis expert_grad_axis().
   int expert_grad_ranks() const { return dp * cp * tp / (ep * expert_tp()); }
-  std::string expert_grad_axis() const { return std::string("edp") + (cp > 1 && !ep_spans_tp() ? "+cp" : ""); }
+  MeshAxis expert_grad_axis() const {
+    return cp > 1 && !ep_spans_tp() ? MeshAxis::edp().plus(MeshAxis::cp()) : MeshAxis::edp();
+  }
   // ZeRO 1-2 over grad_ranks() > 1: each rank updates its share of the parameters, all-gathered
   // after the step.
   bool gathers_params() const { return (zero == 1 || zero == 2) && grad_ranks() > 1; }

@@ -86,7 +86,7 @@ TEST(ValidateParallel, GoodLayoutsPass) {
   d.ep = 64;
   d.etp = 1;
   EXPECT_NO_THROW(validate_parallel(d, model_preset("deepseek-v3"), 64));
-  EXPECT_EQ(d.ep_axis(), "ep+tp");
+  EXPECT_EQ(d.ep_axis().str(), "ep+tp");
   ParallelSpec q2 = d;  // 2D tensor parallelism keeps tp = 1: the ep ranks come from dp
   q2.tp = 1;
   q2.sp = false;
@@ -94,7 +94,7 @@ TEST(ValidateParallel, GoodLayoutsPass) {
   q2.mesh2d = 2;
   q2.ep = 8;
   EXPECT_FALSE(q2.ep_spans_tp());
-  EXPECT_EQ(q2.ep_axis(), "ep");
+  EXPECT_EQ(q2.ep_axis().str(), "ep");
   ParallelSpec q;  // 2D on a 4 x 4 mesh
   q.mesh2d = 4;
   q.micro_batch_size = 4;

@@ -88,13 +88,7 @@ int Emitter::push(Op op) {
 }
 
 int Emitter::compute(Phase phase, const std::string& name, int layer, int mb, const Kernel& k) {
-  Op op;
-  op.kind = OpKind::Compute;
-  op.phase = phase;
-  op.stream = Stream::Compute;
-  op.name = name;
-  op.layer = layer;
-  op.microbatch = mb;
+  Op op = op_of(OpKind::Compute, phase, Stream::Compute, name, layer, mb);
   op.kernel = k;
   op.deps = std::move(pending_);
   pending_.clear();
@@ -141,19 +135,24 @@ Kernel attention_kernel(double batch_heads, double seq_q, double seq_kv, double 
   return k;
 }
 
-Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis, int group, Bytes bytes,
-              const std::string& name, int layer, int mb) {
+Op op_of(OpKind kind, Phase phase, Stream stream, const std::string& name, int layer, int mb) {
   Op op;
-  op.kind = OpKind::Collective;
+  op.kind = kind;
   op.phase = phase;
   op.stream = stream;
+  op.name = name;
+  op.layer = layer;
+  op.microbatch = mb;
+  return op;
+}
+
+Op collective(Phase phase, Stream stream, CollKind kind, const MeshAxis& axis, int group, Bytes bytes,
+              const std::string& name, int layer, int mb) {
+  Op op = op_of(OpKind::Collective, phase, stream, name, layer, mb);
   op.coll = kind;
   op.axis = axis;
   op.group_size = group;
   op.bytes = bytes;
-  op.name = name;
-  op.layer = layer;
-  op.microbatch = mb;
   return op;
 }
 
@@ -196,9 +195,10 @@ struct Planner {
   Bytes bucket;
 
   Planner(const ModelSpec& model, const ParallelSpec& par)
-      : m(model), p(par), ctx{model, par, model.dtype_bytes(), 0, ""}, P(model.dtype_bytes()) {
+      : m(model), p(par), ctx{model, par, model.dtype_bytes(), 0, {}}, P(model.dtype_bytes()) {
     ctx.tokens = static_cast<double>(p.micro_batch_size) * m.seq / p.cp;
-    ctx.dp_axis = std::string(p.ep > 1 ? "edp+ep" : "dp") + (p.cp > 1 ? "+cp" : "");
+    ctx.dp_axis = p.ep > 1 ? MeshAxis::edp().plus(MeshAxis::ep()) : MeshAxis::dp();
+    if (p.cp > 1) ctx.dp_axis = ctx.dp_axis.plus(MeshAxis::cp());
     V = p.pp * p.vchunks;
     full = total_bytes(layer_activation_items(m, p, RecomputeMode::None));
     // Whole-layer recomputation keeps only each segment's input (a full-mode checkpoint;
@@ -218,7 +218,7 @@ struct Planner {
     const int mb = recv.microbatch;
     e.recv(std::move(recv));
     if (p.pipeline_scatter_gather())
-      e.follow(collective(phase, Stream::Tp, CollKind::AllGather, "tp", p.tp, boundary * p.tp,
+      e.follow(collective(phase, Stream::Tp, CollKind::AllGather, MeshAxis::tp(), p.tp, boundary * p.tp,
                           phase == Phase::Forward ? "pp.gather.activation" : "pp.gather.grad", -1, mb));
   }
 
@@ -340,7 +340,7 @@ struct Planner {
   };
 
   void flush(Emitter& e, DpState& dp, bool force) {
-    auto emit = [&](Bytes& acc, const std::string& axis, int group) {
+    auto emit = [&](Bytes& acc, const MeshAxis& axis, int group) {
       if (acc == 0 || group == 1 || (!force && acc < bucket)) return;
       const CollKind kind = p.zero >= 1 ? CollKind::ReduceScatter : CollKind::AllReduce;
       // Reduce-scatter input is the whole bucket; sizes are rounded to whole elements per rank.
@@ -359,16 +359,11 @@ struct Planner {
   }
 
   Op p2p(OpKind kind, Phase phase, int peer, std::int64_t tag, int mb, const std::string& name) const {
-    Op op;
-    op.kind = kind;
-    op.phase = phase;
-    op.stream = Stream::Pp;
+    Op op = op_of(kind, phase, Stream::Pp, name, -1, mb);
     op.bytes = boundary;
     op.peer = peer;
     op.tag = tag;
-    op.microbatch = mb;
-    op.name = name;
-    op.axis = "pp";
+    op.axis = MeshAxis::pp();
     op.group_size = 2;
     return op;
   }
@@ -387,7 +382,7 @@ struct Planner {
     const auto Vn = static_cast<std::int64_t>(std::llround(vocab));
     const std::int64_t H = m.hidden;
     const double ce_bytes = 2.0 * 4 * rows * vocab;  // fp32 logits read and written
-    const std::string axis = p.mesh2d > 0 ? "col" : "tp";
+    const MeshAxis& axis = p.mesh2d > 0 ? MeshAxis::col() : MeshAxis::tp();
     const int group = p.mesh2d > 0 ? p.mesh2d : p.tp;
     if (!backward) {
       e.compute(Phase::Forward, "logits", -1, mb, Kernel::gemm(T, Vn, H, P));
@@ -395,7 +390,7 @@ struct Planner {
                 Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, T, Vn, 5 * rows * vocab, ce_bytes, 4));
       if (group > 1)  // vocab-parallel cross-entropy: max and sum of exp over the vocabulary shards
         e.blocking(collective(Phase::Forward, Stream::Tp, CollKind::AllReduce, axis, group,
-                              static_cast<Bytes>(rows) * 4 * 2, axis + ".cross_entropy", -1, mb));
+                              static_cast<Bytes>(rows) * 4 * 2, axis.str() + ".cross_entropy", -1, mb));
     } else {
       e.compute(Phase::Backward, "cross_entropy.bwd", -1, mb,
                 Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, T, Vn, 2 * rows * vocab, ce_bytes, 4));
@@ -466,7 +461,7 @@ struct Planner {
       const bool new_use = k == 0 || use_of[k] != use_of[k - 1];
       if (phase == Phase::Recompute && (k == 0 || steps[k - 1].second != Phase::Recompute) &&
           p.checkpoints_distributed())  // the segment's input, kept as 1/t per tp rank, gathered whole
-        e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, "tp", p.tp,
+        e.blocking(collective(Phase::Recompute, Stream::Tp, CollKind::AllGather, MeshAxis::tp(), p.tp,
                               static_cast<Bytes>(ctx.tokens * m.hidden) * P, "tp.allgather.checkpoint", layer, u.mb));
       if (new_use) z3.before_use(use_of[k]);
       if (phase == Phase::Recompute) {
@@ -529,8 +524,8 @@ struct Planner {
         m.mla() ? static_cast<double>(m.hidden) * m.mla_latent() + m.q_lora_rank + m.kv_lora_rank : 0.0;
     const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0) + mla_down;
     const auto bytes = static_cast<Bytes>(per_layer * layers) * 4;
-    e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, "tp", p.tp, bytes, "tp.allreduce.sp_grads",
-                          -1, -1));
+    e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, MeshAxis::tp(), p.tp, bytes,
+                          "tp.allreduce.sp_grads", -1, -1));
   }
 
   // The optimizer step as Megatron's mixed-precision optimizer runs it, over the parameters
@@ -631,7 +626,7 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
   if (w.iterations < 1) throw Error("workload.iterations: " + std::to_string(w.iterations) + " must be >= 1");
   Schedule s;
   s.axes = {{"rank", w.ranks}};
-  std::string axis = "rank";
+  MeshAxis axis = MeshAxis::rank();
   int group_size = w.ranks;
   if (!w.mesh.empty()) {
     s.axes = w.mesh;
@@ -645,7 +640,7 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
     if (size != w.ranks)
       throw Error("workload.mesh: " + std::to_string(size) + " ranks but workload.ranks is " + std::to_string(w.ranks) +
                   "; make them agree");
-    axis = w.group;
+    axis = MeshAxis::parse(w.group, "workload.group");
     group_size = size;
     if (w.group != "all") {
       const auto it = std::find_if(w.mesh.begin(), w.mesh.end(), [&](const auto& d) { return d.first == w.group; });
@@ -655,7 +650,7 @@ Schedule plan_collectives(const CollectiveWorkload& w) {
       group_size = it->second;
     }
   }
-  s.pp_axis = "";
+  s.pp_axis = {};
   Role r;
   r.name = "all ranks";
   for (int i = 0; i < w.iterations; ++i) {

@@ -30,7 +30,7 @@ class Emitter {
   // next compute op waits for it instead.
   int follow(Op op);
   int last_compute() const { return last_compute_; }
-  Op& op(int i) { return role_.ops[static_cast<std::size_t>(i)]; }
+  Op& op(int i) { return role_.ops[i]; }
   int size() const { return static_cast<int>(role_.ops.size()); }
 
  private:
@@ -40,7 +40,9 @@ class Emitter {
   std::vector<int> pending_;
 };
 
-Op collective(Phase phase, Stream stream, CollKind kind, const std::string& axis, int group, Bytes bytes,
+// An op's identity: what it is, its phase and stream, its name, layer and micro-batch.
+Op op_of(OpKind kind, Phase phase, Stream stream, const std::string& name, int layer, int mb);
+Op collective(Phase phase, Stream stream, CollKind kind, const MeshAxis& axis, int group, Bytes bytes,
               const std::string& name, int layer, int mb);
 
 // Sizes of kernel shapes: v rounded to the nearest whole number; dim() at least 1.
@@ -57,9 +59,9 @@ Kernel attention_kernel(double batch_heads, double seq_q, double seq_kv, double 
 struct Ctx {
   const ModelSpec& m;
   const ParallelSpec& p;
-  int P = 2;            // bytes per element
-  double tokens = 0;    // b*s/c: tokens of one micro-batch on one cp rank
-  std::string dp_axis;  // "dp" or "edp+ep"
+  int P = 2;          // bytes per element
+  double tokens = 0;  // b*s/c: tokens of one micro-batch on one cp rank
+  MeshAxis dp_axis;   // dp, or edp+ep (+cp)
 };
 
 // One transformer layer of the Megatron family (tp, sp, cp, moe/ep): forward ops, and

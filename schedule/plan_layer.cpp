@@ -20,10 +20,10 @@ namespace {
 struct LayerStep {
   enum class Type { Gemm, Kern, Coll, Ring } type = Type::Kern;
   std::string name;
-  Kernel k;
+  Kernel k{};
   bool core = false;  // attention core: what selective recomputation recomputes
-  std::optional<CollKind> fwd, bwd;
-  std::string axis;
+  std::optional<CollKind> fwd{}, bwd{};
+  MeshAxis axis{};
   int group = 1;
   Bytes bytes = 0;
   Stream stream = Stream::Tp;
@@ -36,37 +36,29 @@ struct LayerStep {
 };
 
 LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
-  LayerStep s;
-  s.type = LayerStep::Type::Gemm;
-  s.name = name;
-  s.k = Kernel::gemm(i64(m), i64(n), i64(k), P);
-  s.core = core;
-  return s;
+  return LayerStep{
+      .type = LayerStep::Type::Gemm, .name = name, .k = Kernel::gemm(i64(m), i64(n), i64(k), P), .core = core};
 }
 // A row kernel running `fn` on rows x cols (KernelFn::Pass: no shape).
 LayerStep kern(const std::string& name, KernelKind kind, KernelFn fn, double rows, double cols, double flops,
                double bytes, int P, bool core = false) {
-  LayerStep s;
-  s.type = LayerStep::Type::Kern;
-  s.name = name;
-  s.k = fn == KernelFn::Pass ? Kernel::elementwise(kind, flops, bytes, P)
-                             : Kernel::rowwise(kind, fn, dim(rows), dim(cols), flops, bytes, P);
-  s.core = core;
-  return s;
+  return LayerStep{.type = LayerStep::Type::Kern,
+                   .name = name,
+                   .k = fn == KernelFn::Pass ? Kernel::elementwise(kind, flops, bytes, P)
+                                             : Kernel::rowwise(kind, fn, dim(rows), dim(cols), flops, bytes, P),
+                   .core = core};
 }
 
-LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd,
-               const std::string& axis, int group, Bytes bytes, Stream stream) {
-  LayerStep s;
-  s.type = LayerStep::Type::Coll;
-  s.name = name;
-  s.fwd = fwd;
-  s.bwd = bwd;
-  s.axis = axis;
-  s.group = group;
-  s.bytes = bytes;
-  s.stream = stream;
-  return s;
+LayerStep coll(const std::string& name, std::optional<CollKind> fwd, std::optional<CollKind> bwd, const MeshAxis& axis,
+               int group, Bytes bytes, Stream stream) {
+  return LayerStep{.type = LayerStep::Type::Coll,
+                   .name = name,
+                   .fwd = fwd,
+                   .bwd = bwd,
+                   .axis = axis,
+                   .group = group,
+                   .bytes = bytes,
+                   .stream = stream};
 }
 
 // The steps of one layer's forward for micro-batch tokens c.tokens (= b*s/c), appended block
@@ -108,17 +100,19 @@ class LayerSteps {
   void tp_in(const std::string& where) {  // f (or g with SP) before a column-parallel GEMM
     if (t == 1) return;
     if (p.sp)
-      v.push_back(coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
+      v.push_back(
+          coll("tp.g." + where, CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), t, act, Stream::Tp));
     else
-      v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, "tp", t, act, Stream::Tp));
+      v.push_back(coll("tp.f." + where, std::nullopt, CollKind::AllReduce, MeshAxis::tp(), t, act, Stream::Tp));
     v.back().overlaps_wgrad = true;
   }
   void tp_out(const std::string& where) {  // f-bar (g-bar with SP) after a row-parallel GEMM
     if (t == 1) return;
     if (p.sp)
-      v.push_back(coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, "tp", t, act, Stream::Tp));
+      v.push_back(
+          coll("tp.gbar." + where, CollKind::ReduceScatter, CollKind::AllGather, MeshAxis::tp(), t, act, Stream::Tp));
     else
-      v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, "tp", t, act, Stream::Tp));
+      v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, MeshAxis::tp(), t, act, Stream::Tp));
   }
   void norm(const std::string& name) {
     v.push_back(kern(name, KernelKind::Norm, KernelFn::LayerNorm, Tn, h, 8 * Tn * h, 2.0 * P * Tn * h, P));
@@ -154,7 +148,7 @@ class LayerSteps {
     if (rq > 0) v.push_back(gemm("attn.q_down", Td, rq, h, P));
     v.push_back(gemm("attn.kv_down", Td, rkv + dr, h, P));
     if (gather_latents) {
-      v.push_back(coll("tp.g.attn_latents", CollKind::AllGather, CollKind::ReduceScatter, "tp", t,
+      v.push_back(coll("tp.g.attn_latents", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), t,
                        static_cast<Bytes>(T * m.mla_latent()) * P, Stream::Tp));
       v.back().overlaps_wgrad = true;
     }
@@ -174,7 +168,7 @@ class LayerSteps {
     r.type = LayerStep::Type::Ring;
     r.name = "attn.ring";
     r.core = true;
-    r.axis = "cp";
+    r.axis = MeshAxis::cp();
     r.group = cp;
     r.stream = Stream::Cp;
     r.bytes = static_cast<Bytes>(2 * b * s_local * kv_local) * P;  // this rank's K and V block
@@ -281,20 +275,21 @@ class LayerSteps {
     const double routed = Te * m.top_k * p.ep_imbalance * et;  // tokens at the busiest expert rank
     const Bytes gathered = static_cast<Bytes>(routed * h) * P;
     if (et > 1)
-      v.push_back(
-          coll("tp.gather.experts", CollKind::AllGather, CollKind::ReduceScatter, "tp", et, gathered, Stream::Tp));
+      v.push_back(coll("tp.gather.experts", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), et, gathered,
+                       Stream::Tp));
     v.push_back(gemm("moe.fc1", routed, up / et, h, P));
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / et, 8 * routed * ffn / et,
                      act_bytes_per * P * routed * ffn / et, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / et, P));
     if (et > 1)
-      v.push_back(
-          coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, "tp", et, gathered, Stream::Tp));
+      v.push_back(coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, MeshAxis::tp(), et, gathered,
+                       Stream::Tp));
     LayerStep cmb = d;
     cmb.name = "ep.combine";
     v.push_back(cmb);
     if (t > 1 && !p.sp)  // restore the tp-replicated activation
-      v.push_back(coll("tp.gather.moe", CollKind::AllGather, CollKind::ReduceScatter, "tp", t, act, Stream::Tp));
+      v.push_back(
+          coll("tp.gather.moe", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), t, act, Stream::Tp));
   }
 
   const ModelSpec& m;
@@ -490,14 +485,14 @@ void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const LayerStep& s = steps[i];
     const LayerStep* next = i + 1 < steps.size() ? &steps[i + 1] : nullptr;
-    const bool tp_coll = s.type == LayerStep::Type::Coll && s.axis == "tp" && s.fwd;
+    const bool tp_coll = s.type == LayerStep::Type::Coll && s.axis == MeshAxis::tp() && s.fwd;
     if (ub && tp_coll && *s.fwd == CollKind::AllGather && next && next->type == LayerStep::Type::Gemm) {
       emit_gathered_gemm(c, e, make_op(phase, s, CollKind::AllGather, layer, mb), next->k, phase, next->name, layer,
                          mb);
       ++i;
       continue;
     }
-    const bool rs_next = next && next->type == LayerStep::Type::Coll && next->axis == "tp" && next->fwd &&
+    const bool rs_next = next && next->type == LayerStep::Type::Coll && next->axis == MeshAxis::tp() && next->fwd &&
                          *next->fwd == CollKind::ReduceScatter;
     if (ub && s.type == LayerStep::Type::Gemm && rs_next) {
       emit_scattered_gemm(c, e, make_op(phase, *next, CollKind::ReduceScatter, layer, mb), s.k, phase, s.name, layer,
@@ -537,7 +532,7 @@ void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
   if (c.p.recompute.mode == RecomputeMode::Ops) recompute_ops(c, e, steps, layer, mb);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const auto next = std::next(it);
-    if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == "tp" && it->bwd &&
+    if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == MeshAxis::tp() && it->bwd &&
         *it->bwd == CollKind::AllGather && next != steps.rend() && next->type == LayerStep::Type::Gemm) {
       emit_gathered_gemm(c, e, make_op(Phase::Backward, *it, CollKind::AllGather, layer, mb), dgrad_of(next->k),
                          Phase::Backward, next->name + ".dgrad", layer, mb);

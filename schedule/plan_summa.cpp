@@ -29,12 +29,12 @@ struct Summa {
   double h = c.m.hidden;
 
   Bytes block(double rows, double cols) const { return static_cast<Bytes>(rows / q * (cols / q)) * P; }
-  void bcast(const std::string& axis, Bytes bytes, int root, const std::string& name) {
+  void bcast(const MeshAxis& axis, Bytes bytes, int root, const std::string& name) {
     Op op = collective(phase, Stream::Tp, CollKind::Broadcast, axis, q, bytes, name, layer, mb);
     op.root = root;
     e.blocking(std::move(op));
   }
-  void reduce(const std::string& axis, Bytes bytes, int root, const std::string& name) {
+  void reduce(const MeshAxis& axis, Bytes bytes, int root, const std::string& name) {
     Op op = collective(phase, Stream::Tp, CollKind::Reduce, axis, q, bytes, name, layer, mb);
     op.root = root;
     e.blocking(std::move(op));
@@ -46,26 +46,26 @@ struct Summa {
   // Y[T, n] = X[T, k] W[k, n] (+ bias on row 0, broadcast down the columns).
   void linear_forward(const std::string& name, double k, double n) {
     for (int l = 0; l < q; ++l) {
-      bcast("col", block(T, k), l, "summa." + name + ".bcast_a");
-      bcast("row", block(k, n), l, "summa." + name + ".bcast_b");
+      bcast(MeshAxis::col(), block(T, k), l, "summa." + name + ".bcast_a");
+      bcast(MeshAxis::row(), block(k, n), l, "summa." + name + ".bcast_b");
       gemm("summa." + name, T / q, n / q, k / q);
     }
-    bcast("row", static_cast<Bytes>(n / q) * P, 0, "summa." + name + ".bias_bcast");
+    bcast(MeshAxis::row(), static_cast<Bytes>(n / q) * P, 0, "summa." + name + ".bias_bcast");
   }
   void linear_backward(const std::string& name, double k, double n) {
     // dX = dY W^T: C = A B^T with A = dY [T, n], B = W [k, n].
     for (int l = 0; l < q; ++l) {
-      bcast("row", block(k, n), l, "summa." + name + ".dgrad.bcast_b");
+      bcast(MeshAxis::row(), block(k, n), l, "summa." + name + ".dgrad.bcast_b");
       gemm("summa." + name + ".dgrad", T / q, k / q, n / q);
-      reduce("col", block(T, k), l, "summa." + name + ".dgrad.reduce");
+      reduce(MeshAxis::col(), block(T, k), l, "summa." + name + ".dgrad.reduce");
     }
     // dW = X^T dY: C = A^T B with A = X [T, k], B = dY [T, n].
     for (int l = 0; l < q; ++l) {
-      bcast("col", block(T, k), l, "summa." + name + ".wgrad.bcast_a");
+      bcast(MeshAxis::col(), block(T, k), l, "summa." + name + ".wgrad.bcast_a");
       gemm("summa." + name + ".wgrad", k / q, n / q, T / q);
-      reduce("row", block(k, n), l, "summa." + name + ".wgrad.reduce");
+      reduce(MeshAxis::row(), block(k, n), l, "summa." + name + ".wgrad.reduce");
     }
-    reduce("row", static_cast<Bytes>(n / q) * P, 0, "summa." + name + ".bias_grad_reduce");
+    reduce(MeshAxis::row(), static_cast<Bytes>(n / q) * P, 0, "summa." + name + ".bias_grad_reduce");
   }
   void layernorm(const std::string& name, bool backward) {
     const double elems = (T / q) * (h / q);
@@ -76,12 +76,12 @@ struct Summa {
       return k;
     }());
     // Row sums of x and x^2 (backward: of dy and dy*x), fp32, all-reduced along the mesh row.
-    e.blocking(collective(phase, Stream::Tp, CollKind::AllReduce, "col", q, static_cast<Bytes>(T / q) * 4 * 2,
+    e.blocking(collective(phase, Stream::Tp, CollKind::AllReduce, MeshAxis::col(), q, static_cast<Bytes>(T / q) * 4 * 2,
                           "summa." + name + ".row_allreduce", layer, mb));
     if (backward)
-      reduce("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_grad_reduce");
+      reduce(MeshAxis::row(), static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_grad_reduce");
     else
-      bcast("row", static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_bcast");
+      bcast(MeshAxis::row(), static_cast<Bytes>(2 * h / q) * P, 0, "summa." + name + ".param_bcast");
   }
   // A row kernel on this device's [T/q, cols] block.
   void elementwise(const std::string& name, KernelFn fn, double cols, double bytes_per, bool backward) {

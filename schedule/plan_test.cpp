@@ -25,8 +25,9 @@ ModelSpec gpt(int layers, int h, int heads, int seq, int vocab = 51200) {
 double moved(const Schedule& s, int stage, int layer, const std::string& axis, std::vector<Phase> phases,
              int microbatch = 0) {
   double total = 0;
-  for (const Op& op : s.roles[static_cast<std::size_t>(stage)].ops) {
-    if (op.kind != OpKind::Collective || op.layer != layer || op.axis != axis || op.microbatch != microbatch) continue;
+  for (const Op& op : s.roles[stage].ops) {
+    if (op.kind != OpKind::Collective || op.layer != layer || op.axis.str() != axis || op.microbatch != microbatch)
+      continue;
     if (std::find(phases.begin(), phases.end(), op.phase) == phases.end()) continue;
     total += ring_bytes_moved(op.coll, op.bytes, op.group_size);
   }
@@ -45,7 +46,7 @@ Collectives collectives(const ModelSpec& m, const ParallelSpec& p, const std::st
   Collectives c;
   const Schedule s = plan_iteration(m, p);
   for (const Op& op : s.roles[0].ops)
-    if (op.kind == OpKind::Collective && op.name == name && (axis.empty() || op.axis == axis)) {
+    if (op.kind == OpKind::Collective && op.name == name && (axis.empty() || op.axis.str() == axis)) {
       ++c.count;
       c.bytes += static_cast<double>(op.bytes);
       c.group = op.group_size;
@@ -168,7 +169,7 @@ TEST(Plan, SequenceParallelAllReducesNormAndBiasGradientsOverTp) {
       if (op.name != "tp.allreduce.sp_grads") continue;
       ++found;
       EXPECT_EQ(op.coll, CollKind::AllReduce);
-      EXPECT_EQ(op.axis, "tp");
+      EXPECT_EQ(op.axis.str(), "tp");
       EXPECT_EQ(op.bytes, 49152);
     }
     EXPECT_EQ(found, sp ? 1 : 0);
@@ -270,7 +271,7 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   double ar = 0;
   for (const Op& op : st.roles[0].ops)
     if (op.kind == OpKind::Collective && op.layer == 0 && op.microbatch == 0 && op.phase == Phase::Forward &&
-        op.axis == "tp")
+        op.axis.str() == "tp")
       ar += static_cast<double>(op.bytes);
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
@@ -301,12 +302,12 @@ TEST(Plan, ExpertTensorParallelSplitsOrSpansTp) {
     return Op{};
   };
   const Op dispatch = forward("ep.dispatch");
-  EXPECT_EQ(dispatch.axis, "ep");
+  EXPECT_EQ(dispatch.axis.str(), "ep");
   EXPECT_EQ(dispatch.group_size, 2);
   EXPECT_DOUBLE_EQ(static_cast<double>(dispatch.bytes), S / 2 * k * h * P);
   const Op gather = forward("tp.gather.experts");
   EXPECT_EQ(gather.coll, CollKind::AllGather);
-  EXPECT_EQ(gather.axis, "tp");
+  EXPECT_EQ(gather.axis.str(), "tp");
   EXPECT_EQ(gather.group_size, 2);
   EXPECT_DOUBLE_EQ(static_cast<double>(gather.bytes), 2 * (S / 2) * k * h * P);
   EXPECT_EQ(forward("tp.scatter.experts").coll, CollKind::ReduceScatter);
@@ -319,7 +320,7 @@ TEST(Plan, ExpertTensorParallelSplitsOrSpansTp) {
   p.etp = 1;
   p.ep = 4;
   const Op spanning = forward("ep.dispatch");
-  EXPECT_EQ(spanning.axis, "ep+tp");
+  EXPECT_EQ(spanning.axis.str(), "ep+tp");
   EXPECT_EQ(spanning.group_size, 4);
   EXPECT_DOUBLE_EQ(static_cast<double>(spanning.bytes), S / 2 * k * h * P);
   EXPECT_EQ(forward("tp.gather.experts").name, "");
@@ -385,7 +386,7 @@ TEST(Plan, RingAttentionPassesKvBlocksAroundTheRing) {
     int merges = 0;
     for (const Op& op : s.roles[0].ops) {
       if (op.layer != 0 || op.microbatch != 0) continue;
-      const bool cp = op.kind == OpKind::Collective && op.axis == "cp";
+      const bool cp = op.kind == OpKind::Collective && op.axis.str() == "cp";
       if (cp && op.phase == Phase::Backward) backward_bytes += static_cast<double>(op.bytes);
       if (op.phase != Phase::Forward) continue;
       if (cp) bytes += static_cast<double>(op.bytes);
@@ -533,7 +534,7 @@ TEST(Plan, OneFOneBOrderOnTheFirstAndLastStage) {
   const Schedule s = plan_iteration(m, p);
   auto order = [&](int stage) {
     std::string o;
-    for (const Op& op : s.roles[static_cast<std::size_t>(stage)].ops)
+    for (const Op& op : s.roles[stage].ops)
       if (op.kind == OpKind::Recv || (op.kind == OpKind::Compute && (op.name == "logits" || op.name == "embedding")))
         o += (op.phase == Phase::Forward ? "F" : "B") + std::to_string(op.microbatch) + " ";
     return o;
@@ -559,7 +560,7 @@ TEST(Plan, OpListsDoNotGrowWithDataParallelRanks) {
   ASSERT_EQ(b.roles.size(), 2u);
   // The same ops per stage; dp only adds the gradient buckets.
   std::size_t dp_ops = 0;
-  for (const Op& op : b.roles[0].ops) dp_ops += op.axis == "dp";
+  for (const Op& op : b.roles[0].ops) dp_ops += op.axis.str() == "dp";
   EXPECT_EQ(b.roles[0].ops.size(), a.roles[0].ops.size() + dp_ops);
   EXPECT_GT(dp_ops, 0u);
 }
@@ -579,7 +580,7 @@ TEST(Plan, DataParallelBucketsCarryEveryGradientOnce) {
       const Schedule s = plan_iteration(m, p);
       double grads = 0;
       for (const Op& op : s.roles[0].ops)
-        if (op.kind == OpKind::Collective && op.axis == "dp" && op.name.find("grads") != std::string::npos)
+        if (op.kind == OpKind::Collective && op.axis.str() == "dp" && op.name.find("grads") != std::string::npos)
           grads += static_cast<double>(op.bytes);
       const double table = std::floor(m.vocab * 1024.0 / 2);
       const double want = (m.layers * std::floor(m.params_per_layer() / 2) + table * (tied ? 1 : 2) + 2 * 1024) * 2;
@@ -609,7 +610,7 @@ TEST(Plan, Zero3GathersOneLayerOfOneTensorRank) {
         ++gathers;
         EXPECT_EQ(op.bytes, 6298112) << recompute << " dp=" << dp;
         EXPECT_EQ(op.coll, CollKind::AllGather);
-        EXPECT_EQ(op.axis, "dp");
+        EXPECT_EQ(op.axis.str(), "dp");
         EXPECT_EQ(op.group_size, dp);
         EXPECT_EQ(op.stream, Stream::Dp);
       }
@@ -689,7 +690,7 @@ TEST(Plan, DistributedCheckpointsAreGatheredOverTpBeforeRecompute) {
         ++gathers;
         EXPECT_EQ(op.bytes, 1048576);
         EXPECT_EQ(op.coll, CollKind::AllGather);
-        EXPECT_EQ(op.axis, "tp");
+        EXPECT_EQ(op.axis.str(), "tp");
         EXPECT_EQ(op.group_size, 4);
         EXPECT_EQ(op.phase, Phase::Recompute);
         // The next op is the segment's first recomputed compute op of the same layer, and waits for it.
@@ -781,7 +782,7 @@ TEST(Plan, UnevenStagesHoldTheLayersTheyAreGiven) {
   const Schedule s = plan_iteration(m, p);
   for (int st = 0; st < 2; ++st) {
     std::set<int> layers;
-    for (const Op& op : s.roles[static_cast<std::size_t>(st)].ops)
+    for (const Op& op : s.roles[st].ops)
       if (op.kind == OpKind::Compute && op.layer >= 0) layers.insert(op.layer);
     EXPECT_EQ(layers, st == 0 ? std::set<int>({0, 3, 4}) : std::set<int>({1, 2, 5})) << "stage " << st;
   }
@@ -1049,7 +1050,7 @@ TEST(Plan, OverlappedParamGatherStartsTheIteration) {
   EXPECT_EQ(at_plain, static_cast<int>(plain.roles[0].ops.size()) - 1);
   EXPECT_EQ(at_te, 0);
   EXPECT_TRUE(te.roles[0].ops[0].deps.empty());
-  EXPECT_EQ(te.roles[0].ops[0].bytes, plain.roles[0].ops[static_cast<std::size_t>(at_plain)].bytes);
+  EXPECT_EQ(te.roles[0].ops[0].bytes, plain.roles[0].ops[at_plain].bytes);
   for (const Op& op : te.roles[0].ops)  // nothing waits for it: no compute op depends on op 0
     for (int d : op.deps) EXPECT_NE(d, 0) << op.name;
 }

@@ -2,29 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace meshsim {
 
 namespace {
 
-struct NamedStack {
-  const char* name;
-  StackKind kind;
-};
-constexpr NamedStack kStacks[] = {{"megatron", StackKind::Megatron},
-                                  {"megatron-te", StackKind::MegatronTE},
-                                  {"pytorch-fsdp", StackKind::PytorchFsdp},
-                                  {"pytorch-fsdp2", StackKind::PytorchFsdp2}};
-
-struct NamedLibrary {
-  const char* name;
-  AttentionLibrary lib;
-};
-constexpr NamedLibrary kLibraries[] = {{"generic", AttentionLibrary::Generic},
-                                       {"fa2", AttentionLibrary::FlashAttention2},
-                                       {"cudnn", AttentionLibrary::CuDNN},
-                                       {"triton", AttentionLibrary::Triton}};
+constexpr EnumName<StackKind> kStacks[] = {{StackKind::Megatron, "megatron"},
+                                           {StackKind::MegatronTE, "megatron-te"},
+                                           {StackKind::PytorchFsdp, "pytorch-fsdp"},
+                                           {StackKind::PytorchFsdp2, "pytorch-fsdp2"}};
+constexpr EnumName<AttentionLibrary> kLibraries[] = {{AttentionLibrary::Generic, "generic"},
+                                                     {AttentionLibrary::FlashAttention2, "fa2"},
+                                                     {AttentionLibrary::CuDNN, "cudnn"},
+                                                     {AttentionLibrary::Triton, "triton"}};
 
 // SMs a pipelined reduce-scatter of TE's userbuffers holds while its GEMM runs beside it:
 // NeMo's H100 userbuffers configurations give proj_fprop and fc2_fprop's "pipeline" method
@@ -33,30 +25,21 @@ constexpr int kTeReduceScatterSms = 24;
 
 }  // namespace
 
-const char* to_string(AttentionLibrary a) {
-  for (const NamedLibrary& l : kLibraries)
-    if (l.lib == a) return l.name;
-  return "?";
-}
+const char* to_string(AttentionLibrary a) { return enum_name(kLibraries, a); }
 
-const char* to_string(StackKind k) {
-  for (const NamedStack& s : kStacks)
-    if (s.kind == k) return s.name;
-  return "?";
-}
+const char* to_string(StackKind k) { return enum_name(kStacks, k); }
 
 std::vector<std::string> training_stacks() {
   std::vector<std::string> v;
-  for (const NamedStack& s : kStacks) v.emplace_back(s.name);
+  for (const EnumName<StackKind>& s : kStacks) v.emplace_back(s.name);
   return v;
 }
 
 TrainingStack training_stack(const std::string& name) {
-  for (const NamedStack& s : kStacks) {
-    if (name != s.name) continue;
+  if (const std::optional<StackKind> kind = enum_parse(kStacks, name)) {
     TrainingStack t;
-    t.kind = s.kind;
-    switch (s.kind) {
+    t.kind = *kind;
+    switch (*kind) {
       case StackKind::Megatron:
         break;
       case StackKind::MegatronTE:  // TE's DotProductAttention picks cuDNN's fused attention on Hopper
@@ -73,22 +56,19 @@ TrainingStack training_stack(const std::string& name) {
         // Gradients reduce-scattered in fp32: torchtitan's default (mixed_precision_reduce) and
         // Composer's "DEFAULT" mixed precision since v0.16 (param_dtype bf16, reduce_dtype fp32).
         t.reduce_bytes = 4;
-        t.fsdp = s.kind == StackKind::PytorchFsdp ? 1 : 2;
+        t.fsdp = *kind == StackKind::PytorchFsdp ? 1 : 2;
         // Composer's FSDP config defaults to BACKWARD_POST (PyTorch's own FSDP1 default is
         // BACKWARD_PRE); FSDP2 prefetches the next block when the current one's backward starts.
-        t.backward_prefetch = s.kind == StackKind::PytorchFsdp ? BackwardPrefetch::Post : BackwardPrefetch::Pre;
+        t.backward_prefetch = *kind == StackKind::PytorchFsdp ? BackwardPrefetch::Post : BackwardPrefetch::Pre;
         break;
     }
     return t;
   }
-  std::string list;
-  for (const auto& n : training_stacks()) list += (list.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("stack: unknown stack '{}'; use one of {}", name, list));
+  throw Error(fmt::format("stack: unknown stack '{}'; use one of {}", name, enum_list(kStacks)));
 }
 
 AttentionLibrary parse_attention_library(const std::string& text, const std::string& field) {
-  for (const NamedLibrary& l : kLibraries)
-    if (text == l.name) return l.lib;
+  if (const std::optional<AttentionLibrary> lib = enum_parse(kLibraries, text)) return *lib;
   throw Error(
       fmt::format("{}: '{}' is not an attention library; use generic, fa2 (flash-attn 2), cudnn or triton "
                   "(FlashAttention's Triton kernel)",

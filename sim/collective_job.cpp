@@ -76,9 +76,9 @@ std::vector<std::vector<int>> choose_groups(const Placement& pl, const std::stri
       throw Error(fmt::format("{}: needs a 2D mesh (got {} dimensions); give {}", flag("group", group), m.dims.size(),
                               flag("mesh", "row=R,col=C")));
     // Mesh rows vary along the second dimension; columns along the first.
-    return pl.groups_along(group == "row" ? m.dims[1].first : m.dims[0].first);
+    return pl.groups_along(MeshAxis(group == "row" ? m.dims[1].first : m.dims[0].first));
   }
-  return pl.groups_along(group);
+  return pl.groups_along(MeshAxis::parse(group, flag("group")));
 }
 
 // The request for every size (bytes set per size), options checked in order.

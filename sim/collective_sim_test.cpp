@@ -579,9 +579,9 @@ PlacementTimes broadcast_rows_and_cols(const Topology& topo, const std::string& 
   req.bytes = MiB(16);
   req.algorithm = "binomial";
   PlacementTimes t{};
-  req.groups = pl.groups_along("col");  // mesh rows: ranks differing in col
+  req.groups = pl.groups_along(MeshAxis::parse("col", "axis"));  // mesh rows: ranks differing in col
   t.rows = static_cast<double>(run_collective(topo, router, registry(), req).time.ps());
-  req.groups = pl.groups_along("row");  // mesh columns
+  req.groups = pl.groups_along(MeshAxis::parse("row", "axis"));  // mesh columns
   t.cols = static_cast<double>(run_collective(topo, router, registry(), req).time.ps());
   return t;
 }
@@ -653,7 +653,7 @@ TEST(Formula, IgnoresContentionButSeesRoutes) {
   req.bytes = MiB(16);
   req.algorithm = "binomial";
   req.fidelity = Fidelity::Formula;
-  req.groups = pl.groups_along("row");
+  req.groups = pl.groups_along(MeshAxis::parse("row", "axis"));
   const auto formula = run_collective(topo, router, registry(), req);
   req.groups = {req.groups.front()};
   req.fidelity = Fidelity::Flow;

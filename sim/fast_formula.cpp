@@ -43,7 +43,7 @@ bool escapes_unit(const Op& op, const std::vector<int>& dependents) {
 // unit's FLOPs in `f`.
 Schedule unit_without_recv(const Role& unit, int stage, Fused& f) {
   Schedule mini;
-  mini.pp_axis = "";
+  mini.pp_axis = {};
   Role& r = mini.roles.emplace_back();
   r.stage = stage;
   std::vector<int> index(unit.ops.size(), -1);
@@ -213,7 +213,7 @@ void assign_breakdown(const UnitRun& u, const Cuts& cuts, Fused& f) {
     Time t = from;
     for (const auto& [e, d] : ends) {
       if (e <= t) continue;
-      b.exposed[comm_category(u.ops[static_cast<std::size_t>(d)])] += std::min(e, to) - t;
+      b.exposed[comm_category(u.ops[d])] += std::min(e, to) - t;
       t = std::min(e, to);
     }
     if (to > t) b.bubble += to - t;
@@ -354,7 +354,7 @@ class StageFuser {
       }
       const Time d = costing_.time(s, op).first;
       const int id = push(std::move(op), d, d, nullptr);
-      if (role_->ops[static_cast<std::size_t>(id)].kind == OpKind::Collective) buckets_.push_back(id);
+      if (role_->ops[id].kind == OpKind::Collective) buckets_.push_back(id);
     }
   }
 
@@ -408,7 +408,7 @@ void run_fused(const FusedSchedule& fused, const Costing& costing, ScheduleSimRe
   for (std::size_t r = 0; r < fused.schedule.roles.size(); ++r) {
     Time end;
     for (std::size_t i = 0; i < fused.schedule.roles[r].ops.size(); ++i)
-      end = std::max(end, runner.end()[static_cast<std::size_t>(runner.gid(static_cast<int>(r), static_cast<int>(i)))]);
+      end = std::max(end, runner.end()[runner.gid(static_cast<int>(r), static_cast<int>(i))]);
     res.role_end.push_back(end);
     if (end > res.iteration) {
       res.iteration = end;

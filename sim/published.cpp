@@ -118,7 +118,7 @@ double span_s(const TrainingResult& r, Pick pick, const std::string& what) {
   bool any = false;
   for (const TraceEvent& ev : r.sim.trace.events) {
     if (ev.role != 0) continue;
-    const Op& op = r.schedule.roles[0].ops[static_cast<std::size_t>(ev.op)];
+    const Op& op = r.schedule.roles[0].ops[ev.op];
     if (!pick(op)) continue;
     any = true;
     first = std::min(first, ev.start);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/int_vector.h"
 #include "sim/engine.h"
 #include "sim/link_sharing.h"
 #include "sim/schedule_sim.h"
@@ -23,7 +24,7 @@ class Groups {
  public:
   Groups(const Schedule& s, const Placement& pl) : pl_(pl) {
     const Mesh& mesh = pl.mesh();
-    pp_dim_ = s.pp_axis.empty() ? -1 : mesh.dim_index(s.pp_axis);
+    pp_dim_ = s.pp_axis.empty() ? -1 : mesh.dim_index(s.pp_axis.str());
     // Mesh rank r's pp coordinate is (r / stride) % size, row-major.
     if (pp_dim_ >= 0) {
       pp_size_ = mesh.dims[static_cast<std::size_t>(pp_dim_)].second;
@@ -31,11 +32,11 @@ class Groups {
         pp_stride_ *= mesh.dims[d].second;
     }
     rank_of_gpu_.assign(static_cast<std::size_t>(*std::max_element(pl.gpus().begin(), pl.gpus().end()) + 1), -1);
-    for (int r = 0; r < mesh.size(); ++r) rank_of_gpu_[static_cast<std::size_t>(pl.gpu_of(r))] = r;
+    for (int r = 0; r < mesh.size(); ++r) rank_of_gpu_[pl.gpu_of(r)] = r;
   }
   int stage_of_rank(int r) const { return pp_dim_ < 0 ? 0 : (r / pp_stride_) % pp_size_; }
-  int stage_of_gpu(int gpu) const { return stage_of_rank(rank_of_gpu_[static_cast<std::size_t>(gpu)]); }
-  const std::vector<std::vector<int>>& along(int role, const std::string& axis) {
+  int stage_of_gpu(int gpu) const { return stage_of_rank(rank_of_gpu_[gpu]); }
+  const std::vector<std::vector<int>>& along(int role, const MeshAxis& axis) {
     auto key = std::make_pair(role, axis);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
@@ -61,9 +62,9 @@ class Groups {
   const Placement& pl_;
   int pp_dim_ = -1;
   int pp_size_ = 1, pp_stride_ = 1;
-  std::vector<int> rank_of_gpu_;
-  std::map<std::pair<int, std::string>, std::vector<std::vector<int>>> cache_;
-  std::set<std::string> split_;  // axes already dealt out
+  IntVector<int> rank_of_gpu_;
+  std::map<std::pair<int, MeshAxis>, std::vector<std::vector<int>>> cache_;
+  std::set<MeshAxis> split_;  // axes already dealt out
 };
 
 struct Costing {
@@ -72,15 +73,16 @@ struct Costing {
   const AlgorithmRegistry& registry;
   const ScheduleSimOptions& opt;
   Groups& groups;
-  std::map<std::tuple<int, int, std::string, Bytes, int, double, int>, std::pair<Time, int>> cache;  // -> time, index
+  std::map<std::tuple<int, int, MeshAxis, std::string, Bytes, int, double, int>, std::pair<Time, int>>
+      cache;                                       // -> time, index
   std::vector<std::vector<LinkStats>> link_stats;  // per distinct collective (flow)
 
   // Returns the duration and the index of the distinct timing (for link accounting).
   std::pair<Time, int> time(int role, const Op& op) {
     const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
     const int peer = op.kind == OpKind::Send ? op.peer : -1;
-    const auto key = std::make_tuple(role, static_cast<int>(kind), op.axis + "/" + op.algorithm, op.bytes, op.root,
-                                     op.imbalance, peer);
+    const auto key =
+        std::make_tuple(role, static_cast<int>(kind), op.axis, op.algorithm, op.bytes, op.root, op.imbalance, peer);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     if (op.kind == OpKind::Collective && op.imbalance == 1.0 && op.bytes > 0)
@@ -182,18 +184,18 @@ class Runner : public EventHandler {
         const int g = gid(static_cast<int>(r), static_cast<int>(i));
         for (int d : ops[i].deps) {
           MESHSIM_ASSERT(d >= 0 && d < static_cast<int>(i));
-          dependents_[static_cast<std::size_t>(gid(static_cast<int>(r), d))].push_back(g);
-          ++remaining_[static_cast<std::size_t>(g)];
+          dependents_[gid(static_cast<int>(r), d)].push_back(g);
+          ++remaining_[g];
         }
         if (ops[i].kind == OpKind::Recv) {
           auto it = send_of_tag.find(ops[i].tag);
           MESHSIM_ASSERT(it != send_of_tag.end());
-          dependents_[static_cast<std::size_t>(it->second)].push_back(g);
-          ++remaining_[static_cast<std::size_t>(g)];
+          dependents_[it->second].push_back(g);
+          ++remaining_[g];
         } else {
           const int st = static_cast<int>(r) * kStreams + static_cast<int>(ops[i].stream);
-          stream_of_[static_cast<std::size_t>(g)] = st;
-          streams_[static_cast<std::size_t>(st)].push_back(g);
+          stream_of_[g] = st;
+          streams_[st].push_back(g);
         }
       }
     }
@@ -203,8 +205,7 @@ class Runner : public EventHandler {
     for (std::size_t r = 0; r < s_.roles.size(); ++r)
       for (std::size_t i = 0; i < s_.roles[r].ops.size(); ++i) {
         const int g = gid(static_cast<int>(r), static_cast<int>(i));
-        if (s_.roles[r].ops[i].kind == OpKind::Recv && remaining_[static_cast<std::size_t>(g)] == 0)
-          finish_at(g, Time{});
+        if (s_.roles[r].ops[i].kind == OpKind::Recv && remaining_[g] == 0) finish_at(g, Time{});
       }
     for (std::size_t st = 0; st < streams_.size(); ++st) try_start(static_cast<int>(st));
     engine_.run();
@@ -212,21 +213,20 @@ class Runner : public EventHandler {
       if (end_[g] == Time::max()) {
         const auto [r, i] = locate(static_cast<int>(g));
         throw Error("schedule deadlocked: stage " + std::to_string(r) + " op " + std::to_string(i) + " ('" +
-                    s_.roles[static_cast<std::size_t>(r)].ops[static_cast<std::size_t>(i)].name +
-                    "') never ran; the pipeline order and its sends/recvs do not match");
+                    s_.roles[r].ops[i].name + "') never ran; the pipeline order and its sends/recvs do not match");
       }
   }
 
   void handle(const Event& e) override {
     if (e.kind == kContended) {
       const int g = static_cast<int>(e.payload & 0xffffffffU);
-      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[static_cast<std::size_t>(g)]) return;  // moved
+      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[g]) return;  // moved
       finish(g);
       return;
     }
     if (e.kind == kShared) {
       const int g = static_cast<int>(e.payload & 0xffffffffU);
-      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[static_cast<std::size_t>(g)]) return;  // moved
+      if (static_cast<std::uint32_t>(e.payload >> 32) != generation_[g]) return;  // moved
       sharing_->finish(g, engine_.now(), changed_);
       reschedule();
       finish(g);
@@ -235,10 +235,10 @@ class Runner : public EventHandler {
     finish(static_cast<int>(e.payload));
   }
 
-  const std::vector<Time>& start() const { return start_; }
-  const std::vector<Time>& end() const { return end_; }
+  const IntVector<Time>& start() const { return start_; }
+  const IntVector<Time>& end() const { return end_; }
   const std::vector<Bytes>& peak_mem() const { return peak_mem_; }
-  int gid(int role, int i) const { return off_[static_cast<std::size_t>(role)] + i; }
+  int gid(int role, int i) const { return off_[role] + i; }
   std::pair<int, int> locate(int g) const {
     const auto it = std::upper_bound(off_.begin(), off_.end(), g) - 1;
     const int r = static_cast<int>(it - off_.begin());
@@ -248,47 +248,44 @@ class Runner : public EventHandler {
  private:
   const Op& op(int g) const {
     const auto [r, i] = locate(g);
-    return s_.roles[static_cast<std::size_t>(r)].ops[static_cast<std::size_t>(i)];
+    return s_.roles[r].ops[i];
   }
   void try_start(int st) {
-    auto& q = streams_[static_cast<std::size_t>(st)];
-    std::size_t& h = head_[static_cast<std::size_t>(st)];
-    if (busy_[static_cast<std::size_t>(st)] || h >= q.size()) return;
+    auto& q = streams_[st];
+    std::size_t& h = head_[st];
+    if (busy_[st] || h >= q.size()) return;
     const int g = q[h];
-    if (remaining_[static_cast<std::size_t>(g)] > 0) return;
+    if (remaining_[g] > 0) return;
     ++h;
-    busy_[static_cast<std::size_t>(st)] = true;
+    busy_[st] = true;
     const Time now = engine_.now();
-    start_[static_cast<std::size_t>(g)] = now;
+    start_[g] = now;
     const int role = locate(g).first;
-    cur_mem_[static_cast<std::size_t>(role)] += op(g).alloc;
-    peak_mem_[static_cast<std::size_t>(role)] =
-        std::max(peak_mem_[static_cast<std::size_t>(role)], cur_mem_[static_cast<std::size_t>(role)]);
-    if (!beside_.empty() && holds_sms(op(g)) && ++comm_in_flight_[static_cast<std::size_t>(role)] == 1)
-      set_contended(role, true);
-    if (sharing_ != nullptr && profile_[static_cast<std::size_t>(g)] >= 0) {
-      sharing_->start(g, profile_[static_cast<std::size_t>(g)], now, changed_);
+    cur_mem_[role] += op(g).alloc;
+    peak_mem_[role] = std::max(peak_mem_[role], cur_mem_[role]);
+    if (!beside_.empty() && holds_sms(op(g)) && ++comm_in_flight_[role] == 1) set_contended(role, true);
+    if (sharing_ != nullptr && profile_[g] >= 0) {
+      sharing_->start(g, profile_[g], now, changed_);
       reschedule();
       return;
     }
-    if (!beside_.empty() && op(g).kind == OpKind::Compute &&
-        beside_[static_cast<std::size_t>(g)] != dur_[static_cast<std::size_t>(g)]) {
-      Running& run = running_[static_cast<std::size_t>(role)];
-      run = Running{g, 0.0, now, comm_in_flight_[static_cast<std::size_t>(role)] > 0};
-      schedule_contended(g, now + (run.slow ? beside_ : dur_)[static_cast<std::size_t>(g)]);
+    if (!beside_.empty() && op(g).kind == OpKind::Compute && beside_[g] != dur_[g]) {
+      Running& run = running_[role];
+      run = Running{g, 0.0, now, comm_in_flight_[role] > 0};
+      schedule_contended(g, now + (run.slow ? beside_ : dur_)[g]);
       return;
     }
-    engine_.schedule(now + dur_[static_cast<std::size_t>(g)], this, 0, static_cast<std::uint64_t>(g));
+    engine_.schedule(now + dur_[g], this, 0, static_cast<std::uint64_t>(g));
   }
   // The running compute op of `role` (if its rate depends on it) changes rate: the work done
   // so far at the old rate is kept, the rest takes the new one.
   void set_contended(int role, bool slow) {
-    Running& run = running_[static_cast<std::size_t>(role)];
+    Running& run = running_[role];
     if (run.op < 0 || run.slow == slow) {
       run.slow = slow;
       return;
     }
-    const auto g = static_cast<std::size_t>(run.op);
+    const int g = run.op;
     const Time now = engine_.now();
     const double old_total = static_cast<double>((run.slow ? beside_ : dur_)[g].ps());
     if (old_total > 0) run.done += static_cast<double>((now - run.since).ps()) / old_total;
@@ -299,37 +296,35 @@ class Runner : public EventHandler {
     schedule_contended(run.op, now + Time::from_ps(std::llround((1.0 - run.done) * total)));
   }
   void schedule_contended(int g, Time at) {
-    const std::uint32_t gen = ++generation_[static_cast<std::size_t>(g)];
+    const std::uint32_t gen = ++generation_[g];
     engine_.schedule(at, this, kContended, (static_cast<std::uint64_t>(gen) << 32) | static_cast<std::uint64_t>(g));
   }
   // Ends that link sharing moved: a new event each, the old one ignored by its generation.
   void reschedule() {
     for (const auto& [g, at] : changed_) {
-      const std::uint32_t gen = ++generation_[static_cast<std::size_t>(g)];
+      const std::uint32_t gen = ++generation_[g];
       engine_.schedule(at, this, kShared, (static_cast<std::uint64_t>(gen) << 32) | static_cast<std::uint64_t>(g));
     }
     changed_.clear();
   }
   void finish_at(int g, Time t) {
-    start_[static_cast<std::size_t>(g)] = t;
+    start_[g] = t;
     engine_.schedule(t, this, 0, static_cast<std::uint64_t>(g));
   }
   void finish(int g) {
     const Time now = engine_.now();
-    end_[static_cast<std::size_t>(g)] = now;
+    end_[g] = now;
     const int role = locate(g).first;
-    cur_mem_[static_cast<std::size_t>(role)] -= op(g).free;
+    cur_mem_[role] -= op(g).free;
     if (!beside_.empty()) {
-      if (running_[static_cast<std::size_t>(role)].op == g) running_[static_cast<std::size_t>(role)] = Running{};
-      if (holds_sms(op(g)) && stream_of_[static_cast<std::size_t>(g)] >= 0 &&
-          --comm_in_flight_[static_cast<std::size_t>(role)] == 0)
-        set_contended(role, false);
+      if (running_[role].op == g) running_[role] = Running{};
+      if (holds_sms(op(g)) && stream_of_[g] >= 0 && --comm_in_flight_[role] == 0) set_contended(role, false);
     }
-    const int st = stream_of_[static_cast<std::size_t>(g)];
-    if (st >= 0) busy_[static_cast<std::size_t>(st)] = false;
-    for (int d : dependents_[static_cast<std::size_t>(g)]) {
-      if (--remaining_[static_cast<std::size_t>(d)] > 0) continue;
-      const int dst = stream_of_[static_cast<std::size_t>(d)];
+    const int st = stream_of_[g];
+    if (st >= 0) busy_[st] = false;
+    for (int d : dependents_[g]) {
+      if (--remaining_[d] > 0) continue;
+      const int dst = stream_of_[d];
       if (dst < 0)
         finish_at(d, now);  // a Recv: done once its Send and deps are
       else
@@ -347,24 +342,24 @@ class Runner : public EventHandler {
     bool slow = false;
   };
   const Schedule& s_;
-  std::vector<Time> dur_;
-  std::vector<Time> beside_;
-  std::vector<int> comm_in_flight_;  // per role: communication ops holding SMs
-  std::vector<Running> running_;     // per role
-  std::vector<int> off_;
+  IntVector<Time> dur_;
+  IntVector<Time> beside_;
+  IntVector<int> comm_in_flight_;  // per role: communication ops holding SMs
+  IntVector<Running> running_;     // per role
+  IntVector<int> off_;
   LinkSharing* sharing_;
-  std::vector<int> profile_;
-  std::vector<std::uint32_t> generation_;
+  IntVector<int> profile_;
+  IntVector<std::uint32_t> generation_;
   std::vector<std::pair<int, Time>> changed_;
   Engine engine_;
-  std::vector<int> remaining_;
-  std::vector<std::vector<int>> dependents_;
-  std::vector<Time> start_, end_;
-  std::vector<int> stream_of_;
-  std::vector<std::vector<int>> streams_;
-  std::vector<std::size_t> head_;
-  std::vector<bool> busy_;
-  std::vector<Bytes> cur_mem_, peak_mem_;
+  IntVector<int> remaining_;
+  IntVector<std::vector<int>> dependents_;
+  IntVector<Time> start_, end_;
+  IntVector<int> stream_of_;
+  IntVector<std::vector<int>> streams_;
+  IntVector<std::size_t> head_;
+  IntVector<char> busy_;  // per stream (char: IntVector<bool> would be std::vector<bool>'s proxies)
+  IntVector<Bytes> cur_mem_, peak_mem_;
 };
 
 // Breakdown of role `crit`: compute-stream busy time by phase, and every gap on the compute
@@ -378,8 +373,8 @@ class Runner : public EventHandler {
 // (fast_formula.cpp) stood for.
 inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, int crit, Time iteration,
                               const std::vector<const Breakdown*>& macro) {
-  const Role& role = schedule.roles[static_cast<std::size_t>(crit)];
-  auto at = [&](int i) { return static_cast<std::size_t>(runner.gid(crit, i)); };
+  const Role& role = schedule.roles[crit];
+  auto at = [&](int i) { return runner.gid(crit, i); };
   std::unordered_map<std::int64_t, int> send_gid;
   for (std::size_t r = 0; r < schedule.roles.size(); ++r)
     for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i)
@@ -394,9 +389,9 @@ inline Breakdown breakdown_of(const Schedule& schedule, const Runner& runner, in
       b.bubble += to - from;
       return;
     }
-    const Op& w = role.ops[static_cast<std::size_t>(waited)];
+    const Op& w = role.ops[waited];
     if (w.kind == OpKind::Recv) {
-      const Time send_start = std::clamp(runner.start()[static_cast<std::size_t>(send_gid.at(w.tag))], from, to);
+      const Time send_start = std::clamp(runner.start()[send_gid.at(w.tag)], from, to);
       b.bubble += send_start - from;
       b.exposed["pp"] += to - send_start;
       return;

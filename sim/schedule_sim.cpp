@@ -22,11 +22,11 @@ Time Breakdown::total() const {
 }
 
 std::string comm_category(const Op& op) {
-  if (op.kind == OpKind::Send || op.kind == OpKind::Recv || op.axis == "pp") return "pp";
-  if (op.axis == "tp") return "tp";
-  if (op.axis == "cp") return "cp";
-  if (op.stream == Stream::Ep) return "ep";  // axis "ep", or "ep+cp+tp" when the ep groups span tp
-  if (op.axis == "row" || op.axis == "col") return "2d";
+  if (op.kind == OpKind::Send || op.kind == OpKind::Recv || op.axis == MeshAxis::pp()) return "pp";
+  if (op.axis == MeshAxis::tp()) return "tp";
+  if (op.axis == MeshAxis::cp()) return "cp";
+  if (op.stream == Stream::Ep) return "ep";  // axis ep, or ep+cp+tp when the ep groups span tp
+  if (op.axis == MeshAxis::row() || op.axis == MeshAxis::col()) return "2d";
   return "dp";
 }
 
@@ -186,10 +186,8 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
     Time end;
     for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
       const int g = runner.gid(static_cast<int>(r), static_cast<int>(i));
-      res.trace.events.push_back({static_cast<int>(r), static_cast<int>(i), -1,
-                                  runner.start()[static_cast<std::size_t>(g)],
-                                  runner.end()[static_cast<std::size_t>(g)]});
-      end = std::max(end, runner.end()[static_cast<std::size_t>(g)]);
+      res.trace.events.push_back({static_cast<int>(r), static_cast<int>(i), -1, runner.start()[g], runner.end()[g]});
+      end = std::max(end, runner.end()[g]);
     }
     res.role_end.push_back(end);
     if (end > res.iteration) {
@@ -199,8 +197,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
   }
 
   res.breakdown = breakdown_of(schedule, runner, res.critical_role, res.iteration, {});
-  for (const Op& op : schedule.roles[static_cast<std::size_t>(res.critical_role)].ops)
-    res.executed_flops_per_rank += op.kernel.flops;
+  for (const Op& op : schedule.roles[res.critical_role].ops) res.executed_flops_per_rank += op.kernel.flops;
   for (const Role& role : schedule.roles)
     for (const Op& op : role.ops) {
       res.flops_executed += op.kernel.flops;
@@ -215,7 +212,7 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
 void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,
                         const AlgorithmRegistry& registry, const AlgorithmChoice& algorithm) {
   detail::Groups groups(schedule, placement);
-  std::map<std::tuple<int, int, std::string, Bytes, int>, std::string> chosen;
+  std::map<std::tuple<int, int, MeshAxis, Bytes, int>, std::string> chosen;
   for (std::size_t role = 0; role < schedule.roles.size(); ++role)
     for (Op& op : schedule.roles[role].ops) {
       if (op.kind != OpKind::Collective || op.coll == CollKind::SendRecv || !op.algorithm.empty()) continue;

@@ -44,7 +44,7 @@ ScheduleSimResult run(const ModelSpec& m, const ParallelSpec& p, const std::stri
 TEST(ScheduleSim, ComputeBesideCommunicationRunsSlowerWhileItRuns) {
   auto gemm_end = [](Time comm, bool holds_no_sms) {
     Schedule s;
-    s.pp_axis = "";
+    s.pp_axis = {};
     Role& r = s.roles.emplace_back();
     Op gemm;
     gemm.name = "gemm";

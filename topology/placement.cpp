@@ -209,16 +209,11 @@ Placement Placement::parse(const std::string& spec, const Mesh& mesh, const Topo
   throw Error(fmt::format("{}: unknown placement '{}'; use natural, bunched:AxB or list:0,1,...", field, spec));
 }
 
-std::vector<std::vector<int>> Placement::groups_along(const std::string& dim) const {
-  if (dim == "all") return {gpus_};
+std::vector<std::vector<int>> Placement::groups_along(const MeshAxis& axis) const {
+  if (axis.is_all()) return {gpus_};
   // "a+b": ranks that differ only in a and b, ordered row-major over (a, b) in mesh order.
   std::vector<int> ks;
-  for (std::size_t pos = 0;;) {
-    const std::size_t plus = dim.find('+', pos);
-    ks.push_back(mesh_.dim_index(dim.substr(pos, plus == std::string::npos ? std::string::npos : plus - pos)));
-    if (plus == std::string::npos) break;
-    pos = plus + 1;
-  }
+  for (const std::string& d : axis.dims()) ks.push_back(mesh_.dim_index(d));
   std::sort(ks.begin(), ks.end());
   int size = 1;
   for (int k : ks) size *= mesh_.dims[static_cast<std::size_t>(k)].second;

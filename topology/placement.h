@@ -17,17 +17,18 @@
 //        n2 n2 n2 n2                  n2 n2 n3 n3
 //        n3 n3 n3 n3                  n2 n2 n3 n3
 //
-// Groups: groups_along("col") lists, for each fixed value of the other coordinates, the
+// Groups: groups_along(MeshAxis::col()) lists, for each fixed value of the other coordinates, the
 // mesh ranks that differ only in "col" (for a row x col mesh these are the mesh rows).
 //   Mesh m = parse_mesh("row=4,col=4", "--mesh");
 //   Placement p = Placement::bunched(m, topo, {2, 2});
-//   auto cols = p.groups_along("row");   // 4 groups of 4 GPUs each: the mesh columns
+//   auto cols = p.groups_along(MeshAxis::row());   // 4 groups of 4 GPUs each: the mesh columns
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "topology/mesh_axis.h"
 #include "topology/topology.h"
 
 namespace meshsim {
@@ -58,9 +59,10 @@ class Placement {
   int gpu_of(int mesh_rank) const { return gpus_[mesh_rank]; }
   const std::vector<int>& gpus() const { return gpus_; }
   // Groups of GPU indices, each ordered by the varying coordinate; groups ordered by
-  // the remaining coordinates row-major. "all" gives one group with every mesh rank;
-  // "a+b" the ranks that differ only in dimensions a and b (row-major over a, b).
-  std::vector<std::vector<int>> groups_along(const std::string& dim) const;
+  // the remaining coordinates row-major. MeshAxis::all() gives one group with every mesh rank;
+  // "a+b" the ranks that differ only in dimensions a and b (row-major over a, b). Throws
+  // Error when a dimension is not the mesh's.
+  std::vector<std::vector<int>> groups_along(const MeshAxis& axis) const;
 
  private:
   Mesh mesh_;

@@ -25,6 +25,30 @@ std::vector<std::vector<int>> node_grid(const Placement& p, const Topology& t) {
 
 using Grid = std::vector<std::vector<int>>;
 
+Grid along(const Placement& p, const std::string& axis) { return p.groups_along(MeshAxis::parse(axis, "axis")); }
+
+TEST(MeshAxis, ParsesOneOrSeveralDimensionsOnce) {
+  const MeshAxis a = MeshAxis::parse("edp+ep+cp", "workload.group");
+  EXPECT_EQ(a.dims(), (std::vector<std::string>{"edp", "ep", "cp"}));
+  EXPECT_EQ(a.str(), "edp+ep+cp");
+  EXPECT_EQ(a, MeshAxis::edp().plus(MeshAxis::ep()).plus(MeshAxis::cp()));
+  EXPECT_NE(a, MeshAxis::parse("edp+cp+ep", "f"));  // order is the group's rank order
+  EXPECT_EQ(MeshAxis::parse("tp", "f"), MeshAxis::tp());
+  EXPECT_TRUE(MeshAxis::parse("all", "f").is_all());
+  EXPECT_FALSE(MeshAxis::tp().is_all());
+  EXPECT_TRUE(MeshAxis().empty());
+  EXPECT_EQ(MeshAxis().str(), "");
+}
+
+TEST(MeshAxis, BadTextNamesTheFieldAndTheFix) {
+  for (const char* bad : {"", "+", "tp+", "+tp", "t p", "tp,dp"})
+    EXPECT_TRUE(contains(error_of([&] { MeshAxis::parse(bad, "workload.group"); }),
+                         "workload.group: '" + std::string(bad) + "' is not a mesh axis"))
+        << bad;
+  EXPECT_TRUE(contains(error_of([] { MeshAxis::parse("tp+dp+tp", "g"); }), "names the dimension 'tp' twice"));
+  EXPECT_TRUE(contains(error_of([] { MeshAxis::parse("all+tp", "g"); }), "'all' stands alone"));
+}
+
 TEST(Mesh, ParsesRowMajorDims) {
   const Mesh m = parse_mesh("dp=2,pp=3,tp=4", "--mesh");
   EXPECT_EQ(m.size(), 24);
@@ -49,20 +73,20 @@ TEST(Placement, NaturalFillsRowsOntoNodes) {
   EXPECT_EQ(p.kind(), "natural");
   EXPECT_EQ(node_grid(p, t), (Grid{{0, 0, 0, 0}, {1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}}));
   // Groups along "row" are the mesh columns; along "col" the mesh rows.
-  EXPECT_EQ(p.groups_along("row"), (Grid{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
-  EXPECT_EQ(p.groups_along("col"), (Grid{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}));
-  EXPECT_EQ(p.groups_along("all").size(), 1u);
-  EXPECT_EQ(p.groups_along("all")[0].size(), 16u);
+  EXPECT_EQ(along(p, "row"), (Grid{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
+  EXPECT_EQ(along(p, "col"), (Grid{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}));
+  EXPECT_EQ(along(p, "all").size(), 1u);
+  EXPECT_EQ(along(p, "all")[0].size(), 16u);
 }
 
 TEST(Placement, GroupsAlongSeveralDimensions) {
   const Topology t = make_preset("frontera-rtx", {{"nodes", "4"}});
   // a=2, b=2, c=4: ranks differing only in a and c; with b fixed, (a, c) row-major.
   const Placement p = Placement::natural(parse_mesh("a=2,b=2,c=4", "m"), t);
-  EXPECT_EQ(p.groups_along("a+c"), (Grid{{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}));
-  EXPECT_EQ(p.groups_along("c+a"), p.groups_along("a+c"));
-  EXPECT_EQ(p.groups_along("a+b+c"), p.groups_along("all"));
-  EXPECT_NE(error_of([&] { p.groups_along("a+x"); }), "");
+  EXPECT_EQ(along(p, "a+c"), (Grid{{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}));
+  EXPECT_EQ(along(p, "c+a"), along(p, "a+c"));
+  EXPECT_EQ(along(p, "a+b+c"), along(p, "all"));
+  EXPECT_NE(error_of([&] { along(p, "a+x"); }), "");
 }
 
 TEST(Placement, NaturalWithFewerRanksUsesTheFirstGpus) {
@@ -78,8 +102,8 @@ TEST(Placement, BunchedPutsA2x2BlockOnEachNode) {
   EXPECT_EQ(node_grid(p, t), (Grid{{0, 0, 1, 1}, {0, 0, 1, 1}, {2, 2, 3, 3}, {2, 2, 3, 3}}));
   // Block-internal order is row-major: rank (1,1) is the 4th GPU of node 0.
   EXPECT_EQ(p.gpu_of(5), 3);
-  EXPECT_EQ(p.groups_along("col")[0], (std::vector<int>{0, 1, 4, 5}));
-  EXPECT_EQ(p.groups_along("row")[0], (std::vector<int>{0, 2, 8, 10}));
+  EXPECT_EQ(along(p, "col")[0], (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(along(p, "row")[0], (std::vector<int>{0, 2, 8, 10}));
   // Parsed form gives the same answer.
   EXPECT_EQ(Placement::parse("bunched:2x2", p.mesh(), t, "placement").gpus(), p.gpus());
 }

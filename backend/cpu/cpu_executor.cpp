@@ -66,12 +66,12 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
     // This rank's group for the op's axis, and which group it is (seeds the inputs).
     std::vector<int> group;
     std::size_t group_index = 0;
-    if (op.axis == "rank") {
+    if (op.axis == MeshAxis::rank()) {
       for (int r = 0; r < world; ++r) group.push_back(r);
     } else {
       const auto it = opt_.groups.find(op.axis);
       if (it == opt_.groups.end())
-        throw Error("backend cpu: op '" + op.name + "' runs along mesh axis '" + op.axis +
+        throw Error("backend cpu: op '" + op.name + "' runs along mesh axis '" + op.axis.str() +
                     "' but the executor was given no groups for it");
       for (std::size_t g = 0; g < it->second.size() && group.empty(); ++g)
         if (std::find(it->second[g].begin(), it->second[g].end(), rank) != it->second[g].end()) {
@@ -79,14 +79,14 @@ Trace CpuExecutor::execute(const Schedule& schedule) {
           group_index = g;
         }
       if (group.empty())
-        throw Error("backend cpu: rank " + std::to_string(rank) + " is in no group along '" + op.axis +
+        throw Error("backend cpu: rank " + std::to_string(rank) + " is in no group along '" + op.axis.str() +
                     "'; the workload mesh must place every running rank");
     }
     const int members = static_cast<int>(group.size());
     if (op.group_size != members)
       throw Error("backend cpu: op '" + op.name + "' is planned for " + std::to_string(op.group_size) + " ranks but " +
                   std::to_string(members) + " are running" +
-                  (op.axis == "rank" ? "; launch with -n " + std::to_string(op.group_size) : std::string()));
+                  (op.axis == MeshAxis::rank() ? "; launch with -n " + std::to_string(op.group_size) : std::string()));
     const int local = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
     const std::uint64_t seed = opt_.seed + group_index;
     const CollectiveSpec spec = collective_spec(op, members, 4);

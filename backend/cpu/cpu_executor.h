@@ -49,7 +49,7 @@ struct CpuExecutorOptions {
   // Process groups per mesh axis, as transport ranks (Placement::groups_along with one
   // rank per GPU): a collective on axis A runs in every group of groups[A] at once, this
   // rank in the one it belongs to. Axis "rank" needs no entry (every rank, in order).
-  std::map<std::string, std::vector<std::vector<int>>> groups;
+  std::map<MeshAxis, std::vector<std::vector<int>>> groups;
 };
 
 struct NumericsCheck {

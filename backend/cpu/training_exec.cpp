@@ -91,7 +91,7 @@ class Progress {
 struct Layout {
   int mesh_rank = 0;
   int stage = 0, stages = 1, pp_dim = -1;
-  std::map<std::string, std::vector<int>> group;  // axis -> process ranks, group order
+  std::map<MeshAxis, std::vector<int>> group;  // axis -> process ranks, group order
 
   Layout(int rank, int world, const Schedule& s, const Placement& pl) {
     const Mesh& mesh = pl.mesh();
@@ -110,13 +110,13 @@ struct Layout {
       if (g == rank) mesh_rank = r;
     }
     if (!s.pp_axis.empty()) {
-      pp_dim = mesh.dim_index(s.pp_axis);
+      pp_dim = mesh.dim_index(s.pp_axis.str());
       stages = mesh.dims[static_cast<std::size_t>(pp_dim)].second;
       stage = mesh.coords(mesh_rank)[static_cast<std::size_t>(pp_dim)];
     }
     if (static_cast<int>(s.roles.size()) != stages)
       throw Error(fmt::format("backend cpu: the schedule has {} roles for {} pipeline stages", s.roles.size(), stages));
-    for (const Op& op : s.roles[static_cast<std::size_t>(stage)].ops)
+    for (const Op& op : s.roles[stage].ops)
       if (op.kind == OpKind::Collective && !group.count(op.axis))
         for (auto& g : pl.groups_along(op.axis))
           if (std::find(g.begin(), g.end(), rank) != g.end()) group[op.axis] = std::move(g);
@@ -149,7 +149,7 @@ class Run {
         opt_(opt),
         schedule_(schedule),
         lay_(rank, world, schedule, placement),
-        ops_(schedule.roles[static_cast<std::size_t>(lay_.stage)].ops),
+        ops_(schedule.roles[lay_.stage].ops),
         compute_(opt.seed + static_cast<std::uint64_t>(rank)),
         progress_(ops_.size()),
         inbox_(ops_.size()) {}

@@ -10,10 +10,10 @@
 
 namespace meshsim::cuda {
 
-const AxisComm& CommPlan::axis(const std::string& name) const {
+const AxisComm& CommPlan::axis(const MeshAxis& name) const {
   for (const AxisComm& a : axes)
     if (a.axis == name) return a;
-  throw Error(fmt::format("backend cuda: rank {}: no communicator for axis '{}'", world_rank, name));
+  throw Error(fmt::format("backend cuda: rank {}: no communicator for axis '{}'", world_rank, name.str()));
 }
 
 CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int world_rank) {
@@ -40,7 +40,7 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
   // The pipeline stage of this rank: its coordinate along pp_axis (row-major stride).
   int stage = 0, pp_stride = 1;
   if (!schedule.pp_axis.empty()) {
-    const int d = mesh.dim_index(schedule.pp_axis);
+    const int d = mesh.dim_index(schedule.pp_axis.str());
     for (std::size_t i = static_cast<std::size_t>(d) + 1; i < mesh.dims.size(); ++i) pp_stride *= mesh.dims[i].second;
     stage = mesh.coords(plan.mesh_rank)[static_cast<std::size_t>(d)];
   }
@@ -52,11 +52,11 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
     throw Error(
         fmt::format("backend cuda: rank {} is on stage {}, which no role of the schedule runs", world_rank, stage));
 
-  std::set<std::string> names;  // sorted: every rank splits in the same order
+  std::set<MeshAxis> names;  // sorted: every rank splits in the same order
   for (const Role& r : schedule.roles)
     for (const Op& op : r.ops)
       if (op.kind == OpKind::Collective) names.insert(op.axis);
-  for (const std::string& name : names) {
+  for (const MeshAxis& name : names) {
     const auto groups = placement.groups_along(name);
     AxisComm a;
     a.axis = name;
@@ -74,7 +74,7 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
     plan.axes.push_back(std::move(a));
   }
 
-  const Role& mine = schedule.roles[static_cast<std::size_t>(plan.role)];
+  const Role& mine = schedule.roles[plan.role];
   for (std::size_t i = 0; i < mine.ops.size(); ++i) {
     const Op& op = mine.ops[i];
     if (op.kind == OpKind::Collective) {
@@ -83,7 +83,7 @@ CommPlan plan_comms(const Schedule& schedule, const Placement& placement, int wo
         throw Error(
             fmt::format("backend cuda: op {} ('{}') is planned for a group of {} on axis '{}', but the "
                         "placement's groups along it have {} ranks",
-                        i, op.name, op.group_size, op.axis, size));
+                        i, op.name, op.group_size, op.axis.str(), size));
     } else if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
       if (schedule.pp_axis.empty())
         throw Error(

@@ -28,7 +28,7 @@
 namespace meshsim::cuda {
 
 struct AxisComm {
-  std::string axis;          // "tp", "dp", "row", "a+b", "rank", ...
+  MeshAxis axis;             // tp, dp, row, a+b, rank, ...
   int color = 0;             // index of this rank's group among groups_along(axis)
   int key = 0;               // position in the group = rank in the split communicator
   std::vector<int> members;  // world ranks of the group, in group-rank order
@@ -39,10 +39,10 @@ struct CommPlan {
   int world_rank = 0;
   int world_size = 1;
   int mesh_rank = 0;
-  int role = 0;                                         // index into Schedule::roles this rank runs
-  std::vector<AxisComm> axes;                           // every axis any role's collectives use, sorted by name
-  std::map<int, int> stage_peers;                       // Send/Recv of this rank's role: peer stage -> world rank
-  const AxisComm& axis(const std::string& name) const;  // throws Error when absent
+  int role = 0;                                      // index into Schedule::roles this rank runs
+  std::vector<AxisComm> axes;                        // every axis any role's collectives use, sorted
+  std::map<int, int> stage_peers;                    // Send/Recv of this rank's role: peer stage -> world rank
+  const AxisComm& axis(const MeshAxis& name) const;  // throws Error when absent
 };
 
 // Throws Error when the placement is not one GPU per world rank (gpus a permutation of

@@ -17,7 +17,7 @@ Op coll(const std::string& axis, int size) {
   Op op;
   op.kind = OpKind::Collective;
   op.name = axis + ".allreduce";
-  op.axis = axis;
+  op.axis = MeshAxis::parse(axis, "axis");
   op.group_size = size;
   op.bytes = 1024;
   return op;
@@ -35,7 +35,7 @@ Op p2p(OpKind kind, int peer) {
 Schedule three_d() {
   Schedule s;
   s.axes = {{"dp", 2}, {"pp", 2}, {"tp", 2}};
-  s.pp_axis = "pp";
+  s.pp_axis = MeshAxis::pp();
   Role r0{"stage 0", 0, {coll("tp", 2), p2p(OpKind::Send, 1), coll("dp", 2)}};
   Role r1{"stage 1", 1, {p2p(OpKind::Recv, 0), coll("tp", 2)}};
   s.roles = {r0, r1};
@@ -51,11 +51,11 @@ TEST(CommPlan, NaturalDpPpTp) {
   EXPECT_EQ(p5.mesh_rank, 5);
   EXPECT_EQ(p5.role, 0);
   ASSERT_EQ(p5.axes.size(), 2u);  // sorted: dp, tp (pp has no collectives)
-  EXPECT_EQ(p5.axes[0].axis, "dp");
+  EXPECT_EQ(p5.axes[0].axis.str(), "dp");
   EXPECT_EQ(p5.axes[0].color, 1);
   EXPECT_EQ(p5.axes[0].key, 1);
   EXPECT_EQ(p5.axes[0].members, (Ranks{1, 5}));
-  EXPECT_EQ(p5.axes[1].axis, "tp");
+  EXPECT_EQ(p5.axes[1].axis.str(), "tp");
   EXPECT_EQ(p5.axes[1].color, 2);
   EXPECT_EQ(p5.axes[1].key, 1);
   EXPECT_EQ(p5.axes[1].members, (Ranks{4, 5}));
@@ -64,15 +64,15 @@ TEST(CommPlan, NaturalDpPpTp) {
   // Rank 2 = (dp 0, pp 1, tp 0): dp groups are ordered by (pp, tp): (1, 0) is the third.
   const CommPlan p2 = plan_comms(s, pl, 2);
   EXPECT_EQ(p2.role, 1);
-  EXPECT_EQ(p2.axis("dp").color, 2);
-  EXPECT_EQ(p2.axis("dp").key, 0);
-  EXPECT_EQ(p2.axis("dp").members, (Ranks{2, 6}));
-  EXPECT_EQ(p2.axis("tp").color, 1);
-  EXPECT_EQ(p2.axis("tp").members, (Ranks{2, 3}));
+  EXPECT_EQ(p2.axis(MeshAxis::dp()).color, 2);
+  EXPECT_EQ(p2.axis(MeshAxis::dp()).key, 0);
+  EXPECT_EQ(p2.axis(MeshAxis::dp()).members, (Ranks{2, 6}));
+  EXPECT_EQ(p2.axis(MeshAxis::tp()).color, 1);
+  EXPECT_EQ(p2.axis(MeshAxis::tp()).members, (Ranks{2, 3}));
   EXPECT_EQ(p2.stage_peers, (std::map<int, int>{{0, 0}}));
   // Every rank: the same axes in the same order (the split calls match), and ranks with
   // one color agree on the members, each at its key.
-  std::map<std::pair<std::string, int>, Ranks> by_color;
+  std::map<std::pair<MeshAxis, int>, Ranks> by_color;
   for (int w = 0; w < 8; ++w) {
     const CommPlan p = plan_comms(s, pl, w);
     ASSERT_EQ(p.axes.size(), 2u);
@@ -96,24 +96,24 @@ TEST(CommPlan, BunchedMesh2d) {
   const Topology topo = make_preset("frontera-rtx", {{"nodes", "4"}});
   Schedule s;
   s.axes = {{"row", 4}, {"col", 4}};
-  s.pp_axis = "";
+  s.pp_axis = {};
   s.roles = {Role{"all", 0, {coll("row", 4), coll("col", 4)}}};
   const Placement pl = Placement::bunched(Mesh{s.axes}, topo, {2, 2});
   const CommPlan p = plan_comms(s, pl, 3);  // GPU 3 holds mesh (1, 1)
   EXPECT_EQ(p.mesh_rank, 5);
   EXPECT_EQ(p.role, 0);
-  EXPECT_EQ(p.axis("col").members, (Ranks{2, 3, 6, 7}));  // mesh row 1
-  EXPECT_EQ(p.axis("col").color, 1);
-  EXPECT_EQ(p.axis("col").key, 1);
-  EXPECT_EQ(p.axis("row").members, (Ranks{1, 3, 9, 11}));  // mesh column 1
-  EXPECT_EQ(p.axis("row").color, 1);
-  EXPECT_EQ(p.axis("row").key, 1);
+  EXPECT_EQ(p.axis(MeshAxis::col()).members, (Ranks{2, 3, 6, 7}));  // mesh row 1
+  EXPECT_EQ(p.axis(MeshAxis::col()).color, 1);
+  EXPECT_EQ(p.axis(MeshAxis::col()).key, 1);
+  EXPECT_EQ(p.axis(MeshAxis::row()).members, (Ranks{1, 3, 9, 11}));  // mesh column 1
+  EXPECT_EQ(p.axis(MeshAxis::row()).color, 1);
+  EXPECT_EQ(p.axis(MeshAxis::row()).key, 1);
   const CommPlan q = plan_comms(s, pl, 12);  // mesh (2, 2)
-  EXPECT_EQ(q.axis("col").members, (Ranks{8, 9, 12, 13}));
-  EXPECT_EQ(q.axis("col").key, 2);
-  EXPECT_EQ(q.axis("row").members, (Ranks{4, 6, 12, 14}));
-  EXPECT_EQ(q.axis("row").color, 2);
-  EXPECT_EQ(q.axis("row").key, 2);
+  EXPECT_EQ(q.axis(MeshAxis::col()).members, (Ranks{8, 9, 12, 13}));
+  EXPECT_EQ(q.axis(MeshAxis::col()).key, 2);
+  EXPECT_EQ(q.axis(MeshAxis::row()).members, (Ranks{4, 6, 12, 14}));
+  EXPECT_EQ(q.axis(MeshAxis::row()).color, 2);
+  EXPECT_EQ(q.axis(MeshAxis::row()).key, 2);
 }
 
 TEST(CommPlan, CollectiveWorkloadUsesTheWorldCommunicator) {
@@ -140,7 +140,7 @@ TEST(CommPlan, Errors) {
                        "rank 8 is outside the mesh of 8 ranks"));
   Schedule two;
   two.axes = {{"dp", 2}};
-  two.pp_axis = "";
+  two.pp_axis = {};
   two.roles = {Role{"all", 0, {coll("dp", 2)}}};
   const Placement gap = Placement::explicit_list(Mesh{two.axes}, topo, {0, 5});
   EXPECT_TRUE(contains(error_of([&] { plan_comms(two, gap, 0); }),

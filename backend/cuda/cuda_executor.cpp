@@ -83,7 +83,7 @@ class Run {
         registry_(registry),
         opt_(opt),
         plan_(plan_comms(schedule, placement, opt.rank)),
-        role_(schedule.roles[static_cast<std::size_t>(plan_.role)]),
+        role_(schedule.roles[plan_.role]),
         schedule_(schedule),
         check_(api, opt.rank),
         res_(api, check_),
@@ -115,7 +115,7 @@ class Run {
 
  private:
   std::string label(int op) const {
-    return fmt::format("op '{}' (#{} of role {})", role_.ops[static_cast<std::size_t>(op)].name, op, plan_.role);
+    return fmt::format("op '{}' (#{} of role {})", role_.ops[op].name, op, plan_.role);
   }
   StreamH stream(Stream s) const { return res_.streams[static_cast<std::size_t>(s)]; }
   EventH start_event() const { return res_.events.front(); }
@@ -210,12 +210,12 @@ class Run {
       throw Error(
           fmt::format("backend cuda: op {} ('{}'): native NCCL {} needs bytes divisible by 4 x {} ranks, "
                       "got {}; use --collectives ours",
-                      i, role_.ops[static_cast<std::size_t>(i)].name, to_string(spec.kind), spec.ranks, spec.bytes));
+                      i, role_.ops[i].name, to_string(spec.kind), spec.ranks, spec.bytes));
     if (!spec.alltoall_bytes.empty())
-      throw Error(fmt::format(
-          "backend cuda: op {} ('{}'): native ncclAlltoAll moves even blocks, but this all-to-all "
-          "is skewed (imbalance {}); use --collectives ours",
-          i, role_.ops[static_cast<std::size_t>(i)].name, role_.ops[static_cast<std::size_t>(i)].imbalance));
+      throw Error(
+          fmt::format("backend cuda: op {} ('{}'): native ncclAlltoAll moves even blocks, but this all-to-all "
+                      "is skewed (imbalance {}); use --collectives ours",
+                      i, role_.ops[i].name, role_.ops[i].imbalance));
   }
 
   void setup_device() {
@@ -299,7 +299,7 @@ class Run {
       }
       CommH c = nullptr;
       check_.nccl(api_.comm_split(res_.world, a.color, a.key, &c), "ncclCommSplit",
-                  fmt::format("setup: communicator for axis '{}'", a.axis));
+                  fmt::format("setup: communicator for axis '{}'", a.axis.str()));
       res_.split.push_back(c);
       check_.add_comm(c);
       comms_[a.axis] = c;
@@ -307,12 +307,12 @@ class Run {
   }
 
   void issue(int i, bool timed) {
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     const std::string where = label(i);
     dog_.host_at(where);  // a launch can block once the launch queue is full
     StreamH s = stream(op.stream);
     for (int d : op.deps)
-      if (role_.ops[static_cast<std::size_t>(d)].stream != op.stream)
+      if (role_.ops[d].stream != op.stream)
         check_.cuda(api_.stream_wait_event(s, end_event(d)), "cudaStreamWaitEvent", where);
     const bool numerics = timed && op.kind == OpKind::Collective && opt_.data.input &&
                           specs_[static_cast<std::size_t>(i)].bytes > 0 &&
@@ -337,7 +337,7 @@ class Run {
   }
 
   void issue_p2p(int i) {
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     StreamH s = stream(op.stream);
     if (op.kind == OpKind::Send)
       check_.nccl(
@@ -350,7 +350,7 @@ class Run {
   }
 
   void issue_compute(int i, StreamH s) {
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     const Kernel& k = op.kernel;
     if (k.kind == KernelKind::Gemm) {
       if (k.m <= 0 || k.n <= 0 || k.k <= 0) return;
@@ -372,7 +372,7 @@ class Run {
   }
 
   void issue_collective(int i, StreamH s) {
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     const CollectiveSpec& spec = specs_[static_cast<std::size_t>(i)];
     if (spec.bytes == 0 || spec.ranks < 2) return;
     const AxisComm& group = plan_.axis(op.axis);
@@ -492,7 +492,7 @@ class Run {
 
   // Numerics: wait for the previous op of the stream (it shares the arena), then copy the input in.
   void fill_input(int i) {
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     const int prev = last_on_stream_[static_cast<std::size_t>(op.stream)];
     if (prev >= 0) dog_.wait(end_event(prev), label(prev));
     const CollectiveSpec& spec = specs_[static_cast<std::size_t>(i)];
@@ -509,7 +509,7 @@ class Run {
 
   void read_output(int i) {
     dog_.wait(end_event(i), label(i));
-    const Op& op = role_.ops[static_cast<std::size_t>(i)];
+    const Op& op = role_.ops[i];
     const CollectiveSpec& spec = specs_[static_cast<std::size_t>(i)];
     const int grank = plan_.axis(op.axis).key;
     const bool shared = spec.kind != CollKind::AllToAll;
@@ -534,7 +534,7 @@ class Run {
   WorkspacePlan ws_;
   std::vector<CollectiveSpec> specs_;
   std::vector<std::shared_ptr<StepProgram>> programs_;
-  std::map<std::string, CommH> comms_;
+  std::map<MeshAxis, CommH> comms_;
   std::vector<int> last_on_stream_ = std::vector<int>(static_cast<std::size_t>(kStreams), -1);
   char* barrier_ = nullptr;
 };

@@ -32,7 +32,7 @@ Op coll(const std::string& axis, int size, Bytes bytes, Stream s, std::vector<in
   op.kind = OpKind::Collective;
   op.stream = s;
   op.name = axis + ".allreduce";
-  op.axis = axis;
+  op.axis = MeshAxis::parse(axis, "axis");
   op.group_size = size;
   op.bytes = bytes;
   op.algorithm = "ring";
@@ -45,7 +45,7 @@ Op coll(const std::string& axis, int size, Bytes bytes, Stream s, std::vector<in
 Schedule small() {
   Schedule s;
   s.axes = {{"dp", 2}};
-  s.pp_axis = "";
+  s.pp_axis = {};
   Op norm;
   norm.name = "norm";
   norm.kernel = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 8, 64, 1, 4096, 2);
@@ -154,7 +154,7 @@ TEST(CudaExecutor, SplitsPerAxisAndUsesEachGroupsCommunicator) {
   Fixture f;
   Schedule s;
   s.axes = {{"dp", 2}, {"tp", 2}};
-  s.pp_axis = "";
+  s.pp_axis = {};
   s.roles = {Role{"all", 0, {coll("tp", 2, 64, Stream::Tp, {}), coll("dp", 2, 128, Stream::Dp, {})}}};
   f.run(s, f.options(3));
   // Axes split in name order: dp ({1, 3}: color 1, key 1) -> comm#2, tp ({2, 3}) -> comm#3.
@@ -172,7 +172,7 @@ TEST(CudaExecutor, PipelineSendRecvUseTheWorldCommunicatorAndPeerRank) {
   Fixture f;
   Schedule s;
   s.axes = {{"pp", 2}};
-  s.pp_axis = "pp";
+  s.pp_axis = MeshAxis::pp();
   Op send, recv;
   send.kind = OpKind::Send;
   send.stream = Stream::Pp;
@@ -250,7 +250,7 @@ TEST(CudaExecutor, SkewedAllToAllMovesThePlannedBlocks) {
   Fixture f;
   Schedule s;
   s.axes = {{"ep", 2}};
-  s.pp_axis = "";
+  s.pp_axis = {};
   Op a2a = coll("ep", 2, 1024, Stream::Ep, {});
   a2a.coll = CollKind::AllToAll;
   a2a.algorithm = "pairwise";

@@ -87,8 +87,7 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
   };
   for (const auto& [k, v] : end_of) {
     const int r = role_of_node(v);
-    const Op& op = schedule.roles[static_cast<std::size_t>(r)]
-                       .ops[static_cast<std::size_t>(v - base[static_cast<std::size_t>(r)])];
+    const Op& op = schedule.roles[r].ops[v - base[static_cast<std::size_t>(r)]];
     auto other = end_of.find({!k.first, k.second});
     auto peer = role_of_stage.find(op.peer);
     if (other == end_of.end() || peer == role_of_stage.end() || role_of_node(other->second) != peer->second)
@@ -121,7 +120,7 @@ std::vector<std::vector<int>> plan_p2p_order(const Schedule& schedule) {
 }
 
 std::vector<int> issue_order(const Schedule& schedule, int role, const std::vector<int>& p2p_order) {
-  const std::vector<Op>& ops = schedule.roles[static_cast<std::size_t>(role)].ops;
+  const std::vector<Op>& ops = schedule.roles[role].ops;
   const std::size_t n = ops.size();
   std::vector<std::vector<int>> succ(n);
   role_edges(ops, 0, succ);

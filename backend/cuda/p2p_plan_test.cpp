@@ -35,7 +35,7 @@ Schedule pipeline(int pp, int microbatches, int vchunks = 1) {
 std::vector<std::string> describe(const Schedule& s, int role, const std::vector<int>& ops) {
   std::vector<std::string> out;
   for (int i : ops) {
-    const Op& op = s.roles[static_cast<std::size_t>(role)].ops[static_cast<std::size_t>(i)];
+    const Op& op = s.roles[role].ops[i];
     out.push_back(std::string(op.kind == OpKind::Send ? "S" : "R") + std::to_string(op.tag));
   }
   return out;

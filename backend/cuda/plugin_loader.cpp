@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,8 +17,6 @@
 namespace meshsim::cuda {
 namespace {
 
-namespace fs = std::filesystem;
-
 std::string fix() {
   return std::string("; build meshsim with the CUDA toolkit and NCCL (README, On a GPU machine) or set ") +
          kCudaPluginEnv + " to the path of " + kCudaPluginFile;
@@ -32,25 +29,18 @@ Error cannot_load(const std::string& path, const std::string& why, const std::ve
   return Error("backend cuda: cannot load the CUDA plugin " + where + ": " + why + fix());
 }
 
-// load_cuda_plugin, with the places also looked in named when dlopen fails.
+// load_cuda_plugin, with the places also looked in named when dlopen fails. RTLD_LOCAL: the
+// plugin's symbols stay its own.
 const MeshsimCudaPlugin& load(const std::string& path, const std::vector<std::string>& also) {
-  // RTLD_LOCAL: the plugin's symbols stay its own. It is never closed (CUDA and NCCL keep
-  // threads and handlers that outlive an unload).
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) throw cannot_load(path, dl_error(), also);
-  ::dlerror();
-  void* sym = ::dlsym(handle, kCudaPluginSymbol);
-  if (sym == nullptr)
-    throw cannot_load(path,
-                      std::string("not a meshsim CUDA plugin (no ") + kCudaPluginSymbol + ": " + dl_error() + ")");
-  const auto entry = reinterpret_cast<const MeshsimCudaPlugin* (*)(int)>(sym);
-  const MeshsimCudaPlugin* table = entry(kCudaPluginAbi);
-  if (table == nullptr) throw cannot_load(path, std::string(kCudaPluginSymbol) + " returned no table");
-  if (table->abi_version != kCudaPluginAbi)
-    throw Error("backend cuda: the CUDA plugin " + path + " has ABI version " + std::to_string(table->abi_version) +
-                ", this meshsim needs " + std::to_string(kCudaPluginAbi) +
-                "; rebuild meshsim and the plugin from one tree, or set " + kCudaPluginEnv + " to the matching plugin");
-  return *table;
+  return open_plugin<MeshsimCudaPlugin>(
+      path, RTLD_LOCAL, {kCudaPluginSymbol, kCudaPluginAbi, "CUDA"},
+      [&](const std::string& why) { return cannot_load(path, why, also); },
+      [&](int version) {
+        return Error("backend cuda: the CUDA plugin " + path + " has ABI version " + std::to_string(version) +
+                     ", this meshsim needs " + std::to_string(kCudaPluginAbi) +
+                     "; rebuild meshsim and the plugin from one tree, or set " + kCudaPluginEnv +
+                     " to the matching plugin");
+      });
 }
 
 }  // namespace
@@ -62,18 +52,7 @@ std::vector<std::string> cuda_plugin_candidates(const char* env, const std::stri
 const MeshsimCudaPlugin& load_cuda_plugin(const std::string& path) { return load(path, {}); }
 
 const MeshsimCudaPlugin& cuda_plugin() {
-  const std::vector<std::string> candidates = cuda_plugin_candidates(std::getenv(kCudaPluginEnv), self_exe());
-  // The first candidate that exists; when none does, the first, so dlerror names it.
-  std::string path = candidates.front();
-  std::vector<std::string> also(candidates.begin() + 1, candidates.end());
-  for (const std::string& c : candidates) {
-    std::error_code ec;
-    if (fs::exists(c, ec)) {
-      path = c;
-      also.clear();
-      break;
-    }
-  }
+  const auto [path, also] = pick_plugin(cuda_plugin_candidates(std::getenv(kCudaPluginEnv), self_exe()));
   // One load per path, its table or its error kept (a process asks for the plugin a few times).
   static std::mutex mu;
   static std::map<std::string, std::variant<const MeshsimCudaPlugin*, std::string>> loaded;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,8 +17,6 @@
 namespace meshsim::mpi {
 namespace {
 
-namespace fs = std::filesystem;
-
 Error cannot_load(const std::string& where, const std::string& why) {
   const std::string by = launcher_env().variable;
   return Error("sweep: started by an MPI launcher" + (by.empty() ? "" : " (" + by + ")") +
@@ -29,20 +26,17 @@ Error cannot_load(const std::string& where, const std::string& why) {
                kMpiPluginEnv + " to its path, or set " + kMpiDisableEnv + "=0 to run the whole sweep in every rank");
 }
 
+// RTLD_GLOBAL: Open MPI's own components dlopen() later and need libmpi's symbols.
 const MeshsimMpiPlugin& load(const std::string& path, const std::string& where) {
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (handle == nullptr) throw cannot_load(where, dl_error());
-  ::dlerror();
-  void* sym = ::dlsym(handle, kMpiPluginSymbol);
-  if (sym == nullptr) throw cannot_load(where, std::string("not a meshsim MPI plugin (no ") + kMpiPluginSymbol + ")");
-  const auto entry = reinterpret_cast<const MeshsimMpiPlugin* (*)(int)>(sym);
-  const MeshsimMpiPlugin* table = entry(kMpiPluginAbi);
-  if (table == nullptr) throw cannot_load(where, std::string(kMpiPluginSymbol) + " returned no table");
-  if (table->abi_version != kMpiPluginAbi)
-    throw Error("sweep: the MPI plugin " + path + " has ABI version " + std::to_string(table->abi_version) +
-                ", this meshsim needs " + std::to_string(kMpiPluginAbi) +
-                "; rebuild meshsim and the plugin from one tree, or set " + kMpiPluginEnv + " to the matching plugin");
-  return *table;
+  return open_plugin<MeshsimMpiPlugin>(
+      path, RTLD_GLOBAL, {kMpiPluginSymbol, kMpiPluginAbi, "MPI"},
+      [&](const std::string& why) { return cannot_load(where, why); },
+      [&](int version) {
+        return Error("sweep: the MPI plugin " + path + " has ABI version " + std::to_string(version) +
+                     ", this meshsim needs " + std::to_string(kMpiPluginAbi) +
+                     "; rebuild meshsim and the plugin from one tree, or set " + kMpiPluginEnv +
+                     " to the matching plugin");
+      });
 }
 
 std::optional<int> env_int(const char* name) {
@@ -86,14 +80,10 @@ const MeshsimMpiPlugin& mpi_plugin() {
   static const MeshsimMpiPlugin* table = nullptr;
   const std::lock_guard<std::mutex> lock(mu);
   if (table != nullptr) return *table;
-  const std::vector<std::string> candidates = mpi_plugin_candidates(std::getenv(kMpiPluginEnv), self_exe());
-  for (const std::string& c : candidates) {
-    std::error_code ec;
-    if (fs::exists(c, ec)) return *(table = &load(c, c));
-  }
-  std::string where = candidates.front();
-  for (std::size_t k = 1; k < candidates.size(); ++k) where += " (nor " + candidates[k] + ")";
-  return *(table = &load(candidates.front(), where));
+  const auto [path, also] = pick_plugin(mpi_plugin_candidates(std::getenv(kMpiPluginEnv), self_exe()));
+  std::string where = path;
+  for (const std::string& a : also) where += " (nor " + a + ")";
+  return *(table = &load(path, where));
 }
 
 }  // namespace meshsim::mpi

@@ -186,7 +186,7 @@ std::optional<std::string> pow2_reason(const std::string& name, int ranks);
 // ---- the Algorithm entry ----------------------------------------------------------------
 // The fields every algorithm file fills the same way: `unsupported` rejects the kinds not in
 // `kinds` (kind_reason) and `make` builds a `Program` from the spec. An algorithm with more
-// rules (its own unsupported, unavailable, make_timing, only_protocol) sets them afterwards:
+// rules (unavailable, make_timing, only_protocol) sets them afterwards:
 //   Algorithm a = basic_algorithm<RingProgram>("ring", "ring r -> r+1 ...", kKinds, cost, explain);
 // The same with the program built by `make` (a program class without a spec constructor).
 inline Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
@@ -205,14 +205,18 @@ inline Algorithm basic_algorithm(std::string name, std::string summary, std::vec
   a.explain = std::move(explain);
   return a;
 }
+// `unsupported`, when given, is the algorithm's own rule in place of kind_reason's.
 template <class Program>
 Algorithm basic_algorithm(std::string name, std::string summary, std::vector<CollKind> kinds,
                           std::function<double(const CollectiveSpec&, const CostParams&)> cost_ps,
-                          std::function<std::string(const CollectiveSpec&, const CostParams&)> explain) {
-  return basic_algorithm(
+                          std::function<std::string(const CollectiveSpec&, const CostParams&)> explain,
+                          std::function<std::optional<std::string>(const CollectiveSpec&)> unsupported = {}) {
+  Algorithm a = basic_algorithm(
       std::move(name), std::move(summary), std::move(kinds),
       [](const CollectiveSpec& s) -> std::unique_ptr<StepProgram> { return std::make_unique<Program>(s); },
       std::move(cost_ps), std::move(explain));
+  if (unsupported) a.unsupported = std::move(unsupported);
+  return a;
 }
 
 }  // namespace meshsim::collectives

@@ -223,18 +223,15 @@ Algorithm make_hierarchical_tree() {
       "hierarchical_tree",
       "intra-node ring reduce-scatter, inter-node double binary tree all-reduce per local rank, intra-node ring "
       "all-gather",
-      kKinds, tree_cost, tree_explain);
-  a.unsupported = unsupported_tree;
+      kKinds, tree_cost, tree_explain, unsupported_tree);
   a.hop_rows.net = HopRow::Tree;  // dbt between the nodes; rings inside them
   return a;
 }
 
 Algorithm make_hierarchical() {
-  Algorithm a = basic_algorithm<HierarchicalProgram>(
+  return basic_algorithm<HierarchicalProgram>(
       "hierarchical", "intra-node ring reduce-scatter, inter-node ring all-reduce, intra-node ring all-gather", kKinds,
-      cost, explain);
-  a.unsupported = unsupported;
-  return a;
+      cost, explain, unsupported);
 }
 
 }  // namespace meshsim::collectives

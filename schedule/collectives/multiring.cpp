@@ -165,11 +165,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_multiring() {
-  Algorithm a = basic_algorithm<MultiRingProgram>(
+  return basic_algorithm<MultiRingProgram>(
       "multiring", "one ring per GPU of a node (NCCL's channels), each crossing nodes on its own rail/NIC", kKinds,
-      cost, explain);
-  a.unsupported = unsupported;
-  return a;
+      cost, explain, unsupported);
 }
 
 }  // namespace meshsim::collectives

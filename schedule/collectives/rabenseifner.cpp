@@ -93,11 +93,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_rabenseifner() {
-  Algorithm a = basic_algorithm<RabenseifnerProgram>(
+  return basic_algorithm<RabenseifnerProgram>(
       "rabenseifner", "recursive-halving reduce-scatter + recursive-doubling all-gather (power-of-two groups)", kKinds,
-      cost, explain);
-  a.unsupported = unsupported;
-  return a;
+      cost, explain, unsupported);
 }
 
 }  // namespace meshsim::collectives

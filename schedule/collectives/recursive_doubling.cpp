@@ -101,11 +101,9 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_recursive_doubling() {
-  Algorithm a = basic_algorithm<RdProgram>(
+  return basic_algorithm<RdProgram>(
       "recursive_doubling", "pairwise exchanges with r XOR 2^s: log2 p steps, latency-optimal (power-of-two groups)",
-      kKinds, cost, explain);
-  a.unsupported = unsupported;
-  return a;
+      kKinds, cost, explain, unsupported);
 }
 
 }  // namespace meshsim::collectives

@@ -51,9 +51,8 @@ std::string explain(const CollectiveSpec& s, const CostParams& c) {
 }  // namespace
 
 Algorithm make_direct() {
-  Algorithm a = basic_algorithm<DirectProgram>("direct", "one message from rank 0 to rank 1", kKinds, cost, explain);
-  a.unsupported = unsupported;
-  return a;
+  return basic_algorithm<DirectProgram>("direct", "one message from rank 0 to rank 1", kKinds, cost, explain,
+                                        unsupported);
 }
 
 }  // namespace meshsim::collectives
