@@ -479,6 +479,47 @@ TEST(PhysicalConsistency, DgxH100NvlsAllReduceMatchesPublishedBusbw) {
   }
 }
 
+// One GB200 NVL72 rack: 72 GPUs on one NVLink5 domain, 900 GB/s a direction at 0.80, its switch
+// reducing at 0.74 of that (NCCL 2.28.3's Blackwell figures; docs/topology.md). A large all-reduce
+// never leaves the rack's NVLink: `auto` picks nvls, every link that carries a byte is an NVLink,
+// and the time is nvls's closed form (docs/collectives.md) with a_s two 0.25 us hops and
+// b_s = 1 / (900 GB/s x 0.80 x 0.74). 8 GiB over ops = 16 x 72: 8 GiB < 64 ops 128 KiB and >= 8
+// ops 64 KiB, so chunks of c = 64 KiB, and each link carries (1 + 1/72)(n + ops c)(1 + c0/c) /
+// (1 + c0/128 KiB), c0 = 9600 B. Without protocols, so the closed form is the whole time.
+TEST(PhysicalConsistency, Nvl72AllReduceInOneRackIsNvlinkOnlyAndFollowsTheClosedForm) {
+  const Topology topo = make_preset("gb200-nvl72", {{"protocols", "none"}});
+  Router router(topo);
+  CollectiveRequest req = request(CollKind::AllReduce, GiB(8), 72);
+  const double n = static_cast<double>(GiB(8)), ops = 16.0 * 72, c = 65536, c0 = 9600;
+  const double link_bytes = (1 + 1.0 / 72) * (n + ops * c) * (1 + c0 / c) / (1 + c0 / 131072);
+  const double expected_s = 0.5e-6 + link_bytes / (900e9 * 0.80 * 0.74);
+  for (Fidelity f : {Fidelity::Formula, Fidelity::Flow}) {
+    req.fidelity = f;
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    EXPECT_EQ(out.algorithm->name, "nvls") << to_string(f);
+    EXPECT_NEAR(out.time.seconds() / expected_s, 1.0, 1e-6) << to_string(f);
+    if (!out.flow) continue;
+    for (std::size_t l = 0; l < out.flow->link_stats.size(); ++l)
+      if (out.flow->link_stats[l].bytes > 0)
+        EXPECT_EQ(topo.link(static_cast<int>(l)).spec.kind, LinkKind::NvLink) << topo.link(static_cast<int>(l)).from;
+  }
+}
+
+// One DGX B200 with NCCL's protocols: NVLS at 8 GiB reaches 2(p-1)/(p+1) x 900 x 0.80 x 0.74 =
+// 828.8 GB/s busbw less the pipeline's fill; a user of 8 B200s reports "830+" with nccl-tests
+// (github.com/NVIDIA/nccl/issues/1807): within 5%, at both fidelities.
+TEST(PhysicalConsistency, DgxB200NvlsAllReduceMatchesReportedBusbw) {
+  const Topology topo = make_preset("dgx-b200");
+  Router router(topo);
+  CollectiveRequest req = request(CollKind::AllReduce, GiB(8), 8);
+  for (Fidelity f : {Fidelity::Flow, Fidelity::Formula}) {
+    req.fidelity = f;
+    const CollectiveOutcome out = run_collective(topo, router, registry(), req);
+    EXPECT_EQ(out.algorithm->name, "nvls") << to_string(f);
+    EXPECT_NEAR(bus_bandwidth(req, out) / 830e9, 1.0, 0.05) << to_string(f);
+  }
+}
+
 // The closed form by hand: 4 GPUs on a 100 GB/s switch that reduces at half rate (b_s = 20
 // ps/B), 1 us per hop (a_s = 2 us), n = 4e6 B. NCCL's pipeline: ops = 16 x 4 = 64, chunk 16 KiB
 // (n < 2 ops 32 KiB = 4,194,304), c0/c = 0.5859375: n + min(n, ops c)(1 + c0/c) + max(n, ops c)

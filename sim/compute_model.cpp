@@ -61,11 +61,33 @@ constexpr double kSpread = 0.015;
 // were fitted to training runs with their communication overlapped, older presets to
 // measurements that had none beside them: 0 there.
 constexpr int kHopperCommSms = 24;
+// Blackwell (sm_100), dense figures (NVIDIA quotes its tensor rates with 2:4 sparsity; halved here):
+//  b200: HGX/DGX B200 at 1000 W. DGX B200 datasheet: 72 PFLOPS FP8 training for 8 GPUs = 9 sparse,
+//    4.5 dense per GPU, bf16 half of that, 2.25 PFLOP/s (the HGX B200 spec's 36 PFLOPS FP16/BF16 with
+//    sparsity for 8 GPUs agrees); 1,440 GB and 64 TB/s of HBM3e for 8 GPUs = 180 GB, 8 TB/s each.
+//    fp32: the HGX B200 spec's 600 TFLOPS for 8 GPUs, 75 each.
+//  gb200: the Blackwell GPU of a GB200 NVL72 (1200 W). NVL72 spec: 360 PFLOPS FP16/BF16 with
+//    sparsity for 72 GPUs = 2.5 dense each; 5,760 TFLOPS fp32 = 80 each; up to 13.4 TB and 576
+//    TB/s of HBM3e = 186 GB, 8 TB/s each.
+//  SMs: 148 enabled on B200 (deviceQuery; jax-ml scaling-book "How to Think About GPUs"); the GB200's
+//    GPU is taken to have the same 148 (no separate count found).
+//  gemm: MAMF (Bekman, ml-engineering, compute/accelerator): B200 1745 of 2250 TFLOP/s (0.776),
+//    GB200 1822 of 2500 (0.729), the best cuBLAS bf16 shape of a search, as H100's 0.78 was set.
+//  attention: Hopper's 0.55 carried over (no Blackwell sweep of our libraries at hand); the best
+//    published forwards are alike fractions of peak (FlashAttention-3 on H100 0.75, FlashAttention-4
+//    on B200 0.71, arXiv 2603.05451). sm_90's library tables do not apply (curve_efficiency).
+//  sustained, spread, comm SMs: not measured on Blackwell; the H100's measured 0.897 under its power
+//    cap, Sinha's 1.5% and NCCL's 24 thread blocks are carried over as assumptions.
+constexpr double kBlackwellSustained = kH100Sustained;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
 constexpr GpuRow kGpus[] = {
     {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread,
      kHopperCommSms},
     {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread,
+     kHopperCommSms},
+    {"b200", 2250e12, 2250e12, 75e12, 8.0e12, 180, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
+     kHopperCommSms},
+    {"gb200", 2500e12, 2500e12, 80e12, 8.0e12, 186, 4.0, 0.729, 0.55, 148, 100, kBlackwellSustained, kSpread,
      kHopperCommSms},
     {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0},
     {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0},
@@ -226,9 +248,10 @@ std::string gpu_preset_for_device(const std::string& device_name) {
   std::string squashed;
   for (unsigned char c : device_name)
     if (!std::isspace(c)) squashed += static_cast<char>(std::tolower(c));
+  std::string best;  // the longest name found: "NVIDIA GB200" is gb200, not b200
   for (const std::string& p : gpu_presets())
-    if (squashed.find(p) != std::string::npos) return p;
-  return "";
+    if (squashed.find(p) != std::string::npos && p.size() > best.size()) best = p;
+  return best;
 }
 
 ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)

@@ -63,12 +63,14 @@ struct GpuSpec {
   int comm_sms = 0;
 };
 
-// Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "a100" (SXM4 80GB), "v100" (SXM2 32GB),
-// "rtx5000" (Quadro RTX 5000, the Frontera RTX nodes). Unknown names throw Error listing these.
+// Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "b200" (HGX/DGX B200, 1000 W), "gb200" (the
+// Blackwell GPU of a GB200 NVL72), "a100" (SXM4 80GB), "v100" (SXM2 32GB), "rtx5000" (Quadro
+// RTX 5000, the Frontera RTX nodes). Unknown names throw Error listing these.
 GpuSpec gpu_preset(const std::string& name);
 std::vector<std::string> gpu_presets();
 // The preset a device reports itself as, by name, case and spaces ignored ("NVIDIA H100
-// 80GB HBM3" -> "h100", "Quadro RTX 5000" -> "rtx5000"); "" when none matches.
+// 80GB HBM3" -> "h100", "Quadro RTX 5000" -> "rtx5000"; the longest name contained wins,
+// "NVIDIA GB200" -> "gb200"); "" when none matches.
 std::string gpu_preset_for_device(const std::string& device_name);
 
 // A measured GEMM: C[m,n] = A[m,k] B[k,n] in dtype_bytes-wide elements ran at `achieved_flops`
@@ -125,7 +127,8 @@ class ComputeModel {
 
   // The attention kernel the training stack calls (schedule/stack.h). Where the GPU has
   // measured rates for the library (sm_90: H100, H200), attention's efficiency comes from
-  // them by pass, sequence length and causal mask; elsewhere from the generic curve.
+  // them by pass, sequence length and causal mask; elsewhere (Blackwell included) from the
+  // generic curve.
   void set_attention_library(AttentionLibrary lib) { attention_ = lib; }
   AttentionLibrary attention_library() const { return attention_; }
   // The GPUs of the job: a synchronous step moves at its slowest GPU's pace, whose tensor-core

@@ -25,7 +25,7 @@ GpuSpec burst(const std::string& name) {
 
 TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   const auto names = gpu_presets();
-  ASSERT_EQ(names.size(), 5u);
+  ASSERT_EQ(names.size(), 7u);
   for (const auto& n : names) {
     const ComputeModel m(gpu_preset(n));  // every preset is a valid model
     EXPECT_EQ(m.gpu().name, n);
@@ -34,7 +34,34 @@ TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   }
   const std::string e = error_of([] { gpu_preset("h1000"); });
   EXPECT_TRUE(contains(e, "unknown GPU 'h1000'")) << e;
-  EXPECT_TRUE(contains(e, "h100, h200, a100, v100, rtx5000")) << e;
+  EXPECT_TRUE(contains(e, "h100, h200, b200, gb200, a100, v100, rtx5000")) << e;
+}
+
+// The Blackwell presets against the system figures NVIDIA publishes (tensor rates with 2:4
+// sparsity, halved to dense; bf16 at half the fp8 rate), divided over the system's GPUs:
+//   DGX B200 datasheet (8 GPUs): 72 PFLOPS FP8 training, 1,440 GB and 64 TB/s HBM3e;
+//   HGX B200 spec (8 GPUs): 600 TFLOPS FP32;
+//   GB200 NVL72 spec (72 GPUs): 360 PFLOPS FP16/BF16, 5,760 TFLOPS FP32, 576 TB/s HBM3e and up
+//   to 13.4 TB (372 GB per superchip of two GPUs).
+TEST(GpuPresets, BlackwellDatasheetFigures) {
+  const GpuSpec b200 = gpu_preset("b200");
+  EXPECT_DOUBLE_EQ(b200.peak_flops_bf16, 72e15 / 8 / 2 / 2);
+  EXPECT_DOUBLE_EQ(b200.peak_flops_fp16, b200.peak_flops_bf16);
+  EXPECT_DOUBLE_EQ(b200.peak_flops_fp32, 600e12 / 8);
+  EXPECT_DOUBLE_EQ(b200.memory_bandwidth.bytes_per_s(), 64e12 / 8);
+  EXPECT_EQ(b200.memory, GiB(1440 / 8));
+  const GpuSpec gb200 = gpu_preset("gb200");
+  EXPECT_DOUBLE_EQ(gb200.peak_flops_bf16, 360e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200.peak_flops_fp32, 5760e12 / 72);
+  EXPECT_DOUBLE_EQ(gb200.memory_bandwidth.bytes_per_s(), 576e12 / 72);
+  EXPECT_EQ(gb200.memory, GiB(372 / 2));
+  for (const GpuSpec& g : {b200, gb200}) {
+    EXPECT_EQ(g.arch, 100) << g.name;      // sm_100
+    EXPECT_EQ(g.sm_count, 148) << g.name;  // SMs enabled on B200
+  }
+  // gemm_efficiency: Bekman's MAMF (ml-engineering): 1745 of 2250 and 1822 of 2500 TFLOP/s.
+  EXPECT_NEAR(b200.gemm_efficiency, 1745.0 / 2250, 5e-4);
+  EXPECT_NEAR(gb200.gemm_efficiency, 1822.0 / 2500, 5e-4);
 }
 
 TEST(GpuPresets, DatasheetFigures) {
@@ -159,6 +186,31 @@ TEST(ComputeModel, TimeNeverBelowLaunchOverhead) {
   EXPECT_GE(fast.time(Kernel::gemm(32, 32, 32, 2)), us(4));
 }
 
+// A GEMM whose 256x128 tiles fill whole waves on both GPUs (33792 x 4736: 132 x 37 = 148 x 33
+// tiles) runs ceil-free on each: time = tiles x 2 x 256 x 128 x (k + 64) / (peak x gemm_efficiency),
+// so B200 outruns H100 by the ratio of their peaks times efficiencies, 2250 x 0.776 / (989.4 x
+// 0.78) = 2.26 (launch aside).
+TEST(ComputeModel, BlackwellGemmOutrunsHopperByPeakTimesEfficiency) {
+  const ComputeModel h100(burst("h100")), b200(burst("b200"));
+  const Kernel g = Kernel::gemm(256 * 132, 128 * 37, 8192, 2);
+  const double launch = us(4).seconds();
+  const double rate_ratio = b200.gpu().peak_flops_bf16 * b200.gpu().gemm_efficiency /
+                            (h100.gpu().peak_flops_bf16 * h100.gpu().gemm_efficiency);
+  EXPECT_NEAR((h100.time(g).seconds() - launch) / (b200.time(g).seconds() - launch), rate_ratio, 1e-6);
+  EXPECT_NEAR(rate_ratio, 2250 * 0.776 / (989.4 * 0.78), 1e-3);
+}
+
+// Blackwell has no measured library tables: cuDNN or FA2 named by the stack leave a B200 on the
+// generic curve (sm_90's rates are H100's), attention_efficiency x s / (s + 128).
+TEST(ComputeModel, BlackwellAttentionKeepsTheGenericCurve) {
+  ComputeModel b200(burst("b200"));
+  const Kernel a = Kernel::attention(64, 4096, 4096, 128, 2, false);
+  for (const AttentionLibrary lib : {AttentionLibrary::CuDNN, AttentionLibrary::FlashAttention2}) {
+    b200.set_attention_library(lib);
+    EXPECT_NEAR(b200.efficiency(a), 0.55 * 4096 / (4096 + 128), 1e-12);
+  }
+}
+
 TEST(ComputeModel, LargerGpuIsFasterOnTheSameKernel) {
   const Kernel g = Kernel::gemm(4096, 4096, 4096, 2);
   const Kernel n = Kernel::elementwise(KernelKind::Norm, 5.0 * (1 << 24), 4.0 * (1 << 24), 2);
@@ -219,6 +271,8 @@ TEST(ComputeModel, DeviceNamesFindTheirPreset) {
   EXPECT_EQ(gpu_preset_for_device("NVIDIA A100-SXM4-80GB"), "a100");
   EXPECT_EQ(gpu_preset_for_device("Tesla V100-SXM2-32GB"), "v100");
   EXPECT_EQ(gpu_preset_for_device("Quadro RTX 5000"), "rtx5000");
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA B200"), "b200");
+  EXPECT_EQ(gpu_preset_for_device("NVIDIA GB200"), "gb200");  // contains "b200" too: the longer name wins
   EXPECT_EQ(gpu_preset_for_device("NVIDIA GeForce RTX 4090"), "");
 }
 

@@ -1,6 +1,6 @@
 // NCCL's tuning model (see nccl_model.h). Constants: NCCL 2.20.3, src/graph/tuning.cc and
-// src/graph/search.cc (the NVLS and NVLS-Tree rows and LL's rate: NCCL 2.28); the formulas are restated in
-// docs/nccl-model.md.
+// src/graph/search.cc (the NVLS and NVLS-Tree rows, LL's rate and every Blackwell (sm100) figure: NCCL
+// 2.28.3); the formulas are restated in docs/nccl-model.md.
 #include "sim/nccl_model.h"
 
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -28,17 +29,21 @@ constexpr int kProtos = 3;  // LL, LL128, Simple
 // programs (schedule/protocol.h).
 constexpr const auto& kBaseLat = kNcclBaseLatUs;
 constexpr const auto& kHwLat = kNcclHwLatUs;
-// Rows: Volta, Ampere, Hopper (by sm); columns: 1 node, 2 nodes, more (tuning.cc).
+// Rows: Volta, Ampere, Hopper, Blackwell (by sm); columns: 1 node, 2 nodes, more (tuning.cc; the
+// Blackwell row is 2.28.3's, whose Hopper rows are 2.20.3's).
 // LL's cap (llMaxBws) and its Ring refinement (busbw x 1/2) are NCCL 2.28's, which the step
 // programs share (schedule/protocol.h nccl_ll_max_bw_GBps): 2.20 rated Hopper's LL as Ampere's
 // (87.7 GB/s on one node, busbw x 1/4), 2.28 at 141 GB/s, which the DGX H100 sweep of
 // PUBLISHED.md section 6 bears out (1 MiB: 27.4 us measured, 28.0 predicted).
-constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
-constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
-constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
-// NVLS-Tree (NCCL 2.28): the per-channel bandwidth cap on Hopper (columns as above; NCCL
-// disables it on one node); its latencies are schedule/protocol.h's.
-constexpr double kPerChMaxNvlsTreeBwHopper[3] = {0.0, 57.7, 45.5};
+constexpr double kPerChMaxRingLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 2 * 36.7, 2 * 36.7}};
+constexpr double kPerChMaxTreeLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChMaxTreeBw[4][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+// NVLS-Tree (NCCL 2.28): the per-channel bandwidth cap on Hopper and Blackwell (columns as above;
+// NCCL disables it on one node); its latencies are schedule/protocol.h's.
+constexpr double kPerChMaxNvlsTreeBw[2][3] = {{0.0, 57.7, 45.5}, {0.0, 96.0, 43.1}};
 constexpr double kNvlsTreeNvlinkLatUs = kNcclNvlsTreeNvlinkLatUs;
 constexpr double kNvlsTreeNetLatUs = kNcclNvlsTreeNetLatUs;
 // Tree bandwidth correction by log2(bytes / 64), 64 B .. 256 MiB (tuning.cc treeCorrectionFactor).
@@ -55,6 +60,9 @@ constexpr std::array kSpeedInter = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12
 constexpr std::array kSpeedIntraSm90 = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
 constexpr std::array kSpeedInterSm90 = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                         15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr std::array kSpeedIntraSm100 = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+constexpr std::array kSpeedInterSm100 = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                                         17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr int kMaxRingChannels = 16;  // MAXCHANNELS / 2
 constexpr int kMaxNvlsArity = 32;     // NCCL_MAX_NVLS_ARITY
 // NVLS's achievable fraction of the NVLS graph's speed, by arch (tuning.cc nvlsEfficiency,
@@ -67,7 +75,19 @@ int log2i(std::int64_t n) {
   return l;
 }
 
-int arch_row(int sm) { return sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
+int arch_row(int sm) { return sm >= 100 ? 3 : sm >= 90 ? 2 : sm >= 80 ? 1 : 0; }
+
+// The speeds NCCL's search tries for the arch, fastest first (search.cc: sm100, sm90, older).
+std::vector<double> search_speeds(int sm, bool inter) {
+  if (sm >= 100)
+    return inter ? std::vector<double>(kSpeedInterSm100.begin(), kSpeedInterSm100.end())
+                 : std::vector<double>(kSpeedIntraSm100.begin(), kSpeedIntraSm100.end());
+  if (sm >= 90)
+    return inter ? std::vector<double>(kSpeedInterSm90.begin(), kSpeedInterSm90.end())
+                 : std::vector<double>(kSpeedIntraSm90.begin(), kSpeedIntraSm90.end());
+  return inter ? std::vector<double>(kSpeedInter.begin(), kSpeedInter.end())
+               : std::vector<double>(kSpeedIntra.begin(), kSpeedIntra.end());
+}
 
 }  // namespace
 
@@ -93,14 +113,17 @@ int nccl_sm(const std::string& text, const std::string& field) {
     const int sm = std::stoi(digits);
     if (sm >= 60) return sm;
   }
-  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90 (or a GPU preset: {})", field, text,
-                          presets));
+  throw Error(fmt::format("{}: unknown GPU architecture '{}'; use sm70, sm80, sm90, sm100 (or a GPU preset: {})", field,
+                          text, presets));
 }
 
 double nccl_link_bw(const LinkSpec& link, int sm) {
   const double raw = link.raw.bytes_per_ps() * 1e3;  // GB/s
   switch (link.kind) {
     case LinkKind::NvLink: {
+      // topo.h: NVLink5 links carry 50 GB/s a direction, rated 40.1 (SM100_NVLINK_BW, 2.28.3);
+      // older ones 25 GB/s, rated 20.6 (sm90), 20 (sm70/sm80), 12 (sm86), 18 (sm60).
+      if (sm >= 100) return raw / 50.0 * 40.1;
       const double lane = sm >= 90 ? 20.6 : sm == 86 ? 12.0 : sm >= 70 ? 20.0 : 18.0;
       return raw / 25.0 * lane;
     }
@@ -195,18 +218,7 @@ NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int
 
 NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config) {
   const bool multi = shape.nodes > 1;
-  std::vector<double> speeds;
-  if (config.sm >= 90) {
-    if (multi)
-      speeds.assign(kSpeedInterSm90.begin(), kSpeedInterSm90.end());
-    else
-      speeds.assign(kSpeedIntraSm90.begin(), kSpeedIntraSm90.end());
-  } else {
-    if (multi)
-      speeds.assign(kSpeedInter.begin(), kSpeedInter.end());
-    else
-      speeds.assign(kSpeedIntra.begin(), kSpeedIntra.end());
-  }
+  const std::vector<double> speeds = search_speeds(config.sm, multi);
   const double inf = std::numeric_limits<double>::infinity();
   const bool one_per_node = shape.intra_path_GBps <= 0;
   double max_bw = one_per_node ? inf : shape.intra_path_GBps;
@@ -262,13 +274,13 @@ namespace {
 // and GPU-NIC path carry s; pass 2 raises bwInter to faster speeds while it is below 2 x
 // bwIntra and the NIC and path still carry it. DGX H100: 8 heads, (8 + 1) x 40 <= 370.8, so
 // bwIntra 40; bwInter 40 -> 42 -> 45 (48 is over the 47.2 GB/s path).
-NcclGraph nccl_nvls_tree_graph(const NcclShape& shape) {
+NcclGraph nccl_nvls_tree_graph(const NcclShape& shape, int sm) {
   NcclGraph g;
   const int per_node = shape.ranks / shape.nodes;
   const int heads = std::min({per_node, shape.nics_per_node, kMaxNvlsArity});
   if (heads < 2) return g;  // NVLS-Tree needs 2 channels
   const double net = std::min(shape.nic_GBps, shape.nic_path_GBps);
-  const auto& speeds = kSpeedInterSm90;
+  const std::vector<double> speeds = search_speeds(sm, /*inter=*/true);
   std::size_t i = 0;
   auto fits = [&](double s) { return (heads + 1) * s <= shape.intra_total_GBps + 1e-9 && s <= net + 1e-9; };
   while (i < speeds.size() && !fits(speeds[i])) ++i;
@@ -279,10 +291,10 @@ NcclGraph nccl_nvls_tree_graph(const NcclShape& shape) {
   while (j > 0 && speeds[j] < 2 * g.bw_GBps && speeds[j - 1] <= net + 1e-9) --j;
   g.bw_inter_GBps = speeds[j];
   g.how = fmt::format(
-      "NVLS-Tree search: {} channels (one per NIC head) x bwIntra {} GB/s, the fastest sm90 inter-node speed s with "
+      "NVLS-Tree search: {} channels (one per NIC head) x bwIntra {} GB/s, the fastest {} inter-node speed s with "
       "({} + 1) x s <= GPU {:.1f} GB/s and s <= NIC/path {:.1f} GB/s; bwInter {} GB/s (raised while below 2 x "
       "bwIntra and within NIC/path)",
-      g.channels, g.bw_GBps, heads, shape.intra_total_GBps, net, g.bw_inter_GBps);
+      g.channels, g.bw_GBps, sm >= 100 ? "sm100" : "sm90", heads, shape.intra_total_GBps, net, g.bw_inter_GBps);
   return g;
 }
 
@@ -291,9 +303,9 @@ NcclGraph nccl_nvls_tree_graph(const NcclShape& shape) {
 NcclGraph nccl_nvls_graph(const NcclShape& shape, const NcclConfig& config) {
   NcclGraph g;
   if (!shape.nvls_switch || nvls_efficiency(config.sm) <= 0 || shape.ranks < 2) return g;
-  if (shape.nodes > 1) return nccl_nvls_tree_graph(shape);
+  if (shape.nodes > 1) return nccl_nvls_tree_graph(shape, config.sm);
   const int gpus = std::min(shape.ranks, kMaxNvlsArity);
-  const auto& speeds = kSpeedIntraSm90;
+  const std::vector<double> speeds = search_speeds(config.sm, /*inter=*/false);
   std::size_t i = 0;
   while (i + 1 < speeds.size() && (gpus + 1) * speeds[i] > shape.intra_total_GBps + 1e-9) ++i;
   if ((gpus + 1) * speeds[i] > shape.intra_total_GBps + 1e-9) return g;  // not even the slowest speed fits
@@ -303,9 +315,9 @@ NcclGraph nccl_nvls_graph(const NcclShape& shape, const NcclConfig& config) {
   while (j > 0 && speeds[j - 1] < 2 * g.bw_GBps) --j;
   g.bw_inter_GBps = speeds[j];
   g.how = fmt::format(
-      "NVLS search: {} channels (one per GPU) x {} GB/s, the fastest sm90 speed s with ({} + 1) x s <= GPU {:.1f} "
+      "NVLS search: {} channels (one per GPU) x {} GB/s, the fastest {} speed s with ({} + 1) x s <= GPU {:.1f} "
       "GB/s; bwInter {} GB/s (fastest speed below 2s)",
-      g.channels, g.bw_GBps, gpus, shape.intra_total_GBps, g.bw_inter_GBps);
+      g.channels, g.bw_GBps, config.sm >= 100 ? "sm100" : "sm90", gpus, shape.intra_total_GBps, g.bw_inter_GBps);
   return g;
 }
 
@@ -353,7 +365,7 @@ struct Tuning {
         ch(graph.channels),
         bw(graph.bw_GBps),
         intra_hw(shape.intra == NcclHw::NvLink ? 0 : 1),
-        ll128_ok((sm == 70 || sm == 80 || sm == 90) && (shape.intra == NcclHw::NvLink || ppn < 2)),
+        ll128_ok((sm == 70 || sm == 80 || sm == 90 || sm >= 100) && (shape.intra == NcclHw::NvLink || ppn < 2)),
         d(static_cast<double>(bytes)),
         nvls(nvls) {}
 
@@ -389,7 +401,7 @@ void candidate_bandwidth(const Tuning& t, int pr, NcclCandidate& c) {
     const double intra = t.nvls.bw_GBps * eff * (nc - 1) / nc * 2;
     const bool tree = c.algo == NcclAlgo::NvlsTree;
     const double inter = t.nvls.bw_inter_GBps * (tree && nodes <= 2 ? 2 : 1);
-    const double cap = tree ? kPerChMaxNvlsTreeBwHopper[col] : std::numeric_limits<double>::infinity();
+    const double cap = tree ? kPerChMaxNvlsTreeBw[t.sm >= 100 ? 1 : 0][col] : std::numeric_limits<double>::infinity();
     const double per_ch = std::min({intra, inter, cap});
     c.busbw_GBps = nc * per_ch;
     st.push_back(fmt::format(
@@ -517,7 +529,7 @@ std::string disabled_reason(const Tuning& t, const NcclCandidate& c) {
   }
   if (c.algo == NcclAlgo::Tree && !t.ar) return "NCCL runs Tree for allreduce only";
   if (c.proto == NcclProto::LL128 && !t.ll128_ok)
-    return "LL128 is on by default only for sm70/sm80/sm90 GPUs joined by NVLink";
+    return "LL128 is on by default only for sm70/sm80/sm90/sm100 GPUs joined by NVLink";
   return "";
 }
 
@@ -566,9 +578,10 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
 std::string nccl_table_text(const NcclPrediction& p) {
   const NcclShape& s = p.shape;
   std::string out = fmt::format(
-      "NCCL 2.20 tuning model (NVLS, NVLSTree, LL rate: 2.28): {} ranks on {} node{} ({} per node), sm{}, intra {}{}\n",
-      s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes, p.config.sm, to_string(s.intra),
-      s.nodes > 1 ? ", inter NET" : "");
+      "NCCL 2.20 tuning model (NVLS, NVLSTree, LL rate{}: 2.28): {} ranks on {} node{} ({} per node), sm{}, intra "
+      "{}{}\n",
+      p.config.sm >= 100 ? ", Blackwell rows" : "", s.ranks, s.nodes, s.nodes == 1 ? "" : "s", s.ranks / s.nodes,
+      p.config.sm, to_string(s.intra), s.nodes > 1 ? ", inter NET" : "");
   out += fmt::format("  channels  {} x {} GB/s per channel ({})\n", p.graph.channels, p.graph.bw_GBps, p.graph.how);
   if (p.nvls_graph.channels > 0) out += fmt::format("  nvls      {}\n", p.nvls_graph.how);
   out += fmt::format("  {:<8} {:<7} {:>12} {:>12} {:>12} {:>12}\n", "algo", "proto", "latency(us)", "busbw(GB/s)",

@@ -54,8 +54,8 @@ struct NcclShape {
   bool nvls_switch = false;
 };
 
-// Settings a user may change. sm: compute capability x10 (70 Volta, 80 Ampere, 90 Hopper;
-// others use the Volta rows and disable LL128, as NCCL does). channels: 0 = derived.
+// Settings a user may change. sm: compute capability x10 (70 Volta, 80 Ampere, 90 Hopper, 100
+// Blackwell (NCCL 2.28.3's rows); others use the Volta rows and disable LL128, as NCCL does). channels: 0 = derived.
 struct NcclConfig {
   int sm = 90;
   int channels = 0;
@@ -95,8 +95,9 @@ struct NcclPrediction {
   std::string choice_name() const;  // "Ring/LL128"
 };
 
-// NCCL's view of one link's bandwidth per direction: NVLink counted in 25 GB/s lanes at
-// NCCL's per-lane figure for the arch (20.6 sm90, 20 sm70/sm80, 18 sm60, 12 sm86),
+// NCCL's view of one link's bandwidth per direction: NVLink counted in lanes at NCCL's per-lane
+// figure for the arch (50 GB/s lanes at 40.1 on sm100; 25 GB/s lanes at 20.6 sm90, 20
+// sm70/sm80, 18 sm60, 12 sm86),
 // PCIe at 3/4 of its line rate (NCCL: 12 GB/s for Gen3 x16, 24 Gen4), NICs at line rate.
 double nccl_link_bw(const LinkSpec& link, int sm);
 
@@ -104,7 +105,7 @@ double nccl_link_bw(const LinkSpec& link, int sm);
 NcclShape nccl_shape(const Topology& topo, Router& router, const std::vector<int>& gpus, int sm);
 NcclGraph nccl_graph(const NcclShape& shape, const NcclConfig& config);
 // NCCL's NVLS graph (search.cc, pattern NVLS; NCCL 2.28): one channel per GPU of the node,
-// pulling from the switch; the speed s is the fastest of the sm90 intra list with
+// pulling from the switch; the speed s is the fastest of the arch's intra list (sm90, sm100) with
 // (GPUs + 1) x s within a GPU's NVLink bandwidth (each GPU's switch link carries every
 // channel once and its own channel twice); the second pass raises bwInter to the fastest
 // speed below 2s. Zero channels where NVLS cannot run (no reducing switch, more than one
@@ -120,7 +121,7 @@ NcclPrediction nccl_predict(CollKind kind, Bytes bytes, const NcclShape& shape, 
 std::string nccl_table_text(const NcclPrediction& p);
 std::string nccl_explain_text(const NcclPrediction& p);
 
-// sm of a compute preset name (h100/h200 90, a100 80, v100 70, rtx5000 75); "sm90" or
+// sm of a compute preset name (h100/h200 90, b200/gb200 100, a100 80, v100 70, rtx5000 75); "sm90" or
 // "90" parse too. Throws Error naming `field` for anything else.
 int nccl_sm(const std::string& text, const std::string& field);
 

@@ -278,6 +278,35 @@ TEST(NcclModel, MoreBytesNeverFaster) {
   }
 }
 
+// One HGX B200 as NCCL 2.28.3 sees it: 18 NVLink5 links of 50 GB/s rated 40.1 each (topo.h
+// SM100_NVLINK_BW), 721.8 GB/s per GPU. NVLS graph: 8 channels at the fastest sm100 intra speed
+// with (8 + 1) x s <= 721.8: 80 (720; sm90's list would stop at 60); bwInter rises to the list's
+// top, 90. busbw = 8 x min(80 x nvlsEfficiency 0.74 x 7/8 x 2 = 103.6, 90) = 720 GB/s: NCCL's
+// model stops below what a user of 8 B200s measures ("830+", github.com/NVIDIA/nccl/issues/1807).
+// 72 GPUs of a GB200 NVL72: 32 channels (NVLS arity), 33 x s <= 721.8 gives 20 (24 would need
+// 792): 32 x min(20 x 0.74 x 31/32 x 2 = 28.675, bwInter 30) = 917.6 GB/s.
+TEST(NcclModel, HandWorkedNvlsOnBlackwell) {
+  LinkSpec nvlink5{LinkKind::NvLink, GBps(900), 0.8, us(0.25)};
+  EXPECT_NEAR(nccl_link_bw(nvlink5, 100), 18 * 40.1, 1e-9);
+  NcclShape s = h100_node();
+  s.intra_path_GBps = s.intra_total_GBps = 18 * 40.1;
+  s.nvls_switch = true;
+  const NcclGraph g = nccl_nvls_graph(s, {.sm = 100});
+  EXPECT_EQ(g.channels, 8);
+  EXPECT_DOUBLE_EQ(g.bw_GBps, 80.0);
+  const NcclPrediction big = nccl_predict(CollKind::AllReduce, GiB(8), s, {.sm = 100});
+  EXPECT_EQ(big.choice_name(), "NVLS/Simple");
+  EXPECT_DOUBLE_EQ(g.bw_inter_GBps, 90.0);
+  EXPECT_NEAR(big.chosen().busbw_GBps, 8 * 90.0, 1e-9);
+  s.ranks = 72;
+  const NcclPrediction rack = nccl_predict(CollKind::AllReduce, GiB(8), s, {.sm = 100});
+  EXPECT_EQ(rack.nvls_graph.channels, 32);
+  EXPECT_DOUBLE_EQ(rack.nvls_graph.bw_GBps, 20.0);
+  EXPECT_NEAR(rack.chosen().busbw_GBps, 32 * 20 * 0.74 * 31 / 32 * 2, 1e-9);
+  EXPECT_TRUE(find(rack, NcclAlgo::Ring, NcclProto::LL128).enabled);  // 2.28 enables LL128 on Blackwell
+  EXPECT_EQ(nccl_sm("b200", "--nccl-arch"), 100);
+}
+
 TEST(NcclModel, Ll128OffWithoutNvlinkOrOnOtherArchs) {
   NcclShape pcie = h100_node();
   pcie.intra = NcclHw::Pci;

@@ -158,15 +158,18 @@ Topology build_switch(const Params& p) {
   return t;
 }
 
-// ---- dgx-h100 / dgx-a100 ---------------------------------------------------------
+// ---- dgx-h100 / dgx-h200 / dgx-b200 / dgx-a100 / gb200-nvl72 ---------------------------
 //   node n:  gpu_i ══ nvsw (NVLink)     gpu_i ── pcie_i ── nic_i ══ rail/leaf (IB)
 //                                                  └── hb (host bridge, CPU)
+// hosts_per_leaf=auto: 32 nodes per rail leaf (a scalable unit: one port per node); for a
+// fat-tree, the nodes whose NICs fill 32 leaf ports (4 of 8 GPUs), at least one (an NVL72 rack).
 Topology build_dgx(const Params& p) {
   const int nodes = p.integer("nodes", 1);
   const int gpn = p.integer("gpus_per_node", 1);
   const std::string inter = p.choice("inter", {"rail", "fat-tree"});
   const std::string hpl_text = p.text("hosts_per_leaf");
-  const int hosts_per_leaf = hpl_text == "auto" ? (inter == "rail" ? 32 : 4) : p.integer("hosts_per_leaf", 1);
+  const int hosts_per_leaf =
+      hpl_text == "auto" ? (inter == "rail" ? 32 : std::max(1, 32 / gpn)) : p.integer("hosts_per_leaf", 1);
   const double ratio = oversubscription(p);
   const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
   const double nvls = p.real("nvls_efficiency", 0.0, 1.0, false);
@@ -222,12 +225,28 @@ std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std:
       {"nodes", "1", "number of DGX nodes"},
       {"gpus_per_node", "8", "GPUs per node (each with its own PCIe switch and NIC)"},
       {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
-      {"hosts_per_leaf", "auto", "nodes per leaf switch: auto = 32 for rail (one scalable unit), 4 for fat-tree"},
+      {"hosts_per_leaf", "auto",
+       "nodes per leaf switch: auto = 32 for rail (one scalable unit), for fat-tree the nodes filling 32 NIC ports (4 "
+       "of 8 GPUs, at least 1)"},
       {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
   append(v, link_params("nvlink", nvlink_bw, nvlink_eff, kNvlinkHopLatency, "GPU<->NVSwitch NVLink"));
   v.push_back(nvls_param(nvls_eff));
   append(v, link_params("pcie", pcie_bw, pcie_eff, "0.5us", "PCIe"));
   append(v, ib_params(nic_bw, "0.92", "0.6us", "0.15us"));
+  return v;
+}
+
+// GB200 NVL72: the rack is one node of 72 GPUs on one NVLink domain (its 18 NVLink switch chips
+// as one crossbar, as a DGX's four NVSwitches are one), each GPU with its own NIC.
+std::vector<PresetParamInfo> nvl72_params() {
+  std::vector<PresetParamInfo> v = dgx_params("900GB/s", "0.80", "0.74", "63GB/s", "0.85", "400Gb/s");
+  for (PresetParamInfo& q : v) {
+    if (q.name == "nodes") q.help = "number of NVL72 racks";
+    if (q.name == "gpus_per_node") {
+      q.default_value = "72";
+      q.help = "GPUs per rack, all on one NVLink domain (each with its own PCIe link and NIC)";
+    }
+  }
   return v;
 }
 
@@ -404,6 +423,26 @@ const std::vector<PresetEntry>& entries() {
     v.push_back({{"dgx-h200",
                   "8 H200 per node on NVSwitch (NVLink4 450 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
                   dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s"), "h200", 90},
+                 build_dgx});
+    // HGX/DGX B200 (1000 W B200s, the b200 compute preset): NVLink5 at 900 GB/s a direction per GPU
+    // (1.8 TB/s bidirectional; 18 links, 14.4 TB/s for 8 GPUs: DGX B200 datasheet) at 0.80 (NCCL
+    // 2.28.3 rates a 50 GB/s NVLink5 link at 40.1 GB/s, SM100_NVLINK_BW), NVLS at 0.74 (NCCL 2.28.3's
+    // nvlsEfficiency for Blackwell); B200's host interface is PCIe Gen5 x16 (MLCommons system
+    // descriptions of B200-SXM-180GB nodes) and its 8 NICs single-port ConnectX-7 at 400 Gb/s (DGX
+    // B200 datasheet). Large NVLS all-reduces tend to 2(p-1)/(p+1) x 900 x 0.80 x 0.74 = 828.8 GB/s
+    // busbw, where a user of 8 B200s reports "830+" (github.com/NVIDIA/nccl/issues/1807).
+    v.push_back({{"dgx-b200",
+                  "8 B200 per node on NVSwitch (NVLink5 900 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
+                  dgx_params("900GB/s", "0.80", "0.74", "63GB/s", "0.85", "400Gb/s"), "b200", 100},
+                 build_dgx});
+    // GB200 NVL72 (the gb200 compute preset): 72 GPUs on one NVLink5 domain, 1.8 TB/s bidirectional
+    // per GPU (GB200 NVL72 spec: 130 TB/s for the rack), rated as dgx-b200's; one ConnectX-7 of 400 Gb/s per
+    // GPU (DGX GB200 SuperPOD reference architecture: four per four-GPU compute tray) behind a
+    // PCIe Gen5 x16 link (the NIC's own); racks on the rail or fat-tree fabric as DGX nodes are.
+    v.push_back({{"gb200-nvl72",
+                  "72 GB200 GPUs per rack on one NVLink5 domain (900 GB/s), a 400 Gb/s NDR NIC per GPU; racks on "
+                  "rail or fat-tree",
+                  nvl72_params(), "gb200", 100},
                  build_dgx});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",

@@ -3,6 +3,10 @@
 //   dgx-h100      8 H100 per node on NVSwitch (NVLink4, 450 GB/s per direction per GPU),
 //                 8 ConnectX-7 NICs of 400 Gb/s (one per GPU, via PCIe switches);
 //                 between nodes: rail-optimized (one leaf per rail) or fat-tree.
+//   dgx-h200      dgx-h100 around H200 GPUs.
+//   dgx-b200      8 B200 on NVSwitch (NVLink5, 900 GB/s per direction per GPU), 8 NDR NICs.
+//   gb200-nvl72   racks of 72 GB200 GPUs, each rack one NVLink5 domain (one node), a 400 Gb/s
+//                 NIC per GPU; racks on the rail or fat-tree fabric.
 //   dgx-a100      8 A100 on NVSwitch (NVLink3, 300 GB/s), 8 HDR NICs of 200 Gb/s.
 //   pcie-node     GPUs behind PCIe switches, NICs shared by the GPUs of a switch.
 //   frontera-rtx  4 Quadro RTX 5000 per node on PCIe 3.0 x16 to the host bridge,

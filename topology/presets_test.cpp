@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -55,8 +56,8 @@ INSTANTIATE_TEST_SUITE_P(Catalog, EveryPreset, ::testing::ValuesIn(preset_names(
 
 TEST(Presets, CatalogListsEveryPresetWithDefaults) {
   const auto names = preset_names();
-  for (const char* n :
-       {"dgx-h100", "dgx-a100", "pcie-node", "frontera-rtx", "fat-tree", "switch", "ring", "torus2d", "torus3d"})
+  for (const char* n : {"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "dgx-a100", "pcie-node", "frontera-rtx",
+                        "fat-tree", "switch", "ring", "torus2d", "torus3d"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   for (const auto& p : preset_catalog())
     for (const auto& param : p.params) EXPECT_FALSE(param.default_value.empty()) << p.name << "." << param.name;
@@ -79,8 +80,8 @@ TEST(Presets, NonIntegerParameterIsAnError) {
 }
 
 TEST(Presets, UnknownPresetListsThePresets) {
-  const std::string msg = error_of([] { make_preset("dgx-b200"); });
-  EXPECT_TRUE(contains(msg, "unknown topology preset 'dgx-b200'")) << msg;
+  const std::string msg = error_of([] { make_preset("dgx-x100"); });
+  EXPECT_TRUE(contains(msg, "unknown topology preset 'dgx-x100'")) << msg;
   EXPECT_TRUE(contains(msg, "frontera-rtx")) << msg;
 }
 
@@ -101,6 +102,58 @@ TEST(Presets, DgxH100RoutesOverNvlinkInsideAndRailsBetweenNodes) {
   EXPECT_EQ(cross.size(), 9u);
   for (const auto& n : cross) EXPECT_FALSE(contains(n, ".hb")) << n;
   EXPECT_TRUE(contains(cross[4], "spine")) << cross[4];
+}
+
+// DGX B200 against its cited figures: NVLink5 1.8 TB/s bidirectional per GPU (900 GB/s a
+// direction) at 0.80 (NCCL rates each of the 18 links of 50 GB/s at 40.1: 0.802); 8 ConnectX-7 of 400 Gb/s at 0.92; the
+// NVSwitch reduces at NCCL's Blackwell nvlsEfficiency 0.74; sm_100 and the b200 GPU.
+TEST(Presets, DgxB200IsTheCitedNode) {
+  const Topology t = make_preset("dgx-b200", {{"nodes", "2"}});
+  EXPECT_EQ(t.num_gpus(), 16);
+  EXPECT_EQ(t.gpus_per_node(), 8);
+  EXPECT_EQ(t.gpu_sm, 100);
+  Router r(t);
+  EXPECT_EQ(hop_names(t, r.path(0, 5)), (std::vector<std::string>{"n0.gpu0", "n0.nvsw", "n0.gpu5"}));
+  EXPECT_NEAR(r.path(0, 5).bottleneck.gbytes_per_s(), 1800.0 / 2 * 0.80, 1e-9);
+  EXPECT_NEAR(r.path(0, 5).bottleneck.gbytes_per_s() / (18 * 40.1), 1.0, 0.005);  // NCCL's 18 links x 40.1
+  EXPECT_NEAR(r.path(3, 11).bottleneck.gbytes_per_s(), 400.0 / 8 * 0.92, 1e-9);   // same rail, other node
+  for (const Device& d : t.devices())
+    if (d.kind == DeviceKind::NvSwitch) EXPECT_DOUBLE_EQ(d.reduce_efficiency, 0.74);
+  const auto it = std::find_if(preset_catalog().begin(), preset_catalog().end(),
+                               [](const PresetInfo& p) { return p.name == "dgx-b200"; });
+  ASSERT_NE(it, preset_catalog().end());
+  EXPECT_EQ(it->gpu, "b200");
+}
+
+// GB200 NVL72: the rack is one node of 72 GPUs on one NVLink domain (1.8 TB/s bidirectional per
+// GPU; the spec's 130 TB/s for the rack is 72 x 1.8 rounded), every pair two NVLink hops apart;
+// one 400 Gb/s NIC per GPU. Two racks on the rail fabric: GPU i of each rack shares rail leaf i;
+// on a fat-tree, auto puts one rack per leaf (its 72 NICs fill more than the 32 ports four DGX
+// nodes would).
+TEST(Presets, Nvl72RackIsOneNvlinkDomain) {
+  const Topology rack = make_preset("gb200-nvl72");
+  EXPECT_EQ(rack.num_gpus(), 72);
+  EXPECT_EQ(rack.num_nodes(), 1);
+  EXPECT_EQ(rack.gpu_sm, 100);
+  Router r(rack);
+  for (int g = 1; g < 72; ++g) {
+    const Path& p = r.path(0, g);
+    ASSERT_EQ(p.links.size(), 2u) << g;
+    for (int l : p.links) EXPECT_EQ(rack.link(l).spec.kind, LinkKind::NvLink) << g;
+    EXPECT_NEAR(p.bottleneck.gbytes_per_s(), 1800.0 / 2 * 0.80, 1e-9) << g;
+  }
+  const Topology two = make_preset("gb200-nvl72", {{"nodes", "2"}});
+  EXPECT_EQ(two.num_gpus(), 144);
+  EXPECT_EQ(two.gpus_per_node(), 72);
+  Router r2(two);
+  EXPECT_EQ(hop_names(two, r2.path(40, 72 + 40)),
+            (std::vector<std::string>{"n0.gpu40", "n0.pcie40", "n0.nic40", "su0.rail40", "n1.nic40", "n1.pcie40",
+                                      "n1.gpu40"}));
+  EXPECT_NEAR(r2.path(40, 112).bottleneck.gbytes_per_s(), 400.0 / 8 * 0.92, 1e-9);
+  const Topology tree = make_preset("gb200-nvl72", {{"nodes", "2"}, {"inter", "fat-tree"}});
+  Router r3(tree);
+  EXPECT_EQ(hop_names(tree, r3.path(0, 72))[3], "leaf0");
+  EXPECT_EQ(hop_names(tree, r3.path(0, 72))[5], "leaf1");
 }
 
 TEST(Presets, DgxA100FatTreeInterconnect) {
@@ -285,6 +338,7 @@ TEST(TopologyYamlErrors, ReduceEfficiencyOnSwitchesOnly) {
   };
   EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-h100", {})), 0.85);
   EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-a100", {})), 0.0);
+  EXPECT_DOUBLE_EQ(switch_reduces(make_preset("gb200-nvl72", {})), 0.74);
 }
 
 TEST(ResolveTopology, PresetSpecsWithParameters) {
