@@ -361,15 +361,33 @@ void scaling_x_axis(const std::vector<double>& xs, double xmin, double xmax, Sca
     const double pad = xmax > xmin ? (xmax - xmin) * 0.05 : std::max(std::abs(xmin) * 0.1, 1.0);
     a.x_lo = xmin - pad;
     a.x_hi = xmax + pad;
-    a.xticks = linear_ticks(a.x_lo, a.x_hi, 8);
+    // A few whole values (tp = 2, 4, 8) get a tick each and no other: a tick at tp = 3 would
+    // name a layout the sweep did not run.
+    const bool whole = std::all_of(xs.begin(), xs.end(), [](double v) { return v == std::round(v); });
+    if (whole && xs.size() <= 12) {
+      for (double v : xs) a.xticks.push_back({v, fmt::format("{}", v)});
+    } else {
+      a.xticks = linear_ticks(a.x_lo, a.x_hi, 8);
+    }
   }
 }
 
-// A value of the sweep's y axis as a tick label or in a tooltip: times as times, others as
-// numbers with their unit.
-std::string y_text(const HtmlReport& r, double v) {
+// A count as people read it: 378k, 1.25M (`digits` significant digits).
+std::string short_count(double v, int digits) {
+  const double a = std::abs(v);
+  const auto [scale, suffix] = a >= 1e9   ? std::pair{1e9, "G"}
+                               : a >= 1e6 ? std::pair{1e6, "M"}
+                               : a >= 1e3 ? std::pair{1e3, "k"}
+                                          : std::pair{1.0, ""};
+  return fmt::format("{:.{}g}{}", v / scale, digits, suffix);
+}
+
+// A value of the sweep's y axis in a tooltip (`tick` false) or as a tick label: times as times,
+// others as counts with their unit; a tick leaves the unit to the axis title, but for %.
+std::string y_text(const HtmlReport& r, double v, bool tick = false) {
   if (r.sweep_y_unit == "s") return short_seconds(v);
-  return fmt::format("{:.4g}{}{}", v, r.sweep_y_unit == "%" ? "" : " ", r.sweep_y_unit);
+  if (r.sweep_y_unit == "%") return fmt::format("{:.{}g}%", v, tick ? 3 : 4);
+  return short_count(v, tick ? 3 : 4) + (tick ? "" : " " + r.sweep_y_unit);
 }
 
 // The y axis up to tmax.
@@ -386,7 +404,7 @@ void scaling_y_axis(const HtmlReport& r, double tmax, ScalingAxes& a) {
     a.y_hi = tmax * 1.25;
     for (double d = std::pow(10.0, std::floor(std::log10(a.y_lo))); d <= a.y_hi; d *= 10) {
       for (double m : {1.0, 2.0, 5.0}) {
-        if (d * m >= a.y_lo && d * m <= a.y_hi) a.yticks.push_back({d * m, y_text(r, d * m)});
+        if (d * m >= a.y_lo && d * m <= a.y_hi) a.yticks.push_back({d * m, y_text(r, d * m, true)});
       }
     }
   } else {
@@ -394,7 +412,7 @@ void scaling_y_axis(const HtmlReport& r, double tmax, ScalingAxes& a) {
       a.yticks = time_ticks(0, tmax * 1.08, 6);
     } else {
       a.yticks = linear_ticks(0, tmax * 1.08, 6);
-      for (AxisTick& t : a.yticks) t.label = y_text(r, t.value);
+      for (AxisTick& t : a.yticks) t.label = y_text(r, t.value, true);
     }
     a.y_hi = std::max(a.yticks.back().value, tmax * 1.08);
   }
@@ -500,9 +518,11 @@ std::string scaling_section(const HtmlReport& r) {
   const double left = a.left, plot_w = a.plot_w, top = a.top, right = a.right, bottom = a.bottom;
 
   std::string s = "<section id=\"scaling\">\n<h2>Scaling</h2>\n";
-  s += fmt::format("<p class=\"note\">Time per iteration vs {}{}{}; crosses do not fit in memory.</p>\n",
+  std::string what = r.sweep_y_label;
+  if (!what.empty()) what[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(what[0])));
+  s += fmt::format("<p class=\"note\">{} vs {}{}{}; crosses do not fit in memory.</p>\n", html_escape(what),
                    html_escape(r.sweep_x_label.empty() ? std::string("x") : r.sweep_x_label),
-                   a.logx ? " (log scale)" : "", a.logy ? ", time on a log scale" : "");
+                   a.logx ? " (log scale)" : "", a.logy ? ", on a log scale" : "");
   s += svg_open(left + plot_w + right, bottom + 56);
   s += scaling_grid(r, a);
   for (std::size_t si = 0; si < series.size(); ++si) s += scaling_series(r, a, series[si], si);

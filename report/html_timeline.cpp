@@ -358,7 +358,7 @@ std::string span_shapes(const HtmlReport& report, const TimelineLayout& layout, 
           html_escape(sp.category), format_seconds(sp.start_s), format_seconds(sp.end_s),
           format_seconds(sp.end_s - sp.start_s));
       if (!sp.label.empty() && w >= sp.label.size() * kCharW + 4) {
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"sl\" fill=\"{}\">{}</text>\n",
+        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"sl\" style=\"fill:{}\">{}</text>\n",
                          num(x + w / 2, 2), num(y + kBarH - 3.5, 1), text_color_for(fills[r.category]),
                          html_escape(sp.label));
       }

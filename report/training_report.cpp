@@ -282,7 +282,7 @@ std::string training_summary_text(const TrainingResult& r) {
                    flops_text(m.dtype_bytes() == 4        ? r.gpu.peak_flops_fp32
                               : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16
                                                           : r.gpu.peak_flops_fp16),
-                   m.dtype, gib(r.gpu.memory), to_string(s.fidelity));
+                   to_string(m.dtype), gib(r.gpu.memory), to_string(s.fidelity));
   o << fmt::format("  stack      {}", stack_text(s.parallel.stack));
   if (r.tensor_factor != 1)
     o << fmt::format("; tensor cores at {:.3f} of burst (sustained clocks {:.3f}, slowest of {} GPUs)", r.tensor_factor,

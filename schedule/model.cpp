@@ -33,11 +33,7 @@ constexpr EnumName<AttentionKind> kAttentionKindNames[] = {{AttentionKind::Plain
                                                            {AttentionKind::Flash, "flash"}};
 const char* to_string(AttentionKind k) { return enum_name(kAttentionKindNames, k); }
 
-int ModelSpec::dtype_bytes() const {
-  if (dtype == "bf16" || dtype == "fp16") return 2;
-  if (dtype == "fp32") return 4;
-  throw Error(fmt::format("model.dtype: '{}' is not a known type; write bf16, fp16 or fp32", dtype));
-}
+int ModelSpec::dtype_bytes() const { return meshsim::dtype_bytes(dtype); }
 
 namespace {
 
@@ -140,8 +136,6 @@ void validate_model(const ModelSpec& m, const std::string& field) {
   if (m.shared_experts < 0 || m.shared_experts > 64 || (m.shared_experts > 0 && !m.moe()))
     throw Error(fmt::format("{}.shared_experts: {} must be 0..64, and above 0 only with experts > 0 (a MoE model)",
                             field, m.shared_experts));
-  if (m.dtype != "bf16" && m.dtype != "fp16" && m.dtype != "fp32")
-    throw Error(fmt::format("{}.dtype: '{}' is not a known type; write bf16, fp16 or fp32", field, m.dtype));
   validate_mla(m, field);
   if (m.mla() && m.attention != AttentionKind::Flash)
     throw Error(

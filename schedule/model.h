@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace meshsim {
 
 enum class FfnKind { Gelu, SwiGLU };
@@ -47,7 +49,7 @@ struct ModelSpec {
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
-  std::string dtype = "bf16";  // bf16 | fp16 | fp32
+  DType dtype = DType::Bf16;
   AttentionKind attention = AttentionKind::Plain;
   bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models
   bool tied_embeddings = true;  // output projection shares the embedding table

@@ -499,9 +499,11 @@ TEST(PhysicalConsistency, Nvl72AllReduceInOneRackIsNvlinkOnlyAndFollowsTheClosed
     EXPECT_EQ(out.algorithm->name, "nvls") << to_string(f);
     EXPECT_NEAR(out.time.seconds() / expected_s, 1.0, 1e-6) << to_string(f);
     if (!out.flow) continue;
-    for (std::size_t l = 0; l < out.flow->link_stats.size(); ++l)
-      if (out.flow->link_stats[l].bytes > 0)
+    for (std::size_t l = 0; l < out.flow->link_stats.size(); ++l) {
+      if (out.flow->link_stats[l].bytes > 0) {
         EXPECT_EQ(topo.link(static_cast<int>(l)).spec.kind, LinkKind::NvLink) << topo.link(static_cast<int>(l)).from;
+      }
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/flag.h"
 #include "core/yaml_reader.h"
@@ -62,8 +63,7 @@ class Reader : public YamlReader {
   }
   int dtype_bytes(const YAML::Node& v, const std::string& field) const {
     const std::string t = text(v, field);
-    if (t == "bf16" || t == "fp16") return 2;
-    if (t == "fp32") return 4;
+    if (const std::optional<DType> d = parse_dtype(t)) return meshsim::dtype_bytes(*d);
     fail(v, field, fmt::format("unknown dtype '{}'; use bf16, fp16 or fp32", t));
   }
 };

@@ -137,7 +137,12 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
     else
       r.fail(a, "model.attention", "'" + t + "' is not plain or flash");
   }
-  if (n["dtype"]) m.dtype = r.text(n["dtype"], "model.dtype");
+  if (const YAML::Node& d = n["dtype"]) {
+    const std::string t = r.text(d, "model.dtype");
+    const std::optional<DType> dtype = parse_dtype(t);
+    if (!dtype) r.fail(d, "model.dtype", "'" + t + "' is not a known type; write bf16, fp16 or fp32");
+    m.dtype = *dtype;
+  }
   r.located(n, [&] { validate_model(m, "model"); });
   return m;
 }

@@ -29,6 +29,28 @@ std::string join_sets(const std::vector<std::string>& sets) {
   return label;
 }
 
+// The row's peak, the peak stage's memory by kind and the critical stage's breakdown.
+void fill_breakdown(Row& row, const TrainingResult& r) {
+  const StageMemory* top = nullptr;
+  for (const StageMemory& st : r.stages)
+    if (top == nullptr || st.peak > top->peak) top = &st;
+  if (top != nullptr) {
+    row.peak = top->peak;
+    const std::map<std::string, Bytes> by = top->other_by_category();
+    for (std::size_t k = 0; k + 1 < kMemoryNames.size(); ++k) {
+      const auto it = by.find(kMemoryNames[k]);
+      row.memory[k] = it == by.end() ? 0 : it->second;
+    }
+    row.memory.back() = top->activation_peak;
+  }
+  const Breakdown& b = r.sim.breakdown;
+  row.breakdown_s = {b.compute.seconds(), b.recompute.seconds(), b.optimizer.seconds(), b.bubble.seconds()};
+  for (std::size_t k = 4; k < kBreakdownNames.size(); ++k) {
+    const auto it = b.exposed.find(kBreakdownNames[k]);
+    row.breakdown_s[k] = it == b.exposed.end() ? 0.0 : it->second.seconds();
+  }
+}
+
 Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const AlgorithmRegistry& registry,
                      ClusterCache& clusters, const RunOptions& o) {
   Row row;
@@ -53,8 +75,8 @@ Row simulate_variant(const ScenarioNode& base, const Sweep& sweep, long i, const
     row.tokens_per_s = r.tokens_per_s;
     row.mfu = r.mfu;
     row.hfu = r.hfu;
-    for (const auto& st : r.stages) row.peak = std::max(row.peak, st.peak);
     row.fits = r.fits;
+    fill_breakdown(row, r);
     if (o.detail) row.detail = o.detail(r);
   } catch (const BudgetError&) {
     throw;  // the whole sweep stops, not this variant
@@ -111,6 +133,10 @@ Row parse_row(const nlohmann::json& j, const Sweep& sweep) {
   r.hfu = j.at("hfu").get<double>();
   r.peak = j.at("peak_bytes").get<Bytes>();
   r.fits = j.at("fits").get<bool>();
+  for (std::size_t k = 0; k < kBreakdownNames.size(); ++k)  // shards written before these columns have none
+    if (j.contains("breakdown_s")) r.breakdown_s[k] = j.at("breakdown_s").value(kBreakdownNames[k], 0.0);
+  for (std::size_t k = 0; k < kMemoryNames.size(); ++k)
+    if (j.contains("memory_bytes")) r.memory[k] = j.at("memory_bytes").value(kMemoryNames[k], Bytes{0});
   return r;
 }
 
@@ -383,6 +409,8 @@ nlohmann::ordered_json row_json(const Row& v) {
   j["hfu"] = v.hfu;
   j["peak_bytes"] = v.peak;
   j["fits"] = v.fits;
+  for (std::size_t k = 0; k < kBreakdownNames.size(); ++k) j["breakdown_s"][kBreakdownNames[k]] = v.breakdown_s[k];
+  for (std::size_t k = 0; k < kMemoryNames.size(); ++k) j["memory_bytes"][kMemoryNames[k]] = v.memory[k];
   return j;
 }
 
@@ -396,15 +424,22 @@ std::string row_csv(const Row& v) {
     std::replace(value.begin(), value.end(), ',', ';');
     values += "," + value;
   }
-  if (!v.valid) return fmt::format("{},,,,,,,,{},,,,,,{}\n", label, err, values);
-  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},,{},{}{}\n", label, v.gpus, v.iteration.seconds(),
+  if (!v.valid)
+    return fmt::format("{},,,,,,,,{},,,,,,{}{}\n", label, err, values,
+                       std::string(kBreakdownNames.size() + kMemoryNames.size(), ','));
+  std::string tail;  // the breakdown and memory columns, after the --vary ones
+  for (const double x : v.breakdown_s) tail += fmt::format(",{:.9g}", x);
+  for (const Bytes b : v.memory) tail += fmt::format(",{}", b);
+  return fmt::format("{},{},{:.9g},{:.6g},{:.6g},{:.6g},{},{},,{},{}{}{}\n", label, v.gpus, v.iteration.seconds(),
                      v.tokens_per_s, v.mfu, v.hfu, v.peak, v.fits ? "yes" : "no", fmt::join(v.layout, ","),
-                     v.global_batch, values);
+                     v.global_batch, values, tail);
 }
 
 std::string csv_header(const Sweep& sweep, bool shard) {
   std::string out = std::string(shard ? "index," : "") + kCsvColumns;
   for (const Vary& v : sweep.varies()) out += "," + v.path;
+  for (const char* b : kBreakdownNames) out += fmt::format(",{}_s", b);
+  for (const char* m : kMemoryNames) out += fmt::format(",{}_bytes", m);
   return out + "\n";
 }
 

@@ -72,6 +72,13 @@ class Sweep {
 
 // The layout columns of a row, in Row::layout's order.
 constexpr std::array<const char*, 5> kLayoutNames = {"dp", "tp", "pp", "cp", "ep"};
+// Where a row's iteration went (the critical stage's breakdown, seconds): compute, recompute,
+// optimizer, pipeline bubble, then the communication the compute stream waited for by
+// dimension (Breakdown::exposed's keys). CSV columns and JSON keys "<name>_s".
+constexpr std::array<const char*, 10> kBreakdownNames = {"compute", "recompute", "optimizer", "bubble", "tp",
+                                                         "cp",      "ep",        "pp",        "dp",     "2d"};
+// The memory of the stage with the peak, by kind (bytes): CSV columns and JSON keys "<name>_bytes".
+constexpr std::array<const char*, 4> kMemoryNames = {"weights", "gradients", "optimizer", "activations"};
 
 // What a variant leaves behind once simulated: its figures, or why it is invalid.
 struct Row {
@@ -89,6 +96,8 @@ struct Row {
   double tokens_per_s = 0, mfu = 0, hfu = 0;
   Bytes peak = 0;
   bool fits = false;
+  std::array<double, kBreakdownNames.size()> breakdown_s{};  // kBreakdownNames order
+  std::array<Bytes, kMemoryNames.size()> memory{};           // kMemoryNames order, the peak stage
   std::string detail;  // what RunOptions::detail made of the simulation (empty without one)
   // Left out by --where (its error says so; the prefix survives every row format).
   bool excluded() const { return !valid && error.rfind(kExcludedPrefix, 0) == 0; }

@@ -31,6 +31,10 @@ Json simulate(const std::string& name, const std::string& sets = "") {
   return Json::parse(out);
 }
 
+std::string whatif(const std::string& name) {
+  return (fs::path(MESHSIM_SOURCE_DIR) / "examples" / "whatif" / (name + ".yaml")).string();
+}
+
 double breakdown(const Json& j, const std::string& key) {
   return j["breakdown_s"].contains(key) ? j["breakdown_s"][key].get<double>() : 0.0;
 }
@@ -178,6 +182,47 @@ TEST(Examples, AllReduceOnTheCpuBackend) {
   EXPECT_TRUE(j["numerics_checked"].get<bool>());
   EXPECT_EQ(j["max_abs_error"].get<double>(), 0.0);
   EXPECT_GT(j["measured_total_s"].get<double>(), 0.0);
+}
+
+// The what-if examples (docs/whatif.md). A perturbation only slows parts down, so it never
+// shortens the iteration, and it can stretch it at most as much as its slowest part: a stage
+// whose GPUs compute at f takes at most 1/f of its nominal time (compute stretches, the rest
+// does not), a link at f carries its bytes in at most 1/f of the time.
+TEST(Examples, WhatIfPerturbationsCostTimeWithinTheirBounds) {
+  const std::pair<const char*, double> cases[] = {
+      {"throttled-gpu", 0.8}, {"stragglers", 0.7}, {"half-speed-nic", 0.5}, {"failed-spine-link", 0.0}};
+  for (const auto& [name, f] : cases) {
+    const Json j = Json::parse(run("simulate " + whatif(name) + " --json"));
+    const double t = j["iteration_s"], nominal = j["nominal_iteration_s"];
+    if (f > 0) {
+      EXPECT_GT(t, nominal) << name;
+      EXPECT_LE(t, nominal / f) << name;
+    } else {
+      EXPECT_GE(t, nominal) << name;  // routed around: as fast at best, never cut off
+    }
+  }
+}
+
+// Drawn GPU speeds depend only on the seed: the same seed gives the same bytes, another seed
+// another cluster.
+TEST(Examples, WhatIfStragglersAreDrawnFromTheSeed) {
+  const std::string a = run("simulate " + whatif("stragglers") + " --json");
+  EXPECT_EQ(run("simulate " + whatif("stragglers") + " --json"), a);
+  EXPECT_NE(run("simulate " + whatif("stragglers") + " --json --set perturb.seed=2"), a);
+}
+
+// Llama 3 405B's long run (docs/math.md section 15): 419 interruptions in 54 days on 16,384
+// GPUs is an MTBF of 54 x 86400 / 419 s; the analytic goodput agrees with the Monte Carlo of
+// the same model, and lands above the report's "more than 90% effective training time".
+TEST(Examples, WhatIfLlama3GoodputMatchesItsMonteCarloAndTheReport) {
+  const Json j = Json::parse(run("goodput " + whatif("llama3-405b-16k") +
+                                 " --interruptions 419 --over-days 54 --checkpoint-bw 2TB/s --relaunch 600s "
+                                 "--days 54 --json"));
+  EXPECT_EQ(j["gpus"], 16384);
+  EXPECT_NEAR(j["mtbf_s"].get<double>(), 54.0 * 86400 / 419, 1e-6);
+  const double g = j["goodput"];
+  EXPECT_NEAR(j["monte_carlo"]["goodput"].get<double>(), g, 0.02 * g);
+  EXPECT_GT(g, 0.90);
 }
 
 }  // namespace

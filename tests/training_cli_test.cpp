@@ -433,9 +433,11 @@ TEST(Sweep, RankedTableAndCsv) {
   // CSV: a header and one row per variant, in --vary order.
   const std::vector<std::string> csv_rows = split_lines(slurp(csv));
   ASSERT_EQ(csv_rows.size(), 17u) << slurp(csv);
-  EXPECT_EQ(csv_rows[0],
-            "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch,"
-            "parallel.tp,parallel.dp,placement");
+  EXPECT_EQ(
+      csv_rows[0],
+      "variant,gpus,iteration_s,tokens_per_s,mfu,hfu,peak_bytes,fits,error,dp,tp,pp,cp,ep,global_batch,"
+      "parallel.tp,parallel.dp,placement,compute_s,recompute_s,optimizer_s,bubble_s,tp_s,cp_s,ep_s,pp_s,dp_s,2d_s,"
+      "weights_bytes,gradients_bytes,optimizer_bytes,activations_bytes");
   EXPECT_EQ(csv_rows[1].rfind("parallel.tp=1 parallel.dp=1 placement=natural,", 0), 0u) << csv_rows[1];
   std::map<std::string, double> throughput;  // fitting variants' tokens_per_s
   for (std::size_t k = 1; k < csv_rows.size(); ++k) {
@@ -443,7 +445,7 @@ TEST(Sweep, RankedTableAndCsv) {
     std::istringstream in(csv_rows[k]);
     for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
     if (csv_rows[k].back() == ',') cells.emplace_back();
-    ASSERT_EQ(cells.size(), 18u) << csv_rows[k];
+    ASSERT_EQ(cells.size(), 32u) << csv_rows[k];
     // A column per --vary path, its value (valid or not): the label's assignments.
     EXPECT_EQ(
         csv_rows[k].rfind("parallel.tp=" + cells[15] + " parallel.dp=" + cells[16] + " placement=" + cells[17], 0), 0u)
@@ -459,6 +461,15 @@ TEST(Sweep, RankedTableAndCsv) {
       EXPECT_EQ("parallel.tp=" + cells[10], tp) << csv_rows[k];
       EXPECT_EQ(cells[11] + cells[12] + cells[13], "111") << csv_rows[k];
       EXPECT_EQ(std::stoi(cells[14]), 2 * std::stoi(cells[9])) << csv_rows[k];
+      // The breakdown columns add up to the iteration (the critical stage's time, all of it
+      // accounted for); the memory columns are parts of the peak.
+      double parts = 0;
+      for (std::size_t c = 18; c < 28; ++c) parts += std::stod(cells[c]);
+      EXPECT_NEAR(parts, std::stod(cells[2]), 1e-8 * std::stod(cells[2])) << csv_rows[k];
+      double memory = 0;
+      for (std::size_t c = 28; c < 32; ++c) memory += std::stod(cells[c]);
+      EXPECT_GT(memory, 0) << csv_rows[k];
+      EXPECT_LE(memory, std::stod(cells[6])) << csv_rows[k];
     }
     if (cells[1].empty()) {
       EXPECT_FALSE(cells[8].empty()) << "an invalid variant gives its error: " << csv_rows[k];

@@ -8,6 +8,7 @@ pkgs=(cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libf
       chromium   # chromium: report_test renders the HTML report headlessly (skipped without it)
       iproute2 python3   # netns_validate: ip netns, veth, tc tbf (tools/netns_validate.py; skipped without root)
       python3-dev pybind11-dev python3-pytest python3-venv python3-wheel-whl   # the Python module (python/), its tests, pip install .
+      python3-pandas python3-matplotlib   # the Python example's DataFrame and plot (examples/python/)
       libopenmpi-dev openmpi-bin   # sweep under mpirun: the plugin libmeshsim_mpi.so and CTest sweep_mpi
       libmuparser-dev   # sweep --where: the expression parser
       libssl-dev)  # the rendezvous handshake: HMAC-SHA256 and nonces from OpenSSL's libcrypto

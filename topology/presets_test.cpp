@@ -117,8 +117,11 @@ TEST(Presets, DgxB200IsTheCitedNode) {
   EXPECT_NEAR(r.path(0, 5).bottleneck.gbytes_per_s(), 1800.0 / 2 * 0.80, 1e-9);
   EXPECT_NEAR(r.path(0, 5).bottleneck.gbytes_per_s() / (18 * 40.1), 1.0, 0.005);  // NCCL's 18 links x 40.1
   EXPECT_NEAR(r.path(3, 11).bottleneck.gbytes_per_s(), 400.0 / 8 * 0.92, 1e-9);   // same rail, other node
-  for (const Device& d : t.devices())
-    if (d.kind == DeviceKind::NvSwitch) EXPECT_DOUBLE_EQ(d.reduce_efficiency, 0.74);
+  for (const Device& d : t.devices()) {
+    if (d.kind == DeviceKind::NvSwitch) {
+      EXPECT_DOUBLE_EQ(d.reduce_efficiency, 0.74);
+    }
+  }
   const auto it = std::find_if(preset_catalog().begin(), preset_catalog().end(),
                                [](const PresetInfo& p) { return p.name == "dgx-b200"; });
   ASSERT_NE(it, preset_catalog().end());

@@ -254,12 +254,16 @@ void expect_same_routes(const Topology& t, int pairs_wanted) {
     Bandwidth narrowest = Bps(std::numeric_limits<double>::infinity());
     for (int l : want) latency += t.link(l).spec.latency, narrowest = std::min(narrowest, t.link(l).spec.effective());
     ASSERT_EQ(got.latency, latency);
-    if (a != b) ASSERT_EQ(got.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    if (a != b) {
+      ASSERT_EQ(got.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    }
     const RouteSummary& sum = summaries.summary(a, b);
     ASSERT_EQ(sum.latency, latency);
     ASSERT_EQ(sum.hops, static_cast<int>(want.size()));
     ASSERT_EQ(sum.first_link, want.empty() ? -1 : want.front());
-    if (a != b) ASSERT_EQ(sum.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    if (a != b) {
+      ASSERT_EQ(sum.bottleneck.bytes_per_ps(), narrowest.bytes_per_ps());
+    }
     ASSERT_EQ(sum.nvlink_only,
               std::all_of(want.begin(), want.end(), [&](int l) { return t.link(l).spec.kind == LinkKind::NvLink; }));
     ++compared;

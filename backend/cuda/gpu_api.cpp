@@ -17,20 +17,6 @@ const char* to_string(Lib lib) {
   return "?";
 }
 
-const char* to_string(DType t) {
-  switch (t) {
-    case DType::Bf16:
-      return "bf16";
-    case DType::Fp16:
-      return "fp16";
-    case DType::Fp32:
-      return "fp32";
-  }
-  return "?";
-}
-
-int dtype_bytes(DType t) { return t == DType::Fp32 ? 4 : 2; }
-
 GpuApi& real_gpu_api() { return cuda_plugin().gpu_api(); }
 
 }  // namespace meshsim::cuda

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "backend/kernel_call.h"
+#include "core/dtype.h"
 #include "schedule/collective.h"
 
 struct CUstream_st;    // cudaStream_t
@@ -38,10 +39,11 @@ using BlasH = cublasContext*;
 enum class Lib { Cuda, Nccl, Cublas };
 const char* to_string(Lib lib);  // "CUDA", "NCCL", "cuBLAS"
 
-// Element types of GEMMs and native collectives. Our step programs move bytes and reduce float32.
-enum class DType { Bf16, Fp16, Fp32 };
-const char* to_string(DType t);  // "bf16", "fp16", "fp32"
-int dtype_bytes(DType t);
+// Element types of GEMMs and native collectives (core/dtype.h, shared with the model and the
+// machine profiles). Our step programs move bytes and reduce float32.
+using meshsim::DType;
+using meshsim::dtype_bytes;
+using meshsim::to_string;
 
 inline constexpr std::size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 
