@@ -2,9 +2,10 @@
 // `meshsim simulate --report out.html` and `meshsim sweep --report out.html`.
 //
 // The renderer takes only plain data (below), never a Schedule or a Trace, so it can
-// be fed by the simulator, a real backend or a test. The page has inline CSS and
-// inline SVG only (no script, font or network access; hover tooltips are SVG
-// <title> elements) and these sections, each omitted when its data is empty:
+// be fed by the simulator, a real backend or a test. The page has inline CSS, inline SVG
+// and one inline script, the timeline's zoom (no font or network access; hover tooltips
+// are SVG <title> elements; without the script the page reads the same, unzoomed) and
+// these sections, each omitted when its data is empty:
 //
 //   header    title + summary table (iteration time, MFU, ...)     <section id="summary">
 //   timeline  one row per lane, colored spans, time axis, legend   <section id="timeline">

@@ -286,6 +286,76 @@ constexpr double kRowH = 18;
 constexpr double kBarH = 14;
 constexpr double kCharW = 6.2;  // of the 10px span labels, for deciding what fits
 
+// Zoom and pan of every timeline on the page, the one script of the report (the page reads
+// the same without it). Over the bars: the wheel zooms about the pointer (up to 1000x), a
+// drag pans, a double-click shows the whole. The bars stretch by a transform of their
+// group, the labels move to their bars' new centres without stretching (and show once their
+// bar is wide enough for them), and the window's own time ticks replace the whole's. A link may open a window:
+// report.html#zoom=0.25,0.5 shows the second quarter of the axis (fractions), as html_report_test drives it.
+constexpr const char* kZoomScript = R"(<script>
+(() => {
+  const ns = 'http://www.w3.org/2000/svg';
+  const fmt = (v) => v >= 1 ? +v.toPrecision(4) + ' s' : v >= 1e-3 ? +(v * 1e3).toPrecision(4) + ' ms'
+                                                            : +(v * 1e6).toPrecision(4) + ' µs';
+  const hash = /zoom=([0-9.]+),([0-9.]+)/.exec(location.hash);
+  for (const svg of document.querySelectorAll('svg.timeline')) {
+    const L = +svg.dataset.l, W = +svg.dataset.w, top = +svg.dataset.top, Y = +svg.dataset.axis;
+    const t0 = +svg.dataset.t0, t1 = +svg.dataset.t1;
+    const zoom = svg.querySelector('.zoom'), whole = svg.querySelector('.ticks'), own = svg.querySelector('.zticks');
+    const labels = [...svg.querySelectorAll('.labels text')];
+    let a = 0, b = W;  // the window, in unzoomed plot pixels
+    const show = (na, nb) => {
+      const w = Math.min(W, Math.max(W / 1000, nb - na));
+      a = Math.min(Math.max(0, na), W - w);
+      b = a + w;
+      const k = W / w;
+      zoom.setAttribute('transform', `translate(${L - (L + a) * k} 0) scale(${k} 1)`);
+      for (const t of labels) {
+        const c = +t.dataset.c;
+        t.setAttribute('x', L + (c - a) * k);
+        t.style.display = c < a || c > b || t.dataset.bw * k < +t.dataset.lw ? 'none' : '';
+      }
+      whole.style.display = k === 1 ? '' : 'none';
+      own.textContent = '';
+      if (k === 1) return;
+      const s0 = t0 + (t1 - t0) * a / W, s1 = t0 + (t1 - t0) * b / W, raw = (s1 - s0) / 8;
+      const p = 10 ** Math.floor(Math.log10(raw)), step = [1, 2, 5, 10].map((m) => m * p).find((v) => v >= raw);
+      for (let i = Math.ceil(s0 / step); i * step <= s1; ++i) {
+        const v = i * step, x = L + (v - s0) / (s1 - s0) * W;
+        const line = document.createElementNS(ns, 'line');
+        for (const [n, val] of [['x1', x], ['x2', x], ['y1', top], ['y2', Y + 4], ['class', 'grid']]) line.setAttribute(n, val);
+        const text = document.createElementNS(ns, 'text');
+        for (const [n, val] of [['x', x], ['y', Y + 16], ['text-anchor', 'middle'], ['class', 'tick']]) text.setAttribute(n, val);
+        text.textContent = fmt(v);
+        own.append(line, text);
+      }
+    };
+    const plotX = (e) => {
+      const r = svg.getBoundingClientRect();
+      return (e.clientX - r.left) * (+svg.getAttribute('width') / r.width) - L;
+    };
+    svg.addEventListener('wheel', (e) => {
+      const p = plotX(e);
+      if (p < 0 || p > W) return;
+      e.preventDefault();
+      const f = e.deltaY < 0 ? 0.8 : 1.25, m = a + (b - a) * p / W;
+      show(m - (m - a) * f, m + (b - m) * f);
+    }, {passive: false});
+    let drag = null;
+    svg.addEventListener('mousedown', (e) => { drag = {x: plotX(e), a, b}; });
+    window.addEventListener('mouseup', () => { drag = null; });
+    svg.addEventListener('mousemove', (e) => {
+      if (!drag) return;
+      const shift = (plotX(e) - drag.x) * (drag.b - drag.a) / W;
+      show(drag.a - shift, drag.b - shift);
+    });
+    svg.addEventListener('dblclick', () => show(0, W));
+    if (hash) show(+hash[1] * W, +hash[2] * W);
+  }
+})();
+</script>
+)";
+
 // Each category's fill: its own colour if known, else the next fallback colour.
 std::vector<std::string> category_fills(const TimelineLayout& layout) {
   const int ncat = static_cast<int>(layout.categories.size());
@@ -317,7 +387,7 @@ std::string lane_rows(const HtmlReport& report) {
 
 // Grid lines and tick labels.
 std::string time_axis(const TimelineLayout& layout, double axis_y) {
-  std::string s;
+  std::string s = "<g class=\"ticks\">\n";
   const std::vector<AxisTick> ticks = time_ticks(layout.t0_s, layout.t1_s, 10);
   for (const AxisTick& t : ticks) {
     const double x = kLabelW + (t.value - layout.t0_s) / (layout.t1_s - layout.t0_s) * kPlotW;
@@ -327,6 +397,7 @@ std::string time_axis(const TimelineLayout& layout, double axis_y) {
         "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4}</text>\n",
         num(x, 1), num(kTopH, 0), num(axis_y + 4, 0), num(axis_y + 16, 0), html_escape(t.label));
   }
+  s += "</g>\n<g class=\"zticks\"></g>\n";  // the zoomed window's ticks (kZoomScript)
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"axis\"/>\n", num(kLabelW, 0),
                    num(axis_y, 0), num(kLabelW + kPlotW, 0));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-title\">time</text>\n",
@@ -336,7 +407,11 @@ std::string time_axis(const TimelineLayout& layout, double axis_y) {
 
 // Spans: single-span rectangles at least a pixel wide get their own element, tooltip
 // and label; everything else goes into one path per lane and category.
-std::string span_shapes(const HtmlReport& report, const TimelineLayout& layout, const std::vector<std::string>& fills) {
+// The labels go to `labels`, apart from the shapes, so that a zoom can stretch the shapes
+// and move the labels without stretching their text (each label keeps its centre in
+// unzoomed plot pixels, data-c).
+std::string span_shapes(const HtmlReport& report, const TimelineLayout& layout, const std::vector<std::string>& fills,
+                        std::string& labels) {
   std::string s;
   const int ncat = static_cast<int>(layout.categories.size());
   const int nlanes = static_cast<int>(report.lanes.size());
@@ -357,10 +432,13 @@ std::string span_shapes(const HtmlReport& report, const TimelineLayout& layout, 
           r.category, w >= 4 ? " s" : "", num(x, 2), num(y, 0), num(w, 2), num(kBarH, 0), html_escape(sp.label),
           html_escape(sp.category), format_seconds(sp.start_s), format_seconds(sp.end_s),
           format_seconds(sp.end_s - sp.start_s));
-      if (!sp.label.empty() && w >= sp.label.size() * kCharW + 4) {
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"sl\" style=\"fill:{}\">{}</text>\n",
-                         num(x + w / 2, 2), num(y + kBarH - 3.5, 1), text_color_for(fills[r.category]),
-                         html_escape(sp.label));
+      if (!sp.label.empty()) {  // hidden until a zoom makes its bar wide enough (data-bw x zoom >= data-lw)
+        const double need = sp.label.size() * kCharW + 4;
+        labels += fmt::format(
+            "<text x=\"{}\" y=\"{}\" data-c=\"{}\" data-bw=\"{}\" data-lw=\"{}\" text-anchor=\"middle\" "
+            "class=\"sl\" style=\"fill:{}{}\">{}</text>\n",
+            num(x + w / 2, 2), num(y + kBarH - 3.5, 1), num(x + w / 2 - kLabelW, 2), num(w, 2), num(need, 1),
+            text_color_for(fills[r.category]), w >= need ? "" : ";display:none", html_escape(sp.label));
       }
     } else {
       const std::size_t k = static_cast<std::size_t>(r.lane) * ncat + r.category;
@@ -396,7 +474,8 @@ std::string legend(const TimelineLayout& layout, double legend_y) {
 }
 
 // The timeline's SVG: lanes, spans, the time axis and the legend.
-std::string timeline_svg(const HtmlReport& report) {
+// `index`: the page's n-th timeline (its clip path's id).
+std::string timeline_svg(const HtmlReport& report, int index) {
   const TimelineLayout layout = layout_timeline(report);
   const int nlanes = static_cast<int>(report.lanes.size());
   const double rows_h = nlanes * kRowH;
@@ -406,16 +485,24 @@ std::string timeline_svg(const HtmlReport& report) {
   const double width = kLabelW + kPlotW + kRightW;
   const std::vector<std::string> fills = category_fills(layout);
 
+  // data-*: the plot's geometry and time range, for kZoomScript.
   std::string s = fmt::format(
-      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-      "xmlns=\"http://www.w3.org/2000/svg\">\n",
-      num(width, 0), num(height, 0));
+      "<svg class=\"chart timeline\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+      "data-l=\"{2}\" data-w=\"{3}\" data-top=\"{8}\" data-axis=\"{4}\" data-t0=\"{5}\" data-t1=\"{6}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n"
+      "<clipPath id=\"tl{7}\"><rect x=\"{2}\" y=\"0\" width=\"{3}\" height=\"{4}\"/></clipPath>\n",
+      num(width, 0), num(height, 0), num(kLabelW, 0), num(kPlotW, 0), num(axis_y, 0), layout.t0_s, layout.t1_s, index,
+      num(kTopH, 0));
   s += "<style>";
   for (std::size_t i = 0; i < fills.size(); ++i) s += fmt::format(".k{}{{fill:{}}}", i, fills[i]);
-  s += "rect.s{stroke:#fff;stroke-width:0.6}</style>\n";
+  // non-scaling-stroke: a zoom stretches the bars, not their 0.6 px outline.
+  s += "rect.s{stroke:#fff;stroke-width:0.6;vector-effect:non-scaling-stroke}</style>\n";
   s += lane_rows(report);
   s += time_axis(layout, axis_y);
-  s += span_shapes(report, layout, fills);
+  std::string labels;
+  s += fmt::format("<g clip-path=\"url(#tl{})\"><g class=\"zoom\">\n", index);
+  s += span_shapes(report, layout, fills, labels);
+  s += "</g>\n<g class=\"labels\">\n" + labels + "</g></g>\n";
   s += legend(layout, legend_y);
   s += "</svg>\n";
   return s;
@@ -443,9 +530,10 @@ std::string timeline_section(const HtmlReport& report) {
   std::string s = "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
   s += fmt::format(
       "<p class=\"note\">{} spans on {} lanes, {} to {}. Spans narrower than a pixel are merged per "
-      "lane into rectangles whose widths keep each category's covered time; hover for details.</p>\n",
+      "lane into rectangles whose widths keep each category's covered time; hover for details. Zoom with "
+      "the mouse wheel over the bars, drag to pan, double-click to see it whole.</p>\n",
       report.spans.size(), report.lanes.size(), format_seconds(layout.t0_s), format_seconds(layout.t1_s));
-  s += timeline_svg(report);
+  s += timeline_svg(report, 0);
   if (report.detail_window && report.detail_window->second > report.detail_window->first) {
     const auto [from, to] = *report.detail_window;
     const HtmlReport window = window_of(report, from, to);
@@ -455,9 +543,10 @@ std::string timeline_section(const HtmlReport& report) {
           "below from its start), drawn at full width: from the first stage's middle micro-batch forward to "
           "the next.</p>\n",
           format_seconds(from), format_seconds(to));
-      s += timeline_svg(window);
+      s += timeline_svg(window, 1);
     }
   }
+  s += kZoomScript;
   s += "</section>\n";
   return s;
 }
