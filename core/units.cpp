@@ -68,11 +68,14 @@ struct UnitScale {
   double scale;
 };
 
+// What one `unit` is worth in `units`; an Error naming the field, the kind of unit and the
+// ones to use when it is none of them.
 template <std::size_t N>
-std::optional<double> scale_of(const UnitScale (&units)[N], const std::string& unit) {
+double scale_of(const UnitScale (&units)[N], const std::string& unit, std::string_view field, std::string_view text,
+                const char* kind, const char* use) {
   for (const UnitScale& u : units)
     if (unit == u.name) return u.scale;
-  return std::nullopt;
+  throw Error(fmt::format("{}: unknown {} unit '{}' in '{}'; {}", field, kind, unit, text, use));
 }
 
 constexpr UnitScale kByteUnits[] = {
@@ -92,11 +95,9 @@ constexpr UnitScale kFlopsUnits[] = {{"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s"
 
 Bytes parse_bytes(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "64MiB");
-  const std::optional<double> mult = scale_of(kByteUnits, unit);
-  if (!mult)
-    throw Error(fmt::format("{}: unknown size unit '{}' in '{}'; use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)",
-                            field, unit, text));
-  const double bytes = v * *mult;
+  const double mult =
+      scale_of(kByteUnits, unit, field, text, "size", "use B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MiB)");
+  const double bytes = v * mult;
   if (bytes < 0) throw Error(fmt::format("{}: '{}' is negative; sizes must be >= 0", field, text));
   // No message, buffer or memory meshsim models comes near a pebibyte; past it times overflow.
   if (bytes > 1125899906842624.0)
@@ -133,13 +134,10 @@ std::vector<Bytes> parse_bytes_sweep(std::string_view text, std::string_view fie
 
 Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "25GB/s or 200Gb/s");
-  const std::optional<double> bytes_per_s = scale_of(kBandwidthUnits, unit);
-  if (!bytes_per_s)
-    throw Error(
-        fmt::format("{}: unknown bandwidth unit '{}' in '{}'; use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s",
-                    field, unit, text));
+  const double bytes_per_s = scale_of(kBandwidthUnits, unit, field, text, "bandwidth",
+                                      "use GB/s (bytes) or Gb/s (bits), e.g. 25GB/s or 200Gb/s");
   if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 25GB/s or 200Gb/s", field, text));
-  const double bps = v * *bytes_per_s;
+  const double bps = v * bytes_per_s;
   // Outside 1 KB/s .. 1 PB/s no link exists, and transfer times leave meshsim's range.
   if (!(bps >= 1e3 && bps <= 1e15))
     throw Error(
@@ -150,27 +148,21 @@ Bandwidth parse_bandwidth(std::string_view text, std::string_view field) {
 Time parse_time(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "1.5us");
   if (unit.empty() && v == 0) return Time{};  // a bare 0 needs no unit
-  const std::optional<double> ps = scale_of(kTimeUnits, unit);
-  if (!ps)
-    throw Error(
-        fmt::format("{}: unknown time unit '{}' in '{}'; use ps, ns, us, ms or s (e.g. 1.5us)", field, unit, text));
+  const double ps = scale_of(kTimeUnits, unit, field, text, "time", "use ps, ns, us, ms or s (e.g. 1.5us)");
   if (v < 0) throw Error(fmt::format("{}: '{}' is negative; times must be >= 0", field, text));
   // Latencies and overheads: an hour is already absurd, and 1e300 s overflowed the sums.
-  if (!(v * *ps <= 3600e12))
+  if (!(v * ps <= 3600e12))
     throw Error(
         fmt::format("{}: '{}' is over an hour; a latency or overhead is a few microseconds (e.g. 1.5us)", field, text));
-  return Time::from_ps(static_cast<std::int64_t>(std::llround(v * *ps)));
+  return Time::from_ps(static_cast<std::int64_t>(std::llround(v * ps)));
 }
 
 double parse_flops(std::string_view text, std::string_view field) {
   const auto [v, unit] = split(text, field, "989TFLOP/s");
-  const std::optional<double> flops = scale_of(kFlopsUnits, unit);
-  if (!flops)
-    throw Error(
-        fmt::format("{}: unknown compute-rate unit '{}' in '{}'; use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)",
-                    field, unit, text));
+  const double flops =
+      scale_of(kFlopsUnits, unit, field, text, "compute-rate", "use GFLOP/s, TFLOP/s or PFLOP/s (e.g. 989TFLOP/s)");
   if (v <= 0) throw Error(fmt::format("{}: '{}' must be positive; write e.g. 989TFLOP/s", field, text));
-  return v * *flops;
+  return v * flops;
 }
 
 std::optional<int> parse_int(std::string_view text) {

@@ -133,10 +133,12 @@ Row parse_row(const nlohmann::json& j, const Sweep& sweep) {
   r.hfu = j.at("hfu").get<double>();
   r.peak = j.at("peak_bytes").get<Bytes>();
   r.fits = j.at("fits").get<bool>();
-  for (std::size_t k = 0; k < kBreakdownNames.size(); ++k)  // shards written before these columns have none
-    if (j.contains("breakdown_s")) r.breakdown_s[k] = j.at("breakdown_s").value(kBreakdownNames[k], 0.0);
-  for (std::size_t k = 0; k < kMemoryNames.size(); ++k)
-    if (j.contains("memory_bytes")) r.memory[k] = j.at("memory_bytes").value(kMemoryNames[k], Bytes{0});
+  // Shards written before these columns have none: zeros, as the rows of any invalid variant.
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& breakdown = j.contains("breakdown_s") ? j.at("breakdown_s") : none;
+  const nlohmann::json& memory = j.contains("memory_bytes") ? j.at("memory_bytes") : none;
+  for (std::size_t k = 0; k < kBreakdownNames.size(); ++k) r.breakdown_s[k] = breakdown.value(kBreakdownNames[k], 0.0);
+  for (std::size_t k = 0; k < kMemoryNames.size(); ++k) r.memory[k] = memory.value(kMemoryNames[k], Bytes{0});
   return r;
 }
 

@@ -36,46 +36,31 @@ MeshAxis MeshAxis::parse(std::string_view text, const std::string& field) {
 
 bool MeshAxis::is_all() const { return *this == all(); }
 
-const MeshAxis& MeshAxis::dp() {
-  static const MeshAxis a{std::string("dp")};
-  return a;
+namespace {
+
+// The axes the planners name, built once: dp, pp, cp, tp, ep, edp, row, col, rank, all.
+const MeshAxis& named(std::size_t k) {
+  static const std::vector<MeshAxis> axes = [] {
+    std::vector<MeshAxis> v;
+    for (const char* name : {"dp", "pp", "cp", "tp", "ep", "edp", "row", "col", "rank", "all"})
+      v.emplace_back(std::string(name));
+    return v;
+  }();
+  return axes[k];
 }
-const MeshAxis& MeshAxis::pp() {
-  static const MeshAxis a{std::string("pp")};
-  return a;
-}
-const MeshAxis& MeshAxis::cp() {
-  static const MeshAxis a{std::string("cp")};
-  return a;
-}
-const MeshAxis& MeshAxis::tp() {
-  static const MeshAxis a{std::string("tp")};
-  return a;
-}
-const MeshAxis& MeshAxis::ep() {
-  static const MeshAxis a{std::string("ep")};
-  return a;
-}
-const MeshAxis& MeshAxis::edp() {
-  static const MeshAxis a{std::string("edp")};
-  return a;
-}
-const MeshAxis& MeshAxis::row() {
-  static const MeshAxis a{std::string("row")};
-  return a;
-}
-const MeshAxis& MeshAxis::col() {
-  static const MeshAxis a{std::string("col")};
-  return a;
-}
-const MeshAxis& MeshAxis::rank() {
-  static const MeshAxis a{std::string("rank")};
-  return a;
-}
-const MeshAxis& MeshAxis::all() {
-  static const MeshAxis a{std::string("all")};
-  return a;
-}
+
+}  // namespace
+
+const MeshAxis& MeshAxis::dp() { return named(0); }
+const MeshAxis& MeshAxis::pp() { return named(1); }
+const MeshAxis& MeshAxis::cp() { return named(2); }
+const MeshAxis& MeshAxis::tp() { return named(3); }
+const MeshAxis& MeshAxis::ep() { return named(4); }
+const MeshAxis& MeshAxis::edp() { return named(5); }
+const MeshAxis& MeshAxis::row() { return named(6); }
+const MeshAxis& MeshAxis::col() { return named(7); }
+const MeshAxis& MeshAxis::rank() { return named(8); }
+const MeshAxis& MeshAxis::all() { return named(9); }
 
 MeshAxis MeshAxis::plus(const MeshAxis& b) const {
   MeshAxis r = *this;
