@@ -1,5 +1,6 @@
 // meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
 //   [--trace FILE] [--json] [--report FILE.html] [--links FILE.csv] [--no-link-sharing]
+//   (a scenario with jobs: times them alone and together, examples/whatif/two-jobs.yaml)
 // meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
 #include <fmt/format.h>
 
@@ -57,11 +58,31 @@ struct SimulateFlags : ScenarioFlags {
   bool json = false, no_link_sharing = false;
 };
 
+// A scenario with jobs: each alone and all together (flow fidelity); the per-op outputs
+// (trace, report, link and collective tables) describe one job and are refused.
+int run_jobs(const SimulateFlags& f, const Scenario& s) {
+  for (const auto& [name, value] : {std::pair{"--trace", &f.trace}, std::pair{"--report", &f.report},
+                                    std::pair{"--links", &f.links}, std::pair{"--collectives", &f.collectives}})
+    if (!value->empty())
+      throw Error(
+          fmt::format("{}: describes one job; this scenario has {} (jobs:), whose figures --json gives; "
+                      "simulate one job's sections without jobs: for {}",
+                      name, s.jobs.size() == 1 ? "one job" : fmt::format("{} jobs", s.jobs.size()), name));
+  const JobsResult r = simulate_jobs(s, AlgorithmRegistry::builtin());
+  if (f.json)
+    std::cout << jobs_json(r).dump(2) << "\n";
+  else
+    std::cout << jobs_summary_text(r);
+  return 0;
+}
+
 int run_simulate(const SimulateFlags& f) {
   start_budget(f.max_seconds, f.max_memory);
   ScenarioNode node = f.node();
   if (f.no_link_sharing) node.set("run.link_sharing=false");
-  const Scenario s = require_training(node.resolve(), "simulate");
+  const Scenario resolved = node.resolve();
+  if (!resolved.jobs.empty()) return run_jobs(f, resolved);
+  const Scenario s = require_training(resolved, "simulate");
   if (!f.links.empty() && s.fidelity != Fidelity::Flow)
     throw Error("--links: link loads come from the flow fidelity; add --fidelity flow (or set run.fidelity: flow)");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();

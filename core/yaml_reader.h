@@ -144,8 +144,16 @@ class YamlReader {
   // set by a command-line override), e.g. "--set"; empty: by the source.
   YamlReader(std::string source, std::string unmarked) : source_(std::move(source)), unmarked_(std::move(unmarked)) {}
 
+  // The same reader naming every field under `prefix` ("jobs[1]." + "parallel.tp"): a section
+  // read for one entry of a list.
+  YamlReader prefixed(const std::string& prefix) const {
+    YamlReader r = *this;
+    r.prefix_ += prefix;
+    return r;
+  }
+
   [[noreturn]] void fail(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    throw Error(fmt::format("{} {}: {}", where(at), field, what));
+    throw Error(fmt::format("{} {}{}: {}", where(at), prefix_, field, what));
   }
 
   // Runs a unit parser (whose error already names the field) and adds the file position.
@@ -154,7 +162,7 @@ class YamlReader {
     try {
       return parse();
     } catch (const Error& e) {
-      throw Error(fmt::format("{} {}", where(at), e.what()));
+      throw Error(fmt::format("{} {}{}", where(at), prefix_, e.what()));
     }
   }
 
@@ -247,6 +255,7 @@ class YamlReader {
 
   std::string source_;
   std::string unmarked_;
+  std::string prefix_;  // before every field name (prefixed())
 };
 
 }  // namespace meshsim

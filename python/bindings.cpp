@@ -56,7 +56,14 @@ Scenario load_scenario(const std::string& path, const std::string& text, const s
 // collectives: add "collectives", the per-collective table (simulate --collectives FILE.json).
 std::string simulate(const std::string& path, const std::string& text, const std::vector<std::string>& sets,
                      const std::string& fidelity, bool links, bool collectives) {
-  const Scenario s = load_scenario(path, text, sets, fidelity, "simulate");
+  const Scenario resolved = load_node(path, text, sets, fidelity).resolve();
+  if (!resolved.jobs.empty()) {  // several jobs on one fabric: simulate --json's jobs object
+    if (links || collectives)
+      throw Error(fmt::format("{}: describes one job; a scenario with jobs: returns each job's figures",
+                              links ? "links" : "collectives"));
+    return jobs_json(simulate_jobs(resolved, AlgorithmRegistry::builtin())).dump();
+  }
+  const Scenario s = require_training(resolved, "simulate");
   const AlgorithmRegistry registry = AlgorithmRegistry::builtin();
   const TrainingResult r = simulate_training(s, registry, collectives);
   nlohmann::ordered_json j = training_json(r);

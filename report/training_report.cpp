@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/error.h"
 #include "report/collective_report.h"
 #include "report/topology_svg.h"
 
@@ -346,6 +347,53 @@ std::string training_summary_text(const TrainingResult& r) {
                      r.sim.distinct_collectives);
   }
   return o.str();
+}
+
+std::string jobs_summary_text(const JobsResult& r) {
+  MESHSIM_ASSERT(!r.together.empty() && r.alone.size() == r.together.size());
+  const TrainingResult& first = r.together.front();
+  std::ostringstream o;
+  o << fmt::format("meshsim simulate: {} jobs sharing {} ({} GPUs), fidelity {}, each from the same start\n",
+                   r.together.size(), first.topology_name, first.topology->num_gpus(),
+                   to_string(first.scenario.fidelity));
+  o << fmt::format("  {:<16} {:>6} {:>12} {:>12} {:>9}  {}\n", "job", "GPUs", "alone", "together", "cost", "where");
+  for (std::size_t j = 0; j < r.together.size(); ++j) {
+    const TrainingResult& a = r.alone[j];
+    const TrainingResult& t = r.together[j];
+    const std::string& from = t.scenario.gpus_from;
+    const double alone = a.sim.iteration.seconds(), both = t.sim.iteration.seconds();
+    std::string where = from.substr(from.find('.') + 1);  // "nodes = 0-7" -> "nodes 0-7"
+    if (const auto eq = where.find(" = "); eq != std::string::npos) where.replace(eq, 3, " ");
+    o << fmt::format("  {:<16} {:>6} {:>12} {:>12} {:>+8.2f}%  {}\n", t.scenario.name, t.gpus,
+                     format_time(a.sim.iteration), format_time(t.sim.iteration),
+                     alone > 0 ? 100 * (both / alone - 1) : 0.0, where);
+  }
+  o << "  (alone: the job with the fabric to itself; together: every job's ops in flight share the links)\n";
+  for (const TrainingResult& t : r.together) o << "\n" << training_summary_text(t);
+  return o.str();
+}
+
+nlohmann::ordered_json jobs_json(const JobsResult& r) {
+  MESHSIM_ASSERT(!r.together.empty() && r.alone.size() == r.together.size());
+  nlohmann::ordered_json out;
+  const TrainingResult& first = r.together.front();
+  out["topology"] = first.topology_name;
+  out["fidelity"] = to_string(first.scenario.fidelity);
+  out["jobs"] = nlohmann::ordered_json::array();
+  for (std::size_t j = 0; j < r.together.size(); ++j) {
+    const TrainingResult& a = r.alone[j];
+    const TrainingResult& t = r.together[j];
+    const double alone = a.sim.iteration.seconds(), both = t.sim.iteration.seconds();
+    out["jobs"].push_back({{"name", t.scenario.name},
+                           {"gpus", t.gpus},
+                           {"gpus_from", t.scenario.gpus_from},
+                           {"alone_s", alone},
+                           {"together_s", both},
+                           {"slowdown", alone > 0 ? both / alone - 1 : 0.0},
+                           {"alone", training_json(a)},
+                           {"together", training_json(t)}});
+  }
+  return out;
 }
 
 std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const std::vector<RankMemory>& stages,

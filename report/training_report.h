@@ -25,6 +25,12 @@ std::string memory_table_text(const ModelSpec& m, const ParallelSpec& p, const s
 // [{"stage", "role", "items": [{"category", "name", "formula", "bytes"}], "total_bytes"}]}.
 nlohmann::ordered_json memory_json(const Scenario& s, const std::vector<RankMemory>& stages, Bytes capacity);
 nlohmann::ordered_json training_json(const TrainingResult& r);
+// Several jobs on one fabric (meshsim simulate on a scenario with jobs:): a table of each
+// job's iteration alone and together, then each job's summary in the shared run; and as JSON,
+// {"scenario", "topology", "fidelity", "jobs": [{"name", "gpus", "gpus_from", "alone_s",
+// "together_s", "slowdown", "alone": training_json, "together": training_json}]}.
+std::string jobs_summary_text(const JobsResult& r);
+nlohmann::ordered_json jobs_json(const JobsResult& r);
 nlohmann::ordered_json training_trace(const TrainingResult& r);
 // An op's category in every trace and report (compute, recompute, optimizer, tp, dp, pp, ...).
 std::string op_category(const Op& op);

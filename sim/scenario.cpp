@@ -172,12 +172,13 @@ int auto_dp(const YamlReader& r, const YAML::Node& at, const Scenario& s) {
   ParallelSpec one = s.parallel;
   one.dp = 1;
   const std::int64_t rest = one.world_size();
-  const std::int64_t gpus = r.located(at, [&] { return shared_topology(s.topology)->num_gpus(); });
+  const std::int64_t gpus = s.gpus.empty() ? r.located(at, [&] { return shared_topology(s.topology)->num_gpus(); })
+                                           : static_cast<std::int64_t>(s.gpus.size());
   if (rest < 1 || gpus % rest != 0)
     r.fail(at, "parallel.dp",
-           fmt::format("auto: the {} GPUs of topology {} are not a multiple of pp x cp x tp = {}; give dp a number or "
+           fmt::format("auto: the {} GPUs of {} are not a multiple of pp x cp x tp = {}; give dp a number or "
                        "change the layout",
-                       gpus, s.topology, rest));
+                       gpus, s.gpus.empty() ? "topology " + s.topology : s.gpus_from, rest));
   return static_cast<int>(gpus / rest);
 }
 
@@ -367,8 +368,16 @@ void ScenarioNode::set(const std::string& assignment) {
     pos = dot + 1;
   }
   YAML::Node cur = *node_;
+  // A list's entry by its index: jobs.1.parallel.tp=4.
+  auto entry = [&](const std::string& key) {
+    const std::optional<int> at = parse_int(key);
+    if (!at || *at < 0 || *at >= static_cast<int>(cur.size()))
+      throw Error(fmt::format("{}: '{}' is not an entry of the list (0..{})", flag("set", path), key,
+                              static_cast<int>(cur.size()) - 1));
+    return cur[static_cast<std::size_t>(*at)];
+  };
   for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
-    YAML::Node next = cur[keys[i]];
+    YAML::Node next = cur.IsSequence() ? entry(keys[i]) : cur[keys[i]];
     if (next && next.IsScalar()) {
       if (keys[i] != "model" && keys[i] != "stack")
         throw Error(flag("set", path) + ": '" + keys[i] + "' is a value, not a map of fields");
@@ -382,6 +391,11 @@ void ScenarioNode::set(const std::string& assignment) {
       next = cur[keys[i]];
     }
     cur.reset(next);
+  }
+  if (cur.IsSequence()) {  // a list's entry replaced whole: jobs.1={name: b, nodes: 8-15} is not a value
+    entry(keys.back());
+    throw Error(fmt::format("{}: '{}' is a list entry, not a value; set one of its fields ({}.FIELD=VALUE)",
+                            flag("set", path), keys.back(), path));
   }
   cur[keys.back()] = YAML::Node(value);  // a fresh node: no file position, so errors name --set
 }
@@ -495,11 +509,16 @@ Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
   return p;
 }
 
-Scenario ScenarioNode::resolve() const {
-  const YAML::Node& n = *node_;
-  const YamlReader r(source_, flag("set"));
+namespace {
+
+// One scenario's sections; `gpus` (a job of several: its GPUs of the shared topology) sets
+// what `dp: auto` divides.
+Scenario resolve_scenario(const YamlReader& r, const YAML::Node& n, std::vector<int> gpus = {},
+                          std::string gpus_from = {}) {
   r.only_keys(n, "scenario", section_keys(""), "{model: gpt3-175b, parallel: {tp: 8}, topology: dgx-h100:nodes=2}");
   Scenario s;
+  s.gpus = std::move(gpus);
+  s.gpus_from = std::move(gpus_from);
   if (n["name"]) s.name = r.text(n["name"], "name");
   if (const YAML::Node& w = n["workload"]) {
     s.workload = resolve_workload(r, w);
@@ -553,6 +572,95 @@ Scenario ScenarioNode::resolve() const {
              "must list each mesh axis once, outermost first; this layout's axes are " + keys_of(want));
   }
   return s;
+}
+
+// A job's `nodes: 0-7,16-23` or `gpus: 0-63`: indices and inclusive ranges, each once, within
+// `limit`.
+std::vector<int> index_ranges(const YamlReader& r, const YAML::Node& v, const std::string& field, const char* what,
+                              int limit) {
+  const std::string text = r.text(v, field);
+  std::vector<int> out;
+  std::set<int> seen;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto dash = item.find('-', 1);
+    const std::optional<int> lo = parse_int(item.substr(0, dash));
+    const std::optional<int> hi = dash == std::string::npos ? lo : parse_int(item.substr(dash + 1));
+    if (!lo || !hi || *lo < 0 || *hi < *lo)
+      r.fail(v, field, fmt::format("'{}' is not a {} index or range; write e.g. 0-7 or 0-3,8-11", item, what));
+    if (*hi >= limit)
+      r.fail(v, field, fmt::format("{} {} is not in the topology ({}s 0..{})", what, *hi, what, limit - 1));
+    for (int i = *lo; i <= *hi; ++i) {
+      if (!seen.insert(i).second) r.fail(v, field, fmt::format("{} {} is given twice", what, i));
+      out.push_back(i);
+    }
+  }
+  if (out.empty()) r.fail(v, field, fmt::format("names no {}; write e.g. 0-7", what));
+  return out;
+}
+
+// `jobs:`: each job a scenario of the top level's sections with its own laid over them, on
+// its own GPUs of the shared topology; the top level keeps what they share.
+Scenario resolve_jobs(const YamlReader& r, const YAML::Node& n) {
+  r.only_keys(n, "scenario", section_keys(""), "{topology: dgx-h100:nodes=16, jobs: [{nodes: 0-7}, {nodes: 8-15}]}");
+  const YAML::Node& list = n["jobs"];
+  const char* example = "[{name: a, nodes: 0-7}, {name: b, nodes: 8-15}]";
+  if (!list.IsSequence() || list.size() == 0) r.fail(list, "jobs", fmt::format("expected a list such as {}", example));
+  if (n["workload"]) r.fail(n["workload"], "workload", "a collective workload runs alone; drop jobs: or workload:");
+  const std::string topology = n["topology"] ? r.text(n["topology"], "topology") : Scenario{}.topology;
+  const auto topo = r.located(n["topology"] ? n["topology"] : list, [&] { return shared_topology(topology); });
+  std::vector<std::vector<int>> node_gpus(static_cast<std::size_t>(topo->num_nodes()));
+  for (int g = 0; g < topo->num_gpus(); ++g) node_gpus[static_cast<std::size_t>(topo->node_of_gpu(g))].push_back(g);
+  std::vector<int> owner(static_cast<std::size_t>(topo->num_gpus()), -1);
+  std::vector<Scenario> jobs;
+  for (std::size_t j = 0; j < list.size(); ++j) {
+    const YAML::Node& job = list[j];
+    const std::string at = fmt::format("jobs[{}]", j);
+    r.only_keys(job, at, section_keys("jobs"), "{name: b, nodes: 8-15, parallel: {dp: 8}}");
+    if (static_cast<bool>(job["nodes"]) == static_cast<bool>(job["gpus"]))
+      r.fail(job, at, "give the job's nodes (nodes: 0-7) or its GPUs (gpus: 0-63), one of the two");
+    std::vector<int> gpus;
+    std::string from;
+    if (const YAML::Node& v = job["nodes"]) {
+      from = fmt::format("{}.nodes = {}", at, r.text(v, at + ".nodes"));
+      for (int node : index_ranges(r, v, at + ".nodes", "node", topo->num_nodes()))
+        gpus.insert(gpus.end(), node_gpus[static_cast<std::size_t>(node)].begin(),
+                    node_gpus[static_cast<std::size_t>(node)].end());
+    } else {
+      from = fmt::format("{}.gpus = {}", at, r.text(job["gpus"], at + ".gpus"));
+      gpus = index_ranges(r, job["gpus"], at + ".gpus", "GPU", topo->num_gpus());
+    }
+    const YAML::Node& where = job["nodes"] ? job["nodes"] : job["gpus"];
+    for (int g : gpus) {
+      int& o = owner[static_cast<std::size_t>(g)];
+      if (o >= 0)
+        r.fail(where, at,
+               fmt::format("GPU {} is also job {}'s ('{}'); jobs share the fabric, not GPUs", g, o,
+                           jobs[static_cast<std::size_t>(o)].name));
+      o = static_cast<int>(j);
+    }
+    YAML::Node merged(YAML::NodeType::Map);
+    for (const auto& kv : n)
+      if (kv.first.Scalar() != "jobs" && kv.first.Scalar() != "name") merged[kv.first.Scalar()] = kv.second;
+    for (const auto& kv : job)
+      if (kv.first.Scalar() != "nodes" && kv.first.Scalar() != "gpus") merged[kv.first.Scalar()] = kv.second;
+    Scenario s = resolve_scenario(r.prefixed(at + "."), merged, std::move(gpus), from);
+    if (!job["name"]) s.name = fmt::format("job{}", j);
+    jobs.push_back(std::move(s));
+  }
+  Scenario s = jobs.front();
+  s.name = n["name"] ? r.text(n["name"], "name") : "jobs";
+  s.gpus.clear();
+  s.gpus_from.clear();
+  s.jobs = std::move(jobs);
+  return s;
+}
+
+}  // namespace
+
+Scenario ScenarioNode::resolve() const {
+  const YamlReader r(source_, flag("set"));
+  return (*node_)["jobs"] ? resolve_jobs(r, *node_) : resolve_scenario(r, *node_);
 }
 
 std::string default_gpu_for(const std::string& topology_spec) {

@@ -14,6 +14,10 @@
 // Instead of a model, a collective workload (what `meshsim run|validate` time for real):
 //   workload: {collective: allreduce, bytes: 64MiB, algorithm: ring, iterations: 5}
 //
+// Several training jobs on one topology, sharing its links (flow fidelity; the top level's
+// model, parallel, ... are every job's defaults):
+//   jobs: [{name: a, nodes: 0-63}, {name: b, nodes: 64-127, parallel: {dp: 4, tp: 8, pp: 4}}]
+//
 //   ScenarioNode n = ScenarioNode::load("s.yaml");
 //   n.set("parallel.tp=4");  n.set("placement=bunched:2x2");
 //   Scenario s = n.resolve();   // validated; unknown fields are errors naming the path
@@ -78,6 +82,15 @@ struct Scenario {
   Perturbations perturb;
   // A collective workload instead of a training iteration; ranks 0 = as many as run.
   std::optional<CollectiveWorkload> workload;
+  // One job of several on a shared topology (`jobs:`): the GPUs it runs on, in order (its
+  // placement is laid out over them as over a cluster of its own), and how the file gave them
+  // ("jobs[1].nodes = 8-15"); empty: every GPU of the topology.
+  std::vector<int> gpus;
+  std::string gpus_from;
+  // Several training jobs sharing the topology's links (`jobs:`), each a scenario of its own
+  // (the top level's sections are its defaults; topology, run and perturb are shared). The
+  // top level's model and layout are then the first job's, and only simulate_jobs reads it.
+  std::vector<Scenario> jobs;
 };
 
 // The YAML tree of a scenario before it is resolved: --set and --vary edit it.

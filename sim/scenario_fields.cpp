@@ -28,6 +28,9 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"", "perturb", "map", "-", "parts below their nominal rate: stragglers, degraded links (the perturb section)"},
     {"", "workload", "map", "-",
      "a collective workload instead of a model: what meshsim run and validate execute (the workload section)"},
+    {"", "jobs", "list of maps", "-",
+     "several training jobs on the topology at once, sharing its links (flow fidelity; meshsim simulate): each a "
+     "map of its own sections over the top level's, on its nodes or GPUs (the jobs section)"},
     // model:
     {"model", "preset", "model preset name", "-", "start from a preset and change the fields given beside it"},
     {"model", "name", "text", "the preset's, or custom", "a label for reports"},
@@ -128,6 +131,20 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
      "every GPU's speed drawn from a distribution, GPU by GPU from the seed and its index (deterministic); a stage "
      "runs at its slowest GPU's pace, factors kept within [0.05, 1]; combines with gpu_factors"},
     {"perturb", "seed", "integer >= 0", "1", "the seed of gpu_draw's draws"},
+    // jobs: (each entry)
+    {"jobs", "name", "text", "job0, job1, ...", "the job's label in the table"},
+    {"jobs", "nodes", "indices and ranges, e.g. 0-7,16-23", "-",
+     "the nodes the job runs on (its GPUs in node order); this or gpus, not both; no GPU in two jobs"},
+    {"jobs", "gpus", "indices and ranges, e.g. 0-63", "-",
+     "the GPUs the job runs on (natural and listed placements only); this or nodes"},
+    {"jobs", "model", "as the top level's", "the top level's", "the job's model"},
+    {"jobs", "parallel", "as the top level's", "the top level's", "the job's layout (dp: auto divides the job's GPUs)"},
+    {"jobs", "stack", "as the top level's", "the top level's", "the job's training stack"},
+    {"jobs", "placement", "natural | bunched:RxC | list:...", "the top level's",
+     "where its ranks sit on its GPUs, laid out as over a cluster of its own (list: the topology's GPU indices, "
+     "all the job's)"},
+    {"jobs", "order", "as the top level's", "the top level's", "the job's mesh order"},
+    {"jobs", "gpu", "compute preset", "the top level's", "the job's GPUs' compute figures"},
     // workload:
     {"workload", "collective", "allreduce | allgather | reducescatter | broadcast | reduce | alltoall", "-",
      "the collective every iteration runs"},
@@ -141,7 +158,7 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
 });
 
 constexpr std::array kSections =
-    std::to_array<std::string_view>({"", "model", "parallel", "stack", "run", "perturb", "workload"});
+    std::to_array<std::string_view>({"", "model", "parallel", "stack", "run", "perturb", "workload", "jobs"});
 
 // A table cell: '|' escaped so that Markdown keeps the columns.
 std::string cell(std::string_view text) {

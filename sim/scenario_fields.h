@@ -15,13 +15,15 @@
 namespace meshsim {
 
 struct ScenarioField {
-  std::string_view section;  // "" (the top level), model, parallel, stack, run, workload
+  std::string_view section;  // "" (the top level), model, parallel, stack, run, perturb, workload, jobs
   std::string_view key;
   std::string_view values;    // what it takes: "integer >= 1", "true | false", "none | full | ..."
   std::string_view fallback;  // its default when left out ("-": required or none)
   std::string_view help;
+  // "parallel.tp"; a field of each entry of the jobs list: "jobs[i].nodes".
   std::string path() const {
-    return section.empty() ? std::string(key) : std::string(section) + "." + std::string(key);
+    if (section.empty()) return std::string(key);
+    return std::string(section) + (section == "jobs" ? "[i]." : ".") + std::string(key);
   }
 };
 

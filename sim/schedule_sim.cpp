@@ -95,15 +95,17 @@ std::vector<int> sharing_profiles(LinkSharing& sharing, const std::vector<std::v
 // Link loads over the iteration (flow): bytes of every op's timing, summed; with link
 // sharing, each link's peak, the time each kind of op lost to it, and the busiest links'
 // load over time.
-void link_results(const Schedule& schedule, const Topology& topo, const detail::Runner& runner,
-                  const std::vector<std::vector<LinkStats>>& link_stats, const std::vector<int>& timing_of,
-                  const std::vector<Time>& duration, const LinkSharing* sharing, ScheduleSimResult& res) {
+// Roles [first_role, end_role) of `schedule` are the job whose result `res` is.
+void link_results(const Schedule& schedule, int first_role, int end_role, const Topology& topo,
+                  const detail::Runner& runner, const std::vector<std::vector<LinkStats>>& link_stats,
+                  const std::vector<int>& timing_of, const std::vector<Time>& duration, const LinkSharing* sharing,
+                  ScheduleSimResult& res) {
   if (sharing != nullptr) {
     res.link_usage = sharing->link_usage();
     res.links_shared = true;
-    for (std::size_t r = 0; r < schedule.roles.size(); ++r)
+    for (int r = first_role; r < end_role; ++r)
       for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
-        const auto g = static_cast<std::size_t>(runner.gid(static_cast<int>(r), static_cast<int>(i)));
+        const auto g = static_cast<std::size_t>(runner.gid(r, static_cast<int>(i)));
         const Time taken = runner.end()[g] - runner.start()[g];
         if (timing_of[g] < 0 || taken <= duration[g]) continue;
         auto& [ops, extra] = res.sharing_delay[comm_category(schedule.roles[r].ops[i])];
@@ -135,78 +137,133 @@ using detail::Runner;
 ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& topo, Router& router,
                                     const Placement& placement, const ComputeModel& compute,
                                     const AlgorithmRegistry& registry, const ScheduleSimOptions& options) {
-  Groups groups(schedule, placement);
-  Costing costing{topo, router, registry, options, groups, {}, {}};
-  std::vector<int> offset;
-  std::vector<Time> duration;
-  std::vector<Time> beside;    // compute ops beside communication (GpuSpec::comm_sms), or empty
-  std::vector<int> timing_of;  // distinct flow timing behind each op, or -1
-  const bool contention = compute.gpu().comm_sms > 0;
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
-    offset.push_back(static_cast<int>(duration.size()));
-    for (const Op& op : schedule.roles[r].ops) {
-      int timing = -1;
-      Time d;
-      switch (op.kind) {
-        case OpKind::Compute: {
-          auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
-          if (r < options.role_compute_factor.size()) {
-            alone = duration_ps(static_cast<double>(alone.ps()) / options.role_compute_factor[r], "a slowed kernel");
-            slow = duration_ps(static_cast<double>(slow.ps()) / options.role_compute_factor[r], "a slowed kernel");
-          }
-          d = alone;
-          if (contention) beside.push_back(slow);
-          break;
+  return std::move(simulate_jobs({{&schedule, &placement, &compute, options}}, topo, router, registry).front());
+}
+
+namespace {
+
+// The jobs' schedules as one: roles in job order, each job's Send/Recv tags moved past the
+// jobs before it so that a Recv meets only its own job's Send.
+Schedule merged_schedule(const std::vector<ScheduleJob>& jobs) {
+  Schedule all;
+  std::int64_t base = 0;
+  for (const ScheduleJob& job : jobs) {
+    std::int64_t top = -1;
+    for (const Role& role : job.schedule->roles) {
+      all.roles.push_back(role);
+      for (Op& op : all.roles.back().ops)
+        if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+          MESHSIM_ASSERT(op.tag >= 0);
+          top = std::max(top, op.tag);
+          op.tag += base;
         }
-        case OpKind::Collective:
-        case OpKind::Send:
-          std::tie(d, timing) = costing.time(static_cast<int>(r), op);
-          break;
-        case OpKind::Recv:
-          break;
-      }
-      if (contention && op.kind != OpKind::Compute) beside.push_back(d);
-      duration.push_back(d);
-      timing_of.push_back(timing);
     }
+    base += top + 1;
   }
+  return all;
+}
+
+}  // namespace
+
+std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& jobs, const Topology& topo, Router& router,
+                                             const AlgorithmRegistry& registry) {
+  MESHSIM_ASSERT(!jobs.empty());
+  const ScheduleSimOptions& common = jobs.front().options;
+  for (const ScheduleJob& job : jobs)
+    MESHSIM_ASSERT(job.options.fidelity == common.fidelity && job.options.share_links == common.share_links);
+  std::vector<int> offset;         // per role of every job: its first op's global id
+  std::vector<int> first_role{0};  // per job, and one past the last
+  std::vector<Time> duration;
+  std::vector<Time> beside;                        // compute ops beside communication (GpuSpec::comm_sms), or empty
+  std::vector<int> timing_of;                      // distinct flow timing behind each op, or -1
+  std::vector<std::vector<LinkStats>> link_stats;  // per distinct flow timing, every job's
+  std::vector<int> distinct;                       // per job: its collective timings
+  const bool contention =
+      std::any_of(jobs.begin(), jobs.end(), [](const ScheduleJob& j) { return j.compute->gpu().comm_sms > 0; });
+  for (const ScheduleJob& job : jobs) {
+    const Schedule& schedule = *job.schedule;
+    const ComputeModel& compute = *job.compute;
+    const ScheduleSimOptions& options = job.options;
+    Groups groups(schedule, *job.placement);
+    Costing costing{topo, router, registry, options, groups, {}, {}};
+    const int stats_base = static_cast<int>(link_stats.size());
+    for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
+      offset.push_back(static_cast<int>(duration.size()));
+      for (const Op& op : schedule.roles[r].ops) {
+        int timing = -1;
+        Time d;
+        switch (op.kind) {
+          case OpKind::Compute: {
+            auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
+            if (r < options.role_compute_factor.size()) {
+              alone = duration_ps(static_cast<double>(alone.ps()) / options.role_compute_factor[r], "a slowed kernel");
+              slow = duration_ps(static_cast<double>(slow.ps()) / options.role_compute_factor[r], "a slowed kernel");
+            }
+            d = alone;
+            if (contention) beside.push_back(compute.gpu().comm_sms > 0 ? slow : alone);
+            break;
+          }
+          case OpKind::Collective:
+          case OpKind::Send:
+            std::tie(d, timing) = costing.time(static_cast<int>(r), op);
+            break;
+          case OpKind::Recv:
+            break;
+        }
+        if (contention && op.kind != OpKind::Compute) beside.push_back(d);
+        duration.push_back(d);
+        timing_of.push_back(timing < 0 ? -1 : stats_base + timing);
+      }
+    }
+    first_role.push_back(first_role.back() + static_cast<int>(schedule.roles.size()));
+    for (auto& stats : costing.link_stats) link_stats.push_back(std::move(stats));
+    distinct.push_back(static_cast<int>(costing.cache.size()));
+  }
+  // One job runs its own schedule; several run theirs as one (tags kept apart).
+  std::optional<Schedule> merged;
+  if (jobs.size() > 1) merged = merged_schedule(jobs);
+  const Schedule& all = merged ? *merged : *jobs.front().schedule;
   // Flow fidelity: the ops in flight share the links (sim/link_sharing.h).
-  const bool share = options.fidelity == Fidelity::Flow && options.share_links && !costing.link_stats.empty();
+  const bool share = common.fidelity == Fidelity::Flow && common.share_links && !link_stats.empty();
   std::optional<LinkSharing> sharing;
   std::vector<int> profile;
-  if (share) profile = sharing_profiles(sharing.emplace(topo), costing.link_stats, timing_of, duration);
-  Runner runner(schedule, duration, offset, share ? &*sharing : nullptr, std::move(profile), std::move(beside));
+  if (share) profile = sharing_profiles(sharing.emplace(topo), link_stats, timing_of, duration);
+  Runner runner(all, duration, offset, share ? &*sharing : nullptr, std::move(profile), std::move(beside));
   runner.run();
 
-  ScheduleSimResult res;
-  res.trace.source = std::string("sim:") + to_string(options.fidelity);
-  res.distinct_collectives = static_cast<int>(costing.cache.size());
-  res.peak_activation = runner.peak_mem();
-  for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
-    Time end;
-    for (std::size_t i = 0; i < schedule.roles[r].ops.size(); ++i) {
-      const int g = runner.gid(static_cast<int>(r), static_cast<int>(i));
-      res.trace.events.push_back({static_cast<int>(r), static_cast<int>(i), -1, runner.start()[g], runner.end()[g]});
-      end = std::max(end, runner.end()[g]);
+  std::vector<ScheduleSimResult> out(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    ScheduleSimResult& res = out[j];
+    const int first = first_role[j], end_role = first_role[j + 1];
+    res.trace.source = std::string("sim:") + to_string(common.fidelity);
+    res.distinct_collectives = distinct[j];
+    res.peak_activation.assign(runner.peak_mem().begin() + first, runner.peak_mem().begin() + end_role);
+    for (int r = first; r < end_role; ++r) {
+      Time end;
+      for (std::size_t i = 0; i < all.roles[r].ops.size(); ++i) {
+        const int g = runner.gid(r, static_cast<int>(i));
+        res.trace.events.push_back({r - first, static_cast<int>(i), -1, runner.start()[g], runner.end()[g]});
+        end = std::max(end, runner.end()[g]);
+      }
+      res.role_end.push_back(end);
+      if (end > res.iteration) {
+        res.iteration = end;
+        res.critical_role = r - first;
+      }
     }
-    res.role_end.push_back(end);
-    if (end > res.iteration) {
-      res.iteration = end;
-      res.critical_role = static_cast<int>(r);
-    }
+    const int crit = first + res.critical_role;
+    res.breakdown = breakdown_of(all, runner, crit, res.iteration, {});
+    for (const Op& op : all.roles[crit].ops) res.executed_flops_per_rank += op.kernel.flops;
+    for (int r = first; r < end_role; ++r)
+      for (const Op& op : all.roles[r].ops) {
+        res.flops_executed += op.kernel.flops;
+        if (op.phase == Phase::Recompute) res.flops_recomputed += op.kernel.flops;
+      }
+    if (!link_stats.empty() && res.iteration > Time{})
+      link_results(all, first, end_role, topo, runner, link_stats, timing_of, duration, share ? &*sharing : nullptr,
+                   res);
   }
-
-  res.breakdown = breakdown_of(schedule, runner, res.critical_role, res.iteration, {});
-  for (const Op& op : schedule.roles[res.critical_role].ops) res.executed_flops_per_rank += op.kernel.flops;
-  for (const Role& role : schedule.roles)
-    for (const Op& op : role.ops) {
-      res.flops_executed += op.kernel.flops;
-      if (op.phase == Phase::Recompute) res.flops_recomputed += op.kernel.flops;
-    }
-
-  if (!costing.link_stats.empty() && res.iteration > Time{})
-    link_results(schedule, topo, runner, costing.link_stats, timing_of, duration, share ? &*sharing : nullptr, res);
-  return res;
+  return out;
 }
 
 void resolve_algorithms(Schedule& schedule, const Topology& topo, Router& router, const Placement& placement,

@@ -106,6 +106,25 @@ ScheduleSimResult simulate_schedule(const Schedule& schedule, const Topology& to
                                     const Placement& placement, const ComputeModel& compute,
                                     const AlgorithmRegistry& registry, const ScheduleSimOptions& options);
 
+// One of several jobs on one fabric (simulate_jobs): its schedule, where its ranks sit (GPUs of
+// the shared topology, disjoint from the other jobs'), its GPUs' compute model and its options.
+struct ScheduleJob {
+  const Schedule* schedule = nullptr;
+  const Placement* placement = nullptr;
+  const ComputeModel* compute = nullptr;
+  ScheduleSimOptions options;
+};
+
+// Several jobs on one topology at once, each from the same start. Every op is timed as in
+// simulate_schedule, within its own job (a DP all-reduce: every group of its stage at once);
+// at flow fidelity with link sharing the ops in flight of every job then share the links, so
+// one job's collectives slow another's where their routes meet (a leaf's uplinks, a spine).
+// At formula and nccl fidelity, or without link sharing, each job runs as if alone. One result
+// per job, as simulate_schedule gives it for that job alone (trace roles are its own stages;
+// link_usage is the whole fabric's, every job's bytes). One job: exactly simulate_schedule.
+std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& jobs, const Topology& topo, Router& router,
+                                             const AlgorithmRegistry& registry);
+
 // Names the algorithm of every collective op that names none: the one the simulator picks
 // for the op's group on this topology (`algorithm`, auto = the lowest closed form, see choose_algorithm), so
 // that a real backend runs exactly what the prediction assumed. Ring shifts (send/recv

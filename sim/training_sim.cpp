@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -112,10 +113,32 @@ Placement training_placement(const Scenario& s, const Topology& topo) {
       ordered.dims.push_back(mesh.dims[static_cast<std::size_t>(mesh.dim_index(name))]);
     mesh = ordered;
   }
-  return Placement::parse(s.placement, mesh, topo, "placement");
+  if (s.gpus.empty()) return Placement::parse(s.placement, mesh, topo, "placement");
+  // A job of several: listed by the topology's GPU indices, all its own, or laid out over its
+  // GPUs as over a cluster of its own (whole nodes, for a layout by node).
+  if (s.placement.rfind("list:", 0) == 0) {
+    Placement listed = Placement::parse(s.placement, mesh, topo, "placement");
+    const std::set<int> mine(s.gpus.begin(), s.gpus.end());
+    for (int g : listed.gpus())
+      if (!mine.count(g))
+        throw Error(
+            fmt::format("placement: GPU {} is not job '{}''s ({}); list the job's own GPUs", g, s.name, s.gpus_from));
+    return listed;
+  }
+  if (s.placement != "natural" && s.gpus_from.find(".gpus") != std::string::npos)
+    throw Error(
+        fmt::format("placement: {} lays ranks out by node, but job '{}' is given by GPUs ({}); give it "
+                    "nodes (nodes: 0-7) or use natural",
+                    s.placement, s.name, s.gpus_from));
+  return Placement::parse(s.placement, mesh, topo, "placement").on_gpus(s.gpus);
 }
 
 Scenario require_training(Scenario s, const std::string& command) {
+  if (!s.jobs.empty())
+    throw Error(
+        fmt::format("jobs: meshsim {} times one job; time several sharing a fabric with meshsim simulate, "
+                    "or give one job's sections without jobs:",
+                    command));
   if (s.workload)
     throw Error(
         fmt::format("workload: this scenario is a collective workload, which meshsim {} does not time; run it "
@@ -132,43 +155,107 @@ StageMemories stage_memories(const Scenario& s) {
   return m;
 }
 
+namespace {
+
+// What one job's simulation runs on: its checked layout, placement, compute model and options.
+struct JobSetup {
+  CheckedLayout layout;
+  Placement placement;
+  ComputeModel compute;
+  ScheduleSimOptions opt;
+};
+
+JobSetup setup_job(const Scenario& s, const Topology& topo, TrainingResult& r) {
+  r.scenario = s;
+  r.topology_name = topo.name();
+  r.gpus = s.gpus.empty() ? topo.num_gpus() : static_cast<int>(s.gpus.size());
+  JobSetup j{check_layout(s.model, s.parallel, r.gpus, s.gpus.empty() ? "topology " + topo.name() : s.gpus_from),
+             training_placement(s, topo),
+             ComputeModel(gpu_preset(s.gpu)),
+             {}};
+  r.placement = j.placement.kind();
+  const GpuSpec preset = j.compute.gpu();  // the scenario's GPU, read once
+  if (!s.profile.empty()) {
+    MachineProfile profile = load_machine_profile(s.profile);
+    j.compute = ComputeModel(std::move(profile.gpu), std::move(profile.compute));
+    j.opt.measured = std::move(profile.collectives);
+  }
+  r.gpu = j.compute.gpu();
+  j.compute.set_attention_library(s.parallel.stack.attention);
+  j.compute.set_job_gpus(s.parallel.world_size());
+  r.tensor_factor = j.compute.tensor_factor();
+
+  j.opt.fidelity = s.fidelity;
+  j.opt.algorithm = s.algorithm;
+  j.opt.share_links = s.link_sharing;
+  if (s.fidelity == Fidelity::Nccl) j.opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
+  if (!s.perturb.gpus.empty() || s.perturb.draw.kind != GpuDraw::Kind::None) {
+    r.stage_compute_factor = stage_compute_factors(s, j.placement, topo);
+    j.opt.role_compute_factor = r.stage_compute_factor;
+  }
+  return j;
+}
+
+// The figures a researcher plans with, from r.sim: MFU/HFU, tokens/s, memory per stage, links.
+void training_figures(const Scenario& s, const Topology& topo, const ComputeModel& compute, TrainingResult& r) {
+  const ParallelSpec& p = s.parallel;
+  const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
+  // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
+  // (docs/math.md section 4): model FLOPs x (executed with recomputation / executed without).
+  const double executed = r.sim.flops_executed * ranks_per_role, recomputed = r.sim.flops_recomputed * ranks_per_role;
+  r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
+  r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;
+  const double secs = r.sim.iteration.seconds();
+  const double peak = compute.peak_flops(s.model.dtype_bytes()) * p.world_size();
+  if (secs > 0) {
+    r.mfu = r.model_flops / (secs * peak);
+    r.hfu = r.hardware_flops / (secs * peak);
+    r.tokens_per_s = static_cast<double>(p.global_batch()) * s.model.seq / secs;
+  }
+
+  r.capacity = r.gpu.memory;
+  r.fits = true;
+  r.stages.clear();
+  for (int stage = 0; stage < p.pp; ++stage) {
+    StageMemory m;
+    m.model = rank_memory(s.model, p, stage);
+    m.activation_peak = r.sim.peak_activation[static_cast<std::size_t>(stage)];
+    m.peak = m.activation_peak;
+    for (const auto& [category, bytes] : m.other_by_category()) m.peak += bytes;
+    r.fits = r.fits && m.peak <= r.capacity;
+    r.stages.push_back(std::move(m));
+  }
+  r.link_names.clear();
+  r.links.clear();
+  for (const BusiestLink& l : r.sim.top_links) r.link_names.push_back(link_name(topo, l.link));
+  for (std::size_t l = 0; l < r.sim.link_usage.size(); ++l)
+    if (r.sim.link_usage[l].bytes > 0) {
+      const int id = static_cast<int>(l);
+      const double cap = topo.link(id).spec.effective().bytes_per_ps() * 1e12;
+      r.links.push_back({id, link_name(topo, id), link_tier(topo, id), cap, r.sim.link_usage[l].bytes,
+                         r.sim.link_usage[l].bytes / (cap * secs), r.sim.link_usage[l].peak});
+    }
+}
+
+}  // namespace
+
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,
                                  ClusterCache* clusters) {
+  if (!s.jobs.empty())  // what the sweep, memory, goodput and Python's simulate reach
+    throw Error(
+        "jobs: this times one job; time several sharing a fabric with meshsim simulate, or give one job's sections "
+        "without jobs:");
   TrainingResult r;
-  r.scenario = s;
   ClusterCache local;
   ClusterCache::Entry& cluster = (clusters ? *clusters : local).get(s.topology, s.perturb);
   const Topology& topo = *cluster.topology;
   Router& router = *cluster.router;
-  r.topology_name = topo.name();
   r.topology = cluster.topology;
-  r.gpus = topo.num_gpus();
-  const CheckedLayout layout = check_layout(s.model, s.parallel, topo.num_gpus(), "topology " + topo.name());
-
-  const Placement placement = training_placement(s, topo);
-  r.placement = placement.kind();
-
-  const GpuSpec preset = gpu_preset(s.gpu);  // the scenario's GPU, read once
-  ComputeModel compute(preset);
-  ScheduleSimOptions opt;
-  if (!s.profile.empty()) {
-    MachineProfile profile = load_machine_profile(s.profile);
-    compute = ComputeModel(std::move(profile.gpu), std::move(profile.compute));
-    opt.measured = std::move(profile.collectives);
-  }
-  r.gpu = compute.gpu();
-  compute.set_attention_library(s.parallel.stack.attention);
-  compute.set_job_gpus(s.parallel.world_size());
-  r.tensor_factor = compute.tensor_factor();
-
-  opt.fidelity = s.fidelity;
-  opt.algorithm = s.algorithm;
-  opt.share_links = s.link_sharing;
-  if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
-  if (!s.perturb.gpus.empty() || s.perturb.draw.kind != GpuDraw::Kind::None) {
-    r.stage_compute_factor = stage_compute_factors(s, placement, topo);
-    opt.role_compute_factor = r.stage_compute_factor;
-  }
+  JobSetup job = setup_job(s, topo, r);
+  const CheckedLayout& layout = job.layout;
+  const Placement& placement = job.placement;
+  const ComputeModel& compute = job.compute;
+  const ScheduleSimOptions& opt = job.opt;
   if (!s.perturb.empty()) {  // the same at nominal rates, to say what the perturbation costs
     Scenario nominal = s;
     nominal.perturb = {};
@@ -196,40 +283,39 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
                     s.model.seq, s.model.layers, s.parallel.micro_batch_size, s.parallel.microbatches, e.what()));
   }
 
-  const ParallelSpec& p = s.parallel;
-  const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
-  // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
-  // (docs/math.md section 4): model FLOPs x (executed with recomputation / executed without).
-  const double executed = r.sim.flops_executed * ranks_per_role, recomputed = r.sim.flops_recomputed * ranks_per_role;
-  r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
-  r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;
-  const double secs = r.sim.iteration.seconds();
-  const double peak = compute.peak_flops(s.model.dtype_bytes()) * p.world_size();
-  if (secs > 0) {
-    r.mfu = r.model_flops / (secs * peak);
-    r.hfu = r.hardware_flops / (secs * peak);
-    r.tokens_per_s = static_cast<double>(p.global_batch()) * s.model.seq / secs;
-  }
-
-  r.capacity = r.gpu.memory;
-  for (int stage = 0; stage < p.pp; ++stage) {
-    StageMemory m;
-    m.model = rank_memory(s.model, p, stage);
-    m.activation_peak = r.sim.peak_activation[static_cast<std::size_t>(stage)];
-    m.peak = m.activation_peak;
-    for (const auto& [category, bytes] : m.other_by_category()) m.peak += bytes;
-    r.fits = r.fits && m.peak <= r.capacity;
-    r.stages.push_back(std::move(m));
-  }
-  for (const BusiestLink& l : r.sim.top_links) r.link_names.push_back(link_name(topo, l.link));
-  for (std::size_t l = 0; l < r.sim.link_usage.size(); ++l)
-    if (r.sim.link_usage[l].bytes > 0) {
-      const int id = static_cast<int>(l);
-      const double cap = topo.link(id).spec.effective().bytes_per_ps() * 1e12;
-      r.links.push_back({id, link_name(topo, id), link_tier(topo, id), cap, r.sim.link_usage[l].bytes,
-                         r.sim.link_usage[l].bytes / (cap * secs), r.sim.link_usage[l].peak});
-    }
+  training_figures(s, topo, compute, r);
   return r;
+}
+
+JobsResult simulate_jobs(const Scenario& s, const AlgorithmRegistry& registry) {
+  MESHSIM_ASSERT(!s.jobs.empty());
+  if (s.fidelity != Fidelity::Flow || !s.link_sharing)
+    throw Error(
+        "jobs: jobs slow each other only where their ops share links, which flow fidelity with link sharing "
+        "simulates; set run.fidelity: flow (and leave run.link_sharing on)");
+  JobsResult out;
+  ClusterCache clusters;
+  ClusterCache::Entry& cluster = clusters.get(s.topology, s.perturb);
+  std::vector<JobSetup> setups;
+  std::vector<ScheduleJob> together;
+  for (const Scenario& job : s.jobs) {
+    out.alone.push_back(simulate_training(job, registry, true, &clusters));
+    TrainingResult r;
+    r.topology = cluster.topology;
+    setups.push_back(setup_job(job, *cluster.topology, r));
+    r.schedule = out.alone.back().schedule;
+    out.together.push_back(std::move(r));
+  }
+  for (std::size_t j = 0; j < setups.size(); ++j)
+    together.push_back({&out.together[j].schedule, &setups[j].placement, &setups[j].compute, setups[j].opt});
+  std::vector<ScheduleSimResult> sims = simulate_jobs(together, *cluster.topology, *cluster.router, registry);
+  for (std::size_t j = 0; j < sims.size(); ++j) {
+    TrainingResult& r = out.together[j];
+    r.sim = std::move(sims[j]);
+    r.nominal_iteration = out.alone[j].nominal_iteration;
+    training_figures(s.jobs[j], *cluster.topology, setups[j].compute, r);
+  }
+  return out;
 }
 
 }  // namespace meshsim

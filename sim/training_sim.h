@@ -88,12 +88,22 @@ class ClusterCache {
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true,
                                  ClusterCache* clusters = nullptr);
 
+// Several training jobs on one fabric (Scenario::jobs): each alone on the topology, as
+// simulate_training times it (every op kept), and all of them together from the same start at
+// flow fidelity, the ops in flight of every job sharing the links (simulate_jobs in
+// schedule_sim.h). Throws Error unless the scenario runs at flow fidelity with link sharing.
+struct JobsResult {
+  std::vector<TrainingResult> alone, together;  // per job, in the file's order
+};
+JobsResult simulate_jobs(const Scenario& s, const AlgorithmRegistry& registry);
+
 // The scenario's device mesh (mesh_axes of its layout, in `order:` when given) placed on
 // `topo` as `placement:` says; what simulate_training and the real backends both use.
 Placement training_placement(const Scenario& s, const Topology& topo);
 
 // `s` itself, or the Error that `command` (simulate, memory, sweep, or the Python module's
-// function) times training layouts and a collective workload is run's or validate's.
+// function) times training layouts and a collective workload is run's or validate's, or that it
+// times one job (simulate_jobs times a scenario with jobs:).
 Scenario require_training(Scenario s, const std::string& command);
 
 // `meshsim memory`'s table: the model and layout validated, then rank_memory() of every

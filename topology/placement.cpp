@@ -209,6 +209,15 @@ Placement Placement::parse(const std::string& spec, const Mesh& mesh, const Topo
   throw Error(fmt::format("{}: unknown placement '{}'; use natural, bunched:AxB or list:0,1,...", field, spec));
 }
 
+Placement Placement::on_gpus(const std::vector<int>& gpus) const {
+  Placement p = *this;
+  for (int& g : p.gpus_) {
+    MESHSIM_ASSERT(g >= 0 && g < static_cast<int>(gpus.size()));
+    g = gpus[static_cast<std::size_t>(g)];
+  }
+  return p;
+}
+
 std::vector<std::vector<int>> Placement::groups_along(const MeshAxis& axis) const {
   if (axis.is_all()) return {gpus_};
   // "a+b": ranks that differ only in a and b, ordered row-major over (a, b) in mesh order.

@@ -54,6 +54,11 @@ class Placement {
   // "natural", "bunched:2x2", "list:0,1,4,5,..." ; field names the flag/key for errors.
   static Placement parse(const std::string& spec, const Mesh& mesh, const Topology& topo, const std::string& field);
 
+  // The same placement moved onto a subset of the cluster's GPUs: rank r goes to
+  // gpus[gpu_of(r)] (a job of several on one fabric, laid out over its own GPUs as over a
+  // cluster of its own). Every gpu_of(r) must index `gpus`.
+  Placement on_gpus(const std::vector<int>& gpus) const;
+
   const Mesh& mesh() const { return mesh_; }
   const std::string& kind() const { return kind_; }  // "natural", "bunched:2x2", "list"
   int gpu_of(int mesh_rank) const { return gpus_[mesh_rank]; }

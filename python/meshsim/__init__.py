@@ -57,6 +57,8 @@ def simulate(scenario=None, *, fidelity=None, overrides=None, set=None, links=Fa
     utilization, peak: the rows of `simulate --links`), ready for pandas.DataFrame.
     collectives: also return "collectives", one dict per (stage, axis, kind, bytes, group):
     count, time_s, mean_us, exposed_s (the rows of `simulate --collectives`; simulated op by op).
+    A scenario with jobs: (several jobs on one fabric) returns `simulate --json`'s jobs object:
+    "jobs", one dict per job with alone_s, together_s, slowdown and each run's full figures.
     """
     path, text, sets = _scenario_args(scenario, overrides, set)
     return json.loads(_meshsim.simulate(path, text, sets, fidelity or "", bool(links), bool(collectives)))

@@ -28,6 +28,20 @@ def test_simulate_equals_the_command_byte_for_byte_in_its_figures():
         assert got == want
 
 
+def test_jobs_on_one_fabric_equal_the_command():
+    scenario = "examples/whatif/two-jobs.yaml"
+    want = cli_json("simulate", scenario)
+    got = meshsim.simulate(scenario)
+    assert got == want
+    assert [j["name"] for j in got["jobs"]] == ["mine", "theirs"]
+    for job in got["jobs"]:
+        assert job["together_s"] >= job["alone_s"]
+        assert job["together"]["iteration_s"] == job["together_s"]
+    # Kept within their own leaves, the two jobs share no link and take their time alone.
+    apart = meshsim.simulate(scenario, overrides={"jobs.0.nodes": "0-15", "jobs.1.nodes": "16-31"})
+    assert [j["slowdown"] for j in apart["jobs"]] == [0.0, 0.0]
+
+
 def test_links_are_the_rows_of_simulate_links(tmp_path):
     scenario = "examples/scenarios/moe-ep-vs-tp.yaml"
     csv_path = tmp_path / "links.csv"
