@@ -30,6 +30,11 @@
 namespace meshsim {
 
 int run_training_rank(const RunOptions& o, const Scenario& sc, RankSession& s) {
+  if (sc.parallel.stack.fp8 != Fp8Recipe::Off)
+    throw Error(
+        fmt::format("stack.fp8: {} runs bf16 and fp32 kernels, not FP8; run the layout with stack.fp8: off "
+                    "(meshsim simulate predicts its FP8 step)",
+                    o.validate ? "validate" : "run"));
   const int world = sc.parallel.world_size();
   const int rank = s.env.rank;
   if (s.env.world_size != world)

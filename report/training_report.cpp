@@ -236,6 +236,7 @@ std::string stack_text(const TrainingStack& t) {
   if (!t.reshard_after_forward) o += ", parameters kept from forward to backward";
   if (t.reduce_bytes > 0) o += fmt::format(", gradients reduced in {} bytes", t.reduce_bytes);
   if (t.fsdp > 0) o += fmt::format(", FSDP{} with backward prefetch {}", t.fsdp, to_string(t.backward_prefetch));
+  if (t.fp8 != Fp8Recipe::Off) o += fmt::format(", FP8 linear layers ({} scaling)", to_string(t.fp8));
   return o + ")";
 }
 }  // namespace
@@ -467,6 +468,7 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["gpu"] = r.gpu.name;
   j["stack"] = to_string(r.scenario.parallel.stack.kind);
   j["attention"] = to_string(r.scenario.parallel.stack.attention);
+  j["fp8"] = to_string(r.scenario.parallel.stack.fp8);
   j["tensor_factor"] = r.tensor_factor;
   j["comm_sms"] = r.gpu.comm_sms;
   j["fidelity"] = to_string(r.scenario.fidelity);

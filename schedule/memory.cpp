@@ -291,6 +291,11 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
   const double experts = stage_layers * expert / p.expert_shard();
   state("layers", dense, p.grad_ranks());
   state("experts", experts, p.expert_grad_ranks());
+  if (p.stack.fp8 != Fp8Recipe::Off)  // Transformer Engine keeps each FP8 weight and its transpose for the iteration
+    out.push_back(
+        {"weights", "fp8_weight_copies",
+         fmt::format("2 x {:.4g} layer parameters (stack.fp8: an FP8 copy and its transpose)", dense + experts),
+         static_cast<Bytes>(std::llround(2 * (dense + experts)))});
   if (p.zero >= 3 && p.grad_ranks() > 1 && !p.stack.reshard_after_forward) {
     // FSDP's SHARD_GRAD_OP: every layer's gathered parameters stay from its forward to its
     // backward: the rest of them beside this rank's shard.

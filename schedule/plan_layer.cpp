@@ -33,6 +33,11 @@ struct LayerStep {
   // tensor-parallel communication); with SP the GEMM's input is gathered again for the
   // weight gradient while the data gradient computes.
   bool overlaps_wgrad = false;
+  // A Kern step whose backward moves other bytes than 1.5x its forward's (an FP8 cast); < 0: 1.5x.
+  double bwd_bytes = -1;
+  // A Coll step whose all-gathers move other bytes than `bytes` (an FP8 GEMM's input, gathered
+  // in FP8); 0: bytes.
+  Bytes gather_bytes = 0;
 };
 
 LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
@@ -310,10 +315,96 @@ class LayerSteps {
   std::vector<LayerStep> v;
 };
 
-std::vector<LayerStep> layer_steps(const Ctx& c) { return LayerSteps(c).steps(); }
+// FP8 (TrainingStack::fp8, docs/compute.md "FP8"): every linear layer of the block (not
+// attention's core, not the MoE router) multiplies 1-byte operands, after a cast step: its
+// forward casts the input X (m x k) to FP8 with the transposed copy the weight gradient needs,
+// its backward the output gradient dY (m x n) likewise. Per element, reading bf16 and writing
+// two FP8 copies is 4 bytes; current scaling (tensorwise) reads the tensor once more for its
+// amax (6); block recipes write a scale per block beside each copy. A cast fuses into the
+// kernel that produced its tensor where Transformer Engine fuses it: a norm or activation
+// before the GEMM writes its output as the FP8 copies (no extra bytes), as does the
+// activation's backward for the GEMM before it; current scaling cannot fuse (the amax needs
+// the whole tensor first).
+double fp8_cast_bytes(Fp8Recipe r, bool fused) {
+  switch (r) {
+    case Fp8Recipe::Off:
+      return 0;
+    case Fp8Recipe::Delayed:
+      return fused ? 0 : 4;
+    case Fp8Recipe::Tensorwise:
+      return 6;
+    case Fp8Recipe::Blockwise:  // a 4-byte scale per 128 elements, for each of the two copies
+      return (fused ? 0 : 4) + 2 * 4.0 / 128;
+    case Fp8Recipe::Mxfp8:  // a 1-byte E8M0 scale per 32 elements, for each copy
+      return (fused ? 0 : 4) + 2 * 1.0 / 32;
+  }
+  return 0;
+}
+
+bool feeds_fp8(const LayerStep& s) {
+  if (s.type != LayerStep::Type::Kern) return false;
+  return s.k.kind == KernelKind::Norm || s.k.fn == KernelFn::Gelu || s.k.fn == KernelFn::SwiGLU;
+}
+
+std::vector<LayerStep> with_fp8(const std::vector<LayerStep>& steps, Fp8Recipe recipe) {
+  std::vector<LayerStep> out;
+  auto compute_near = [&](std::size_t i, int dir) -> const LayerStep* {
+    for (auto j = static_cast<std::ptrdiff_t>(i) + dir; j >= 0 && j < static_cast<std::ptrdiff_t>(steps.size());
+         j += dir)
+      if (steps[static_cast<std::size_t>(j)].type != LayerStep::Type::Coll) return &steps[static_cast<std::size_t>(j)];
+    return nullptr;
+  };
+  auto fp8_gemm = [](const LayerStep* s) {
+    return s != nullptr && s->type == LayerStep::Type::Gemm && !s->core && s->name != "moe.router";
+  };
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    LayerStep s = steps[i];
+    // Sequence parallelism's all-gather before an FP8 GEMM gathers its input already cast
+    // (Transformer Engine's FP8 all-gather): 1 byte an element, in the forward and the
+    // backward's re-gather.
+    if (s.type == LayerStep::Type::Coll && s.fwd == CollKind::AllGather && fp8_gemm(compute_near(i, +1)))
+      s.gather_bytes = std::max<Bytes>(1, s.bytes / std::max(1, compute_near(i, +1)->k.dtype_bytes));
+    if (!fp8_gemm(&s)) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    const LayerStep* before = compute_near(i, -1);
+    const LayerStep* after = compute_near(i, +1);
+    const double in = static_cast<double>(s.k.m) * static_cast<double>(s.k.k);
+    const double grad = static_cast<double>(s.k.m) * static_cast<double>(s.k.n);
+    const double fwd_bytes = in * fp8_cast_bytes(recipe, before && feeds_fp8(*before));
+    LayerStep cast{
+        .type = LayerStep::Type::Kern,
+        .name = s.name + ".fp8_cast",
+        .k = Kernel::elementwise(KernelKind::Elementwise, fwd_bytes > 0 ? in : 0, fwd_bytes, s.k.dtype_bytes)};
+    cast.bwd_bytes = grad * fp8_cast_bytes(recipe, after && feeds_fp8(*after));
+    out.push_back(std::move(cast));
+    s.k.dtype_bytes = 1;
+    s.k.bytes = static_cast<double>(s.k.m * s.k.k + s.k.k * s.k.n + s.k.m * s.k.n);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<LayerStep> layer_steps(const Ctx& c) {
+  std::vector<LayerStep> steps = LayerSteps(c).steps();
+  return c.p.stack.fp8 == Fp8Recipe::Off ? steps : with_fp8(steps, c.p.stack.fp8);
+}
+
+// FP8's weight casts: at a layer's first micro-batch, Transformer Engine casts each FP8 linear
+// layer's weight (k x n) to its two FP8 copies (reading bf16, writing both: 4 bytes a weight,
+// plus the block recipes' scales) and keeps them for the iteration's other micro-batches.
+double fp8_weight_cast_bytes(const std::vector<LayerStep>& steps, Fp8Recipe recipe) {
+  double weights = 0;
+  for (const LayerStep& s : steps)
+    if (s.type == LayerStep::Type::Gemm && s.k.dtype_bytes == 1)
+      weights += static_cast<double>(s.k.k) * static_cast<double>(s.k.n);
+  return weights * fp8_cast_bytes(recipe, false);
+}
 
 Op make_op(Phase phase, const LayerStep& s, CollKind kind, int layer, int mb) {
-  Op op = collective(phase, s.stream, kind, s.axis, s.group, s.bytes, s.name, layer, mb);
+  const Bytes bytes = kind == CollKind::AllGather && s.gather_bytes > 0 ? s.gather_bytes : s.bytes;
+  Op op = collective(phase, s.stream, kind, s.axis, s.group, bytes, s.name, layer, mb);
   op.imbalance = s.imbalance;
   return op;
 }
@@ -364,6 +455,7 @@ void emit_forward(const Ctx& c, Emitter& e, const LayerStep& s, Phase phase, int
   switch (s.type) {
     case LayerStep::Type::Gemm:
     case LayerStep::Type::Kern:
+      if (s.k.bytes == 0 && s.k.flops == 0) break;  // an FP8 cast fused into its tensor's producer
       e.compute(phase, s.name, layer, mb, s.k);
       break;
     case LayerStep::Type::Coll:
@@ -393,9 +485,10 @@ void emit_backward(const Ctx& c, Emitter& e, const LayerStep& s, int layer, int 
       e.compute(ph, s.name + ".wgrad", layer, mb, wgrad_of(s.k));
       break;
     case LayerStep::Type::Kern: {
+      if (s.bwd_bytes == 0) break;  // an FP8 cast fused into its gradient's producer
       Kernel k = s.k;
-      k.flops *= 2;
-      k.bytes *= kBackwardBytesFactor;
+      k.flops = s.bwd_bytes > 0 ? s.bwd_bytes / 4 : k.flops * 2;  // a cast: about one operation per element
+      k.bytes = s.bwd_bytes > 0 ? s.bwd_bytes : k.bytes * kBackwardBytesFactor;
       e.compute(ph, s.name + ".bwd", layer, mb, k);
       break;
     }
@@ -481,6 +574,10 @@ void emit_scattered_gemm(const Ctx& c, Emitter& e, const Op& rs, const Kernel& g
 
 void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
   const std::vector<LayerStep> steps = layer_steps(c);
+  if (c.p.stack.fp8 != Fp8Recipe::Off && mb == 0 && phase == Phase::Forward) {
+    const double bytes = fp8_weight_cast_bytes(steps, c.p.stack.fp8);
+    e.compute(phase, "fp8.weight_cast", layer, mb, Kernel::elementwise(KernelKind::Elementwise, bytes / 4, bytes, c.P));
+  }
   const bool ub = ub_overlap(c) && phase == Phase::Forward;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const LayerStep& s = steps[i];

@@ -54,6 +54,52 @@ Collectives collectives(const ModelSpec& m, const ParallelSpec& p, const std::st
   return c;
 }
 
+// FP8 (stack.fp8, docs/compute.md "FP8"), counted by hand on one GPT layer (h 1024, seq 2048,
+// tp 1, micro-batch 1: T = 2048 tokens): the four linear GEMMs (qkv, proj, fc1, fc2) and their
+// six backward GEMMs take 1-byte operands, attention's core keeps 2. Delayed scaling casts in
+// one 4-byte pass per element where no norm or activation writes the FP8 copies:
+//   forward: proj's input (the attention output, T x h) only: 4 x 2048 x 1024 bytes;
+//   backward: the output gradients of qkv (T x 3h), proj (T x h) and fc2 (T x h), not fc1's
+//   (the activation's backward writes it): 4 x 2048 x 5h bytes;
+//   weights, once (micro-batch 0): 4 bytes x (3h^2 + h^2 + 4h^2 + 4h^2) = 4 x 12h^2.
+// Current scaling (tensorwise) makes every cast a 6-byte pass, fused or not.
+TEST(Plan, Fp8CastsEveryLinearLayerOnceWhereTransformerEngineCannotFuseIt) {
+  const ModelSpec m = gpt(1, 1024, 16, 2048);
+  ParallelSpec p;
+  p.microbatches = 2;
+  auto bytes_named = [](const Schedule& s, const std::string& part, Phase ph, int mb) {
+    double b = 0;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Compute && op.phase == ph && op.microbatch == mb &&
+          op.name.find(part) != std::string::npos)
+        b += op.kernel.bytes;
+    return b;
+  };
+  const double T = 2048, h = 1024;
+  p.stack.fp8 = Fp8Recipe::Delayed;
+  const Schedule s = plan_iteration(m, p);
+  EXPECT_DOUBLE_EQ(bytes_named(s, "fp8_cast", Phase::Forward, 0), 4 * T * h);
+  EXPECT_DOUBLE_EQ(bytes_named(s, "fp8_cast", Phase::Backward, 0), 4 * T * 5 * h);
+  EXPECT_DOUBLE_EQ(bytes_named(s, "fp8.weight_cast", Phase::Forward, 0), 4 * 12 * h * h);
+  EXPECT_DOUBLE_EQ(bytes_named(s, "fp8.weight_cast", Phase::Forward, 1), 0);  // kept for the iteration
+  int fp8_gemms = 0, core_gemms = 0;
+  for (const Op& op : s.roles[0].ops)
+    if (op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm && op.layer == 0 && op.microbatch == 0) {
+      if (op.kernel.dtype_bytes == 1) ++fp8_gemms;
+      if (op.name.rfind("attn.scores", 0) == 0 || op.name.rfind("attn.sv", 0) == 0) {
+        ++core_gemms;
+        EXPECT_EQ(op.kernel.dtype_bytes, 2) << op.name;
+      }
+    }
+  EXPECT_EQ(fp8_gemms, 4 * 3);  // forward, dgrad, wgrad of each linear layer
+  EXPECT_GT(core_gemms, 0);
+  p.stack.fp8 = Fp8Recipe::Tensorwise;
+  const Schedule cur = plan_iteration(m, p);
+  // inputs of qkv, proj, fc1, fc2: h + h + h + 4h; output gradients: 3h + h + 4h + h
+  EXPECT_DOUBLE_EQ(bytes_named(cur, "fp8_cast", Phase::Forward, 0), 6 * T * 7 * h);
+  EXPECT_DOUBLE_EQ(bytes_named(cur, "fp8_cast", Phase::Backward, 0), 6 * T * 9 * h);
+}
+
 // Specs built by hand (not a resolved scenario, whose model the resolver checked) are checked
 // model first by the planners that take them: 7 heads do not split a hidden of 4096, and that
 // is what the error names, before any layout field.

@@ -17,6 +17,11 @@ constexpr EnumName<AttentionLibrary> kLibraries[] = {{AttentionLibrary::Generic,
                                                      {AttentionLibrary::FlashAttention2, "fa2"},
                                                      {AttentionLibrary::CuDNN, "cudnn"},
                                                      {AttentionLibrary::Triton, "triton"}};
+constexpr EnumName<Fp8Recipe> kFp8Recipes[] = {{Fp8Recipe::Off, "off"},
+                                               {Fp8Recipe::Delayed, "delayed"},
+                                               {Fp8Recipe::Tensorwise, "tensorwise"},
+                                               {Fp8Recipe::Blockwise, "blockwise"},
+                                               {Fp8Recipe::Mxfp8, "mxfp8"}};
 
 // SMs a pipelined reduce-scatter of TE's userbuffers holds while its GEMM runs beside it:
 // NeMo's H100 userbuffers configurations give proj_fprop and fc2_fprop's "pipeline" method
@@ -85,6 +90,14 @@ BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::str
                   "block's backward starts: BACKWARD_PRE) or post (when its gradients are ready: "
                   "BACKWARD_POST)",
                   field, text));
+}
+
+const char* to_string(Fp8Recipe r) { return enum_name(kFp8Recipes, r); }
+
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field) {
+  if (const std::optional<Fp8Recipe> r = enum_parse(kFp8Recipes, text)) return *r;
+  throw Error(fmt::format("{}: '{}' is not an FP8 recipe; use one of {} (Megatron-core's --fp8-recipe)", field, text,
+                          enum_list(kFp8Recipes)));
 }
 
 }  // namespace meshsim

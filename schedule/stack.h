@@ -33,6 +33,19 @@ const char* to_string(StackKind k);
 enum class BackwardPrefetch { Pre, Post };
 const char* to_string(BackwardPrefetch b);
 
+// Transformer Engine's FP8 training of the transformer blocks' linear layers (Megatron-core's
+// --fp8-recipe): the GEMMs take FP8 operands (e4m3 forward, e5m2 gradients) and run at the
+// GPU's FP8 rate, and every linear layer pays memory-bound casts: its input cast to FP8 with
+// a transpose for the weight gradient (Hopper's FP8 GEMMs take K-major operands only), its
+// output gradient likewise in the backward, and its weight once per iteration (docs/compute.md,
+// "FP8"). The recipes differ in the casts: `delayed` scales by the amax history, so a cast is
+// one pass; `tensorwise` (current scaling) reads the tensor once more for its amax first;
+// `blockwise` (1x128 and 128x128 scales, Hopper) and `mxfp8` (32-element blocks, Blackwell's
+// native format) scale per block within the cast's one pass and write the scales beside it.
+// Attention's core, the embedding and the output layer stay in the model's dtype.
+enum class Fp8Recipe { Off, Delayed, Tensorwise, Blockwise, Mxfp8 };
+const char* to_string(Fp8Recipe r);
+
 struct TrainingStack {
   StackKind kind = StackKind::Megatron;
   AttentionLibrary attention = AttentionLibrary::Generic;
@@ -68,6 +81,7 @@ struct TrainingStack {
   // reduce-scatter buffer in the reduce dtype, the mean taken by NCCL's AVG).
   int fsdp = 0;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;
+  Fp8Recipe fp8 = Fp8Recipe::Off;
 };
 
 // The named stacks: megatron (default), megatron-te, pytorch-fsdp, pytorch-fsdp2. Unknown: Error
@@ -78,5 +92,7 @@ std::vector<std::string> training_stacks();
 AttentionLibrary parse_attention_library(const std::string& text, const std::string& field);
 // "pre", "post"; unknown: Error naming `field`.
 BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& field);
+// "off", "delayed", "tensorwise", "blockwise", "mxfp8"; unknown: Error naming `field`.
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field);
 
 }  // namespace meshsim

@@ -36,7 +36,18 @@ struct GpuRow {
   double sustained;  // GpuSpec::sustained_tensor
   double spread;     // GpuSpec::speed_spread
   int comm_sms;      // GpuSpec::comm_sms
+  double fp8;        // FLOP/s, dense; 0: no FP8 tensor cores
+  double fp8_eff;    // GpuSpec::gemm_efficiency_fp8
 };
+// FP8 (docs/compute.md, "FP8"). Dense peaks are twice the bf16 ones on Hopper and Blackwell
+// (H100 SXM datasheet: 3,958 TFLOPS FP8 with sparsity, 1,979 dense; DGX B200: 4.5 PFLOP/s dense
+// per GPU, GB200 NVL72: 720 PFLOPS FP8 with sparsity for 72 GPUs = 5 dense each). H100's large-GEMM
+// fraction: cuBLASLt e4m3 GEMMs of 8192^3 (TN, bf16 output, fp32 accumulation) ran at a mean
+// 1608.6 and 1613.7 TFLOP/s on two 8-GPU H100 SXM nodes (16 GPUs within 1.74%; D-Robotics'
+// cuBLASLt FP8 cross-check report, 2026-05-24): 0.814 of 1978.9. H200 has the same SMs and
+// clocks. Blackwell: no measured FP8 GEMM at hand; its bf16 fraction is carried over (0 here).
+constexpr double kH100Fp8 = 1978.9e12;
+constexpr double kH100Fp8Efficiency = 0.814;
 // Sustained tensor-core fraction of H100 and H200: `calibrate --backend cuda` times its GEMM grid
 // for seconds back to back, the 8192^3 and 16384^3 bf16 shapes last, with the power cap engaged
 // (run 7's clock trace: the SM clock down to 1125 MHz at 700 W). Over the 18 calibrate runs that
@@ -82,16 +93,16 @@ constexpr double kBlackwellSustained = kH100Sustained;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
 constexpr GpuRow kGpus[] = {
     {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread,
-     kHopperCommSms},
+     kHopperCommSms, kH100Fp8, kH100Fp8Efficiency},
     {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread,
-     kHopperCommSms},
+     kHopperCommSms, kH100Fp8, kH100Fp8Efficiency},
     {"b200", 2250e12, 2250e12, 75e12, 8.0e12, 180, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
-     kHopperCommSms},
+     kHopperCommSms, 4500e12, 0},
     {"gb200", 2500e12, 2500e12, 80e12, 8.0e12, 186, 4.0, 0.729, 0.55, 148, 100, kBlackwellSustained, kSpread,
-     kHopperCommSms},
-    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0},
-    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0},
-    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0, 0},
+     kHopperCommSms, 5000e12, 0},
+    {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0, 0, 0},
+    {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0, 0, 0},
+    {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0, 0, 0, 0},
 };
 
 // Attention libraries on sm_90 (H100 SXM5, bf16, head dim 128), TFLOP/s at sequence 512, 1k,
@@ -185,8 +196,9 @@ double saturating(double x, double half) { return x / (x + half); }
 
 // Seconds of arithmetic of a GEMM on `gpu` at `peak` FLOP/s (the tile and wave model above),
 // its waves on the SMs that `reserved_sms` (held by a communication kernel beside it) leave.
-double gemm_seconds(const GpuSpec& gpu, double peak, double m, double n, double k, int reserved_sms) {
-  const double rate = peak * gpu.gemm_efficiency;
+double gemm_seconds(const GpuSpec& gpu, double peak, double efficiency, double m, double n, double k,
+                    int reserved_sms) {
+  const double rate = peak * efficiency;
   if (gpu.sm_count <= 0) return 2 * m * n * k / rate;
   const double per_sm = rate / gpu.sm_count;
   const double sms = reserved_sms > 0 && reserved_sms < gpu.sm_count ? gpu.sm_count - reserved_sms : gpu.sm_count;
@@ -225,6 +237,8 @@ GpuSpec gpu_preset(const std::string& name) {
     g.memory = GiB(r.mem_gib);
     g.launch_overhead = us(r.launch_us);
     g.gemm_efficiency = r.gemm_eff;
+    g.peak_flops_fp8 = r.fp8;
+    g.gemm_efficiency_fp8 = r.fp8_eff;
     g.attention_efficiency = r.attn_eff;
     g.sm_count = r.sms;
     g.arch = r.arch;
@@ -305,19 +319,32 @@ void ComputeModel::set_job_gpus(int n) {
 double ComputeModel::peak_flops(int dtype_bytes) const {
   if (dtype_bytes == 2) return gpu_.peak_flops_bf16 > 0 ? gpu_.peak_flops_bf16 : gpu_.peak_flops_fp16;
   if (dtype_bytes == 4) return gpu_.peak_flops_fp32;
-  throw Error(fmt::format("dtype of {} bytes is not modeled on gpu '{}'; use 2 (bf16/fp16) or 4 (fp32)", dtype_bytes,
-                          gpu_.name));
+  if (dtype_bytes == 1) {
+    if (gpu_.peak_flops_fp8 > 0) return gpu_.peak_flops_fp8;
+    throw Error(
+        fmt::format("stack.fp8: gpu '{}' has no FP8 tensor cores in meshsim's figures (FP8 needs Hopper or "
+                    "later: h100, h200, b200, gb200); set stack.fp8: off",
+                    gpu_.name));
+  }
+  throw Error(fmt::format("dtype of {} bytes is not modeled on gpu '{}'; use 1 (fp8), 2 (bf16/fp16) or 4 (fp32)",
+                          dtype_bytes, gpu_.name));
+}
+
+double ComputeModel::gemm_efficiency(int dtype_bytes) const {
+  return dtype_bytes == 1 && gpu_.gemm_efficiency_fp8 > 0 ? gpu_.gemm_efficiency_fp8 : gpu_.gemm_efficiency;
 }
 
 double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
   const double peak = peak_flops(k.dtype_bytes);
-  // The power cap slows the tensor cores (2-byte operands); fp32 GEMMs on the CUDA cores held
-  // their rate in the same sustained calibrate runs (1.03-1.04x the preset).
-  const double sustained = k.dtype_bytes == 2 ? tensor_factor_ : 1.0;
+  // The power cap slows the tensor cores (2- and 1-byte operands; FP8 is assumed to lose what
+  // bf16 does); fp32 GEMMs on the CUDA cores held their rate in the same sustained calibrate runs
+  // (1.03-1.04x the preset).
+  const double sustained = k.dtype_bytes <= 2 ? tensor_factor_ : 1.0;
   switch (k.kind) {
     case KernelKind::Gemm: {
-      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return gpu_.gemm_efficiency * sustained;  // no shape: a large GEMM
-      const double secs = gemm_seconds(gpu_, peak, static_cast<double>(k.m), static_cast<double>(k.n),
+      const double eff = gemm_efficiency(k.dtype_bytes);
+      if (k.m <= 0 || k.n <= 0 || k.k <= 0) return eff * sustained;  // no shape: a large GEMM
+      const double secs = gemm_seconds(gpu_, peak, eff, static_cast<double>(k.m), static_cast<double>(k.n),
                                        static_cast<double>(k.k), k.sms_reserved);
       return sustained * std::min(1.0, 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) *
                                            static_cast<double>(k.k) / (secs * peak));

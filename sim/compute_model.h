@@ -36,6 +36,9 @@ struct GpuSpec {
   // is what PyTorch gets for fp32 matmuls by default (TF32 is off unless allow_tf32 is set) and
   // what elementwise arithmetic runs on; a profile may write the TF32 peak here instead.
   double peak_flops_bf16 = 0, peak_flops_fp16 = 0, peak_flops_fp32 = 0;
+  // Dense FP8 tensor-core peak (Hopper and later; 0: none) and the fraction of it a large FP8
+  // GEMM reaches (0: gemm_efficiency). Kernels of 1-byte elements run at these.
+  double peak_flops_fp8 = 0, gemm_efficiency_fp8 = 0;
   Bandwidth memory_bandwidth;     // device memory (HBM/GDDR) peak
   Bytes memory = 0;               // device memory capacity
   Time launch_overhead;           // fixed cost added to every kernel
@@ -143,6 +146,8 @@ class ComputeModel {
   // 2 bytes: the bf16 peak (the fp16 peak on GPUs without bf16); 4 bytes: the fp32 peak.
   // Other widths throw Error.
   double peak_flops(int dtype_bytes) const;
+  // Fraction of peak_flops(dtype_bytes) a large GEMM reaches (gemm_efficiency_fp8 for 1 byte).
+  double gemm_efficiency(int dtype_bytes) const;
 
  private:
   double curve_efficiency(const Kernel& k, bool backward = false) const;

@@ -75,8 +75,12 @@ TEST(GpuPresets, DatasheetFigures) {
   EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("v100")).peak_flops(2), 125e12);
   EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("rtx5000")).peak_flops(2), 89.2e12);
   EXPECT_EQ(gpu_preset("rtx5000").memory, GiB(16));
-  const std::string e = error_of([] { ComputeModel(gpu_preset("h100")).peak_flops(1); });
-  EXPECT_TRUE(contains(e, "use 2 (bf16/fp16) or 4 (fp32)")) << e;
+  // FP8: twice bf16's dense peak on Hopper and Blackwell, none before; other widths are refused.
+  EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("h100")).peak_flops(1), 1978.9e12);
+  EXPECT_DOUBLE_EQ(ComputeModel(gpu_preset("b200")).peak_flops(1), 2 * 2250e12);
+  EXPECT_DOUBLE_EQ(gpu_preset("a100").peak_flops_fp8, 0);
+  const std::string e = error_of([] { ComputeModel(gpu_preset("h100")).peak_flops(8); });
+  EXPECT_TRUE(contains(e, "use 1 (fp8), 2 (bf16/fp16) or 4 (fp32)")) << e;
 }
 
 // 8192^3 bf16 on H100 (132 SMs, gemm_efficiency 0.78), by hand:
@@ -94,6 +98,31 @@ TEST(ComputeModel, LargeBf16GemmOnH100IsComputeBound) {
   EXPECT_NEAR(eff, 0.750500, 1e-6);
   EXPECT_NEAR(static_cast<double>(h100.time(g).ps()), 1484733902.7, 1.0);
   EXPECT_EQ(h100.time(g).ps(), std::llround(g.flops / (989.4e12 * eff) * 1e12) + us(4).ps());
+}
+
+// FP8 on H100: the same tile and wave model at 1978.9 TFLOP/s x 0.814 (the cuBLASLt e4m3 8192^3
+// measurement, docs/compute.md "FP8"). The 256x128 kernel's 32 waves, times 2 x 256 x 128 x
+// (8192 + 64) / (0.814 x 1978.9e12 / 132), take 709.4 us where bf16 takes 1480.7 us: the ratio
+// of the two rates, 989.4 x 0.78 / (1978.9 x 0.814) = 0.47908, exactly, as the tiles are alike.
+TEST(ComputeModel, Fp8GemmOnH100RunsAtTheFp8Rate) {
+  const ComputeModel h100(burst("h100"));
+  const Kernel bf16 = Kernel::gemm(8192, 8192, 8192, 2), fp8 = Kernel::gemm(8192, 8192, 8192, 1);
+  const double launch = static_cast<double>(us(4).ps());
+  const double t16 = static_cast<double>(h100.time(bf16).ps()) - launch;
+  const double t8 = static_cast<double>(h100.time(fp8).ps()) - launch;
+  EXPECT_NEAR(t8 / t16, 989.4 * 0.78 / (1978.9 * 0.814), 1e-6);
+  EXPECT_NEAR(t8 * 1e-6, 709.41, 0.01);  // us
+  EXPECT_DOUBLE_EQ(h100.gemm_efficiency(1), 0.814);
+  EXPECT_DOUBLE_EQ(h100.gemm_efficiency(2), 0.78);
+  // No FP8 tensor cores: one line naming the field.
+  const ComputeModel a100(gpu_preset("a100"));
+  try {
+    (void)a100.time(fp8);
+    ADD_FAILURE() << "a100 timed an FP8 GEMM";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stack.fp8: gpu 'a100' has no FP8 tensor cores"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Wave quantization on A100 (108 SMs, 0.75): 8192 x 2304 x 6144 (GPT 22B QKV at TP 8, b s = 8192)

@@ -299,6 +299,8 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   if (const YAML::Node& b = st["backward_prefetch"])
     t.backward_prefetch = r.located(
         b, [&] { return parse_backward_prefetch(r.text(b, "stack.backward_prefetch"), "stack.backward_prefetch"); });
+  if (const YAML::Node& f = st["fp8"])
+    t.fp8 = r.located(f, [&] { return parse_fp8_recipe(r.text(f, "stack.fp8"), "stack.fp8"); });
   if (const YAML::Node& d = st["reduce_dtype"]) {
     const std::string v = r.text(d, "stack.reduce_dtype");
     if (v == "fp32")

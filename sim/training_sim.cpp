@@ -181,6 +181,11 @@ JobSetup setup_job(const Scenario& s, const Topology& topo, TrainingResult& r) {
     j.opt.measured = std::move(profile.collectives);
   }
   r.gpu = j.compute.gpu();
+  if (s.parallel.stack.fp8 == Fp8Recipe::Mxfp8 && r.gpu.arch > 0 && r.gpu.arch < 100)
+    throw Error(
+        fmt::format("stack.fp8: mxfp8 is Blackwell's block format (sm_100); gpu '{}' is sm_{}: use delayed, "
+                    "tensorwise or blockwise",
+                    r.gpu.name, r.gpu.arch));
   j.compute.set_attention_library(s.parallel.stack.attention);
   j.compute.set_job_gpus(s.parallel.world_size());
   r.tensor_factor = j.compute.tensor_factor();
