@@ -285,6 +285,17 @@ std::string training_summary_text(const TrainingResult& r) {
                               : r.gpu.peak_flops_bf16 > 0 ? r.gpu.peak_flops_bf16
                                                           : r.gpu.peak_flops_fp16),
                    to_string(m.dtype), gib(r.gpu.memory), to_string(s.fidelity));
+  if (!s.parallel.stage_layers.empty() || !r.stage_gpus.empty()) {  // uneven stages, or stages on other GPUs
+    std::vector<std::string> stages;
+    for (int st = 0; st < s.parallel.pp; ++st) {
+      std::string part = fmt::format("{}", s.parallel.layers_on_stage(m.layers, st));
+      if (static_cast<std::size_t>(st) < r.stage_gpus.size())
+        part += " on " + r.stage_gpus[static_cast<std::size_t>(st)];
+      stages.push_back(std::move(part));
+    }
+    o << fmt::format("  stages     layers {}{}\n", fmt::join(stages, ", "),
+                     s.node_gpus_text.empty() ? "" : fmt::format(" (node_gpus {})", s.node_gpus_text));
+  }
   o << fmt::format("  stack      {}", stack_text(s.parallel.stack));
   if (r.tensor_factor != 1)
     o << fmt::format("; tensor cores at {:.3f} of burst (sustained clocks {:.3f}, slowest of {} GPUs)", r.tensor_factor,
@@ -469,6 +480,8 @@ nlohmann::ordered_json training_json(const TrainingResult& r) {
   j["stack"] = to_string(r.scenario.parallel.stack.kind);
   j["attention"] = to_string(r.scenario.parallel.stack.attention);
   j["fp8"] = to_string(r.scenario.parallel.stack.fp8);
+  if (!p.stage_layers.empty()) j["parallel"]["stage_layers"] = p.stage_layers;
+  if (!r.stage_gpus.empty()) j["stage_gpus"] = r.stage_gpus;
   j["tensor_factor"] = r.tensor_factor;
   j["comm_sms"] = r.gpu.comm_sms;
   j["fidelity"] = to_string(r.scenario.fidelity);

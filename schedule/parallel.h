@@ -85,6 +85,10 @@ struct ParallelSpec {
   // model's layers; 0 is allowed (a slot holding only the embedding or the loss, as Megatron's
   // account-for-embedding/loss splits do). Empty: layers / (pp x vchunks) each.
   std::vector<int> stage_layers;
+  // `stage_layers: balance`: the simulator sets stage_layers so that each stage's layers take
+  // about the same time on its GPUs (a heterogeneous cluster, sim/training_sim.h); the planners
+  // see the counts it chose.
+  bool balance_stages = false;
 
   // Layers of virtual stage vs (0 .. pp x vchunks - 1) of a model of `layers`, and the global
   // index of its first layer (layers are numbered in virtual-stage order).

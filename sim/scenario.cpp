@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/flag.h"
@@ -17,6 +18,7 @@
 #include "core/units.h"
 #include "core/yaml_reader.h"
 #include "schedule/plan.h"
+#include "sim/compute_model.h"
 #include "sim/scenario_fields.h"
 #include "topology/placement.h"
 #include "topology/presets.h"
@@ -217,7 +219,12 @@ ParallelSpec resolve_parallel(const YamlReader& r, const YAML::Node& n) {
   if (n["ep_imbalance"]) p.ep_imbalance = r.number(n["ep_imbalance"], "parallel.ep_imbalance");
   if (const YAML::Node& v = n["recompute"])
     p.recompute = r.located(v, [&] { return Recompute::parse(r.text(v, "parallel.recompute"), "parallel.recompute"); });
-  if (const YAML::Node& v = n["stage_layers"]) p.stage_layers = stage_layers(r, v);
+  if (const YAML::Node& v = n["stage_layers"]) {
+    if (v.IsScalar() && v.Scalar() == "balance")
+      p.balance_stages = true;
+    else
+      p.stage_layers = stage_layers(r, v);
+  }
   if (const YAML::Node& v = n["dp_bucket"])
     p.dp_bucket_mib = static_cast<double>(r.located(
                           v, [&] { return parse_bytes(r.text(v, "parallel.dp_bucket"), "parallel.dp_bucket"); })) /
@@ -513,6 +520,35 @@ Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
 
 namespace {
 
+// `node_gpus: 8-15=a100,16=h200`: node ranges of the topology, each once, and the compute preset
+// of their GPUs.
+std::vector<NodeGpus> resolve_node_gpus(const YamlReader& r, const YAML::Node& v, const std::string& topology) {
+  const char* field = "node_gpus";
+  const int nodes = r.located(v, [&] { return shared_topology(topology)->num_nodes(); });
+  std::vector<NodeGpus> out;
+  std::vector<char> named(static_cast<std::size_t>(nodes), 0);
+  std::stringstream ss(r.text(v, field));
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto eq = item.find('=');
+    const std::string range = item.substr(0, eq);
+    const auto dash = range.find('-', 1);
+    const std::optional<int> lo = parse_int(range.substr(0, dash));
+    const std::optional<int> hi = dash == std::string::npos ? lo : parse_int(range.substr(dash + 1));
+    if (eq == std::string::npos || !lo || !hi || *lo < 0 || *hi < *lo)
+      r.fail(v, field, fmt::format("'{}' is not NODES=GPU; write e.g. 8-15=a100 (nodes 8 to 15 hold A100s)", item));
+    if (*hi >= nodes)
+      r.fail(v, field, fmt::format("node {} is not in topology {} (nodes 0..{})", *hi, topology, nodes - 1));
+    NodeGpus g{*lo, *hi, item.substr(eq + 1)};
+    r.located(v, [&] { return gpu_preset(g.gpu); });  // an unknown preset names the presets
+    for (int n = g.first; n <= g.last; ++n)
+      if (std::exchange(named[static_cast<std::size_t>(n)], 1))
+        r.fail(v, field, fmt::format("node {} is given twice", n));
+    out.push_back(std::move(g));
+  }
+  if (out.empty()) r.fail(v, field, "names no nodes; write e.g. 8-15=a100");
+  return out;
+}
+
 // One scenario's sections; `gpus` (a job of several: its GPUs of the shared topology) sets
 // what `dp: auto` divides.
 Scenario resolve_scenario(const YamlReader& r, const YAML::Node& n, std::vector<int> gpus = {},
@@ -548,6 +584,10 @@ Scenario resolve_scenario(const YamlReader& r, const YAML::Node& n, std::vector<
   if (n["placement"]) s.placement = r.text(n["placement"], "placement");
   if (n["gpu"]) s.gpu = r.text(n["gpu"], "gpu");
   if (const YAML::Node& pt = n["perturb"]) s.perturb = resolve_perturb(r, pt);
+  if (const YAML::Node& g = n["node_gpus"]) {
+    s.node_gpus_text = r.text(g, "node_gpus");
+    s.node_gpus = resolve_node_gpus(r, g, s.topology);
+  }
   if (const YAML::Node& o = n["order"]) {
     if (o.IsSequence()) {
       s.order = r.texts(o, "order", "[pp, dp, tp]");

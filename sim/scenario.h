@@ -65,6 +65,13 @@ struct Perturbations {
   bool empty() const { return gpus.empty() && links.empty() && draw.kind == GpuDraw::Kind::None; }
 };
 
+// Nodes whose GPUs are another compute preset than the scenario's `gpu` (`node_gpus: 8-15=a100`):
+// a heterogeneous cluster. The fabric stays the topology's; only the compute figures change.
+struct NodeGpus {
+  int first = 0, last = 0;  // node indices, inclusive
+  std::string gpu;          // a compute preset
+};
+
 struct Scenario {
   std::string name = "scenario";
   ModelSpec model;
@@ -80,6 +87,8 @@ struct Scenario {
   // Flow fidelity: the ops in flight share the links (ScheduleSimOptions::share_links).
   bool link_sharing = true;
   Perturbations perturb;
+  std::vector<NodeGpus> node_gpus;  // empty: every GPU is `gpu`
+  std::string node_gpus_text;       // as written, for the report
   // A collective workload instead of a training iteration; ranks 0 = as many as run.
   std::optional<CollectiveWorkload> workload;
   // One job of several on a shared topology (`jobs:`): the GPUs it runs on, in order (its

@@ -24,6 +24,9 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"", "order", "list or comma-separated axes", "dp, pp, cp, tp",
      "mesh axes outermost first, each once (with ep: edp, ep, ...; with mesh2d: ..., row, col)"},
     {"", "gpu", "compute preset", "the topology's GPU", "the GPU's compute figures (h100, a100, rtx5000, ...)"},
+    {"", "node_gpus", "NODES=GPU,...", "-",
+     "a heterogeneous cluster: nodes whose GPUs are another compute preset, e.g. 8-15=a100 (the fabric stays the "
+     "topology's); a stage runs at its slowest GPU kind's pace"},
     {"", "run", "map", "-", "how it is timed (the run section)"},
     {"", "perturb", "map", "-", "parts below their nominal rate: stragglers, degraded links (the perturb section)"},
     {"", "workload", "map", "-",
@@ -65,9 +68,10 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"parallel", "cp_balance", "true | false", "true", "causal load balancing of cp's chunks (i and 2cp-1-i)"},
     {"parallel", "pp", "integer >= 1", "1", "pipeline stages (1F1B)"},
     {"parallel", "vchunks", "integer >= 1", "1", "model chunks per device: interleaved 1F1B when > 1"},
-    {"parallel", "stage_layers", "list of integers", "even",
+    {"parallel", "stage_layers", "list of integers | balance", "even",
      "uneven stages: the layers of each of the pp x vchunks virtual stages (chunk c of stage s is entry "
-     "c x pp + s), adding up to the model's layers, 0 allowed"},
+     "c x pp + s), adding up to the model's layers, 0 allowed; balance: as many layers on each stage as its "
+     "GPUs' speed gives it (node_gpus)"},
     {"parallel", "microbatches", "integer >= 1", "1", "micro-batches per iteration and dp replica"},
     {"parallel", "micro_batch_size", "integer >= 1", "1", "sequences per micro-batch"},
     {"parallel", "global_batch", "integer", "-",

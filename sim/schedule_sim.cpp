@@ -178,8 +178,12 @@ std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& job
   std::vector<int> timing_of;                      // distinct flow timing behind each op, or -1
   std::vector<std::vector<LinkStats>> link_stats;  // per distinct flow timing, every job's
   std::vector<int> distinct;                       // per job: its collective timings
-  const bool contention =
-      std::any_of(jobs.begin(), jobs.end(), [](const ScheduleJob& j) { return j.compute->gpu().comm_sms > 0; });
+  bool contention = false;  // any GPU kind whose compute slows beside communication (GpuSpec::comm_sms)
+  for (const ScheduleJob& j : jobs) {
+    contention = contention || j.compute->gpu().comm_sms > 0;
+    for (const auto& kinds : j.options.role_compute)
+      for (const ComputeModel* k : kinds) contention = contention || k->gpu().comm_sms > 0;
+  }
   for (const ScheduleJob& job : jobs) {
     const Schedule& schedule = *job.schedule;
     const ComputeModel& compute = *job.compute;
@@ -194,13 +198,21 @@ std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& job
         Time d;
         switch (op.kind) {
           case OpKind::Compute: {
-            auto [alone, slow] = compute.times(op.kernel, op.phase == Phase::Backward);
+            const bool kinds = r < options.role_compute.size() && !options.role_compute[r].empty();
+            auto [alone, slow] =
+                (kinds ? *options.role_compute[r].front() : compute).times(op.kernel, op.phase == Phase::Backward);
+            if (kinds)
+              for (const ComputeModel* kind : options.role_compute[r]) {
+                const auto [a, b] = kind->times(op.kernel, op.phase == Phase::Backward);
+                alone = std::max(alone, a);
+                slow = std::max(slow, b);
+              }
             if (r < options.role_compute_factor.size()) {
               alone = duration_ps(static_cast<double>(alone.ps()) / options.role_compute_factor[r], "a slowed kernel");
               slow = duration_ps(static_cast<double>(slow.ps()) / options.role_compute_factor[r], "a slowed kernel");
             }
             d = alone;
-            if (contention) beside.push_back(compute.gpu().comm_sms > 0 ? slow : alone);
+            if (contention) beside.push_back(slow);
             break;
           }
           case OpKind::Collective:

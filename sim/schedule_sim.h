@@ -63,6 +63,10 @@ struct ScheduleSimOptions {
   // Per role (pipeline stage), the speed of its compute relative to the model's (a straggler
   // at 0.8: its kernels take 1/0.8 as long); empty: all 1.
   std::vector<double> role_compute_factor;
+  // Per role, the compute models of the GPU kinds its ranks run on (a heterogeneous cluster,
+  // Scenario::node_gpus): each kernel takes the longest of their times, as the ranks of a stage
+  // meet at every collective; empty (or an empty entry): the simulation's compute model.
+  std::vector<std::vector<const ComputeModel*>> role_compute;
 };
 
 // Where the critical role's time went; the parts add up to the iteration time exactly.

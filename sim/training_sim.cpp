@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -75,16 +76,24 @@ ClusterCache::Entry& ClusterCache::get(const std::string& topology_spec, const P
   return entries_.emplace(key, std::move(e)).first->second;
 }
 
-// Each stage's compute speed under perturb.gpus and perturb.gpu_draw: the slowest of the GPUs its
-// ranks run on (a synchronous step waits for it), 1 where none is slowed.
-std::vector<double> stage_compute_factors(const Scenario& s, const Placement& placement, const Topology& topo) {
-  std::vector<double> out(static_cast<std::size_t>(s.parallel.pp), 1.0);
-  const std::vector<int>& gpus = placement.gpus();
+// The GPUs of each of the `pp` pipeline stages: the ranks whose pp coordinate is the stage.
+std::vector<std::vector<int>> gpus_by_stage(const Placement& placement, int pp) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(pp));
   const Mesh& mesh = placement.mesh();
   int pp_dim = -1;
   for (std::size_t d = 0; d < mesh.dims.size(); ++d)
     if (mesh.dims[d].first == "pp") pp_dim = static_cast<int>(d);
-  auto stage_of = [&](int rank) { return pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)]; };
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    const int stage = pp_dim < 0 ? 0 : mesh.coords(rank)[static_cast<std::size_t>(pp_dim)];
+    out[static_cast<std::size_t>(stage)].push_back(placement.gpu_of(rank));
+  }
+  return out;
+}
+
+// Each stage's compute speed under perturb.gpus and perturb.gpu_draw: the slowest of the GPUs its
+// ranks run on (a synchronous step waits for it), 1 where none is slowed.
+std::vector<double> stage_compute_factors(const Scenario& s, const Placement& placement, const Topology& topo) {
+  std::vector<double> out(static_cast<std::size_t>(s.parallel.pp), 1.0);
   std::map<int, double> given;  // perturb.gpu_factors by GPU (the least where one is named twice)
   for (const auto& [gpu, factor] : s.perturb.gpus) {
     if (gpu >= topo.num_gpus())
@@ -94,13 +103,12 @@ std::vector<double> stage_compute_factors(const Scenario& s, const Placement& pl
     if (!fresh) it->second = std::min(it->second, factor);
   }
   // Every GPU of the layout: its drawn factor (1 without a draw) times its given one.
-  for (int rank = 0; rank < static_cast<int>(gpus.size()); ++rank) {
-    const int gpu = gpus[static_cast<std::size_t>(rank)];
-    const auto it = given.find(gpu);
-    const double factor = s.perturb.draw.factor(gpu) * (it == given.end() ? 1.0 : it->second);
-    const auto stage = static_cast<std::size_t>(stage_of(rank));
-    out[stage] = std::min(out[stage], factor);
-  }
+  const std::vector<std::vector<int>> stages = gpus_by_stage(placement, s.parallel.pp);
+  for (std::size_t stage = 0; stage < stages.size(); ++stage)
+    for (int gpu : stages[stage]) {
+      const auto it = given.find(gpu);
+      out[stage] = std::min(out[stage], s.perturb.draw.factor(gpu) * (it == given.end() ? 1.0 : it->second));
+    }
   return out;
 }
 
@@ -147,14 +155,6 @@ Scenario require_training(Scenario s, const std::string& command) {
   return s;
 }
 
-StageMemories stage_memories(const Scenario& s) {
-  validate_parallel(s.parallel, s.model, s.parallel.world_size());  // the model: checked by the resolver
-  StageMemories m;
-  for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
-  m.capacity = gpu_preset(s.gpu).memory;
-  return m;
-}
-
 namespace {
 
 // What one job's simulation runs on: its checked layout, placement, compute model and options.
@@ -163,46 +163,168 @@ struct JobSetup {
   Placement placement;
   ComputeModel compute;
   ScheduleSimOptions opt;
+  // A heterogeneous cluster (Scenario::node_gpus): a compute model per GPU kind, which
+  // opt.role_compute points into (a map's nodes keep their addresses when it moves).
+  std::map<std::string, ComputeModel> kinds;
 };
 
-JobSetup setup_job(const Scenario& s, const Topology& topo, TrainingResult& r) {
-  r.scenario = s;
-  r.topology_name = topo.name();
-  r.gpus = s.gpus.empty() ? topo.num_gpus() : static_cast<int>(s.gpus.size());
-  JobSetup j{check_layout(s.model, s.parallel, r.gpus, s.gpus.empty() ? "topology " + topo.name() : s.gpus_from),
-             training_placement(s, topo),
-             ComputeModel(gpu_preset(s.gpu)),
-             {}};
-  r.placement = j.placement.kind();
-  const GpuSpec preset = j.compute.gpu();  // the scenario's GPU, read once
-  if (!s.profile.empty()) {
-    MachineProfile profile = load_machine_profile(s.profile);
-    j.compute = ComputeModel(std::move(profile.gpu), std::move(profile.compute));
-    j.opt.measured = std::move(profile.collectives);
+// The compute model each kind of GPU of a heterogeneous cluster runs (its preset, the stack's
+// attention library, the job's size for the slowest-GPU factor).
+ComputeModel kind_model(const std::string& preset, const Scenario& s) {
+  ComputeModel m(gpu_preset(preset));
+  m.set_attention_library(s.parallel.stack.attention);
+  m.set_job_gpus(s.parallel.world_size());
+  return m;
+}
+
+// The preset of GPU `gpu`: its node's under node_gpus, else the scenario's.
+const std::string& preset_of(const Scenario& s, const Topology& topo, int gpu) {
+  const int node = topo.node_of_gpu(gpu);
+  for (const NodeGpus& g : s.node_gpus)
+    if (node >= g.first && node <= g.last) return g.gpu;
+  return s.gpu;
+}
+
+// `stage_layers: balance`: layers per stage so that the slowest stage is as fast as it can be.
+// A probe plan with the layers spread evenly gives one layer's kernels (every micro-batch and
+// pass) and each stage's other kernels (embedding, head, loss, optimizer); each stage's time is
+// n x (a layer on its GPUs) + (its other kernels on its GPUs), and layers go one at a time to
+// the stage whose time grows least, which minimises the largest (docs/whatif.md). A stage's
+// chunks then share its layers evenly, the first chunks taking the remainder.
+ParallelSpec even_probe(const ModelSpec& m, ParallelSpec p) {
+  const int slots = p.pp * p.vchunks;
+  p.balance_stages = false;
+  p.stage_layers.assign(static_cast<std::size_t>(std::max(slots, 1)), m.layers / std::max(slots, 1));
+  for (int i = 0; i < m.layers % std::max(slots, 1); ++i) ++p.stage_layers[static_cast<std::size_t>(i)];
+  return p;
+}
+
+std::vector<int> balanced_stage_layers(const CheckedLayout& probe_layout,
+                                       const std::vector<std::vector<const ComputeModel*>>& kinds,
+                                       const ComputeModel& base) {
+  const ParallelSpec& p = probe_layout.parallel();
+  const int slots = p.pp * p.vchunks, layers = probe_layout.model().layers;
+  const Schedule plan = plan_iteration(probe_layout);
+  auto time_on = [&](int stage, const Op& op) {
+    double t = 0;
+    const auto& on = static_cast<std::size_t>(stage) < kinds.size() && !kinds[static_cast<std::size_t>(stage)].empty()
+                         ? kinds[static_cast<std::size_t>(stage)]
+                         : std::vector<const ComputeModel*>{&base};
+    for (const ComputeModel* m : on)
+      t = std::max(t, static_cast<double>(m->time(op.kernel, op.phase == Phase::Backward).ps()));
+    return t;
+  };
+  const Role* holder = nullptr;  // the first stage holding a layer, and that layer
+  int layer = -1;
+  for (const Role& role : plan.roles)
+    for (const Op& op : role.ops)
+      if (!holder && op.kind == OpKind::Compute && op.layer >= 0) {
+        holder = &role;
+        layer = op.layer;
+      }
+  MESHSIM_ASSERT(holder != nullptr);
+  std::vector<double> per_layer(static_cast<std::size_t>(p.pp), 0), other(static_cast<std::size_t>(p.pp), 0);
+  for (int st = 0; st < p.pp; ++st) {
+    for (const Op& op : holder->ops)
+      if (op.kind == OpKind::Compute && op.layer == layer) per_layer[static_cast<std::size_t>(st)] += time_on(st, op);
+    for (const Op& op : plan.roles[static_cast<std::size_t>(st)].ops)
+      if (op.kind == OpKind::Compute && op.layer < 0) other[static_cast<std::size_t>(st)] += time_on(st, op);
   }
-  r.gpu = j.compute.gpu();
-  if (s.parallel.stack.fp8 == Fp8Recipe::Mxfp8 && r.gpu.arch > 0 && r.gpu.arch < 100)
+  std::vector<int> count(static_cast<std::size_t>(p.pp), 0);
+  for (int l = 0; l < layers; ++l) {
+    std::size_t best = 0;
+    for (std::size_t st = 1; st < count.size(); ++st)
+      if ((count[st] + 1) * per_layer[st] + other[st] < (count[best] + 1) * per_layer[best] + other[best]) best = st;
+    ++count[best];
+  }
+  std::vector<int> out(static_cast<std::size_t>(slots), 0);
+  for (int st = 0; st < p.pp; ++st)
+    for (int c = 0; c < p.vchunks; ++c)
+      out[static_cast<std::size_t>(c * p.pp + st)] = count[static_cast<std::size_t>(st)] / p.vchunks +
+                                                     (c < count[static_cast<std::size_t>(st)] % p.vchunks ? 1 : 0);
+  return out;
+}
+
+JobSetup setup_job(const Scenario& given, const Topology& topo, TrainingResult& r) {
+  r.topology_name = topo.name();
+  r.gpus = given.gpus.empty() ? topo.num_gpus() : static_cast<int>(given.gpus.size());
+  const std::string gpus_from = given.gpus.empty() ? "topology " + topo.name() : given.gpus_from;
+  // The layout is checked before anything reads it; with stage_layers: balance, a probe of it with
+  // the layers spread evenly, which balanced_stage_layers plans.
+  std::optional<CheckedLayout> layout;
+  if (given.parallel.balance_stages && given.parallel.pp > 1)
+    layout = check_layout(given.model, even_probe(given.model, given.parallel), r.gpus, gpus_from);
+  else
+    layout = check_layout(given.model, given.parallel, r.gpus, gpus_from);
+  Placement placement = training_placement(given, topo);
+  ComputeModel compute(gpu_preset(given.gpu));
+  ScheduleSimOptions opt;
+  r.placement = placement.kind();
+  const GpuSpec preset = compute.gpu();  // the scenario's GPU, read once
+  if (!given.profile.empty()) {
+    if (!given.node_gpus.empty())
+      throw Error("node_gpus: run.profile measures one kind of GPU; drop the profile to time a cluster of several");
+    MachineProfile profile = load_machine_profile(given.profile);
+    compute = ComputeModel(std::move(profile.gpu), std::move(profile.compute));
+    opt.measured = std::move(profile.collectives);
+  }
+  r.gpu = compute.gpu();
+  if (given.parallel.stack.fp8 == Fp8Recipe::Mxfp8 && r.gpu.arch > 0 && r.gpu.arch < 100)
     throw Error(
         fmt::format("stack.fp8: mxfp8 is Blackwell's block format (sm_100); gpu '{}' is sm_{}: use delayed, "
                     "tensorwise or blockwise",
                     r.gpu.name, r.gpu.arch));
-  j.compute.set_attention_library(s.parallel.stack.attention);
-  j.compute.set_job_gpus(s.parallel.world_size());
-  r.tensor_factor = j.compute.tensor_factor();
+  compute.set_attention_library(given.parallel.stack.attention);
+  compute.set_job_gpus(given.parallel.world_size());
+  r.tensor_factor = compute.tensor_factor();
+  r.peak_flops = compute.peak_flops(given.model.dtype_bytes()) * given.parallel.world_size();
+  r.capacity = r.gpu.memory;
 
-  j.opt.fidelity = s.fidelity;
-  j.opt.algorithm = s.algorithm;
-  j.opt.share_links = s.link_sharing;
-  if (s.fidelity == Fidelity::Nccl) j.opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
-  if (!s.perturb.gpus.empty() || s.perturb.draw.kind != GpuDraw::Kind::None) {
-    r.stage_compute_factor = stage_compute_factors(s, j.placement, topo);
-    j.opt.role_compute_factor = r.stage_compute_factor;
+  // A heterogeneous cluster: each stage's kinds of GPU, each kind's compute model.
+  std::map<std::string, ComputeModel> kinds;
+  r.stage_gpus.clear();
+  if (!given.node_gpus.empty()) {
+    const std::vector<std::vector<int>> stages = gpus_by_stage(placement, given.parallel.pp);
+    r.peak_flops = 0;
+    for (const auto& gpus : stages) {
+      std::set<std::string> names;
+      for (int g : gpus) {
+        const std::string& name = preset_of(given, topo, g);
+        auto it = kinds.find(name);
+        if (it == kinds.end()) it = kinds.emplace(name, kind_model(name, given)).first;
+        names.insert(name);
+        r.peak_flops += it->second.peak_flops(given.model.dtype_bytes());
+        r.capacity = std::min(r.capacity, it->second.gpu().memory);
+      }
+      std::vector<const ComputeModel*> on;
+      for (const std::string& n : names) on.push_back(&kinds.at(n));
+      opt.role_compute.push_back(std::move(on));
+      r.stage_gpus.push_back(fmt::format("{}", fmt::join(names, "+")));
+    }
   }
-  return j;
+  Scenario s = given;
+  if (s.parallel.balance_stages && s.parallel.pp > 1) {
+    s.parallel.stage_layers = balanced_stage_layers(*layout, opt.role_compute, compute);
+    s.parallel.balance_stages = false;
+    layout = check_layout(s.model, s.parallel, r.gpus, gpus_from);
+  }
+  s.parallel.balance_stages = false;
+  r.scenario = s;
+
+  opt.fidelity = s.fidelity;
+  opt.algorithm = s.algorithm;
+  opt.share_links = s.link_sharing;
+  if (s.fidelity == Fidelity::Nccl) opt.nccl.sm = preset.arch;  // NCCL's tables by the preset's GPU, profile or not
+  if (!s.perturb.gpus.empty() || s.perturb.draw.kind != GpuDraw::Kind::None) {
+    r.stage_compute_factor = stage_compute_factors(s, placement, topo);
+    opt.role_compute_factor = r.stage_compute_factor;
+  }
+  return JobSetup{std::move(*layout), std::move(placement), std::move(compute), std::move(opt), std::move(kinds)};
 }
 
 // The figures a researcher plans with, from r.sim: MFU/HFU, tokens/s, memory per stage, links.
-void training_figures(const Scenario& s, const Topology& topo, const ComputeModel& compute, TrainingResult& r) {
+void training_figures(const Topology& topo, TrainingResult& r) {
+  const Scenario& s = r.scenario;
   const ParallelSpec& p = s.parallel;
   const double ranks_per_role = static_cast<double>(p.world_size()) / p.pp;
   // HFU counts the recomputed FLOPs on top of the model FLOPs, on the model FLOPs' basis
@@ -211,14 +333,13 @@ void training_figures(const Scenario& s, const Topology& topo, const ComputeMode
   r.model_flops = model_flops_per_iteration(s.model, p.global_batch(), false);
   r.hardware_flops = executed > recomputed ? r.model_flops * executed / (executed - recomputed) : r.model_flops;
   const double secs = r.sim.iteration.seconds();
-  const double peak = compute.peak_flops(s.model.dtype_bytes()) * p.world_size();
+  const double peak = r.peak_flops;
   if (secs > 0) {
     r.mfu = r.model_flops / (secs * peak);
     r.hfu = r.hardware_flops / (secs * peak);
     r.tokens_per_s = static_cast<double>(p.global_batch()) * s.model.seq / secs;
   }
 
-  r.capacity = r.gpu.memory;
   r.fits = true;
   r.stages.clear();
   for (int stage = 0; stage < p.pp; ++stage) {
@@ -243,6 +364,23 @@ void training_figures(const Scenario& s, const Topology& topo, const ComputeMode
 }
 
 }  // namespace
+
+StageMemories stage_memories(const Scenario& given) {
+  if (!given.node_gpus.empty() || given.parallel.balance_stages) {  // the GPU kinds and stages as simulate sees them
+    TrainingResult r;
+    const JobSetup job = setup_job(given, *shared_topology(given.topology), r);
+    const Scenario& s = r.scenario;
+    StageMemories m;
+    for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
+    m.capacity = r.capacity;
+    return m;
+  }
+  validate_parallel(given.parallel, given.model, given.parallel.world_size());  // the model: checked by the resolver
+  StageMemories m;
+  for (int st = 0; st < given.parallel.pp; ++st) m.stages.push_back(rank_memory(given.model, given.parallel, st));
+  m.capacity = gpu_preset(given.gpu).memory;
+  return m;
+}
 
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,
                                  ClusterCache* clusters) {
@@ -271,7 +409,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   try {
     std::optional<ScheduleSimResult> fast;
     // The fast path times one compute model for every stage: a slowed stage takes the op level.
-    if (!keep_ops && opt.role_compute_factor.empty())
+    if (!keep_ops && opt.role_compute_factor.empty() && opt.role_compute.empty())
       fast = simulate_iteration_fast(layout, topo, router, placement, compute, registry, opt);
     if (fast) {
       r.fast = true;
@@ -288,7 +426,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
                     s.model.seq, s.model.layers, s.parallel.micro_batch_size, s.parallel.microbatches, e.what()));
   }
 
-  training_figures(s, topo, compute, r);
+  training_figures(topo, r);
   return r;
 }
 
@@ -318,7 +456,7 @@ JobsResult simulate_jobs(const Scenario& s, const AlgorithmRegistry& registry) {
     TrainingResult& r = out.together[j];
     r.sim = std::move(sims[j]);
     r.nominal_iteration = out.alone[j].nominal_iteration;
-    training_figures(s.jobs[j], *cluster.topology, setups[j].compute, r);
+    training_figures(*cluster.topology, r);
   }
   return out;
 }

@@ -63,6 +63,10 @@ struct TrainingResult {
   // iteration with every part at its nominal rate, which they are compared against.
   std::vector<double> stage_compute_factor;
   Time nominal_iteration;
+  // MFU's denominator: the dense peaks of the job's GPUs in the model's dtype, summed.
+  double peak_flops = 0;
+  // A heterogeneous cluster (Scenario::node_gpus): each stage's GPU kinds ("h100", "a100+h100").
+  std::vector<std::string> stage_gpus;
 };
 
 // Clusters already built, by topology spec, with their routers (whose route caches then
