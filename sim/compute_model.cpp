@@ -89,6 +89,12 @@ constexpr int kHopperCommSms = 24;
 //    on B200 0.71, arXiv 2603.05451). sm_90's library tables do not apply (curve_efficiency).
 //  sustained, spread, comm SMs: not measured on Blackwell; the H100's measured 0.897 under its power
 //    cap, Sinha's 1.5% and NCCL's 24 thread blocks are carried over as assumptions.
+//  b300: HGX B300 (Blackwell Ultra). NVIDIA's HGX B300 specification gives the same tensor rates as
+//    HGX B200 for 8 GPUs (FP8 72 PFLOPS and FP16/BF16 36 PFLOPS with sparsity, FP32 600 TFLOPS): 2.25
+//    PFLOP/s dense bf16, 4.5 fp8, 75 TFLOP/s fp32 per GPU; 2.3 TB of HBM3e for 8 = 288 GB each (NVIDIA's
+//    Blackwell Ultra blog: 288 GB HBM3e, 8 TB/s). The blog gives 160 SMs for the full GPU
+//    implementation; B200 ships 148 of its 160, and B300 is taken to as well. Its GEMM fraction is
+//    B200's (no MAMF of B300 at hand); the rest as for B200.
 constexpr double kBlackwellSustained = kH100Sustained;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
 constexpr GpuRow kGpus[] = {
@@ -100,6 +106,8 @@ constexpr GpuRow kGpus[] = {
      kHopperCommSms, 4500e12, 0},
     {"gb200", 2500e12, 2500e12, 80e12, 8.0e12, 186, 4.0, 0.729, 0.55, 148, 100, kBlackwellSustained, kSpread,
      kHopperCommSms, 5000e12, 0},
+    {"b300", 2250e12, 2250e12, 75e12, 8.0e12, 288, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
+     kHopperCommSms, 4500e12, 0},
     {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0, 0, 0},
     {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0, 0, 0},
     {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0, 0, 0, 0},

@@ -25,7 +25,7 @@ GpuSpec burst(const std::string& name) {
 
 TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   const auto names = gpu_presets();
-  ASSERT_EQ(names.size(), 7u);
+  ASSERT_EQ(names.size(), 8u);
   for (const auto& n : names) {
     const ComputeModel m(gpu_preset(n));  // every preset is a valid model
     EXPECT_EQ(m.gpu().name, n);
@@ -34,7 +34,7 @@ TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   }
   const std::string e = error_of([] { gpu_preset("h1000"); });
   EXPECT_TRUE(contains(e, "unknown GPU 'h1000'")) << e;
-  EXPECT_TRUE(contains(e, "h100, h200, b200, gb200, a100, v100, rtx5000")) << e;
+  EXPECT_TRUE(contains(e, "h100, h200, b200, gb200, b300, a100, v100, rtx5000")) << e;
 }
 
 // The Blackwell presets against the system figures NVIDIA publishes (tensor rates with 2:4
@@ -50,6 +50,14 @@ TEST(GpuPresets, BlackwellDatasheetFigures) {
   EXPECT_DOUBLE_EQ(b200.peak_flops_fp32, 600e12 / 8);
   EXPECT_DOUBLE_EQ(b200.memory_bandwidth.bytes_per_s(), 64e12 / 8);
   EXPECT_EQ(b200.memory, GiB(1440 / 8));
+  // HGX B300 spec (8 GPUs): FP16/BF16 36 PFLOPS and FP8 72 with sparsity, FP32 600 TFLOPS, 2.3 TB;
+  // Blackwell Ultra blog: 288 GB of HBM3e at 8 TB/s per GPU.
+  const GpuSpec b300 = gpu_preset("b300");
+  EXPECT_DOUBLE_EQ(b300.peak_flops_bf16, 36e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b300.peak_flops_fp8, 72e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b300.peak_flops_fp32, 600e12 / 8);
+  EXPECT_DOUBLE_EQ(b300.memory_bandwidth.bytes_per_s(), 8e12);
+  EXPECT_EQ(b300.memory, GiB(288));
   const GpuSpec gb200 = gpu_preset("gb200");
   EXPECT_DOUBLE_EQ(gb200.peak_flops_bf16, 360e15 / 72 / 2);
   EXPECT_DOUBLE_EQ(gb200.peak_flops_fp32, 5760e12 / 72);

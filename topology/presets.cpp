@@ -435,6 +435,15 @@ const std::vector<PresetEntry>& entries() {
                   "8 B200 per node on NVSwitch (NVLink5 900 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail or fat-tree",
                   dgx_params("900GB/s", "0.80", "0.74", "63GB/s", "0.85", "400Gb/s"), "b200", 100},
                  build_dgx});
+    // HGX B300 (the b300 compute preset): B200's NVLink5 node, with a ConnectX-8 SuperNIC of 800 Gb/s
+    // per GPU (HGX B300 specification: 1.6 TB/s of networking for 8 GPUs) behind PCIe Gen6 x16
+    // (Blackwell Ultra blog: PCIe Gen6 host interface; 64 GT/s x 16 lanes = 128 GB/s a direction).
+    // The NIC's achievable fraction is NDR's 0.92, carried over (no ib_write_bw of an XDR port at hand).
+    v.push_back({{"dgx-b300",
+                  "8 B300 per node on NVSwitch (NVLink5 900 GB/s), PCIe Gen6, 8 x 800 Gb/s ConnectX-8 NICs; rail or "
+                  "fat-tree",
+                  dgx_params("900GB/s", "0.80", "0.74", "128GB/s", "0.85", "800Gb/s"), "b300", 100},
+                 build_dgx});
     // GB200 NVL72 (the gb200 compute preset): 72 GPUs on one NVLink5 domain, 1.8 TB/s bidirectional
     // per GPU (GB200 NVL72 spec: 130 TB/s for the rack), rated as dgx-b200's; one ConnectX-7 of 400 Gb/s per
     // GPU (DGX GB200 SuperPOD reference architecture: four per four-GPU compute tray) behind a

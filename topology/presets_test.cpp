@@ -56,8 +56,8 @@ INSTANTIATE_TEST_SUITE_P(Catalog, EveryPreset, ::testing::ValuesIn(preset_names(
 
 TEST(Presets, CatalogListsEveryPresetWithDefaults) {
   const auto names = preset_names();
-  for (const char* n : {"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "dgx-a100", "pcie-node", "frontera-rtx",
-                        "fat-tree", "switch", "ring", "torus2d", "torus3d"})
+  for (const char* n : {"dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-a100", "pcie-node",
+                        "frontera-rtx", "fat-tree", "switch", "ring", "torus2d", "torus3d"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   for (const auto& p : preset_catalog())
     for (const auto& param : p.params) EXPECT_FALSE(param.default_value.empty()) << p.name << "." << param.name;
@@ -126,6 +126,20 @@ TEST(Presets, DgxB200IsTheCitedNode) {
                                [](const PresetInfo& p) { return p.name == "dgx-b200"; });
   ASSERT_NE(it, preset_catalog().end());
   EXPECT_EQ(it->gpu, "b200");
+}
+
+// HGX B300: B200's NVLink5 node with 800 Gb/s NICs (HGX B300 spec: 1.6 TB/s for 8 GPUs) behind PCIe
+// Gen6: a pair on one rail of two nodes gets 800 / 8 x 0.92 = 92 GB/s, twice dgx-b200's.
+TEST(Presets, DgxB300IsTheCitedNode) {
+  const Topology t = make_preset("dgx-b300", {{"nodes", "2"}});
+  EXPECT_EQ(t.num_gpus(), 16);
+  Router r(t);
+  EXPECT_NEAR(r.path(0, 5).bottleneck.gbytes_per_s(), 1800.0 / 2 * 0.80, 1e-9);
+  EXPECT_NEAR(r.path(3, 11).bottleneck.gbytes_per_s(), 800.0 / 8 * 0.92, 1e-9);
+  const auto it = std::find_if(preset_catalog().begin(), preset_catalog().end(),
+                               [](const PresetInfo& p) { return p.name == "dgx-b300"; });
+  ASSERT_NE(it, preset_catalog().end());
+  EXPECT_EQ(it->gpu, "b300");
 }
 
 // GB200 NVL72: the rack is one node of 72 GPUs on one NVLink domain (1.8 TB/s bidirectional per
