@@ -388,7 +388,8 @@ std::vector<LayerStep> with_fp8(const std::vector<LayerStep>& steps, Fp8Recipe r
 
 std::vector<LayerStep> layer_steps(const Ctx& c) {
   std::vector<LayerStep> steps = LayerSteps(c).steps();
-  return c.p.stack.fp8 == Fp8Recipe::Off ? steps : with_fp8(steps, c.p.stack.fp8);
+  if (c.p.stack.fp8 == Fp8Recipe::Off) return steps;  // moved, not copied
+  return with_fp8(steps, c.p.stack.fp8);
 }
 
 // FP8's weight casts: at a layer's first micro-batch, Transformer Engine casts each FP8 linear
