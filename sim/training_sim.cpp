@@ -368,7 +368,7 @@ void training_figures(const Topology& topo, TrainingResult& r) {
 StageMemories stage_memories(const Scenario& given) {
   if (!given.node_gpus.empty() || given.parallel.balance_stages) {  // the GPU kinds and stages as simulate sees them
     TrainingResult r;
-    const JobSetup job = setup_job(given, *shared_topology(given.topology), r);
+    setup_job(given, *shared_topology(given.topology), r);  // checks the layout, balances its stages
     const Scenario& s = r.scenario;
     StageMemories m;
     for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
