@@ -520,6 +520,16 @@ Perturbations resolve_perturb(const YamlReader& r, const YAML::Node& n) {
 
 namespace {
 
+// "5" or "3-7": an index or an inclusive range of them, first <= last, none negative; nullopt
+// otherwise (the caller names its field).
+std::optional<std::pair<int, int>> index_range(const std::string& text) {
+  const auto dash = text.find('-', 1);
+  const std::optional<int> lo = parse_int(text.substr(0, dash));
+  const std::optional<int> hi = dash == std::string::npos ? lo : parse_int(text.substr(dash + 1));
+  if (!lo || !hi || *lo < 0 || *hi < *lo) return std::nullopt;
+  return std::make_pair(*lo, *hi);
+}
+
 // `node_gpus: 8-15=a100,16=h200`: node ranges of the topology, each once, and the compute preset
 // of their GPUs.
 std::vector<NodeGpus> resolve_node_gpus(const YamlReader& r, const YAML::Node& v, const std::string& topology) {
@@ -530,15 +540,12 @@ std::vector<NodeGpus> resolve_node_gpus(const YamlReader& r, const YAML::Node& v
   std::stringstream ss(r.text(v, field));
   for (std::string item; std::getline(ss, item, ',');) {
     const auto eq = item.find('=');
-    const std::string range = item.substr(0, eq);
-    const auto dash = range.find('-', 1);
-    const std::optional<int> lo = parse_int(range.substr(0, dash));
-    const std::optional<int> hi = dash == std::string::npos ? lo : parse_int(range.substr(dash + 1));
-    if (eq == std::string::npos || !lo || !hi || *lo < 0 || *hi < *lo)
+    const auto range = eq == std::string::npos ? std::nullopt : index_range(item.substr(0, eq));
+    if (!range)
       r.fail(v, field, fmt::format("'{}' is not NODES=GPU; write e.g. 8-15=a100 (nodes 8 to 15 hold A100s)", item));
-    if (*hi >= nodes)
-      r.fail(v, field, fmt::format("node {} is not in topology {} (nodes 0..{})", *hi, topology, nodes - 1));
-    NodeGpus g{*lo, *hi, item.substr(eq + 1)};
+    if (range->second >= nodes)
+      r.fail(v, field, fmt::format("node {} is not in topology {} (nodes 0..{})", range->second, topology, nodes - 1));
+    NodeGpus g{range->first, range->second, item.substr(eq + 1)};
     r.located(v, [&] { return gpu_preset(g.gpu); });  // an unknown preset names the presets
     for (int n = g.first; n <= g.last; ++n)
       if (std::exchange(named[static_cast<std::size_t>(n)], 1))
@@ -625,14 +632,12 @@ std::vector<int> index_ranges(const YamlReader& r, const YAML::Node& v, const st
   std::set<int> seen;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
-    const auto dash = item.find('-', 1);
-    const std::optional<int> lo = parse_int(item.substr(0, dash));
-    const std::optional<int> hi = dash == std::string::npos ? lo : parse_int(item.substr(dash + 1));
-    if (!lo || !hi || *lo < 0 || *hi < *lo)
+    const auto range = index_range(item);
+    if (!range)
       r.fail(v, field, fmt::format("'{}' is not a {} index or range; write e.g. 0-7 or 0-3,8-11", item, what));
-    if (*hi >= limit)
-      r.fail(v, field, fmt::format("{} {} is not in the topology ({}s 0..{})", what, *hi, what, limit - 1));
-    for (int i = *lo; i <= *hi; ++i) {
+    if (range->second >= limit)
+      r.fail(v, field, fmt::format("{} {} is not in the topology ({}s 0..{})", what, range->second, what, limit - 1));
+    for (int i = range->first; i <= range->second; ++i) {
       if (!seen.insert(i).second) r.fail(v, field, fmt::format("{} {} is given twice", what, i));
       out.push_back(i);
     }

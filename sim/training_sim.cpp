@@ -366,19 +366,18 @@ void training_figures(const Topology& topo, TrainingResult& r) {
 }  // namespace
 
 StageMemories stage_memories(const Scenario& given) {
+  StageMemories m;
+  Scenario s = given;
   if (!given.node_gpus.empty() || given.parallel.balance_stages) {  // the GPU kinds and stages as simulate sees them
     TrainingResult r;
     setup_job(given, *shared_topology(given.topology), r);  // checks the layout, balances its stages
-    const Scenario& s = r.scenario;
-    StageMemories m;
-    for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
+    s = r.scenario;
     m.capacity = r.capacity;
-    return m;
+  } else {
+    validate_parallel(given.parallel, given.model, given.parallel.world_size());  // the model: checked by the resolver
+    m.capacity = gpu_preset(given.gpu).memory;
   }
-  validate_parallel(given.parallel, given.model, given.parallel.world_size());  // the model: checked by the resolver
-  StageMemories m;
-  for (int st = 0; st < given.parallel.pp; ++st) m.stages.push_back(rank_memory(given.model, given.parallel, st));
-  m.capacity = gpu_preset(given.gpu).memory;
+  for (int st = 0; st < s.parallel.pp; ++st) m.stages.push_back(rank_memory(s.model, s.parallel, st));
   return m;
 }
 
