@@ -190,7 +190,8 @@ std::unique_ptr<StepProgram> Algorithm::build(const CollectiveSpec& spec) const 
 namespace {
 // Marks an algorithm NCCL itself runs: Ring (ring, and multiring's channels over the rails),
 // Tree (nccl_tree), NVLS, NVLS-Tree, NVLS over CollNet (nvls_sharp), the ring chain of
-// broadcast and reduce (pipeline), grouped send/recv (concurrent, pxn) and send/recv.
+// broadcast and reduce (pipeline), grouped send/recv (concurrent, pxn) and send/recv; RCCL's
+// rings over a full xGMI mesh (mesh_rings).
 Algorithm in_nccl(Algorithm a) {
   a.nccl = true;
   return a;
@@ -217,6 +218,7 @@ AlgorithmRegistry AlgorithmRegistry::builtin() {
   reg.add(in_nccl(make_nvls_tree()));
   reg.add(in_nccl(make_nvls_sharp()));
   reg.add(in_nccl(make_direct()));
+  reg.add(in_nccl(make_mesh_rings()));
   return reg;
 }
 

@@ -171,6 +171,9 @@ struct CostParams {
   // uplink to a switch or a PCIe tree), so that they add up; false: separate paths (NVLink
   // to the NVSwitch, a NIC of its own), so that they overlap.
   bool shared_uplink = false;
+  // Every two of the group's GPUs are joined by a link of their own (a full mesh, as the xGMI
+  // links of an MI300X platform): rings laid over different links do not share (mesh_rings).
+  bool direct_links = false;
   // In-switch reduction: when every GPU of the group hangs off one switch that reduces and
   // multicasts (Device::reduce_efficiency > 0; NVLS on an NVSwitch), the latency of a trip
   // GPU -> switch -> GPU and the time per byte of that traffic on a GPU's link to or from

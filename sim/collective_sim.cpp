@@ -143,6 +143,12 @@ void nccl_outcome(const Topology& topo, Router& router, const CollectiveRequest&
     throw Error(fmt::format("{}: at fidelity nccl NCCL chooses the algorithm itself; use {} or auto",
                             flag("algo", req.algorithm.name), flag("algo", "nccl")));
   for (std::size_t i = 0; i < req.groups.size(); ++i) {
+    for (int l : topo.out_links(topo.gpu_device(req.groups[i].front())))
+      if (topo.link(l).spec.kind == LinkKind::Xgmi)
+        throw Error(fmt::format(
+            "{}: NCCL's tuning model is NVIDIA's, and GPUs joined by xGMI ({}) run RCCL, whose "
+            "tables differ; use {} or {}",
+            flag("fidelity", "nccl"), link_name(topo, l), flag("fidelity", "formula"), flag("fidelity", "flow")));
     const NcclShape shape = nccl_shape(topo, router, req.groups[i], req.nccl.sm);
     NcclPrediction pred = nccl_predict(req.kind, req.bytes, shape, req.nccl);
     if (i == 0) {

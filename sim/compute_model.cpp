@@ -100,6 +100,15 @@ constexpr int kHopperCommSms = 24;
 //    implementation; B200 ships 148 of its 160, and B300 is taken to as well. Its GEMM fraction is
 //    B200's (no MAMF of B300 at hand); the rest as for B200.
 constexpr double kBlackwellSustained = kH100Sustained;
+// AMD Instinct MI300X (OAM, 750 W), from AMD's ROCm documentation of the MI300 architecture: 1307.4
+// TFLOP/s dense bf16/fp16 and 2614.9 fp8 (matrix cores), 163.4 fp32, 304 CUs (8 XCDs of 38), 192 GB
+// of HBM3 at 5.3 TB/s. Its GEMM fraction is MAMF (the same table as B200's): 668.4 of 1300 TFLOP/s
+// at 10240x15360x8192 with torch 2.5.1 on ROCm 6.3 and TunableOp (0.511 of 1307.4; the table's
+// first method, without cache resets, gave 781.9 on ROCm 6.2). No measured attention rate is at
+// hand: Hopper's attention / GEMM ratio is carried over (0.55 x 0.511 / 0.78 = 0.36), like the
+// sustained factor, spread and communication CUs (assumptions, docs/compute.md). arch 0: not an
+// NVIDIA GPU, so no sm_90 library table applies.
+constexpr double kMi300xGemm = 668.4e12 / 1307.4e12;
 //       name       bf16      fp16      fp32     mem BW     memory launch gemm  attn  SMs  arch sustained spread comm
 constexpr GpuRow kGpus[] = {
     {"h100", 989.4e12, 989.4e12, 66.9e12, 3.35e12, 80, 4.0, 0.78, 0.55, 132, 90, kH100Sustained, kSpread,
@@ -112,6 +121,8 @@ constexpr GpuRow kGpus[] = {
      kHopperCommSms, 5000e12, 0},
     {"b300", 2250e12, 2250e12, 75e12, 8.0e12, 288, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
      kHopperCommSms, 4500e12, 0},
+    {"mi300x", 1307.4e12, 1307.4e12, 163.4e12, 5.3e12, 192, 4.0, kMi300xGemm, 0.55 * kMi300xGemm / 0.78, 304, 0,
+     kH100Sustained, kSpread, kHopperCommSms, 2614.9e12, 0},
     {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0, 0, 0},
     {"v100", 0, 125e12, 15.7e12, 0.9e12, 32, 4.0, 0.80, 0.35, 80, 70, 1.0, 0, 0, 0, 0},
     {"rtx5000", 0, 89.2e12, 11.2e12, 0.448e12, 16, 4.0, 0.70, 0.35, 48, 75, 1.0, 0, 0, 0, 0},

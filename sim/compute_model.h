@@ -68,7 +68,8 @@ struct GpuSpec {
 
 // Presets: "h100" (SXM5 80GB), "h200" (SXM 141GB), "b200" (HGX/DGX B200, 1000 W), "gb200" (the
 // Blackwell GPU of a GB200 NVL72), "b300" (HGX B300, Blackwell Ultra), "a100" (SXM4 80GB), "v100" (SXM2 32GB),
-// "rtx5000" (Quadro RTX 5000, the Frontera RTX nodes). Unknown names throw Error listing these.
+// "rtx5000" (Quadro RTX 5000, the Frontera RTX nodes), "mi300x" (AMD Instinct MI300X OAM). Unknown names throw Error
+// listing these.
 GpuSpec gpu_preset(const std::string& name);
 std::vector<std::string> gpu_presets();
 // The preset a device reports itself as, by name, case and spaces ignored ("NVIDIA H100

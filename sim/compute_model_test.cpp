@@ -25,7 +25,7 @@ GpuSpec burst(const std::string& name) {
 
 TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   const auto names = gpu_presets();
-  ASSERT_EQ(names.size(), 8u);
+  ASSERT_EQ(names.size(), 9u);
   for (const auto& n : names) {
     const ComputeModel m(gpu_preset(n));  // every preset is a valid model
     EXPECT_EQ(m.gpu().name, n);
@@ -34,7 +34,7 @@ TEST(GpuPresets, ListsEveryPresetAndRejectsUnknownNames) {
   }
   const std::string e = error_of([] { gpu_preset("h1000"); });
   EXPECT_TRUE(contains(e, "unknown GPU 'h1000'")) << e;
-  EXPECT_TRUE(contains(e, "h100, h200, b200, gb200, b300, a100, v100, rtx5000")) << e;
+  EXPECT_TRUE(contains(e, "h100, h200, b200, gb200, b300, mi300x, a100, v100, rtx5000")) << e;
 }
 
 // The Blackwell presets against the system figures NVIDIA publishes (tensor rates with 2:4

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sim/sim_test_util.h"
+#include "topology/presets.h"
 
 namespace meshsim {
 namespace {
@@ -75,6 +76,45 @@ TEST(FlowNetwork, LateJoinerSharesFromItsStart) {
   eng.run();
   EXPECT_EQ(d.at[2], 2000);
   EXPECT_EQ(d.at[1], 2500);
+}
+
+// Eight flows between two leaves of a fat-tree (GPU i of node 0 to GPU i of node 1, 46 MB
+// each; NICs and uplinks all 400 Gb/s x 0.92 = 0.046 B/ps). Under ECMP each flow is hashed onto
+// one of the 8 spines, and a spine link that k flows share gives each 1/k of it: the last
+// drains at k_max x 1e9 ps, k_max counted from the routes here. Under adaptive routing the
+// leaf's uplinks are one pooled link of 8 x 0.046 B/ps, so every flow runs at its NIC's rate
+// and all drain at 1e9 ps.
+std::int64_t last_drain_between_leaves(const std::string& routing, int* k_max) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "2"}, {"hosts_per_leaf", "1"}, {"routing", routing}});
+  Router r(t);
+  Engine eng;
+  Drains d;
+  FlowNetwork net(eng, t, d);
+  std::map<int, int> flows_on;
+  for (int i = 0; i < 8; ++i) {
+    const Path& p = r.path(i, 8 + i);
+    for (int l : p.links) ++flows_on[l];
+    net.start(p.links, 46'000'000, static_cast<std::uint64_t>(i));
+  }
+  eng.run();
+  *k_max = 0;
+  for (const auto& [link, n] : flows_on)
+    if (link_tier(t, link) == "leaf-spine") *k_max = std::max(*k_max, n);
+  std::int64_t last = 0;
+  for (const auto& [tag, at] : d.at) last = std::max(last, at);
+  return last;
+}
+
+TEST(FlowNetwork, AdaptiveRoutingPoolsALeafsUplinks) {
+  int k_ecmp = 0, k_adaptive = 0;
+  const std::int64_t ecmp = last_drain_between_leaves("ecmp", &k_ecmp);
+  const std::int64_t adaptive = last_drain_between_leaves("adaptive", &k_adaptive);
+  EXPECT_NEAR(static_cast<double>(adaptive), 1e9, 1.0);
+  EXPECT_EQ(k_adaptive, 8);  // the pooled link carries all eight
+  // Eight flows hashed onto eight spines collide unless the hash is a permutation (8!/8^8 = 0.24%):
+  // these do, which is the case adaptive routing exists for.
+  ASSERT_GE(k_ecmp, 2);
+  EXPECT_NEAR(static_cast<double>(ecmp), k_ecmp * 1e9, k_ecmp * 1.0);
 }
 
 }  // namespace

@@ -173,6 +173,16 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
     const int out = router.summary(gpus[0], gpus[static_cast<std::size_t>(g)]).first_link;
     cp.shared_uplink = in >= 0 && out >= 0 && in == out;
   }
+  // A full mesh: every pair one hop apart over a link between the two GPUs (small groups only:
+  // a mesh of direct links is a node's, p(p-1) routes).
+  if (p >= 2 && p <= 16) {
+    cp.direct_links = true;
+    for (int i = 0; i < p && cp.direct_links; ++i)
+      for (int j = 0; j < p && cp.direct_links; ++j)
+        if (i != j)
+          cp.direct_links =
+              router.summary(gpus[static_cast<std::size_t>(i)], gpus[static_cast<std::size_t>(j)]).hops == 1;
+  }
   set_switch_params(router, gpus, cp);
   if (g >= 1 && g < p) set_net_switch_params(router, gpus, g, cp);
   // The runtime's protocols: LL128 where the GPUs of a node are joined by NVLink (a group

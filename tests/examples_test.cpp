@@ -225,4 +225,17 @@ TEST(Examples, WhatIfLlama3GoodputMatchesItsMonteCarloAndTheReport) {
   EXPECT_GT(g, 0.90);
 }
 
+// Adaptive routing pools a leaf's uplinks (docs/topology.md, Routing): on a non-blocking fat-tree
+// the iteration is then the one-leaf fabric's (every NIC on one crossbar), to the picosecond's
+// rounding; ECMP's hashed rings can only be slower.
+TEST(Examples, WhatIfAdaptiveRoutingMakesANonBlockingFatTreeOneCrossbar) {
+  const std::string base = "simulate " + whatif("adaptive-routing") + " --json --set topology=spectrum-x:nodes=32,";
+  auto iteration = [&](const std::string& rest) { return Json::parse(run(base + rest))["iteration_s"].get<double>(); };
+  const double adaptive = Json::parse(run("simulate " + whatif("adaptive-routing") + " --json"))["iteration_s"];
+  const double one_leaf = iteration("inter=fat-tree,hosts_per_leaf=32");
+  const double ecmp = iteration("inter=fat-tree,hosts_per_leaf=4,routing=ecmp");
+  EXPECT_NEAR(adaptive / one_leaf, 1.0, 1e-9);
+  EXPECT_GT(ecmp, adaptive);
+}
+
 }  // namespace

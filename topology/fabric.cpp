@@ -21,10 +21,13 @@ std::vector<int> add_spines(Topology& t, const std::vector<int>& leaves, int dow
   const double up_ports = static_cast<double>(downlinks) / ratio;
   const int count = std::max(1, static_cast<int>(std::lround(up_ports)));
   up = f.uplink;
-  up.raw = f.uplink.raw * (up_ports / count);
+  up.raw = f.uplink.raw * (f.adaptive ? up_ports : up_ports / count);
   if (leaves.size() <= 1 && !even_for_one_leaf) return spines;
-  for (int k = 0; k < count; ++k)
-    spines.push_back(t.add_device(DeviceKind::SpineSwitch, fmt::format("{}spine{}", prefix, k)));
+  if (f.adaptive)
+    spines.push_back(t.add_device(DeviceKind::SpineSwitch, fmt::format("{}spines", prefix)));
+  else
+    for (int k = 0; k < count; ++k)
+      spines.push_back(t.add_device(DeviceKind::SpineSwitch, fmt::format("{}spine{}", prefix, k)));
   for (int leaf : leaves)
     for (int s : spines) t.add_link(leaf, s, up);
   return spines;
@@ -67,7 +70,15 @@ void add_fat_tree_fabric(Topology& t, const std::vector<std::vector<int>>& nics_
     pod_spines.push_back(add_spines(t, pod, downlinks, oversubscription, f, fmt::format("pod{}.", p), true, up));
   }
   // Core group k joins pod spine k of every pod; leaves_per_pod cores per group give a
-  // pod spine as many links up as it has leaves below, so it is non-blocking.
+  // pod spine as many links up as it has leaves below, so it is non-blocking. Pooled: one
+  // core switch, joined to each pod's pooled spine by all of its uplink capacity.
+  if (f.adaptive) {
+    const int core = t.add_device(DeviceKind::CoreSwitch, "cores");
+    LinkSpec pooled = up;
+    pooled.raw = up.raw * leaves_per_pod;
+    for (const auto& spines : pod_spines) t.add_link(spines[0], core, pooled);
+    return;
+  }
   const int groups = static_cast<int>(pod_spines[0].size());
   for (int k = 0; k < groups; ++k) {
     for (int j = 0; j < leaves_per_pod; ++j) {

@@ -14,6 +14,12 @@
 // levels=3 groups leaves into pods with their own spines; pod spine k of every pod
 // links to core group k (leaves_per_pod cores), so everything above the leaves is
 // non-blocking. A fabric with a single leaf gets no spines.
+//
+// Adaptive routing (FabricLinks::adaptive; InfiniBand AR, Spectrum-X) spreads every flow's
+// packets over all the uplinks of its leaf, so in the fluid limit a leaf's uplinks act as one
+// link of their summed capacity: the spines of a leaf group (and the cores of a 3-level tree)
+// are built as one pooled switch, "spines" ("pod0.spines", "cores"), joined to each leaf by one
+// link of the leaf's whole uplink capacity. ECMP (the default) hashes each flow onto one spine.
 #pragma once
 
 #include <vector>
@@ -23,8 +29,9 @@
 namespace meshsim {
 
 struct FabricLinks {
-  LinkSpec nic;     // NIC <-> leaf
-  LinkSpec uplink;  // switch <-> switch (raw rate of one NIC port; scaled per link)
+  LinkSpec nic;           // NIC <-> leaf
+  LinkSpec uplink;        // switch <-> switch (raw rate of one NIC port; scaled per link)
+  bool adaptive = false;  // pooled uplinks (adaptive routing) instead of one spine per flow (ECMP)
 };
 
 void add_fat_tree_fabric(Topology& t, const std::vector<std::vector<int>>& nics_by_node, int hosts_per_leaf,

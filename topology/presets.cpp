@@ -122,7 +122,13 @@ std::vector<PresetParamInfo> ib_params(const std::string& nic_bw, const std::str
           {"switch_latency", sw_lat, "latency of a switch<->switch hop"},
           {"sharp_efficiency", "0",
            "SHARP on the IB switches: fraction of the link rate in-network reduction reaches (0: off, as NCCL's "
-           "default NCCL_COLLNET_ENABLE=0)"}};
+           "default NCCL_COLLNET_ENABLE=0)"},
+          {"link_layer", "infiniband",
+           "the NICs' link layer: infiniband or ethernet (RoCE; NCCL runs both as IB verbs, so only the link kind "
+           "named in reports differs)"},
+          {"routing", "ecmp",
+           "between leaves: ecmp (each flow hashed onto one spine) or adaptive (adaptive routing, as InfiniBand AR and "
+           "Spectrum-X: every flow spread over all uplinks, the uplinks pooled)"}};
 }
 // SHARP: every leaf, spine and core switch of the fabric reduces at the preset's
 // sharp_efficiency (0: none).
@@ -136,10 +142,12 @@ void set_sharp(Topology& t, const Params& p) {
 }
 FabricLinks fabric_links(const Params& p) {
   FabricLinks f;
-  f.nic = LinkSpec{LinkKind::InfiniBand, p.bandwidth("nic_bandwidth"), p.efficiency("nic_efficiency"),
-                   p.time("ib_latency")};
+  const LinkKind kind =
+      p.choice("link_layer", {"infiniband", "ethernet"}) == "ethernet" ? LinkKind::Ethernet : LinkKind::InfiniBand;
+  f.nic = LinkSpec{kind, p.bandwidth("nic_bandwidth"), p.efficiency("nic_efficiency"), p.time("ib_latency")};
   f.uplink = f.nic;
   f.uplink.latency = p.time("switch_latency");
+  f.adaptive = p.choice("routing", {"ecmp", "adaptive"}) == "adaptive";
   return f;
 }
 double oversubscription(const Params& p) { return p.real("oversubscription", 1.0, 1e6, false); }
@@ -158,12 +166,14 @@ Topology build_switch(const Params& p) {
   return t;
 }
 
-// ---- dgx-h100 / dgx-h200 / dgx-b200 / dgx-a100 / gb200-nvl72 ---------------------------
+// ---- dgx-h100 / dgx-h200 / dgx-b200 / dgx-a100 / gb200-nvl72 / spectrum-x / mi300x --------
 //   node n:  gpu_i ══ nvsw (NVLink)     gpu_i ── pcie_i ── nic_i ══ rail/leaf (IB)
 //                                                  └── hb (host bridge, CPU)
+// mi300x: no NVSwitch; gpu_i ══ gpu_j for every pair (xGMI, a full mesh).
 // hosts_per_leaf=auto: 32 nodes per rail leaf (a scalable unit: one port per node); for a
 // fat-tree, the nodes whose NICs fill 32 leaf ports (4 of 8 GPUs), at least one (an NVL72 rack).
-Topology build_dgx(const Params& p) {
+enum class ScaleUp { NvSwitch, XgmiMesh };
+Topology build_nodes(const Params& p, ScaleUp scale_up) {
   const int nodes = p.integer("nodes", 1);
   const int gpn = p.integer("gpus_per_node", 1);
   const std::string inter = p.choice("inter", {"rail", "fat-tree"});
@@ -171,20 +181,25 @@ Topology build_dgx(const Params& p) {
   const int hosts_per_leaf =
       hpl_text == "auto" ? (inter == "rail" ? 32 : std::max(1, 32 / gpn)) : p.integer("hosts_per_leaf", 1);
   const double ratio = oversubscription(p);
-  const LinkSpec nvlink = p.link(LinkKind::NvLink, "nvlink");
-  const double nvls = p.real("nvls_efficiency", 0.0, 1.0, false);
+  const bool mesh = scale_up == ScaleUp::XgmiMesh;
+  const LinkSpec gpu_link = mesh ? p.link(LinkKind::Xgmi, "xgmi") : p.link(LinkKind::NvLink, "nvlink");
+  const double nvls = mesh ? 0.0 : p.real("nvls_efficiency", 0.0, 1.0, false);
   const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
   const FabricLinks fab = fabric_links(p);
 
   Topology t(p.topology_name());
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
-    const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    const int nvsw = gpn > 1 && !mesh ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
     if (nvsw >= 0) t.set_reduce_efficiency(nvsw, nvls);
     const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
+    std::vector<int> node_gpus;
     for (int i = 0; i < gpn; ++i) {
       const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
-      if (nvsw >= 0) t.add_link(gpu, nvsw, nvlink);
+      if (nvsw >= 0) t.add_link(gpu, nvsw, gpu_link);
+      if (mesh)
+        for (int peer : node_gpus) t.add_link(peer, gpu, gpu_link);
+      node_gpus.push_back(gpu);
       const int sw = t.add_device(DeviceKind::PcieSwitch, fmt::format("n{}.pcie{}", n, i), n);
       const int nic = t.add_device(DeviceKind::Nic, fmt::format("n{}.nic{}", n, i), n);
       t.add_link(gpu, sw, pcie);
@@ -203,6 +218,9 @@ Topology build_dgx(const Params& p) {
   t.description = p.describe();
   return t;
 }
+
+Topology build_dgx(const Params& p) { return build_nodes(p, ScaleUp::NvSwitch); }
+Topology build_mi300x(const Params& p) { return build_nodes(p, ScaleUp::XgmiMesh); }
 
 // GPU -> NVSwitch -> GPU in 0.5 us: NCCL's calibration times a whole LL ring step over
 // NVLink, wire and flag polling together, at 0.6 us (schedule/protocol.h), so the wire
@@ -247,6 +265,42 @@ std::vector<PresetParamInfo> nvl72_params() {
       q.help = "GPUs per rack, all on one NVLink domain (each with its own PCIe link and NIC)";
     }
   }
+  return v;
+}
+
+// Spectrum-X: HGX H100 nodes whose GPUs each have a 400 GbE BlueField-3 SuperNIC on a Spectrum-4
+// RoCE fabric with adaptive routing (fabric.h: the uplinks pooled). The NICs' achievable fraction
+// is the InfiniBand presets' measured 0.92 times RoCEv2's header cost relative to InfiniBand's at a
+// 4096-byte MTU: 82 bytes a packet on Ethernet (preamble, MAC header, FCS and gap 38, IPv4 20, UDP
+// 8, BTH 12, ICRC 4) against 26 on InfiniBand (LRH 8, BTH 12, ICRC 4, VCRC 2), 4122 / 4178 = 0.987.
+// No primary figure for a Spectrum-4 hop's latency was found: the InfiniBand presets' are kept.
+std::vector<PresetParamInfo> spectrum_x_params() {
+  std::vector<PresetParamInfo> v = dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s");
+  for (PresetParamInfo& q : v) {
+    if (q.name == "nic_efficiency") q.default_value = "0.908";
+    if (q.name == "link_layer") q.default_value = "ethernet";
+    if (q.name == "routing") q.default_value = "adaptive";
+  }
+  return v;
+}
+
+// MI300X platform: 8 GPUs, each with seven xGMI (Infinity Fabric) links, one to every peer (AMD's
+// ROCm documentation of the MI300 node). A link is rated 64 GB/s a direction; CRC and protocol
+// leave about 48 of it (AMD's ROCm blog on RCCL and xGMI, March 2025; RCCL's own per-link figure
+// for gfx94x is 48 GB/s): 0.75. The GPU-to-GPU latency is NVLink's GPU-switch-GPU trip (two
+// 0.25 us hops), an assumption: no per-hop figure was found. PCIe Gen5 x16 to the host and a
+// 400 Gb/s NDR ConnectX-7 per GPU (Azure's ND MI300X v5).
+std::vector<PresetParamInfo> mi300x_params() {
+  std::vector<PresetParamInfo> v{
+      {"nodes", "1", "number of MI300X nodes"},
+      {"gpus_per_node", "8", "GPUs per node, every two joined by an xGMI link (each with its own PCIe switch and NIC)"},
+      {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
+      {"hosts_per_leaf", "auto",
+       "nodes per leaf switch: auto = 32 for rail (one scalable unit), for fat-tree the nodes filling 32 NIC ports"},
+      {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
+  append(v, link_params("xgmi", "64GB/s", "0.75", "0.5us", "GPU<->GPU xGMI"));
+  append(v, link_params("pcie", "63GB/s", "0.85", "0.5us", "PCIe"));
+  append(v, ib_params("400Gb/s", "0.92", "0.6us", "0.15us"));
   return v;
 }
 
@@ -453,6 +507,19 @@ const std::vector<PresetEntry>& entries() {
                   "rail or fat-tree",
                   nvl72_params(), "gb200", 100},
                  build_dgx});
+    // Spectrum-X (NVIDIA's Ethernet for AI): the dgx-h100 node with a BlueField-3 SuperNIC of 400 GbE
+    // per GPU, on Spectrum-4 switches (SN5600: 64 x 800 GbE or 128 x 400 GbE ports) that pick the
+    // least-loaded port per packet while the SuperNIC restores order: routing=adaptive.
+    v.push_back({{"spectrum-x",
+                  "8 H100 per node (NVLink4 450 GB/s), a 400 GbE BlueField-3 SuperNIC per GPU on a Spectrum-4 RoCE "
+                  "fabric with adaptive routing; rail or fat-tree",
+                  spectrum_x_params(), "h100", 90},
+                 build_dgx});
+    v.push_back({{"mi300x",
+                  "8 AMD MI300X per node, every pair joined by xGMI (64 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail "
+                  "or fat-tree",
+                  mi300x_params(), "mi300x", 90},
+                 build_mi300x});
     v.push_back({{"dgx-a100",
                   "8 A100 per node on NVSwitch (NVLink3 300 GB/s), PCIe Gen4, 8 x 200 Gb/s HDR NICs; rail or fat-tree",
                   dgx_params("300GB/s", "0.78", "0", "31.5GB/s", "0.80", "200Gb/s"), "a100", 80},

@@ -23,11 +23,9 @@ constexpr EnumName<DeviceKind> kDeviceKindNames[] = {{DeviceKind::Gpu, "gpu"},
                                                      {DeviceKind::CoreSwitch, "core"}};
 const char* to_string(DeviceKind k) { return enum_name(kDeviceKindNames, k); }
 
-constexpr EnumName<LinkKind> kLinkKindNames[] = {{LinkKind::NvLink, "nvlink"},
-                                                 {LinkKind::Pcie, "pcie"},
-                                                 {LinkKind::InfiniBand, "infiniband"},
-                                                 {LinkKind::Ethernet, "ethernet"},
-                                                 {LinkKind::Generic, "generic"}};
+constexpr EnumName<LinkKind> kLinkKindNames[] = {{LinkKind::NvLink, "nvlink"},         {LinkKind::Pcie, "pcie"},
+                                                 {LinkKind::InfiniBand, "infiniband"}, {LinkKind::Ethernet, "ethernet"},
+                                                 {LinkKind::Generic, "generic"},       {LinkKind::Xgmi, "xgmi"}};
 const char* to_string(LinkKind k) { return enum_name(kLinkKindNames, k); }
 std::optional<DeviceKind> parse_device_kind(std::string_view name) { return enum_parse(kDeviceKindNames, name); }
 std::string device_kind_names() { return enum_list(kDeviceKindNames); }

@@ -35,7 +35,8 @@
 namespace meshsim {
 
 enum class DeviceKind { Gpu, NvSwitch, PcieSwitch, HostBridge, Nic, Switch, LeafSwitch, SpineSwitch, CoreSwitch };
-enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Generic };
+// Xgmi: AMD's Infinity Fabric links between the GPUs of an MI300X platform (a full mesh).
+enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Generic, Xgmi };
 
 const char* to_string(DeviceKind k);
 std::optional<DeviceKind> parse_device_kind(std::string_view name);  // inverse of to_string

@@ -42,6 +42,9 @@ Algorithm make_nvls_sharp();
 Algorithm make_concurrent();
 Algorithm make_pxn();
 Algorithm make_direct();
+Algorithm make_mesh_rings();
+// mesh_rings' rings on p ranks (2 <= p <= 16): arc-disjoint Hamiltonian cycles, each from rank 0.
+std::vector<std::vector<int>> mesh_ring_orders(int p);
 
 // ---- bits -------------------------------------------------------------------------------
 constexpr bool is_pow2(std::int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
