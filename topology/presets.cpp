@@ -172,7 +172,10 @@ Topology build_switch(const Params& p) {
 // mi300x: no NVSwitch; gpu_i ══ gpu_j for every pair (xGMI, a full mesh).
 // hosts_per_leaf=auto: 32 nodes per rail leaf (a scalable unit: one port per node); for a
 // fat-tree, the nodes whose NICs fill 32 leaf ports (4 of 8 GPUs), at least one (an NVL72 rack).
-enum class ScaleUp { NvSwitch, XgmiMesh };
+// TwoRacks (gb200-nvl36x2): the domain's GPUs in two racks, each half on its rack's NVLink switch
+// trays (one NvSwitch device per rack, n.nvsw0 and n.nvsw1), the two joined by the trays'
+// front-panel NVLink cables (cross_rack_bandwidth).
+enum class ScaleUp { NvSwitch, XgmiMesh, TwoRacks };
 Topology build_nodes(const Params& p, ScaleUp scale_up) {
   const int nodes = p.integer("nodes", 1);
   const int gpn = p.integer("gpus_per_node", 1);
@@ -181,7 +184,10 @@ Topology build_nodes(const Params& p, ScaleUp scale_up) {
   const int hosts_per_leaf =
       hpl_text == "auto" ? (inter == "rail" ? 32 : std::max(1, 32 / gpn)) : p.integer("hosts_per_leaf", 1);
   const double ratio = oversubscription(p);
-  const bool mesh = scale_up == ScaleUp::XgmiMesh;
+  const bool mesh = scale_up == ScaleUp::XgmiMesh, two_racks = scale_up == ScaleUp::TwoRacks;
+  if (two_racks && gpn % 2 != 0)
+    throw Error(fmt::format("{}: {} GPUs do not split over two racks; use an even number (36 a rack: 72)",
+                            p.field("gpus_per_node"), gpn));
   const LinkSpec gpu_link = mesh ? p.link(LinkKind::Xgmi, "xgmi") : p.link(LinkKind::NvLink, "nvlink");
   const double nvls = mesh ? 0.0 : p.real("nvls_efficiency", 0.0, 1.0, false);
   const LinkSpec pcie = p.link(LinkKind::Pcie, "pcie");
@@ -190,13 +196,22 @@ Topology build_nodes(const Params& p, ScaleUp scale_up) {
   Topology t(p.topology_name());
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
-    const int nvsw = gpn > 1 && !mesh ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
+    const std::string nvsw_name = fmt::format("n{}.nvsw{}", n, two_racks ? "0" : "");
+    const int nvsw = gpn > 1 && !mesh ? t.add_device(DeviceKind::NvSwitch, nvsw_name, n) : -1;
     if (nvsw >= 0) t.set_reduce_efficiency(nvsw, nvls);
+    int nvsw1 = -1;  // the second rack's switch trays (TwoRacks)
+    if (two_racks) {
+      nvsw1 = t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw1", n), n);
+      t.set_reduce_efficiency(nvsw1, nvls);
+      LinkSpec cables = gpu_link;
+      cables.raw = p.bandwidth("cross_rack_bandwidth");
+      t.add_link(nvsw, nvsw1, cables);
+    }
     const int hb = t.add_device(DeviceKind::HostBridge, fmt::format("n{}.hb", n), n);
     std::vector<int> node_gpus;
     for (int i = 0; i < gpn; ++i) {
       const int gpu = t.add_device(DeviceKind::Gpu, fmt::format("n{}.gpu{}", n, i), n);
-      if (nvsw >= 0) t.add_link(gpu, nvsw, gpu_link);
+      if (nvsw >= 0) t.add_link(gpu, two_racks && i >= gpn / 2 ? nvsw1 : nvsw, gpu_link);
       if (mesh)
         for (int peer : node_gpus) t.add_link(peer, gpu, gpu_link);
       node_gpus.push_back(gpu);
@@ -221,6 +236,7 @@ Topology build_nodes(const Params& p, ScaleUp scale_up) {
 
 Topology build_dgx(const Params& p) { return build_nodes(p, ScaleUp::NvSwitch); }
 Topology build_mi300x(const Params& p) { return build_nodes(p, ScaleUp::XgmiMesh); }
+Topology build_nvl36x2(const Params& p) { return build_nodes(p, ScaleUp::TwoRacks); }
 
 // GPU -> NVSwitch -> GPU in 0.5 us: NCCL's calibration times a whole LL ring step over
 // NVLink, wire and flag polling together, at 0.6 us (schedule/protocol.h), so the wire
@@ -301,6 +317,22 @@ std::vector<PresetParamInfo> mi300x_params() {
   append(v, link_params("xgmi", "64GB/s", "0.75", "0.5us", "GPU<->GPU xGMI"));
   append(v, link_params("pcie", "63GB/s", "0.85", "0.5us", "PCIe"));
   append(v, ib_params("400Gb/s", "0.92", "0.6us", "0.15us"));
+  return v;
+}
+
+// GB200 NVL36x2: the 72 GPUs of one NVLink domain in two racks of 36 (9 compute trays and 9 NVLink
+// switch trays a rack, joined through the switch trays' front-panel ports: NVIDIA's multi-node
+// NVLink tuning guide and NVOS manual). The cable count between the racks was not found: the
+// default takes them at the GPUs' full rate (36 x 900 GB/s a direction), a parameter to vary.
+std::vector<PresetParamInfo> nvl36x2_params() {
+  std::vector<PresetParamInfo> v = nvl72_params();
+  for (PresetParamInfo& q : v) {
+    if (q.name == "nodes") q.help = "number of NVL36x2 domains (pairs of racks)";
+    if (q.name == "gpus_per_node") q.help = "GPUs per domain, half in each rack (each with its own PCIe link and NIC)";
+  }
+  v.push_back({"cross_rack_bandwidth", "32.4TB/s",
+               "NVLink capacity between the two racks' switch trays, a direction (36 GPUs x 900 GB/s: an "
+               "assumption, the cable count was not found)"});
   return v;
 }
 
@@ -515,6 +547,11 @@ const std::vector<PresetEntry>& entries() {
                   "fabric with adaptive routing; rail or fat-tree",
                   spectrum_x_params(), "h100", 90},
                  build_dgx});
+    v.push_back({{"gb200-nvl36x2",
+                  "72 GB200 GPUs per NVLink domain in two racks of 36 (900 GB/s each, racks joined by NVLink "
+                  "cables), a 400 Gb/s NDR NIC per GPU; domains on rail or fat-tree",
+                  nvl36x2_params(), "gb200", 100},
+                 build_nvl36x2});
     v.push_back({{"mi300x",
                   "8 AMD MI300X per node, every pair joined by xGMI (64 GB/s), PCIe Gen5, 8 x 400 Gb/s NDR NICs; rail "
                   "or fat-tree",

@@ -56,8 +56,9 @@ INSTANTIATE_TEST_SUITE_P(Catalog, EveryPreset, ::testing::ValuesIn(preset_names(
 
 TEST(Presets, CatalogListsEveryPresetWithDefaults) {
   const auto names = preset_names();
-  for (const char* n : {"dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-a100", "pcie-node",
-                        "frontera-rtx", "fat-tree", "switch", "ring", "torus2d", "torus3d"})
+  for (const char* n :
+       {"dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb200-nvl36x2", "spectrum-x", "mi300x",
+        "dgx-a100", "pcie-node", "frontera-rtx", "fat-tree", "switch", "ring", "torus2d", "torus3d"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   for (const auto& p : preset_catalog())
     for (const auto& param : p.params) EXPECT_FALSE(param.default_value.empty()) << p.name << "." << param.name;
@@ -356,6 +357,74 @@ TEST(TopologyYamlErrors, ReduceEfficiencyOnSwitchesOnly) {
   EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-h100", {})), 0.85);
   EXPECT_DOUBLE_EQ(switch_reduces(make_preset("dgx-a100", {})), 0.0);
   EXPECT_DOUBLE_EQ(switch_reduces(make_preset("gb200-nvl72", {})), 0.74);
+}
+
+// GB200 NVL36x2: one NVLink domain of 72 GPUs in two racks. Inside a rack a pair is two NVLink
+// hops apart (GPU, the rack's switch trays, GPU); across racks three, through the cables between
+// the racks' switch trays, at the GPUs' own rate when the cables carry 36 x 900 GB/s. An odd
+// domain is refused.
+TEST(Presets, Nvl36x2IsOneDomainInTwoRacks) {
+  const Topology t = make_preset("gb200-nvl36x2");
+  EXPECT_EQ(t.num_gpus(), 72);
+  EXPECT_EQ(t.num_nodes(), 1);
+  Router r(t);
+  EXPECT_EQ(hop_names(t, r.path(0, 35)), (std::vector<std::string>{"n0.gpu0", "n0.nvsw0", "n0.gpu35"}));
+  EXPECT_EQ(hop_names(t, r.path(0, 36)), (std::vector<std::string>{"n0.gpu0", "n0.nvsw0", "n0.nvsw1", "n0.gpu36"}));
+  for (int g : {1, 35, 36, 71}) {
+    for (int l : r.path(0, g).links) EXPECT_EQ(t.link(l).spec.kind, LinkKind::NvLink) << g;
+    EXPECT_NEAR(r.path(0, g).bottleneck.gbytes_per_s(), 1800.0 / 2 * 0.80, 1e-9) << g;
+  }
+  const Topology thin = make_preset("gb200-nvl36x2", {{"cross_rack_bandwidth", "500GB/s"}});
+  Router r2(thin);
+  EXPECT_NEAR(r2.path(0, 36).bottleneck.gbytes_per_s(), 500.0 * 0.80, 1e-9);
+  const std::string m = error_of([] { make_preset("gb200-nvl36x2", {{"gpus_per_node", "71"}}); });
+  EXPECT_TRUE(contains(m, "gpus_per_node")) << m;
+}
+
+// MI300X: eight GPUs, every pair joined by an xGMI link of its own (one hop, 64 GB/s x 0.75 = 48
+// GB/s, kind xgmi), no switch between them; each GPU's NIC on rail i as on a DGX.
+TEST(Presets, Mi300xNodeIsAFullXgmiMesh) {
+  const Topology t = make_preset("mi300x", {{"nodes", "2"}});
+  EXPECT_EQ(t.num_gpus(), 16);
+  Router r(t);
+  for (int a = 0; a < 8; ++a)
+    for (int b = 0; b < 8; ++b) {
+      if (a == b) continue;
+      const Path& p = r.path(a, b);
+      ASSERT_EQ(p.links.size(), 1u) << a << "->" << b;
+      EXPECT_EQ(t.link(p.links[0]).spec.kind, LinkKind::Xgmi);
+      EXPECT_NEAR(p.bottleneck.gbytes_per_s(), 48.0, 1e-9);
+    }
+  for (const Device& d : t.devices()) EXPECT_NE(d.kind, DeviceKind::NvSwitch);
+  EXPECT_EQ(hop_names(t, r.path(3, 11))[3], "su0.rail3");
+  EXPECT_NEAR(r.path(3, 11).bottleneck.gbytes_per_s(), 400.0 / 8 * 0.92, 1e-9);
+}
+
+// Spectrum-X: RoCE NICs (kind ethernet) at 400 / 8 x 0.908 GB/s, and adaptive routing: a 2-level
+// fat-tree of 4 leaves has one pooled spine switch, each leaf joined to it by one link of all its
+// uplinks (32 NIC ports' worth at oversubscription 1), so bisection is ECMP's.
+TEST(Presets, SpectrumXIsAnAdaptiveRoceFabric) {
+  const PresetParams tree{{"nodes", "16"}, {"inter", "fat-tree"}, {"hosts_per_leaf", "4"}};
+  const Topology t = make_preset("spectrum-x", tree);
+  Router r(t);
+  const Path& p = r.path(0, 127);
+  EXPECT_EQ(hop_names(t, p)[4], "spines");
+  EXPECT_NEAR(p.bottleneck.gbytes_per_s(), 400.0 / 8 * 0.908, 1e-9);
+  int nic_links = 0, spines = 0;
+  for (int l = 0; l < static_cast<int>(t.links().size()); ++l) {
+    if (link_tier(t, l) == "nic") {
+      EXPECT_EQ(t.link(l).spec.kind, LinkKind::Ethernet);
+      ++nic_links;
+    }
+    if (link_tier(t, l) == "leaf-spine") EXPECT_NEAR(t.link(l).spec.raw.gbytes_per_s(), 32 * 50.0, 1e-6);
+  }
+  for (const Device& d : t.devices()) spines += d.kind == DeviceKind::SpineSwitch;
+  EXPECT_EQ(spines, 1);
+  EXPECT_EQ(nic_links, 2 * 128);
+  PresetParams ecmp = tree;
+  ecmp["routing"] = "ecmp";
+  EXPECT_NEAR(bisection_bandwidth(t).gbytes_per_s(),
+              bisection_bandwidth(make_preset("spectrum-x", ecmp)).gbytes_per_s(), 1e-6);
 }
 
 TEST(ResolveTopology, PresetSpecsWithParameters) {
