@@ -98,8 +98,15 @@ constexpr int kHopperCommSms = 24;
 //    PFLOP/s dense bf16, 4.5 fp8, 75 TFLOP/s fp32 per GPU; 2.3 TB of HBM3e for 8 = 288 GB each (NVIDIA's
 //    Blackwell Ultra blog: 288 GB HBM3e, 8 TB/s). The blog gives 160 SMs for the full GPU
 //    implementation; B200 ships 148 of its 160, and B300 is taken to as well. Its GEMM fraction is
-//    B200's (no MAMF of B300 at hand); the rest as for B200.
+//    MAMF's B300 row (kB300Gemm); the rest as for B200.
 constexpr double kBlackwellSustained = kH100Sustained;
+// Blackwell FP8 (no FP8 run of our own on Blackwell): MAMF's e4m3 burst fractions from the same
+// table as the bf16 ones (B200 3432.5 of 4500 TFLOP/s, B300 3353.3 of 4500, GB200 3615.6 of 5000),
+// times what run 25 measured FP8 to lose to the power cap beyond bf16 (FP8 held 0.866 of its burst,
+// bf16 0.949): FP8 then runs 1.73-1.81x bf16, as on Hopper (1.80x), not the 2x of the peaks.
+constexpr double kFp8CapLoss = 0.866 / 0.949;
+// B300's bf16 fraction is MAMF's B300 row (1769 of 2250 TFLOP/s at 12288x18432x1024, torch 2.9.1).
+constexpr double kB300Gemm = 1769.0 / 2250.0;
 // AMD Instinct MI300X (OAM, 750 W), from AMD's ROCm documentation of the MI300 architecture: 1307.4
 // TFLOP/s dense bf16/fp16 and 2614.9 fp8 (matrix cores), 163.4 fp32, 304 CUs (8 XCDs of 38), 192 GB
 // of HBM3 at 5.3 TB/s. Its GEMM fraction is MAMF (the same table as B200's): 668.4 of 1300 TFLOP/s
@@ -116,11 +123,11 @@ constexpr GpuRow kGpus[] = {
     {"h200", 989.4e12, 989.4e12, 66.9e12, 4.8e12, 141, 4.0, 0.78, 0.55, 132, 90, kH200Sustained, kSpread,
      kHopperCommSms, kH100Fp8, kH100Fp8Efficiency},
     {"b200", 2250e12, 2250e12, 75e12, 8.0e12, 180, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
-     kHopperCommSms, 4500e12, 0},
+     kHopperCommSms, 4500e12, 3432.5 / 4500.0 * kFp8CapLoss},
     {"gb200", 2500e12, 2500e12, 80e12, 8.0e12, 186, 4.0, 0.729, 0.55, 148, 100, kBlackwellSustained, kSpread,
-     kHopperCommSms, 5000e12, 0},
-    {"b300", 2250e12, 2250e12, 75e12, 8.0e12, 288, 4.0, 0.776, 0.55, 148, 100, kBlackwellSustained, kSpread,
-     kHopperCommSms, 4500e12, 0},
+     kHopperCommSms, 5000e12, 3615.6 / 5000.0 * kFp8CapLoss},
+    {"b300", 2250e12, 2250e12, 75e12, 8.0e12, 288, 4.0, kB300Gemm, 0.55, 148, 100, kBlackwellSustained, kSpread,
+     kHopperCommSms, 4500e12, 3353.3 / 4500.0 * kFp8CapLoss},
     {"mi300x", 1307.4e12, 1307.4e12, 163.4e12, 5.3e12, 192, 4.0, kMi300xGemm, 0.55 * kMi300xGemm / 0.78, 304, 0,
      kH100Sustained, kSpread, kHopperCommSms, 2614.9e12, 0},
     {"a100", 312e12, 312e12, 19.5e12, 2.039e12, 80, 4.0, 0.75, 0.60, 108, 80, 1.0, 0, 0, 0, 0},

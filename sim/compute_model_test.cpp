@@ -108,6 +108,22 @@ TEST(ComputeModel, LargeBf16GemmOnH100IsComputeBound) {
   EXPECT_EQ(h100.time(g).ps(), std::llround(g.flops / (989.4e12 * eff) * 1e12) + us(4).ps());
 }
 
+// FP8 on Blackwell: MAMF's e4m3 fraction times the power-cap loss run 25 measured FP8 to take
+// beyond bf16 (0.866 / 0.949), over MAMF's bf16 fraction, at twice the peak: an 8192^3 GEMM on a
+// B200 runs 2 x (3432.5 / 4500 x 0.866 / 0.949) / 0.776 = 1.794 times its bf16 time's speed (the
+// tiles are alike), a B300 2 x (3353.3 / 4500 x 0.9125) / (1769 / 2250) = 1.730 times.
+TEST(ComputeModel, Fp8GemmOnBlackwellRunsAtMamfsRateLessThePowerCap) {
+  const Kernel bf16 = Kernel::gemm(8192, 8192, 8192, 2), fp8 = Kernel::gemm(8192, 8192, 8192, 1);
+  const double launch = static_cast<double>(us(4).ps());
+  for (const auto& [name, fp8_mamf, bf16_eff] :
+       {std::tuple{"b200", 3432.5 / 4500, 0.776}, std::tuple{"b300", 3353.3 / 4500, 1769.0 / 2250}}) {
+    const ComputeModel m(burst(name));
+    const double speedup =
+        static_cast<double>(m.time(bf16).ps() - launch) / static_cast<double>(m.time(fp8).ps() - launch);
+    EXPECT_NEAR(speedup, 2 * fp8_mamf * (0.866 / 0.949) / bf16_eff, 1e-6) << name;
+  }
+}
+
 // FP8 on H100: the same tile and wave model at 1978.9 TFLOP/s x gemm_efficiency_fp8, the fraction
 // that makes an FP8 GEMM run 1181.6 / 656.1 = 1.801 times a bf16 one at the same sustained factor
 // (the sustained rates run 25 measured on an H200, docs/compute.md "FP8"): 0.78 x 989.4 / 1978.9 x
