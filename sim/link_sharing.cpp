@@ -10,7 +10,7 @@
 namespace meshsim {
 
 namespace {
-constexpr double kTolerance = 1e-9;  // relative: a link is full within this of its capacity
+constexpr double kTolerance = 1e-9;  // relative: a link is full within this of its capacity (limit_)
 }
 
 LinkSharing::LinkSharing(const Topology& topo)
@@ -20,7 +20,11 @@ LinkSharing::LinkSharing(const Topology& topo)
       usage_(topo.links().size()),
       slot_(topo.links().size(), -1) {
   cap_.reserve(topo.links().size());
-  for (const DirLink& l : topo.links()) cap_.push_back(l.spec.effective().bytes_per_ps());
+  limit_.reserve(topo.links().size());
+  for (const DirLink& l : topo.links()) {
+    cap_.push_back(l.spec.effective().bytes_per_ps());
+    limit_.push_back(cap_.back() * (1 + kTolerance));
+  }
 }
 
 int LinkSharing::add_profile(Time alone, const std::vector<LinkStats>& stats) {
@@ -48,24 +52,38 @@ int LinkSharing::profile_of(int op) const {
   return op < static_cast<int>(ops_.size()) ? ops_[static_cast<std::size_t>(op)].profile : -1;
 }
 
-bool LinkSharing::overloaded(int link) const {
-  const auto l = static_cast<std::size_t>(link);
-  return full_load_[l] > cap_[l] * (1 + kTolerance);
-}
-
-void LinkSharing::add_load(int op, double sign) {
+bool LinkSharing::add_load(int op) {
   const Profile& p = profiles_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(op)].profile)];
+  bool full = false;
   for (const auto& [l, u] : p.loads) {
     const auto li = static_cast<std::size_t>(l);
-    full_load_[li] += sign * u;
-    auto& v = on_link_[li];
-    if (sign > 0) {
-      v.push_back(op);
-    } else {
-      v.erase(std::find(v.begin(), v.end(), op));  // keeps the order: results must not depend on removals
-      if (v.empty()) full_load_[li] = 0;           // no rounding residue on an idle link
-    }
+    full_load_[li] += u;
+    on_link_[li].push_back(op);
+    full = full || overloaded(l);
   }
+  return full;
+}
+
+// One pass over the op's links does what three did (the seeds, set_speed(op, 0), taking its load
+// off), each link's steps in the same order, so the results are the same to the bit.
+std::vector<int> LinkSharing::remove(int op, Time now) {
+  Active& a = ops_[static_cast<std::size_t>(op)];
+  std::vector<int> seeds;  // the ops it shared a full link with: the only ones whose speed can change
+  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(a.profile)].loads) {
+    const auto li = static_cast<std::size_t>(l);
+    auto& v = on_link_[li];
+    if (overloaded(l))
+      for (int j : v)
+        if (j != op) seeds.push_back(j);
+    cur_load_[li] += (0.0 - a.speed) * u;
+    if (v.size() <= 1) cur_load_[li] = 0;  // no rounding residue on an idle link
+    full_load_[li] -= u;
+    v.erase(std::find(v.begin(), v.end(), op));  // keeps the order: results must not depend on removals
+    if (v.empty()) full_load_[li] = 0;
+  }
+  a.speed = 0.0;
+  changes_.push_back({now, op, 0.0});
+  return seeds;
 }
 
 std::vector<int> LinkSharing::component(const std::vector<int>& seeds) {
@@ -101,21 +119,26 @@ void LinkSharing::start(int op, int profile, Time now, std::vector<std::pair<int
   const Profile& p = profiles_[static_cast<std::size_t>(profile)];
   a = Active{profile, p.alone_ps, 0.0, now, false, true};
   for (const auto& [l, b] : p.bytes) usage_[static_cast<std::size_t>(l)].bytes += b;
-  add_load(op, +1);
-  resolve(component({op}), now, changed, op);
+  if (add_load(op)) {
+    resolve(component({op}), now, changed, op);
+    return;
+  }
+  // None of its links is full: it runs alone at full speed and slows nobody (what resolve() gives
+  // a component of one op that fills no link, in one pass: set_speed(op, 1) and record_peaks).
+  for (const auto& [l, u] : p.loads) {
+    const auto li = static_cast<std::size_t>(l);
+    cur_load_[li] += (1.0 - a.speed) * u;
+    usage_[li].peak = std::max(usage_[li].peak, cur_load_[li] / cap_[li]);
+  }
+  a.speed = 1.0;
+  changes_.push_back({now, op, 1.0});
+  changed.emplace_back(op, now + duration_ps(a.work_ps, "an op's end under link sharing"));
 }
 
 void LinkSharing::finish(int op, Time now, std::vector<std::pair<int, Time>>& changed) {
   Active& a = ops_[static_cast<std::size_t>(op)];
   MESHSIM_ASSERT(a.active);
-  // The ops it shared a full link with: the only ones whose speed can change.
-  std::vector<int> seeds;
-  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(a.profile)].loads)
-    if (overloaded(l))
-      for (int j : on_link_[static_cast<std::size_t>(l)])
-        if (j != op) seeds.push_back(j);
-  set_speed(op, 0.0, now);
-  add_load(op, -1);
+  const std::vector<int> seeds = remove(op, now);
   a.active = false;
   resolve(component(seeds), now, changed, -1);
 }

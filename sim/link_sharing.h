@@ -88,8 +88,14 @@ class LinkSharing {
     bool slowed = false;
     bool active = false;
   };
-  bool overloaded(int link) const;
-  void add_load(int op, double sign);
+  // Its load at full speed is over its capacity (by more than a relative 1e-9).
+  bool overloaded(int link) const {
+    return full_load_[static_cast<std::size_t>(link)] > limit_[static_cast<std::size_t>(link)];
+  }
+  // Puts the op's load on its links; whether any of them is then over capacity.
+  bool add_load(int op);
+  // Takes a finished op off its links (speed 0, load off); the ops it shared a full link with.
+  std::vector<int> remove(int op, Time now);
   // Ops coupled to `seeds` through overloaded links, in a deterministic order.
   std::vector<int> component(const std::vector<int>& seeds);
   void resolve(const std::vector<int>& ops, Time now, std::vector<std::pair<int, Time>>& changed, int started);
@@ -99,6 +105,7 @@ class LinkSharing {
   void record_peaks(const std::vector<int>& ops);
 
   std::vector<double> cap_;        // achievable bytes per ps of each link
+  std::vector<double> limit_;      // cap_ x (1 + tolerance): a load above it is over capacity
   std::vector<double> full_load_;  // sum of u_l of the ops in flight on each link
   std::vector<double> cur_load_;   // sum of speed * u_l of the ops in flight on each link
   std::vector<std::vector<int>> on_link_;
