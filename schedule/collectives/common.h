@@ -88,6 +88,58 @@ inline Bytes even_share(Bytes total, int parts, int j) {
   return cut(j + 1) - cut(j);
 }
 
+// ---- rings stepping together (multiring, mesh_rings) -------------------------------------
+// C rings over the same p ranks, each moving its own part of the buffer: rank r's n/p slice is
+// cut into C chunks and chunk c travels on ring c, so a reduce-scatter leaves rank r with its
+// slice r and an all-gather starts from it. `at(c, pos)` is the rank at position pos (taken mod p)
+// of ring c, `position(c, rank)` its inverse. Reduce-scatter step k sends the chunk of position
+// pos-k-1 and reduces the one of pos-k-2; all-gather step k sends pos-k and copies in pos-k-1
+// (ring.cpp's order, chunks named by their owner rank); all-reduce is the two phases.
+inline Range ring_channel_chunk(Bytes n, int p, int channels, int c, int owner, Bytes elem) {
+  const Range mine = slice(n, p, owner, elem);
+  const Range sub = slice(mine.size(), channels, c, elem);
+  return {mine.begin + sub.begin, mine.begin + sub.end};
+}
+template <class At, class Position>
+void ring_channels_step(CollKind kind, int p, int channels, Bytes n, Bytes elem, int rank, int s, At at,
+                        Position position, Step& out) {
+  const bool reduce = kind == CollKind::ReduceScatter || (kind == CollKind::AllReduce && s < p - 1);
+  const int k = kind == CollKind::AllReduce && s >= p - 1 ? s - (p - 1) : s;
+  const int send_back = reduce ? k + 1 : k;
+  for (int c = 0; c < channels; ++c) {
+    const int pos = position(c, rank);
+    const int send_owner = at(c, pos - send_back), recv_owner = at(c, pos - send_back - 1);
+    const Range a = ring_channel_chunk(n, p, channels, c, send_owner, elem);
+    const Range b = ring_channel_chunk(n, p, channels, c, recv_owner, elem);
+    out.sends.push_back(Transfer{at(c, pos + 1), a.begin, a.size(), c * p + send_owner});
+    out.recvs.push_back(Transfer{at(c, pos - 1), b.begin, b.size(), c * p + recv_owner});
+  }
+  out.op = reduce ? RecvOp::Reduce : RecvOp::Copy;
+}
+// One step's time without its reduction, the largest chunk M and the ring count C.
+struct RingChannelsStep {
+  double transfer_ps, chunk_bytes;
+  int channels;
+};
+// The collective's time: p-1 steps a phase, each reduce step adding C*M*gamma.
+inline double ring_channels_cost(CollKind kind, int ranks, const RingChannelsStep& st, double gamma_ps) {
+  const double steps = ranks - 1, reduce = st.channels * st.chunk_bytes * gamma_ps;
+  switch (kind) {
+    case CollKind::ReduceScatter:
+      return steps * (st.transfer_ps + reduce);
+    case CollKind::AllGather:
+      return steps * st.transfer_ps;
+    default:
+      return steps * (2 * st.transfer_ps + reduce);
+  }
+}
+// That time as explain writes it.
+inline const char* ring_channels_phases(CollKind kind) {
+  return kind == CollKind::AllReduce       ? "(p-1)*(2*step + C*M*gamma)"
+         : kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
+                                           : "(p-1)*step";
+}
+
 // ---- the double binary tree, as a phase of another algorithm (hierarchical_tree) ----------
 // The all-reduce among the N = ranks / ranks_per_node ranks of one rail (the ranks with one
 // local rank, one per node) of `bytes`, in `chunks` chunks (0: dbt's default).

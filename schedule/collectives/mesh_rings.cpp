@@ -126,28 +126,13 @@ class MeshRingsProgram final : public StepProgram {
     return num_steps(0);
   }
   void step(int rank, int s, Step& out) const override {
-    const bool reduce = kind_ == CollKind::ReduceScatter || (kind_ == CollKind::AllReduce && s < p_ - 1);
-    const int k = kind_ == CollKind::AllReduce && s >= p_ - 1 ? s - (p_ - 1) : s;
-    // As multiring: reduce-scatter step k sends the chunk of position pos-k-1 and reduces the
-    // one of pos-k-2; all-gather step k sends pos-k and copies in pos-k-1.
-    const int send_back = reduce ? k + 1 : k;
-    for (int c = 0; c < channels(); ++c) {
-      const int pos = position(c, rank);
-      const int send_owner = at(c, pos - send_back), recv_owner = at(c, pos - send_back - 1);
-      const Range a = chunk(c, send_owner), b = chunk(c, recv_owner);
-      out.sends.push_back(Transfer{at(c, pos + 1), a.begin, a.size(), c * p_ + send_owner});
-      out.recvs.push_back(Transfer{at(c, pos - 1), b.begin, b.size(), c * p_ + recv_owner});
-    }
-    out.op = reduce ? RecvOp::Reduce : RecvOp::Copy;
+    ring_channels_step(
+        kind_, p_, channels(), n_, elem_, rank, s, [this](int c, int pos) { return at(c, pos); },
+        [this](int c, int r) { return position(c, r); }, out);
   }
 
  private:
   int channels() const { return static_cast<int>(orders_->size()); }
-  Range chunk(int c, int owner) const {
-    const Range mine = slice(n_, p_, owner, elem_);
-    const Range sub = slice(mine.size(), channels(), c, elem_);
-    return {mine.begin + sub.begin, mine.begin + sub.end};
-  }
   int at(int c, int pos) const {
     return (*orders_)[static_cast<std::size_t>(c)][static_cast<std::size_t>(mod(pos, p_))];
   }
@@ -179,11 +164,7 @@ std::optional<std::string> unavailable(const CollectiveSpec& s, const CostParams
       "MI300X's xGMI); its rings would share each GPU's one link");
 }
 
-struct StepCost {
-  double transfer_ps, chunk_bytes;
-  int channels;
-};
-StepCost step_cost(const CollectiveSpec& s, const CostParams& c) {
+RingChannelsStep step_cost(const CollectiveSpec& s, const CostParams& c) {
   const int channels = static_cast<int>(ring_orders(s.ranks).size());
   const double m =
       static_cast<double>(max_slice(max_slice(s.bytes, s.ranks, s.element_bytes), channels, s.element_bytes));
@@ -194,23 +175,12 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
   if (auto why = unsupported(s)) throw Error(*why);
   if (s.ranks < 2) return 0.0;
-  const StepCost st = step_cost(s, c);
-  const double steps = s.ranks - 1, reduce = st.channels * st.chunk_bytes * c.gamma_ps;
-  switch (s.kind) {
-    case CollKind::ReduceScatter:
-      return steps * (st.transfer_ps + reduce);
-    case CollKind::AllGather:
-      return steps * st.transfer_ps;
-    default:
-      return steps * (2 * st.transfer_ps + reduce);
-  }
+  return ring_channels_cost(s.kind, s.ranks, step_cost(s, c), c.gamma_ps);
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
-  const StepCost st = s.ranks >= 2 ? step_cost(s, c) : StepCost{0, 0, 1};
-  const std::string phases = s.kind == CollKind::AllReduce       ? "(p-1)*(2*step + C*M*gamma)"
-                             : s.kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
-                                                                 : "(p-1)*step";
+  const RingChannelsStep st = s.ranks >= 2 ? step_cost(s, c) : RingChannelsStep{0, 0, 1};
+  const std::string phases = ring_channels_phases(s.kind);
   return explain_text(
       fmt::format("mesh_rings {} (p={}, C={} rings, n={}B, {})", to_string(s.kind), s.ranks, st.channels, s.bytes,
                   c.direct_links ? "each ring's hops on links of their own" : "the rings share each GPU's link"),

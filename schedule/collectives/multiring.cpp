@@ -59,30 +59,12 @@ class MultiRingProgram final : public StepProgram {
     return num_steps(0);
   }
   void step(int rank, int s, Step& out) const override {
-    const bool reduce = kind_ == CollKind::ReduceScatter || (kind_ == CollKind::AllReduce && s < sh_.p - 1);
-    const int k = kind_ == CollKind::AllReduce && s >= sh_.p - 1 ? s - (sh_.p - 1) : s;
-    // Reduce-scatter step k: send the chunk of position pos-k-1, reduce the one of pos-k-2
-    // into place; all-gather step k: send pos-k, copy in pos-k-1 (ring.cpp's order, with
-    // chunks named by their owner rank instead of the position).
-    const int send_back = reduce ? k + 1 : k;
-    for (int c = 0; c < sh_.channels; ++c) {
-      const int pos = position(c, rank);
-      const int send_owner = at(c, pos - send_back), recv_owner = at(c, pos - send_back - 1);
-      const Range a = chunk(c, send_owner), b = chunk(c, recv_owner);
-      out.sends.push_back(Transfer{at(c, pos + 1), a.begin, a.size(), c * sh_.p + send_owner});
-      out.recvs.push_back(Transfer{at(c, pos - 1), b.begin, b.size(), c * sh_.p + recv_owner});
-    }
-    out.op = reduce ? RecvOp::Reduce : RecvOp::Copy;
+    ring_channels_step(
+        kind_, sh_.p, sh_.channels, n_, elem_, rank, s, [this](int c, int pos) { return at(c, pos); },
+        [this](int c, int r) { return position(c, r); }, out);
   }
 
  private:
-  // Ring c's chunk of `owner`: sub-slice c of owner's slice of the whole buffer, so a
-  // reduce-scatter leaves rank r with its slice r and an all-gather starts from it.
-  Range chunk(int c, int owner) const {
-    const Range mine = slice(n_, sh_.p, owner, elem_);
-    const Range sub = slice(mine.size(), sh_.channels, c, elem_);
-    return {mine.begin + sub.begin, mine.begin + sub.end};
-  }
   // Node k's first member in ring c: local rank (c - k) mod g.
   int start(int c, int node) const { return mod(c - node, sh_.g); }
   // The rank at position pos of ring c, and the position of `rank` in it.
@@ -109,11 +91,7 @@ std::optional<std::string> unsupported(const CollectiveSpec& s) {
 }
 
 // One step's time, without its reduction; the largest chunk M of every part.
-struct StepCost {
-  double transfer_ps, chunk_bytes;
-  int channels;
-};
-StepCost step_cost(const CollectiveSpec& s, const CostParams& c) {
+RingChannelsStep step_cost(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
   const double m =
       static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
@@ -132,27 +110,16 @@ double cost(const CollectiveSpec& s, const CostParams& c) {
   validate_spec(s);
   if (auto why = unsupported(s)) throw Error(*why);
   if (s.ranks < 2) return 0.0;
-  const StepCost st = step_cost(s, c);
-  const double steps = s.ranks - 1, reduce = st.channels * st.chunk_bytes * c.gamma_ps;
-  switch (s.kind) {
-    case CollKind::ReduceScatter:
-      return steps * (st.transfer_ps + reduce);
-    case CollKind::AllGather:
-      return steps * st.transfer_ps;
-    default:
-      return steps * (2 * st.transfer_ps + reduce);
-  }
+  return ring_channels_cost(s.kind, s.ranks, step_cost(s, c), c.gamma_ps);
 }
 
 std::string explain(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
-  const StepCost st = s.ranks >= 2 ? step_cost(s, c) : StepCost{0, 0, 1};
+  const RingChannelsStep st = s.ranks >= 2 ? step_cost(s, c) : RingChannelsStep{0, 0, 1};
   const char* step = sh.nodes == 1        ? "a_i + M*b_i"
                      : levels(c).separate ? "max(a_i + (C-1)*M*b_i, a_e + M*b_e)"
                                           : "max(a_i, a_e) + ((C-1)*b_i + b_e)*M";
-  const std::string phases = s.kind == CollKind::AllReduce       ? "(p-1)*(2*step + C*M*gamma)"
-                             : s.kind == CollKind::ReduceScatter ? "(p-1)*(step + C*M*gamma)"
-                                                                 : "(p-1)*step";
+  const std::string phases = ring_channels_phases(s.kind);
   return explain_text(
       fmt::format("multiring {} (p={}, g={} per node, N={} nodes, C={} rings, n={}B)", to_string(s.kind), s.ranks, sh.g,
                   sh.nodes, sh.channels, s.bytes),
