@@ -152,6 +152,16 @@ def test_collective_equals_the_command_and_the_ring_closed_form():
     assert r["time_us"] == pytest.approx(2 * (p - 1) * (alpha_us + n / p / bw * 1e6), rel=1e-6)
 
 
+def test_collective_on_mi300x_runs_rccls_mesh_rings_at_seven_links():
+    # Eight MI300X joined pairwise by xGMI (48 GB/s a link): auto takes mesh_rings, and at 16 GiB
+    # the bus bandwidth nears 7 links' worth, 336 GB/s (docs/collectives.md, mesh_rings).
+    got = meshsim.collective("allreduce", "16GiB", topology="mi300x", fidelity="flow")
+    assert got == [cli_json("collective", "allreduce", "-t", "mi300x", "--bytes", "16GiB", "-f", "flow")]
+    (r,) = got
+    assert r["algorithm"] == "mesh_rings"
+    assert r["busbw_GBps"] == pytest.approx(336, rel=0.01)
+
+
 def test_moe_dispatch_equals_the_command_and_the_closed_form_routing():
     topo = "dgx-h100:nvlink_bandwidth=200GB/s,nvlink_efficiency=0.8,nodes=4"
     got = meshsim.moe_dispatch(topo)
