@@ -252,17 +252,34 @@ PresetParamInfo nvls_param(const std::string& eff) {
           "NVLink SHARP: fraction of the NVLink rate in-switch reduce/multicast traffic reaches (0: none)"};
 }
 
+// The nodes and their fabric's layout, for every preset built by build_nodes.
+std::vector<PresetParamInfo> node_layout_params() {
+  return {{"nodes", "1", "number of DGX nodes"},
+          {"gpus_per_node", "8", "GPUs per node (each with its own PCIe switch and NIC)"},
+          {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
+          {"hosts_per_leaf", "auto",
+           "nodes per leaf switch: auto = 32 for rail (one scalable unit), for fat-tree the nodes filling 32 NIC ports "
+           "(4 of 8 GPUs, at least 1)"},
+          {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
+}
+
+// Sets parameter `name`'s default (when `value` is not empty) and its help (when `help` is not
+// empty) in a preset's list: a preset that is another's with a few figures changed.
+void override_param(std::vector<PresetParamInfo>& v, const std::string& name, const std::string& value,
+                    const std::string& help = "") {
+  for (PresetParamInfo& q : v) {
+    if (q.name != name) continue;
+    if (!value.empty()) q.default_value = value;
+    if (!help.empty()) q.help = help;
+    return;
+  }
+  MESHSIM_ASSERT(false && "override of a parameter the preset does not have");
+}
+
 std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std::string& nvlink_eff,
                                         const std::string& nvls_eff, const std::string& pcie_bw,
                                         const std::string& pcie_eff, const std::string& nic_bw) {
-  std::vector<PresetParamInfo> v{
-      {"nodes", "1", "number of DGX nodes"},
-      {"gpus_per_node", "8", "GPUs per node (each with its own PCIe switch and NIC)"},
-      {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
-      {"hosts_per_leaf", "auto",
-       "nodes per leaf switch: auto = 32 for rail (one scalable unit), for fat-tree the nodes filling 32 NIC ports (4 "
-       "of 8 GPUs, at least 1)"},
-      {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
+  std::vector<PresetParamInfo> v = node_layout_params();
   append(v, link_params("nvlink", nvlink_bw, nvlink_eff, kNvlinkHopLatency, "GPU<->NVSwitch NVLink"));
   v.push_back(nvls_param(nvls_eff));
   append(v, link_params("pcie", pcie_bw, pcie_eff, "0.5us", "PCIe"));
@@ -274,13 +291,9 @@ std::vector<PresetParamInfo> dgx_params(const std::string& nvlink_bw, const std:
 // as one crossbar, as a DGX's four NVSwitches are one), each GPU with its own NIC.
 std::vector<PresetParamInfo> nvl72_params() {
   std::vector<PresetParamInfo> v = dgx_params("900GB/s", "0.80", "0.74", "63GB/s", "0.85", "400Gb/s");
-  for (PresetParamInfo& q : v) {
-    if (q.name == "nodes") q.help = "number of NVL72 racks";
-    if (q.name == "gpus_per_node") {
-      q.default_value = "72";
-      q.help = "GPUs per rack, all on one NVLink domain (each with its own PCIe link and NIC)";
-    }
-  }
+  override_param(v, "nodes", "", "number of NVL72 racks");
+  override_param(v, "gpus_per_node", "72",
+                 "GPUs per rack, all on one NVLink domain (each with its own PCIe link and NIC)");
   return v;
 }
 
@@ -292,11 +305,9 @@ std::vector<PresetParamInfo> nvl72_params() {
 // No primary figure for a Spectrum-4 hop's latency was found: the InfiniBand presets' are kept.
 std::vector<PresetParamInfo> spectrum_x_params() {
   std::vector<PresetParamInfo> v = dgx_params("450GB/s", "0.80", "0.85", "63GB/s", "0.85", "400Gb/s");
-  for (PresetParamInfo& q : v) {
-    if (q.name == "nic_efficiency") q.default_value = "0.908";
-    if (q.name == "link_layer") q.default_value = "ethernet";
-    if (q.name == "routing") q.default_value = "adaptive";
-  }
+  override_param(v, "nic_efficiency", "0.908");
+  override_param(v, "link_layer", "ethernet");
+  override_param(v, "routing", "adaptive");
   return v;
 }
 
@@ -307,13 +318,10 @@ std::vector<PresetParamInfo> spectrum_x_params() {
 // 0.25 us hops), an assumption: no per-hop figure was found. PCIe Gen5 x16 to the host and a
 // 400 Gb/s NDR ConnectX-7 per GPU (Azure's ND MI300X v5).
 std::vector<PresetParamInfo> mi300x_params() {
-  std::vector<PresetParamInfo> v{
-      {"nodes", "1", "number of MI300X nodes"},
-      {"gpus_per_node", "8", "GPUs per node, every two joined by an xGMI link (each with its own PCIe switch and NIC)"},
-      {"inter", "rail", "between nodes: rail (NIC i of every node on rail leaf i) or fat-tree (leaves by node)"},
-      {"hosts_per_leaf", "auto",
-       "nodes per leaf switch: auto = 32 for rail (one scalable unit), for fat-tree the nodes filling 32 NIC ports"},
-      {"oversubscription", "1", "leaf downlink capacity / uplink capacity"}};
+  std::vector<PresetParamInfo> v = node_layout_params();
+  override_param(v, "nodes", "", "number of MI300X nodes");
+  override_param(v, "gpus_per_node", "",
+                 "GPUs per node, every two joined by an xGMI link (each with its own PCIe switch and NIC)");
   append(v, link_params("xgmi", "64GB/s", "0.75", "0.5us", "GPU<->GPU xGMI"));
   append(v, link_params("pcie", "63GB/s", "0.85", "0.5us", "PCIe"));
   append(v, ib_params("400Gb/s", "0.92", "0.6us", "0.15us"));
@@ -326,10 +334,8 @@ std::vector<PresetParamInfo> mi300x_params() {
 // default takes them at the GPUs' full rate (36 x 900 GB/s a direction), a parameter to vary.
 std::vector<PresetParamInfo> nvl36x2_params() {
   std::vector<PresetParamInfo> v = nvl72_params();
-  for (PresetParamInfo& q : v) {
-    if (q.name == "nodes") q.help = "number of NVL36x2 domains (pairs of racks)";
-    if (q.name == "gpus_per_node") q.help = "GPUs per domain, half in each rack (each with its own PCIe link and NIC)";
-  }
+  override_param(v, "nodes", "", "number of NVL36x2 domains (pairs of racks)");
+  override_param(v, "gpus_per_node", "", "GPUs per domain, half in each rack (each with its own PCIe link and NIC)");
   v.push_back({"cross_rack_bandwidth", "32.4TB/s",
                "NVLink capacity between the two racks' switch trays, a direction (36 GPUs x 900 GB/s: an "
                "assumption, the cable count was not found)"});

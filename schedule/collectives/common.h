@@ -100,6 +100,10 @@ inline Range ring_channel_chunk(Bytes n, int p, int channels, int c, int owner, 
   const Range sub = slice(mine.size(), channels, c, elem);
   return {mine.begin + sub.begin, mine.begin + sub.end};
 }
+// The largest chunk M: a C-th of the largest n/p slice.
+inline Bytes ring_channel_max_chunk(const CollectiveSpec& s, int channels) {
+  return max_slice(max_slice(s.bytes, s.ranks, s.element_bytes), channels, s.element_bytes);
+}
 template <class At, class Position>
 void ring_channels_step(CollKind kind, int p, int channels, Bytes n, Bytes elem, int rank, int s, At at,
                         Position position, Step& out) {

@@ -166,8 +166,7 @@ std::optional<std::string> unavailable(const CollectiveSpec& s, const CostParams
 
 RingChannelsStep step_cost(const CollectiveSpec& s, const CostParams& c) {
   const int channels = static_cast<int>(ring_orders(s.ranks).size());
-  const double m =
-      static_cast<double>(max_slice(max_slice(s.bytes, s.ranks, s.element_bytes), channels, s.element_bytes));
+  const auto m = static_cast<double>(ring_channel_max_chunk(s, channels));
   return {c.alpha_ps + (c.direct_links ? 1 : channels) * m * c.beta_ps, m, channels};
 }
 

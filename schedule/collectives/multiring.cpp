@@ -93,8 +93,7 @@ std::optional<std::string> unsupported(const CollectiveSpec& s) {
 // One step's time, without its reduction; the largest chunk M of every part.
 RingChannelsStep step_cost(const CollectiveSpec& s, const CostParams& c) {
   const Shape sh = shape_of(s);
-  const double m =
-      static_cast<double>(max_slice(max_slice(s.bytes, sh.p, s.element_bytes), sh.channels, s.element_bytes));
+  const auto m = static_cast<double>(ring_channel_max_chunk(s, sh.channels));
   const Levels l = levels(c);
   double t = 0;
   if (sh.nodes == 1)
