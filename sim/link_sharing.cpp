@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -13,38 +15,133 @@ namespace {
 constexpr double kTolerance = 1e-9;  // relative: a link is full within this of its capacity (limit_)
 }
 
-LinkSharing::LinkSharing(const Topology& topo)
-    : full_load_(topo.links().size(), 0.0),
-      cur_load_(topo.links().size(), 0.0),
-      on_link_(topo.links().size()),
-      usage_(topo.links().size()),
-      slot_(topo.links().size(), -1) {
-  cap_.reserve(topo.links().size());
-  limit_.reserve(topo.links().size());
+LinkSharing::LinkSharing(const Topology& topo) {
+  // One class per capacity to begin with: no profile tells such links apart yet.
+  std::map<double, int> by_cap;
+  class_of_.reserve(topo.links().size());
   for (const DirLink& l : topo.links()) {
-    cap_.push_back(l.spec.effective().bytes_per_ps());
-    limit_.push_back(cap_.back() * (1 + kTolerance));
+    const double cap = l.spec.effective().bytes_per_ps();
+    const auto [it, fresh] = by_cap.emplace(cap, static_cast<int>(cap_.size()));
+    if (fresh) {
+      cap_.push_back(cap);
+      limit_.push_back(cap * (1 + kTolerance));
+      full_load_.push_back(0);
+      cur_load_.push_back(0);
+      on_link_.emplace_back();
+      usage_.emplace_back();
+      slot_.push_back(-1);
+      members_.emplace_back();
+    }
+    members_[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(class_of_.size()));
+    class_of_.push_back(it->second);
   }
 }
 
+int LinkSharing::clone_class(int cls) {
+  const auto c = static_cast<std::size_t>(cls);
+  cap_.push_back(cap_[c]);
+  limit_.push_back(limit_[c]);
+  full_load_.push_back(full_load_[c]);
+  cur_load_.push_back(cur_load_[c]);
+  on_link_.push_back(on_link_[c]);
+  usage_.push_back(usage_[c]);
+  slot_.push_back(-1);
+  members_.emplace_back();
+  return static_cast<int>(cap_.size()) - 1;
+}
+
+// Refines the classes by the new profile: the links of a class it loads differently (another
+// load or bytes, or none on some) go to new classes, each with the state they shared. The
+// profiles that loaded the old class load its parts alike.
 int LinkSharing::add_profile(Time alone, const std::vector<LinkStats>& stats) {
-  Profile p;
-  p.alone_ps = static_cast<double>(alone.ps());
-  p.bytes.reserve(stats.size());
-  for (std::size_t l = 0; l < stats.size() && l < cap_.size(); ++l) {
+  const double alone_ps = static_cast<double>(alone.ps());
+  struct Group {
+    int cls;
+    double u, b;
+    std::size_t links = 0;
+    int target = -1;  // its class once refined
+  };
+  std::vector<Group> groups;
+  std::map<std::tuple<int, double, double>, int> group_index;
+  std::vector<std::pair<int, int>> touched;  // (link, group), ascending links
+  for (std::size_t l = 0; l < stats.size() && l < class_of_.size(); ++l) {
     if (stats[l].bytes <= 0) continue;
-    p.bytes.emplace_back(static_cast<int>(l), stats[l].bytes);
+    const int cls = class_of_[l];
+    const double b = stats[l].bytes;
     // Alone, an op never loads a link beyond its rate; rounding must not make it seem to.
-    const double u = p.alone_ps > 0 ? std::min(stats[l].bytes / p.alone_ps, cap_[l]) : 0.0;
-    if (u > 0) p.loads.emplace_back(static_cast<int>(l), u);
+    const double u = alone_ps > 0 ? std::min(b / alone_ps, cap_[static_cast<std::size_t>(cls)]) : 0.0;
+    const auto [it, fresh] = group_index.emplace(std::make_tuple(cls, u, b), static_cast<int>(groups.size()));
+    if (fresh) groups.push_back(Group{cls, u, b});
+    ++groups[static_cast<std::size_t>(it->second)].links;
+    touched.emplace_back(static_cast<int>(l), it->second);
   }
+  std::map<int, std::pair<int, std::size_t>> per_class;  // class -> (groups, links) the profile puts on it
+  for (const Group& g : groups) {
+    auto& [n, links] = per_class[g.cls];
+    ++n;
+    links += g.links;
+  }
+  std::map<int, std::vector<int>> parts;  // split class -> the new classes made of its links
+  for (Group& g : groups) {
+    const auto& [n, links] = per_class[g.cls];
+    if (n == 1 && links == members_[static_cast<std::size_t>(g.cls)].size()) {
+      g.target = g.cls;
+    } else {
+      g.target = clone_class(g.cls);
+      parts[g.cls].push_back(g.target);
+    }
+  }
+  for (const auto& [l, gi] : touched) {
+    const int target = groups[static_cast<std::size_t>(gi)].target;
+    if (target == class_of_[static_cast<std::size_t>(l)]) continue;
+    class_of_[static_cast<std::size_t>(l)] = target;
+    members_[static_cast<std::size_t>(target)].push_back(l);
+  }
+  auto first_link = [this](int cls) { return members_[static_cast<std::size_t>(cls)].front(); };
+  auto finish_entries = [&](Profile& p) {
+    std::sort(p.entries.begin(), p.entries.end(),
+              [&](const Entry& a, const Entry& b) { return first_link(a.cls) < first_link(b.cls); });
+    p.loads.clear();
+    for (const Entry& e : p.entries)
+      if (e.u > 0) p.loads.emplace_back(e.cls, e.u);
+  };
+  if (!parts.empty()) {
+    for (const auto& [cls, news] : parts) {
+      auto& m = members_[static_cast<std::size_t>(cls)];
+      std::erase_if(m, [&](int l) { return class_of_[static_cast<std::size_t>(l)] != cls; });
+    }
+    for (Profile& p : profiles_) {
+      std::vector<Entry> entries;
+      for (const Entry& e : p.entries) {
+        const auto it = parts.find(e.cls);
+        if (it == parts.end() || !members_[static_cast<std::size_t>(e.cls)].empty()) entries.push_back(e);
+        if (it != parts.end())
+          for (int n : it->second) entries.push_back(Entry{n, e.u, e.b});
+      }
+      p.entries = std::move(entries);
+      finish_entries(p);
+    }
+  }
+  Profile p;
+  p.alone_ps = alone_ps;
+  for (const Group& g : groups) p.entries.push_back(Entry{g.target, g.u, g.b});
+  finish_entries(p);
   profiles_.push_back(std::move(p));
   return static_cast<int>(profiles_.size()) - 1;
 }
 
+std::vector<LinkUsage> LinkSharing::link_usage() const {
+  std::vector<LinkUsage> out;
+  out.reserve(class_of_.size());
+  for (int cls : class_of_) out.push_back(usage_[static_cast<std::size_t>(cls)]);
+  return out;
+}
+
 double LinkSharing::load(int profile, int link) const {
-  for (const auto& [l, u] : profiles_[static_cast<std::size_t>(profile)].loads)
-    if (l == link) return u;
+  if (link < 0 || link >= static_cast<int>(class_of_.size())) return 0;
+  const int cls = class_of_[static_cast<std::size_t>(link)];
+  for (const auto& [c, u] : profiles_[static_cast<std::size_t>(profile)].loads)
+    if (c == cls) return u;
   return 0;
 }
 
@@ -118,7 +215,7 @@ void LinkSharing::start(int op, int profile, Time now, std::vector<std::pair<int
   MESHSIM_ASSERT(!a.active);
   const Profile& p = profiles_[static_cast<std::size_t>(profile)];
   a = Active{profile, p.alone_ps, 0.0, now, false, true};
-  for (const auto& [l, b] : p.bytes) usage_[static_cast<std::size_t>(l)].bytes += b;
+  for (const Entry& e : p.entries) usage_[static_cast<std::size_t>(e.cls)].bytes += e.b;
   if (add_load(op)) {
     resolve(component({op}), now, changed, op);
     return;

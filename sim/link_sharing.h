@@ -24,6 +24,14 @@
 // What it does not see: the order of an op's steps (a link loaded only in one phase of the
 // op is charged its average over the whole op), and latency-bound ops are slowed like
 // bandwidth-bound ones when a link they touch is full.
+// Links that are alike are kept once: a class of links is links of one capacity that every
+// profile loads alike (the same load and bytes on each, or none), so every link of a class
+// has the same sharing state at every instant. The TP ops of a stage touch thousands of
+// NVLink links that fall into a handful of classes, so an op's start and end walk its
+// classes, not its links. Classes are refined as profiles are added (a new profile that
+// loads a class's links differently splits it); each class is walked where its first link
+// was, so every sum is taken in the same order as link by link and the speeds, ends and
+// usage are the same to the bit.
 #pragma once
 
 #include <cstdint>
@@ -64,21 +72,30 @@ class LinkSharing {
   // Op `op` has reached its end; the ops it slowed may speed up (`changed` as for start).
   void finish(int op, Time now, std::vector<std::pair<int, Time>>& changed);
 
-  const std::vector<LinkUsage>& link_usage() const { return usage_; }
+  // Per link (indexed by link id).
+  std::vector<LinkUsage> link_usage() const;
   // Every speed change, in the order they happened (for counter tracks of link load).
   const std::vector<SpeedChange>& speed_changes() const { return changes_; }
   // The load (bytes per ps at full speed) that profile p puts on link l, 0 if none.
   double load(int profile, int link) const;
   int profile_of(int op) const;
+  // Classes of alike links (the header's note); for tests and benchmarks.
+  int link_classes() const { return static_cast<int>(cap_.size()); }
   // Ops that ran slower than alone at some point, and re-solves of the sharing.
   std::int64_t slowed_ops() const { return slowed_ops_; }
   std::int64_t solves() const { return solves_; }
 
  private:
+  // A profile's load on one class of links: on each of its links, u bytes per ps at full
+  // speed and b bytes carried over the op.
+  struct Entry {
+    int cls = 0;
+    double u = 0, b = 0;
+  };
   struct Profile {
     double alone_ps = 0;
-    std::vector<std::pair<int, double>> loads;  // (link, bytes per ps at full speed)
-    std::vector<std::pair<int, double>> bytes;  // (link, bytes carried)
+    std::vector<Entry> entries;                 // every class it carries bytes on, by first link
+    std::vector<std::pair<int, double>> loads;  // (class, u) of the entries with u > 0, same order
   };
   struct Active {
     int profile = -1;
@@ -89,8 +106,8 @@ class LinkSharing {
     bool active = false;
   };
   // Its load at full speed is over its capacity (by more than a relative 1e-9).
-  bool overloaded(int link) const {
-    return full_load_[static_cast<std::size_t>(link)] > limit_[static_cast<std::size_t>(link)];
+  bool overloaded(int cls) const {
+    return full_load_[static_cast<std::size_t>(cls)] > limit_[static_cast<std::size_t>(cls)];
   }
   // Puts the op's load on its links; whether any of them is then over capacity.
   bool add_load(int op);
@@ -103,18 +120,23 @@ class LinkSharing {
   void set_speed(int op, double speed, Time now);
   bool overloaded_any(int op) const;
   void record_peaks(const std::vector<int>& ops);
+  // A new class with the state of `cls` (its links are moved in by the caller).
+  int clone_class(int cls);
 
-  std::vector<double> cap_;        // achievable bytes per ps of each link
-  std::vector<double> limit_;      // cap_ x (1 + tolerance): a load above it is over capacity
-  std::vector<double> full_load_;  // sum of u_l of the ops in flight on each link
-  std::vector<double> cur_load_;   // sum of speed * u_l of the ops in flight on each link
+  // Per link: its class. Per class (indexed by class id): the state every link of it shares.
+  std::vector<int> class_of_;
+  std::vector<std::vector<int>> members_;  // the links of each class, ascending
+  std::vector<double> cap_;                // achievable bytes per ps of each of its links
+  std::vector<double> limit_;              // cap_ x (1 + tolerance): a load above it is over capacity
+  std::vector<double> full_load_;          // sum of u_l of the ops in flight on each of its links
+  std::vector<double> cur_load_;           // sum of speed * u_l of the ops in flight on each of its links
   std::vector<std::vector<int>> on_link_;
   std::vector<Profile> profiles_;
   std::vector<Active> ops_;
-  std::vector<LinkUsage> usage_;
+  std::vector<LinkUsage> usage_;  // per class
   std::vector<SpeedChange> changes_;
   std::vector<int> mark_;  // scratch: BFS marks per op
-  std::vector<int> slot_;  // scratch: a full link's index in fill(), -1 elsewhere
+  std::vector<int> slot_;  // scratch: a full class's index in fill(), -1 elsewhere
   int epoch_ = 0;
   std::int64_t slowed_ops_ = 0, solves_ = 0;
 };

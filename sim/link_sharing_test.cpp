@@ -112,5 +112,47 @@ TEST(LinkSharing, LinksThatFitDoNotSlowAnyone) {
   EXPECT_EQ(s.solves(), 0);
 }
 
+// Alike links are kept once, and a profile added while ops run splits their class without
+// changing what the ops see. The six links of the star have one rate: one class. A loads
+// sw->g0 and sw->g2 alike (1 B/ps each for 1000 ps): two classes. Two ops of A start at 0 and
+// halve each other on both links (ends 2000). At 500, with 750 ps of work left each, B (sw->g2
+// only, 1 B/ps for 1000 ps) splits A's class and starts: sw->g2 asks 3 of 1, so all three run
+// at 1/3 (sw->g0 then carries 2/3 and binds nobody). The A ops end at 500 + 750 x 3 = 2750; B
+// has done 2250 / 3 = 750 of its 1000 by then and ends at 2750 + 250 = 3000.
+TEST(LinkSharing, AProfileAddedWhileOpsRunSplitsTheirLinksClass) {
+  Topology t = star3();
+  LinkSharing s(t);
+  EXPECT_EQ(s.link_classes(), 1);
+  const int pa = s.add_profile(ps(1000), bytes_on({{kToG0, 1000}, {kToG2, 1000}}));
+  EXPECT_EQ(s.link_classes(), 2);
+  Ends e;
+  s.start(0, pa, ps(0), e.buf);
+  s.start(1, pa, ps(0), e.buf);
+  e.take();
+  EXPECT_EQ(e.at[0], 2000);
+  EXPECT_EQ(e.at[1], 2000);
+  const int pb = s.add_profile(ps(1000), bytes_on({{kToG2, 1000}}));
+  EXPECT_EQ(s.link_classes(), 3);
+  s.start(2, pb, ps(500), e.buf);
+  e.take();
+  EXPECT_EQ(e.at[0], 2750);
+  EXPECT_EQ(e.at[1], 2750);
+  EXPECT_EQ(e.at[2], 3500);  // 500 + 1000 x 3 at 1/3 for its whole work, until the A ops end
+  s.finish(0, ps(2750), e.buf);
+  s.finish(1, ps(2750), e.buf);
+  e.take();
+  EXPECT_EQ(e.at[2], 3000);
+  EXPECT_DOUBLE_EQ(s.load(pb, kToG2), 1.0);
+  EXPECT_DOUBLE_EQ(s.load(pb, kToG0), 0.0);
+  EXPECT_DOUBLE_EQ(s.load(pa, kToG0), 1.0);
+  const std::vector<LinkUsage> usage = s.link_usage();
+  ASSERT_EQ(usage.size(), t.links().size());
+  EXPECT_DOUBLE_EQ(usage[kToG2].bytes, 3000);
+  EXPECT_DOUBLE_EQ(usage[kToG0].bytes, 2000);
+  EXPECT_NEAR(usage[kToG2].peak, 1.0, 1e-12);
+  EXPECT_NEAR(usage[kToG0].peak, 1.0, 1e-12);  // both A ops at 1/2 before B came
+  EXPECT_DOUBLE_EQ(usage[0].bytes, 0);         // g0 -> sw: never loaded
+}
+
 }  // namespace
 }  // namespace meshsim
