@@ -244,6 +244,8 @@ nlohmann::ordered_json outcome_json(const Topology& topo, const CollectiveContex
   if (out.flow) {
     j["messages"] = out.flow->messages;
     j["events"] = out.flow->events;
+    j["solves"] = out.flow->solves;
+    j["skipped_steps"] = out.flow->skipped_steps;
     nlohmann::ordered_json links = nlohmann::ordered_json::array();
     for (const auto& b : out.top_links) {
       nlohmann::ordered_json l;

@@ -80,7 +80,7 @@ double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta,
 // Size of the largest slice (always the last one with the floor split).
 inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
 // Part j of `total` bytes cut in `parts` near-equal parts: floor((j+1)T/parts) - floor(jT/parts),
-// without overflow; the parts add up to exactly T (nvls and nvls_tree spread a rank's switch
+// without overflow; the parts add up to exactly T (nvls spreads a rank's switch
 // traffic over its peers so).
 inline Bytes even_share(Bytes total, int parts, int j) {
   const Bytes q = total / parts, r = total % parts;

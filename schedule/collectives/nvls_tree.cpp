@@ -7,7 +7,11 @@
 // Executed (make): hierarchical_tree's program (ring reduce-scatter inside the node, dbt per
 // local rank across the nodes, ring all-gather), the same result by hand where no switch helps.
 //
-// Timed (make_timing): k chunks, each chunk j a k-th of every rank's slice. One step per slot t,
+// Timed (make_timing): k chunks of every rail's slice, cut as NCCL cuts a buffer into equal chunks
+// with a shorter (here: longer) last one: each tree's piece of chunk j < k-1 holds q elements,
+// q = floor(E / 2k) for E the elements of the smallest rail, and chunk k-1 the rest of the rail
+// (in tree B's piece). So the middle steps repeat byte for byte and the flow runner can skip
+// their periods once the pipeline has settled. One step per slot t,
 // every rank the same number of steps, every message sent and received in the same step:
 //   - chunk t's reduce-scatter through the switch (t < k),
 //   - dbt's UP half of its slot t-1 and its DOWN half of slot t-2, over the heads of each rail
@@ -18,8 +22,8 @@
 // So k + 2H + 1 steps, H = floor(log2 N) dbt's height. The switch traffic is timed by its link
 // loads as nvls's: a GPU's link to the switch carries c (its whole chunk, to be reduced) plus
 // c/g (its reduced slice, to be multicast) each way, c = n/k, at the switch's reduce efficiency;
-// as rank-to-rank sends spread over the node's other ranks (the larger of the two directions in
-// the steps where only one half runs).
+// as rank-to-rank sends of equal size to each of the node's other ranks (the larger of the two
+// directions in the steps where only one half runs).
 //
 // Closed form (lockstep estimate): the sum over the k + 2H + 1 steps of each step's own load,
 //   T = sum_t max(a_s + S_t c b_s,  a_e + L_t (c/g) b_e)
@@ -148,26 +152,29 @@ class NvlsTreeTiming final : public StepProgram {
  public:
   // scale: the switch traffic at the links' rate (1 / its reduce efficiency); net_scale: SHARP's.
   NvlsTreeTiming(const CollectiveSpec& s, const Shape& sh, int k, double scale, double net_scale)
-      : p_(s.ranks),
-        sh_(sh),
-        k_(k),
-        scale_(scale),
-        net_scale_(net_scale),
-        chunk_bytes_(static_cast<std::size_t>(k), 0.0) {
+      : p_(s.ranks), sh_(sh), k_(k), scale_(scale), net_scale_(net_scale) {
+    // Equal pieces: every rail's chunk j < k-1 carries 2q elements (q per tree), q from the
+    // smallest rail (chunks_of keeps k within its elements); each rail's last chunk carries the
+    // rest of its slice. So the middle steps are alike byte for byte (same_shape_until).
+    Bytes smallest = s.bytes;
     for (int l = 0; l < sh_.g; ++l) {
-      const Bytes rail = slice(s.bytes, sh_.g, l, s.element_bytes).size();
-      if (sh_.across == Across::Trees) rails_.push_back(make_dbt_slots(rail_spec(s, rail, k)));
-      rail_chunks_.emplace_back();
-      // Chunk j of the whole buffer: chunk j of every rail's slice.
-      for (int j = 0; j < k; ++j) {
-        const Bytes part = slice(rail, k, j, s.element_bytes).size();
-        chunk_bytes_[static_cast<std::size_t>(j)] += static_cast<double>(part);
-        rail_chunks_.back().push_back(part);
-      }
+      rail_bytes_.push_back(slice(s.bytes, sh_.g, l, s.element_bytes).size());
+      smallest = std::min(smallest, rail_bytes_.back());
+    }
+    piece_ = std::max<Bytes>(1, smallest / s.element_bytes / (2 * static_cast<Bytes>(k))) * s.element_bytes;
+    for (int l = 0; l < sh_.g; ++l)
+      if (sh_.across == Across::Trees) rails_.push_back(make_dbt_slots(rail_spec(s, rail_bytes_[l], k)));
+    for (int j = 0; j < k; ++j) {
+      double sum = 0;
+      for (int l = 0; l < sh_.g; ++l) sum += static_cast<double>(rail_chunk(l, j));
+      chunk_bytes_.push_back(sum);
     }
   }
   int ranks() const override { return p_; }
   int num_steps(int) const override { return k_ + sh_.depth; }
+  // Steps depth .. k-2 carry equal chunks on every part (the switch's chunk t and chunk
+  // t - depth; the trees' chunks from t - 2H - 1 to t - 1; SHARP's t - 1).
+  int same_shape_until(int, int t) const override { return t >= sh_.depth && t < k_ - 1 ? k_ - 1 : t + 1; }
   void step(int rank, int t, Step& out) const override {
     const int node = rank / sh_.g, l = rank % sh_.g;
     // Through the switch: chunk t's reduce-scatter, chunk t - depth's multicast.
@@ -175,20 +182,20 @@ class NvlsTreeTiming final : public StepProgram {
     const double rs = t < k_ ? chunk_bytes_[static_cast<std::size_t>(t)] : 0;
     const double ag = back >= 0 && back < k_ ? chunk_bytes_[static_cast<std::size_t>(back)] : 0;
     const double up = rs + ag / sh_.g, down = rs / sh_.g + ag;
-    const auto total = static_cast<Bytes>(std::llround(std::max(up, down) * scale_));
-    if (total > 0 && sh_.g > 1)
+    // The larger direction, spread evenly over the node's other ranks.
+    const auto each = sh_.g > 1 ? static_cast<Bytes>(std::llround(std::max(up, down) * scale_ / (sh_.g - 1))) : 0;
+    if (each > 0)
       for (int i = 0; i < sh_.g; ++i) {
         if (i == l) continue;
         const int q = node * sh_.g + i;
-        out.sends.push_back(Transfer{q, 0, share(total, mod(i - l - 1, sh_.g)), t});
-        out.recvs.push_back(Transfer{q, 0, share(total, mod(l - i - 1, sh_.g)), t});
+        out.sends.push_back(Transfer{q, 0, each, t});
+        out.recvs.push_back(Transfer{q, 0, each, t});
       }
     if (sh_.across == Across::Sharp) {
       // Across the nodes: chunk t - 1's slice into the fabric and back, as one ring step.
       const int j = t - 1;
       if (j >= 0 && j < k_) {
-        const auto bytes = static_cast<Bytes>(std::llround(
-            static_cast<double>(rail_chunks_[static_cast<std::size_t>(l)][static_cast<std::size_t>(j)]) * net_scale_));
+        const auto bytes = static_cast<Bytes>(std::llround(static_cast<double>(rail_chunk(l, j)) * net_scale_));
         if (bytes > 0) {
           out.sends.push_back(Transfer{mod(node + 1, sh_.nodes) * sh_.g + l, 0, bytes, j});
           out.recvs.push_back(Transfer{mod(node - 1, sh_.nodes) * sh_.g + l, 0, bytes, j});
@@ -197,27 +204,38 @@ class NvlsTreeTiming final : public StepProgram {
       out.op = RecvOp::Copy;  // the switches reduce
       return;
     }
-    // Across the nodes: rail l's trees, UP of slot t-1 and DOWN of slot t-2.
+    // Across the nodes: rail l's trees, UP of slot t-1 and DOWN of slot t-2, each piece
+    // re-sized to the equal pieces above (a tree's transfer is labelled tree * k + chunk).
     const DbtSlots& rail = *rails_[static_cast<std::size_t>(l)];
     const std::size_t sends = out.sends.size(), recvs = out.recvs.size();
     if (t >= 1 && t - 1 < rail.slots()) rail.slot(node, t - 1, true, out);
     if (t >= 2 && t - 2 < rail.slots()) rail.slot(node, t - 2, false, out);
-    for (std::size_t i = sends; i < out.sends.size(); ++i) out.sends[i].peer = out.sends[i].peer * sh_.g + l;
-    for (std::size_t i = recvs; i < out.recvs.size(); ++i) out.recvs[i].peer = out.recvs[i].peer * sh_.g + l;
+    auto place = [&](Transfer& x) {
+      x.peer = x.peer * sh_.g + l;
+      x.bytes = tree_piece(l, x.chunk / k_, x.chunk % k_);
+    };
+    for (std::size_t i = sends; i < out.sends.size(); ++i) place(out.sends[i]);
+    for (std::size_t i = recvs; i < out.recvs.size(); ++i) place(out.recvs[i]);
     out.op = RecvOp::Copy;  // no gamma: see the top of the file
   }
 
  private:
-  // The share of `total` a rank sends to the peer j places after it (every rank's sends and
-  // receives add up to exactly total).
-  Bytes share(Bytes total, int j) const { return even_share(total, sh_.g - 1, j); }
+  // Rail l's chunk j (both trees' pieces), and tree `tree`'s piece of it: q elements each,
+  // the rest of the rail's slice in tree B's piece of the last chunk.
+  Bytes rail_chunk(int l, int j) const {
+    return j < k_ - 1 ? 2 * piece_ : rail_bytes_[static_cast<std::size_t>(l)] - 2 * piece_ * (k_ - 1);
+  }
+  Bytes tree_piece(int l, int tree, int j) const {
+    return tree == 0 || j < k_ - 1 ? piece_ : rail_chunk(l, j) - piece_;
+  }
 
   int p_;
   Shape sh_;
   int k_;
   double scale_, net_scale_;
+  Bytes piece_ = 0;                               // elements of a tree's piece of a chunk, in bytes
+  std::vector<Bytes> rail_bytes_;                 // per rail: its slice of the buffer
   std::vector<double> chunk_bytes_;               // per chunk, of the whole buffer
-  std::vector<std::vector<Bytes>> rail_chunks_;   // per rail, per chunk: its slice's part
   std::vector<std::unique_ptr<DbtSlots>> rails_;  // trees only
 };
 
