@@ -67,9 +67,16 @@ void FormulaInSweep(benchmark::State& state) { Simulate(state, "formula", false,
 void FormulaOps(benchmark::State& state) { Simulate(state, "formula", true); }
 void Flow(benchmark::State& state) { Simulate(state, "flow", true); }
 BENCHMARK(Formula)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
+// Issue 39's cluster: 102,400 GPUs (12,800 DGX H100 nodes), at formula and at flow.
+BENCHMARK(Formula)->Args({102400, 64, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(FormulaInSweep)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(FormulaOps)->Args({1024, 64, 2})->Args({1024, 16, 1})->Unit(benchmark::kMillisecond);
-BENCHMARK(Flow)->Args({1024, 64, 2})->Args({16384, 64, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(Flow)
+    ->Args({1024, 64, 2})
+    ->Args({16384, 64, 2})
+    ->Args({102400, 64, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 

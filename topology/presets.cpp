@@ -194,6 +194,10 @@ Topology build_nodes(const Params& p, ScaleUp scale_up) {
   const FabricLinks fab = fabric_links(p);
 
   Topology t(p.topology_name());
+  // Per node: its switches and host bridge, and per GPU a GPU, PCIe switch and NIC with four
+  // links; the fabric adds about two links per NIC (the NIC's and its share of the uplinks).
+  const auto n = static_cast<std::size_t>(nodes), g = static_cast<std::size_t>(gpn);
+  t.reserve(n * (3 + 3 * g), 2 * n * (g * (mesh ? (g - 1) / 2 + 3 : 4) + 1 + 2 * g));
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
     const std::string nvsw_name = fmt::format("n{}.nvsw{}", n, two_racks ? "0" : "");

@@ -91,6 +91,13 @@ class Topology {
   // Checks: at least one GPU, positive bandwidths, 0 < efficiency <= 1, every GPU
   // reachable from every other; throws meshsim::Error naming the device or link.
   void seal();
+  // Room for this many devices and directed links in all (a preset of 100k GPUs adds over a
+  // million links; growing by doubling copies and page-faults them several times over).
+  void reserve(std::size_t devices, std::size_t directed_links) {
+    devices_.reserve(devices);
+    out_.reserve(devices);
+    links_.reserve(directed_links);
+  }
   // Lets routes transit through `device` (or forbids it); see Device::forwards.
   void set_forwards(int device, bool forwards);
   // Marks a switch as able to reduce in-network (Device::reduce_efficiency, in (0, 1]).
