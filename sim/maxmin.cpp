@@ -19,8 +19,9 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
       ++count_[l];
     }
   }
-  // Deterministic link order: ids ascending.
-  std::sort(used_links_.begin(), used_links_.end());
+  // used_links_ stays in the order the paths reach them: no result below depends on the order
+  // of links or flows (a round's share is a minimum, its bottleneck links are judged against it
+  // before any subtraction, and each link then loses the same share once per flow fixed on it).
   std::size_t unfixed = 0;
   for (std::size_t f = 0; f < nf; ++f) {
     if (paths[f].empty())

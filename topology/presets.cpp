@@ -434,6 +434,10 @@ Topology build_fat_tree(const Params& p) {
   const FabricLinks fab = fabric_links(p);
 
   Topology t(p.topology_name());
+  // Per node a switch and per GPU a GPU and a NIC with two links; the fabric about two links
+  // per NIC (see build_nodes).
+  const auto n = static_cast<std::size_t>(nodes), g = static_cast<std::size_t>(gpn);
+  t.reserve(n * (1 + 2 * g) + n * g / 2, 2 * n * g * 4);
   std::vector<std::vector<int>> nics(nodes);
   for (int n = 0; n < nodes; ++n) {
     const int nvsw = gpn > 1 ? t.add_device(DeviceKind::NvSwitch, fmt::format("n{}.nvsw", n), n) : -1;
