@@ -126,6 +126,9 @@ class Runner : public EventHandler, public FlowListener {
     int last_peer = -1;
     const Path* last_path = nullptr;
     Time last_latency;
+    PairState* last_send_pair = nullptr;  // to last_peer (pairs_ never moves its entries)
+    int last_recv_peer = -1;
+    PairState* last_recv_pair = nullptr;  // from last_recv_peer
     // Fast-forward bookkeeping: start times of the last 4 steps (ring buffer) and the
     // run of same-shape steps the current step belongs to.
     std::array<Time, 4> starts{};
@@ -187,7 +190,11 @@ class Runner : public EventHandler, public FlowListener {
       for (const Transfer& t : scratch_.sends) send(slot, g, r, t);
       for (const Transfer& t : scratch_.recvs) {
         MESHSIM_ASSERT(t.peer >= 0 && t.peer < gp.program->ranks() && t.peer != r);
-        PairState& p = pair(base_[g] + t.peer, slot);
+        if (st.last_recv_peer != t.peer) {
+          st.last_recv_peer = t.peer;
+          st.last_recv_pair = &pair(base_[g] + t.peer, slot);
+        }
+        PairState& p = *st.last_recv_pair;
         const std::int64_t index = p.posted++;
         if (st.reduce) st.reduce_bytes += t.bytes;
         if (p.arrived > index) --st.outstanding;
@@ -281,6 +288,7 @@ class Runner : public EventHandler, public FlowListener {
       st.last_peer = t.peer;
       st.last_path = &router_.path(gp.gpus[r], gp.gpus[t.peer]);
       st.last_latency = message_latency(g, r, t.peer, *st.last_path);
+      st.last_send_pair = &pair(slot, dst_slot);
     }
     const Path& path = *st.last_path;
     std::uint32_t id;
@@ -294,7 +302,7 @@ class Runner : public EventHandler, public FlowListener {
     Message& m = msgs_[id];
     m.src_slot = slot;
     m.dst_slot = dst_slot;
-    m.pair = &pair(slot, dst_slot);
+    m.pair = st.last_send_pair;
     m.latency = st.last_latency;
     m.record = -1;
     if (options_.record) {
