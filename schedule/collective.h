@@ -150,6 +150,9 @@ class StepProgram {
   // may differ from step s. Steps [s, same_shape_until(rank, s)) look alike, so a
   // simulator may fast-forward through them once they run periodically. Default: s + 1.
   virtual int same_shape_until(int /*rank*/, int s) const { return s + 1; }
+  // Inside such a run, step s has the shape of step s - shape_period() (1: every step alike;
+  // 2: two kinds of step in turn, as a tree's UP and DOWN steps). At most 2.
+  virtual int shape_period() const { return 1; }
 };
 
 // The alpha-beta-gamma parameters a closed form is evaluated with. `intra_*` describe a

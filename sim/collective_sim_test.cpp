@@ -922,24 +922,30 @@ TEST(FastForward, EqualsFullSimulationExactly) {
   }
 }
 
-// NVLS-Tree and NVLS over SHARP cut every rail into equal pieces (the rest in the last chunk),
-// so their middle steps repeat byte for byte: where the fabric lets the pipeline settle (a
-// rail-optimised DGX H100 cluster) the runner skips periods, and every figure still equals
-// the full simulation's. On a fat-tree whose ECMP routes collide the steps never settle to
-// the picosecond: nothing is skipped, and the result is the same either way.
-TEST(FastForward, NvlsPipelinesSkipOnlyExactRepeats) {
+// The pipelined trees cut their buffers into equal pieces (the rest in the last chunk), so
+// their middle steps repeat byte for byte: every step for NVLS-Tree and NVLS over SHARP, every
+// other step (UP, DOWN) for dbt and NCCL's Tree. Where the fabric lets the pipeline settle (a
+// rail-optimised DGX cluster, one switch) the runner skips periods, and every figure still
+// equals the full simulation's. On a fat-tree whose ECMP routes collide the steps never
+// settle to the picosecond: nothing is skipped, and the result is the same either way.
+TEST(FastForward, PipelinedTreesSkipOnlyExactRepeats) {
   struct Config {
     std::string topology, algorithm;
     int ranks;
     bool skips;
+    Bytes bytes = GiB(1);
   };
+  // 1000 MiB + 7 elements: no cut of it into chunks comes out even.
+  const Bytes odd = MiB(1000) + 28;
   for (const Config& c : std::vector<Config>{{"dgx-h100:nodes=16", "nvls_tree", 128, true},
-                                             {"dgx-h100:nodes=4,sharp_efficiency=1", "nvls_sharp", 32, true},
-                                             {"fat-tree:nodes=16", "nvls_tree", 128, false}}) {
+                                             {"dgx-h100:nodes=4,sharp_efficiency=1", "nvls_sharp", 32, true, odd},
+                                             {"fat-tree:nodes=16", "nvls_tree", 128, false},
+                                             {"dgx-a100:nodes=8", "nccl_tree", 64, true, odd},
+                                             {"switch:nodes=8,gpus_per_node=8", "dbt", 64, true, odd}}) {
     const Topology topo = resolve_topology(c.topology);
     Router router(topo);
-    const std::uint64_t skipped =
-        expect_fast_forward_exact(topo, router, request(CollKind::AllReduce, GiB(1), c.ranks, c.algorithm), c.topology);
+    const std::uint64_t skipped = expect_fast_forward_exact(
+        topo, router, request(CollKind::AllReduce, c.bytes, c.ranks, c.algorithm), c.topology);
     EXPECT_EQ(skipped > 0, c.skips) << c.topology << " skipped " << skipped;
   }
 }

@@ -38,6 +38,8 @@ class Runner : public EventHandler, public FlowListener {
     for (std::size_t g = 0; g < groups_.size(); ++g)
       for (std::size_t r = 0; r < groups_[g].gpus.size(); ++r) slot_group_.push_back(static_cast<int>(g));
     ranks_.resize(slots);
+    for (const auto& g : groups_) shape_period_ = std::max(shape_period_, g.program->shape_period());
+    MESHSIM_ASSERT(shape_period_ >= 1 && shape_period_ <= 2);
     group_end_.assign(groups_.size(), Time{});
     net_.record_intervals(options_.record);
     options_.fast_forward = options_.fast_forward && !options_.record;
@@ -129,9 +131,9 @@ class Runner : public EventHandler, public FlowListener {
     PairState* last_send_pair = nullptr;  // to last_peer (pairs_ never moves its entries)
     int last_recv_peer = -1;
     PairState* last_recv_pair = nullptr;  // from last_recv_peer
-    // Fast-forward bookkeeping: start times of the last 4 steps (ring buffer) and the
+    // Fast-forward bookkeeping: start times of the last 8 steps (ring buffer) and the
     // run of same-shape steps the current step belongs to.
-    std::array<Time, 4> starts{};
+    std::array<Time, 8> starts{};
     int run_begin = 0, run_end = 0;
   };
   struct Message {
@@ -206,32 +208,38 @@ class Runner : public EventHandler, public FlowListener {
     group_end_[g] = std::max(group_end_[g], engine_.now());
   }
 
+  static Time start_of(const RankState& st, int step) { return st.starts[static_cast<std::size_t>(step % 8)]; }
+
   void note_step_start(int slot, int r, const GroupProgram& gp) {
     RankState& st = ranks_[slot];
-    st.starts[st.step % 4] = st.start;
+    st.starts[static_cast<std::size_t>(st.step % 8)] = st.start;
     if (st.step >= st.run_end) {
       st.run_begin = st.step;
       st.run_end = gp.program->same_shape_until(r, st.step);
     }
-    // Rank 0 of group 0 paces the checks: every 8th step inside a long run.
-    if (slot == 0 && st.step - st.run_begin >= 3 && st.run_end - st.step > 8 && st.step % 8 == 0) check_pending_ = true;
+    // Rank 0 of group 0 paces the checks: every 8th period inside a long run.
+    const int p = shape_period_;
+    if (slot == 0 && st.step - st.run_begin >= 4 * p - 1 && st.run_end - st.step > 8 * p && st.step % (8 * p) == 0)
+      check_pending_ = true;
   }
 
-  // Called at the end of an instant (all rates solved). If every rank is inside a run of
-  // same-shape steps and has started its last 4 steps exactly `period` apart, the system
-  // repeats itself each period: jump K periods ahead, shifting all pending events and
-  // flow clocks by K*period and crediting the skipped messages and bytes.
+  // Called at the end of an instant (all rates solved). A period is shape_period_ steps (the
+  // programs' shapes repeat after that many). If every rank is inside a run of same-shape
+  // steps and each of its last 3 periods' steps started exactly `period` after the step one
+  // period before, the system repeats itself each period: jump K periods ahead, shifting all
+  // pending events and flow clocks by K*period and crediting the skipped messages and bytes.
   void try_fast_forward() {
+    const int p = shape_period_;
     const RankState& lead = ranks_[0];
-    const Time period = lead.starts[lead.step % 4] - lead.starts[(lead.step + 3) % 4];
+    const Time period = start_of(lead, lead.step) - start_of(lead, lead.step - p);
     if (period <= Time{}) return;
     int k = INT32_MAX;
     for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
       const RankState& st = ranks_[slot];
-      if (st.step - st.run_begin < 3 || st.step >= st.run_end) return;
-      for (int i = 0; i < 3; ++i)
-        if (st.starts[(st.step - i) % 4] - st.starts[(st.step - i + 3) % 4] != period) return;
-      k = std::min(k, st.run_end - st.step - 2);  // leave the run's last steps to simulate
+      if (st.step - st.run_begin < 4 * p - 1 || st.step >= st.run_end) return;
+      for (int i = 0; i < 3 * p; ++i)
+        if (start_of(st, st.step - i) - start_of(st, st.step - i - p) != period) return;
+      k = std::min(k, (st.run_end - st.step - 2 * p) / p);  // leave the run's last steps to simulate
     }
     if (k < 4) return;
     const Time delta = period * k;
@@ -242,21 +250,23 @@ class Runner : public EventHandler, public FlowListener {
       const int g = slot_group_[slot];
       const GroupProgram& gp = groups_[g];
       const int r = static_cast<int>(slot) - base_[g];
-      scratch_.clear();
-      gp.program->step(r, st.step, scratch_);  // same shape as the K skipped steps
-      for (const Transfer& t : scratch_.sends) {
-        const int dst_slot = base_[g] + t.peer;
-        pair(static_cast<int>(slot), dst_slot).arrived += k;
-        net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links,
-                       static_cast<double>(wire_bytes(g, t.bytes)) * k);
-        messages_ += static_cast<std::uint64_t>(k);
+      for (int i = 0; i < p; ++i) {
+        scratch_.clear();
+        gp.program->step(r, st.step + i, scratch_);  // the shape of every p-th skipped step from here
+        for (const Transfer& t : scratch_.sends) {
+          const int dst_slot = base_[g] + t.peer;
+          pair(static_cast<int>(slot), dst_slot).arrived += k;
+          net_.add_bytes(router_.path(gp.gpus[r], gp.gpus[t.peer]).links,
+                         static_cast<double>(wire_bytes(g, t.bytes)) * k);
+          messages_ += static_cast<std::uint64_t>(k);
+        }
+        for (const Transfer& t : scratch_.recvs) pair(base_[g] + t.peer, static_cast<int>(slot)).posted += k;
       }
-      for (const Transfer& t : scratch_.recvs) pair(base_[g] + t.peer, static_cast<int>(slot)).posted += k;
-      st.step += k;
+      st.step += k * p;
       st.start += delta;
       for (Time& t : st.starts) t += delta;
     }
-    skipped_steps_ += static_cast<std::uint64_t>(k);
+    skipped_steps_ += static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(p);
   }
 
   // All inputs of the step are in; returns true when the step is over now, false when a
@@ -358,6 +368,7 @@ class Runner : public EventHandler, public FlowListener {
   std::vector<TransferRecord> transfers_;
   std::uint64_t messages_ = 0;
   bool check_pending_ = false;
+  int shape_period_ = 1;  // the largest of the programs' shape_period()
   std::uint64_t skipped_steps_ = 0;
 };
 

@@ -77,6 +77,13 @@ void ring_all_gather_step(const RingView& v, int s, Step& out);
 // Exact time of one ring phase under the step rules: the largest slice (the last one)
 // crosses every one of the size-1 steps, so (size-1) * (alpha + M*beta + M*gamma).
 double ring_phase_ps(int size, Bytes len, Bytes elem, double alpha, double beta, double gamma);
+// Piece j of `len` bytes cut into k pieces as NCCL cuts a buffer into chunks: k-1 pieces of
+// floor(E/k) elements (E = len / elem) and the rest in the last, so the pieces but the last are
+// alike byte for byte (a pipeline's middle steps repeat exactly). Needs E >= k.
+inline Range equal_piece(Bytes len, int k, int j, Bytes elem) {
+  const Bytes q = len / elem / k * elem;
+  return j < k - 1 ? Range{j * q, (j + 1) * q} : Range{(k - 1) * q, len};
+}
 // Size of the largest slice (always the last one with the floor split).
 inline Bytes max_slice(Bytes len, int parts, Bytes elem) { return slice(len, parts, parts - 1, elem).size(); }
 // Part j of `total` bytes cut in `parts` near-equal parts: floor((j+1)T/parts) - floor(jT/parts),

@@ -41,11 +41,14 @@
 // flows (L = 1 for p = 2, where each step is a plain exchange).
 //
 // Chunks: k = spec.chunks, or by default one chunk per 512 KiB of each half:
-// clamp(ceil(n/1MiB), 1, 64), never more chunks than elements of a half.
+// clamp(ceil(n/1MiB), 1, 64), never more chunks than elements of a half. A tree's part is cut
+// as NCCL cuts a buffer: k-1 equal pieces and the rest in the last (equal_piece), so the steps
+// of the pipeline's middle slots come in two shapes, UP and DOWN, in turn (shape_period 2).
 //
 // Closed form (lockstep estimate): UP steps run in slots 0 .. k+H-2 and DOWN steps in
 // slots H-1 .. k+2H-3, so a critical path has k+H-1 of each; with every step taking the
-// time of its most loaded port, c = the largest chunk (~ n/(2k)):
+// time of its most loaded port, c = ceil(n/(2k)) (a middle piece, rounded up; the last piece
+// carries the remainder too, fewer than k elements more):
 //   T = (k + H - 1) * (2*alpha + 2*L*c*beta + R*c*gamma),   L = R = 2 (1 when p = 2)
 //     ~ 2k*alpha + 2n*beta + n*gamma for k >> H.
 // Assumptions: all ranks move in lockstep and every step on the critical path carries the
@@ -160,6 +163,14 @@ class TreeSetProgram final : public StepProgram, public DbtSlots {
     const int t = lo;
     slot(rank, t, has(rank, 0, t) && steps_before(rank, t) == s, out);
   }
+  // In slots 2H .. k-2 every rank has an UP and a DOWN step, and every piece they move is a
+  // middle one (chunks t-2H+1 .. t of its trees): the steps alternate between two shapes.
+  int same_shape_until(int rank, int s) const override {
+    if (p_ < 2 || 2 * h_ >= k_ - 1) return s + 1;
+    const int lo = steps_before(rank, 2 * h_), hi = steps_before(rank, k_ - 1);
+    return s >= lo && s < hi ? hi : s + 1;
+  }
+  int shape_period() const override { return 2; }
   int slots() const override { return p_ < 2 ? 0 : k_ + 2 * h_; }
   void slot(int rank, int t, bool is_up, Step& out) const override {
     for (std::size_t tr = 0; tr < trees_.size(); ++tr) {
@@ -182,7 +193,7 @@ class TreeSetProgram final : public StepProgram, public DbtSlots {
   void add(std::vector<Transfer>& v, std::size_t tree, int peer, int j) const {
     if (j < 0 || j >= k_) return;
     const Range& part = trees_[tree].part;
-    const Range r = slice(part.size(), k_, j, elem_);
+    const Range r = equal_piece(part.size(), k_, j, elem_);
     v.push_back(Transfer{peer, part.begin + r.begin, r.size(), static_cast<int>(tree) * k_ + j});
   }
 
