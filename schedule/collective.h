@@ -147,8 +147,9 @@ class StepProgram {
   // Fills `out` (cleared first by the caller) with rank's step s, 0 <= s < num_steps(rank).
   virtual void step(int rank, int s, Step& out) const = 0;
   // The first step after s whose shape (peers, bytes, op; not offsets or chunk labels)
-  // may differ from step s. Steps [s, same_shape_until(rank, s)) look alike, so a
-  // simulator may fast-forward through them once they run periodically. Default: s + 1.
+  // may differ from the step shape_period() before it. Steps [s, same_shape_until(rank, s))
+  // look alike (or, with a period of 2, alternate between two shapes), so a simulator may
+  // fast-forward through them once they run periodically. Default: s + 1.
   virtual int same_shape_until(int /*rank*/, int s) const { return s + 1; }
   // Inside such a run, step s has the shape of step s - shape_period() (1: every step alike;
   // 2: two kinds of step in turn, as a tree's UP and DOWN steps). At most 2.
