@@ -36,6 +36,8 @@ Router::Router(const Topology& topo, Search search) : topo_(topo), search_(searc
   // ids, neighbours and latencies), and whether it relays. Endpoints that do not forward have
   // their edges kept too (a source expands them); the BFS skips relaying through them.
   adj_begin_.assign(n + 1, 0);
+  // A group's parameters read about six routes per rank (sim/group_links.cpp): room for them.
+  summaries_.reserve(static_cast<std::size_t>(topo.num_gpus()) * 6);
   adj_.reserve(topo.links().size());
   adj_link_.reserve(topo.links().size());
   for (std::size_t d = 0; d < n; ++d) {
