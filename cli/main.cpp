@@ -65,8 +65,9 @@ int main(int argc, char** argv) {
 #ifdef M_TOP_PAD
   // Keep 256 MiB at the top of the heap when it shrinks: a 100k-GPU cluster builds and frees
   // hundreds of MB of tables, and memory handed back to the kernel page-faults again as the
-  // next table grows (a fifth of a 102,400-GPU formula run on the 2-core VM: 1.02 -> 0.87 s,
-  // docs/performance.md). Pages are reserved, not touched: small runs stay small.
+  // next table grows (a 102,400-GPU formula run on the 2-core VM: 0.98-1.40 s without it,
+  // 1.05-1.17 s with it, alternately; docs/performance.md). Pages are reserved, not touched:
+  // small runs stay small.
   mallopt(M_TOP_PAD, 256 << 20);
 #endif
   CLI::App app{"meshsim: simulate, explain and compare collectives and training schedules on modeled GPU clusters"};
