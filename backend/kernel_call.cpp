@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -20,63 +21,90 @@ namespace {
 
 using Fn = KernelCall::Fn;
 
-// Operands start on 16-byte boundaries (the CUDA kernels' float4 paths; int64 targets).
-void lay_out(KernelCall& c, std::initializer_list<std::int64_t> sizes) {
+using Elem = KernelCall::Elem;
+
+// One operand: its elements and their type.
+struct Operand {
+  std::int64_t count;
+  Elem elem;
+};
+
+std::int64_t words(const Operand& o) {
+  const std::int64_t n = std::max<std::int64_t>(o.count, 1);
+  switch (o.elem) {
+    case Elem::BF16:
+      return (n + 1) / 2;
+    case Elem::I64:
+      return 2 * n;
+    case Elem::F32:
+      break;
+  }
+  return n;
+}
+
+// Operands start on 16-byte boundaries (the CUDA kernels' vector paths; int64 targets).
+void lay_out(KernelCall& c, std::initializer_list<Operand> ops) {
   c.offsets.clear();
+  c.elems.clear();
+  c.counts.clear();
   std::int64_t at = 0;
-  for (std::int64_t s : sizes) {
+  for (const Operand& o : ops) {
     c.offsets.push_back(at);
-    at += (std::max<std::int64_t>(s, 1) + 3) / 4 * 4;
+    c.elems.push_back(o.elem);
+    c.counts.push_back(o.count);
+    at += (words(o) + 3) / 4 * 4;
   }
   c.offsets.push_back(at);
 }
 
 void lay_out_rows(KernelCall& c) {
   const std::int64_t r = c.rows, n = c.rows * c.cols, h = c.cols;
+  const Elem a = c.bf16 ? Elem::BF16 : Elem::F32;  // activation-shaped operands
+  const Elem f = Elem::F32;
   switch (c.fn) {
     case Fn::Pass:
-      lay_out(c, {h, h});
+      lay_out(c, {{h, f}, {h, f}});
       return;
     case Fn::LayerNormFwd:
-      lay_out(c, {n, h, h, n, r, r});
+      lay_out(c, {{n, a}, {h, a}, {h, a}, {n, a}, {r, f}, {r, f}});
       return;
     case Fn::LayerNormBwd:
-      lay_out(c, {n, n, h, r, r, n, h, h});
+      lay_out(c, {{n, a}, {n, a}, {h, a}, {r, f}, {r, f}, {n, a}, {h, f}, {h, f}});
       return;
     case Fn::LayerNorm2dFwd:
-      lay_out(c, {n, 2 * r, h, h, n, r, r});
+      lay_out(c, {{n, a}, {2 * r, f}, {h, a}, {h, a}, {n, a}, {r, f}, {r, f}});
       return;
     case Fn::LayerNorm2dBwd:
-      lay_out(c, {n, n, h, r, r, 2 * r, n, h, h});
+      lay_out(c, {{n, a}, {n, a}, {h, a}, {r, f}, {r, f}, {2 * r, f}, {n, a}, {h, f}, {h, f}});
       return;
     case Fn::GeluFwd:
     case Fn::DropoutFwd:
     case Fn::DropoutBwd:
     case Fn::SoftmaxFwd:
-      lay_out(c, {n, n});
+      lay_out(c, {{n, a}, {n, a}});
       return;
     case Fn::GeluBwd:
     case Fn::SoftmaxBwd:
     case Fn::DropoutAddFwd:
-      lay_out(c, {n, n, n});
+      lay_out(c, {{n, a}, {n, a}, {n, a}});
       return;
     case Fn::SwigluFwd:
-      lay_out(c, {2 * n, n});
+      lay_out(c, {{2 * n, a}, {n, a}});
       return;
     case Fn::SwigluBwd:
-      lay_out(c, {n, 2 * n, 2 * n});
+      lay_out(c, {{n, a}, {2 * n, a}, {2 * n, a}});
       return;
     case Fn::CrossEntropyFwd:
-      lay_out(c, {n, r, 2 * r, 2 * r, r});
+      lay_out(c, {{n, a}, {r, f}, {r, Elem::I64}, {2 * r, f}, {r, f}});
       return;
     case Fn::CrossEntropyBwd:
-      lay_out(c, {n, r, 2 * r, 2 * r, n});
+      lay_out(c, {{n, a}, {r, f}, {r, Elem::I64}, {2 * r, f}, {n, a}});
       return;
     case Fn::LseMerge:
-      lay_out(c, {n, r, n, r, n, r});
+      lay_out(c, {{n, a}, {r, f}, {n, a}, {r, f}, {n, a}, {r, f}});
       return;
     case Fn::AdamW:
-      lay_out(c, {n, n, n, n});
+      lay_out(c, {{n, f}, {n, f}, {n, f}, {n, f}});
       return;
     case Fn::AttentionFwd:
     case Fn::AttentionBwd:
@@ -110,33 +138,38 @@ constexpr EnumName<KernelCall::Fn> kFnNames[] = {{Fn::Pass, "pass"},
 const char* to_string(KernelCall::Fn fn) { return enum_name(kFnNames, fn); }
 
 std::string KernelCall::text() const {
+  const char* width = bf16 ? " bf16" : "";
   if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
-    return fmt::format("{} {}x{}x{}x{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv, shape.head_dim,
-                       causal ? " causal" : "");
+    return fmt::format("{} {}x{}x{}x{}{}{}", to_string(fn), shape.batch_heads, shape.seq_q, shape.seq_kv,
+                       shape.head_dim, causal ? " causal" : "", width);
   if (fn == Fn::Pass) return fmt::format("pass {}", cols);
   if (fn == Fn::LayerNorm2dFwd || fn == Fn::LayerNorm2dBwd)
-    return fmt::format("{} {}x{}/{}", to_string(fn), rows, cols, full);
-  return fmt::format("{} {}x{}", to_string(fn), rows, cols);
+    return fmt::format("{} {}x{}/{}{}", to_string(fn), rows, cols, full, width);
+  return fmt::format("{} {}x{}{}", to_string(fn), rows, cols, width);
 }
 
-KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols) {
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16) {
   MESHSIM_ASSERT(fn != Fn::AttentionFwd && fn != Fn::AttentionBwd && rows > 0 && cols > 0);
   KernelCall c;
   c.fn = fn;
   c.rows = rows;
   c.cols = cols;
+  // A pass moves bytes, and AdamW's operands are float32 whatever the model's width.
+  c.bf16 = bf16 && fn != Fn::Pass && fn != Fn::AdamW;
   lay_out_rows(c);
   return c;
 }
 
-KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal) {
+KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal, bool bf16) {
   MESHSIM_ASSERT(shape.batch_heads > 0 && shape.seq_q > 0 && shape.seq_kv > 0 && shape.head_dim > 0);
   KernelCall c;
   c.fn = backward ? Fn::AttentionBwd : Fn::AttentionFwd;
   c.shape = shape;
   c.causal = causal;
-  const std::int64_t q = shape.batch_heads * shape.seq_q * shape.head_dim,
-                     kv = shape.batch_heads * shape.seq_kv * shape.head_dim, lse = shape.batch_heads * shape.seq_q;
+  c.bf16 = bf16;
+  const Elem a = bf16 ? Elem::BF16 : Elem::F32;
+  const Operand q{shape.batch_heads * shape.seq_q * shape.head_dim, a},
+      kv{shape.batch_heads * shape.seq_kv * shape.head_dim, a}, lse{shape.batch_heads * shape.seq_q, Elem::F32};
   if (backward)
     lay_out(c, {q, kv, kv, q, q, lse, q, kv, kv});
   else
@@ -144,12 +177,21 @@ KernelCall make_attention_call(bool backward, const kernels::AttentionShape& sha
   return c;
 }
 
-KernelCall kernel_call(const Kernel& k, Phase phase) {
+KernelCall as_fp32(const KernelCall& c) {
+  if (c.fn == Fn::AttentionFwd || c.fn == Fn::AttentionBwd)
+    return make_attention_call(c.fn == Fn::AttentionBwd, c.shape, c.causal, false);
+  KernelCall f = make_kernel_call(c.fn, c.rows, c.cols, false);
+  f.full = c.full;
+  return f;
+}
+
+KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16) {
   MESHSIM_ASSERT(k.kind != KernelKind::Gemm);
   const bool bwd = phase == Phase::Backward;
+  bf16 = bf16 && k.dtype_bytes == 2;
   if (k.kind == KernelKind::Attention && k.batch > 0 && k.m > 0 && k.n > 0 && k.k > 0)
-    return make_attention_call(bwd, {k.batch, k.m, k.n, k.k}, k.causal);
-  auto pick = [&](Fn f, Fn b) { return make_kernel_call(bwd ? b : f, k.m, k.n); };
+    return make_attention_call(bwd, {k.batch, k.m, k.n, k.k}, k.causal, bf16);
+  auto pick = [&](Fn f, Fn b) { return make_kernel_call(bwd ? b : f, k.m, k.n, bf16); };
   if (k.m > 0 && k.n > 0) switch (k.fn) {
       case KernelFn::LayerNorm:
         return pick(Fn::LayerNormFwd, Fn::LayerNormBwd);
@@ -166,7 +208,7 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
       case KernelFn::CrossEntropy:
         return pick(Fn::CrossEntropyFwd, Fn::CrossEntropyBwd);
       case KernelFn::LseMerge:
-        return make_kernel_call(Fn::LseMerge, k.m, k.n);
+        return make_kernel_call(Fn::LseMerge, k.m, k.n, bf16);
       case KernelFn::AdamW:
         return make_kernel_call(Fn::AdamW, k.m, k.n);
       case KernelFn::LayerNorm2d: {
@@ -181,12 +223,13 @@ KernelCall kernel_call(const Kernel& k, Phase phase) {
   return make_kernel_call(Fn::Pass, 1, std::max<std::int64_t>(static_cast<std::int64_t>(k.bytes / 8), 1));
 }
 
-Schedule as_run_by_our_kernels(Schedule s) {
+Schedule as_run_by_our_kernels(Schedule s, bool bf16) {
   for (Role& role : s.roles)
     for (Op& op : role.ops)
       if (op.kind == OpKind::Compute && op.kernel.kind != KernelKind::Gemm) {
-        op.kernel.bytes = kernel_call_bytes(kernel_call(op.kernel, op.phase));
-        op.kernel.dtype_bytes = 4;
+        const KernelCall c = kernel_call(op.kernel, op.phase, bf16);
+        op.kernel.bytes = kernel_call_bytes(c);
+        op.kernel.dtype_bytes = c.bf16 ? 2 : 4;
       }
   return s;
 }
@@ -200,11 +243,11 @@ double kernel_call_bytes(const KernelCall& c) {
 }
 
 namespace {
-std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row) {
+std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row, bool bf16) {
   std::vector<CalibrationCall> v;
   auto add = [&](KernelKind kind, KernelFn fn, Fn f, Fn b) {
-    v.push_back({kind, make_kernel_call(f, rows, row), 0, fn, false});
-    v.push_back({kind, make_kernel_call(b, rows, row), 0, fn, true});
+    v.push_back({kind, make_kernel_call(f, rows, row, bf16), 0, fn, false});
+    v.push_back({kind, make_kernel_call(b, rows, row, bf16), 0, fn, true});
   };
   add(KernelKind::Norm, KernelFn::LayerNorm, Fn::LayerNormFwd, Fn::LayerNormBwd);
   add(KernelKind::Elementwise, KernelFn::Gelu, Fn::GeluFwd, Fn::GeluBwd);
@@ -216,23 +259,25 @@ std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row) {
 }
 }  // namespace
 
-std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width) {
+std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width, bool bf16) {
   MESHSIM_ASSERT(width > 0);
   const std::int64_t rows = std::max<std::int64_t>(floats / width, 1);
-  std::vector<CalibrationCall> v = row_calls(rows, width);
+  std::vector<CalibrationCall> v = row_calls(rows, width, bf16);
   // Dropout alone (attention's probabilities), which the kind's figure above leaves out.
-  v.push_back({KernelKind::Elementwise, make_kernel_call(Fn::DropoutFwd, rows, width), 0, KernelFn::Dropout, false});
-  v.push_back({KernelKind::Elementwise, make_kernel_call(Fn::DropoutBwd, rows, width), 0, KernelFn::Dropout, true});
+  v.push_back(
+      {KernelKind::Elementwise, make_kernel_call(Fn::DropoutFwd, rows, width, bf16), 0, KernelFn::Dropout, false});
+  v.push_back(
+      {KernelKind::Elementwise, make_kernel_call(Fn::DropoutBwd, rows, width, bf16), 0, KernelFn::Dropout, true});
   return v;
 }
 
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
-                                               const kernels::AttentionShape& attention) {
-  std::vector<CalibrationCall> v = row_calls(rows, row);
+                                               const kernels::AttentionShape& attention, bool bf16) {
+  std::vector<CalibrationCall> v = row_calls(rows, row, bf16);
   const double fwd =
       Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim, 4, true).flops;
-  v.push_back({KernelKind::Attention, make_attention_call(false, attention, true), fwd});
-  v.push_back({KernelKind::Attention, make_attention_call(true, attention, true), 2 * fwd});
+  v.push_back({KernelKind::Attention, make_attention_call(false, attention, true, bf16), fwd});
+  v.push_back({KernelKind::Attention, make_attention_call(true, attention, true, bf16), 2 * fwd});
   v.push_back({KernelKind::Optimizer, make_kernel_call(Fn::AdamW, 1, rows * row), 0});
   return v;
 }
@@ -257,7 +302,42 @@ KernelRates kernel_rates(const std::vector<MeasuredKernel>& measured) {
   return r;
 }
 
+namespace {
+// A bf16 call on the CPU: its operands widened into the float32 layout, the float32
+// reference run there, and every operand narrowed (bf16) or copied (float, int64) back. An
+// operand the kernel only reads comes back unchanged: widening and narrowing a bf16 is exact.
+void run_bf16_call_cpu(const KernelCall& c, float* ws) {
+  const KernelCall f = as_fp32(c);
+  std::vector<float> wide(static_cast<std::size_t>(f.floats()));
+  auto each = [&](bool in) {
+    for (int j = 0; j < c.operands(); ++j) {
+      const auto n = static_cast<std::size_t>(c.counts[static_cast<std::size_t>(j)]);
+      float* w = f.operand(wide.data(), j);
+      if (c.elem(j) == Elem::BF16) {
+        if (in)
+          kernels::widen(c.bf16_operand(ws, j), w, n);
+        else
+          kernels::narrow(w, c.bf16_operand(ws, j), n);
+        continue;
+      }
+      const std::size_t bytes = n * (c.elem(j) == Elem::I64 ? 8 : 4);
+      if (in)
+        std::memcpy(w, c.operand(ws, j), bytes);
+      else
+        std::memcpy(c.operand(ws, j), w, bytes);
+    }
+  };
+  each(true);
+  run_kernel_call_cpu(f, wide.data());
+  each(false);
+}
+}  // namespace
+
 void run_kernel_call_cpu(const KernelCall& c, float* ws) {
+  if (c.bf16) {
+    run_bf16_call_cpu(c, ws);
+    return;
+  }
   auto op = [&](int j) { return c.operand(ws, j); };
   auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(op(j)); };
   const std::int64_t r = c.rows, h = c.cols;

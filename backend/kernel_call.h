@@ -9,6 +9,14 @@
 //   run_kernel_call_cpu(c, ws.data());
 //   c.operand(ws.data(), 0)                             // its first operand (x)
 //
+// Precision: an op of a 2-byte model (Kernel::dtype_bytes 2) runs bf16 kernels where the
+// backend asks for them (kernel_call(k, phase, /*bf16=*/true): the cuda backend): every
+// activation-shaped operand (x, y, dy, dx, gamma, beta, q, k, v, o, logits, ...) is bf16
+// (kernels/bf16.h), while the row statistics (mean, rstd, stats, lse, max, loss), the
+// parameter gradients the kernel accumulates (dgamma, dbeta), AdamW's operands (fp32 master
+// weights, gradients and moments: the schedule's optimizer op is a 4-byte op) and the int64
+// targets keep their width. The kernel widens what it reads and computes in float.
+//
 // Operands, in order (r = rows, c = cols, n = r * c; attention: q, k, v are [bh, seq, d]):
 //   layernorm fwd  x n, gamma c, beta c, y n, mean r, rstd r
 //   layernorm bwd  dy n, x n, gamma c, mean r, rstd r, dx n, dgamma c, dbeta c
@@ -21,8 +29,8 @@
 //   dropout fwd    x n, y n                 dropout bwd   dy n, dx n
 //   dropout_add    x n, residual n, y n (y = dropout(x) + residual; its backward is dropout's)
 //   softmax fwd    x n, y n                 softmax bwd   dy n, y n, dx n
-//   cross_entropy fwd  logits n, max r, targets 2r (int64), stats 2r, loss r
-//   cross_entropy bwd  logits n, max r, targets 2r (int64), stats 2r, dlogits n
+//   cross_entropy fwd  logits n, max r, targets r (int64), stats 2r, loss r
+//   cross_entropy bwd  logits n, max r, targets r (int64), stats 2r, dlogits n
 //   lse_merge      o1 n, lse1 r, o2 n, lse2 r, o n, lse r
 //   attention fwd  q, k, v, o, lse [bh, sq]
 //   attention bwd  q, k, v, o, dout, lse, dq, dk, dv
@@ -41,6 +49,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "schedule/ir.h"
 
 namespace meshsim {
@@ -69,47 +78,61 @@ struct KernelCall {
     AdamW,
   };
   Fn fn = Fn::Pass;
-  std::int64_t rows = 0, cols = 0;    // row kernels; pass: cols = floats per operand
-  std::int64_t full = 0;              // layernorm2d: the whole row's length (cols is this rank's part)
-  kernels::AttentionShape shape;      // attention
-  bool causal = false;                // attention
-  std::vector<std::int64_t> offsets;  // float offset of each operand, then the total
+  std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
+  std::int64_t full = 0;            // layernorm2d: the whole row's length (cols is this rank's part)
+  kernels::AttentionShape shape;    // attention
+  bool causal = false;              // attention
+  bool bf16 = false;                // activation-shaped operands in bf16 (see above)
+  enum class Elem : std::uint8_t { F32, BF16, I64 };
+  std::vector<Elem> elems;            // each operand's element type
+  std::vector<std::int64_t> counts;   // each operand's elements
+  std::vector<std::int64_t> offsets;  // offset of each operand in 4-byte words, then the total
 
-  std::int64_t floats() const { return offsets.empty() ? 0 : offsets.back(); }
+  std::int64_t floats() const { return offsets.empty() ? 0 : offsets.back(); }  // 4-byte words
   int operands() const { return static_cast<int>(offsets.size()) - 1; }
   float* operand(float* ws, int j) const { return ws + offsets.at(static_cast<std::size_t>(j)); }
+  kernels::bf16* bf16_operand(float* ws, int j) const { return reinterpret_cast<kernels::bf16*>(operand(ws, j)); }
+  Elem elem(int j) const { return elems.at(static_cast<std::size_t>(j)); }
   // attention and softmax: 1 / sqrt(head_dim), 1 for softmax. Inline: the CUDA plugin uses it.
   double scale() const {
     if (fn == Fn::AttentionFwd || fn == Fn::AttentionBwd)
       return 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(shape.head_dim, 1)));
     return 1.0;
   }
-  std::string text() const;  // "layernorm_fwd 1024x1024", "attention_bwd 16x512x512x64 causal"
+  std::string text() const;  // "layernorm_fwd 1024x1024", "attention_bwd 16x512x512x64 causal bf16"
 };
 
 const char* to_string(KernelCall::Fn fn);  // "layernorm_fwd", ...
 
 // The call for a compute op's kernel (not a GEMM) in `phase` (Recompute runs the forward).
 // Attention without a shape (batch 0) and KernelFn::Pass run as a pass over the op's bytes.
-KernelCall kernel_call(const Kernel& k, Phase phase);
+// `bf16`: the backend runs bf16 kernels, so a 2-byte op's call is a bf16 call (a pass and
+// a 4-byte op stay float32).
+KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16 = false);
 
 // The schedule as the real backends run it, for validate's prediction: every non-GEMM
-// compute op runs in float32 (dtype_bytes 4: attention is timed against the fp32 peak) and
-// moves what its call moves (kernel_call_bytes: the measure calibrate's memory efficiencies
-// are taken against), whatever the model's dtype. GEMMs (run in the model's dtype) and
-// every FLOP count are unchanged.
-Schedule as_run_by_our_kernels(Schedule s);
+// compute op runs in its call's precision (dtype_bytes 2 for a bf16 call, else 4: attention
+// is timed against that width's peak) and moves what its call moves (kernel_call_bytes: the
+// measure calibrate's memory efficiencies are taken against). `bf16` as for kernel_call:
+// the cpu backend runs float32 (false), the cuda backend bf16 (true). GEMMs (run in the
+// model's dtype) and every FLOP count are unchanged.
+Schedule as_run_by_our_kernels(Schedule s, bool bf16 = false);
 
 // A call built directly (calibrate): fn on rows x cols, or attention of `shape`.
-KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols);
-KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal);
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16 = false);
+KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal, bool bf16 = false);
+// The same call with float32 operands (the layout the CPU references run a bf16 call on).
+KernelCall as_fp32(const KernelCall& c);
 
 // Bytes the call reads and writes: every operand once (what calibrate turns into a
 // bandwidth; an in-place accumulate counts once), except AdamW's p, m and v, which it
 // reads and writes whole: 28 bytes per parameter, as the schedule counts the step.
 double kernel_call_bytes(const KernelCall& c);
 
-// The CPU reference of the call, on `ws` of c.floats() floats.
+// The CPU reference of the call, on `ws` of c.floats() words. A bf16 call widens its bf16
+// operands into as_fp32(c)'s layout, runs the float32 reference there and narrows them back
+// (round to nearest even): what a bf16 kernel computing in float writes, up to the order of
+// its sums.
 void run_kernel_call_cpu(const KernelCall& c, float* ws);
 
 // What calibrate times of our kernels, tagged with the compute model's kernel kind they
@@ -125,12 +148,12 @@ struct CalibrationCall {
   bool backward = false;         // ... and its pass, as kernel_call picks it by the op's phase
 };
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
-                                               const kernels::AttentionShape& attention);
+                                               const kernels::AttentionShape& attention, bool bf16 = false);
 // The row kernels alone (LayerNorm, GeLU, SwiGLU, dropout + residual, softmax, cross-entropy,
 // dropout, forward and backward), each on rows of `width` over about `floats` elements: calibrate's
 // sweep over widths, since a row kernel's rate depends on its row length (rows held in
 // registers or shared memory, or read twice; docs/validation/gpu-h100.md, run 20).
-std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width);
+std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width, bool bf16 = false);
 
 // A timed calibration call, and what calibrate writes from a set of them: per kernel kind
 // the bytes moved over the time taken (the memory efficiency is that over the measured

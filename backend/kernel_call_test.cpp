@@ -206,5 +206,171 @@ TEST(KernelCall, CpuRunsTheNamedKernel) {
   }
 }
 
+// bf16 calls (a 2-byte model on a backend that runs bf16 kernels): activation-shaped
+// operands take 2 bytes, statistics, accumulated parameter gradients, AdamW and int64
+// targets keep theirs.
+TEST(KernelCall, Bf16CallsHalveActivationsAndKeepStatisticsInFloat) {
+  const KernelCall ln = make_kernel_call(Fn::LayerNormFwd, 3, 6, true);
+  ASSERT_TRUE(ln.bf16);
+  // x 18 bf16 = 9 words -> 12, gamma and beta 6 bf16 = 3 -> 4, y 12, mean 3 -> 4, rstd 4.
+  const std::int64_t want[] = {12, 4, 4, 12, 4, 4};
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(sizes(ln, j), want[j]) << j;
+  EXPECT_EQ(ln.elem(0), KernelCall::Elem::BF16);
+  EXPECT_EQ(ln.text(), "layernorm_fwd 3x6 bf16");
+  EXPECT_EQ(ln.elem(4), KernelCall::Elem::F32);
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(ln), 40.0 * 4);
+  const KernelCall bwd = make_kernel_call(Fn::LayerNormBwd, 4, 8, true);
+  EXPECT_EQ(bwd.elem(5), KernelCall::Elem::BF16);  // dx
+  EXPECT_EQ(bwd.elem(6), KernelCall::Elem::F32);   // dgamma: accumulated in float (the main gradient)
+  const KernelCall ce = make_kernel_call(Fn::CrossEntropyFwd, 4, 100, true);
+  EXPECT_EQ(ce.elem(2), KernelCall::Elem::I64);
+  EXPECT_EQ(sizes(ce, 2), 8);                                                      // 4 int64 targets
+  EXPECT_EQ(sizes(ce, 0), 200);                                                    // 400 bf16 logits
+  EXPECT_EQ(sizes(make_attention_call(false, {2, 8, 16, 4}, true, true), 4), 16);  // lse stays float
+
+  // kernel_call: a 2-byte op on a bf16 backend is a bf16 call; a 4-byte op, a pass, AdamW
+  // and a float32 backend are not.
+  const Kernel ln2 = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 128, 64, 1, 1, 2);
+  EXPECT_TRUE(kernel_call(ln2, Phase::Forward, true).bf16);
+  EXPECT_FALSE(kernel_call(ln2, Phase::Forward, false).bf16);
+  EXPECT_FALSE(
+      kernel_call(Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 128, 64, 1, 1, 4), Phase::Forward, true).bf16);
+  EXPECT_TRUE(kernel_call(Kernel::attention(16, 512, 512, 64, 2, true), Phase::Backward, true).bf16);
+  EXPECT_FALSE(kernel_call(Kernel::elementwise(KernelKind::Memcpy, 0, 8000, 2), Phase::Forward, true).bf16);
+  const KernelCall adam = kernel_call(Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, 1000, 12e3, 28e3, 2),
+                                      Phase::Optimizer, true);
+  EXPECT_FALSE(adam.bf16);
+  EXPECT_DOUBLE_EQ(kernel_call_bytes(adam), 28e3);
+}
+
+TEST(KernelCall, ValidatePredictsBf16OpsAsBf16OnABf16Backend) {
+  Schedule s;
+  s.roles.emplace_back();
+  Op ln;
+  ln.kind = OpKind::Compute;
+  ln.phase = Phase::Backward;
+  ln.kernel = Kernel::rowwise(KernelKind::Norm, KernelFn::LayerNorm, 4, 8, 320, 4 * 2 * 32, 2);
+  s.roles[0].ops = {ln};
+  const Schedule r = as_run_by_our_kernels(s, true);
+  // dy 32, x 32, gamma 8 bf16 (16, 16, 4 words), mean 4, rstd 4, dx 32 bf16 (16), dgamma 8, dbeta 8 floats.
+  EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.bytes, (16 + 16 + 4 + 4 + 4 + 16 + 8 + 8) * 4.0);
+  EXPECT_EQ(r.roles[0].ops[0].kernel.dtype_bytes, 2);
+}
+
+// The CPU's bf16 call against independent truths: LayerNorm rows normalised and GeLU's tanh
+// form, each within what one bf16 rounding of the output allows (2^-8 relative, the unit
+// roundoff of bf16's 8 significant bits; the inputs are exact bf16 values).
+TEST(KernelCall, CpuRunsBf16CallsInFloatAndRoundsTheirOutputs) {
+  {
+    const KernelCall c = make_kernel_call(Fn::LayerNormFwd, 5, 32, true);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    std::vector<float> x(5 * 32);
+    fill(x);
+    kernels::narrow(x.data(), c.bf16_operand(ws.data(), 0), x.size());
+    for (int j = 0; j < 32; ++j) {
+      c.bf16_operand(ws.data(), 1)[j] = kernels::to_bf16(1.0f);
+      c.bf16_operand(ws.data(), 2)[j] = kernels::to_bf16(0.0f);
+    }
+    run_kernel_call_cpu(c, ws.data());
+    for (int r = 0; r < 5; ++r) {
+      double mean = 0, var = 0;
+      float y[32];
+      for (int j = 0; j < 32; ++j) {
+        y[j] = kernels::to_float(c.bf16_operand(ws.data(), 3)[r * 32 + j]);
+        mean += y[j] / 32;
+      }
+      for (int j = 0; j < 32; ++j) var += (y[j] - mean) * (y[j] - mean) / 32;
+      // |y| < 4 here, so each output moves by at most 2^-8 * 4 = 2^-6 when narrowed, and
+      // y^2 by at most 2 |y| 2^-8 |y|: the variance by 2^-7 E[y^2] = 2^-7.
+      EXPECT_NEAR(mean, 0, 0x1p-6) << r;
+      EXPECT_NEAR(var, 1, 0x1p-7 + 1e-6) << r;
+      // The statistics stay float: mean and rstd of the (narrowed) inputs to float precision.
+      double xm = 0;
+      for (int j = 0; j < 32; ++j) xm += kernels::to_float(c.bf16_operand(ws.data(), 0)[r * 32 + j]) / 32;
+      EXPECT_NEAR(c.operand(ws.data(), 4)[r], xm, 1e-6) << r;
+    }
+  }
+  {
+    const KernelCall c = make_kernel_call(Fn::GeluFwd, 2, 8, true);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    for (int i = 0; i < 16; ++i) c.bf16_operand(ws.data(), 0)[i] = kernels::to_bf16(-2.0f + 0.25f * i);
+    run_kernel_call_cpu(c, ws.data());
+    for (int i = 0; i < 16; ++i) {
+      const double x = -2.0 + 0.25 * i;  // exact in bf16
+      const double want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      const double got = kernels::to_float(c.bf16_operand(ws.data(), 1)[i]);
+      EXPECT_NEAR(got, want, 0x1p-8 * std::fabs(want) + 1e-6) << x;
+      EXPECT_EQ(kernels::to_float(c.bf16_operand(ws.data(), 0)[i]), x) << "the input is left as it was";
+    }
+  }
+  {  // Cross-entropy: int64 targets and float statistics pass through the widening intact.
+    const KernelCall c = make_kernel_call(Fn::CrossEntropyFwd, 2, 4, true);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    const float logits[8] = {0, 1, 2, 3, 3, 2, 1, 0};  // exact in bf16
+    kernels::narrow(logits, c.bf16_operand(ws.data(), 0), 8);
+    auto* targets = reinterpret_cast<std::int64_t*>(c.operand(ws.data(), 2));
+    targets[0] = 3;
+    targets[1] = 1;
+    run_kernel_call_cpu(c, ws.data());
+    const double lse = std::log(1 + std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+    EXPECT_NEAR(c.operand(ws.data(), 4)[0], lse - 3, 1e-5);
+    EXPECT_NEAR(c.operand(ws.data(), 4)[1], lse - 2, 1e-5);
+    EXPECT_EQ(targets[0], 3);
+    EXPECT_EQ(targets[1], 1);
+  }
+}
+
+// Every bf16 call on the CPU is the float32 call on the widened inputs, its bf16 outputs
+// narrowed: checked operand by operand for every function (a layout that put an operand at
+// the wrong place or type would show here).
+TEST(KernelCall, Bf16CallsAreTheFloatCallsOnWidenedInputs) {
+  std::vector<KernelCall> calls;
+  for (Fn f : {Fn::LayerNormFwd, Fn::LayerNormBwd, Fn::LayerNorm2dFwd, Fn::LayerNorm2dBwd, Fn::GeluFwd, Fn::GeluBwd,
+               Fn::SwigluFwd, Fn::SwigluBwd, Fn::DropoutFwd, Fn::DropoutBwd, Fn::DropoutAddFwd, Fn::SoftmaxFwd,
+               Fn::SoftmaxBwd, Fn::CrossEntropyFwd, Fn::CrossEntropyBwd, Fn::LseMerge}) {
+    calls.push_back(make_kernel_call(f, 3, 10, true));
+    if (f == Fn::LayerNorm2dFwd || f == Fn::LayerNorm2dBwd) calls.back().full = 10;
+  }
+  calls.push_back(make_attention_call(false, {2, 5, 7, 4}, true, true));
+  calls.push_back(make_attention_call(true, {2, 5, 7, 4}, false, true));
+  for (const KernelCall& c : calls) {
+    SCOPED_TRACE(c.text());
+    const KernelCall f = as_fp32(c);
+    ASSERT_FALSE(f.bf16);
+    ASSERT_EQ(f.operands(), c.operands());
+    std::vector<float> seed(static_cast<std::size_t>(f.floats()));
+    fill(seed);
+    std::vector<float> ws(static_cast<std::size_t>(c.floats())), wide(static_cast<std::size_t>(f.floats()));
+    for (int j = 0; j < c.operands(); ++j) {
+      const auto n = static_cast<std::size_t>(c.counts[static_cast<std::size_t>(j)]);
+      const float* src = f.operand(seed.data(), j);
+      if (c.elem(j) == KernelCall::Elem::BF16) {
+        kernels::narrow(src, c.bf16_operand(ws.data(), j), n);
+        kernels::widen(c.bf16_operand(ws.data(), j), f.operand(wide.data(), j), n);
+      } else if (c.elem(j) == KernelCall::Elem::I64) {
+        for (std::size_t i = 0; i < n; ++i)
+          reinterpret_cast<std::int64_t*>(c.operand(ws.data(), j))[i] =
+              reinterpret_cast<std::int64_t*>(f.operand(wide.data(), j))[i] = static_cast<std::int64_t>(i % 10);
+      } else {
+        std::copy(src, src + n, c.operand(ws.data(), j));
+        std::copy(src, src + n, f.operand(wide.data(), j));
+      }
+    }
+    run_kernel_call_cpu(c, ws.data());
+    run_kernel_call_cpu(f, wide.data());
+    for (int j = 0; j < c.operands(); ++j) {
+      const auto n = static_cast<std::size_t>(c.counts[static_cast<std::size_t>(j)]);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (c.elem(j) == KernelCall::Elem::BF16) {
+          ASSERT_EQ(c.bf16_operand(ws.data(), j)[i].bits, kernels::to_bf16(f.operand(wide.data(), j)[i]).bits)
+              << "operand " << j << " element " << i;
+        } else if (c.elem(j) == KernelCall::Elem::F32) {
+          ASSERT_EQ(c.operand(ws.data(), j)[i], f.operand(wide.data(), j)[i]) << "operand " << j << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshsim

@@ -113,6 +113,7 @@ std::unique_ptr<Executor> make_cuda(const AlgorithmRegistry& registry, const Pla
     std::_Exit(2);
   };
   c.warmup = o.warmup;
+  c.fp32_kernels = o.fp32_kernels;
   c.random_operands = true;
   cuda::GpuApi& api = o.gpu_api ? *o.gpu_api : cuda::real_gpu_api();
   if (!o.checks) return std::make_unique<cuda::CudaExecutor>(api, registry, placement, std::move(c));

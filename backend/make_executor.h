@@ -77,6 +77,8 @@ struct ExecutorOptions {
   std::chrono::milliseconds timeout{120000};  // any wait on a peer (transports, watchdog, the store)
   // cuda: untimed passes before the timed one; the GEMM operands hold calibrate's random words.
   int warmup = 1;
+  // cuda: a 2-byte model's non-GEMM kernels in float32 instead of bf16 (--kernels fp32).
+  bool fp32_kernels = false;
   // The job's rendezvous store: cpu training (address exchange) and cuda (the ncclUniqueId).
   launch::RendezvousClient* store = nullptr;
 

@@ -63,6 +63,7 @@ Run add_calibrate_command(CLI::App& app) {
   c->add_option("--repeats", f->repeats, "runs per collective and size; the median counts (default 3)")
       ->check(CLI::Range(1, 1000));
   c->add_option("--collectives", typed->collectives, "cuda: ours (our step programs over NCCL send/recv) or nccl");
+  c->add_option("--kernels", typed->kernels, kKernelsHelp);
   c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 300)");
   return [f, typed] {
     RunOptions rf;
@@ -70,6 +71,7 @@ Run add_calibrate_command(CLI::App& app) {
     check_backend(rf, *typed);  // first, in every process: parses --backend and --collectives
     f->backend = rf.backend;
     f->collectives = rf.collectives;
+    f->fp32_kernels = rf.fp32_kernels;
     std::vector<std::string> a{"calibrate",
                                "--backend",
                                to_string(f->backend),
@@ -83,6 +85,8 @@ Run add_calibrate_command(CLI::App& app) {
                                std::to_string(f->repeats),
                                "--collectives",
                                to_string(f->collectives),
+                               "--kernels",
+                               f->fp32_kernels ? "fp32" : "bf16",
                                "--timeout",
                                fmt::format("{}", f->timeout_s)};
     return calibrate_command(*f, a);

@@ -29,6 +29,9 @@ void check_backend(RunOptions& f, const BackendFlagText& typed) {
   f.backend = parse_backend(typed.backend);
   f.collectives = parse_collectives_mode(typed.collectives);
   check_collectives_mode(f.backend, f.collectives);
+  if (typed.kernels != "bf16" && typed.kernels != "fp32")
+    throw Error(fmt::format("--kernels: unknown precision '{}'; use bf16 or fp32", typed.kernels));
+  f.fp32_kernels = typed.kernels == "fp32";
   if (f.format != "meshsim" && f.format != "nccl-tests")
     throw Error(fmt::format("--format: unknown table format '{}'; use meshsim or nccl-tests", f.format));
   if (f.format == "nccl-tests" && f.json) throw Error("--format nccl-tests: a text table; drop --json");
@@ -77,6 +80,7 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     c->add_option("--backend", typed->backend, "cpu (processes over TCP) or cuda (one GPU per rank, NCCL)");
     c->add_option("--collectives", typed->collectives,
                   "cuda: ours (our step programs over ncclSend/ncclRecv, as simulated) or nccl (NCCL's own)");
+    c->add_option("--kernels", typed->kernels, kKernelsHelp);
     c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
@@ -98,6 +102,8 @@ Run add_run_commands(CLI::App& app, Run* validate) {
                                  to_string(f->backend),
                                  "--collectives",
                                  to_string(f->collectives),
+                                 "--kernels",
+                                 f->fp32_kernels ? "fp32" : "bf16",
                                  "--timeout",
                                  fmt::format("{}", f->timeout_s),
                                  "--warmup",

@@ -14,6 +14,11 @@
 //                                                       dV_j += sum_i P_ij dO_i
 // Each output row is owned by one warp, so there are no atomics and the sums run in a fixed
 // order. fp32 on CUDA cores: correct for any D <= 256, not tuned (no tensor cores).
+//
+// Every kernel is templated on the element type T of q, k, v, o, dO, dQ, dK, dV (float or
+// bf16): rows are widened into the float shared-memory tiles when staged, outputs narrowed
+// once; lse is float. bf16 dQ/dK/dV accumulate as float would: old value + the pass's sum,
+// in float, then one narrowing.
 #include <cmath>
 
 #include "kernels/cuda_common.cuh"
@@ -37,10 +42,11 @@ struct Mask {
 };
 
 // Copies rows [r0, r0 + n) of a [rows, D] matrix into smem rows of stride ld, zeros past `rows`.
-__device__ void stage_rows(float* smem, int ld, const float* src, std::int64_t r0, int n, std::int64_t rows, int d) {
+template <class T>
+__device__ void stage_rows(float* smem, int ld, const T* src, std::int64_t r0, int n, std::int64_t rows, int d) {
   for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
     const int r = e / d, c = e % d;
-    smem[r * ld + c] = r0 + r < rows ? src[(r0 + r) * d + c] : 0.f;
+    smem[r * ld + c] = r0 + r < rows ? load(src, (r0 + r) * d + c) : 0.f;
   }
 }
 
@@ -51,16 +57,16 @@ __device__ __forceinline__ float smem_dot(const float* a, const float* b, int d)
 }
 
 // dot(a_row, b_row) of two global rows, summed over the warp (every lane gets it).
-__device__ __forceinline__ float warp_dot(const float* a, const float* b, int d) {
+template <class T>
+__device__ __forceinline__ float warp_dot(const T* a, const T* b, int d) {
   float s = 0.f;
-  for (int c = threadIdx.x % kWarp; c < d; c += kWarp) s += a[c] * b[c];
+  for (int c = threadIdx.x % kWarp; c < d; c += kWarp) s += load(a, c) * load(b, c);
   return warp_sum(s);
 }
 
-template <int C>
-__global__ void attention_forward_kernel(const float* q, const float* k, const float* v, float* o, float* lse,
-                                         std::int64_t bhs, std::int64_t sq, std::int64_t skv, int d, float scale,
-                                         Mask mask) {
+template <int C, class T>
+__global__ void attention_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t bhs,
+                                         std::int64_t sq, std::int64_t skv, int d, float scale, Mask mask) {
   extern __shared__ float smem[];
   const int ld = d + 1;
   float* qs = smem;
@@ -122,7 +128,7 @@ __global__ void attention_forward_kernel(const float* q, const float* k, const f
 #pragma unroll
       for (int ch = 0; ch < C; ++ch) {
         const int c = lane + ch * kWarp;
-        if (c < d) o[row * d + c] = acc[rr][ch] * inv;
+        if (c < d) store(o, row * d + c, acc[rr][ch] * inv);
       }
       if (lane == 0) lse[row] = l[rr] == 0.f ? -INFINITY : m[rr] + logf(l[rr]);
     }
@@ -130,10 +136,10 @@ __global__ void attention_forward_kernel(const float* q, const float* k, const f
 }
 
 // dQ pass. smem: Q[16] | dO[16] | K[32] | V[32], rows of ld = D + 1.
-template <int C>
-__global__ void attention_dq_kernel(const float* q, const float* k, const float* v, const float* o, const float* dout,
-                                    const float* lse, float* dq, std::int64_t bhs, std::int64_t sq, std::int64_t skv,
-                                    int d, float scale, Mask mask) {
+template <int C, class T>
+__global__ void attention_dq_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout, const float* lse,
+                                    T* dq, std::int64_t bhs, std::int64_t sq, std::int64_t skv, int d, float scale,
+                                    Mask mask) {
   extern __shared__ float smem[];
   const int ld = d + 1;
   float* qs = smem;
@@ -192,17 +198,20 @@ __global__ void attention_dq_kernel(const float* q, const float* k, const float*
 #pragma unroll
       for (int ch = 0; ch < C; ++ch) {
         const int c = lane + ch * kWarp;
-        if (c < d) dq[(bh * sq + i) * d + c] += scale * acc[rr][ch];
+        if (c < d) {
+          const std::int64_t x = (bh * sq + i) * d + c;
+          store(dq, x, load(dq, x) + scale * acc[rr][ch]);  // float: dq[x] += ...
+        }
       }
     }
   }
 }
 
 // dK/dV pass. smem: K[16] | V[16] | Q[32] | dO[32] (ld = D + 1) | lse[32] | delta[32].
-template <int C>
-__global__ void attention_dkv_kernel(const float* q, const float* k, const float* v, const float* o, const float* dout,
-                                     const float* lse, float* dk, float* dv, std::int64_t bhs, std::int64_t sq,
-                                     std::int64_t skv, int d, float scale, Mask mask) {
+template <int C, class T>
+__global__ void attention_dkv_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout, const float* lse,
+                                     T* dk, T* dv, std::int64_t bhs, std::int64_t sq, std::int64_t skv, int d,
+                                     float scale, Mask mask) {
   extern __shared__ float smem[];
   const int ld = d + 1;
   float* ks = smem;
@@ -273,8 +282,9 @@ __global__ void attention_dkv_kernel(const float* q, const float* k, const float
       for (int ch = 0; ch < C; ++ch) {
         const int c = lane + ch * kWarp;
         if (c < d) {
-          dk[(bh * skv + j) * d + c] += scale * dk_acc[rr][ch];
-          dv[(bh * skv + j) * d + c] += dv_acc[rr][ch];
+          const std::int64_t x = (bh * skv + j) * d + c;
+          store(dk, x, load(dk, x) + scale * dk_acc[rr][ch]);
+          store(dv, x, load(dv, x) + dv_acc[rr][ch]);
         }
       }
     }
@@ -307,9 +317,11 @@ bool valid(const AttentionShape& s) {
 
 Mask to_device(const AttentionMask& m) { return Mask{m.causal, m.q0, m.k0}; }
 
+template <class T>
 struct ForwardLaunch {
-  const float *q, *k, *v;
-  float *o, *lse;
+  const T *q, *k, *v;
+  T* o;
+  float* lse;
   const AttentionShape& sh;
   float scale;
   Mask mask;
@@ -318,7 +330,7 @@ struct ForwardLaunch {
   cudaStream_t stream;
   template <int C>
   static auto kernel() {
-    return &attention_forward_kernel<C>;
+    return &attention_forward_kernel<C, T>;
   }
   template <class K>
   void operator()(K* kern) const {
@@ -327,9 +339,11 @@ struct ForwardLaunch {
   }
 };
 
+template <class T>
 struct DqLaunch {
-  const float *q, *k, *v, *o, *dout, *lse;
-  float* dq;
+  const T *q, *k, *v, *o, *dout;
+  const float* lse;
+  T* dq;
   const AttentionShape& sh;
   float scale;
   Mask mask;
@@ -338,7 +352,7 @@ struct DqLaunch {
   cudaStream_t stream;
   template <int C>
   static auto kernel() {
-    return &attention_dq_kernel<C>;
+    return &attention_dq_kernel<C, T>;
   }
   template <class K>
   void operator()(K* kern) const {
@@ -347,9 +361,11 @@ struct DqLaunch {
   }
 };
 
+template <class T>
 struct DkvLaunch {
-  const float *q, *k, *v, *o, *dout, *lse;
-  float *dk, *dv;
+  const T *q, *k, *v, *o, *dout;
+  const float* lse;
+  T *dk, *dv;
   const AttentionShape& sh;
   float scale;
   Mask mask;
@@ -358,7 +374,7 @@ struct DkvLaunch {
   cudaStream_t stream;
   template <int C>
   static auto kernel() {
-    return &attention_dkv_kernel<C>;
+    return &attention_dkv_kernel<C, T>;
   }
   template <class K>
   void operator()(K* kern) const {
@@ -369,31 +385,30 @@ struct DkvLaunch {
 
 int task_grid(std::int64_t bh, std::int64_t seq) { return row_grid(bh * ((seq + kRowsPerBlock - 1) / kRowsPerBlock)); }
 
-}  // namespace
-
-int attention_forward_cuda(const float* q, const float* k, const float* v, float* o, float* lse,
-                           const AttentionShape& shape, float scale, AttentionMask mask, void* stream) {
+template <class T>
+int attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, const AttentionShape& shape, float scale,
+                      AttentionMask mask, void* stream) {
   if (!valid(shape)) return kInvalidValue;
   if (shape.batch_heads == 0 || shape.seq_q == 0) return 0;
   const std::size_t ld = static_cast<std::size_t>(shape.head_dim) + 1;
   const std::size_t smem = (kRowsPerBlock + 2 * kTile) * ld * sizeof(float);
-  const ForwardLaunch launch{q,
-                             k,
-                             v,
-                             o,
-                             lse,
-                             shape,
-                             scale,
-                             to_device(mask),
-                             task_grid(shape.batch_heads, shape.seq_q),
-                             smem,
-                             as_stream(stream)};
+  const ForwardLaunch<T> launch{q,
+                                k,
+                                v,
+                                o,
+                                lse,
+                                shape,
+                                scale,
+                                to_device(mask),
+                                task_grid(shape.batch_heads, shape.seq_q),
+                                smem,
+                                as_stream(stream)};
   return launch_by_head_dim(static_cast<int>(shape.head_dim), smem, launch);
 }
 
-int attention_backward_cuda(const float* q, const float* k, const float* v, const float* o, const float* dout,
-                            const float* lse, float* dq, float* dk, float* dv, const AttentionShape& shape, float scale,
-                            AttentionMask mask, void* stream) {
+template <class T>
+int attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout, const float* lse, T* dq, T* dk,
+                       T* dv, const AttentionShape& shape, float scale, AttentionMask mask, void* stream) {
   if (!valid(shape)) return kInvalidValue;
   if (shape.batch_heads == 0 || shape.seq_q == 0 || shape.seq_kv == 0) return 0;
   const std::size_t ld = static_cast<std::size_t>(shape.head_dim) + 1;
@@ -401,24 +416,46 @@ int attention_backward_cuda(const float* q, const float* k, const float* v, cons
   const Mask m = to_device(mask);
   const cudaStream_t s = as_stream(stream);
   const int d = static_cast<int>(shape.head_dim);
-  const DqLaunch dq_launch{q,    k, v, o, dout, lse, dq, shape, scale, m, task_grid(shape.batch_heads, shape.seq_q),
-                           smem, s};
+  const DqLaunch<T> dq_launch{q,    k, v, o, dout, lse, dq, shape, scale, m, task_grid(shape.batch_heads, shape.seq_q),
+                              smem, s};
   if (const int e = launch_by_head_dim(d, smem, dq_launch)) return e;
-  const DkvLaunch dkv_launch{q,
-                             k,
-                             v,
-                             o,
-                             dout,
-                             lse,
-                             dk,
-                             dv,
-                             shape,
-                             scale,
-                             m,
-                             task_grid(shape.batch_heads, shape.seq_kv),
-                             smem + 2 * kTile * sizeof(float),
-                             s};
+  const DkvLaunch<T> dkv_launch{q,
+                                k,
+                                v,
+                                o,
+                                dout,
+                                lse,
+                                dk,
+                                dv,
+                                shape,
+                                scale,
+                                m,
+                                task_grid(shape.batch_heads, shape.seq_kv),
+                                smem + 2 * kTile * sizeof(float),
+                                s};
   return launch_by_head_dim(d, dkv_launch.smem, dkv_launch);
+}
+
+}  // namespace
+
+int attention_forward_cuda(const float* q, const float* k, const float* v, float* o, float* lse,
+                           const AttentionShape& shape, float scale, AttentionMask mask, void* stream) {
+  return attention_forward(q, k, v, o, lse, shape, scale, mask, stream);
+}
+int attention_forward_cuda(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse,
+                           const AttentionShape& shape, float scale, AttentionMask mask, void* stream) {
+  return attention_forward(q, k, v, o, lse, shape, scale, mask, stream);
+}
+
+int attention_backward_cuda(const float* q, const float* k, const float* v, const float* o, const float* dout,
+                            const float* lse, float* dq, float* dk, float* dv, const AttentionShape& shape, float scale,
+                            AttentionMask mask, void* stream) {
+  return attention_backward(q, k, v, o, dout, lse, dq, dk, dv, shape, scale, mask, stream);
+}
+int attention_backward_cuda(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout,
+                            const float* lse, bf16* dq, bf16* dk, bf16* dv, const AttentionShape& shape, float scale,
+                            AttentionMask mask, void* stream) {
+  return attention_backward(q, k, v, o, dout, lse, dq, dk, dv, shape, scale, mask, stream);
 }
 
 }  // namespace meshsim::kernels

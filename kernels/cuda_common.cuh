@@ -1,11 +1,13 @@
 // Internal to kernels/*.cu: warp and block reductions, register-held rows, launch helpers.
 //
-// Row kernels run one block per row (grid-stride over rows). A row of `cols` floats is read
-// as vectors of W floats (W = 4: float4 when cols % 4 == 0 and the pointers are 16-byte
-// aligned, else W = 1); thread t owns vectors t, t + blockDim.x, ..., K of them, held in
-// registers (RowRegs<K, W>), so a row is read from memory once however many passes the math
-// makes over it. plan_row picks K in {1, 2, 4, 8} and the block size (<= 256); rows too long
-// for that fall back to kernels that loop over global memory.
+// Row kernels run one block per row (grid-stride over rows). A row of `cols` elements is
+// read as vectors of W elements (W = 4: a float4, or four bf16 in 8 bytes, when cols % 4 == 0
+// and the pointers are 16-byte aligned, else W = 1); thread t owns vectors t, t + blockDim.x,
+// ..., K of them, held in registers as float (RowRegs<K, W>), so a row is read from memory
+// once however many passes the math makes over it. plan_row picks K in {1, 2, 4, 8} and the
+// block size (<= 256); rows too long for that fall back to kernels that loop over global
+// memory. The kernels are templated on the element type T of their activation operands
+// (float or kernels::bf16: widened on load, narrowed once on store, math in float).
 //
 //   const RowPlan plan = plan_row(cols, aligned16(x) && aligned16(y));
 //   if (plan.cached) dispatch_row(plan, [&](auto k, auto w) { kern<k.value, w.value><<<...>>>(...); });
@@ -19,6 +21,8 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+
+#include "kernels/bf16.h"
 
 namespace meshsim::kernels::cuda_detail {
 
@@ -85,6 +89,12 @@ __device__ inline float2 block_sum2(float2 v) {
   return v;
 }
 
+// Vector loads and stores of W elements, widened to / narrowed from float registers. float,
+// W = 4: one float4 (16-byte aligned). bf16, W = 4: one uint2 of four bf16 (8-byte aligned; the
+// callers pick W = 4 with the same test as for float, 16-byte aligned pointers and a multiple
+// of 4 elements per row, which implies it). bf16 W = 8 (16-byte loads) is not done: it would
+// halve the load instructions but double the row-plan cases; a later optimisation.
+// Every narrowing is to_bf16 (round to nearest, ties to even), as kernels::store does.
 template <int W>
 __device__ __forceinline__ void load_vec(const float* p, float (&v)[W]) {
   if constexpr (W == 4) {
@@ -99,6 +109,20 @@ __device__ __forceinline__ void load_vec(const float* p, float (&v)[W]) {
   }
 }
 template <int W>
+__device__ __forceinline__ void load_vec(const bf16* p, float (&v)[W]) {
+  if constexpr (W == 4) {
+    // Little-endian: element 2i is the low half of word i. Widening is a 16-bit shift (exact).
+    const uint2 t = *reinterpret_cast<const uint2*>(p);
+    v[0] = __uint_as_float(t.x << 16);
+    v[1] = __uint_as_float(t.x & 0xffff0000u);
+    v[2] = __uint_as_float(t.y << 16);
+    v[3] = __uint_as_float(t.y & 0xffff0000u);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[i] = to_float(p[i]);
+  }
+}
+template <int W>
 __device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
   if constexpr (W == 4) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
@@ -107,15 +131,29 @@ __device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
     for (int i = 0; i < W; ++i) p[i] = v[i];
   }
 }
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  return static_cast<std::uint32_t>(to_bf16(lo).bits) | (static_cast<std::uint32_t>(to_bf16(hi).bits) << 16);
+}
+template <int W>
+__device__ __forceinline__ void store_vec(bf16* p, const float (&v)[W]) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) p[i] = to_bf16(v[i]);
+  }
+}
 
 // Thread t's share of one row: vectors t + k * blockDim.x for k < K, zero past the row end.
+// The row is float or bf16 in memory (T), always float in registers (K * W floats a thread).
 template <int K, int W>
 struct RowRegs {
   float v[K][W];
   __device__ __forceinline__ static int vec_index(int k) { return threadIdx.x + k * blockDim.x; }
   // Element index of v[k][w] in the row.
   __device__ __forceinline__ static int col(int k, int w) { return vec_index(k) * W + w; }
-  __device__ __forceinline__ void load(const float* row, int nvec) {
+  template <class T>
+  __device__ __forceinline__ void load(const T* row, int nvec) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (vec_index(k) < nvec) {
@@ -126,7 +164,8 @@ struct RowRegs {
       }
     }
   }
-  __device__ __forceinline__ void store(float* row, int nvec) const {
+  template <class T>
+  __device__ __forceinline__ void store(T* row, int nvec) const {
 #pragma unroll
     for (int k = 0; k < K; ++k)
       if (vec_index(k) < nvec) store_vec<W>(row + vec_index(k) * W, v[k]);

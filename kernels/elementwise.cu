@@ -1,5 +1,7 @@
 // CUDA GeLU, SwiGLU and bias (kernels/elementwise.h has the math). Grid-stride loops, float4
-// where every pointer (and row stride) allows; outputs may alias inputs of the same shape.
+// (or four bf16) where every pointer (and row stride) allows; outputs may alias inputs of the
+// same shape. GeLU and SwiGLU are templated on the element type T (float or bf16, computed in
+// float); the bias kernels are float only.
 #include <initializer_list>
 
 #include "kernels/cuda_common.cuh"
@@ -26,8 +28,8 @@ __device__ __forceinline__ float gelu_grad(float g, float v) {
 __device__ __forceinline__ float sigmoid(float a) { return 1.f / (1.f + expf(-a)); }
 
 // out[i] = f(a[i], b[i]) for i < n (b unused by unary ops); W floats per step, scalar tail.
-template <int W, class F>
-__global__ void map_kernel(F f, const float* a, const float* b, float* out, std::size_t n) {
+template <int W, class F, class T>
+__global__ void map_kernel(F f, const T* a, const T* b, T* out, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t nvec = n / W;
@@ -39,7 +41,8 @@ __global__ void map_kernel(F f, const float* a, const float* b, float* out, std:
     for (int w = 0; w < W; ++w) vo[w] = f(va[w], b != nullptr ? vb[w] : 0.f);
     store_vec<W>(out + i * W, vo);
   }
-  for (std::size_t i = nvec * W + first; i < n; i += stride) out[i] = f(a[i], b != nullptr ? b[i] : 0.f);
+  for (std::size_t i = nvec * W + first; i < n; i += stride)
+    store(out, i, f(load(a, i), b != nullptr ? load(b, i) : 0.f));
 }
 
 struct GeluFwd {
@@ -49,8 +52,8 @@ struct GeluBwd {  // a = dy, b = x
   __device__ float operator()(float g, float x) const { return gelu_grad(g, x); }
 };
 
-template <class F>
-int launch_map(F f, const float* a, const float* b, float* out, std::size_t n, cudaStream_t s) {
+template <class F, class T>
+int launch_map(F f, const T* a, const T* b, T* out, std::size_t n, cudaStream_t s) {
   if (n == 0) return 0;
   const bool vec = aligned16(a) && aligned16(out) && (b == nullptr || aligned16(b));
   const auto work = static_cast<std::int64_t>(vec ? n / 4 : n);
@@ -62,8 +65,8 @@ int launch_map(F f, const float* a, const float* b, float* out, std::size_t n, c
 }
 
 // Row-strided element-wise work over [rows, cols]: flat index over rows * (cols / W).
-template <int W>
-__global__ void swiglu_forward_kernel(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
+template <int W, class T>
+__global__ void swiglu_forward_kernel(const T* a, const T* b, std::int64_t ld_in, T* out, std::int64_t rows,
                                       std::int64_t cols) {
   const std::int64_t nvec = cols / W, total = rows * nvec;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
@@ -78,9 +81,9 @@ __global__ void swiglu_forward_kernel(const float* a, const float* b, std::int64
   }
 }
 
-template <int W>
-__global__ void swiglu_backward_kernel(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da,
-                                       float* db, std::int64_t rows, std::int64_t cols) {
+template <int W, class T>
+__global__ void swiglu_backward_kernel(const T* dout, const T* a, const T* b, std::int64_t ld_in, T* da, T* db,
+                                       std::int64_t rows, std::int64_t cols) {
   const std::int64_t nvec = cols / W, total = rows * nvec;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -129,40 +132,66 @@ bool rows_vectorizable(std::int64_t cols, std::int64_t ld, std::initializer_list
   return true;
 }
 
+template <class T>
+int swiglu_forward(const T* a, const T* b, std::int64_t ld_in, T* out, std::int64_t rows, std::int64_t cols,
+                   void* stream) {
+  if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
+  if (rows == 0 || cols == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  if (rows_vectorizable(cols, ld_in, {a, b, out}))
+    swiglu_forward_kernel<4, T><<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
+  else
+    swiglu_forward_kernel<1, T><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
+  return launch_status();
+}
+
+template <class T>
+int swiglu_backward(const T* dout, const T* a, const T* b, std::int64_t ld_in, T* da, T* db, std::int64_t rows,
+                    std::int64_t cols, void* stream) {
+  if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
+  if (rows == 0 || cols == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}))
+    swiglu_backward_kernel<4, T>
+        <<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
+  else
+    swiglu_backward_kernel<1, T>
+        <<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
+  return launch_status();
+}
+
 }  // namespace
 
 int gelu_forward_cuda(const float* x, float* y, std::size_t n, void* stream) {
-  return launch_map(GeluFwd{}, x, nullptr, y, n, as_stream(stream));
+  return launch_map(GeluFwd{}, x, static_cast<const float*>(nullptr), y, n, as_stream(stream));
+}
+int gelu_forward_cuda(const bf16* x, bf16* y, std::size_t n, void* stream) {
+  return launch_map(GeluFwd{}, x, static_cast<const bf16*>(nullptr), y, n, as_stream(stream));
 }
 
 int gelu_backward_cuda(const float* dy, const float* x, float* dx, std::size_t n, void* stream) {
   return launch_map(GeluBwd{}, dy, x, dx, n, as_stream(stream));
 }
+int gelu_backward_cuda(const bf16* dy, const bf16* x, bf16* dx, std::size_t n, void* stream) {
+  return launch_map(GeluBwd{}, dy, x, dx, n, as_stream(stream));
+}
 
 int swiglu_forward_cuda(const float* a, const float* b, std::int64_t ld_in, float* out, std::int64_t rows,
                         std::int64_t cols, void* stream) {
-  if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
-  if (rows == 0 || cols == 0) return 0;
-  const cudaStream_t s = as_stream(stream);
-  if (rows_vectorizable(cols, ld_in, {a, b, out}))
-    swiglu_forward_kernel<4><<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
-  else
-    swiglu_forward_kernel<1><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
-  return launch_status();
+  return swiglu_forward(a, b, ld_in, out, rows, cols, stream);
+}
+int swiglu_forward_cuda(const bf16* a, const bf16* b, std::int64_t ld_in, bf16* out, std::int64_t rows,
+                        std::int64_t cols, void* stream) {
+  return swiglu_forward(a, b, ld_in, out, rows, cols, stream);
 }
 
 int swiglu_backward_cuda(const float* dout, const float* a, const float* b, std::int64_t ld_in, float* da, float* db,
                          std::int64_t rows, std::int64_t cols, void* stream) {
-  if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
-  if (rows == 0 || cols == 0) return 0;
-  const cudaStream_t s = as_stream(stream);
-  if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}))
-    swiglu_backward_kernel<4>
-        <<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
-  else
-    swiglu_backward_kernel<1>
-        <<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
-  return launch_status();
+  return swiglu_backward(dout, a, b, ld_in, da, db, rows, cols, stream);
+}
+int swiglu_backward_cuda(const bf16* dout, const bf16* a, const bf16* b, std::int64_t ld_in, bf16* da, bf16* db,
+                         std::int64_t rows, std::int64_t cols, void* stream) {
+  return swiglu_backward(dout, a, b, ld_in, da, db, rows, cols, stream);
 }
 
 int add_bias_cuda(float* y, const float* bias, std::int64_t rows, std::int64_t cols, void* stream) {

@@ -1,6 +1,8 @@
 // CUDA LayerNorm, whole and 2D-split (kernels/norm.h has the math). One block per row; rows
 // that fit are held in registers (cuda_common.cuh), longer ones in shared memory while the GPU
-// gives enough (asked for past the default 48 KiB), longer still re-read global memory.
+// gives enough (asked for past the default 48 KiB), longer still re-read global memory. Every
+// kernel is templated on the element type T of x, y, dy, dx, gamma and beta (float or bf16:
+// widened on load, narrowed once on store); statistics and dgamma/dbeta are float.
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -11,10 +13,10 @@ using namespace cuda_detail;
 
 // ---- forward ----------------------------------------------------------------------------
 
-template <int K, int W>
+template <int K, int W, class T>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    ln_forward_cached(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
-                      std::int64_t rows, int h, float eps) {
+    ln_forward_cached(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd, std::int64_t rows,
+                      int h, float eps) {
   const int nvec = h / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     RowRegs<K, W> xr;
@@ -49,21 +51,23 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
-__global__ void ln_forward_loop(const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                                float* rstd, std::int64_t rows, int h, float eps) {
+template <class T>
+__global__ void ln_forward_loop(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,
+                                std::int64_t rows, int h, float eps) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * h;
+    const T* xr = x + r * h;
     float s = 0.f;
-    for (int j = threadIdx.x; j < h; j += blockDim.x) s += xr[j];
+    for (int j = threadIdx.x; j < h; j += blockDim.x) s += load(xr, j);
     const float mu = block_sum(s) / static_cast<float>(h);
     float ss = 0.f;
-    for (int j = threadIdx.x; j < h; j += blockDim.x) ss += (xr[j] - mu) * (xr[j] - mu);
+    for (int j = threadIdx.x; j < h; j += blockDim.x) ss += (load(xr, j) - mu) * (load(xr, j) - mu);
     const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
     if (threadIdx.x == 0) {
       mean[r] = mu;
       rstd[r] = rs;
     }
-    for (int j = threadIdx.x; j < h; j += blockDim.x) y[r * h + j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+    for (int j = threadIdx.x; j < h; j += blockDim.x)
+      store(y, r * h + j, (load(xr, j) - mu) * rs * load(gamma, j) + load(beta, j));
   }
 }
 
@@ -72,9 +76,9 @@ __global__ void ln_forward_loop(const float* x, const float* gamma, const float*
 // there. Each thread only ever touches the elements it loaded, so no barrier is needed
 // besides those in block_sum. (GPT-3's 12288 columns took the loop below before, which reads
 // x three times: 164 us for a 2048 x 12288 LayerNorm on an H200, docs/validation/gpu-h200.md.)
-template <int W>
-__global__ void __launch_bounds__(256) ln_forward_smem(const float* x, const float* gamma, const float* beta, float* y,
-                                                       float* mean, float* rstd, std::int64_t rows, int h, float eps) {
+template <int W, class T>
+__global__ void __launch_bounds__(256) ln_forward_smem(const T* x, const T* gamma, const T* beta, T* y, float* mean,
+                                                       float* rstd, std::int64_t rows, int h, float eps) {
   extern __shared__ float4 smem_forward[];
   float* row = reinterpret_cast<float*>(smem_forward);
   const int nvec = h / W;
@@ -114,10 +118,9 @@ __global__ void __launch_bounds__(256) ln_forward_smem(const float* x, const flo
 
 // dx for rows past the register plan, as ln_forward_smem: g = dy * gamma and xhat are kept in
 // shared memory (2h floats), so dy and x are read once.
-template <int W>
-__global__ void __launch_bounds__(256)
-    ln_backward_smem(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
-                     float* dx, std::int64_t rows, int h) {
+template <int W, class T>
+__global__ void __launch_bounds__(256) ln_backward_smem(const T* dy, const T* x, const T* gamma, const float* mean,
+                                                        const float* rstd, T* dx, std::int64_t rows, int h) {
   extern __shared__ float4 smem_backward[];
   float* gs = reinterpret_cast<float*>(smem_backward);
   float* xh = gs + h;
@@ -173,10 +176,10 @@ bool smem_for(Kernel kernel, std::int64_t bytes) {
   return true;
 }
 
-template <int K, int W>
+template <int K, int W, class T>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    ln_backward_cached(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
-                       float* dx, std::int64_t rows, int h) {
+    ln_backward_cached(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd, T* dx,
+                       std::int64_t rows, int h) {
   const int nvec = h / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     RowRegs<K, W> g, xh;  // g = dy * gamma, xh = xhat
@@ -209,20 +212,20 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 
 // dx for the whole form (dstats == nullptr: computes the sums) and the 2D apply (dstats given,
 // globally summed over the full row length h; this rank holds h_local columns).
-__global__ void ln_backward_loop(const float* dy, const float* x, const float* gamma, const float* mean,
-                                 const float* rstd, const float* dstats, float* dx, std::int64_t rows, int h_local,
-                                 float h) {
+template <class T>
+__global__ void ln_backward_loop(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd,
+                                 const float* dstats, T* dx, std::int64_t rows, int h_local, float h) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* dyr = dy + r * h_local;
-    const float* xr = x + r * h_local;
+    const T* dyr = dy + r * h_local;
+    const T* xr = x + r * h_local;
     const float mu = mean[r], rs = rstd[r];
     float2 s;
     if (dstats == nullptr) {
       s = make_float2(0.f, 0.f);
       for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
-        const float g = dyr[j] * gamma[j];
+        const float g = load(dyr, j) * load(gamma, j);
         s.x += g;
-        s.y += g * ((xr[j] - mu) * rs);
+        s.y += g * ((load(xr, j) - mu) * rs);
       }
       s = block_sum2(s);
     } else {
@@ -230,51 +233,56 @@ __global__ void ln_backward_loop(const float* dy, const float* x, const float* g
     }
     const float mg = s.x / h, mgx = s.y / h;
     for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
-      const float g = dyr[j] * gamma[j];
-      dx[r * h_local + j] = rs * (g - mg - (xr[j] - mu) * rs * mgx);
+      const float g = load(dyr, j) * load(gamma, j);
+      store(dx, r * h_local + j, rs * (g - mg - (load(xr, j) - mu) * rs * mgx));
     }
   }
 }
 
 // dgamma += sum_r dy * xhat, dbeta += sum_r dy: both column sums in one pass over dy and x
 // (fixed order).
+// dgamma and dbeta are float for either T.
+template <class T>
 struct ParamTerms {
-  const float* dy;
-  const float* x;
+  const T* dy;
+  const T* x;
   const float* mean;
   const float* rstd;
   std::int64_t cols;
   __device__ float2 operator()(std::int64_t r, std::int64_t c) const {
-    const float d = dy[r * cols + c];
-    return make_float2(d * ((x[r * cols + c] - mean[r]) * rstd[r]), d);
+    const float d = load(dy, r * cols + c);
+    return make_float2(d * ((load(x, r * cols + c) - mean[r]) * rstd[r]), d);
   }
 };
 
-int param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma, float* dbeta,
+template <class T>
+int param_grads(const T* dy, const T* x, const float* mean, const float* rstd, float* dgamma, float* dbeta,
                 std::int64_t rows, std::int64_t cols, cudaStream_t s) {
-  return launch_column_sum2(ParamTerms{dy, x, mean, rstd, cols}, dgamma, dbeta, rows, cols, s);
+  return launch_column_sum2(ParamTerms<T>{dy, x, mean, rstd, cols}, dgamma, dbeta, rows, cols, s);
 }
 
 // ---- 2D pieces --------------------------------------------------------------------------
 
 // stats[r] = {sum x, sum x^2} (dy == nullptr) or dstats[r] = {sum g, sum g xhat}, g = dy gamma.
-__global__ void row_stats_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
-                                 const float* rstd, float* stats, std::int64_t rows, int h_local) {
+template <class T>
+__global__ void row_stats_kernel(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd,
+                                 float* stats, std::int64_t rows, int h_local) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * h_local;
+    const T* xr = x + r * h_local;
     float2 s = make_float2(0.f, 0.f);
     if (dy == nullptr) {
       for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
-        s.x += xr[j];
-        s.y += xr[j] * xr[j];
+        const float v = load(xr, j);
+        s.x += v;
+        s.y += v * v;
       }
     } else {
-      const float* dyr = dy + r * h_local;
+      const T* dyr = dy + r * h_local;
       const float mu = mean[r], rs = rstd[r];
       for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
-        const float g = dyr[j] * gamma[j];
+        const float g = load(dyr, j) * load(gamma, j);
         s.x += g;
-        s.y += g * ((xr[j] - mu) * rs);
+        s.y += g * ((load(xr, j) - mu) * rs);
       }
     }
     s = block_sum2(s);
@@ -285,8 +293,9 @@ __global__ void row_stats_kernel(const float* dy, const float* x, const float* g
   }
 }
 
-__global__ void ln2d_apply_kernel(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
-                                  float* mean, float* rstd, std::int64_t rows, int h_local, double h, float eps) {
+template <class T>
+__global__ void ln2d_apply_kernel(const T* x, const float* stats, const T* gamma, const T* beta, T* y, float* mean,
+                                  float* rstd, std::int64_t rows, int h_local, double h, float eps) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     // Per-row scalars in double, as the reference does (one evaluation per thread, no traffic).
     const double mu = static_cast<double>(stats[2 * r]) / h;
@@ -297,58 +306,60 @@ __global__ void ln2d_apply_kernel(const float* x, const float* stats, const floa
       mean[r] = muf;
       rstd[r] = rs;
     }
-    const float* xr = x + r * h_local;
+    const T* xr = x + r * h_local;
     for (int j = threadIdx.x; j < h_local; j += blockDim.x)
-      y[r * h_local + j] = (xr[j] - muf) * rs * gamma[j] + beta[j];
+      store(y, r * h_local + j, (load(xr, j) - muf) * rs * load(gamma, j) + load(beta, j));
   }
 }
 
 constexpr int kLoopThreads = 256;
 
-}  // namespace
-
-int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
-                           std::int64_t rows, std::int64_t h, float eps, void* stream) {
+// The host wrappers, for T = float and T = bf16 (x, y, dy, dx, gamma, beta of type T; mean,
+// rstd, stats, dstats, dgamma, dbeta float).
+template <class T>
+int ln_forward(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd, std::int64_t rows,
+               std::int64_t h, float eps, void* stream) {
   if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   const RowPlan plan = plan_row(h, aligned16(x) && aligned16(y) && aligned16(gamma) && aligned16(beta));
   const int hi = static_cast<int>(h);
   if (!plan.cached) {
-    const std::int64_t bytes = h * static_cast<std::int64_t>(sizeof(float));
-    if (plan.w == 4 && smem_for(ln_forward_smem<4>, bytes))
-      ln_forward_smem<4><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
-    else if (plan.w == 1 && smem_for(ln_forward_smem<1>, bytes))
-      ln_forward_smem<1><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    const std::int64_t bytes = h * static_cast<std::int64_t>(sizeof(float));  // the row cache is float
+    if (plan.w == 4 && smem_for(ln_forward_smem<4, T>, bytes))
+      ln_forward_smem<4, T><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+    else if (plan.w == 1 && smem_for(ln_forward_smem<1, T>, bytes))
+      ln_forward_smem<1, T><<<row_grid(rows), kLoopThreads, bytes, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
     else
-      ln_forward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
+      ln_forward_loop<T><<<row_grid(rows), kLoopThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
     return launch_status();
   }
   dispatch_row(plan, [&](auto k, auto w) {
-    ln_forward_cached<decltype(k)::value, decltype(w)::value>
+    ln_forward_cached<decltype(k)::value, decltype(w)::value, T>
         <<<row_grid(rows), plan.threads, 0, s>>>(x, gamma, beta, y, mean, rstd, rows, hi, eps);
   });
   return launch_status();
 }
 
-int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
-                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
+template <class T>
+int ln_backward(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd, T* dx, float* dgamma,
+                float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
   if (rows < 0 || h <= 0 || !fits_int(h)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   const RowPlan plan = plan_row(h, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx));
   const int hi = static_cast<int>(h);
-  const std::int64_t bytes = 2 * h * static_cast<std::int64_t>(sizeof(float));
-  if (!plan.cached && plan.w == 4 && smem_for(ln_backward_smem<4>, bytes)) {
-    ln_backward_smem<4><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
-  } else if (!plan.cached && plan.w == 1 && smem_for(ln_backward_smem<1>, bytes)) {
-    ln_backward_smem<1><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
+  const std::int64_t bytes = 2 * h * static_cast<std::int64_t>(sizeof(float));  // float g and xhat
+  if (!plan.cached && plan.w == 4 && smem_for(ln_backward_smem<4, T>, bytes)) {
+    ln_backward_smem<4, T><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
+  } else if (!plan.cached && plan.w == 1 && smem_for(ln_backward_smem<1, T>, bytes)) {
+    ln_backward_smem<1, T><<<row_grid(rows), kLoopThreads, bytes, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
   } else if (!plan.cached) {
-    ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows, hi,
-                                                             static_cast<float>(h));
+    ln_backward_loop<T><<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, nullptr, dx, rows, hi,
+                                                                static_cast<float>(h));
   } else {
     dispatch_row(plan, [&](auto k, auto w) {
-      ln_backward_cached<decltype(k)::value, decltype(w)::value>
+      ln_backward_cached<decltype(k)::value, decltype(w)::value, T>
           <<<row_grid(rows), plan.threads, 0, s>>>(dy, x, gamma, mean, rstd, dx, rows, hi);
     });
   }
@@ -356,44 +367,107 @@ int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma,
   return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h, s);
 }
 
-int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
+template <class T>
+int ln2d_stats(const T* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
   if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
   if (rows == 0) return 0;
-  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(nullptr, x, nullptr, nullptr, nullptr, stats,
-                                                                           rows, static_cast<int>(h_local));
+  row_stats_kernel<T><<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
+      static_cast<const T*>(nullptr), x, static_cast<const T*>(nullptr), nullptr, nullptr, stats, rows,
+      static_cast<int>(h_local));
   return launch_status();
+}
+
+template <class T>
+int ln2d_apply(const T* x, const float* stats, const T* gamma, const T* beta, T* y, float* mean, float* rstd,
+               std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps, void* stream) {
+  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
+  if (rows == 0) return 0;
+  ln2d_apply_kernel<T><<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
+      x, stats, gamma, beta, y, mean, rstd, rows, static_cast<int>(h_local), static_cast<double>(h), eps);
+  return launch_status();
+}
+
+template <class T>
+int ln2d_backward_stats(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd, float* dstats,
+                        std::int64_t rows, std::int64_t h_local, void* stream) {
+  if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
+  if (rows == 0) return 0;
+  row_stats_kernel<T><<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(dy, x, gamma, mean, rstd, dstats, rows,
+                                                                              static_cast<int>(h_local));
+  return launch_status();
+}
+
+template <class T>
+int ln2d_backward_apply(const T* dy, const T* x, const T* gamma, const float* mean, const float* rstd,
+                        const float* dstats, T* dx, float* dgamma, float* dbeta, std::int64_t rows,
+                        std::int64_t h_local, std::int64_t h, void* stream) {
+  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
+  if (rows == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  ln_backward_loop<T><<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, dstats, dx, rows,
+                                                              static_cast<int>(h_local), static_cast<float>(h));
+  if (const int e = launch_status()) return e;
+  return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h_local, s);
+}
+
+}  // namespace
+
+int layernorm_forward_cuda(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps, void* stream) {
+  return ln_forward(x, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+}
+int layernorm_forward_cuda(const bf16* x, const bf16* gamma, const bf16* beta, bf16* y, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t h, float eps, void* stream) {
+  return ln_forward(x, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+}
+
+int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                            float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
+  return ln_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h, stream);
+}
+int layernorm_backward_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* mean, const float* rstd,
+                            bf16* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
+  return ln_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h, stream);
+}
+
+int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
+  return ln2d_stats(x, stats, rows, h_local, stream);
+}
+int layernorm2d_stats_cuda(const bf16* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {
+  return ln2d_stats(x, stats, rows, h_local, stream);
 }
 
 int layernorm2d_apply_cuda(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
                            float* mean, float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps,
                            void* stream) {
-  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
-  if (rows == 0) return 0;
-  ln2d_apply_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(
-      x, stats, gamma, beta, y, mean, rstd, rows, static_cast<int>(h_local), static_cast<double>(h), eps);
-  return launch_status();
+  return ln2d_apply(x, stats, gamma, beta, y, mean, rstd, rows, h_local, h, eps, stream);
+}
+int layernorm2d_apply_cuda(const bf16* x, const float* stats, const bf16* gamma, const bf16* beta, bf16* y, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t h_local, std::int64_t h, float eps,
+                           void* stream) {
+  return ln2d_apply(x, stats, gamma, beta, y, mean, rstd, rows, h_local, h, eps, stream);
 }
 
 int layernorm2d_backward_stats_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
                                     const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local,
                                     void* stream) {
-  if (rows < 0 || !fits_int(h_local)) return kInvalidValue;
-  if (rows == 0) return 0;
-  row_stats_kernel<<<row_grid(rows), kLoopThreads, 0, as_stream(stream)>>>(dy, x, gamma, mean, rstd, dstats, rows,
-                                                                           static_cast<int>(h_local));
-  return launch_status();
+  return ln2d_backward_stats(dy, x, gamma, mean, rstd, dstats, rows, h_local, stream);
+}
+int layernorm2d_backward_stats_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* mean,
+                                    const float* rstd, float* dstats, std::int64_t rows, std::int64_t h_local,
+                                    void* stream) {
+  return ln2d_backward_stats(dy, x, gamma, mean, rstd, dstats, rows, h_local, stream);
 }
 
 int layernorm2d_backward_apply_cuda(const float* dy, const float* x, const float* gamma, const float* mean,
                                     const float* rstd, const float* dstats, float* dx, float* dgamma, float* dbeta,
                                     std::int64_t rows, std::int64_t h_local, std::int64_t h, void* stream) {
-  if (rows < 0 || !fits_int(h_local) || h < h_local || h <= 0) return kInvalidValue;
-  if (rows == 0) return 0;
-  const cudaStream_t s = as_stream(stream);
-  ln_backward_loop<<<row_grid(rows), kLoopThreads, 0, s>>>(dy, x, gamma, mean, rstd, dstats, dx, rows,
-                                                           static_cast<int>(h_local), static_cast<float>(h));
-  if (const int e = launch_status()) return e;
-  return param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h_local, s);
+  return ln2d_backward_apply(dy, x, gamma, mean, rstd, dstats, dx, dgamma, dbeta, rows, h_local, h, stream);
+}
+int layernorm2d_backward_apply_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* mean,
+                                    const float* rstd, const float* dstats, bf16* dx, float* dgamma, float* dbeta,
+                                    std::int64_t rows, std::int64_t h_local, std::int64_t h, void* stream) {
+  return ln2d_backward_apply(dy, x, gamma, mean, rstd, dstats, dx, dgamma, dbeta, rows, h_local, h, stream);
 }
 
 }  // namespace meshsim::kernels

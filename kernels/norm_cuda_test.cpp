@@ -2,6 +2,9 @@
 //
 // Tolerance: |gpu - cpu| <= 1e-4 + 1e-4 |cpu| for y, dx, mean, rstd, stats (the GPU sums in
 // float, the references in double); 1e-3 + 1e-4 |cpu| for dgamma/dbeta (sums over rows).
+// bf16 overloads: bf16 inputs, the float reference on them widened; bf16 outputs (y, dx) within
+// that tolerance plus one bf16 ulp (bf16_tolerance, cuda_test_util.h); mean, rstd, stats,
+// dstats, dgamma, dbeta are float and keep the float tolerance.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -59,6 +62,41 @@ void check_forward_and_backward(std::int64_t rows, std::int64_t h, std::size_t p
             "");
   ASSERT_EQ(synchronize(), "");
   expect_near_all(d_dx.download(), dx, kTol, kTol, "dx");
+  expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
+  expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
+}
+
+// The bf16 overloads on the same shapes (and paths: register rows, shared-memory rows, the
+// loop; pad = 1 bf16 puts every row pointer 2 bytes off, so W = 1).
+void check_forward_and_backward_bf16(std::int64_t rows, std::int64_t h, std::size_t pad) {
+  SCOPED_TRACE("bf16 rows " + std::to_string(rows) + " h " + std::to_string(h) + " pad " + std::to_string(pad));
+  const std::size_t n = rows * h;
+  const auto x = to_bf16_vector(random_vector(n, 1, -2.f, 3.f)), dy = to_bf16_vector(random_vector(n, 2));
+  const auto gamma = to_bf16_vector(random_vector(h, 3, 0.5f, 1.5f)), beta = to_bf16_vector(random_vector(h, 4));
+  const auto xf = to_float_vector(x), dyf = to_float_vector(dy), gf = to_float_vector(gamma),
+             bf = to_float_vector(beta);
+  auto dgamma0 = random_vector(h, 5), dbeta0 = random_vector(h, 6);  // float, accumulated onto
+  std::vector<float> y(n), mean(rows), rstd(rows), dx(n), dgamma = dgamma0, dbeta = dbeta0;
+  layernorm_forward_cpu(xf.data(), gf.data(), bf.data(), y.data(), mean.data(), rstd.data(), rows, h, 1e-5f);
+  layernorm_backward_cpu(dyf.data(), xf.data(), gf.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
+                         dbeta.data(), rows, h);
+
+  DeviceBuffer<bf16> d_x(x, pad), d_dy(dy, pad), d_gamma(gamma), d_beta(beta), d_y(n, pad), d_dx(n, pad);
+  DeviceBuffer<float> d_mean(rows), d_rstd(rows), d_dgamma(dgamma0), d_dbeta(dbeta0);
+  ASSERT_EQ(cuda_error(layernorm_forward_cuda(d_x.get(), d_gamma.get(), d_beta.get(), d_y.get(), d_mean.get(),
+                                              d_rstd.get(), rows, h, 1e-5f, nullptr)),
+            "");
+  ASSERT_EQ(synchronize(), "");
+  expect_bf16_near_all(d_y.download(), y, kTol, kTol, "y");
+  expect_near_all(d_mean.download(), mean, kTol, kTol, "mean");
+  expect_near_all(d_rstd.download(), rstd, kTol, kTol, "rstd");
+  d_mean.upload(mean);
+  d_rstd.upload(rstd);
+  ASSERT_EQ(cuda_error(layernorm_backward_cuda(d_dy.get(), d_x.get(), d_gamma.get(), d_mean.get(), d_rstd.get(),
+                                               d_dx.get(), d_dgamma.get(), d_dbeta.get(), rows, h, nullptr)),
+            "");
+  ASSERT_EQ(synchronize(), "");
+  expect_bf16_near_all(d_dx.download(), dx, kTol, kTol, "dx");
   expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
   expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
 }
@@ -138,6 +176,84 @@ TEST(NormCuda, TwoDPiecesMatchCpu) {
               "");
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_dx.download(), dx, kTol, kTol, "dx");
+    expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
+    expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
+  }
+#endif
+}
+
+TEST(NormCuda, Bf16ForwardBackwardMatchCpu) {
+  if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+#if defined(MESHSIM_HAVE_CUDA)
+  for (const Shape& s : kShapes) check_forward_and_backward_bf16(s.rows, s.h, 0);
+  check_forward_and_backward_bf16(5, 1024, 1);
+  check_forward_and_backward_bf16(3, 12288, 1);
+  check_forward_and_backward_bf16(3, 40000, 1);
+#endif
+}
+
+TEST(NormCuda, Bf16TwoDPiecesMatchCpu) {
+  if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+#if defined(MESHSIM_HAVE_CUDA)
+  for (const auto& [rows, h_local, q] : {std::array<std::int64_t, 3>{3, 5, 2}, {17, 256, 4}, {8, 2048, 2}}) {
+    SCOPED_TRACE("bf16 rows " + std::to_string(rows) + " h_local " + std::to_string(h_local));
+    const std::int64_t h = h_local * q;
+    const std::size_t n = rows * h_local;
+    const auto x = to_bf16_vector(random_vector(n, 11, -1.f, 2.f)), dy = to_bf16_vector(random_vector(n, 12));
+    const auto gamma = to_bf16_vector(random_vector(h_local, 13)), beta = to_bf16_vector(random_vector(h_local, 14));
+    const auto xf = to_float_vector(x), dyf = to_float_vector(dy), gf = to_float_vector(gamma),
+               bf = to_float_vector(beta);
+    auto dgamma0 = random_vector(h_local, 15), dbeta0 = random_vector(h_local, 16);
+
+    std::vector<float> stats(2 * rows);
+    layernorm2d_stats_cpu(xf.data(), stats.data(), rows, h_local);
+    DeviceBuffer<bf16> d_x(x);
+    DeviceBuffer<float> d_stats(2 * rows);
+    ASSERT_EQ(cuda_error(layernorm2d_stats_cuda(d_x.get(), d_stats.get(), rows, h_local, nullptr)), "");
+    ASSERT_EQ(synchronize(), "");
+    expect_near_all(d_stats.download(), stats, kTol, kTol, "stats");
+
+    std::vector<float> global(2 * rows);
+    for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(q) * stats[i];
+    std::vector<float> y(n), mean(rows), rstd(rows);
+    layernorm2d_apply_cpu(xf.data(), global.data(), gf.data(), bf.data(), y.data(), mean.data(), rstd.data(), rows,
+                          h_local, h, 1e-5f);
+    DeviceBuffer<bf16> d_gamma(gamma), d_beta(beta), d_y(n);
+    DeviceBuffer<float> d_global(global), d_mean(rows), d_rstd(rows);
+    ASSERT_EQ(cuda_error(layernorm2d_apply_cuda(d_x.get(), d_global.get(), d_gamma.get(), d_beta.get(), d_y.get(),
+                                                d_mean.get(), d_rstd.get(), rows, h_local, h, 1e-5f, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_bf16_near_all(d_y.download(), y, kTol, kTol, "y");
+    expect_near_all(d_mean.download(), mean, kTol, kTol, "mean");
+    expect_near_all(d_rstd.download(), rstd, kTol, kTol, "rstd");
+
+    std::vector<float> dstats(2 * rows);
+    layernorm2d_backward_stats_cpu(dyf.data(), xf.data(), gf.data(), mean.data(), rstd.data(), dstats.data(), rows,
+                                   h_local);
+    d_mean.upload(mean);
+    d_rstd.upload(rstd);
+    DeviceBuffer<bf16> d_dy(dy);
+    DeviceBuffer<float> d_dstats(2 * rows);
+    ASSERT_EQ(cuda_error(layernorm2d_backward_stats_cuda(d_dy.get(), d_x.get(), d_gamma.get(), d_mean.get(),
+                                                         d_rstd.get(), d_dstats.get(), rows, h_local, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_near_all(d_dstats.download(), dstats, kTol, kTol, "dstats");
+
+    for (auto& v : dstats) v *= static_cast<float>(q);
+    std::vector<float> dx(n), dgamma = dgamma0, dbeta = dbeta0;
+    layernorm2d_backward_apply_cpu(dyf.data(), xf.data(), gf.data(), mean.data(), rstd.data(), dstats.data(), dx.data(),
+                                   dgamma.data(), dbeta.data(), rows, h_local, h);
+    d_dstats.upload(dstats);
+    DeviceBuffer<bf16> d_dx(n);
+    DeviceBuffer<float> d_dgamma(dgamma0), d_dbeta(dbeta0);
+    ASSERT_EQ(cuda_error(layernorm2d_backward_apply_cuda(d_dy.get(), d_x.get(), d_gamma.get(), d_mean.get(),
+                                                         d_rstd.get(), d_dstats.get(), d_dx.get(), d_dgamma.get(),
+                                                         d_dbeta.get(), rows, h_local, h, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_bf16_near_all(d_dx.download(), dx, kTol, kTol, "dx");
     expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
     expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
   }

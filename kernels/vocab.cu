@@ -1,6 +1,8 @@
 // CUDA vocabulary-parallel cross-entropy and embedding (kernels/vocab.h has the math). The
 // row reductions (local max, local stats) run one block per row with float4 loads where
-// aligned; the loss is one thread per row in double, as the reference computes it.
+// aligned; the loss is one thread per row in double, as the reference computes it. The
+// logits-reading kernels are templated on the logits' element type T (float or bf16, widened
+// on load; dlogits narrowed once); max, stats and loss are float.
 #include <cmath>
 
 #include "kernels/cuda_common.cuh"
@@ -17,11 +19,11 @@ __device__ __forceinline__ bool in_shard(std::int64_t id, std::int64_t v_local, 
   return id >= v0 && id < v0 + v_local;
 }
 
-template <int W>
-__global__ void local_max_kernel(const float* logits, float* local_max, std::int64_t rows, int v_local) {
+template <int W, class T>
+__global__ void local_max_kernel(const T* logits, float* local_max, std::int64_t rows, int v_local) {
   const int nvec = v_local / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* lr = logits + r * v_local;
+    const T* lr = logits + r * v_local;
     float m = -INFINITY;
     for (int t = threadIdx.x; t < nvec; t += blockDim.x) {
       float x[W];
@@ -34,12 +36,12 @@ __global__ void local_max_kernel(const float* logits, float* local_max, std::int
   }
 }
 
-template <int W>
-__global__ void local_stats_kernel(const float* logits, const float* global_max, const std::int64_t* targets,
-                                   float* stats, std::int64_t rows, int v_local, std::int64_t v0) {
+template <int W, class T>
+__global__ void local_stats_kernel(const T* logits, const float* global_max, const std::int64_t* targets, float* stats,
+                                   std::int64_t rows, int v_local, std::int64_t v0) {
   const int nvec = v_local / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* lr = logits + r * v_local;
+    const T* lr = logits + r * v_local;
     const float m = global_max[r];
     float s = 0.f;
     for (int t = threadIdx.x; t < nvec; t += blockDim.x) {
@@ -51,7 +53,7 @@ __global__ void local_stats_kernel(const float* logits, const float* global_max,
     s = block_sum(s);
     if (threadIdx.x == 0) {
       stats[2 * r] = s;
-      stats[2 * r + 1] = in_shard(targets[r], v_local, v0) ? lr[targets[r] - v0] : 0.f;
+      stats[2 * r + 1] = in_shard(targets[r], v_local, v0) ? load(lr, targets[r] - v0) : 0.f;
     }
   }
 }
@@ -67,9 +69,9 @@ __global__ void loss_kernel(const float* global_max, const float* stats, const s
 }
 
 // Flat over rows * (v_local / W); dlogits may alias logits (each element read then written once).
-template <int W>
-__global__ void ce_backward_kernel(const float* logits, const float* global_max, const float* stats,
-                                   const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
+template <int W, class T>
+__global__ void ce_backward_kernel(const T* logits, const float* global_max, const float* stats,
+                                   const std::int64_t* targets, float grad_scale, T* dlogits, std::int64_t rows,
                                    std::int64_t v_local, std::int64_t v0) {
   const std::int64_t nvec = v_local / W, total = rows * nvec;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
@@ -110,33 +112,79 @@ __global__ void embedding_backward_kernel(const std::int64_t* ids, const float* 
       if (in_shard(ids[r], v_local, v0)) dtable[(ids[r] - v0) * h + c] += dout[r * h + c];
 }
 
-}  // namespace
-
-int cross_entropy_local_max_cuda(const float* logits, float* local_max, std::int64_t rows, std::int64_t v_local,
-                                 void* stream) {
+template <class T>
+int ce_local_max(const T* logits, float* local_max, std::int64_t rows, std::int64_t v_local, void* stream) {
   if (rows < 0 || !fits_int(v_local)) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   const int v = static_cast<int>(v_local);
   if (v_local % 4 == 0 && aligned16(logits))
-    local_max_kernel<4><<<row_grid(rows), kThreads, 0, s>>>(logits, local_max, rows, v);
+    local_max_kernel<4, T><<<row_grid(rows), kThreads, 0, s>>>(logits, local_max, rows, v);
   else
-    local_max_kernel<1><<<row_grid(rows), kThreads, 0, s>>>(logits, local_max, rows, v);
+    local_max_kernel<1, T><<<row_grid(rows), kThreads, 0, s>>>(logits, local_max, rows, v);
   return launch_status();
 }
 
-int cross_entropy_local_stats_cuda(const float* logits, const float* global_max, const std::int64_t* targets,
-                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0,
-                                   void* stream) {
+template <class T>
+int ce_local_stats(const T* logits, const float* global_max, const std::int64_t* targets, float* stats,
+                   std::int64_t rows, std::int64_t v_local, std::int64_t v0, void* stream) {
   if (rows < 0 || !fits_int(v_local) || v0 < 0) return kInvalidValue;
   if (rows == 0) return 0;
   const cudaStream_t s = as_stream(stream);
   const int v = static_cast<int>(v_local);
   if (v_local % 4 == 0 && aligned16(logits))
-    local_stats_kernel<4><<<row_grid(rows), kThreads, 0, s>>>(logits, global_max, targets, stats, rows, v, v0);
+    local_stats_kernel<4, T><<<row_grid(rows), kThreads, 0, s>>>(logits, global_max, targets, stats, rows, v, v0);
   else
-    local_stats_kernel<1><<<row_grid(rows), kThreads, 0, s>>>(logits, global_max, targets, stats, rows, v, v0);
+    local_stats_kernel<1, T><<<row_grid(rows), kThreads, 0, s>>>(logits, global_max, targets, stats, rows, v, v0);
   return launch_status();
+}
+
+template <class T>
+int ce_backward(const T* logits, const float* global_max, const float* stats, const std::int64_t* targets,
+                float grad_scale, T* dlogits, std::int64_t rows, std::int64_t v_local, std::int64_t v0, void* stream) {
+  if (rows < 0 || v_local < 0 || v0 < 0) return kInvalidValue;
+  if (rows == 0 || v_local == 0) return 0;
+  const cudaStream_t s = as_stream(stream);
+  if (v_local % 4 == 0 && aligned16(logits) && aligned16(dlogits))
+    ce_backward_kernel<4, T><<<grid_for(rows * v_local / 4, kThreads), kThreads, 0, s>>>(
+        logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0);
+  else
+    ce_backward_kernel<1, T><<<grid_for(rows * v_local, kThreads), kThreads, 0, s>>>(
+        logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0);
+  return launch_status();
+}
+
+}  // namespace
+
+int cross_entropy_local_max_cuda(const float* logits, float* local_max, std::int64_t rows, std::int64_t v_local,
+                                 void* stream) {
+  return ce_local_max(logits, local_max, rows, v_local, stream);
+}
+int cross_entropy_local_max_cuda(const bf16* logits, float* local_max, std::int64_t rows, std::int64_t v_local,
+                                 void* stream) {
+  return ce_local_max(logits, local_max, rows, v_local, stream);
+}
+
+int cross_entropy_local_stats_cuda(const float* logits, const float* global_max, const std::int64_t* targets,
+                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0,
+                                   void* stream) {
+  return ce_local_stats(logits, global_max, targets, stats, rows, v_local, v0, stream);
+}
+int cross_entropy_local_stats_cuda(const bf16* logits, const float* global_max, const std::int64_t* targets,
+                                   float* stats, std::int64_t rows, std::int64_t v_local, std::int64_t v0,
+                                   void* stream) {
+  return ce_local_stats(logits, global_max, targets, stats, rows, v_local, v0, stream);
+}
+
+int cross_entropy_backward_cuda(const float* logits, const float* global_max, const float* stats,
+                                const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
+                                std::int64_t v_local, std::int64_t v0, void* stream) {
+  return ce_backward(logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0, stream);
+}
+int cross_entropy_backward_cuda(const bf16* logits, const float* global_max, const float* stats,
+                                const std::int64_t* targets, float grad_scale, bf16* dlogits, std::int64_t rows,
+                                std::int64_t v_local, std::int64_t v0, void* stream) {
+  return ce_backward(logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0, stream);
 }
 
 int cross_entropy_loss_cuda(const float* global_max, const float* stats, const std::int64_t* targets, float* loss,
@@ -144,21 +192,6 @@ int cross_entropy_loss_cuda(const float* global_max, const float* stats, const s
   if (rows < 0) return kInvalidValue;
   if (rows == 0) return 0;
   loss_kernel<<<grid_for(rows, kThreads), kThreads, 0, as_stream(stream)>>>(global_max, stats, targets, loss, rows);
-  return launch_status();
-}
-
-int cross_entropy_backward_cuda(const float* logits, const float* global_max, const float* stats,
-                                const std::int64_t* targets, float grad_scale, float* dlogits, std::int64_t rows,
-                                std::int64_t v_local, std::int64_t v0, void* stream) {
-  if (rows < 0 || v_local < 0 || v0 < 0) return kInvalidValue;
-  if (rows == 0 || v_local == 0) return 0;
-  const cudaStream_t s = as_stream(stream);
-  if (v_local % 4 == 0 && aligned16(logits) && aligned16(dlogits))
-    ce_backward_kernel<4><<<grid_for(rows * v_local / 4, kThreads), kThreads, 0, s>>>(
-        logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0);
-  else
-    ce_backward_kernel<1><<<grid_for(rows * v_local, kThreads), kThreads, 0, s>>>(
-        logits, global_max, stats, targets, grad_scale, dlogits, rows, v_local, v0);
   return launch_status();
 }
 

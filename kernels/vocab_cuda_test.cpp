@@ -4,6 +4,9 @@
 // Tolerances (|gpu - cpu| <= atol + rtol |cpu|): local max exact; stats and loss 1e-5 +
 // 1e-5 (the GPU sums exp in float, the reference in double); dlogits 1e-7 + 1e-5; embedding
 // forward and backward exact (copies, and the backward adds rows in the reference's order).
+// bf16 logits: the float reference on them widened; the max exact, stats float with the float
+// tolerance, bf16 dlogits within the float tolerance plus one bf16 ulp (bf16_tolerance,
+// cuda_test_util.h).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -81,6 +84,54 @@ TEST(VocabCuda, CrossEntropyPiecesMatchCpu) {
               "");
     ASSERT_EQ(synchronize(), "");
     expect_near_all(d_logits.download(), dlogits, 1e-7, 1e-5, "dlogits in place");
+  }
+#endif
+}
+
+TEST(VocabCuda, Bf16CrossEntropyPiecesMatchCpu) {
+  if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+#if defined(MESHSIM_HAVE_CUDA)
+  struct Case {
+    std::int64_t rows, v_local, v0, vocab;
+  };
+  // v_local % 4 == 0 (four bf16 per load) and not; 32064 = Llama-3's 128256 over 4 shards.
+  for (const Case c :
+       {Case{3, 5, 5, 15}, Case{64, 1000, 0, 4000}, Case{33, 12563, 12563, 50252}, Case{16, 32064, 32064, 128256}}) {
+    SCOPED_TRACE("bf16 rows " + std::to_string(c.rows) + " v_local " + std::to_string(c.v_local) + " v0 " +
+                 std::to_string(c.v0));
+    const std::size_t n = c.rows * c.v_local;
+    const auto logits = to_bf16_vector(random_vector(n, 1, -10.f, 10.f));
+    const auto lf = to_float_vector(logits);
+    auto targets = random_targets(c.rows, c.vocab, 2);
+    std::vector<float> local_max(c.rows), stats(2 * c.rows), dlogits(n);
+    cross_entropy_local_max_cpu(lf.data(), local_max.data(), c.rows, c.v_local);
+    cross_entropy_local_stats_cpu(lf.data(), local_max.data(), targets.data(), stats.data(), c.rows, c.v_local, c.v0);
+    const float grad_scale = 1.f / static_cast<float>(c.rows);
+    cross_entropy_backward_cpu(lf.data(), local_max.data(), stats.data(), targets.data(), grad_scale, dlogits.data(),
+                               c.rows, c.v_local, c.v0);
+
+    DeviceBuffer<bf16> d_logits(logits), d_dlogits(n);
+    DeviceBuffer<float> d_max(c.rows), d_stats(2 * c.rows);
+    DeviceBuffer<std::int64_t> d_targets(targets);
+    ASSERT_EQ(cuda_error(cross_entropy_local_max_cuda(d_logits.get(), d_max.get(), c.rows, c.v_local, nullptr)), "");
+    ASSERT_EQ(synchronize(), "");
+    EXPECT_EQ(d_max.download(), local_max);
+    ASSERT_EQ(cuda_error(cross_entropy_local_stats_cuda(d_logits.get(), d_max.get(), d_targets.get(), d_stats.get(),
+                                                        c.rows, c.v_local, c.v0, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_near_all(d_stats.download(), stats, 1e-5, 1e-5, "stats");
+    d_stats.upload(stats);
+    ASSERT_EQ(cuda_error(cross_entropy_backward_cuda(d_logits.get(), d_max.get(), d_stats.get(), d_targets.get(),
+                                                     grad_scale, d_dlogits.get(), c.rows, c.v_local, c.v0, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_bf16_near_all(d_dlogits.download(), dlogits, 1e-7, 1e-5, "dlogits");
+    ASSERT_EQ(cuda_error(cross_entropy_backward_cuda(d_logits.get(), d_max.get(), d_stats.get(), d_targets.get(),
+                                                     grad_scale, d_logits.get(), c.rows, c.v_local, c.v0, nullptr)),
+              "");
+    ASSERT_EQ(synchronize(), "");
+    expect_bf16_near_all(d_logits.download(), dlogits, 1e-7, 1e-5, "dlogits in place");
   }
 #endif
 }

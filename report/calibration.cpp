@@ -88,7 +88,11 @@ Schedule calibration_schedule(int world, int g, const std::vector<CollKind>& kin
   return all;
 }
 
-MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::string& device) {
+// The preset models' GEMMs calibrate times: every shape whose operands fit 4 GiB (three such
+// buffers on the device at once; Llama-3 405B's 16384 x 128256 logits at TP 1 do not).
+constexpr std::size_t kModelGemmOperandBytes = std::size_t{4} << 30;
+
+MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::string& device, bool fp32_kernels) {
   MachineProfile p;
   const std::string preset = gpu_preset_for_device(device);
   p.description =
@@ -111,12 +115,16 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   p.gpu.memory_bandwidth = Bandwidth::from_bytes_per_s(m.memory_bandwidth);
   p.gpu.launch_overhead = Time::from_ps(static_cast<std::int64_t>(m.launch_overhead_s * 1e12));
   p.compute.memory_efficiency[static_cast<std::size_t>(KernelKind::Memcpy)] = 1.0;
-  // Our kernels against the measured pass; our attention (float32, CUDA cores) against the
-  // fp32 peak: validate predicts attention ops as they run, in float32 (as_run_by_our_kernels).
-  apply_kernel_rates(p, m.kernels, p.gpu.peak_flops_fp32);
+  // Our kernels against the measured pass; our attention against the peak of the width it
+  // ran in (bf16 calls, or float32 with --kernels fp32): validate predicts attention ops as
+  // they run, in that width (as_run_by_our_kernels).
+  apply_kernel_rates(p, m.kernels, fp32_kernels ? p.gpu.peak_flops_fp32 : p.gpu.peak_flops_bf16);
   apply_row_sweep(p, m.row_sweep);
-  // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster).
-  for (const auto& g : m.gemm) {
+  // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster), the
+  // grid's and the preset models' shapes.
+  std::vector<cuda::MeasuredGemm> all = m.gemm;
+  all.insert(all.end(), m.model_gemm.begin(), m.model_gemm.end());
+  for (const auto& g : all) {
     const int width = cuda::dtype_bytes(g.dtype);
     auto same = [&](const GemmPoint& q) { return q.m == g.m && q.n == g.n && q.k == g.k && q.dtype_bytes == width; };
     auto it = std::find_if(p.compute.gemm_points.begin(), p.compute.gemm_points.end(), same);
@@ -148,10 +156,12 @@ ComputeMeasurement measure_compute(const CalibrateOptions& o, int rank) {
     c.device = cuda::local_device(rank, info.count, [](const char* v) { return std::getenv(v); });
     cuda::GpuApi& api = cuda::real_gpu_api();
     cuda::Checker check(api, rank);
-    const cuda::CudaCalibrateOptions options;
+    cuda::CudaCalibrateOptions options;
+    options.fp32_kernels = o.fp32_kernels;
+    options.model_gemms = preset_gemm_shapes(kModelGemmOperandBytes);
     const cuda::CudaMeasurements m = cuda::measure_cuda(api, check, c.device, options);
     const std::string name = info.names.at(static_cast<std::size_t>(c.device));
-    c.profile = cuda_machine_profile(m, name);
+    c.profile = cuda_machine_profile(m, name, options.fp32_kernels);
     c.kernels = m.kernels;
     if (const std::string preset = gpu_preset_for_device(name); !preset.empty())
       c.preset_check = format_preset_check(check_against_preset(m, options, gpu_preset(preset)), preset);
@@ -384,6 +394,35 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
       break;
     }
   p.gpu.attention_efficiency = std::clamp(r.attention_flops_per_s / (attention_peak * shape_factor), 1e-3, 1.0);
+}
+
+std::vector<cuda::GemmShape> preset_gemm_shapes(std::size_t max_operand_bytes) {
+  std::vector<cuda::GemmShape> out;
+  for (const ModelSpec& preset : model_presets())
+    for (const int tp : {1, 8}) {
+      ModelSpec m = preset;
+      m.layers = 1;
+      ParallelSpec p;
+      p.tp = tp;
+      Schedule s;
+      try {
+        s = plan_iteration(m, p);
+      } catch (const Error&) {
+        continue;  // a layout this model cannot take (heads or vocabulary not divisible by 8)
+      }
+      for (const Role& role : s.roles)
+        for (const Op& op : role.ops) {
+          const Kernel& k = op.kernel;
+          if (op.kind != OpKind::Compute || k.kind != KernelKind::Gemm || k.dtype_bytes != 2 || k.m <= 0 || k.n <= 0 ||
+              k.k <= 0)
+            continue;
+          const double biggest = 2.0 * static_cast<double>(std::max({k.m * k.k, k.k * k.n, k.m * k.n}));
+          const cuda::GemmShape g{k.m, k.n, k.k};
+          if (biggest <= static_cast<double>(max_operand_bytes) && std::find(out.begin(), out.end(), g) == out.end())
+            out.push_back(g);
+        }
+    }
+  return out;
 }
 
 }  // namespace meshsim

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_calibrate.h"
+#include "backend/cuda/cuda_calibrate.h"
 #include "backend/make_executor.h"
 #include "schedule/collective.h"
 #include "sim/machine_profile.h"
@@ -40,6 +41,7 @@ struct CalibrateOptions {
   std::string kinds = "allreduce,allgather,reducescatter,broadcast,alltoall";
   int repeats = 3;
   double timeout_s = 300;
+  bool fp32_kernels = false;  // cuda: time our kernels in float32, not bf16 (--kernels fp32)
 };
 
 // --kinds: the collectives to calibrate, comma-separated, each once (an Error naming --kinds
@@ -63,5 +65,13 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
 // profile's row points: per function, pass and width, bytes per second over
 // p.gpu.memory_bandwidth, kept within [0.001, 1].
 void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep);
+
+// The GEMM shapes of one layer of every model preset (model_presets(): its embedding, layer
+// and logits, forward and backward) at TP 1 and TP 8, micro-batch 1, at the preset's
+// sequence, each once, in the order first planned, leaving out a shape with an operand over
+// `max_operand_bytes` (bf16): what `calibrate --backend cuda` times besides its grid, so
+// validate predicts such a layer's GEMMs from their own measured times (an exact shape's
+// measured rate, ComputeModel::time) rather than interpolated from the grid.
+std::vector<cuda::GemmShape> preset_gemm_shapes(std::size_t max_operand_bytes);
 
 }  // namespace meshsim

@@ -42,6 +42,17 @@ std::vector<PresetCheckRow> check_against_preset(const cuda::CudaMeasurements& m
   for (const auto& [dtype, acc] : log_ratio_by_width)
     rows.push_back({fmt::format("GEMM {}, {} shapes (geometric mean)", dtype, acc.second), "", "",
                     std::exp(acc.first / acc.second)});
+  // The preset models' own GEMM shapes (calibrate's model_gemms): how far the preset is where
+  // the models run, not on a grid.
+  if (!m.model_gemm.empty()) {
+    double sum = 0;
+    for (const MeasuredGemm& g : m.model_gemm) {
+      const Kernel k = Kernel::gemm(g.m, g.n, g.k, cuda::dtype_bytes(g.dtype));
+      sum += std::log(g.flops_per_s / (k.flops / model.time(k).seconds()));
+    }
+    rows.push_back({fmt::format("GEMM bf16, the preset models' {} shapes (geometric mean)", m.model_gemm.size()), "",
+                    "", std::exp(sum / static_cast<double>(m.model_gemm.size()))});
+  }
 
   // The memory pass: read and write memory_bytes, as calibrate times it.
   if (m.memory_bandwidth > 0) {

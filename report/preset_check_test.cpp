@@ -1,7 +1,10 @@
 #include "report/preset_check.h"
 
+#include "report/calibration.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace meshsim {
@@ -95,6 +98,40 @@ TEST(PresetCheck, FormatIsATableOfFixedColumns) {
             "GEMM 8192^3 bf16                                800.0TFLOP/s    740.6TFLOP/s    1.080x\n"
             "launch overhead (1 KiB pass)                          8.00us          4.56us    0.570x\n"
             "(speed: the measured rate over the preset's, > 1 where this GPU is faster than the preset says)\n");
+}
+
+// The preset models' GEMMs (calibrate's model_gemms) get a row of their own: the geometric
+// mean of measured over preset, here the worked example's 8192^3 at 1.1x and 0.9x.
+TEST(PresetCheck, ThePresetModelsGemmsHaveTheirOwnMeanRow) {
+  const double preset_rate = cube_flops(8192) / 1484.73e-6;
+  cuda::CudaMeasurements m;
+  m.model_gemm.push_back({8192, 8192, 8192, cuda::DType::Bf16, 1.1 * preset_rate});
+  m.model_gemm.push_back({8192, 8192, 8192, cuda::DType::Bf16, 0.9 * preset_rate});
+  const auto rows = check_against_preset(m, {}, gpu_preset("h100"));
+  EXPECT_NEAR(row(rows, "GEMM bf16, the preset models' 2 shapes (geometric mean)").speed_ratio, std::sqrt(1.1 * 0.9),
+              1e-3);
+}
+
+// The shapes calibrate times for the preset models: GPT-3 175B's QKV projection (2048 tokens
+// x 3 * 12288 columns x 12288) at TP 1 and its eighth at TP 8, each shape once, none over the
+// operand limit.
+TEST(PresetGemmShapes, HoldEveryPresetLayersGemmsOnceWithinTheOperandLimit) {
+  const auto shapes = preset_gemm_shapes(std::size_t{4} << 30);
+  auto has = [&](cuda::GemmShape g) { return std::find(shapes.begin(), shapes.end(), g) != shapes.end(); };
+  EXPECT_TRUE(has({2048, 3 * 12288, 12288}));
+  EXPECT_TRUE(has({2048, 3 * 12288 / 8, 12288}));
+  EXPECT_TRUE(has({2048, 4 * 12288, 12288}));  // fc1 at TP 1
+  // Llama-3 70B (GQA: 64 query heads, 8 KV heads of 128): Q plus K and V, 8192 + 2 * 1024 columns.
+  EXPECT_TRUE(has({8192, 8192 + 2 * 1024, 8192}));
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    for (std::size_t j = i + 1; j < shapes.size(); ++j) EXPECT_FALSE(shapes[i] == shapes[j]) << i << " " << j;
+  const auto small = preset_gemm_shapes(std::size_t{64} << 20);
+  EXPECT_LT(small.size(), shapes.size());
+  for (const cuda::GemmShape& g : small)
+    EXPECT_LE(2 * std::max({g.m * g.k, g.k * g.n, g.m * g.n}), std::int64_t{64} << 20)
+        << g.m << "x" << g.n << "x" << g.k;
+  EXPECT_GT(shapes.size(), 20u);
+  EXPECT_LT(shapes.size(), 600u);  // calibrate times each: a bounded list
 }
 
 }  // namespace

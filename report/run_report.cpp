@@ -215,6 +215,7 @@ int run_collective_rank(const RunOptions& o, const Scenario& sc, RankSession& se
   std::vector<cpu::NumericsCheck> checks;  // every op's result against the serial reference
   ExecutorOptions eopt = session.executor_options(o.backend, o.collectives);
   eopt.warmup = o.warmup;
+  eopt.fp32_kernels = o.fp32_kernels;
   if (axis != MeshAxis::rank()) eopt.cpu.groups[axis] = placement.groups_along(axis);
   eopt.checks = &checks;
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);

@@ -36,6 +36,7 @@ struct RunOptions {
   bool json = false;
   double timeout_s = 120;
   int warmup = 1;                  // cuda: untimed passes of the step before the timed one
+  bool fp32_kernels = false;       // cuda: --kernels fp32 (a 2-byte model's non-GEMM kernels in float32, not bf16)
   std::string format = "meshsim";  // collective workloads: meshsim's table, or nccl-tests' layout
 };
 

@@ -73,6 +73,7 @@ int run_training_rank(const RunOptions& o, const Scenario& sc, RankSession& s) {
 
   ExecutorOptions eopt = s.executor_options(o.backend, o.collectives);
   eopt.warmup = o.warmup;
+  eopt.fp32_kernels = o.fp32_kernels;
   eopt.schedule = ScheduleKind::Training;
   if (cuda) eopt.device = cuda::local_device(rank, gpus.count, [](const char* v) { return std::getenv(v); });
   const Trace mine = make_executor(registry, placement, eopt)->execute(schedule);
@@ -102,8 +103,10 @@ int run_training_rank(const RunOptions& o, const Scenario& sc, RankSession& s) {
     ScheduleSimOptions sopt;
     sopt.fidelity = sc.fidelity;
     sopt.algorithm = sc.algorithm;
-    // Predicted as run: our float32 kernels' bytes for every non-GEMM op (kernel_call.h).
-    predicted = simulate_schedule(as_run_by_our_kernels(schedule), topo, router, placement, compute, registry, sopt);
+    // Predicted as run: our kernels' bytes and precision for every non-GEMM op (kernel_call.h):
+    // float32 on the cpu backend, bf16 for a 2-byte model on the cuda backend (unless --kernels fp32).
+    predicted = simulate_schedule(as_run_by_our_kernels(schedule, cuda && !o.fp32_kernels), topo, router, placement,
+                                  compute, registry, sopt);
   }
 
   const Comparison table = op_kind_comparison(schedule, events, world, predicted ? &*predicted : nullptr);

@@ -221,6 +221,8 @@ TEST(Run, CollectivesFlagIsChecked) {
   expect_user_error(meshsim("run " + f.string() + " -n 2 --collectives nccl"),
                     "--collectives nccl: native NCCL collectives need --backend cuda");
   expect_user_error(meshsim("run " + f.string() + " -n 2 --backend cuda --collectives mpi"), "--collectives: 'mpi'");
+  expect_user_error(meshsim("validate " + f.string() + " -n 2 --kernels fp16"),
+                    "--kernels: unknown precision 'fp16'; use bf16 or fp32");
 }
 
 // Sets environment variables for one scope (the ranks a test starts by hand inherit them)
@@ -401,6 +403,7 @@ TEST(Calibrate, BadFlagsAreOneClearError) {
   expect_user_error(meshsim("calibrate --sizes 1MiB" + out), "--sizes: one size cannot separate alpha from bandwidth");
   expect_user_error(meshsim("calibrate --sizes 1MiB:1KiB" + out), "--sizes: sweep");
   expect_user_error(meshsim("calibrate --collectives nccl" + out), "--collectives nccl: native NCCL collectives need");
+  expect_user_error(meshsim("calibrate --kernels bf32" + out), "--kernels: unknown precision 'bf32'");
   expect_user_error(meshsim("calibrate --out /nonexistent-dir/p.yaml"),
                     "--out: folder '/nonexistent-dir' does not exist");
   const Result cuda = meshsim("calibrate --backend cuda" + out);

@@ -64,12 +64,15 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   check.cublas(api.blas_set_stream(s.blas, s.stream), "cublasSetStream", where);
 
   const std::int64_t largest = *std::max_element(opt.gemm_sizes.begin(), opt.gemm_sizes.end());
-  const std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
+  std::size_t gemm_bytes = static_cast<std::size_t>(largest * largest) * 4;  // fp32 is the widest
+  for (const GemmShape& g : opt.model_gemms)
+    gemm_bytes = std::max(gemm_bytes, static_cast<std::size_t>(std::max({g.m * g.k, g.k * g.n, g.m * g.n})) * 2);
   const std::int64_t rows = std::max<std::int64_t>(static_cast<std::int64_t>(opt.kernel_bytes / 4) / opt.row, 1);
-  const std::vector<CalibrationCall> calls = calibration_calls(rows, opt.row, opt.attention);
+  const std::vector<CalibrationCall> calls = calibration_calls(rows, opt.row, opt.attention, !opt.fp32_kernels);
   std::vector<CalibrationCall> sweep;
   for (std::int64_t w : opt.row_widths) {
-    const std::vector<CalibrationCall> at = row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w);
+    const std::vector<CalibrationCall> at =
+        row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w, !opt.fp32_kernels);
     sweep.insert(sweep.end(), at.begin(), at.end());
   }
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer
@@ -117,6 +120,14 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
           });
           m.gemm.push_back({mm, nn, kk, t, 2.0 * static_cast<double>(mm) * nn * kk / secs});
         }
+
+  for (const GemmShape& g : opt.model_gemms) {
+    const std::string what = fmt::format("calibrate gemm {}x{}x{} bf16 (a model's shape)", g.m, g.n, g.k);
+    const double secs = time_per_call(what, [&] {
+      check.cublas(api.gemm(s.blas, g.m, g.n, g.k, DType::Bf16, buf[0], buf[1], buf[2]), "cublasGemmEx", what);
+    });
+    m.model_gemm.push_back({g.m, g.n, g.k, DType::Bf16, 2.0 * static_cast<double>(g.m) * g.n * g.k / secs});
+  }
 
   const std::size_t floats = opt.memory_bytes / 4;
   const double pass = time_per_call("calibrate memory bandwidth", [&] {

@@ -25,8 +25,14 @@ struct MeasuredGemm {
   double flops_per_s = 0;  // 2mnk / time per call (back-to-back calls on one stream)
 };
 
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  friend bool operator==(const GemmShape&, const GemmShape&) = default;
+};
+
 struct CudaMeasurements {
   std::vector<MeasuredGemm> gemm;         // every (m, n, k) of gemm_sizes, per dtype
+  std::vector<MeasuredGemm> model_gemm;   // every shape of model_gemms, bf16
   double memory_bandwidth = 0;            // bytes read + written per second by stream_pass on memory_bytes
   double launch_overhead_s = 0;           // time per back-to-back stream_pass of 1 KiB
   std::vector<MeasuredKernel> kernels;    // our kernels (kernels/cuda_ops.h): calibration_calls
@@ -53,6 +59,13 @@ struct CudaCalibrateOptions {
   // and past it, where a row no longer fits in registers or shared memory. Empty: no sweep.
   std::vector<std::int64_t> row_widths{1024, 2048, 4096, 8192, 12288, 16384, 32768};
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
+  // Our kernels as the cuda executor runs them for a 2-byte model: bf16 calls (false), or the
+  // float32 ones (--kernels fp32).
+  bool fp32_kernels = false;
+  // GEMM shapes timed in bf16 besides the grid: the shapes the models run (calibrate passes
+  // the preset models' layers, report/calibration.h's preset_gemm_shapes), so a run of one of
+  // them is predicted from its own GEMMs' measured times.
+  std::vector<GemmShape> model_gemms;
 };
 
 CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const CudaCalibrateOptions& options);

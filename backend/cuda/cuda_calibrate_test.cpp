@@ -47,18 +47,20 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_DOUBLE_EQ(m.launch_overhead_s, 0.25e-3);
   // Every calibration call (each kernel forward and backward, attention too), 0.25 ms each.
   ASSERT_EQ(m.kernels.size(), calibration_calls(64, 256, {2, 64, 64, 32}).size());
+  // As the executor runs a 2-byte model: bf16 calls (AdamW's operands stay float32).
+  EXPECT_EQ(api.count("kernel adamw 1x16384"), 3);
   for (const MeasuredKernel& k : m.kernels) EXPECT_DOUBLE_EQ(k.seconds, 0.25e-3) << k.what.call.text();
-  EXPECT_EQ(api.count("kernel layernorm_fwd 64x256"), 3);
-  EXPECT_EQ(api.count("kernel layernorm_bwd 64x256"), 3);
-  EXPECT_EQ(api.count("kernel softmax_bwd 64x256"), 3);
-  EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_fwd 64x256 bf16"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 64x256 bf16"), 3);
+  EXPECT_EQ(api.count("kernel softmax_bwd 64x256 bf16"), 3);
+  EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal bf16"), 3);
   // The sweep: the 14 row kernels at each width, over the same 16384 floats, tagged with the
   // function and pass the compute model looks their rate up by.
   ASSERT_EQ(m.row_sweep.size(), 2u * 14);
-  EXPECT_EQ(api.count("kernel layernorm_bwd 128x128"), 3);
-  EXPECT_EQ(api.count("kernel layernorm_bwd 32x512"), 3);
-  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512"), 3);
-  EXPECT_EQ(api.count("kernel dropout_fwd 32x512"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 128x128 bf16"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_bwd 32x512 bf16"), 3);
+  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512 bf16"), 3);
+  EXPECT_EQ(api.count("kernel dropout_fwd 32x512 bf16"), 3);
   int layernorm_bwd = 0;
   for (const MeasuredKernel& k : m.row_sweep)
     if (k.what.fn == KernelFn::LayerNorm && k.what.backward) {
@@ -68,6 +70,19 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
     }
   EXPECT_EQ(layernorm_bwd, 2);
   EXPECT_EQ(api.count("free"), 3);
+}
+
+// --kernels fp32: the same calls with float32 operands, as the executor then runs them.
+TEST(CudaCalibrate, Fp32KernelsTimeTheFloatCalls) {
+  FakeGpuApi api;
+  Checker check(api, 0);
+  CudaCalibrateOptions o = small();
+  o.fp32_kernels = true;
+  const CudaMeasurements m = measure_cuda(api, check, 0, o);
+  EXPECT_TRUE(api.has("kernel layernorm_fwd 64x256"));
+  EXPECT_TRUE(api.has("kernel attention_bwd 2x64x64x32 causal"));
+  EXPECT_FALSE(api.has("kernel layernorm_fwd 64x256 bf16"));
+  for (const MeasuredKernel& k : m.kernels) EXPECT_FALSE(k.what.call.bf16) << k.what.call.text();
 }
 
 // A batch shorter than the window is timed again over enough calls to fill it: the fake's

@@ -167,7 +167,7 @@ class Run {
           throw Error(
               fmt::format("backend cuda: op {} ('{}') depends on op {}, which does not come before it", i, op.name, d));
       if (op.kind != OpKind::Collective) {
-        needs[i] = op_needs(op);
+        needs[i] = op_needs(op, !opt_.fp32_kernels);
         if (opt_.random_operands && op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm)
           take_operands_to_pool(needs[i]);
         continue;
@@ -367,7 +367,7 @@ class Run {
                     "cublasGemmEx", label(i));
       return;
     }
-    const KernelCall call = kernel_call(k, op.phase);
+    const KernelCall call = kernel_call(k, op.phase, !opt_.fp32_kernels);
     check_.cuda(api_.kernel(call, reinterpret_cast<float*>(at(i, Buf::Args)), s), call.text(), label(i));
   }
 

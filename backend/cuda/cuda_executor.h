@@ -7,8 +7,10 @@
 //   - one CUDA stream per schedule stream; op.deps across streams become event waits;
 //   - GEMMs: cublasGemmEx with the op's m, n, k in bf16 (dtype_bytes 2; fp16 on request)
 //     or fp32 (dtype_bytes 4), fp32 accumulation; one cuBLAS handle per stream;
-//   - norms, activations, softmax, attention, optimizer, copies: for now a memory-bound
-//     pass of the op's bytes (kernels/stream_pass.h), not the real kernel;
+//   - norms, activations, softmax, attention, optimizer: our kernels (kernels/cuda_ops.h)
+//     on the op's shape (backend/kernel_call.h), bf16 for a 2-byte model (activations in
+//     bf16, statistics and the optimizer in float; `fp32_kernels` runs them all in float32);
+//     copies and routing: a memory-bound pass of the op's bytes (kernels/stream_pass.h);
 //   - collectives: our step programs, every step one NCCL group of ncclSend/ncclRecv plus
 //     the reduction kernel (kernels/reduce.h) on float32 data, exactly the messages the
 //     simulator times; or native NCCL collectives (native_collectives = true);
@@ -83,6 +85,7 @@ struct CudaExecutorOptions {
   IdExchange share_id;
   bool native_collectives = false;  // --collectives nccl
   bool fp16 = false;                // 2-byte GEMMs in fp16 instead of bf16
+  bool fp32_kernels = false;        // non-GEMM kernels of a 2-byte model in float32 instead of bf16
   WatchdogOptions watchdog;
   int max_in_flight = 4096;      // ops issued but not known finished before the host waits
   int warmup = 0;                // untimed passes of the role before the timed one

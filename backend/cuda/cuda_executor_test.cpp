@@ -104,7 +104,7 @@ TEST(CudaExecutor, IssuesEveryOpOnItsStreamWithCrossStreamWaits) {
   EXPECT_TRUE(a.has("gemm 64x32x16 bf16 blas#1"));
   EXPECT_TRUE(a.has("gemm 8x8x8 fp32 blas#1"));
   EXPECT_TRUE(a.has("blas_set_workspace blas#1 " + std::to_string(kCublasWorkspace)));
-  EXPECT_TRUE(a.has("kernel layernorm_fwd 8x64"));  // norm: our LayerNorm on its rows x cols
+  EXPECT_TRUE(a.has("kernel layernorm_fwd 8x64 bf16"));  // norm: our LayerNorm on its rows x cols, bf16 as planned
   // Ring all-reduce of 1024 bytes on 2 ranks: one reduce-scatter and one all-gather step,
   // each one NCCL group with a 512-byte send and receive; the reduction after the first.
   EXPECT_EQ(a.count("group_start"), 2);
@@ -188,6 +188,18 @@ TEST(CudaExecutor, PipelineSendRecvUseTheWorldCommunicatorAndPeerRank) {
   EXPECT_EQ(t.events[0].role, 1);
 }
 
+// fp32_kernels (--kernels fp32): the 2-byte model's LayerNorm runs our float32 kernel, in a
+// workspace sized for float32 operands; GEMMs keep the model's dtype.
+TEST(CudaExecutor, Fp32KernelsRunTheFloatKernelsOfATwoByteModel) {
+  Fixture f;
+  CudaExecutorOptions o = f.options(1);
+  o.fp32_kernels = true;
+  f.run(small(), o);
+  EXPECT_TRUE(f.api.has("kernel layernorm_fwd 8x64"));
+  EXPECT_FALSE(f.api.has("kernel layernorm_fwd 8x64 bf16"));
+  EXPECT_TRUE(f.api.has("gemm 64x32x16 bf16 blas#1"));
+}
+
 // warmup = 2: the role runs three times, the barrier before each; the times are the last
 // pass's. random_operands: the GEMMs read a pool of calibrate's random words, copied in
 // once, instead of their buffers in the arena.
@@ -200,7 +212,7 @@ TEST(CudaExecutor, WarmupPassesRunFirstAndGemmOperandsAreRandom) {
   const FakeGpuApi& a = f.api;
   EXPECT_EQ(a.count("collective allreduce count=1 fp32 root=0 on comm#1"), 3);
   EXPECT_EQ(a.count("gemm 64x32x16 bf16 blas#1"), 3);
-  EXPECT_EQ(a.count("kernel layernorm_fwd 8x64"), 3);
+  EXPECT_EQ(a.count("kernel layernorm_fwd 8x64 bf16"), 3);
   EXPECT_EQ(a.count("send 512 to 0 on comm#1"), 6);
   EXPECT_EQ(a.count("memset"), 1);
   EXPECT_EQ(a.count("memcpy_to_device"), 1);  // the operand pool, once (under 16 MiB: one copy)

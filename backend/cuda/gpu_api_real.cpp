@@ -164,66 +164,75 @@ class RealGpuApi final : public GpuApi {
   int reduce_sum(float* dst, const float* src, std::size_t n, StreamH stream) override {
     return kernels::reduce_sum_cuda(dst, src, n, stream);
   }
-  // The CUDA twin of run_kernel_call_cpu (backend/kernel_call.cpp), operand for operand.
+  // The CUDA twin of run_kernel_call_cpu (backend/kernel_call.cpp), operand for operand: the
+  // float32 kernels for a float32 call, their bf16 overloads (cuda_ops.h) for a bf16 one.
   int kernel(const KernelCall& c, float* ws, StreamH stream) override {
+    if (c.bf16) return run_call(c, ws, stream, [&](int j) { return c.bf16_operand(ws, j); });
+    return run_call(c, ws, stream, [&](int j) { return c.operand(ws, j); });
+  }
+  // `act(j)`: operand j as the call's activation type (float* or kernels::bf16*); statistics,
+  // targets and AdamW's operands are float32 (or int64) in either.
+  template <class Act>
+  static int run_call(const KernelCall& c, float* ws, StreamH stream, Act act) {
     using Fn = KernelCall::Fn;
     namespace K = kernels;
-    auto op = [&](int j) { return c.operand(ws, j); };
-    auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(op(j)); };
+    auto f32 = [&](int j) { return c.operand(ws, j); };
+    auto ids = [&](int j) { return reinterpret_cast<const std::int64_t*>(f32(j)); };
     const std::int64_t r = c.rows, h = c.cols;
     const auto n = static_cast<std::size_t>(r * h);
     const std::uint64_t seed = 1234;
     const auto scale = static_cast<float>(c.scale());
     switch (c.fn) {
       case Fn::Pass:
-        return K::stream_pass_cuda(op(1), op(0), static_cast<std::size_t>(h), 0.5f, stream);
+        return K::stream_pass_cuda(f32(1), f32(0), static_cast<std::size_t>(h), 0.5f, stream);
       case Fn::LayerNormFwd:
-        return K::layernorm_forward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, 1e-5f, stream);
+        return K::layernorm_forward_cuda(act(0), act(1), act(2), act(3), f32(4), f32(5), r, h, 1e-5f, stream);
       case Fn::LayerNormBwd:
-        return K::layernorm_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h, stream);
+        return K::layernorm_backward_cuda(act(0), act(1), act(2), f32(3), f32(4), act(5), f32(6), f32(7), r, h, stream);
       case Fn::LayerNorm2dFwd:
-        if (int e = K::layernorm2d_stats_cuda(op(0), op(1), r, h, stream)) return e;
-        return K::layernorm2d_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), r, h, c.full, 1e-5f, stream);
+        if (int e = K::layernorm2d_stats_cuda(act(0), f32(1), r, h, stream)) return e;
+        return K::layernorm2d_apply_cuda(act(0), f32(1), act(2), act(3), act(4), f32(5), f32(6), r, h, c.full, 1e-5f,
+                                         stream);
       case Fn::LayerNorm2dBwd:
-        if (int e = K::layernorm2d_backward_stats_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream))
+        if (int e = K::layernorm2d_backward_stats_cuda(act(0), act(1), act(2), f32(3), f32(4), f32(5), r, h, stream))
           return e;
-        return K::layernorm2d_backward_apply_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), r, h,
-                                                  c.full, stream);
+        return K::layernorm2d_backward_apply_cuda(act(0), act(1), act(2), f32(3), f32(4), f32(5), act(6), f32(7),
+                                                  f32(8), r, h, c.full, stream);
       case Fn::GeluFwd:
-        return K::gelu_forward_cuda(op(0), op(1), n, stream);
+        return K::gelu_forward_cuda(act(0), act(1), n, stream);
       case Fn::GeluBwd:
-        return K::gelu_backward_cuda(op(0), op(1), op(2), n, stream);
+        return K::gelu_backward_cuda(act(0), act(1), act(2), n, stream);
       case Fn::SwigluFwd:
-        return K::swiglu_forward_cuda(op(0), op(0) + h, 2 * h, op(1), r, h, stream);
+        return K::swiglu_forward_cuda(act(0), act(0) + h, 2 * h, act(1), r, h, stream);
       case Fn::SwigluBwd:
-        return K::swiglu_backward_cuda(op(0), op(1), op(1) + h, 2 * h, op(2), op(2) + h, r, h, stream);
+        return K::swiglu_backward_cuda(act(0), act(1), act(1) + h, 2 * h, act(2), act(2) + h, r, h, stream);
       case Fn::DropoutFwd:
-        return K::dropout_forward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
+        return K::dropout_forward_cuda(act(0), act(1), n, kDropoutP, seed, 0, stream);
       case Fn::DropoutBwd:
-        return K::dropout_backward_cuda(op(0), op(1), n, kDropoutP, seed, 0, stream);
-      case Fn::DropoutAddFwd:
-        if (int e = K::dropout_forward_cuda(op(0), op(2), n, kDropoutP, seed, 0, stream)) return e;
-        return K::reduce_sum_cuda(op(2), op(1), n, stream);
+        return K::dropout_backward_cuda(act(0), act(1), n, kDropoutP, seed, 0, stream);
+      case Fn::DropoutAddFwd:  // y = dropout(x) + residual, one pass (bit-identical to the CPU's two in float32)
+        return K::dropout_add_forward_cuda(act(0), act(1), act(2), n, kDropoutP, seed, 0, stream);
       case Fn::SoftmaxFwd:
-        return K::softmax_forward_cuda(op(0), op(1), 1, r, h, 1.0f, {}, stream);
+        return K::softmax_forward_cuda(act(0), act(1), 1, r, h, 1.0f, {}, stream);
       case Fn::SoftmaxBwd:
-        return K::softmax_backward_cuda(op(0), op(1), op(2), 1, r, h, 1.0f, stream);
+        return K::softmax_backward_cuda(act(0), act(1), act(2), 1, r, h, 1.0f, stream);
       case Fn::CrossEntropyFwd:
-        if (int e = K::cross_entropy_local_max_cuda(op(0), op(1), r, h, stream)) return e;
-        if (int e = K::cross_entropy_local_stats_cuda(op(0), op(1), ids(2), op(3), r, h, 0, stream)) return e;
-        return K::cross_entropy_loss_cuda(op(1), op(3), ids(2), op(4), r, stream);
+        if (int e = K::cross_entropy_local_max_cuda(act(0), f32(1), r, h, stream)) return e;
+        if (int e = K::cross_entropy_local_stats_cuda(act(0), f32(1), ids(2), f32(3), r, h, 0, stream)) return e;
+        return K::cross_entropy_loss_cuda(f32(1), f32(3), ids(2), f32(4), r, stream);
       case Fn::CrossEntropyBwd:
-        return K::cross_entropy_backward_cuda(op(0), op(1), op(3), ids(2), 1.0f / static_cast<float>(r), op(4), r, h, 0,
-                                              stream);
+        return K::cross_entropy_backward_cuda(act(0), f32(1), f32(3), ids(2), 1.0f / static_cast<float>(r), act(4), r,
+                                              h, 0, stream);
       case Fn::LseMerge:
-        return K::attention_merge_cuda(op(0), op(1), op(2), op(3), op(4), op(5), r, h, stream);
+        return K::attention_merge_cuda(act(0), f32(1), act(2), f32(3), act(4), f32(5), r, h, stream);
       case Fn::AttentionFwd:
-        return K::attention_forward_cuda(op(0), op(1), op(2), op(3), op(4), c.shape, scale, {c.causal, 0, 0}, stream);
+        return K::attention_forward_cuda(act(0), act(1), act(2), act(3), f32(4), c.shape, scale, {c.causal, 0, 0},
+                                         stream);
       case Fn::AttentionBwd:
-        return K::attention_backward_cuda(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), op(8), c.shape, scale,
-                                          {c.causal, 0, 0}, stream);
+        return K::attention_backward_cuda(act(0), act(1), act(2), act(3), act(4), f32(5), act(6), act(7), act(8),
+                                          c.shape, scale, {c.causal, 0, 0}, stream);
       case Fn::AdamW:
-        return K::adamw_step_cuda(op(0), op(1), op(2), op(3), n, {}, 1, stream);
+        return K::adamw_step_cuda(f32(0), f32(1), f32(2), f32(3), n, {}, 1, stream);
     }
     return 1;  // cudaErrorInvalidValue
   }

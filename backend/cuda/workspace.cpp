@@ -95,7 +95,7 @@ std::vector<BufferNeed> native_collective_needs(const CollectiveSpec& spec) {
   return {{Buf::Data, spec.bytes}};
 }
 
-std::vector<BufferNeed> op_needs(const Op& op) {
+std::vector<BufferNeed> op_needs(const Op& op, bool bf16) {
   switch (op.kind) {
     case OpKind::Send:
     case OpKind::Recv:
@@ -110,7 +110,7 @@ std::vector<BufferNeed> op_needs(const Op& op) {
     const std::int64_t d = k.dtype_bytes;
     return {{Buf::Cublas, kCublasWorkspace}, {Buf::A, k.m * k.k * d}, {Buf::B, k.k * k.n * d}, {Buf::C, k.m * k.n * d}};
   }
-  return {{Buf::Args, kernel_call(k, op.phase).floats() * 4}};  // the kernel's operands (kernel_call.h)
+  return {{Buf::Args, kernel_call(k, op.phase, bf16).floats() * 4}};  // the kernel's operands (kernel_call.h)
 }
 
 }  // namespace meshsim::cuda

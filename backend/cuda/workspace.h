@@ -86,8 +86,8 @@ std::vector<BufferNeed> step_program_needs(const StepProgram& program, const Col
 // on one buffer of spec.bytes; all-to-all has a send and a receive buffer of spec.bytes.
 std::vector<BufferNeed> native_collective_needs(const CollectiveSpec& spec);
 // Compute and point-to-point ops: a GEMM (cublas, a, b, c by shape and dtype_bytes), any
-// other kernel (args: its operands, kernel_call.h), Send/Recv (data: op.bytes).
-// Collective ops: throws (use the two functions above).
-std::vector<BufferNeed> op_needs(const Op& op);
+// other kernel (args: its operands, kernel_call.h; `bf16`: as kernel_call runs it), Send/Recv
+// (data: op.bytes). Collective ops: throws (use the two functions above).
+std::vector<BufferNeed> op_needs(const Op& op, bool bf16 = false);
 
 }  // namespace meshsim::cuda
