@@ -312,6 +312,12 @@ def test_compare_markdown_side_by_side():
     assert not any("flash" in line and "SDPA llama3" in line for line in lines)  # not run: not a row
 
 
+@pytest.mark.parametrize("ours_ms,verdict", [(93.6, "yes"), (95.4, "NO")])  # 1.09 and 1.11 x eager's 85.9 ms
+def test_compare_markdown_bound_is_1_1_x_eager(ours_ms, verdict):
+    md = tr.compare_markdown(reference_result(), {"gpt3": validate_json(ours_ms / 1e3, {})})
+    assert f"| gpt3 (gpt3-175b, seq 2048) | {ours_ms:.2f} | 85.90 | - | {ours_ms / 85.9:.2f} | - | {verdict} |" in md
+
+
 def test_compare_markdown_without_ours():
     md = tr.compare_markdown(reference_result(), {"gpt3": "not read: [Errno 2] No such file"})
     assert "| gpt3 (gpt3-175b, seq 2048) (ours: not read: [Errno 2] No such file) | - | 85.90 |" in md

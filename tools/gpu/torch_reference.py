@@ -314,10 +314,10 @@ def compare_markdown(ref, ours):
         blocks.append("\n".join(rows))
     out += [""] + [b + "\n" for b in blocks]
 
-    llama = ref.get("models", {}).get("llama3", {})
-    shape = dict(MODELS["llama3"], seq=llama.get("seq", MODELS["llama3"]["seq"]))
     sdpa = [c for c in ref.get("attention", {}).get("cases", [])
             if c["case"].startswith("llama3") and c["causal"] and c.get("fwd_bwd_ms") is not None]
+    seq = models.get("llama3", {}).get("seq", MODELS["llama3"]["seq"])
+    shape = dict(MODELS["llama3"], seq=sdpa[0].get("seq", seq) if sdpa else seq)
     o = ours.get("llama3")
     att = next((k for k in (o.get("kinds", []) if isinstance(o, dict) else []) if k["kind"] == "attention"), None)
     flops = attention_flops(shape["heads"], shape["seq"], shape["seq"], shape["hidden"] // shape["heads"], True, True)
