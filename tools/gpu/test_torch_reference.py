@@ -264,7 +264,7 @@ def test_summary_per_kind_busy_and_launches():
 def reference_result():
     """A hand-made result as the script writes it (figures of issue 34's H100 run and made-up ones)."""
     def mode(ms, kinds, busy):
-        return {"status": "measured", "median_ms": ms, "min_ms": ms - 1, "model_tflops": 300.0, "compile_s": 1.0,
+        return {"status": "measured", "median_ms": ms, "min_ms": ms - 1, "model_tflops": 300.0, "first_step_s": 1.0,
                 "sdpa_backend": "cudnn", "profile": {"kinds": {k: {"ms": v, "kernels": 10} for k, v in kinds.items()},
                                                      "busy_ms": busy, "step_ms": ms, "idle_ms": ms - busy,
                                                      "launches": 400}}

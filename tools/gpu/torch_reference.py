@@ -212,7 +212,7 @@ def format_summary(result):
                 not_run.append(f"{key} {mode}: {r['profile_note']}")
             rows.append([f"{key} {mode}", _f(r["median_ms"]), _f(r["min_ms"]), _f(r.get("model_tflops"), "{:.0f}"),
                          _f(p.get("busy_ms")), _f(p.get("idle_ms")), p.get("launches", "-"),
-                         _f(r.get("compile_s"), "{:.1f}"), r.get("sdpa_backend", "-")])
+                         _f(r.get("first_step_s"), "{:.1f}"), r.get("sdpa_backend", "-")])
             if p:
                 krows = [[k, _f(v["ms"]), v["kernels"]] for k, v in p["kinds"].items() if v["kernels"]]
                 kind_blocks.append(f"{key} {mode}, one profiled step by op kind:\n"
@@ -497,7 +497,7 @@ def run_model(torch, key, mode, a, gqa_native):
     torch.cuda.synchronize()
     med = statistics.median(times)
     r = {"status": "measured", "seq": seq, "step_ms": times, "median_ms": med, "min_ms": min(times),
-         "model_tflops": step_model_flops(m, seq) / med / 1e9, "warmup_s": warm, "compile_s": warm[0],
+         "model_tflops": step_model_flops(m, seq) / med / 1e9, "warmup_s": warm, "first_step_s": warm[0],
          "loss_first": first_loss, "loss_last": last_loss, "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
          "gqa": "n/a" if m["kv_heads"] == m["heads"] else ("enable_gqa" if gqa_native else "repeat_interleave")}
     if not all(x == x and abs(x) < 1e4 for x in (first_loss, last_loss)):
