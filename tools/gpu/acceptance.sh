@@ -10,10 +10,11 @@
 #   tools/gpu/acceptance.sh RESULTS_DIR --budget 420   # every step inside 420 s of wall time
 #
 # Writes RESULTS_DIR/acceptance.md (date, GPU, driver, and per step: the command, its output,
-# pass or fail and why), each step's full log, the measured profile (gpu-profile.yaml) and
-# validate's JSON. Every step runs under its own timeout, so one hang costs that step alone;
-# with --budget S no step's timeout reaches past S seconds from the first step, and a step
-# with under 15 s left is recorded as not run (a fail).
+# pass or fail and why; last, our step beside PyTorch's when step 19 ran), each step's full log,
+# the measured profile (gpu-profile.yaml), validate's JSON (validate-tp1.json, validate-llama.json)
+# and the PyTorch reference's (torch-reference.json, torch-trace-*.json). Every step runs under
+# its own timeout, so one hang costs that step alone; with --budget S no step's timeout reaches
+# past S seconds from the first step, and a step with under 15 s left is recorded as not run (a fail).
 # Exit 0: every step run passed; 1: a step failed; 2: it cannot run here (no GPU, no pack,
 # a library missing), with one line saying which.
 set -uo pipefail
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2
       [[ "$budget" =~ ^[0-9]+$ ]] || { echo "acceptance: --budget takes whole seconds, not '$budget'" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "acceptance: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -z "$results" ] || { echo "acceptance: one RESULTS_DIR only ('$results', then '$1')" >&2; exit 2; }
        results="$1"; shift ;;
@@ -180,6 +181,13 @@ sm90() {
   if [ "$rc" -ne 0 ] || grep -q 'MISSING' <<<"$out"; then echo "$(grep 'MISSING' <<<"$out" | tr '\n' ' ')(exit $rc)"; return 1; fi
   echo "every file holds sm_90 machine code"
 }
+torch_measured() {  # tools/gpu/torch_reference.py's last line
+  local line
+  line=$(grep '^torch_reference: ' | tail -1)
+  [ "$rc" -eq 0 ] && [[ "$line" == "torch_reference: measured "* ]] && { echo "${line#torch_reference: }"; return 0; }
+  echo "${line:-no torch_reference line} (exit $rc)"
+  return 1
+}
 sustained_measured() {
   local line
   line=$(grep '^sustained: ' | tail -1)
@@ -315,6 +323,22 @@ step 17 "validate one Llama-3 70B layer (seq 4096) at TP=1 against the measured 
 step 18 "sustained bf16 GEMM rate over 2 minutes (the presets' sustained_tensor)" 200 sustained_measured -- \
   python3 tools/gpu/sustained_gemm.py --seconds 120 --window 10
 
+# A PyTorch reference on the same GPU (issue 34): the step validate runs in steps 6 and 17 (embedding,
+# one GPT-3 175B or Llama-3 70B layer, loss, optimizer), AMP bf16 with fused AdamW and SDPA, eager and
+# torch.compile'd; one profiled step of each by meshsim's op kinds (each kernel in
+# torch-reference.json, the Chrome traces beside it); first, SDPA forward + backward alone at both
+# attention shapes with each backend. Measured, not bounded: passes when everything ran; the side by
+# side with steps 6 and 17 closes acceptance.md.
+step 19 "PyTorch reference: both layers eager and compiled, SDPA alone (tools/gpu/torch_reference.py)" 300 \
+  torch_measured -- python3 "$root/tools/gpu/torch_reference.py" --json "$results/torch-reference.json" \
+  --trace-dir "$results"
+
 [ -f "$results/step-6.log" ] && sed -n '/{/,$p' "$results/step-6.log" >"$results/validate-tp1.json"
+[ -f "$results/step-17.log" ] && sed -n '/{/,$p' "$results/step-17.log" >"$results/validate-llama.json"
+if want 19 && [ -f "$results/torch-reference.json" ]; then
+  python3 "$root/tools/gpu/torch_reference.py" --compare "$results/torch-reference.json" \
+    --ours gpt3="$results/validate-tp1.json" --ours llama3="$results/validate-llama.json" >>"$md" 2>&1 ||
+    echo "acceptance: the PyTorch side by side was not written (acceptance.md says why)" >&2
+fi
 echo "acceptance: $( [ $failed -eq 0 ] && echo "every step passed" || echo "some step FAILED") -> $md" >&2
 exit $failed
