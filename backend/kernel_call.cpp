@@ -282,6 +282,20 @@ std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t r
   return v;
 }
 
+std::vector<CalibrationCall> attention_calls(std::int64_t batch_heads, std::int64_t head_dim,
+                                             const std::vector<std::int64_t>& seqs, bool bf16) {
+  std::vector<CalibrationCall> v;
+  for (const std::int64_t s : seqs)
+    for (const bool causal : {true, false}) {
+      const kernels::AttentionShape shape{batch_heads, s, s, head_dim};
+      const double fwd = Kernel::attention(batch_heads, s, s, head_dim, 2, causal).flops;
+      v.push_back({KernelKind::Attention, make_attention_call(false, shape, causal, bf16), fwd});
+      v.push_back(
+          {KernelKind::Attention, make_attention_call(true, shape, causal, bf16), 2 * fwd, KernelFn::Pass, true});
+    }
+  return v;
+}
+
 KernelRates kernel_rates(const std::vector<MeasuredKernel>& measured) {
   std::array<double, kKernelKinds> bytes{}, secs{};
   double flops = 0, attention_secs = 0;

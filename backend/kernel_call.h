@@ -155,6 +155,12 @@ std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t r
 // registers or shared memory, or read twice; docs/validation/gpu-h100.md, run 20).
 std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width, bool bf16 = false);
 
+// Attention forward and backward, causal and not, at each sequence length of `seqs` (square:
+// seq_q = seq_kv) on batch_heads x head_dim, FLOPs as the schedule counts them (backward
+// twice the forward): calibrate's sweep, the profile's `attention:` points.
+std::vector<CalibrationCall> attention_calls(std::int64_t batch_heads, std::int64_t head_dim,
+                                             const std::vector<std::int64_t>& seqs, bool bf16 = false);
+
 // A timed calibration call, and what calibrate writes from a set of them: per kernel kind
 // the bytes moved over the time taken (the memory efficiency is that over the measured
 // memory bandwidth), and attention's FLOP/s.

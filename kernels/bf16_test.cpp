@@ -70,7 +70,8 @@ TEST(Bf16, NarrowingMovesAtMostHalfAUnitToTheNearerNeighbour) {
     ASSERT_LE(std::fabs(y - x), 0x1p-8f * std::fabs(x)) << x;
     worst = std::max(worst, std::fabs(y - x) / std::fabs(x));
     // y is one of the two bf16 values around x, and no other bf16 is nearer.
-    const float other = to_float(bf16{static_cast<std::uint16_t>(to_bf16(x).bits + (std::fabs(y) < std::fabs(x) ? 1 : -1))});
+    const float other =
+        to_float(bf16{static_cast<std::uint16_t>(to_bf16(x).bits + (std::fabs(y) < std::fabs(x) ? 1 : -1))});
     ASSERT_LE(std::fabs(y - x), std::fabs(other - x)) << x;
   }
   EXPECT_GT(worst, 0x1p-9f);  // the bound is attained near 1 * 2^e + half a unit, not a loose one

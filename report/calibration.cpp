@@ -118,8 +118,10 @@ MachineProfile cuda_machine_profile(const cuda::CudaMeasurements& m, const std::
   // Our kernels against the measured pass; our attention against the peak of the width it
   // ran in (bf16 calls, or float32 with --kernels fp32): validate predicts attention ops as
   // they run, in that width (as_run_by_our_kernels).
-  apply_kernel_rates(p, m.kernels, fp32_kernels ? p.gpu.peak_flops_fp32 : p.gpu.peak_flops_bf16);
+  const double attention_peak = fp32_kernels ? p.gpu.peak_flops_fp32 : p.gpu.peak_flops_bf16;
+  apply_kernel_rates(p, m.kernels, attention_peak);
   apply_row_sweep(p, m.row_sweep);
+  apply_attention_sweep(p, m.attention_sweep, attention_peak);
   // One point per shape and width (bf16 and fp16 are both 2-byte GEMMs: keep the faster), the
   // grid's and the preset models' shapes.
   std::vector<cuda::MeasuredGemm> all = m.gemm;
@@ -266,6 +268,32 @@ void print_row_points(const std::vector<RowKernelPoint>& points) {
   std::cout << "\n";
 }
 
+// The attention sweep as written: a line per mask and pass, a column per sequence length.
+void print_attention_points(const std::vector<AttentionPoint>& points) {
+  if (points.empty()) return;
+  std::vector<std::int64_t> seqs;
+  for (const AttentionPoint& q : points)
+    if (std::find(seqs.begin(), seqs.end(), q.seq) == seqs.end()) seqs.push_back(q.seq);
+  std::sort(seqs.begin(), seqs.end());
+  std::cout << fmt::format("{:<34}", "attention, of peak, by sequence");
+  for (std::int64_t s : seqs) std::cout << fmt::format(" {:>6}", s);
+  std::cout << "\n";
+  for (const bool causal : {true, false})
+    for (const bool backward : {false, true}) {
+      std::cout << fmt::format("{:<34}",
+                               fmt::format("{} {}", causal ? "causal" : "full", backward ? "backward" : "forward"));
+      for (std::int64_t s : seqs) {
+        auto it = std::find_if(points.begin(), points.end(), [&](const AttentionPoint& q) {
+          return q.seq == s && q.causal == causal && q.backward == backward;
+        });
+        std::cout << (it == points.end() ? fmt::format(" {:>6}", "-")
+                                         : fmt::format(" {:>5.1f}%", 100 * it->efficiency));
+      }
+      std::cout << "\n";
+    }
+  std::cout << "\n";
+}
+
 // The compute figures written: best GEMM, our kernels against the memory bandwidth, the
 // efficiencies, and (cuda) the check against the preset.
 void print_compute(const ComputeMeasurement& c) {
@@ -275,8 +303,7 @@ void print_compute(const ComputeMeasurement& c) {
   std::cout << fmt::format("compute ({}): best GEMM {} over {} shapes, memory {}, launch overhead {}\n",
                            profile.gpu.name, format_flops(peak), profile.compute.gemm_points.size(),
                            format_bandwidth(profile.gpu.memory_bandwidth), format_time(profile.gpu.launch_overhead));
-  std::cout << fmt::format("\n{:<34} {:>11} {:>12} {:>14}\n", "our kernel (float32)", "time", "bandwidth",
-                           "of memory bw");
+  std::cout << fmt::format("\n{:<34} {:>11} {:>12} {:>14}\n", "our kernel", "time", "bandwidth", "of memory bw");
   for (const MeasuredKernel& k : c.kernels) {
     const double bw = k.bytes_per_s(), of = bw / profile.gpu.memory_bandwidth.bytes_per_s();
     std::cout << fmt::format("{:<34} {:>11} ", k.what.call.text(), format_time(sec(k.seconds)));
@@ -291,6 +318,7 @@ void print_compute(const ComputeMeasurement& c) {
       std::cout << fmt::format(" {} {:.2f}", to_string(kind), *e);
   std::cout << fmt::format(", attention efficiency {:.3f}\n\n", profile.gpu.attention_efficiency);
   print_row_points(profile.compute.row_points);
+  print_attention_points(profile.compute.attention_points);
   if (!c.preset_check.empty()) std::cout << c.preset_check << "\n";
 }
 
@@ -373,6 +401,15 @@ void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep
     if (is_row_fn(m.what.fn) && bw > 0)
       p.compute.row_points.push_back(
           {m.what.fn, m.what.backward, m.what.call.cols, std::clamp(m.bytes_per_s() / bw, 1e-3, 1.0)});
+}
+
+void apply_attention_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep, double peak) {
+  if (!(peak > 0)) return;
+  for (const MeasuredKernel& m : sweep)
+    if (m.what.kind == KernelKind::Attention && m.seconds > 0)
+      p.compute.attention_points.push_back({std::min(m.what.call.shape.seq_q, m.what.call.shape.seq_kv),
+                                            m.what.call.causal, m.what.backward,
+                                            std::clamp(m.what.flops / m.seconds / peak, 1e-3, 1.0)});
 }
 
 void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& kernels, double attention_peak) {

@@ -65,6 +65,10 @@ void apply_kernel_rates(MachineProfile& p, const std::vector<MeasuredKernel>& ke
 // profile's row points: per function, pass and width, bytes per second over
 // p.gpu.memory_bandwidth, kept within [0.001, 1].
 void apply_row_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep);
+// Attention timed at several sequence lengths (calibrate's sweep, attention_calls) into the
+// profile's attention points: per sequence, mask and pass, FLOP/s over `peak`, kept within
+// [0.001, 1].
+void apply_attention_sweep(MachineProfile& p, const std::vector<MeasuredKernel>& sweep, double peak);
 
 // The GEMM shapes of one layer of every model preset (model_presets(): its embedding, layer
 // and logits, forward and backward) at TP 1 and TP 8, micro-batch 1, at the preset's

@@ -134,5 +134,29 @@ TEST(PresetGemmShapes, HoldEveryPresetLayersGemmsOnceWithinTheOperandLimit) {
   EXPECT_LT(shapes.size(), 600u);  // calibrate times each: a bounded list
 }
 
+// Calibrate's attention sweep into the profile: per sequence, mask and pass, the FLOPs the
+// schedule counts over the time over the peak (2 * 4 * 16 * 2048^2 * 128 / 2 FLOPs of a causal
+// backward in 1 ms against 989 TFLOP/s: 0.0347), kept within [0.001, 1].
+TEST(ApplyAttentionSweep, PointsAreScheduleFlopsOverTimeOverThePeak) {
+  const std::vector<CalibrationCall> calls = attention_calls(16, 128, {2048}, true);
+  ASSERT_EQ(calls.size(), 4u);  // causal forward, backward; full forward, backward
+  std::vector<MeasuredKernel> sweep;
+  for (const CalibrationCall& c : calls) sweep.push_back({c, 1e-3});
+  sweep[2].seconds = 1e6;  // absurdly slow: kept at the floor
+  MachineProfile p;
+  apply_attention_sweep(p, sweep, 989e12);
+  ASSERT_EQ(p.compute.attention_points.size(), 4u);
+  const AttentionPoint& bwd = p.compute.attention_points[1];
+  EXPECT_EQ(bwd.seq, 2048);
+  EXPECT_TRUE(bwd.causal);
+  EXPECT_TRUE(bwd.backward);
+  EXPECT_NEAR(bwd.efficiency, 2.0 * 4 * 16 * 2048.0 * 2048 * 128 / 2 / 1e-3 / 989e12, 1e-12);
+  EXPECT_NEAR(bwd.efficiency, 0.0347, 1e-4);
+  EXPECT_FALSE(p.compute.attention_points[2].causal);
+  EXPECT_DOUBLE_EQ(p.compute.attention_points[2].efficiency, 1e-3);
+  // The points load: a compute model takes them.
+  EXPECT_NO_THROW(ComputeModel(gpu_preset("h100"), p.compute));
+}
+
 }  // namespace
 }  // namespace meshsim

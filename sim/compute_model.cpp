@@ -326,6 +326,10 @@ ComputeModel::ComputeModel(GpuSpec gpu, ComputeOverrides overrides)
                               to_string(p.fn)));
     check_fraction(p.efficiency, fmt::format("row kernel point of '{}' at {} columns", to_string(p.fn), p.cols));
   }
+  for (const AttentionPoint& p : overrides_.attention_points) {
+    if (p.seq <= 0) throw Error(fmt::format("attention point: the sequence length {} must be positive", p.seq));
+    check_fraction(p.efficiency, fmt::format("attention point at sequence {}", p.seq));
+  }
   for (std::size_t i = 0; i < overrides_.gemm_points.size(); ++i) {
     const GemmPoint& p = overrides_.gemm_points[i];
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.achieved_flops > 0))
@@ -385,6 +389,7 @@ double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
       if (gpu_.arch == 90 && k.dtype_bytes == 2)
         if (const auto lib = hopper_attention_efficiency(attention_, seq, k.causal, backward))
           return std::min(1.0, *lib * sustained);
+      if (const auto measured = attention_point_efficiency(k, backward)) return std::min(1.0, *measured * sustained);
       return gpu_.attention_efficiency * sustained * saturating(seq, kAttentionHalfSeq);
     }
     default:
@@ -406,6 +411,24 @@ std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool b
   if (!below || !above || below->cols == above->cols) return (below ? below : above)->efficiency;
   const double x = std::log2(static_cast<double>(k.n)), x0 = std::log2(static_cast<double>(below->cols)),
                x1 = std::log2(static_cast<double>(above->cols));
+  return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
+}
+
+std::optional<double> ComputeModel::attention_point_efficiency(const Kernel& k, bool backward) const {
+  if (overrides_.attention_points.empty() || k.kind != KernelKind::Attention || k.m <= 0 || k.n <= 0)
+    return std::nullopt;
+  const std::int64_t seq = std::min(k.m, k.n);
+  const AttentionPoint* below = nullptr;
+  const AttentionPoint* above = nullptr;
+  for (const AttentionPoint& p : overrides_.attention_points) {
+    if (p.causal != k.causal || p.backward != backward) continue;
+    if (p.seq <= seq && (!below || p.seq > below->seq)) below = &p;
+    if (p.seq >= seq && (!above || p.seq < above->seq)) above = &p;
+  }
+  if (!below && !above) return std::nullopt;
+  if (!below || !above || below->seq == above->seq) return (below ? below : above)->efficiency;
+  const double x = std::log2(static_cast<double>(seq)), x0 = std::log2(static_cast<double>(below->seq)),
+               x1 = std::log2(static_cast<double>(above->seq));
   return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
 }
 

@@ -95,6 +95,16 @@ struct RowKernelPoint {
   double efficiency = 0;
 };
 
+// Attention's measured rate at one sequence length: the fraction of the peak (of the width
+// it ran in) its forward (or backward) pass reached, causal or not, FLOPs counted as the
+// schedule counts them (backward = 2 x forward; calibrate's sweep over sequence lengths).
+struct AttentionPoint {
+  std::int64_t seq = 0;
+  bool causal = false;
+  bool backward = false;
+  double efficiency = 0;
+};
+
 struct ComputeOverrides {
   std::vector<GemmPoint> gemm_points;
   // Per kernel kind (indexed by KernelKind): the large-size fraction of memory bandwidth reached.
@@ -103,6 +113,12 @@ struct ComputeOverrides {
   // and pass, its efficiency comes from them (piecewise linear in log2 of the row length between
   // the nearest two, the nearest one's outside their range), not from its kind's figure.
   std::vector<RowKernelPoint> row_points;
+  // Attention by mask and pass, by sequence length: where an attention op with a shape has
+  // points for its mask and pass, its efficiency comes from them (linear in log2 of
+  // min(seq_q, seq_kv) between the nearest two, the nearest one's outside their range), not
+  // from gpu.attention_efficiency's curve. A stack's attention library on Hopper (the
+  // published rates) still comes first.
+  std::vector<AttentionPoint> attention_points;
 };
 
 class ComputeModel {
@@ -161,6 +177,7 @@ class ComputeModel {
             k.kind == KernelKind::Attention);
   }
   std::optional<double> row_point_efficiency(const Kernel& k, bool backward) const;
+  std::optional<double> attention_point_efficiency(const Kernel& k, bool backward) const;
   double gemm_correction(const Kernel& k) const;  // measured time / curve time, 1 without points
 
   GpuSpec gpu_;

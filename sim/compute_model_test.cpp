@@ -386,6 +386,37 @@ TEST(ComputeModel, RowKernelPointsGiveTheEfficiencyByRowLength) {
   EXPECT_THROW(ComputeModel(g, bad), Error);
 }
 
+// Attention points (calibrate's sweep over sequence lengths): causal forward measured at
+// 1024 (0.01) and 4096 (0.03) gives 0.02 at 2048 (halfway in log2), the nearest outside their
+// range; the backward has its own point; a mask without points keeps attention_efficiency's
+// curve. The time is the FLOPs at that fraction of the bf16 peak, plus the launch.
+TEST(ComputeModel, AttentionPointsGiveTheEfficiencyBySequence) {
+  GpuSpec g = gpu_preset("h100");
+  g.sustained_tensor = 1.0;  // a measured profile's (calibrate's rates carry no job factor)
+  ComputeOverrides o;
+  o.attention_points = {{1024, true, false, 0.01}, {4096, true, false, 0.03}, {2048, true, true, 0.02}};
+  const ComputeModel m(g, o), plain(g);
+  const double launch = g.launch_overhead.seconds();
+  auto fwd_time = [&](std::int64_t seq, double eff) {
+    return Kernel::attention(16, seq, seq, 128, 2, true).flops / (g.peak_flops_bf16 * eff) + launch;
+  };
+  auto causal = [](std::int64_t seq) { return Kernel::attention(16, seq, seq, 128, 2, true); };
+  EXPECT_NEAR(m.time(causal(2048)).seconds(), fwd_time(2048, 0.02), 1e-9);
+  EXPECT_NEAR(m.time(causal(512)).seconds(), fwd_time(512, 0.01), 1e-9);
+  EXPECT_NEAR(m.time(causal(16384)).seconds(), fwd_time(16384, 0.03), 1e-9);
+  Kernel bwd = causal(8192);
+  bwd.flops *= 2;  // the schedule's backward
+  EXPECT_NEAR(m.time(bwd, true).seconds(), bwd.flops / (g.peak_flops_bf16 * 0.02) + launch, 1e-9);
+  const Kernel full = Kernel::attention(16, 2048, 2048, 128, 2, false);
+  EXPECT_EQ(m.time(full), plain.time(full));  // no non-causal points: the preset's curve
+  EXPECT_GT(m.time(causal(2048)).seconds(), 10 * plain.time(causal(2048)).seconds());
+  ComputeOverrides bad;
+  bad.attention_points = {{0, true, false, 0.5}};
+  EXPECT_THROW(ComputeModel(g, bad), Error);
+  bad.attention_points = {{2048, true, false, 1.5}};
+  EXPECT_THROW(ComputeModel(g, bad), Error);
+}
+
 TEST(MachineProfile, ExampleProfileLoads) {
   const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
   const MachineProfile p = load_machine_profile(path);
@@ -438,6 +469,17 @@ TEST(MachineProfile, MalformedProfilesNameTheField) {
        {"row_kernels[1]", "measured twice"}},
       {"gpu: {preset: h100}\nrow_kernels:\n  - {fn: layernorm, pass: forward, cols: 4096}\n",
        {"row_kernels[0]", "missing field 'efficiency'"}},
+      {"gpu: {preset: h100}\nattention:\n  - {seq: 4096, mask: sliding, pass: forward, efficiency: 0.5}\n",
+       {"bad.yaml:3:", "attention[0].mask", "neither causal nor full"}},
+      {"gpu: {preset: h100}\nattention:\n  - {seq: 0, mask: causal, pass: forward, efficiency: 0.5}\n",
+       {"attention[0].seq", "positive integer"}},
+      {"gpu: {preset: h100}\nattention:\n  - {seq: 4096, mask: causal, pass: forward, efficiency: 2}\n",
+       {"attention[0].efficiency", "(0, 1]"}},
+      {"gpu: {preset: h100}\nattention:\n  - {seq: 4096, mask: causal, pass: forward, efficiency: 0.5}\n"
+       "  - {seq: 4096, mask: causal, pass: forward, efficiency: 0.6}\n",
+       {"attention[1]", "measured twice"}},
+      {"gpu: {preset: h100}\nattention:\n  - {seq: 4096, mask: causal, efficiency: 0.5}\n",
+       {"attention[0]", "missing field 'pass'"}},
       {"gpu: {preset: h100}\ngemm: {m: 1}\n", {"gemm", "expected a list"}},
       {"gpu: {preset: h100}\ngemm:\n  - {m: 64, n: 64, k: 64, dtype: bf16}\n",
        {"bad.yaml:3:", "gemm[0]", "missing field 'achieved'"}},
@@ -483,6 +525,7 @@ TEST(MachineProfile, FormatRoundTrips) {
   const std::string path = std::string(MESHSIM_SOURCE_DIR) + "/examples/profiles/h100-example.yaml";
   MachineProfile a = load_machine_profile(path);
   a.description = "node \"17\"";
+  a.compute.attention_points = {{4096, true, false, 0.0123456789}, {16384, false, true, 0.5}};
   const MachineProfile b = parse_machine_profile(format_machine_profile(a), "round-trip");
   auto near = [](double x, double y) { return std::fabs(x - y) <= 1e-5 * std::fabs(x); };
   EXPECT_EQ(b.description, a.description);
@@ -508,6 +551,12 @@ TEST(MachineProfile, FormatRoundTrips) {
   for (std::size_t i = 0; i < a.compute.row_points.size(); ++i) {
     const RowKernelPoint &x = a.compute.row_points[i], &y = b.compute.row_points[i];
     EXPECT_EQ(std::tie(x.fn, x.backward, x.cols), std::tie(y.fn, y.backward, y.cols));
+    EXPECT_TRUE(near(x.efficiency, y.efficiency));
+  }
+  ASSERT_EQ(b.compute.attention_points.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const AttentionPoint &x = a.compute.attention_points[i], &y = b.compute.attention_points[i];
+    EXPECT_EQ(std::tie(x.seq, x.causal, x.backward), std::tie(y.seq, y.causal, y.backward));
     EXPECT_TRUE(near(x.efficiency, y.efficiency));
   }
   for (std::size_t i = 0; i < a.compute.gemm_points.size(); ++i) {

@@ -185,6 +185,33 @@ void read_row_points(const Reader& r, const YAML::Node& list, ComputeOverrides& 
   }
 }
 
+void read_attention_points(const Reader& r, const YAML::Node& list, ComputeOverrides& out) {
+  const std::string example = "{seq: 4096, mask: causal, pass: forward, efficiency: 0.42}";
+  if (!list.IsSequence()) r.fail(list, "attention", "expected a list such as - " + example);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node p = list[i];
+    const std::string field = fmt::format("attention[{}]", i);
+    r.only_keys(p, field, {"seq", "mask", "pass", "efficiency"}, example.c_str());
+    AttentionPoint q;
+    q.seq = r.positive_int(r.required(p, "seq", field, "4096"), field + ".seq");
+    const YAML::Node mask = r.required(p, "mask", field, "causal");
+    const std::string ms = r.text(mask, field + ".mask");
+    if (ms != "causal" && ms != "full")
+      r.fail(mask, field + ".mask", fmt::format("'{}' is neither causal nor full", ms));
+    q.causal = ms == "causal";
+    const YAML::Node pass = r.required(p, "pass", field, "forward");
+    const std::string ps = r.text(pass, field + ".pass");
+    if (ps != "forward" && ps != "backward")
+      r.fail(pass, field + ".pass", fmt::format("'{}' is neither forward nor backward", ps));
+    q.backward = ps == "backward";
+    q.efficiency = r.fraction(r.required(p, "efficiency", field, "0.42"), field + ".efficiency");
+    for (const AttentionPoint& o : out.attention_points)
+      if (o.seq == q.seq && o.causal == q.causal && o.backward == q.backward)
+        r.fail(p, field, fmt::format("{} {} at sequence {} is measured twice; keep one point", ms, ps, q.seq));
+    out.attention_points.push_back(q);
+  }
+}
+
 void read_collectives(const Reader& r, const YAML::Node& list, std::vector<CollectiveProfile>& out) {
   if (!list.IsSequence())
     r.fail(list, "collectives",
@@ -223,7 +250,7 @@ void read_collectives(const Reader& r, const YAML::Node& list, std::vector<Colle
 MachineProfile build(const YAML::Node& root, const Reader& r, const std::string& source) {
   if (!root.IsMap()) r.fail(root, "profile", "expected a mapping with gpu: and optionally gemm:, collectives:");
   r.only_keys(root, "profile",
-              {"version", "description", "gpu", "memory_efficiency", "row_kernels", "gemm", "collectives"},
+              {"version", "description", "gpu", "memory_efficiency", "row_kernels", "attention", "gemm", "collectives"},
               "{version: 1, gpu: {preset: h100}}");
   MachineProfile p;
   p.source = source;
@@ -236,6 +263,7 @@ MachineProfile build(const YAML::Node& root, const Reader& r, const std::string&
   p.gpu = read_gpu(r, gpu);
   if (const YAML::Node v = root["memory_efficiency"]) read_memory_efficiency(r, v, p.compute);
   if (const YAML::Node v = root["row_kernels"]) read_row_points(r, v, p.compute);
+  if (const YAML::Node v = root["attention"]) read_attention_points(r, v, p.compute);
   if (const YAML::Node v = root["gemm"]) read_gemm_points(r, v, p.compute);
   if (const YAML::Node v = root["collectives"]) read_collectives(r, v, p.collectives);
   // Whatever the fields above could not check alone (e.g. an fp32 point on a GPU without fp32).
@@ -290,6 +318,10 @@ std::string format_machine_profile(const MachineProfile& p) {
   for (const RowKernelPoint& q : p.compute.row_points)
     o += fmt::format("  - {{fn: {}, pass: {}, cols: {}, efficiency: {:.6g}}}\n", to_string(q.fn),
                      q.backward ? "backward" : "forward", q.cols, q.efficiency);
+  if (!p.compute.attention_points.empty()) o += "attention:\n";
+  for (const AttentionPoint& q : p.compute.attention_points)
+    o += fmt::format("  - {{seq: {}, mask: {}, pass: {}, efficiency: {:.6g}}}\n", q.seq, q.causal ? "causal" : "full",
+                     q.backward ? "backward" : "forward", q.efficiency);
   if (!p.compute.gemm_points.empty()) o += "gemm:\n";
   for (const GemmPoint& q : p.compute.gemm_points)
     o += fmt::format("  - {{m: {}, n: {}, k: {}, dtype: {}, achieved: {}}}\n", q.m, q.n, q.k, dtype(q.dtype_bytes),

@@ -75,8 +75,10 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
         row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w, !opt.fp32_kernels);
     sweep.insert(sweep.end(), at.begin(), at.end());
   }
+  const std::vector<CalibrationCall> attention_sweep =
+      attention_calls(opt.attention.batch_heads, opt.attention.head_dim, opt.attention_seqs, !opt.fp32_kernels);
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer
-  for (const std::vector<CalibrationCall>* list : {&calls, &std::as_const(sweep)})
+  for (const std::vector<CalibrationCall>* list : {&calls, &std::as_const(sweep), &attention_sweep})
     for (const CalibrationCall& c : *list)
       kernel_floats = std::max(kernel_floats, static_cast<std::size_t>(c.call.floats()));
   const std::size_t buf_bytes = std::max({gemm_bytes, opt.memory_bytes, kernel_floats * 4});
@@ -99,12 +101,13 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     check.cuda(api.event_elapsed_ms(&ms, s.start, s.stop), "cudaEventElapsedTime", what);
     return static_cast<double>(ms) * 1e-3;
   };
-  auto time_per_call = [&](const std::string& what, const std::function<void()>& body) {
+  auto time_per_call = [&](const std::string& what, const std::function<void()>& body, int repeats = 0) {
+    if (repeats <= 0) repeats = opt.repeats;
     body();
-    const double first = time_calls(what, body, opt.repeats);
-    if (first >= opt.min_window_s) return first / opt.repeats;
+    const double first = time_calls(what, body, repeats);
+    if (first >= opt.min_window_s) return first / repeats;
     constexpr double kMostCalls = 100000;
-    const double wanted = first > 0 ? std::ceil(opt.repeats * opt.min_window_s / first) : kMostCalls;
+    const double wanted = first > 0 ? std::ceil(repeats * opt.min_window_s / first) : kMostCalls;
     const auto calls = static_cast<std::int64_t>(std::min(wanted, kMostCalls));
     return time_calls(what, body, calls) / static_cast<double>(calls);
   };
@@ -142,6 +145,13 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
           what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
       out->push_back({c, secs});
     }
+  for (const CalibrationCall& c : attention_sweep) {
+    const std::string what = "calibrate " + c.call.text();
+    const double secs = time_per_call(
+        what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); },
+        opt.attention_repeats);
+    m.attention_sweep.push_back({c, secs});
+  }
   m.launch_overhead_s = time_per_call("calibrate launch overhead", [&] {
     check.cuda(api.stream_pass(static_cast<float*>(buf[1]), static_cast<const float*>(buf[0]), 256, s.stream),
                "stream_pass", "calibrate launch overhead");

@@ -31,12 +31,13 @@ struct GemmShape {
 };
 
 struct CudaMeasurements {
-  std::vector<MeasuredGemm> gemm;         // every (m, n, k) of gemm_sizes, per dtype
-  std::vector<MeasuredGemm> model_gemm;   // every shape of model_gemms, bf16
-  double memory_bandwidth = 0;            // bytes read + written per second by stream_pass on memory_bytes
-  double launch_overhead_s = 0;           // time per back-to-back stream_pass of 1 KiB
-  std::vector<MeasuredKernel> kernels;    // our kernels (kernels/cuda_ops.h): calibration_calls
-  std::vector<MeasuredKernel> row_sweep;  // the row kernels at each of row_widths: row_kernel_calls
+  std::vector<MeasuredGemm> gemm;               // every (m, n, k) of gemm_sizes, per dtype
+  std::vector<MeasuredGemm> model_gemm;         // every shape of model_gemms, bf16
+  double memory_bandwidth = 0;                  // bytes read + written per second by stream_pass on memory_bytes
+  double launch_overhead_s = 0;                 // time per back-to-back stream_pass of 1 KiB
+  std::vector<MeasuredKernel> kernels;          // our kernels (kernels/cuda_ops.h): calibration_calls
+  std::vector<MeasuredKernel> row_sweep;        // the row kernels at each of row_widths: row_kernel_calls
+  std::vector<MeasuredKernel> attention_sweep;  // attention at each of attention_seqs: attention_calls
 };
 
 struct CudaCalibrateOptions {
@@ -59,6 +60,12 @@ struct CudaCalibrateOptions {
   // and past it, where a row no longer fits in registers or shared memory. Empty: no sweep.
   std::vector<std::int64_t> row_widths{1024, 2048, 4096, 8192, 12288, 16384, 32768};
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
+  // Attention again at each of these sequence lengths (attention's batch x heads and head
+  // dimension), causal and not, forward and backward: the profile's `attention:` points, since
+  // its rate depends on the sequence. Timed over attention_repeats calls (a 16k sequence takes
+  // seconds a call on our CUDA-core kernel). Empty: no sweep.
+  std::vector<std::int64_t> attention_seqs{512, 1024, 2048, 4096, 8192, 16384};
+  int attention_repeats = 2;
   // Our kernels as the cuda executor runs them for a 2-byte model: bf16 calls (false), or the
   // float32 ones (--kernels fp32).
   bool fp32_kernels = false;

@@ -27,7 +27,9 @@ CudaCalibrateOptions small() {
   o.kernel_bytes = 64 << 10;  // 64 rows of 256 floats
   o.row = 256;
   o.attention = {2, 64, 64, 32};
-  o.row_widths = {128, 512};  // 128 rows of 128, 32 of 512
+  o.row_widths = {128, 512};    // 128 rows of 128, 32 of 512
+  o.attention_seqs = {32, 96};  // attention's 2 x heads and head dim 32 at each
+  o.attention_repeats = 1;
   return o;
 }
 
@@ -69,6 +71,17 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
       EXPECT_EQ(k.what.call.rows * k.what.call.cols, 16384);
     }
   EXPECT_EQ(layernorm_bwd, 2);
+  // The attention sweep: each sequence causal and not, forward and backward, one warm-up and
+  // attention_repeats (1) timed calls each, FLOPs as the schedule counts them.
+  ASSERT_EQ(m.attention_sweep.size(), 2u * 2 * 2);
+  EXPECT_EQ(api.count("kernel attention_bwd 2x96x96x32 bf16"), 2);
+  EXPECT_EQ(api.count("kernel attention_fwd 2x32x32x32 causal bf16"), 2);
+  for (const MeasuredKernel& k : m.attention_sweep) {
+    const double fwd =
+        Kernel::attention(2, k.what.call.shape.seq_q, k.what.call.shape.seq_q, 32, 2, k.what.call.causal).flops;
+    EXPECT_DOUBLE_EQ(k.what.flops, k.what.backward ? 2 * fwd : fwd) << k.what.call.text();
+    EXPECT_EQ(k.what.backward, k.what.call.fn == KernelCall::Fn::AttentionBwd);
+  }
   EXPECT_EQ(api.count("free"), 3);
 }
 
