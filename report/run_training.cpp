@@ -114,6 +114,7 @@ int run_training_rank(const RunOptions& o, const Scenario& sc, RankSession& s) {
   j["backend"] = to_string(o.backend);
   if (cuda) {
     j["collectives"] = to_string(o.collectives);
+    j["kernels"] = o.fp32_kernels ? "fp32" : "bf16";  // a 2-byte model's non-GEMM kernels (--kernels)
     j["device"] = device_name;
   }
   j["scenario"] = sc.name;
@@ -125,7 +126,9 @@ int run_training_rank(const RunOptions& o, const Scenario& sc, RankSession& s) {
   std::ostringstream text;
   text << fmt::format("meshsim {}: {} ({}) on {} ranks, backend {}\n", o.validate ? "validate" : "run", sc.name,
                       layout_text(sc), world, backend_label(o));
-  if (cuda) text << fmt::format("  device: {}\n", device_name);
+  if (cuda)
+    text << fmt::format("  device: {}\n  kernels: {} for the model's 2-byte ops (--kernels)\n", device_name,
+                        o.fp32_kernels ? "fp32" : "bf16");
   text << fmt::format("  machine model: {}\n", topo_spec);
   if (predicted) text << fmt::format("  compute model: {}\n", compute_source);
   text << comparison_text(table);
