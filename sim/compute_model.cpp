@@ -397,39 +397,42 @@ double ComputeModel::curve_efficiency(const Kernel& k, bool backward) const {
   }
 }
 
-std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool backward) const {
-  if (overrides_.row_points.empty() || !is_row_fn(k.fn) || k.n <= 0) return std::nullopt;
-  // The nearest measured width at or below the kernel's row length, and at or above it.
-  const RowKernelPoint* below = nullptr;
-  const RowKernelPoint* above = nullptr;
-  for (const RowKernelPoint& p : overrides_.row_points) {
-    if (p.fn != k.fn || p.backward != backward) continue;
-    if (p.cols <= k.n && (!below || p.cols > below->cols)) below = &p;
-    if (p.cols >= k.n && (!above || p.cols < above->cols)) above = &p;
+namespace {
+// The efficiency at `x` from the measured points that `matches` selects (`at(p)`: a point's
+// length): the point's at a measured length, linear in log2 between the nearest shorter and
+// longer ones, the nearest one's outside their range; none matching: nullopt. Row kernels by
+// row length and attention by sequence share it.
+template <class Point, class Match, class At>
+std::optional<double> interpolate_points(const std::vector<Point>& points, std::int64_t x, Match matches, At at) {
+  const Point* below = nullptr;
+  const Point* above = nullptr;
+  for (const Point& p : points) {
+    if (!matches(p)) continue;
+    if (at(p) <= x && (!below || at(p) > at(*below))) below = &p;
+    if (at(p) >= x && (!above || at(p) < at(*above))) above = &p;
   }
   if (!below && !above) return std::nullopt;
-  if (!below || !above || below->cols == above->cols) return (below ? below : above)->efficiency;
-  const double x = std::log2(static_cast<double>(k.n)), x0 = std::log2(static_cast<double>(below->cols)),
-               x1 = std::log2(static_cast<double>(above->cols));
-  return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
+  if (!below || !above || at(*below) == at(*above)) return (below ? below : above)->efficiency;
+  const double lx = std::log2(static_cast<double>(x)), x0 = std::log2(static_cast<double>(at(*below))),
+               x1 = std::log2(static_cast<double>(at(*above)));
+  return below->efficiency + (above->efficiency - below->efficiency) * (lx - x0) / (x1 - x0);
+}
+}  // namespace
+
+std::optional<double> ComputeModel::row_point_efficiency(const Kernel& k, bool backward) const {
+  if (overrides_.row_points.empty() || !is_row_fn(k.fn) || k.n <= 0) return std::nullopt;
+  return interpolate_points(
+      overrides_.row_points, k.n, [&](const RowKernelPoint& p) { return p.fn == k.fn && p.backward == backward; },
+      [](const RowKernelPoint& p) { return p.cols; });
 }
 
 std::optional<double> ComputeModel::attention_point_efficiency(const Kernel& k, bool backward) const {
   if (overrides_.attention_points.empty() || k.kind != KernelKind::Attention || k.m <= 0 || k.n <= 0)
     return std::nullopt;
-  const std::int64_t seq = std::min(k.m, k.n);
-  const AttentionPoint* below = nullptr;
-  const AttentionPoint* above = nullptr;
-  for (const AttentionPoint& p : overrides_.attention_points) {
-    if (p.causal != k.causal || p.backward != backward) continue;
-    if (p.seq <= seq && (!below || p.seq > below->seq)) below = &p;
-    if (p.seq >= seq && (!above || p.seq < above->seq)) above = &p;
-  }
-  if (!below && !above) return std::nullopt;
-  if (!below || !above || below->seq == above->seq) return (below ? below : above)->efficiency;
-  const double x = std::log2(static_cast<double>(seq)), x0 = std::log2(static_cast<double>(below->seq)),
-               x1 = std::log2(static_cast<double>(above->seq));
-  return below->efficiency + (above->efficiency - below->efficiency) * (x - x0) / (x1 - x0);
+  return interpolate_points(
+      overrides_.attention_points, std::min(k.m, k.n),
+      [&](const AttentionPoint& p) { return p.causal == k.causal && p.backward == backward; },
+      [](const AttentionPoint& p) { return p.seq; });
 }
 
 double ComputeModel::memory_efficiency(const Kernel& k, bool backward) const {
