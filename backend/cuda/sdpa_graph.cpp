@@ -335,7 +335,8 @@ void run_graph_cpu(const Graph& g, std::map<std::int64_t, std::vector<float>>& b
       data = v.data();
     } else {
       auto it = buffers.find(t.uid);
-      if (it == buffers.end()) throw Error("sdpa: no buffer bound for " + t.name + " (uid " + std::to_string(t.uid) + ")");
+      if (it == buffers.end())
+        throw Error("sdpa: no buffer bound for " + t.name + " (uid " + std::to_string(t.uid) + ")");
       if (static_cast<std::int64_t>(it->second.size()) < t.elements())
         throw Error("sdpa: buffer for " + t.name + " holds " + std::to_string(it->second.size()) + " floats, needs " +
                     std::to_string(t.elements()));

@@ -148,8 +148,7 @@ TEST(SdpaGraph, ForwardIsCausalAttention) {
 }
 
 TEST(SdpaGraph, ForwardGroupedQueryHeadsHeadDim128) {
-  check_forward({.batch = 2, .heads_q = 4, .heads_kv = 2, .seq_q = 9, .seq_kv = 9, .head_dim = 128, .causal = true},
-                3);
+  check_forward({.batch = 2, .heads_q = 4, .heads_kv = 2, .seq_q = 9, .seq_kv = 9, .head_dim = 128, .causal = true}, 3);
 }
 
 TEST(SdpaGraph, ForwardWithoutTheMaskFailsTheCausalReference) {
@@ -252,10 +251,11 @@ TEST(SdpaGraph, BackwardGroupedQueryHeadsHeadDim128) {
 TEST(SdpaGraph, DqAccumulatorFollowsThePlannedScoreBytes) {
   // cuDNN keeps dP in a workspace of b * h_q * s_q * s_kv * 2 bytes (rounded to 64) up to 256 MiB,
   // and accumulates dQ in float past that.
-  EXPECT_FALSE(backward_uses_dq_accum({.batch = 1, .heads_q = 8, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096,
-                                       .head_dim = 128}));  // 256 MiB exactly
-  EXPECT_TRUE(backward_uses_dq_accum({.batch = 1, .heads_q = 64, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096,
-                                      .head_dim = 128}));  // the Llama-3 70B layer: 2 GiB
+  EXPECT_FALSE(backward_uses_dq_accum(
+      {.batch = 1, .heads_q = 8, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128}));  // 256 MiB exactly
+  EXPECT_TRUE(backward_uses_dq_accum(
+      {.batch = 1, .heads_q = 64, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128}));  // the Llama-3 70B
+                                                                                                     // layer: 2 GiB
   const Shape big{.batch = 1, .heads_q = 64, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128};
   const auto uids = backward_graph(big).bound_uids();
   EXPECT_EQ(uids, (std::vector<std::int64_t>{kQ, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV, kSoftmaxSum, kDqAccum}));
@@ -263,11 +263,10 @@ TEST(SdpaGraph, DqAccumulatorFollowsThePlannedScoreBytes) {
 
 TEST(SdpaGraph, OpsAreInDataflowOrderAndEveryIntermediateIsWrittenOnce) {
   for (bool causal : {false, true})
-    for (const Graph& g : {forward_graph({.heads_q = 4, .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .head_dim = 64,
-                                          .causal = causal}),
-                           backward_graph({.heads_q = 4, .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .head_dim = 64,
-                                           .causal = causal},
-                                          true)}) {
+    for (const Graph& g :
+         {forward_graph({.heads_q = 4, .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .head_dim = 64, .causal = causal}),
+          backward_graph({.heads_q = 4, .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .head_dim = 64, .causal = causal},
+                         true)}) {
       // Ready before the first op: the inputs and the scalars.
       std::set<std::int64_t> ready{kQ, kK, kV};
       if (g.backward) ready.insert({kO, kStats, kdO});
