@@ -256,11 +256,12 @@ SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph&
     set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
     finalize(heur, "heuristics");
     std::int64_t count = 0;
-    cudnnStatus_t st = api_.get_attribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                          &count, nullptr);
+    cudnnStatus_t st =
+        api_.get_attribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
     if (st != CUDNN_STATUS_SUCCESS)
       throw Error("cuDNN attention: heuristics: no result count: " + cudnn_error(api_, st));
-    if (count <= 0) throw Error("cuDNN attention: heuristics: no engine takes this graph (" + cudnn_error(api_, st) + ")");
+    if (count <= 0)
+      throw Error("cuDNN attention: heuristics: no engine takes this graph (" + cudnn_error(api_, st) + ")");
     std::vector<cudnnBackendDescriptor_t> cfgs;
     for (std::int64_t k = 0; k < count; ++k) cfgs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "heuristics"));
     std::int64_t got = 0;

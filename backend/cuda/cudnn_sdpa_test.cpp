@@ -19,10 +19,10 @@ namespace {
 
 using sdpa::Shape;
 
-const Shape kLlama{.batch = 1, .heads_q = 64, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128,
-                   .causal = true};
-const Shape kGpt3{.batch = 1, .heads_q = 96, .heads_kv = 96, .seq_q = 2048, .seq_kv = 2048, .head_dim = 128,
-                  .causal = true};
+const Shape kLlama{
+    .batch = 1, .heads_q = 64, .heads_kv = 8, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128, .causal = true};
+const Shape kGpt3{
+    .batch = 1, .heads_q = 96, .heads_kv = 96, .seq_q = 2048, .seq_kv = 2048, .head_dim = 128, .causal = true};
 
 // ---- the real library ----
 
@@ -36,13 +36,13 @@ TEST(CudnnSdpaReal, CudnnTakesEveryGraphUpToTheOperationGraph) {
   const CudnnApi* api = real_cudnn();
   if (!api) GTEST_SKIP() << "libcudnn.so.9 does not load here: nothing to check the lowering against";
   std::cout << "checking against " << cudnn_version_text(api->version()) << "\n";
-  for (const Shape& base : {kLlama, kGpt3, Shape{.heads_q = 8, .heads_kv = 8, .seq_q = 512, .seq_kv = 1024,
-                                                 .head_dim = 64}})
+  for (const Shape& base :
+       {kLlama, kGpt3, Shape{.heads_q = 8, .heads_kv = 8, .seq_q = 512, .seq_kv = 1024, .head_dim = 64}})
     for (bool causal : {false, true}) {
       Shape s = base;
       s.causal = causal;
-      for (const sdpa::Graph& g : {sdpa::forward_graph(s), sdpa::backward_graph(s, false),
-                                   sdpa::backward_graph(s, true)}) {
+      for (const sdpa::Graph& g :
+           {sdpa::forward_graph(s), sdpa::backward_graph(s, false), sdpa::backward_graph(s, true)}) {
         EXPECT_NO_THROW(SdpaPlan(*api, nullptr, g, SdpaPlan::Until::OperationGraph))
             << (g.backward ? "backward " : "forward ") << s.heads_q << "x" << s.seq_q << "x" << s.head_dim
             << (causal ? " causal" : "");
@@ -88,8 +88,8 @@ struct FakeDesc {
 
 struct Fake {
   std::vector<std::unique_ptr<FakeDesc>> all;
-  int configs = 3;          // engine configurations the heuristics offer
-  int failing_plans = 0;    // plans that fail to finalize first
+  int configs = 3;        // engine configurations the heuristics offer
+  int failing_plans = 0;  // plans that fail to finalize first
   std::int64_t workspace = 1 << 20;
   int executed = 0;
   std::vector<std::int64_t> exec_uids;
@@ -252,8 +252,8 @@ TEST_F(CudnnSdpaFake, EveryTensorAndOpBecomesAFinalizedDescriptor) {
         EXPECT_EQ(d->ptrs[CUDNN_ATTR_OPERATIONGRAPH_OPS].size(), g.ops.size());
       }
     }
-    EXPECT_EQ(f_.count(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR), 5);  // QK^T, P^T dO, dO V^T, dS^T Q, dS K
-    EXPECT_EQ(f_.count(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR), 3);    // P^T, dS^T, K
+    EXPECT_EQ(f_.count(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR), 5);   // QK^T, P^T dO, dO V^T, dS^T Q, dS K
+    EXPECT_EQ(f_.count(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR), 3);  // P^T, dS^T, K
     EXPECT_EQ(plan.workspace_bytes(), 1 << 20);
     EXPECT_EQ(plan.text(), "engine 8 (config 1 of 3), workspace 1048576 B");
   }

@@ -6,12 +6,21 @@
 #include <nccl.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "backend/cuda/gpu_api.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/reduce.h"
 #include "kernels/stream_pass.h"
+#ifdef MESHSIM_HAVE_CUDNN
+#include "backend/cuda/cudnn_sdpa.h"
+#include "core/error.h"
+#endif
 
 static_assert(sizeof(ncclUniqueId) == meshsim::cuda::kUniqueIdBytes, "ncclUniqueId size changed");
 
@@ -41,6 +50,159 @@ cudaDataType_t cuda_type(DType t) {
   }
   return CUDA_R_32F;
 }
+
+#ifdef MESHSIM_HAVE_CUDNN
+// MESHSIM_ATTENTION (read at each call): "meshsim" runs our attention kernel always; "cudnn" requires cuDNN (a
+// bf16 attention call it cannot take fails with the reason); unset or "auto": cuDNN where it
+// takes the call, our kernel elsewhere.
+enum class AttentionChoice { Auto, Cudnn, Meshsim };
+AttentionChoice attention_choice() {
+  const char* v = std::getenv("MESHSIM_ATTENTION");
+  const std::string s = v ? v : "";
+  if (s == "meshsim") return AttentionChoice::Meshsim;
+  if (s == "cudnn") return AttentionChoice::Cudnn;
+  static bool warned = false;
+  if (!s.empty() && s != "auto" && !warned) {
+    warned = true;
+    std::fprintf(stderr, "meshsim cuda: MESHSIM_ATTENTION='%s' is not auto, cudnn or meshsim; using auto\n", s.c_str());
+  }
+  return AttentionChoice::Auto;
+}
+
+// bf16 attention calls on cuDNN's fused flash attention (cudnn_sdpa.h): one plan per shape,
+// built on first use (calibrate and the executor warm up before they time) and kept for the
+// process, with its scratch (softmax_sum, dq_accum) and workspace in one allocation. Each
+// shape's outcome is said once on stderr: the engine cuDNN chose, or why our kernel runs it.
+// cuDNN writes dq, dk and dv where our kernel adds to them: the executor's calls start from
+// zeroed or don't-care outputs, so only the timing and the values of one call are compared.
+class CudnnAttention {
+ public:
+  // Runs `c` on cuDNN and sets *status (0 or a CUDA error); false when cuDNN does not take it.
+  bool run(const KernelCall& c, float* ws, StreamH stream, AttentionChoice choice, int* status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string key = describe(c);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) it = plans_.emplace(key, build(c)).first;
+    Entry& e = it->second;
+    if (!e.plan) {
+      if (choice == AttentionChoice::Cudnn) *status = static_cast<int>(cudaErrorNotSupported);
+      return choice == AttentionChoice::Cudnn;
+    }
+    const sdpa::Graph& g = e.plan->graph();
+    char* scratch = static_cast<char*>(e.scratch);
+    std::map<std::int64_t, void*> ptrs;
+    auto act = [&](int j) { return static_cast<void*>(c.bf16_operand(ws, j)); };
+    auto f32 = [&](int j) { return static_cast<void*>(c.operand(ws, j)); };
+    ptrs[sdpa::kQ] = act(0);
+    ptrs[sdpa::kK] = act(1);
+    ptrs[sdpa::kV] = act(2);
+    ptrs[sdpa::kO] = act(3);
+    if (g.backward) {
+      ptrs[sdpa::kdO] = act(4);
+      ptrs[sdpa::kStats] = f32(5);
+      ptrs[sdpa::kdQ] = act(6);
+      ptrs[sdpa::kdK] = act(7);
+      ptrs[sdpa::kdV] = act(8);
+      ptrs[sdpa::kSoftmaxSum] = scratch;
+      if (e.dq_accum_bytes) ptrs[sdpa::kDqAccum] = scratch + e.softmax_sum_bytes;
+    } else {
+      ptrs[sdpa::kStats] = f32(4);
+    }
+    void* workspace = scratch + e.softmax_sum_bytes + e.dq_accum_bytes;
+    cudnnStatus_t st = api_->set_stream(handle_, stream);
+    if (st == CUDNN_STATUS_SUCCESS && e.dq_accum_bytes) {
+      if (const cudaError_t ce = cudaMemsetAsync(ptrs[sdpa::kDqAccum], 0, e.dq_accum_bytes, stream)) {
+        *status = static_cast<int>(ce);
+        return true;
+      }
+    }
+    if (st == CUDNN_STATUS_SUCCESS) st = e.plan->execute(handle_, ptrs, workspace);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      *status = 0;
+      return true;
+    }
+    say(key, "meshsim's kernel from now on: cuDNN failed to run it: " + cudnn_error(*api_, st));
+    e.plan.reset();
+    if (choice == AttentionChoice::Cudnn) *status = static_cast<int>(cudaErrorLaunchFailure);
+    return choice == AttentionChoice::Cudnn;
+  }
+
+ private:
+  struct Entry {
+    std::unique_ptr<SdpaPlan> plan;
+    void* scratch = nullptr;
+    std::size_t softmax_sum_bytes = 0, dq_accum_bytes = 0;
+  };
+  // "attention_bwd 64x4096x4096x128 causal" (KernelCall::text() lives outside the plugin).
+  static std::string describe(const KernelCall& c) {
+    return std::string(c.fn == KernelCall::Fn::AttentionBwd ? "attention_bwd " : "attention_fwd ") +
+           std::to_string(c.shape.batch_heads) + "x" + std::to_string(c.shape.seq_q) + "x" +
+           std::to_string(c.shape.seq_kv) + "x" + std::to_string(c.shape.head_dim) + (c.causal ? " causal" : "");
+  }
+  static std::size_t round_up(std::size_t b) { return (b + 255) / 256 * 256; }
+  static void say(const std::string& call, const std::string& what) {
+    std::fprintf(stderr, "meshsim cuda: attention %s: %s\n", call.c_str(), what.c_str());
+  }
+
+  Entry build(const KernelCall& c) {
+    Entry e;
+    if (!api_ && why_.empty()) {
+      api_ = load_cudnn(&why_);
+      if (api_) {
+        if (const cudnnStatus_t st = api_->create(&handle_)) {
+          why_ = "cudnnCreate: " + cudnn_error(*api_, st);
+          api_ = nullptr;
+        }
+      }
+    }
+    if (!api_) {
+      say(describe(c), "meshsim's kernel: " + why_);
+      return e;
+    }
+    const sdpa::Shape s{.batch = 1,
+                        .heads_q = c.shape.batch_heads,
+                        .heads_kv = c.shape.batch_heads,
+                        .seq_q = c.shape.seq_q,
+                        .seq_kv = c.shape.seq_kv,
+                        .head_dim = c.shape.head_dim,
+                        .causal = c.causal,
+                        .scale = c.scale()};
+    if (const std::string why = sdpa::unsupported(s); !why.empty()) {
+      say(describe(c), "meshsim's kernel: " + why);
+      return e;
+    }
+    const bool backward = c.fn == KernelCall::Fn::AttentionBwd;
+    try {
+      auto plan =
+          std::make_unique<SdpaPlan>(*api_, handle_, backward ? sdpa::backward_graph(s) : sdpa::forward_graph(s));
+      if (backward) {
+        const auto rows = static_cast<std::size_t>(s.heads_q * s.seq_q);
+        e.softmax_sum_bytes = round_up(rows * sizeof(float));
+        if (sdpa::backward_uses_dq_accum(s))
+          e.dq_accum_bytes = round_up(rows * static_cast<std::size_t>(s.head_dim) * sizeof(float));
+      }
+      const std::size_t bytes = e.softmax_sum_bytes + e.dq_accum_bytes +
+                                round_up(static_cast<std::size_t>(std::max<std::int64_t>(plan->workspace_bytes(), 0)));
+      if (const cudaError_t ce = cudaMalloc(&e.scratch, std::max<std::size_t>(bytes, 256))) {
+        say(describe(c), std::string("meshsim's kernel: no memory for cuDNN's scratch (") + std::to_string(bytes) +
+                             " B): " + cudaGetErrorString(ce));
+        return Entry{};
+      }
+      say(describe(c), cudnn_version_text(api_->version()) + " fused attention, " + plan->text());
+      e.plan = std::move(plan);
+    } catch (const Error& err) {
+      say(describe(c), std::string("meshsim's kernel: ") + err.what());
+    }
+    return e;
+  }
+
+  std::mutex mu_;
+  const CudnnApi* api_ = nullptr;
+  cudnnHandle_t handle_ = nullptr;
+  std::string why_;
+  std::map<std::string, Entry> plans_;  // by call.text(); kept (with their memory) for the process
+};
+#endif
 
 class RealGpuApi final : public GpuApi {
  public:
@@ -167,6 +329,14 @@ class RealGpuApi final : public GpuApi {
   // The CUDA twin of run_kernel_call_cpu (backend/kernel_call.cpp), operand for operand: the
   // float32 kernels for a float32 call, their bf16 overloads (cuda_ops.h) for a bf16 one.
   int kernel(const KernelCall& c, float* ws, StreamH stream) override {
+#ifdef MESHSIM_HAVE_CUDNN
+    const AttentionChoice choice = attention_choice();  // read per call: a test may set it
+    int status = 0;
+    if (c.bf16 && choice != AttentionChoice::Meshsim &&
+        (c.fn == KernelCall::Fn::AttentionFwd || c.fn == KernelCall::Fn::AttentionBwd) &&
+        cudnn_.run(c, ws, stream, choice, &status))
+      return status;
+#endif
     if (c.bf16) return run_call(c, ws, stream, [&](int j) { return c.bf16_operand(ws, j); });
     return run_call(c, ws, stream, [&](int j) { return c.operand(ws, j); });
   }
@@ -239,6 +409,11 @@ class RealGpuApi final : public GpuApi {
   int stream_pass(float* dst, const float* src, std::size_t n, StreamH stream) override {
     return kernels::stream_pass_cuda(dst, src, n, 1.0f, stream);
   }
+
+ private:
+#ifdef MESHSIM_HAVE_CUDNN
+  CudnnAttention cudnn_;
+#endif
 };
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include "backend/cuda/plugin.h"
 
 #include <cublas_api.h>
+#ifdef MESHSIM_HAVE_CUDNN
+#include <cudnn_version.h>
+#endif
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -62,7 +65,12 @@ std::string libraries() {
   return "CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
          ", cuBLAS " + std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + "." +
          std::to_string(CUBLAS_VER_PATCH) + ", NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
-         "." + std::to_string(NCCL_PATCH);
+         "." + std::to_string(NCCL_PATCH)
+#ifdef MESHSIM_HAVE_CUDNN
+         + ", cuDNN " + std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + "." +
+         std::to_string(CUDNN_PATCHLEVEL) + " (its header; the library loads at run time)"
+#endif
+      ;
 }
 
 }  // namespace

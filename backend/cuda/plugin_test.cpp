@@ -107,6 +107,9 @@ TEST(CudaPlugin, ThisBuildsPluginLoads) {
   EXPECT_EQ(p.abi_version, kCudaPluginAbi);
   EXPECT_TRUE(contains(p.libraries, "CUDA runtime ")) << p.libraries;
   EXPECT_TRUE(contains(p.libraries, ", NCCL ")) << p.libraries;
+#ifdef MESHSIM_HAVE_CUDNN_HEADER
+  EXPECT_TRUE(contains(p.libraries, ", cuDNN 9.")) << p.libraries;
+#endif
   const PluginEnv env(MESHSIM_CUDA_PLUGIN_FILE);
   const DeviceInfo info = probe_devices();
   if (info.count == 0) {  // the CUDA runtime's own reason, not the loader's

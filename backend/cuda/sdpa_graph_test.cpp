@@ -1,15 +1,21 @@
 // The attention graph (sdpa_graph.h) computes attention: run on the CPU interpreter, its
 // outputs match our attention reference (kernels/attention.h) within a bound derived from
 // where the graph rounds to bf16, and a serial reference computed here gives the terms of
-// that bound.
+// that bound. On a GPU (CudnnOnDevice), the same checks run on what cuDNN computes for the
+// same graph through the CUDA plugin (MESHSIM_ATTENTION=cudnn: its fused kernels, no fallback).
 #include "backend/cuda/sdpa_graph.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <random>
 #include <set>
 
+#include "backend/cuda/device.h"
+#include "backend/cuda/gpu_api.h"
+#include "backend/kernel_call.h"
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
@@ -97,7 +103,11 @@ struct Forward {
   std::vector<float> o_ref, lse_ref;
 };
 
-Forward run_forward(const Case& c, const Graph& g) {
+// Executes a graph on its bound buffers: the CPU interpreter, or cuDNN on the GPU.
+using Runner = std::function<void(const Graph&, std::map<std::int64_t, std::vector<float>>&)>;
+const Runner kInterpreter = [](const Graph& g, std::map<std::int64_t, std::vector<float>>& b) { run_graph_cpu(g, b); };
+
+Forward run_forward(const Case& c, const Graph& g, const Runner& run = kInterpreter) {
   const Shape& s = c.s;
   Forward f;
   f.o_ref.resize(c.q.size());
@@ -109,15 +119,15 @@ Forward run_forward(const Case& c, const Graph& g) {
                                                  {kV, c.v},
                                                  {kO, std::vector<float>(c.q.size())},
                                                  {kStats, std::vector<float>(f.lse_ref.size())}};
-  run_graph_cpu(g, buf);
+  run(g, buf);
   f.o = buf[kO];
   f.lse = buf[kStats];
   return f;
 }
 
-void check_forward(const Shape& s, std::uint32_t seed) {
+void check_forward(const Shape& s, std::uint32_t seed, const Runner& run = kInterpreter) {
   const Case c = make_case(s, seed);
-  const Forward f = run_forward(c, forward_graph(s));
+  const Forward f = run_forward(c, forward_graph(s), run);
   // O: P is rounded to bf16 before the second matmul (each P_ij moves by <= u P_ij, so
   // o_id by <= u sum_j P_ij |v_jd| =: u m), and O itself is rounded (<= u |o|); float
   // summation adds ~1e-6 m.
@@ -163,7 +173,7 @@ TEST(SdpaGraph, ForwardWithoutTheMaskFailsTheCausalReference) {
   EXPECT_GT(worst, 100 * kU);
 }
 
-void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed) {
+void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed, const Runner& run = kInterpreter) {
   const Case c = make_case(s, seed);
   const Forward f = run_forward(c, forward_graph(s));
   // The forward's outputs as training keeps them: O in bf16, lse in float.
@@ -191,7 +201,7 @@ void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed) {
       {kSoftmaxSum, std::vector<float>(rows)},
   };
   if (dq_accum) buf[kDqAccum] = std::vector<float>(o.size(), 0.0f);
-  run_graph_cpu(g, buf);
+  run(g, buf);
 
   // Magnitudes of the sums each gradient element is made of, from P and dS computed here
   // serially: dV_jd = sum_i P_ij dO_id (P rounded to bf16: u sum_i P_ij |dO_id|);
@@ -246,6 +256,66 @@ TEST(SdpaGraph, BackwardGroupedQueryHeadsHeadDim128) {
   const Shape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .seq_q = 9, .seq_kv = 9, .head_dim = 128, .causal = true};
   check_backward(s, false, 13);
   check_backward(s, true, 14);
+}
+
+// cuDNN through the CUDA plugin: the graph's shape as the bf16 attention call the executor
+// makes (batch 1, heads = BH, so no grouped heads), its operands uploaded, GpuApi::kernel with
+// MESHSIM_ATTENTION=cudnn (our kernel may not stand in), the outputs read back.
+void run_on_cudnn(const Graph& g, std::map<std::int64_t, std::vector<float>>& buf) {
+  const Shape& s = g.shape;
+  if (s.batch != 1 || s.heads_q != s.heads_kv) throw Error("run_on_cudnn: the executor's calls have no grouped heads");
+  const KernelCall c = make_attention_call(g.backward, {s.heads_q, s.seq_q, s.seq_kv, s.head_dim}, s.causal, true);
+  const std::vector<std::int64_t> uids = g.backward
+                                             ? std::vector<std::int64_t>{kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV}
+                                             : std::vector<std::int64_t>{kQ, kK, kV, kO, kStats};
+  ASSERT_EQ(static_cast<int>(uids.size()), c.operands());
+  std::vector<float> host(static_cast<std::size_t>(c.floats()), 0.0f);
+  for (int j = 0; j < c.operands(); ++j) {
+    const std::vector<float>& v = buf.at(uids[static_cast<std::size_t>(j)]);
+    ASSERT_EQ(static_cast<std::int64_t>(v.size()), c.counts[static_cast<std::size_t>(j)]);
+    if (c.elem(j) == KernelCall::Elem::BF16)
+      kernels::narrow(v.data(), c.bf16_operand(host.data(), j), v.size());
+    else
+      std::copy(v.begin(), v.end(), c.operand(host.data(), j));
+  }
+  GpuApi& api = real_gpu_api();
+  const std::size_t bytes = host.size() * sizeof(float);
+  void* dev = nullptr;
+  ASSERT_EQ(api.set_device(0), 0);
+  ASSERT_EQ(api.malloc(&dev, bytes), 0);
+  ASSERT_EQ(api.memcpy_to_device(dev, host.data(), bytes), 0);
+  setenv("MESHSIM_ATTENTION", "cudnn", 1);
+  const int st = api.kernel(c, static_cast<float*>(dev), nullptr);
+  unsetenv("MESHSIM_ATTENTION");
+  EXPECT_EQ(st, 0) << "cuDNN did not run " << c.text() << ": " << api.error_string(Lib::Cuda, st)
+                   << " (the plugin said why on stderr)";
+  ASSERT_EQ(api.memcpy_to_host(host.data(), dev, bytes), 0);
+  api.free(dev);
+  for (int j = 0; j < c.operands(); ++j) {
+    std::vector<float>& v = buf[uids[static_cast<std::size_t>(j)]];
+    if (c.elem(j) == KernelCall::Elem::BF16)
+      kernels::widen(c.bf16_operand(host.data(), j), v.data(), v.size());
+    else
+      std::copy_n(c.operand(host.data(), j), v.size(), v.begin());
+  }
+}
+
+bool have_gpu() { return probe_devices().count > 0; }
+
+TEST(SdpaGraphOnCudnn, ForwardMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU present: cuDNN's attention is checked in the GPU acceptance run";
+  check_forward({.heads_q = 8, .heads_kv = 8, .seq_q = 512, .seq_kv = 512, .head_dim = 64}, 21, run_on_cudnn);
+  check_forward({.heads_q = 4, .heads_kv = 4, .seq_q = 384, .seq_kv = 640, .head_dim = 128, .causal = true}, 22,
+                run_on_cudnn);
+}
+
+TEST(SdpaGraphOnCudnn, BackwardMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU present: cuDNN's attention is checked in the GPU acceptance run";
+  // Below 256 MiB of scores, as the plugin plans them (no dQ accumulator; that path's graph is
+  // checked on the interpreter above, and timed on cuDNN at the Llama-3 shape by acceptance).
+  check_backward({.heads_q = 8, .heads_kv = 8, .seq_q = 512, .seq_kv = 512, .head_dim = 64}, false, 23, run_on_cudnn);
+  check_backward({.heads_q = 4, .heads_kv = 4, .seq_q = 384, .seq_kv = 640, .head_dim = 128, .causal = true}, false, 24,
+                 run_on_cudnn);
 }
 
 TEST(SdpaGraph, DqAccumulatorFollowsThePlannedScoreBytes) {

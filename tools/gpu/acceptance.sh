@@ -91,6 +91,15 @@ for name in $missing; do
   case ":$lib_dirs:" in *":$dir:"*) ;; *) lib_dirs="${lib_dirs:+$lib_dirs:}$dir" ;; esac
 done
 [ -z "$lib_dirs" ] || export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib_dirs"
+# cuDNN, which the plugin dlopen()s for attention (so ldd does not list it): the wheel's
+# (torch's nvidia-cudnn), else the toolkit's. Without it attention runs on our own kernel.
+cudnn=$(find $wheel_roots /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib -name libcudnn.so.9 2>/dev/null | head -1)
+if [ -n "$cudnn" ]; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cudnn")"
+  cudnn_note="$cudnn (attention on cuDNN's fused kernels; the plugin says per shape on stderr)"
+else
+  cudnn_note="not found: attention runs on meshsim's own kernel"
+fi
 still=$(for f in "${files[@]}"; do ldd "$B/$f" | awk '/not found/ {print $1}'; done | sort -u | tr '\n' ' ')
 [ -z "$still" ] || { echo "acceptance: still unresolved after adding $lib_dirs: $still" >&2; exit 2; }
 
@@ -252,6 +261,7 @@ one_gpu_ranks=("$root/tools/gpu/one_gpu_ranks.sh" "$M")
   echo "- host: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), kernel $(uname -r), $(nproc) cores"
   echo "- pack: $(manifest commit), built $(manifest built) on $(manifest host), CUDA archs $(manifest cuda_architectures), nvcc $(manifest nvcc)"
   echo "- CUDA/NCCL libraries from: ${lib_dirs:-the system default paths}"
+  echo "- cuDNN: $cudnn_note"
   echo "- steps: $steps"
   echo
   echo "\$B is the pack's bin folder; commands run from the repository root. tools/gpu/one_gpu_ranks.sh starts"
