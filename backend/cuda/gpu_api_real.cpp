@@ -173,13 +173,17 @@ class CudnnAttention {
     }
     const bool backward = c.fn == KernelCall::Fn::AttentionBwd;
     try {
-      auto plan =
-          std::make_unique<SdpaPlan>(*api_, handle_, backward ? sdpa::backward_graph(s) : sdpa::forward_graph(s));
+      // MESHSIM_CUDNN_DQ_ACCUM=1 or 0 forces the backward's fp32 dQ accumulator on or off (a
+      // test hook: SdpaGraphOnCudnn checks that path at a size it can afford); unset, cuDNN's
+      // rule by the scores' bytes decides.
+      const char* force = std::getenv("MESHSIM_CUDNN_DQ_ACCUM");
+      const bool accum = force && *force ? std::string(force) == "1" : sdpa::backward_uses_dq_accum(s);
+      auto plan = std::make_unique<SdpaPlan>(*api_, handle_,
+                                             backward ? sdpa::backward_graph(s, accum) : sdpa::forward_graph(s));
       if (backward) {
         const auto rows = static_cast<std::size_t>(s.heads_q * s.seq_q);
         e.softmax_sum_bytes = round_up(rows * sizeof(float));
-        if (sdpa::backward_uses_dq_accum(s))
-          e.dq_accum_bytes = round_up(rows * static_cast<std::size_t>(s.head_dim) * sizeof(float));
+        if (accum) e.dq_accum_bytes = round_up(rows * static_cast<std::size_t>(s.head_dim) * sizeof(float));
       }
       const std::size_t bytes = e.softmax_sum_bytes + e.dq_accum_bytes +
                                 round_up(static_cast<std::size_t>(std::max<std::int64_t>(plan->workspace_bytes(), 0)));

@@ -311,11 +311,15 @@ TEST(SdpaGraphOnCudnn, ForwardMatchesTheReference) {
 
 TEST(SdpaGraphOnCudnn, BackwardMatchesTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU present: cuDNN's attention is checked in the GPU acceptance run";
-  // Below 256 MiB of scores, as the plugin plans them (no dQ accumulator; that path's graph is
-  // checked on the interpreter above, and timed on cuDNN at the Llama-3 shape by acceptance).
+  // Both backward graphs: without the fp32 dQ accumulator (cuDNN's choice below 256 MiB of
+  // scores) and with it (its choice above, e.g. the Llama-3 layer; forced here, where the
+  // serial reference is affordable). The plugin keeps one plan per shape from its first use,
+  // so the two cases use different shapes.
   check_backward({.heads_q = 8, .heads_kv = 8, .seq_q = 512, .seq_kv = 512, .head_dim = 64}, false, 23, run_on_cudnn);
-  check_backward({.heads_q = 4, .heads_kv = 4, .seq_q = 384, .seq_kv = 640, .head_dim = 128, .causal = true}, false, 24,
+  setenv("MESHSIM_CUDNN_DQ_ACCUM", "1", 1);
+  check_backward({.heads_q = 4, .heads_kv = 4, .seq_q = 384, .seq_kv = 640, .head_dim = 128, .causal = true}, true, 24,
                  run_on_cudnn);
+  unsetenv("MESHSIM_CUDNN_DQ_ACCUM");
 }
 
 TEST(SdpaGraph, DqAccumulatorFollowsThePlannedScoreBytes) {
