@@ -64,6 +64,7 @@ Run add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   c->add_option("--collectives", typed->collectives, "cuda: ours (our step programs over NCCL send/recv) or nccl");
   c->add_option("--kernels", typed->kernels, kKernelsHelp);
+  c->add_option("--attention", typed->attention, kAttentionHelp);
   c->add_option("--timeout", f->timeout_s, "seconds any rank may wait on another before failing (default 300)");
   return [f, typed] {
     RunOptions rf;
@@ -89,6 +90,7 @@ Run add_calibrate_command(CLI::App& app) {
                                f->fp32_kernels ? "fp32" : "bf16",
                                "--timeout",
                                fmt::format("{}", f->timeout_s)};
+    if (!typed->attention.empty()) a.insert(a.end(), {"--attention", typed->attention});
     return calibrate_command(*f, a);
   };
 }

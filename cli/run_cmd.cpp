@@ -1,4 +1,5 @@
-// meshsim run SCENARIO.yaml --backend cpu|cuda [--collectives ours|nccl] [-n N] [--set path=value ...]
+// meshsim run SCENARIO.yaml --backend cpu|cuda [--collectives ours|nccl] [--kernels bf16|fp32]
+//                           [--attention auto|cudnn|meshsim] [-n N] [--set path=value ...]
 //                           [--trace FILE] [--json]
 // meshsim validate SCENARIO.yaml --backend cpu|cuda [...same flags]
 //
@@ -11,6 +12,7 @@
 // needs a GPU: without one (or in a build without CUDA) it is one clear error.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "backend/launch/launch_env.h"
@@ -32,6 +34,11 @@ void check_backend(RunOptions& f, const BackendFlagText& typed) {
   if (typed.kernels != "bf16" && typed.kernels != "fp32")
     throw Error(fmt::format("--kernels: unknown precision '{}'; use bf16 or fp32", typed.kernels));
   f.fp32_kernels = typed.kernels == "fp32";
+  if (!typed.attention.empty()) {
+    if (typed.attention != "auto" && typed.attention != "cudnn" && typed.attention != "meshsim")
+      throw Error(fmt::format("--attention: unknown choice '{}'; use auto, cudnn or meshsim", typed.attention));
+    setenv("MESHSIM_ATTENTION", typed.attention.c_str(), 1);  // the plugin reads it; the ranks inherit it
+  }
   if (f.format != "meshsim" && f.format != "nccl-tests")
     throw Error(fmt::format("--format: unknown table format '{}'; use meshsim or nccl-tests", f.format));
   if (f.format == "nccl-tests" && f.json) throw Error("--format nccl-tests: a text table; drop --json");
@@ -81,6 +88,7 @@ Run add_run_commands(CLI::App& app, Run* validate) {
     c->add_option("--collectives", typed->collectives,
                   "cuda: ours (our step programs over ncclSend/ncclRecv, as simulated) or nccl (NCCL's own)");
     c->add_option("--kernels", typed->kernels, kKernelsHelp);
+    c->add_option("--attention", typed->attention, kAttentionHelp);
     c->add_option("-n,--nprocs", f->nprocs, "ranks to start when not under a launcher")->check(CLI::Range(1, 4096));
     c->add_option("--trace", f->trace, "write the measured trace (and the predicted one for validate), Perfetto JSON");
     c->add_flag("--json", f->json, "print the result as JSON");
@@ -111,6 +119,7 @@ Run add_run_commands(CLI::App& app, Run* validate) {
                                  "--format",
                                  f->format};
       for (const auto& s : f->sets) a.insert(a.end(), {"--set", s});
+      if (!typed->attention.empty()) a.insert(a.end(), {"--attention", typed->attention});
       if (!f->trace.empty()) a.insert(a.end(), {"--trace", f->trace});
       if (f->json) a.push_back("--json");
       return run_command(*f, a);

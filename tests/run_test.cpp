@@ -223,6 +223,8 @@ TEST(Run, CollectivesFlagIsChecked) {
   expect_user_error(meshsim("run " + f.string() + " -n 2 --backend cuda --collectives mpi"), "--collectives: 'mpi'");
   expect_user_error(meshsim("validate " + f.string() + " -n 2 --kernels fp16"),
                     "--kernels: unknown precision 'fp16'; use bf16 or fp32");
+  expect_user_error(meshsim("validate " + f.string() + " -n 2 --attention flash"),
+                    "--attention: unknown choice 'flash'; use auto, cudnn or meshsim");
 }
 
 // Sets environment variables for one scope (the ranks a test starts by hand inherit them)
@@ -404,6 +406,7 @@ TEST(Calibrate, BadFlagsAreOneClearError) {
   expect_user_error(meshsim("calibrate --sizes 1MiB:1KiB" + out), "--sizes: sweep");
   expect_user_error(meshsim("calibrate --collectives nccl" + out), "--collectives nccl: native NCCL collectives need");
   expect_user_error(meshsim("calibrate --kernels bf32" + out), "--kernels: unknown precision 'bf32'");
+  expect_user_error(meshsim("calibrate --attention cuDNN" + out), "--attention: unknown choice 'cuDNN'");
   expect_user_error(meshsim("calibrate --out /nonexistent-dir/p.yaml"),
                     "--out: folder '/nonexistent-dir' does not exist");
   const Result cuda = meshsim("calibrate --backend cuda" + out);
