@@ -86,6 +86,31 @@ std::string cudnn_error(const CudnnApi& api, cudnnStatus_t status) {
   return s;
 }
 
+std::string cudnn_device_properties_json(const CudnnApi& api, int device) {
+  cudnnBackendDescriptor_t d = nullptr;
+  auto fail = [&](const std::string& step, cudnnStatus_t st) {
+    if (d) api.destroy_descriptor(d);
+    return Error("cuDNN device properties: " + step + ": " + cudnn_error(api, st));
+  };
+  cudnnStatus_t st = api.create_descriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &d);
+  if (st != CUDNN_STATUS_SUCCESS) throw fail("create", st);
+  const std::int32_t id = device;
+  if ((st = api.set_attribute(d, CUDNN_ATTR_DEVICEPROP_DEVICE_ID, CUDNN_TYPE_INT32, 1, &id)) != CUDNN_STATUS_SUCCESS)
+    throw fail("device id", st);
+  if ((st = api.finalize(d)) != CUDNN_STATUS_SUCCESS) throw fail("finalize", st);
+  std::int64_t n = 0;
+  if ((st = api.get_attribute(d, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n, nullptr)) !=
+      CUDNN_STATUS_SUCCESS)
+    throw fail("size", st);
+  std::string json(static_cast<std::size_t>(n), '\0');
+  if ((st = api.get_attribute(d, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &n, json.data())) !=
+      CUDNN_STATUS_SUCCESS)
+    throw fail("json", st);
+  api.destroy_descriptor(d);
+  while (!json.empty() && json.back() == '\0') json.pop_back();
+  return json;
+}
+
 namespace {
 
 cudnnDataType_t data_type(sdpa::DataType t) {

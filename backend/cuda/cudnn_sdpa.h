@@ -62,6 +62,11 @@ const CudnnApi* load_cudnn(std::string* why);
 // it cannot be used.
 CudnnApi load_cudnn_file(const std::string& file, std::string* why);
 
+// The GPU's properties as cuDNN serializes them (cuDNN >= 9.8; needs the device): the JSON that
+// lets cuDNN run its heuristics and build plans later on a machine without that GPU
+// (deviceless ahead-of-time compilation). Throws Error naming the step.
+std::string cudnn_device_properties_json(const CudnnApi& api, int device);
+
 // `status` as text: cuDNN's name for it plus its last error message when it has one.
 std::string cudnn_error(const CudnnApi& api, cudnnStatus_t status);
 

@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <memory>
 
 #include "core/error.h"
@@ -48,6 +51,42 @@ TEST(CudnnSdpaReal, CudnnTakesEveryGraphUpToTheOperationGraph) {
             << (causal ? " causal" : "");
       }
     }
+}
+
+// On a GPU: cuDNN's heuristics and plans, all the way, for the shapes the acceptance run
+// times; each plan's engine is printed. The GPU's properties as cuDNN serializes them go to
+// $MESHSIM_CUDNN_DEVICEPROP_OUT when set (acceptance keeps them, so later sessions without a GPU
+// can build plans deviceless).
+TEST(CudnnSdpaReal, OnAGpuEveryGraphGetsAnExecutionPlan) {
+  const CudnnApi* api = real_cudnn();
+  if (!api) GTEST_SKIP() << "libcudnn.so.9 does not load here";
+  cudnnHandle_t handle = nullptr;
+  if (const cudnnStatus_t st = api->create(&handle))
+    GTEST_SKIP() << "no GPU for cuDNN here (cudnnCreate: " << cudnn_error(*api, st) << "): plans are built on the GPU";
+  if (const char* out = std::getenv("MESHSIM_CUDNN_DEVICEPROP_OUT")) {
+    const std::string json = cudnn_device_properties_json(*api, 0);
+    EXPECT_FALSE(json.empty());
+    std::FILE* f = std::fopen(out, "w");
+    ASSERT_NE(f, nullptr) << out;
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+  }
+  for (const Shape& base : {kLlama, kGpt3})
+    for (bool causal : {true, false}) {
+      Shape s = base;
+      s.heads_kv = s.heads_q;  // as the executor's calls carry them
+      s.causal = causal;
+      for (const sdpa::Graph& g : {sdpa::forward_graph(s), sdpa::backward_graph(s)}) {
+        try {
+          SdpaPlan plan(*api, handle, g);
+          std::cout << (g.backward ? "backward " : "forward ") << s.heads_q << "x" << s.seq_q << "x" << s.head_dim
+                    << (causal ? " causal: " : ": ") << plan.text() << "\n";
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+    }
+  api->destroy(handle);
 }
 
 TEST(CudnnSdpaReal, CudnnRefusesABrokenGraphNamingTheStep) {

@@ -79,6 +79,7 @@ link_to "$(manifest build_dir)" "$B"
 # CUDA and NCCL: every library the packed files need that the pack leaves out, found in the
 # Python wheels first, then in the CUDA toolkit.
 files=(cli/meshsim cli/libmeshsim_cuda.so kernels/kernels_test backend/backend_cuda_test bench/kernels_bench)
+[ -f "$B/backend/cudnn_sdpa_test" ] && files+=(backend/cudnn_sdpa_test)
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing=$(for f in "${files[@]}"; do ldd "$B/$f" | awk '/not found/ {print $1}'; done | sort -u)
 wheel_roots=$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
@@ -278,6 +279,11 @@ step 1 "the pack's CUDA code is for this GPU (sm_90)" 60 sm90 -- \
   "$B/cli/libmeshsim_cuda.so" "$B/kernels/kernels_test" "$B/bench/kernels_bench"
 step 2 "every kernel test, the CUDA ones on the GPU (kernels_test)" 300 gtest_all_ran -- "$B/kernels/kernels_test"
 step 3 "the cuda backend's host-side and plugin tests (backend_cuda_test)" 300 gtest_all_ran -- "$B/backend/backend_cuda_test"
+# cuDNN's plans for the attention shapes the run times (engine per shape), and the GPU's
+# properties as cuDNN serializes them (cudnn-deviceprop.json: with it, a later session without a
+# GPU can run cuDNN's heuristics and build plans deviceless). Needs the pack's cudnn_sdpa_test.
+step 22 "cuDNN builds an execution plan for every attention graph, and this GPU's properties for deviceless builds" \
+  120 gtest_all_ran -- env MESHSIM_CUDNN_DEVICEPROP_OUT="$results/cudnn-deviceprop.json" "$B/backend/cudnn_sdpa_test"
 step 4 "LayerNorm, GeLU, softmax and AdamW at >= 70% of the copy bandwidth (kernels_bench)" 300 bench_met -- \
   "$B/bench/kernels_bench"
 step 5 "calibrate --backend cuda: the profile, and the preset beside it" 420 profile_written -- \

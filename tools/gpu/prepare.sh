@@ -11,7 +11,8 @@
 # The pack (default gpu-bundle/, ignored by git; carried to the GPU machine as
 # gpu-bundle.tar.gz beside it, a third of the size) holds:
 #   bin/<the build tree's own paths>   meshsim, libmeshsim_cuda.so, kernels_test,
-#                                      backend_cuda_test (+ its two stand-in plugins), kernels_bench
+#                                      backend_cuda_test (+ its two stand-in plugins), kernels_bench,
+#                                      cudnn_sdpa_test (where cuDNN's header was found)
 #   lib/                               the shared libraries they load, except glibc's and CUDA's
 #   MANIFEST                           source and build folders baked into the tests, commit, date
 # Checks, each fatal: the pack and the tracked source together fit the 64 MiB a device run
@@ -46,12 +47,17 @@ if [ "$do_build" -eq 1 ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DMESHSIM_BUILD_TESTS=ON -DMESHSIM_BUILD_BENCH=ON
   cmake --build "$build_dir" -j"$(nproc)" --target meshsim meshsim_cuda kernels_test backend_cuda_test kernels_bench
+  # cudnn_sdpa_test exists where cuDNN's header was found (cuDNN attention, docs/kernels.md).
+  if ninja -C "$build_dir" -t targets all 2>/dev/null | grep -q '^cudnn_sdpa_test:'; then
+    cmake --build "$build_dir" -j"$(nproc)" --target cudnn_sdpa_test
+  fi
 fi
 
 # What the GPU machine runs, as paths in the build tree (kept: the tests find the CUDA
 # plugin and the stand-in plugins by the absolute paths they were built with).
 files=(cli/meshsim cli/libmeshsim_cuda.so kernels/kernels_test backend/backend_cuda_test
        backend/libfake_cuda_plugin_ok.so backend/libfake_cuda_plugin_other_abi.so bench/kernels_bench)
+[ -f "$build_dir/backend/cudnn_sdpa_test" ] && files+=(backend/cudnn_sdpa_test)
 if [ ! -f "$build_dir/cli/libmeshsim_cuda.so" ]; then
   echo "prepare: SKIP: $build_dir has no CUDA plugin (cli/libmeshsim_cuda.so): this build found no CUDA toolkit" \
        "or no NCCL; install them (README, 'On a GPU machine') and build again" >&2
