@@ -52,9 +52,9 @@ cudaDataType_t cuda_type(DType t) {
 }
 
 #ifdef MESHSIM_HAVE_CUDNN
-// MESHSIM_ATTENTION (read at each call): "meshsim" runs our attention kernel always; "cudnn" requires cuDNN (a
-// bf16 attention call it cannot take fails with the reason); unset or "auto": cuDNN where it
-// takes the call, our kernel elsewhere.
+// MESHSIM_ATTENTION, read at each call (run/validate/calibrate --attention set it): "meshsim"
+// runs our attention kernel always; "cudnn" requires cuDNN (a bf16 attention call it cannot
+// take fails, the reason on stderr); unset or "auto": cuDNN where it takes the call, else ours.
 enum class AttentionChoice { Auto, Cudnn, Meshsim };
 AttentionChoice attention_choice() {
   const char* v = std::getenv("MESHSIM_ATTENTION");
@@ -204,7 +204,7 @@ class CudnnAttention {
   const CudnnApi* api_ = nullptr;
   cudnnHandle_t handle_ = nullptr;
   std::string why_;
-  std::map<std::string, Entry> plans_;  // by call.text(); kept (with their memory) for the process
+  std::map<std::string, Entry> plans_;  // by describe(call); kept, with their memory, for the process
 };
 #endif
 
