@@ -140,10 +140,16 @@ CostParams derive_cost_params(Router& router, const std::vector<int>& gpus, doub
   double bw_all = INFINITY, bw_in = INFINITY, bw_out = INFINITY;
   bool intra_nvlink = true;  // every intra-node route visited is NVLink only
   std::uint64_t routed = 0;
+  // A training schedule asks for the same group's parameters once per collective kind and size,
+  // so its groups' pairs are kept in the router's table; a group larger than any training axis
+  // (a collective over a whole 100k-GPU cluster) is read once, and storing its 4p answers would
+  // cost more than finding them (131,072 ranks: 1.06 -> 0.82 s, docs/performance.md).
+  constexpr int kKeepSummariesUpTo = 16384;
+  const bool keep = p <= kKeepSummariesUpTo;
   auto visit = [&](int i, int j) {
     if (i == j) return;
     budget::tick_work("routing the group's GPU pairs", ++routed);  // --max-seconds; a word on a terminal
-    const RouteSummary& route = router.summary(gpus[i], gpus[j]);
+    const RouteSummary route = keep ? router.summary(gpus[i], gpus[j]) : router.summary_once(gpus[i], gpus[j]);
     const double a = static_cast<double>(route.latency.ps());
     const double bw = route.bottleneck.bytes_per_ps();
     a_all = std::max(a_all, a);

@@ -298,6 +298,18 @@ const RouteSummary& Router::summary(int src_gpu, int dst_gpu) {
   return summaries_.emplace(key, summarize(topo_, scratch_links_)).first->second;
 }
 
+RouteSummary Router::summary_once(int src_gpu, int dst_gpu) {
+  check_pair(topo_, src_gpu, dst_gpu);
+  if (src_gpu == dst_gpu) return RouteSummary{};
+  const std::uint64_t key = pair_key(src_gpu, dst_gpu);
+  if (!summaries_.empty())
+    if (auto it = summaries_.find(key); it != summaries_.end()) return it->second;
+  if (!cache_.empty())
+    if (const auto cached = cache_.find(key); cached != cache_.end()) return summarize(topo_, cached->second.links);
+  find_route(src_gpu, dst_gpu, key, scratch_links_);
+  return summarize(topo_, scratch_links_);
+}
+
 void Router::find_route(int src_gpu, int dst_gpu, std::uint64_t key, std::vector<int>& route) {
   const int src = topo_.gpu_device(src_gpu);
   const int dst = topo_.gpu_device(dst_gpu);

@@ -196,6 +196,9 @@ class Router {
   // The same route's latency, bottleneck, hops, first link and kinds, cached apart from the
   // paths: a group's parameters over 100k ranks read 500k routes and keep no link lists.
   const RouteSummary& summary(int src_gpu, int dst_gpu);
+  // The same summary, computed and not kept: for a scan that reads each pair once (a group's
+  // neighbour pairs over 100k ranks), where storing 500k answers costs more than finding them.
+  RouteSummary summary_once(int src_gpu, int dst_gpu);
   const Topology& topology() const { return topo_; }
 
  private:
