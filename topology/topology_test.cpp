@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -239,6 +241,7 @@ void expect_same_routes(const Topology& t, int pairs_wanted) {
   Router both_ends(t, Router::Search::BothEnds);
   Router automatic(t);
   Router summaries(t);  // its summaries come from its own searches, not from cached paths
+  Router once(t);       // summary_once: the same answers, none kept
   const int n = t.num_gpus();
   const long long all = static_cast<long long>(n) * n;
   const long long step = std::max<long long>(1, all / pairs_wanted);
@@ -266,6 +269,10 @@ void expect_same_routes(const Topology& t, int pairs_wanted) {
     }
     ASSERT_EQ(sum.nvlink_only,
               std::all_of(want.begin(), want.end(), [&](int l) { return t.link(l).spec.kind == LinkKind::NvLink; }));
+    const RouteSummary one = once.summary_once(a, b);
+    ASSERT_EQ(one.latency, sum.latency);
+    ASSERT_EQ(one.bottleneck.bytes_per_ps(), sum.bottleneck.bytes_per_ps());
+    ASSERT_EQ(std::tie(one.hops, one.first_link, one.nvlink_only), std::tie(sum.hops, sum.first_link, sum.nvlink_only));
     ++compared;
   }
   EXPECT_GE(compared, std::min<long long>(all, pairs_wanted / 2)) << t.name();
