@@ -2,14 +2,13 @@
 
 #include <gtest/gtest.h>
 
-#include <tuple>
-
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/hash.h"
