@@ -291,21 +291,19 @@ const RouteSummary& Router::summary(int src_gpu, int dst_gpu) {
   check_pair(topo_, src_gpu, dst_gpu);
   const std::uint64_t key = pair_key(src_gpu, dst_gpu);
   if (auto it = summaries_.find(key); it != summaries_.end()) return it->second;
-  if (src_gpu == dst_gpu) return summaries_.emplace(key, RouteSummary{}).first->second;
-  if (const auto cached = cache_.find(key); cached != cache_.end())
-    return summaries_.emplace(key, summarize(topo_, cached->second.links)).first->second;
-  find_route(src_gpu, dst_gpu, key, scratch_links_);
-  return summaries_.emplace(key, summarize(topo_, scratch_links_)).first->second;
+  return summaries_.emplace(key, new_summary(src_gpu, dst_gpu, key)).first->second;
 }
 
 RouteSummary Router::summary_once(int src_gpu, int dst_gpu) {
   check_pair(topo_, src_gpu, dst_gpu);
-  if (src_gpu == dst_gpu) return RouteSummary{};
   const std::uint64_t key = pair_key(src_gpu, dst_gpu);
-  if (!summaries_.empty())
-    if (auto it = summaries_.find(key); it != summaries_.end()) return it->second;
-  if (!cache_.empty())
-    if (const auto cached = cache_.find(key); cached != cache_.end()) return summarize(topo_, cached->second.links);
+  if (auto it = summaries_.find(key); it != summaries_.end()) return it->second;
+  return new_summary(src_gpu, dst_gpu, key);
+}
+
+RouteSummary Router::new_summary(int src_gpu, int dst_gpu, std::uint64_t key) {
+  if (src_gpu == dst_gpu) return RouteSummary{};
+  if (const auto cached = cache_.find(key); cached != cache_.end()) return summarize(topo_, cached->second.links);
   find_route(src_gpu, dst_gpu, key, scratch_links_);
   return summarize(topo_, scratch_links_);
 }

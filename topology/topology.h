@@ -202,6 +202,8 @@ class Router {
   const Topology& topology() const { return topo_; }
 
  private:
+  // The summary of a pair not in summaries_: from its cached path, else from a search.
+  RouteSummary new_summary(int src_gpu, int dst_gpu, std::uint64_t key);
   // The route's links, found as the comment above says (src_gpu != dst_gpu).
   void find_route(int src_gpu, int dst_gpu, std::uint64_t key, std::vector<int>& links);
   void search_from_source(int src, int dst);
