@@ -95,42 +95,19 @@ class Builder {
     return next_++;
   }
   void matmul(const std::string& name, std::int64_t a, std::int64_t b, std::int64_t out) {
-    Op op;
-    op.kind = OpKind::Matmul;
-    op.name = name;
-    op.in = {a, b};
-    op.out = out;
-    g_.ops.push_back(op);
+    add(OpKind::Matmul, name, {a, b}, out);
   }
   void pointwise(const std::string& name, Pointwise mode, std::vector<std::int64_t> in, std::int64_t out,
                  DataType compute = DataType::Float, int axis = -1) {
-    Op op;
-    op.kind = OpKind::Pointwise;
-    op.name = name;
+    Op& op = add(OpKind::Pointwise, name, std::move(in), out);
     op.pw = mode;
-    op.in = std::move(in);
-    op.out = out;
     op.compute = compute;
     op.axis = axis;
-    g_.ops.push_back(op);
   }
   void reduction(const std::string& name, Reduce mode, std::int64_t in, std::int64_t out) {
-    Op op;
-    op.kind = OpKind::Reduction;
-    op.name = name;
-    op.reduce = mode;
-    op.in = {in};
-    op.out = out;
-    g_.ops.push_back(op);
+    add(OpKind::Reduction, name, {in}, out).reduce = mode;
   }
-  void reshape(const std::string& name, std::int64_t in, std::int64_t out) {
-    Op op;
-    op.kind = OpKind::Reshape;
-    op.name = name;
-    op.in = {in};
-    op.out = out;
-    g_.ops.push_back(op);
-  }
+  void reshape(const std::string& name, std::int64_t in, std::int64_t out) { add(OpKind::Reshape, name, {in}, out); }
   // x with the keys after each query's position replaced by -inf (top-left causal mask).
   std::int64_t causal_mask(std::int64_t x, const Dims& dims) {
     const std::int64_t row = virt("row_index", DataType::Int32, dims);
@@ -147,6 +124,15 @@ class Builder {
   Graph take() { return std::move(g_); }
 
  private:
+  Op& add(OpKind kind, const std::string& name, std::vector<std::int64_t> in, std::int64_t out) {
+    Op& op = g_.ops.emplace_back();
+    op.kind = kind;
+    op.name = name;
+    op.in = std::move(in);
+    op.out = out;
+    return op;
+  }
+
   Graph g_;
   std::int64_t next_ = 100;
 };
@@ -283,9 +269,7 @@ namespace {
 struct Storage {
   const Tensor* t = nullptr;
   float* data = nullptr;
-  float at(const std::int64_t* i) const {
-    return data[i[0] * t->strides[0] + i[1] * t->strides[1] + i[2] * t->strides[2] + i[3] * t->strides[3]];
-  }
+  float at(const std::int64_t* i) const { return ref(i); }
   float& ref(const std::int64_t* i) const {
     return data[i[0] * t->strides[0] + i[1] * t->strides[1] + i[2] * t->strides[2] + i[3] * t->strides[3]];
   }
