@@ -97,6 +97,9 @@ done
 cudnn=$(find $wheel_roots /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib -name libcudnn.so.9 2>/dev/null | head -1)
 if [ -n "$cudnn" ]; then
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cudnn")"
+  # cuDNN's run-time compiled engines dlopen() NVRTC by name: put the wheel's on the path too.
+  nvrtc=$(find $wheel_roots /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib -name 'libnvrtc.so.1[0-9]*' 2>/dev/null | head -1)
+  [ -z "$nvrtc" ] || export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$nvrtc")"
   cudnn_note="$cudnn (attention on cuDNN's fused kernels; the plugin says per shape on stderr)"
 else
   cudnn_note="not found: attention runs on meshsim's own kernel"
