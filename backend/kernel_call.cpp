@@ -230,6 +230,11 @@ Schedule as_run_by_our_kernels(Schedule s, bool bf16) {
         const KernelCall c = kernel_call(op.kernel, op.phase, bf16);
         op.kernel.bytes = kernel_call_bytes(c);
         op.kernel.dtype_bytes = c.bf16 ? 2 : 4;
+        // An op with no kernel of its own runs as the streaming pass, which calibrate times as the
+        // memory pass: predict it at the copy's rate, not at its kind's (an elementwise or
+        // optimizer figure from other kernels). The optimizer's fp32 -> bf16 parameter copy ran at
+        // the copy's rate on an H200 and was predicted 53% slow (run 26, docs/validation/gpu-h200.md).
+        if (c.fn == KernelCall::Fn::Pass) op.kernel.kind = KernelKind::Memcpy;
       }
   return s;
 }
@@ -246,8 +251,13 @@ namespace {
 std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row, bool bf16) {
   std::vector<CalibrationCall> v;
   auto add = [&](KernelKind kind, KernelFn fn, Fn f, Fn b) {
-    v.push_back({kind, make_kernel_call(f, rows, row, bf16), 0, fn, false});
-    v.push_back({kind, make_kernel_call(b, rows, row, bf16), 0, fn, true});
+    // Each at the width the step runs it: a 2-byte model's row kernels in bf16, but its loss on
+    // float32 logits (schedule/plan.cpp), so cross-entropy stays float32. Timed in bf16, its
+    // points were applied to the float32 calls the step makes, at twice the bytes: predicted
+    // 2.8x slow on an H200 (run 26, docs/validation/gpu-h200.md).
+    const bool w = bf16 && fn != KernelFn::CrossEntropy;
+    v.push_back({kind, make_kernel_call(f, rows, row, w), 0, fn, false});
+    v.push_back({kind, make_kernel_call(b, rows, row, w), 0, fn, true});
   };
   add(KernelKind::Norm, KernelFn::LayerNorm, Fn::LayerNormFwd, Fn::LayerNormBwd);
   add(KernelKind::Elementwise, KernelFn::Gelu, Fn::GeluFwd, Fn::GeluBwd);

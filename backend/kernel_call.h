@@ -114,8 +114,10 @@ KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16 = false);
 // compute op runs in its call's precision (dtype_bytes 2 for a bf16 call, else 4: attention
 // is timed against that width's peak) and moves what its call moves (kernel_call_bytes: the
 // measure calibrate's memory efficiencies are taken against). `bf16` as for kernel_call:
-// the cpu backend runs float32 (false), the cuda backend bf16 (true). GEMMs (run in the
-// model's dtype) and every FLOP count are unchanged.
+// the cpu backend runs float32 (false), the cuda backend bf16 (true). An op that runs as the
+// streaming pass (KernelCall::Fn::Pass) becomes KernelKind::Memcpy, so it is predicted at the
+// rate calibrate measures for that pass. GEMMs (run in the model's dtype) and every FLOP count
+// are unchanged.
 Schedule as_run_by_our_kernels(Schedule s, bool bf16 = false);
 
 // A call built directly (calibrate): fn on rows x cols, or attention of `shape`.

@@ -257,6 +257,42 @@ TEST(KernelCall, ValidatePredictsBf16OpsAsBf16OnABf16Backend) {
   EXPECT_EQ(r.roles[0].ops[0].kernel.dtype_bytes, 2);
 }
 
+// An op with no kernel of its own runs as the streaming pass: predicted at the copy's rate (the
+// memcpy kind, which calibrate measures as that pass), keeping its bytes; a kernel of its own
+// keeps its kind.
+TEST(KernelCall, ValidatePredictsAPassAtTheCopysRate) {
+  Schedule s;
+  s.roles.emplace_back();
+  Op copy;
+  copy.kind = OpKind::Compute;
+  copy.phase = Phase::Optimizer;
+  copy.kernel = Kernel::elementwise(KernelKind::Elementwise, 1000, 6000, 4);  // fp32 -> bf16 parameter copy
+  Op gelu = copy;
+  gelu.phase = Phase::Forward;
+  gelu.kernel = Kernel::rowwise(KernelKind::Elementwise, KernelFn::Gelu, 4, 8, 0, 4 * 2 * 32, 2);
+  s.roles[0].ops = {copy, gelu};
+  for (const bool bf16 : {false, true}) {
+    const Schedule r = as_run_by_our_kernels(s, bf16);
+    EXPECT_EQ(r.roles[0].ops[0].kernel.kind, KernelKind::Memcpy);
+    EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.bytes, 6000);  // 750 floats read, 750 written
+    EXPECT_EQ(r.roles[0].ops[1].kernel.kind, KernelKind::Elementwise);
+  }
+}
+
+// Calibrate times each row kernel at the width the step runs it: bf16 on a bf16 backend, but the
+// loss in float32, as the schedule plans it (on float32 logits) and the executor runs it.
+TEST(KernelCall, CalibrateTimesCrossEntropyInFloat32LikeTheStep) {
+  const Kernel ce = Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, 4, 64, 0, 2.0 * 4 * 4 * 64, 4);
+  for (const CalibrationCall& c : row_kernel_calls(4 * 64, 64, true)) {
+    if (c.fn == KernelFn::CrossEntropy) {
+      EXPECT_FALSE(c.call.bf16) << c.call.text();
+      EXPECT_EQ(c.call.bf16, kernel_call(ce, c.backward ? Phase::Backward : Phase::Forward, true).bf16);
+    } else {
+      EXPECT_TRUE(c.call.bf16) << c.call.text();
+    }
+  }
+}
+
 // The CPU's bf16 call against independent truths: LayerNorm rows normalised and GeLU's tanh
 // form, each within what one bf16 rounding of the output allows (2^-8 relative, the unit
 // roundoff of bf16's 8 significant bits; the inputs are exact bf16 values).

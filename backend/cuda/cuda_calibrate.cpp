@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -112,13 +114,23 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     return time_calls(what, body, calls) / static_cast<double>(calls);
   };
 
+  // A GEMM figure, then an idle gap that keeps the GEMMs' share of the wall time at gemm_duty.
+  auto time_gemm = [&](const std::string& what, const std::function<void()>& body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double secs = time_per_call(what, body);
+    const std::chrono::duration<double> busy = std::chrono::steady_clock::now() - t0;
+    if (opt.gemm_duty > 0 && opt.gemm_duty < 1)
+      std::this_thread::sleep_for(busy * ((1 - opt.gemm_duty) / opt.gemm_duty));
+    return secs;
+  };
+
   CudaMeasurements m;
   for (DType t : opt.dtypes)
     for (std::int64_t mm : opt.gemm_sizes)
       for (std::int64_t nn : opt.gemm_sizes)
         for (std::int64_t kk : opt.gemm_sizes) {
           const std::string what = fmt::format("calibrate gemm {}x{}x{} {}", mm, nn, kk, to_string(t));
-          const double secs = time_per_call(what, [&] {
+          const double secs = time_gemm(what, [&] {
             check.cublas(api.gemm(s.blas, mm, nn, kk, t, buf[0], buf[1], buf[2]), "cublasGemmEx", what);
           });
           m.gemm.push_back({mm, nn, kk, t, 2.0 * static_cast<double>(mm) * nn * kk / secs});
@@ -126,7 +138,7 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
 
   for (const GemmShape& g : opt.model_gemms) {
     const std::string what = fmt::format("calibrate gemm {}x{}x{} bf16 (a model's shape)", g.m, g.n, g.k);
-    const double secs = time_per_call(what, [&] {
+    const double secs = time_gemm(what, [&] {
       check.cublas(api.gemm(s.blas, g.m, g.n, g.k, DType::Bf16, buf[0], buf[1], buf[2]), "cublasGemmEx", what);
     });
     m.model_gemm.push_back({g.m, g.n, g.k, DType::Bf16, 2.0 * static_cast<double>(g.m) * g.n * g.k / secs});

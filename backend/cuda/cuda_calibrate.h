@@ -52,6 +52,12 @@ struct CudaCalibrateOptions {
   // 0.1 ms window, within the clock's ramp and the event's resolution, and the 1024^3 points
   // varied 0.44-0.75x of the preset from run to run (docs/validation/gpu-h200.md). 0: never.
   double min_window_s = 5e-3;
+  // The GEMM figures' share of calibrate's wall time: after each, the host idles until its busy
+  // time is this fraction of the whole (0.5: a gap as long as the figure). Back to back (1), the
+  // sweep ran into the power cap within seconds, and every later shape was timed at the capped
+  // clock: the GPT-3 layer's FFN GEMMs at 674 TFLOP/s, where validate's step ran them at 825, its
+  // GEMMs interleaved with memory-bound work (run 26, docs/validation/gpu-h200.md). 1: no gaps.
+  double gemm_duty = 0.5;
   std::size_t memory_bytes = 512 << 20;  // per buffer of the bandwidth pass
   std::size_t kernel_bytes = 256 << 20;  // the row kernels' rows x row floats
   std::int64_t row = 4096;               // the kernels' row length (a hidden size, a key count)

@@ -205,9 +205,12 @@ void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed, const Run
 
   // Magnitudes of the sums each gradient element is made of, from P and dS computed here
   // serially: dV_jd = sum_i P_ij dO_id (P rounded to bf16: u sum_i P_ij |dO_id|);
-  // dK_jd = sum_i dS_ij q_id (dS rounded: u sum_i |dS_ij| |q_id|); dQ_id = sum_j dS_ij k_jd
-  // (dS in float). Grouped heads: each head's dK, dV is rounded to bf16 before the group sum,
-  // at most u times the same magnitude again. Every output is rounded once more (u |want|).
+  // dK_jd = sum_i dS_ij q_id (dS rounded: u sum_i |dS_ij| |q_id|); dQ_id = sum_j dS_ij k_jd,
+  // dS rounded too: the graph hands dQ's matmul a float dS, as cuDNN's frontend does, but a
+  // fused kernel's tensor cores take bf16 operands, so cuDNN rounds it there (seen on an H200,
+  // run 26: dQ off by 0.1-0.5 of this bound, 40-160 times the float-dS one). Grouped heads: each
+  // head's dK, dV is rounded to bf16 before the group sum, at most u times the same magnitude
+  // again. Every output is rounded once more (u |want|).
   const std::int64_t d = s.head_dim, g_size = s.heads_q / s.heads_kv;
   std::vector<double> mq(o.size(), 0.0), mk(c.k.size(), 0.0), mv(c.v.size(), 0.0);
   const double sc = s.attn_scale();
@@ -240,7 +243,7 @@ void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed, const Run
   const double group = g_size > 1 ? 2 : 1;
   expect_within(buf[kdV], dv, bounds(dv, mv, group), "dV");
   expect_within(buf[kdK], dk, bounds(dk, mk, group), "dK");
-  expect_within(buf[kdQ], dq, bounds(dq, mq, 0), "dQ");
+  expect_within(buf[kdQ], dq, bounds(dq, mq, 1), "dQ");
 }
 
 TEST(SdpaGraph, BackwardIsAttentionsGradient) {
