@@ -266,7 +266,7 @@ TEST(KernelCall, ValidatePredictsAPassAtTheCopysRate) {
   Op copy;
   copy.kind = OpKind::Compute;
   copy.phase = Phase::Optimizer;
-  copy.kernel = Kernel::elementwise(KernelKind::Elementwise, 1000, 6000, 4);  // fp32 -> bf16 parameter copy
+  copy.kernel = Kernel::elementwise(KernelKind::Elementwise, 1000, 8000, 4);  // the parameter copy
   Op gelu = copy;
   gelu.phase = Phase::Forward;
   gelu.kernel = Kernel::rowwise(KernelKind::Elementwise, KernelFn::Gelu, 4, 8, 0, 4 * 2 * 32, 2);
@@ -274,7 +274,7 @@ TEST(KernelCall, ValidatePredictsAPassAtTheCopysRate) {
   for (const bool bf16 : {false, true}) {
     const Schedule r = as_run_by_our_kernels(s, bf16);
     EXPECT_EQ(r.roles[0].ops[0].kernel.kind, KernelKind::Memcpy);
-    EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.bytes, 6000);  // 750 floats read, 750 written
+    EXPECT_DOUBLE_EQ(r.roles[0].ops[0].kernel.bytes, 8000);  // 1000 floats read, 1000 written
     EXPECT_EQ(r.roles[0].ops[1].kernel.kind, KernelKind::Elementwise);
   }
 }

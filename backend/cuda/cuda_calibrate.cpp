@@ -77,6 +77,10 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
         row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w, !opt.fp32_kernels);
     sweep.insert(sweep.end(), at.begin(), at.end());
   }
+  for (std::int64_t w : opt.vocab_widths)
+    for (const CalibrationCall& c :
+         row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w, !opt.fp32_kernels))
+      if (c.fn == KernelFn::CrossEntropy) sweep.push_back(c);
   const std::vector<CalibrationCall> attention_sweep =
       attention_calls(opt.attention.batch_heads, opt.attention.head_dim, opt.attention_seqs, !opt.fp32_kernels);
   std::size_t kernel_floats = 0;  // the largest call, in the first buffer

@@ -28,6 +28,7 @@ CudaCalibrateOptions small() {
   o.row = 256;
   o.attention = {2, 64, 64, 32};
   o.row_widths = {128, 512};    // 128 rows of 128, 32 of 512
+  o.vocab_widths = {1024};      // cross-entropy alone: 16 rows of 1024
   o.attention_seqs = {32, 96};  // attention's 2 x heads and head dim 32 at each
   o.attention_repeats = 1;
   return o;
@@ -58,10 +59,15 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal bf16"), 3);
   // The sweep: the 14 row kernels at each width, over the same 16384 floats, tagged with the
   // function and pass the compute model looks their rate up by.
-  ASSERT_EQ(m.row_sweep.size(), 2u * 14);
+  // Then cross-entropy alone, forward and backward, at the vocabulary width. The loss is timed in
+  // float32, as the step runs it on float32 logits.
+  ASSERT_EQ(m.row_sweep.size(), 2u * 14 + 2);
   EXPECT_EQ(api.count("kernel layernorm_bwd 128x128 bf16"), 3);
   EXPECT_EQ(api.count("kernel layernorm_bwd 32x512 bf16"), 3);
-  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512 bf16"), 3);
+  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512"), 3);
+  EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512 bf16"), 0);
+  EXPECT_EQ(api.count("kernel cross_entropy_bwd 16x1024"), 3);
+  EXPECT_EQ(api.count("kernel layernorm_fwd 16x1024 bf16"), 0);
   EXPECT_EQ(api.count("kernel dropout_fwd 32x512 bf16"), 3);
   int layernorm_bwd = 0;
   for (const MeasuredKernel& k : m.row_sweep)
