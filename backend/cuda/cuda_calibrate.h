@@ -52,7 +52,7 @@ struct CudaCalibrateOptions {
   // 0.1 ms window, within the clock's ramp and the event's resolution, and the 1024^3 points
   // varied 0.44-0.75x of the preset from run to run (docs/validation/gpu-h200.md). 0: never.
   double min_window_s = 5e-3;
-  // The GEMM figures' share of calibrate's wall time: after each, the host idles until its busy
+  // The GEMM figures' share of calibrate's wall time: after each, memory passes run until its busy
   // time is this fraction of the whole (0.5: a gap as long as the figure). Back to back (1), the
   // sweep ran into the power cap within seconds, and every later shape was timed at the capped
   // clock: the GPT-3 layer's FFN GEMMs at 674 TFLOP/s, where validate's step ran them at 825, its
