@@ -92,12 +92,23 @@ __device__ inline float2 block_sum2(float2 v) {
 // Vector loads and stores of W elements, widened to / narrowed from float registers. float,
 // W = 4: one float4 (16-byte aligned). bf16, W = 4: one uint2 of four bf16 (8-byte aligned; the
 // callers pick W = 4 with the same test as for float, 16-byte aligned pointers and a multiple
-// of 4 elements per row, which implies it). bf16 W = 8 (16-byte loads) is not done: it would
-// halve the load instructions but double the row-plan cases; a later optimisation.
-// Every narrowing is to_bf16 (round to nearest, ties to even), as kernels::store does.
+// of 4 elements per row, which implies it). W = 8: two float4, or one uint4 of eight bf16
+// (16-byte aligned), which the element-wise maps and SwiGLU use for bf16 (the row kernels' plans
+// stay at 4: twice the cases). Every narrowing is to_bf16 (round to nearest, ties to even), as
+// kernels::store does.
 template <int W>
 __device__ __forceinline__ void load_vec(const float* p, float (&v)[W]) {
-  if constexpr (W == 4) {
+  if constexpr (W == 8) {
+    const float4 t = *reinterpret_cast<const float4*>(p), u = *reinterpret_cast<const float4*>(p + 4);
+    v[0] = t.x;
+    v[1] = t.y;
+    v[2] = t.z;
+    v[3] = t.w;
+    v[4] = u.x;
+    v[5] = u.y;
+    v[6] = u.z;
+    v[7] = u.w;
+  } else if constexpr (W == 4) {
     const float4 t = *reinterpret_cast<const float4*>(p);
     v[0] = t.x;
     v[1] = t.y;
@@ -110,7 +121,15 @@ __device__ __forceinline__ void load_vec(const float* p, float (&v)[W]) {
 }
 template <int W>
 __device__ __forceinline__ void load_vec(const bf16* p, float (&v)[W]) {
-  if constexpr (W == 4) {
+  if constexpr (W == 8) {
+    const uint4 t = *reinterpret_cast<const uint4*>(p);
+    const std::uint32_t words[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(words[i] << 16);
+      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  } else if constexpr (W == 4) {
     // Little-endian: element 2i is the low half of word i. Widening is a 16-bit shift (exact).
     const uint2 t = *reinterpret_cast<const uint2*>(p);
     v[0] = __uint_as_float(t.x << 16);
@@ -124,7 +143,10 @@ __device__ __forceinline__ void load_vec(const bf16* p, float (&v)[W]) {
 }
 template <int W>
 __device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
-  if constexpr (W == 4) {
+  if constexpr (W == 8) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+  } else if constexpr (W == 4) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   } else {
 #pragma unroll
@@ -136,7 +158,10 @@ __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
 }
 template <int W>
 __device__ __forceinline__ void store_vec(bf16* p, const float (&v)[W]) {
-  if constexpr (W == 4) {
+  if constexpr (W == 8) {
+    *reinterpret_cast<uint4*>(p) =
+        make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+  } else if constexpr (W == 4) {
     *reinterpret_cast<uint2*>(p) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
   } else {
 #pragma unroll

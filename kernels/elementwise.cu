@@ -1,5 +1,5 @@
 // CUDA GeLU, SwiGLU and bias (kernels/elementwise.h has the math). Grid-stride loops, float4
-// (or four bf16) where every pointer (and row stride) allows; outputs may alias inputs of the
+// (or eight bf16) where every pointer (and row stride) allows; outputs may alias inputs of the
 // same shape. GeLU and SwiGLU are templated on the element type T (float or bf16, computed in
 // float); the bias kernels are float only.
 #include <initializer_list>
@@ -52,13 +52,18 @@ struct GeluBwd {  // a = dy, b = x
   __device__ float operator()(float g, float x) const { return gelu_grad(g, x); }
 };
 
+// Vectors of 16 bytes where every pointer is 16-byte aligned: four floats or eight bf16 (with
+// four bf16, 8-byte loads, the bf16 GeLU ran at 66% of the copy rate on an H200, run 26).
+template <class T>
+constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
+
 template <class F, class T>
 int launch_map(F f, const T* a, const T* b, T* out, std::size_t n, cudaStream_t s) {
   if (n == 0) return 0;
   const bool vec = aligned16(a) && aligned16(out) && (b == nullptr || aligned16(b));
-  const auto work = static_cast<std::int64_t>(vec ? n / 4 : n);
+  const auto work = static_cast<std::int64_t>(vec ? n / kVec<T> : n);
   if (vec)
-    map_kernel<4><<<grid_for(work, kThreads), kThreads, 0, s>>>(f, a, b, out, n);
+    map_kernel<kVec<T>><<<grid_for(work, kThreads), kThreads, 0, s>>>(f, a, b, out, n);
   else
     map_kernel<1><<<grid_for(work, kThreads), kThreads, 0, s>>>(f, a, b, out, n);
   return launch_status();
@@ -124,9 +129,9 @@ struct RowTerm {
   __device__ float operator()(std::int64_t r, std::int64_t c) const { return a[r * cols + c]; }
 };
 
-// W = 4 when the row starts of every [rows, *] operand are 16-byte aligned.
-bool rows_vectorizable(std::int64_t cols, std::int64_t ld, std::initializer_list<const void*> ptrs) {
-  if (cols % 4 != 0 || ld % 4 != 0) return false;
+// W-wide vectors when the row starts of every [rows, *] operand are 16-byte aligned.
+bool rows_vectorizable(std::int64_t cols, std::int64_t ld, std::initializer_list<const void*> ptrs, int w = 4) {
+  if (cols % w != 0 || ld % w != 0) return false;
   for (const void* p : ptrs)
     if (!aligned16(p)) return false;
   return true;
@@ -138,7 +143,10 @@ int swiglu_forward(const T* a, const T* b, std::int64_t ld_in, T* out, std::int6
   if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
   if (rows == 0 || cols == 0) return 0;
   const cudaStream_t s = as_stream(stream);
-  if (rows_vectorizable(cols, ld_in, {a, b, out}))
+  constexpr int W = kVec<T>;
+  if (rows_vectorizable(cols, ld_in, {a, b, out}, W))
+    swiglu_forward_kernel<W, T><<<grid_for(rows * cols / W, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
+  else if (rows_vectorizable(cols, ld_in, {a, b, out}))
     swiglu_forward_kernel<4, T><<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
   else
     swiglu_forward_kernel<1, T><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(a, b, ld_in, out, rows, cols);
@@ -151,7 +159,11 @@ int swiglu_backward(const T* dout, const T* a, const T* b, std::int64_t ld_in, T
   if (rows < 0 || cols < 0 || ld_in < cols) return kInvalidValue;
   if (rows == 0 || cols == 0) return 0;
   const cudaStream_t s = as_stream(stream);
-  if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}))
+  constexpr int W = kVec<T>;
+  if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}, W))
+    swiglu_backward_kernel<W, T>
+        <<<grid_for(rows * cols / W, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
+  else if (rows_vectorizable(cols, ld_in, {dout, a, b, da, db}))
     swiglu_backward_kernel<4, T>
         <<<grid_for(rows * cols / 4, kThreads), kThreads, 0, s>>>(dout, a, b, ld_in, da, db, rows, cols);
   else

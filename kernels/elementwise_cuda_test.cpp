@@ -140,7 +140,8 @@ TEST(CudaTestUtil, Bf16ToleranceCoversOneNarrowingOfAFloatWithinTheFloatToleranc
 TEST(ElementwiseCuda, Bf16GeluMatchesCpu) {
   if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
 #if defined(MESHSIM_HAVE_CUDA)
-  // pad = 1 bf16: 2 bytes off, the scalar path; n % 4 != 0: the vector path's scalar tail.
+  // pad = 1 bf16: 2 bytes off, the scalar path; n % 8 != 0: the vector path's (eight bf16 a
+  // load) scalar tail.
   for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4099}, (std::size_t{1} << 22) + 3})
     for (const std::size_t pad : {0, 1}) {
       SCOPED_TRACE("bf16 n " + std::to_string(n) + " pad " + std::to_string(pad));
@@ -170,8 +171,9 @@ TEST(ElementwiseCuda, Bf16SwigluMatchesCpuSeparateAndFused) {
     bool fused;
   };
   // cols 5: scalar; 12 fused: cols % 4 == 0 but b = a + 12 bf16 is only 8-byte aligned, scalar;
-  // 256 and 2816: four bf16 per load (fused b at 512 / 5632 bytes: 16-byte aligned).
-  for (const Case c : {Case{3, 5, false}, Case{3, 5, true}, Case{7, 12, true}, Case{64, 256, false},
+  // 20: four bf16 per load (rows of 40 bytes: 16-byte aligned every other row, so not eight);
+  // 256 and 2816: eight bf16 per load (fused b at 512 / 5632 bytes: 16-byte aligned).
+  for (const Case c : {Case{3, 5, false}, Case{3, 5, true}, Case{7, 12, true}, Case{4, 20, false}, Case{64, 256, false},
                        Case{64, 256, true}, Case{512, 2816, true}}) {
     SCOPED_TRACE("bf16 rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) + (c.fused ? " fused" : ""));
     const std::int64_t ld = c.fused ? 2 * c.cols : c.cols;
