@@ -239,6 +239,13 @@ Schedule as_run_by_our_kernels(Schedule s, bool bf16) {
   return s;
 }
 
+int targets_operand(const KernelCall& c) { return c.fn == Fn::CrossEntropyFwd || c.fn == Fn::CrossEntropyBwd ? 2 : -1; }
+
+std::size_t targets_bytes(const KernelCall& c) {
+  const int j = targets_operand(c);
+  return j < 0 ? 0 : static_cast<std::size_t>(c.counts.at(static_cast<std::size_t>(j))) * sizeof(std::int64_t);
+}
+
 double kernel_call_bytes(const KernelCall& c) {
   double b = 0;
   for (int j = 0; j < c.operands(); ++j)

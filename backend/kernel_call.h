@@ -110,6 +110,16 @@ const char* to_string(KernelCall::Fn fn);  // "layernorm_fwd", ...
 // a 4-byte op stay float32).
 KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16 = false);
 
+// The operand holding a loss call's target ids (Elem::I64; cross-entropy forward and backward),
+// else -1, and its bytes. Whoever times such a call on don't-care data (the cuda executor,
+// calibrate) zeroes it first: a negative id marks an ignored row, whose logits the backward never
+// reads, and don't-care words are negative wherever their top bit is set. That is the likely
+// reason the loss's backward measured above the copy's rate on our byte count (run 28,
+// docs/validation/gpu-h200.md; to be confirmed on the next GPU run). In training every row has a
+// target.
+int targets_operand(const KernelCall& c);
+std::size_t targets_bytes(const KernelCall& c);
+
 // The schedule as the real backends run it, for validate's prediction: every non-GEMM
 // compute op runs in its call's precision (dtype_bytes 2 for a bf16 call, else 4: attention
 // is timed against that width's peak) and moves what its call moves (kernel_call_bytes: the

@@ -293,6 +293,18 @@ TEST(KernelCall, CalibrateTimesCrossEntropyInFloat32LikeTheStep) {
   }
 }
 
+// The loss's target ids are the one operand a timed run must make valid (one int64 per row).
+TEST(KernelCall, OnlyTheLossHasTargets) {
+  for (const Fn f : {Fn::CrossEntropyFwd, Fn::CrossEntropyBwd}) {
+    const KernelCall c = make_kernel_call(f, 6, 40, false);
+    EXPECT_EQ(targets_operand(c), 2);
+    EXPECT_EQ(c.elem(2), KernelCall::Elem::I64);
+    EXPECT_EQ(targets_bytes(c), 6u * 8);
+  }
+  EXPECT_EQ(targets_operand(make_kernel_call(Fn::LayerNormBwd, 6, 40, true)), -1);
+  EXPECT_EQ(targets_bytes(make_kernel_call(Fn::SoftmaxFwd, 6, 40, true)), 0u);
+}
+
 // The CPU's bf16 call against independent truths: LayerNorm rows normalised and GeLU's tanh
 // form, each within what one bf16 rounding of the output allows (2^-8 relative, the unit
 // roundoff of bf16's 8 significant bits; the inputs are exact bf16 values).

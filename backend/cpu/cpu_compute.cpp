@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/kernel_call.h"
 #include "core/error.h"
@@ -68,6 +69,9 @@ void CpuCompute::run(const Op& op) {
                     op.name));
   float* w = ws_.data();
   if (!gemm) {
+    // The loss's targets valid, as in training (kernel_call.h, targets_operand): the seeded
+    // workspace holds negative ids in about half its words, rows the loss would skip.
+    if (const int j = targets_operand(call); j >= 0) std::memset(call.operand(w, j), 0, targets_bytes(call));
     run_kernel_call_cpu(call, w);
     return;
   }

@@ -77,8 +77,7 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
     sweep.insert(sweep.end(), at.begin(), at.end());
   }
   for (std::int64_t w : opt.vocab_widths)
-    for (const CalibrationCall& c :
-         row_kernel_calls(static_cast<std::int64_t>(opt.kernel_bytes / 4), w, !opt.fp32_kernels))
+    for (const CalibrationCall& c : row_kernel_calls(opt.vocab_rows * w, w, !opt.fp32_kernels))
       if (c.fn == KernelFn::CrossEntropy) sweep.push_back(c);
   const std::vector<CalibrationCall> attention_sweep =
       attention_calls(opt.attention.batch_heads, opt.attention.head_dim, opt.attention_seqs, !opt.fp32_kernels);
@@ -169,6 +168,9 @@ CudaMeasurements measure_cuda(GpuApi& api, Checker& check, int device, const Cud
   for (const auto& [list, out] : {std::pair{&calls, &m.kernels}, std::pair{&std::as_const(sweep), &m.row_sweep}})
     for (const CalibrationCall& c : *list) {
       const std::string what = "calibrate " + c.call.text();
+      if (const int j = targets_operand(c.call); j >= 0)  // valid ids, as in training (kernel_call.h)
+        check.cuda(api.memset_async(c.call.operand(static_cast<float*>(buf[0]), j), 0, targets_bytes(c.call), s.stream),
+                   "cudaMemsetAsync", what + " (its targets)");
       const double secs = time_per_call(
           what, [&] { check.cuda(api.kernel(c.call, static_cast<float*>(buf[0]), s.stream), c.call.text(), what); });
       out->push_back({c, secs});

@@ -65,10 +65,13 @@ struct CudaCalibrateOptions {
   // profile's per-width rates: hidden sizes and key counts from small models to GPT-3's 12288
   // and past it, where a row no longer fits in registers or shared memory. Empty: no sweep.
   std::vector<std::int64_t> row_widths{1024, 2048, 4096, 8192, 12288, 16384, 32768};
-  // Cross-entropy alone again at these row lengths: its rows are a vocabulary (GPT-3's 51200,
-  // Llama-3's 128256), past the widest hidden size above. Read off the 32768 point, the Llama-3
-  // layer's loss was predicted 27% slow (run 27, docs/validation/gpu-h200.md). Empty: none.
+  // Cross-entropy alone again at these row lengths, in vocab_rows rows: its rows are a
+  // vocabulary (GPT-3's 51200, Llama-3's 128256), past the widest hidden size above, and a step
+  // has a micro-batch's tokens of them. Read off the 32768 point, the Llama-3 layer's loss was
+  // predicted 27% slow (run 27, docs/validation/gpu-h200.md); in kernel_bytes, 131072 columns
+  // are 512 rows, one block each, half of an H200's block slots (run 28). Empty: none.
   std::vector<std::int64_t> vocab_widths{65536, 131072};
+  std::int64_t vocab_rows = 2048;
   kernels::AttentionShape attention{16, 2048, 2048, 128};  // batch x heads, seq_q, seq_kv, head_dim
   // Attention again at each of these sequence lengths (attention's batch x heads and head
   // dimension), causal and not, forward and backward: the profile's `attention:` points, since

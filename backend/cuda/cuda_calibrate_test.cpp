@@ -27,8 +27,9 @@ CudaCalibrateOptions small() {
   o.kernel_bytes = 64 << 10;  // 64 rows of 256 floats
   o.row = 256;
   o.attention = {2, 64, 64, 32};
-  o.row_widths = {128, 512};    // 128 rows of 128, 32 of 512
-  o.vocab_widths = {1024};      // cross-entropy alone: 16 rows of 1024
+  o.row_widths = {128, 512};  // 128 rows of 128, 32 of 512
+  o.vocab_widths = {1024};    // cross-entropy alone: 16 rows of 1024
+  o.vocab_rows = 16;
   o.attention_seqs = {32, 96};  // attention's 2 x heads and head dim 32 at each
   o.attention_repeats = 1;
   return o;
@@ -67,6 +68,7 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512"), 3);
   EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512 bf16"), 0);
   EXPECT_EQ(api.count("kernel cross_entropy_bwd 16x1024"), 3);
+  EXPECT_EQ(api.count("memset 128"), 2);  // its 16 targets, zeroed before the forward and the backward
   EXPECT_EQ(api.count("kernel layernorm_fwd 16x1024 bf16"), 0);
   EXPECT_EQ(api.count("kernel dropout_fwd 32x512 bf16"), 3);
   int layernorm_bwd = 0;

@@ -318,6 +318,7 @@ class Run {
                           specs_[static_cast<std::size_t>(i)].bytes > 0 &&
                           specs_[static_cast<std::size_t>(i)].ranks > 1 && op.coll != CollKind::SendRecv;
     if (numerics) fill_input(i);
+    if (op.kind == OpKind::Compute && op.kernel.kind != KernelKind::Gemm) valid_targets(i, s);
     check_.cuda(api_.event_record(start_event_of(i), s), "cudaEventRecord", where);
     switch (op.kind) {
       case OpKind::Compute:
@@ -347,6 +348,16 @@ class Run {
       check_.nccl(
           api_.recv(at(i, Buf::Data), static_cast<std::size_t>(op.bytes), plan_.stage_peers.at(op.peer), res_.world, s),
           "ncclRecv", label(i));
+  }
+
+  // A loss call's targets, zeroed before its timed window: its buffer holds the arena's last
+  // contents, and negative ids would mark rows as ignored (kernel_call.h, targets_operand).
+  void valid_targets(int i, StreamH s) {
+    const KernelCall call = kernel_call(role_.ops[i].kernel, role_.ops[i].phase, !opt_.fp32_kernels);
+    if (const int j = targets_operand(call); j >= 0)
+      check_.cuda(
+          api_.memset_async(call.operand(reinterpret_cast<float*>(at(i, Buf::Args)), j), 0, targets_bytes(call), s),
+          "cudaMemsetAsync", label(i) + " (its targets)");
   }
 
   void issue_compute(int i, StreamH s) {

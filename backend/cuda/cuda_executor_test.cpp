@@ -236,6 +236,28 @@ TEST(CudaExecutor, WarmupPassesRunFirstAndGemmOperandsAreRandom) {
   EXPECT_NE(malloc_line(a), "none");
 }
 
+// The loss's target ids are zeroed before its call, outside its timed window: in the arena
+// they hold whatever the last op left, and a negative id marks a row the backward skips.
+TEST(CudaExecutor, LossTargetsAreValidBeforeTheCall) {
+  Schedule s;
+  s.axes = {{"dp", 1}};
+  s.pp_axis = {};
+  Op ce;
+  ce.name = "cross_entropy.bwd";
+  ce.phase = Phase::Backward;
+  ce.kernel = Kernel::rowwise(KernelKind::Softmax, KernelFn::CrossEntropy, 8, 64, 1, 2.0 * 4 * 8 * 64, 4);
+  s.roles = {Role{"all", 0, {ce}}};
+  Fixture f;
+  f.run(s, f.options(0));
+  const std::vector<std::string>& log = f.api.log;
+  const auto at = [&](const std::string& line) { return std::find(log.begin(), log.end(), line) - log.begin(); };
+  const auto kernel = at("kernel cross_entropy_bwd 8x64");
+  ASSERT_LT(kernel, static_cast<std::ptrdiff_t>(log.size()));
+  EXPECT_EQ(log[static_cast<std::size_t>(kernel - 2)], "memset 64");  // 8 ids of 8 bytes, then the start event
+  EXPECT_EQ(log[static_cast<std::size_t>(kernel - 1)].rfind("record ", 0), 0u)
+      << log[static_cast<std::size_t>(kernel - 1)];
+}
+
 TEST(CudaExecutor, CollectiveDataIsFilledAndReadBackFromTheOpsBuffer) {
   Fixture f;
   CudaExecutorOptions o = f.options(1);

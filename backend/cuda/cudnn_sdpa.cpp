@@ -111,6 +111,22 @@ std::string cudnn_device_properties_json(const CudnnApi& api, int device) {
   return json;
 }
 
+CudnnDevice::CudnnDevice(const CudnnApi& api, const std::string& json) : api_(api) {
+  auto fail = [&](const std::string& step, cudnnStatus_t st) {
+    if (d_) api_.destroy_descriptor(d_);
+    return Error("cuDNN device description: " + step + ": " + cudnn_error(api_, st) +
+                 " (the JSON cudnn_device_properties_json wrote on the GPU, cuDNN >= 9.8)");
+  };
+  cudnnStatus_t st = api_.create_descriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &d_);
+  if (st != CUDNN_STATUS_SUCCESS) throw fail("create", st);
+  st = api_.set_attribute(d_, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                          static_cast<std::int64_t>(json.size()), json.data());
+  if (st != CUDNN_STATUS_SUCCESS) throw fail("json", st);
+  if ((st = api_.finalize(d_)) != CUDNN_STATUS_SUCCESS) throw fail("finalize", st);
+}
+
+CudnnDevice::~CudnnDevice() { api_.destroy_descriptor(d_); }
+
 namespace {
 
 cudnnDataType_t data_type(sdpa::DataType t) {
@@ -180,6 +196,15 @@ void SdpaPlan::finalize(cudnnBackendDescriptor_t d, const std::string& step) {
 
 SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph& g, Until until)
     : api_(api), graph_(g) {
+  build(handle, nullptr, until);
+}
+
+SdpaPlan::SdpaPlan(const CudnnApi& api, const CudnnDevice& device, const sdpa::Graph& g, Until until)
+    : api_(api), graph_(g), deviceless_(true) {
+  build(nullptr, device.descriptor(), until);
+}
+
+void SdpaPlan::build(cudnnHandle_t handle, cudnnBackendDescriptor_t device, Until until) {
   try {
     // Tensors.
     for (const sdpa::Tensor& t : graph_.tensors) {
@@ -279,6 +304,7 @@ SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph&
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristics");
     set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
+    if (device) set(heur, CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &device, "heuristics");
     finalize(heur, "heuristics");
     std::int64_t count = 0;
     cudnnStatus_t st =
@@ -294,10 +320,22 @@ SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph&
                             cfgs.data());
     if (st != CUDNN_STATUS_SUCCESS) throw Error("cuDNN attention: heuristics: results: " + cudnn_error(api_, st));
     configs_ = static_cast<int>(got);
+    if (got <= 0)
+      throw Error("cuDNN attention: heuristics: none of its " + std::to_string(count) +
+                  " engine configurations passes cuDNN's support checks here (" + cudnn_error(api_, st) + ")");
+    for (std::int64_t k = 0; k < got; ++k) ranked_.push_back(engine_of(cfgs[static_cast<std::size_t>(k)]));
+    if (until == Until::Heuristics) {
+      engine_ = ranked_.front();
+      chosen_ = 1;
+      return;
+    }
     std::string last;
     for (std::int64_t k = 0; k < got && !plan_; ++k) {
       cudnnBackendDescriptor_t plan = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
-      set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "execution plan");
+      if (device)
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &device, "execution plan");
+      else
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "execution plan");
       set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[k], "execution plan");
       st = api_.finalize(plan);
       if (st != CUDNN_STATUS_SUCCESS) {
@@ -310,15 +348,7 @@ SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph&
       st = api_.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &workspace_);
       if (st != CUDNN_STATUS_SUCCESS)
         throw Error("cuDNN attention: execution plan: workspace size: " + cudnn_error(api_, st));
-      // Which engine: for the record only, so a failure here is not fatal.
-      cudnnBackendDescriptor_t engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
-      if (api_.get_attribute(cfgs[k], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
-          CUDNN_STATUS_SUCCESS) {
-        std::int64_t index = -1;
-        if (api_.get_attribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) ==
-            CUDNN_STATUS_SUCCESS)
-          engine_ = index;
-      }
+      engine_ = ranked_[static_cast<std::size_t>(k)];
     }
     if (!plan_)
       throw Error("cuDNN attention: execution plan: none of the " + std::to_string(got) +
@@ -330,18 +360,30 @@ SdpaPlan::SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph&
   }
 }
 
+// A configuration's engine (its global index): for the record only, so -1 when unreadable.
+std::int64_t SdpaPlan::engine_of(cudnnBackendDescriptor_t cfg) {
+  std::int64_t n = 0, index = -1;
+  cudnnBackendDescriptor_t engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
+  if (api_.get_attribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine) !=
+          CUDNN_STATUS_SUCCESS ||
+      api_.get_attribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) !=
+          CUDNN_STATUS_SUCCESS)
+    return -1;
+  return index;
+}
+
 SdpaPlan::~SdpaPlan() {
   for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) api_.destroy_descriptor(*it);
 }
 
 std::string SdpaPlan::text() const {
   return "engine " + std::to_string(engine_) + " (config " + std::to_string(chosen_) + " of " +
-         std::to_string(configs_) + "), workspace " + std::to_string(workspace_) + " B";
+         std::to_string(configs_) + ")" + (plan_ ? ", workspace " + std::to_string(workspace_) + " B" : ", not built");
 }
 
 cudnnStatus_t SdpaPlan::execute(cudnnHandle_t handle, const std::map<std::int64_t, void*>& ptrs,
                                 void* workspace) const {
-  if (!plan_) return CUDNN_STATUS_BAD_PARAM;
+  if (!plan_ || deviceless_) return CUDNN_STATUS_BAD_PARAM;
   std::vector<std::int64_t> uids;
   std::vector<void*> data;
   for (std::int64_t uid : graph_.bound_uids()) {

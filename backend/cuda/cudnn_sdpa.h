@@ -70,15 +70,37 @@ std::string cudnn_device_properties_json(const CudnnApi& api, int device);
 // `status` as text: cuDNN's name for it plus its last error message when it has one.
 std::string cudnn_error(const CudnnApi& api, cudnnStatus_t status);
 
+// A GPU described by that JSON (cudnn_device_properties_json, e.g. the H200's of run 26 in
+// validation/gpu-profiles/): cuDNN's heuristics and plan builds run against it on a machine
+// without the GPU (cuDNN >= 9.8). Throws Error naming the step when cuDNN rejects the JSON.
+class CudnnDevice {
+ public:
+  CudnnDevice(const CudnnApi& api, const std::string& json);
+  ~CudnnDevice();
+  CudnnDevice(const CudnnDevice&) = delete;
+  CudnnDevice& operator=(const CudnnDevice&) = delete;
+  cudnnBackendDescriptor_t descriptor() const { return d_; }
+
+ private:
+  const CudnnApi& api_;
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
 class SdpaPlan {
  public:
-  // How far to lower: the whole way, or only to a finalized operation graph (cuDNN checks
-  // every tensor, op and the graph's structure; no handle, so no GPU, is needed: `handle`
-  // may be nullptr). A plan lowered to OperationGraph cannot execute.
-  enum class Until { OperationGraph, ExecutionPlan };
+  // How far to lower: the whole way; to cuDNN's heuristics (the engine configurations it ranks
+  // for the graph, none built); or to a finalized operation graph (cuDNN checks every tensor, op
+  // and the graph's structure; no handle, so no GPU, is needed: `handle` may be nullptr). Only a
+  // plan lowered the whole way with a handle can execute.
+  enum class Until { OperationGraph, Heuristics, ExecutionPlan };
   // Throws Error, one line naming the step ("tensor S_scaled", "op bmm1", "heuristics",
   // "execution plan"), cuDNN's status and message, when cuDNN does not take the graph.
   SdpaPlan(const CudnnApi& api, cudnnHandle_t handle, const sdpa::Graph& g, Until until = Until::ExecutionPlan);
+  // Deviceless: the heuristics (and with Until::ExecutionPlan the plan) for `device`, no handle
+  // and no GPU. cuDNN's support checks for its run-time compiled engines want a libcuda.so.1
+  // loaded (the toolkit's stub does), and compiling a plan needs the real driver; such a plan
+  // cannot execute here.
+  SdpaPlan(const CudnnApi& api, const CudnnDevice& device, const sdpa::Graph& g, Until until = Until::Heuristics);
   ~SdpaPlan();
   SdpaPlan(const SdpaPlan&) = delete;
   SdpaPlan& operator=(const SdpaPlan&) = delete;
@@ -87,12 +109,14 @@ class SdpaPlan {
   std::int64_t workspace_bytes() const { return workspace_; }
   std::int64_t engine() const { return engine_; }  // the chosen engine's global index, -1 if unknown
   int configs() const { return configs_; }         // engine configurations the heuristics offered
-  std::string text() const;                        // "engine 8 (config 1 of 3), workspace 0 B"
+  // Their engines' global indices, in the heuristics' order (-1 where unreadable).
+  const std::vector<std::int64_t>& ranked_engines() const { return ranked_; }
+  std::string text() const;  // "engine 8 (config 1 of 3), workspace 0 B"; "..., not built" before a plan
 
   // Runs the plan on the handle's stream: `ptrs` holds the device pointer of every uid in
   // graph().bound_uids() (kDqAccum zeroed by the caller); the workspace holds at least
   // workspace_bytes(). Returns cuDNN's status (a missing pointer, or a plan lowered only to
-  // its operation graph: CUDNN_STATUS_BAD_PARAM).
+  // its operation graph, or built deviceless: CUDNN_STATUS_BAD_PARAM).
   cudnnStatus_t execute(cudnnHandle_t handle, const std::map<std::int64_t, void*>& ptrs, void* workspace) const;
 
  private:
@@ -100,6 +124,8 @@ class SdpaPlan {
   void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
            std::int64_t count, const void* value, const std::string& step);
   void finalize(cudnnBackendDescriptor_t d, const std::string& step);
+  void build(cudnnHandle_t handle, cudnnBackendDescriptor_t device, Until until);
+  std::int64_t engine_of(cudnnBackendDescriptor_t cfg);
 
   const CudnnApi& api_;
   sdpa::Graph graph_;
@@ -109,7 +135,9 @@ class SdpaPlan {
   std::vector<float> scalar_values_;  // host values of the by-value tensors, passed to execute
   cudnnBackendDescriptor_t plan_ = nullptr;
   std::int64_t workspace_ = 0, engine_ = -1;
+  std::vector<std::int64_t> ranked_;
   int configs_ = 0, chosen_ = 0;
+  bool deviceless_ = false;
 };
 
 }  // namespace meshsim::cuda

@@ -6,6 +6,7 @@
 //   fail to finalize, none offered), the variant pack, and that every descriptor is destroyed.
 #include "backend/cuda/cudnn_sdpa.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,6 +50,47 @@ TEST(CudnnSdpaReal, CudnnTakesEveryGraphUpToTheOperationGraph) {
         EXPECT_NO_THROW(SdpaPlan(*api, nullptr, g, SdpaPlan::Until::OperationGraph))
             << (g.backward ? "backward " : "forward ") << s.heads_q << "x" << s.seq_q << "x" << s.head_dim
             << (causal ? " causal" : "");
+      }
+    }
+}
+
+// Without a GPU, against the H200 of run 26 as cuDNN described it there (the JSON that
+// OnAGpuEveryGraphGetsAnExecutionPlan wrote, kept in validation/gpu-profiles/): cuDNN's own
+// heuristics rank, first for the Llama-3 and GPT-3 layers' graphs, the engines that ran them on
+// that GPU in runs 26-28 (docs/validation/gpu-h200.md): 2 forward, 6 backward. cuDNN's support
+// checks of its run-time compiled engines want a libcuda loaded: where none is (no driver), the
+// CUDA toolkit's stub stands in (its calls fail, and the heuristics make none). Building the plans
+// would compile and load the kernels, which needs a real driver.
+TEST(CudnnSdpaReal, DevicelessHeuristicsRankTheEnginesTheH200Ran) {
+  const CudnnApi* api = real_cudnn();
+  if (!api) GTEST_SKIP() << "libcudnn.so.9 does not load here: no heuristics to run";
+  if (api->version() < 90800) GTEST_SKIP() << cudnn_version_text(api->version()) << " has no deviceless builds (9.8)";
+  if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) && !dlopen(MESHSIM_CUDA_STUB, RTLD_NOW | RTLD_GLOBAL))
+    GTEST_SKIP() << "no libcuda.so.1 and no stub at " << MESHSIM_CUDA_STUB << ": cuDNN's support checks refuse";
+  const std::string path =
+      std::string(MESHSIM_SOURCE_DIR) + "/validation/gpu-profiles/run26-h200-cudnn-deviceprop.json";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr) << path;
+  std::string json;
+  for (int c; (c = std::fgetc(f)) != EOF;) json.push_back(static_cast<char>(c));
+  std::fclose(f);
+  const CudnnDevice h200(*api, json);
+  for (const Shape& base : {kLlama, kGpt3})
+    for (bool causal : {false, true}) {
+      Shape s = base;
+      s.causal = causal;
+      for (const sdpa::Graph& g : {sdpa::forward_graph(s), sdpa::backward_graph(s)}) {
+        const std::string what = std::string(g.backward ? "backward " : "forward ") + std::to_string(s.heads_q) + "x" +
+                                 std::to_string(s.seq_q) + "x" + std::to_string(s.head_dim) + (causal ? " causal" : "");
+        try {
+          const SdpaPlan plan(*api, h200, g);
+          std::cout << what << " on the H200, deviceless: " << plan.text() << "\n";
+          ASSERT_FALSE(plan.ranked_engines().empty()) << what;
+          EXPECT_EQ(plan.ranked_engines().front(), g.backward ? 6 : 2) << what;
+          EXPECT_EQ(plan.execute(nullptr, {}, nullptr), CUDNN_STATUS_BAD_PARAM) << "a deviceless plan cannot run";
+        } catch (const Error& e) {
+          ADD_FAILURE() << what << ": " << e.what();
+        }
       }
     }
 }
@@ -331,6 +373,31 @@ TEST_F(CudnnSdpaFake, NoConfigOfferedIsOneError) {
         }
       },
       Error);
+  EXPECT_EQ(f_.live(), 0);
+}
+
+// Deviceless: the device description goes to the heuristics (and to a plan, when one is asked
+// for) in place of a handle; by default no plan is built, and nothing executes.
+TEST_F(CudnnSdpaFake, DevicelessSetsTheDescriptionWhereTheHandleWent) {
+  {
+    const CudnnDevice device(api_, R"({"deviceName":"fake"})");
+    const SdpaPlan ranked(api_, device, sdpa::forward_graph(kGpt3));
+    EXPECT_EQ(ranked.ranked_engines(), (std::vector<std::int64_t>{8, 9, 10}));
+    EXPECT_EQ(ranked.text(), "engine 8 (config 1 of 3), not built");
+    EXPECT_EQ(f_.count(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), 0);
+    EXPECT_EQ(ranked.execute(handle_, {}, nullptr), CUDNN_STATUS_BAD_PARAM);
+    const SdpaPlan built(api_, device, sdpa::forward_graph(kGpt3), SdpaPlan::Until::ExecutionPlan);
+    EXPECT_EQ(built.text(), "engine 8 (config 1 of 3), workspace 1048576 B");
+    for (const auto& d : f_.all) {
+      if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)
+        EXPECT_EQ(d->ptrs[CUDNN_ATTR_ENGINEHEUR_DEVICEPROP], std::vector<void*>{device.descriptor()});
+      if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
+        EXPECT_EQ(d->ptrs[CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP], std::vector<void*>{device.descriptor()});
+        EXPECT_FALSE(d->ptrs.count(CUDNN_ATTR_EXECUTION_PLAN_HANDLE)) << "a handle on a deviceless plan";
+      }
+    }
+    EXPECT_EQ(built.execute(handle_, {}, nullptr), CUDNN_STATUS_BAD_PARAM) << "a deviceless plan ran";
+  }
   EXPECT_EQ(f_.live(), 0);
 }
 

@@ -117,7 +117,7 @@ class FakeGpuApi : public GpuApi {
   }
   int free(void*) override { return call("free"); }
   int memset_async(void* p, int v, std::size_t bytes, StreamH) override {
-    if (int e = call("memset")) return e;
+    if (int e = call("memset " + std::to_string(bytes))) return e;
     std::fill_n(static_cast<char*>(p), bytes, static_cast<char>(v));
     return 0;
   }
