@@ -237,6 +237,7 @@ std::string stack_text(const TrainingStack& t) {
   if (t.reduce_bytes > 0) o += fmt::format(", gradients reduced in {} bytes", t.reduce_bytes);
   if (t.fsdp > 0) o += fmt::format(", FSDP{} with backward prefetch {}", t.fsdp, to_string(t.backward_prefetch));
   if (t.fp8 != Fp8Recipe::Off) o += fmt::format(", FP8 linear layers ({} scaling)", to_string(t.fp8));
+  if (t.optimizer != OptimizerImpl::Megatron) o += fmt::format(", optimizer step {}", to_string(t.optimizer));
   return o + ")";
 }
 }  // namespace

@@ -528,13 +528,19 @@ struct Planner {
                           "tp.allreduce.sp_grads", -1, -1));
   }
 
-  // The optimizer step as Megatron's mixed-precision optimizer runs it, over the parameters
-  // this rank updates (its 1/dp shard under ZeRO 1-2, the distributed optimizer):
-  //   grad_norm   read the fp32 main gradients once (global norm for clipping; the scale
-  //               pass runs only when the norm exceeds the clip, and is not counted)
-  //   adam        AdamW on fp32 master weights and moments: read p, g, m, v, write p, m, v
-  //   copy_params fp32 master -> P-byte model weights (mixed precision only)
-  //   zero_grads  clear the fp32 gradient buffer of every parameter the rank holds
+  // The optimizer step over the parameters this rank updates (its 1/dp shard under ZeRO 1-2,
+  // the distributed optimizer), as the stack runs it (TrainingStack::optimizer), per element:
+  //   grad_norm   read the fp32 gradients once (the global norm for clipping)
+  //   clip        torch's clip_grad_norm_: scale them by the clamped coefficient, always (read
+  //               and write); Megatron scales only when the norm exceeds the clip (not counted)
+  //   adam        AdamW on fp32 weights and moments: fused, read p, g, m, v and write p, m, v
+  //               (28 bytes); torch-loop: eight PyTorch ops (m.mul_, m.add_, v.mul_, v.addcmul_,
+  //               sqrt, the bias-correction divide, add_(eps), param.addcdiv_), each reading its
+  //               operands and writing its result (80 bytes; a decoupled weight decay would add
+  //               param.mul_, 8 more: llm-foundry's MPT recipes set weight_decay 0)
+  //   copy_params fp32 weights -> P-byte model weights (mixed precision only)
+  //   zero_grads  Megatron clears the fp32 gradient buffer of every parameter the rank holds;
+  //               PyTorch's zero_grad(set_to_none) frees them instead
   void optimizer(Emitter& e, DpState& dp, int s) {
     for (int op : dp.ops) e.wait_for(op);
     sp_grads_allreduce(e, s);
@@ -543,13 +549,18 @@ struct Planner {
     auto pass = [&](const char* name, KernelKind kind, double flops, double bytes) {
       e.compute(Phase::Optimizer, name, -1, -1, Kernel::elementwise(kind, flops, bytes, 4));
     };
+    const OptimizerImpl impl = p.stack.optimizer;
     pass("optimizer.grad_norm", KernelKind::Optimizer, 2 * updated, 4 * updated);
+    if (impl != OptimizerImpl::Megatron) pass("optimizer.clip", KernelKind::Optimizer, updated, 8 * updated);
     const auto n = static_cast<std::int64_t>(std::ceil(updated));
-    e.compute(Phase::Optimizer, "optimizer.adam", -1, -1,
-              n > 0 ? Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, n, 12 * updated, 28 * updated, 4)
-                    : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
+    if (impl == OptimizerImpl::TorchLoop)
+      pass("optimizer.adam", KernelKind::Optimizer, 12 * updated, 80 * updated);
+    else
+      e.compute(Phase::Optimizer, "optimizer.adam", -1, -1,
+                n > 0 ? Kernel::rowwise(KernelKind::Optimizer, KernelFn::AdamW, 1, n, 12 * updated, 28 * updated, 4)
+                      : Kernel::elementwise(KernelKind::Optimizer, 0, 0, 4));
     if (P < 4) pass("optimizer.copy_params", KernelKind::Elementwise, updated, (4.0 + P) * updated);
-    pass("optimizer.zero_grads", KernelKind::Memcpy, 0, 4 * params);
+    if (impl == OptimizerImpl::Megatron) pass("optimizer.zero_grads", KernelKind::Memcpy, 0, 4 * params);
     if (p.gathers_params() && !p.stack.overlap_param_gather) e.blocking(param_gather_op(updated));
   }
 

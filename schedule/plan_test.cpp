@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/test_util.h"
 #include "schedule/memory.h"
 #include "schedule/test_models.h"
 
@@ -525,6 +526,44 @@ TEST(Plan, OptimizerIsMegatronsMixedPrecisionStep) {
     EXPECT_DOUBLE_EQ(by.at("optimizer.copy_params")->kernel.bytes, 6 * want);
     EXPECT_DOUBLE_EQ(by.at("optimizer.zero_grads")->kernel.bytes, 4 * held);
   }
+}
+
+// PyTorch's optimizer step (TrainingStack::optimizer), per element N of the rank's shard under
+// ZeRO-3 (FSDP): the norm 4N, clip_grad_norm_'s scaling always 8N, AdamW fused 28N or as
+// Composer's loop of eight ops 80N (8 + 12 + 8 + 12 + 8 + 8 + 8 + 16), the cast 6N, and no
+// zeroing (zero_grad(set_to_none)); the stacks' defaults pick the loop for pytorch-fsdp and the
+// fused kernel for pytorch-fsdp2.
+TEST(Plan, OptimizerAsPytorchStacksRunIt) {
+  const ModelSpec m = gpt(2, 1024, 16, 512);
+  for (const char* name : {"pytorch-fsdp", "pytorch-fsdp2"}) {
+    ParallelSpec p;
+    p.dp = 4;
+    p.zero = 3;
+    p.stack = training_stack(name);
+    const bool loop = std::string(name) == "pytorch-fsdp";
+    EXPECT_EQ(p.stack.optimizer, loop ? OptimizerImpl::TorchLoop : OptimizerImpl::TorchFused);
+    const Schedule s = plan_iteration(m, p);
+    std::map<std::string, const Op*> by;
+    for (const Op& op : s.roles[0].ops)
+      if (op.kind == OpKind::Compute && op.phase == Phase::Optimizer) by[op.name] = &op;
+    ASSERT_EQ(by.size(), 4u) << name;
+    EXPECT_FALSE(by.count("optimizer.zero_grads")) << name;
+    const double want = by.at("optimizer.grad_norm")->kernel.bytes / 4;  // the rank's shard
+    EXPECT_GT(want, 0);
+    EXPECT_LT(want, m.total_params() / 3);  // a quarter of the parameters, plus padding at most
+    EXPECT_DOUBLE_EQ(by.at("optimizer.clip")->kernel.bytes, 8 * want) << name;
+    EXPECT_DOUBLE_EQ(by.at("optimizer.adam")->kernel.bytes, (loop ? 80 : 28) * want) << name;
+    EXPECT_EQ(by.at("optimizer.adam")->kernel.fn, loop ? KernelFn::Pass : KernelFn::AdamW) << name;
+    EXPECT_DOUBLE_EQ(by.at("optimizer.copy_params")->kernel.bytes, 6 * want) << name;
+  }
+  // Megatron's stays as it was; any stack takes another step by name.
+  ParallelSpec p;
+  p.stack = training_stack("megatron-te");
+  EXPECT_EQ(p.stack.optimizer, OptimizerImpl::Megatron);
+  EXPECT_EQ(parse_optimizer_impl("torch-fused", "stack.optimizer"), OptimizerImpl::TorchFused);
+  EXPECT_NE(
+      testing_util::error_of([] { parse_optimizer_impl("adam", "stack.optimizer"); }).find("stack.optimizer: 'adam'"),
+      std::string::npos);
 }
 
 TEST(Plan, SummaLayerNormIsTheTwoDSplitOfItsBlock) {

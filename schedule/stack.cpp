@@ -22,6 +22,9 @@ constexpr EnumName<Fp8Recipe> kFp8Recipes[] = {{Fp8Recipe::Off, "off"},
                                                {Fp8Recipe::Tensorwise, "tensorwise"},
                                                {Fp8Recipe::Blockwise, "blockwise"},
                                                {Fp8Recipe::Mxfp8, "mxfp8"}};
+constexpr EnumName<OptimizerImpl> kOptimizers[] = {{OptimizerImpl::Megatron, "megatron"},
+                                                   {OptimizerImpl::TorchFused, "torch-fused"},
+                                                   {OptimizerImpl::TorchLoop, "torch-loop"}};
 
 // SMs a pipelined reduce-scatter of TE's userbuffers holds while its GEMM runs beside it:
 // NeMo's H100 userbuffers configurations give proj_fprop and fc2_fprop's "pipeline" method
@@ -65,6 +68,10 @@ TrainingStack training_stack(const std::string& name) {
         // Composer's FSDP config defaults to BACKWARD_POST (PyTorch's own FSDP1 default is
         // BACKWARD_PRE); FSDP2 prefetches the next block when the current one's backward starts.
         t.backward_prefetch = *kind == StackKind::PytorchFsdp ? BackwardPrefetch::Post : BackwardPrefetch::Pre;
+        // llm-foundry's optimizer is Composer's DecoupledAdamW, a loop of PyTorch ops per
+        // parameter; torchtitan's AdamW is torch's fused kernel (its optimizer.implementation
+        // default). Both clip through torch's clip_grad_norm_ (FSDP's for FSDP1).
+        t.optimizer = *kind == StackKind::PytorchFsdp ? OptimizerImpl::TorchLoop : OptimizerImpl::TorchFused;
         break;
     }
     return t;
@@ -98,6 +105,14 @@ Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field) {
   if (const std::optional<Fp8Recipe> r = enum_parse(kFp8Recipes, text)) return *r;
   throw Error(fmt::format("{}: '{}' is not an FP8 recipe; use one of {} (Megatron-core's --fp8-recipe)", field, text,
                           enum_list(kFp8Recipes)));
+}
+
+const char* to_string(OptimizerImpl o) { return enum_name(kOptimizers, o); }
+
+OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& field) {
+  if (const std::optional<OptimizerImpl> o = enum_parse(kOptimizers, text)) return *o;
+  throw Error(fmt::format("{}: '{}' is not an optimizer step; use one of {} (docs/compute.md, \"The optimizer step\")",
+                          field, text, enum_list(kOptimizers)));
 }
 
 }  // namespace meshsim

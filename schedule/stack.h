@@ -46,6 +46,22 @@ const char* to_string(BackwardPrefetch b);
 enum class Fp8Recipe { Off, Delayed, Tensorwise, Blockwise, Mxfp8 };
 const char* to_string(Fp8Recipe r);
 
+// How the stack runs the optimizer step over the parameters a rank updates (docs/compute.md,
+// "The optimizer step"), each a memory pass over fp32 state:
+//   megatron     Megatron's: the gradient norm (read), fused Adam (read p, g, m, v; write p, m,
+//                v), the fp32 -> model-dtype copy of the weights, the gradient buffer zeroed;
+//                the clipping scale runs only when the norm exceeds the threshold (not counted).
+//   torch-fused  torch.nn.utils.clip_grad_norm_ (or FSDP's): the norm, then the gradients
+//                scaled by the clamped coefficient always (no host sync to skip it: read and
+//                write), torch.optim.AdamW(fused=True), zero_grad(set_to_none): no zeroing.
+//   torch-loop   the same clipping, then an Adam written as one PyTorch op per line, looped over
+//                the parameters (Composer's DecoupledAdamW): eight kernels, 80 bytes per element
+//                (without weight decay, as llm-foundry's MPT recipes run it).
+// All three keep the cast of the fp32 weights to the model's dtype (FSDP casts its shard before
+// each gather; one pass per step is counted).
+enum class OptimizerImpl { Megatron, TorchFused, TorchLoop };
+const char* to_string(OptimizerImpl o);
+
 struct TrainingStack {
   StackKind kind = StackKind::Megatron;
   AttentionLibrary attention = AttentionLibrary::Generic;
@@ -82,6 +98,7 @@ struct TrainingStack {
   int fsdp = 0;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;
   Fp8Recipe fp8 = Fp8Recipe::Off;
+  OptimizerImpl optimizer = OptimizerImpl::Megatron;
 };
 
 // The named stacks: megatron (default), megatron-te, pytorch-fsdp, pytorch-fsdp2. Unknown: Error
@@ -94,5 +111,7 @@ AttentionLibrary parse_attention_library(const std::string& text, const std::str
 BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& field);
 // "off", "delayed", "tensorwise", "blockwise", "mxfp8"; unknown: Error naming `field`.
 Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field);
+// "megatron", "torch-fused", "torch-loop"; unknown: Error naming `field`.
+OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& field);
 
 }  // namespace meshsim

@@ -275,7 +275,7 @@ CollectiveWorkload resolve_workload(const YamlReader& r, const YAML::Node& w) {
 
 // `stack: megatron-te`, or a map: {name: megatron-te, attention: fa2, tp_comm_overlap: false,
 // tp_overlap_sms: 16, reduce_every_microbatch: true, eager: true, reshard_after_forward: false,
-// reduce_dtype: fp32, fsdp: 1, backward_prefetch: post}; the name gives the defaults.
+// reduce_dtype: fp32, fsdp: 1, backward_prefetch: post, optimizer: torch-loop}; the name gives the defaults.
 TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
   const char* example = "{name: megatron-te, attention: cudnn}";
   if (st.IsScalar()) return r.located(st, [&] { return training_stack(r.text(st, "stack")); });
@@ -308,6 +308,8 @@ TrainingStack resolve_stack(const YamlReader& r, const YAML::Node& st) {
         b, [&] { return parse_backward_prefetch(r.text(b, "stack.backward_prefetch"), "stack.backward_prefetch"); });
   if (const YAML::Node& f = st["fp8"])
     t.fp8 = r.located(f, [&] { return parse_fp8_recipe(r.text(f, "stack.fp8"), "stack.fp8"); });
+  if (const YAML::Node& o = st["optimizer"])
+    t.optimizer = r.located(o, [&] { return parse_optimizer_impl(r.text(o, "stack.optimizer"), "stack.optimizer"); });
   if (const YAML::Node& d = st["reduce_dtype"]) {
     const std::string v = r.text(d, "stack.reduce_dtype");
     if (v == "fp32")

@@ -116,6 +116,11 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
      "FSDP's own memory passes: none, FSDP1's or FSDP2's"},
     {"stack", "backward_prefetch", "pre | post", "pre (pytorch-fsdp: post)",
      "when the backward gathers the next block: BACKWARD_PRE or BACKWARD_POST"},
+    {"stack", "optimizer", "megatron | torch-fused | torch-loop",
+     "megatron (pytorch-fsdp: torch-loop, pytorch-fsdp2: "
+     "torch-fused)",
+     "how the optimizer step runs: Megatron's, or torch's clipping (always scaling) with a fused AdamW or a loop of "
+     "PyTorch ops (Composer's DecoupledAdamW)"},
     {"stack", "fp8", "off | delayed | tensorwise | blockwise | mxfp8", "off",
      "Transformer Engine's FP8 for the blocks' linear layers (Megatron-core's --fp8-recipe): FP8 GEMMs at the GPU's "
      "FP8 rate plus the casts of each recipe (docs/compute.md, \"FP8\")"},
