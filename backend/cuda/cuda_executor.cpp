@@ -156,6 +156,7 @@ class Run {
     const std::size_t n = role_.ops.size();
     specs_.resize(n);
     programs_.resize(n);
+    calls_.resize(n);
     std::vector<Stream> streams(n);
     std::vector<std::vector<BufferNeed>> needs(n);
     std::map<ProgramKey, std::shared_ptr<StepProgram>> cache;
@@ -167,6 +168,8 @@ class Run {
           throw Error(
               fmt::format("backend cuda: op {} ('{}') depends on op {}, which does not come before it", i, op.name, d));
       if (op.kind != OpKind::Collective) {
+        if (op.kind == OpKind::Compute && op.kernel.kind != KernelKind::Gemm)
+          calls_[i] = kernel_call(op.kernel, op.phase, !opt_.fp32_kernels);
         needs[i] = op_needs(op, !opt_.fp32_kernels);
         if (opt_.random_operands && op.kind == OpKind::Compute && op.kernel.kind == KernelKind::Gemm)
           take_operands_to_pool(needs[i]);
@@ -353,7 +356,7 @@ class Run {
   // A loss call's targets, zeroed before its timed window: its buffer holds the arena's last
   // contents, and negative ids would mark rows as ignored (kernel_call.h, targets_operand).
   void valid_targets(int i, StreamH s) {
-    const KernelCall call = kernel_call(role_.ops[i].kernel, role_.ops[i].phase, !opt_.fp32_kernels);
+    const KernelCall& call = calls_[static_cast<std::size_t>(i)];
     if (const int j = targets_operand(call); j >= 0)
       check_.cuda(
           api_.memset_async(call.operand(reinterpret_cast<float*>(at(i, Buf::Args)), j), 0, targets_bytes(call), s),
@@ -378,7 +381,7 @@ class Run {
                     "cublasGemmEx", label(i));
       return;
     }
-    const KernelCall call = kernel_call(k, op.phase, !opt_.fp32_kernels);
+    const KernelCall& call = calls_[static_cast<std::size_t>(i)];
     check_.cuda(api_.kernel(call, reinterpret_cast<float*>(at(i, Buf::Args)), s), call.text(), label(i));
   }
 
@@ -545,6 +548,7 @@ class Run {
   WorkspacePlan ws_;
   std::vector<CollectiveSpec> specs_;
   std::vector<std::shared_ptr<StepProgram>> programs_;
+  std::vector<KernelCall> calls_;  // each non-GEMM compute op's kernel call, made once (kernel_call.h)
   std::map<MeshAxis, CommH> comms_;
   std::vector<int> last_on_stream_ = std::vector<int>(static_cast<std::size_t>(kStreams), -1);
   char* barrier_ = nullptr;
