@@ -268,7 +268,7 @@ __device__ inline void add_to(float2& a, float2 b) {
 __device__ inline void add_out(const ColumnOut& out, std::int64_t c, float v) { out.x[c] += v; }
 __device__ inline void add_out(const ColumnOut& out, std::int64_t c, float2 v) {
   out.x[c] += v.x;
-  out.y[c] += v.y;
+  if (out.y != nullptr) out.y[c] += v.y;  // RMSNorm's backward has no dbeta
 }
 template <class Term>
 __global__ void __launch_bounds__(kWarp* kColRows)

@@ -73,6 +73,24 @@ int layernorm2d_backward_stats_cuda(const bf16* dy, const bf16* x, const bf16* g
 int layernorm2d_backward_apply_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* mean,
                                     const float* rstd, const float* dstats, bf16* dx, float* dgamma, float* dbeta,
                                     std::int64_t rows, std::int64_t h_local, std::int64_t h, void* stream);
+int rmsnorm_forward_cuda(const float* x, const float* gamma, float* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps, void* stream);
+int rmsnorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
+                          float* dgamma, std::int64_t rows, std::int64_t h, void* stream);
+int rmsnorm_forward_cuda(const bf16* x, const bf16* gamma, bf16* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps, void* stream);
+int rmsnorm_backward_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* rstd, bf16* dx, float* dgamma,
+                          std::int64_t rows, std::int64_t h, void* stream);
+
+// rope.h (cs: the float [tokens, d] angle table)
+int rope_forward_cuda(const float* x, const float* cs, float* y, std::int64_t rows, std::int64_t heads, std::int64_t d,
+                      void* stream);
+int rope_backward_cuda(const float* dy, const float* cs, float* dx, std::int64_t rows, std::int64_t heads,
+                       std::int64_t d, void* stream);
+int rope_forward_cuda(const bf16* x, const float* cs, bf16* y, std::int64_t rows, std::int64_t heads, std::int64_t d,
+                      void* stream);
+int rope_backward_cuda(const bf16* dy, const float* cs, bf16* dx, std::int64_t rows, std::int64_t heads, std::int64_t d,
+                       void* stream);
 
 // elementwise.h
 int gelu_forward_cuda(const float* x, float* y, std::size_t n, void* stream);

@@ -13,6 +13,7 @@ namespace {
 
 // dgamma[j] += sum_r dy[r, j] * xhat[r, j]; dbeta[j] += sum_r dy[r, j], per column serially
 // over rows. xhat is recomputed from x, mean, rstd. Columns are those of the local slice.
+// RMSNorm: mean == nullptr (taken as 0) and dbeta == nullptr (no bias).
 void accumulate_param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma,
                             float* dbeta, std::int64_t rows, std::int64_t cols) {
   detail::for_each_column_block(cols, [&](std::int64_t c0, std::int64_t c1) {
@@ -21,14 +22,14 @@ void accumulate_param_grads(const float* dy, const float* x, const float* mean, 
       const float* dyr = dy + r * cols;
       const float* xr = x + r * cols;
       for (std::int64_t j = c0; j < c1; ++j) {
-        const double xhat = (static_cast<double>(xr[j]) - mean[r]) * rstd[r];
+        const double xhat = (static_cast<double>(xr[j]) - (mean != nullptr ? mean[r] : 0.f)) * rstd[r];
         dg[j - c0] += dyr[j] * xhat;
         db[j - c0] += dyr[j];
       }
     }
     for (std::int64_t j = c0; j < c1; ++j) {
       dgamma[j] += static_cast<float>(dg[j - c0]);
-      dbeta[j] += static_cast<float>(db[j - c0]);
+      if (dbeta != nullptr) dbeta[j] += static_cast<float>(db[j - c0]);
     }
   });
 }
@@ -85,6 +86,31 @@ void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma,
                     sgx / static_cast<double>(h), dx + r * h, h);
   });
   accumulate_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, h);
+}
+
+void rmsnorm_forward_cpu(const float* x, const float* gamma, float* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps) {
+  MESHSIM_ASSERT(rows >= 0 && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const float* xr = x + r * h;
+    double ss = 0;
+    for (std::int64_t j = 0; j < h; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(h) + eps);
+    rstd[r] = static_cast<float>(rs);
+    float* yr = y + r * h;
+    for (std::int64_t j = 0; j < h; ++j) yr[j] = static_cast<float>(xr[j] * rs) * gamma[j];
+  });
+}
+
+void rmsnorm_backward_cpu(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
+                          float* dgamma, std::int64_t rows, std::int64_t h) {
+  MESHSIM_ASSERT(rows >= 0 && h > 0);
+  detail::for_each_index(rows, [&](std::int64_t r) {
+    const auto [sg, sgx] = backward_row_sums(dy + r * h, x + r * h, gamma, 0.f, rstd[r], h);
+    (void)sg;  // LayerNorm's mean(g) term comes from the centring RMSNorm does not do
+    backward_row_dx(dy + r * h, x + r * h, gamma, 0.f, rstd[r], 0.0, sgx / static_cast<double>(h), dx + r * h, h);
+  });
+  accumulate_param_grads(dy, x, nullptr, rstd, dgamma, nullptr, rows, h);
 }
 
 void layernorm2d_stats_cpu(const float* x, float* stats, std::int64_t rows, std::int64_t h_local) {

@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int w = 0; w < W; ++w) s += xr.v[k][w];
-    const float mu = block_sum(s) / static_cast<float>(h);
+    const float mu = mean != nullptr ? block_sum(s) / static_cast<float>(h) : 0.f;  // RMSNorm: no centring
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k)
@@ -35,15 +35,15 @@ __global__ void __launch_bounds__(kMaxRowThreads)
         for (int w = 0; w < W; ++w) ss += (xr.v[k][w] - mu) * (xr.v[k][w] - mu);
     const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
     if (threadIdx.x == 0) {
-      mean[r] = mu;
+      if (mean != nullptr) mean[r] = mu;
       rstd[r] = rs;
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (xr.vec_index(k) >= nvec) continue;
-      float g[W], b[W];
+      float g[W], b[W] = {};
       load_vec<W>(gamma + xr.vec_index(k) * W, g);
-      load_vec<W>(beta + xr.vec_index(k) * W, b);
+      if (beta != nullptr) load_vec<W>(beta + xr.vec_index(k) * W, b);
 #pragma unroll
       for (int w = 0; w < W; ++w) xr.v[k][w] = (xr.v[k][w] - mu) * rs * g[w] + b[w];
     }
@@ -57,17 +57,18 @@ __global__ void ln_forward_loop(const T* x, const T* gamma, const T* beta, T* y,
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * h;
     float s = 0.f;
-    for (int j = threadIdx.x; j < h; j += blockDim.x) s += load(xr, j);
-    const float mu = block_sum(s) / static_cast<float>(h);
+    if (mean != nullptr)
+      for (int j = threadIdx.x; j < h; j += blockDim.x) s += load(xr, j);
+    const float mu = mean != nullptr ? block_sum(s) / static_cast<float>(h) : 0.f;
     float ss = 0.f;
     for (int j = threadIdx.x; j < h; j += blockDim.x) ss += (load(xr, j) - mu) * (load(xr, j) - mu);
     const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
     if (threadIdx.x == 0) {
-      mean[r] = mu;
+      if (mean != nullptr) mean[r] = mu;
       rstd[r] = rs;
     }
     for (int j = threadIdx.x; j < h; j += blockDim.x)
-      store(y, r * h + j, (load(xr, j) - mu) * rs * load(gamma, j) + load(beta, j));
+      store(y, r * h + j, (load(xr, j) - mu) * rs * load(gamma, j) + (beta != nullptr ? load(beta, j) : 0.f));
   }
 }
 
@@ -93,20 +94,20 @@ __global__ void __launch_bounds__(256) ln_forward_smem(const T* x, const T* gamm
         s += v[w];
       }
     }
-    const float mu = block_sum(s) / static_cast<float>(h);
+    const float mu = mean != nullptr ? block_sum(s) / static_cast<float>(h) : 0.f;
     float ss = 0.f;
     for (int i = threadIdx.x; i < nvec; i += blockDim.x)
 #pragma unroll
       for (int w = 0; w < W; ++w) ss += (row[i * W + w] - mu) * (row[i * W + w] - mu);
     const float rs = 1.f / sqrtf(block_sum(ss) / static_cast<float>(h) + eps);
     if (threadIdx.x == 0) {
-      mean[r] = mu;
+      if (mean != nullptr) mean[r] = mu;
       rstd[r] = rs;
     }
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-      float g[W], b[W], out[W];
+      float g[W], b[W] = {}, out[W];
       load_vec<W>(gamma + i * W, g);
-      load_vec<W>(beta + i * W, b);
+      if (beta != nullptr) load_vec<W>(beta + i * W, b);
 #pragma unroll
       for (int w = 0; w < W; ++w) out[w] = (row[i * W + w] - mu) * rs * g[w] + b[w];
       store_vec<W>(y + r * h + i * W, out);
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(256) ln_backward_smem(const T* dy, const T* x,
   float* xh = gs + h;
   const int nvec = h / W;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float mu = mean[r], rs = rstd[r];
+    const float mu = mean != nullptr ? mean[r] : 0.f, rs = rstd[r];
     float2 s = make_float2(0.f, 0.f);
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
       float d[W], xv[W], gm[W];
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(256) ln_backward_smem(const T* dy, const T* x,
       }
     }
     s = block_sum2(s);
-    const float mg = s.x / static_cast<float>(h), mgx = s.y / static_cast<float>(h);
+    const float mg = mean != nullptr ? s.x / static_cast<float>(h) : 0.f, mgx = s.y / static_cast<float>(h);
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
       float out[W];
 #pragma unroll
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     RowRegs<K, W> g, xh;  // g = dy * gamma, xh = xhat
     g.load(dy + r * h, nvec);
     xh.load(x + r * h, nvec);
-    const float mu = mean[r], rs = rstd[r];
+    const float mu = mean != nullptr ? mean[r] : 0.f, rs = rstd[r];
     float2 s = make_float2(0.f, 0.f);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
       }
     }
     s = block_sum2(s);
-    const float mg = s.x / static_cast<float>(h), mgx = s.y / static_cast<float>(h);
+    const float mg = mean != nullptr ? s.x / static_cast<float>(h) : 0.f, mgx = s.y / static_cast<float>(h);
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
@@ -218,7 +219,7 @@ __global__ void ln_backward_loop(const T* dy, const T* x, const T* gamma, const 
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* dyr = dy + r * h_local;
     const T* xr = x + r * h_local;
-    const float mu = mean[r], rs = rstd[r];
+    const float mu = mean != nullptr ? mean[r] : 0.f, rs = rstd[r];
     float2 s;
     if (dstats == nullptr) {
       s = make_float2(0.f, 0.f);
@@ -231,7 +232,7 @@ __global__ void ln_backward_loop(const T* dy, const T* x, const T* gamma, const 
     } else {
       s = make_float2(dstats[2 * r], dstats[2 * r + 1]);
     }
-    const float mg = s.x / h, mgx = s.y / h;
+    const float mg = mean != nullptr ? s.x / h : 0.f, mgx = s.y / h;
     for (int j = threadIdx.x; j < h_local; j += blockDim.x) {
       const float g = load(dyr, j) * load(gamma, j);
       store(dx, r * h_local + j, rs * (g - mg - (load(xr, j) - mu) * rs * mgx));
@@ -240,7 +241,7 @@ __global__ void ln_backward_loop(const T* dy, const T* x, const T* gamma, const 
 }
 
 // dgamma += sum_r dy * xhat, dbeta += sum_r dy: both column sums in one pass over dy and x
-// (fixed order).
+// (fixed order). RMSNorm: mean == nullptr (0) and dbeta == nullptr (not written).
 // dgamma and dbeta are float for either T.
 template <class T>
 struct ParamTerms {
@@ -251,7 +252,7 @@ struct ParamTerms {
   std::int64_t cols;
   __device__ float2 operator()(std::int64_t r, std::int64_t c) const {
     const float d = load(dy, r * cols + c);
-    return make_float2(d * ((load(x, r * cols + c) - mean[r]) * rstd[r]), d);
+    return make_float2(d * ((load(x, r * cols + c) - (mean != nullptr ? mean[r] : 0.f)) * rstd[r]), d);
   }
 };
 
@@ -428,6 +429,25 @@ int layernorm_backward_cuda(const float* dy, const float* x, const float* gamma,
 int layernorm_backward_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* mean, const float* rstd,
                             bf16* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h, void* stream) {
   return ln_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h, stream);
+}
+
+// RMSNorm: the LayerNorm kernels with no mean (no centring: mean taken as 0, mean(g) dropped)
+// and no beta (norm.h).
+int rmsnorm_forward_cuda(const float* x, const float* gamma, float* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps, void* stream) {
+  return ln_forward(x, gamma, static_cast<const float*>(nullptr), y, nullptr, rstd, rows, h, eps, stream);
+}
+int rmsnorm_forward_cuda(const bf16* x, const bf16* gamma, bf16* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps, void* stream) {
+  return ln_forward(x, gamma, static_cast<const bf16*>(nullptr), y, nullptr, rstd, rows, h, eps, stream);
+}
+int rmsnorm_backward_cuda(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
+                          float* dgamma, std::int64_t rows, std::int64_t h, void* stream) {
+  return ln_backward(dy, x, gamma, nullptr, rstd, dx, dgamma, nullptr, rows, h, stream);
+}
+int rmsnorm_backward_cuda(const bf16* dy, const bf16* x, const bf16* gamma, const float* rstd, bf16* dx, float* dgamma,
+                          std::int64_t rows, std::int64_t h, void* stream) {
+  return ln_backward(dy, x, gamma, nullptr, rstd, dx, dgamma, nullptr, rows, h, stream);
 }
 
 int layernorm2d_stats_cuda(const float* x, float* stats, std::int64_t rows, std::int64_t h_local, void* stream) {

@@ -12,6 +12,13 @@
 //   layernorm_forward_cpu(x, gamma, beta, y, mean, rstd, rows, h, 1e-5f);
 //   layernorm_backward_cpu(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h);
 //
+// RMSNorm (Llama, Mixtral, DeepSeek) is LayerNorm without the centring and the bias:
+//   rstd = 1 / sqrt(E[x^2] + eps),  xhat = x * rstd,  y = xhat * gamma
+//   dx = rstd * (g - xhat * E[g * xhat]),  dgamma += sum_r dy * xhat      (g = dy * gamma)
+// so it runs on the same code with mean taken as 0 and no beta:
+//   rmsnorm_forward_cpu(x, gamma, y, rstd, rows, h, 1e-5f);
+//   rmsnorm_backward_cpu(dy, x, gamma, rstd, dx, dgamma, rows, h);
+//
 // 2D (SUMMA) tensor parallelism splits each row's h elements over the q ranks of a mesh
 // row; each rank holds [rows, h_local] of x, y, dy, dx and the matching h_local slice of
 // gamma, beta, dgamma, dbeta. The same math, in two halves around an all-reduce:
@@ -42,6 +49,11 @@ void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta
 
 void layernorm_backward_cpu(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
                             float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t h);
+
+void rmsnorm_forward_cpu(const float* x, const float* gamma, float* y, float* rstd, std::int64_t rows, std::int64_t h,
+                         float eps);
+void rmsnorm_backward_cpu(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
+                          float* dgamma, std::int64_t rows, std::int64_t h);
 
 // stats: [rows][2] = {sum x, sum x^2} over the local h_local columns.
 void layernorm2d_stats_cpu(const float* x, float* stats, std::int64_t rows, std::int64_t h_local);

@@ -100,6 +100,50 @@ void check_forward_and_backward_bf16(std::int64_t rows, std::int64_t h, std::siz
   expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
   expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
 }
+
+// RMSNorm (the LayerNorm kernels with no mean and no beta) on every shape and path, float and
+// bf16 (T), against the float reference on the same (widened) inputs; bf16 outputs within the
+// float tolerance plus one bf16 ulp.
+template <class T>
+void check_rmsnorm(std::int64_t rows, std::int64_t h, std::size_t pad) {
+  constexpr bool kBf16 = sizeof(T) == 2;
+  SCOPED_TRACE(std::string(kBf16 ? "bf16" : "float") + " rmsnorm rows " + std::to_string(rows) + " h " +
+               std::to_string(h) + " pad " + std::to_string(pad));
+  const std::size_t n = rows * h;
+  auto round = [&](std::vector<float> v) { return kBf16 ? to_float_vector(to_bf16_vector(v)) : v; };
+  const auto x = round(random_vector(n, 1, -2.f, 3.f)), dy = round(random_vector(n, 2)),
+             gamma = round(random_vector(h, 3, 0.5f, 1.5f));
+  const auto dgamma0 = random_vector(h, 5);
+  std::vector<float> y(n), rstd(rows), dx(n), dgamma = dgamma0;
+  rmsnorm_forward_cpu(x.data(), gamma.data(), y.data(), rstd.data(), rows, h, 1e-5f);
+  rmsnorm_backward_cpu(dy.data(), x.data(), gamma.data(), rstd.data(), dx.data(), dgamma.data(), rows, h);
+  auto as_t = [&](const std::vector<float>& v) {
+    if constexpr (kBf16)
+      return to_bf16_vector(v);
+    else
+      return v;
+  };
+  DeviceBuffer<T> d_x(as_t(x), pad), d_dy(as_t(dy), pad), d_gamma(as_t(gamma)), d_y(n, pad), d_dx(n, pad);
+  DeviceBuffer<float> d_rstd(rows), d_dgamma(dgamma0);
+  ASSERT_EQ(
+      cuda_error(rmsnorm_forward_cuda(d_x.get(), d_gamma.get(), d_y.get(), d_rstd.get(), rows, h, 1e-5f, nullptr)), "");
+  ASSERT_EQ(synchronize(), "");
+  auto expect = [&](const std::vector<T>& got, const std::vector<float>& want, const char* what) {
+    if constexpr (kBf16)
+      expect_bf16_near_all(got, want, kTol, kTol, what);
+    else
+      expect_near_all(got, want, kTol, kTol, what);
+  };
+  expect(d_y.download(), y, "y");
+  expect_near_all(d_rstd.download(), rstd, kTol, kTol, "rstd");
+  d_rstd.upload(rstd);
+  ASSERT_EQ(cuda_error(rmsnorm_backward_cuda(d_dy.get(), d_x.get(), d_gamma.get(), d_rstd.get(), d_dx.get(),
+                                             d_dgamma.get(), rows, h, nullptr)),
+            "");
+  ASSERT_EQ(synchronize(), "");
+  expect(d_dx.download(), dx, "dx");
+  expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
+}
 #endif
 
 TEST(NormCuda, ForwardBackwardMatchCpu) {
@@ -257,6 +301,19 @@ TEST(NormCuda, Bf16TwoDPiecesMatchCpu) {
     expect_near_all(d_dgamma.download(), dgamma, kSumAtol, kTol, "dgamma");
     expect_near_all(d_dbeta.download(), dbeta, kSumAtol, kTol, "dbeta");
   }
+#endif
+}
+
+TEST(NormCuda, RmsNormMatchesCpuFloatAndBf16) {
+  if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+#if defined(MESHSIM_HAVE_CUDA)
+  for (const Shape& s : kShapes) {
+    check_rmsnorm<float>(s.rows, s.h, 0);
+    check_rmsnorm<bf16>(s.rows, s.h, 0);
+  }
+  check_rmsnorm<float>(5, 1024, 1);
+  check_rmsnorm<bf16>(3, 8192, 1);
+  check_rmsnorm<bf16>(3, 40000, 1);
 #endif
 }
 

@@ -36,6 +36,51 @@ TEST(LayerNorm, ForwardMatchesTextbookFormula) {
   expect_near_all(rstd, want_rstd, 1e-6, 1e-5, "rstd");
 }
 
+TEST(RmsNorm, ForwardMatchesTextbookFormula) {
+  const std::int64_t rows = 5, h = 37;
+  const auto x = random_vector(rows * h, 11, -2.f, 3.f), gamma = random_vector(h, 12);
+  std::vector<float> y(rows * h), rstd(rows);
+  rmsnorm_forward_cpu(x.data(), gamma.data(), y.data(), rstd.data(), rows, h, kEps);
+  std::vector<double> want_y(rows * h), want_rstd(rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double s2 = 0;
+    for (std::int64_t j = 0; j < h; ++j) s2 += std::pow(x[r * h + j], 2);
+    want_rstd[r] = 1 / std::sqrt(s2 / h + kEps);
+    for (std::int64_t j = 0; j < h; ++j) want_y[r * h + j] = x[r * h + j] * want_rstd[r] * gamma[j];
+  }
+  expect_near_all(y, want_y, 1e-5, 1e-5, "y");
+  expect_near_all(rstd, want_rstd, 1e-6, 1e-5, "rstd");
+}
+
+// A row of equal values x = c: E[x^2] = c^2, so y = gamma * c / sqrt(c^2 + eps), about gamma * sign(c)
+// (LayerNorm would give beta: the centring is what RMSNorm leaves out).
+TEST(RmsNorm, ConstantRowKeepsItsSign) {
+  const std::int64_t h = 8;
+  std::vector<float> x(h, -3.f), gamma(h, 2.f), y(h), rstd(1);
+  rmsnorm_forward_cpu(x.data(), gamma.data(), y.data(), rstd.data(), 1, h, kEps);
+  for (float v : y) EXPECT_NEAR(v, -2.0 * 3 / std::sqrt(9 + kEps), 1e-6);
+  EXPECT_NEAR(rstd[0], 1 / std::sqrt(9 + kEps), 1e-7);
+}
+
+TEST(RmsNorm, BackwardMatchesFiniteDifferencesAndAccumulatesDgamma) {
+  const std::int64_t rows = 4, h = 11;
+  auto x = random_vector(rows * h, 14, -2.f, 2.f);
+  auto gamma = random_vector(h, 15, 0.5f, 1.5f);
+  const auto w = random_vector(rows * h, 16);  // dy
+  std::vector<float> y(rows * h), rstd(rows);
+  auto loss = [&] {
+    rmsnorm_forward_cpu(x.data(), gamma.data(), y.data(), rstd.data(), rows, h, kEps);
+    return weighted_sum(y, w);
+  };
+  loss();
+  std::vector<float> dx(rows * h), dgamma(h, 1.f);  // prior contents: accumulated onto
+  rmsnorm_backward_cpu(w.data(), x.data(), gamma.data(), rstd.data(), dx.data(), dgamma.data(), rows, h);
+  auto want_dg = numeric_grad(loss, gamma);
+  for (auto& v : want_dg) v += 1;
+  expect_near_all(dx, numeric_grad(loss, x, 1e-3f), 2e-3, 1e-2, "dx");
+  expect_near_all(dgamma, want_dg, 2e-3, 1e-2, "dgamma");
+}
+
 TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulatesParamGrads) {
   const std::int64_t rows = 4, h = 11;
   auto x = random_vector(rows * h, 4, -2.f, 2.f);
