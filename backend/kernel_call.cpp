@@ -13,6 +13,7 @@
 #include "kernels/norm.h"
 #include "kernels/optimizer.h"
 #include "kernels/reduce.h"
+#include "kernels/rope.h"
 #include "kernels/stream_pass.h"
 #include "kernels/vocab.h"
 
@@ -74,6 +75,16 @@ void lay_out_rows(KernelCall& c) {
     case Fn::LayerNorm2dFwd:
       lay_out(c, {{n, a}, {2 * r, f}, {h, a}, {h, a}, {n, a}, {r, f}, {r, f}});
       return;
+    case Fn::RmsNormFwd:
+      lay_out(c, {{n, a}, {h, a}, {n, a}, {r, f}});
+      return;
+    case Fn::RmsNormBwd:
+      lay_out(c, {{n, a}, {n, a}, {h, a}, {r, f}, {n, a}, {h, f}});
+      return;
+    case Fn::RopeFwd:
+    case Fn::RopeBwd:
+      lay_out(c, {{n, a}, {r / std::max<std::int64_t>(c.full, 1) * h, f}, {n, a}});
+      return;
     case Fn::LayerNorm2dBwd:
       lay_out(c, {{n, a}, {n, a}, {h, a}, {r, f}, {r, f}, {2 * r, f}, {n, a}, {h, f}, {h, f}});
       return;
@@ -134,7 +145,11 @@ constexpr EnumName<KernelCall::Fn> kFnNames[] = {{Fn::Pass, "pass"},
                                                  {Fn::LseMerge, "lse_merge"},
                                                  {Fn::AttentionFwd, "attention_fwd"},
                                                  {Fn::AttentionBwd, "attention_bwd"},
-                                                 {Fn::AdamW, "adamw"}};
+                                                 {Fn::AdamW, "adamw"},
+                                                 {Fn::RmsNormFwd, "rmsnorm_fwd"},
+                                                 {Fn::RmsNormBwd, "rmsnorm_bwd"},
+                                                 {Fn::RopeFwd, "rope_fwd"},
+                                                 {Fn::RopeBwd, "rope_bwd"}};
 const char* to_string(KernelCall::Fn fn) { return enum_name(kFnNames, fn); }
 
 std::string KernelCall::text() const {
@@ -145,15 +160,18 @@ std::string KernelCall::text() const {
   if (fn == Fn::Pass) return fmt::format("pass {}", cols);
   if (fn == Fn::LayerNorm2dFwd || fn == Fn::LayerNorm2dBwd)
     return fmt::format("{} {}x{}/{}{}", to_string(fn), rows, cols, full, width);
+  if (fn == Fn::RopeFwd || fn == Fn::RopeBwd)
+    return fmt::format("{} {}x{}x{}{}", to_string(fn), rows / std::max<std::int64_t>(full, 1), full, cols, width);
   return fmt::format("{} {}x{}{}", to_string(fn), rows, cols, width);
 }
 
-KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16) {
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16, std::int64_t full) {
   MESHSIM_ASSERT(fn != Fn::AttentionFwd && fn != Fn::AttentionBwd && rows > 0 && cols > 0);
   KernelCall c;
   c.fn = fn;
   c.rows = rows;
   c.cols = cols;
+  c.full = full;
   // A pass moves bytes, and AdamW's operands are float32 whatever the model's width.
   c.bf16 = bf16 && fn != Fn::Pass && fn != Fn::AdamW;
   lay_out_rows(c);
@@ -180,9 +198,7 @@ KernelCall make_attention_call(bool backward, const kernels::AttentionShape& sha
 KernelCall as_fp32(const KernelCall& c) {
   if (c.fn == Fn::AttentionFwd || c.fn == Fn::AttentionBwd)
     return make_attention_call(c.fn == Fn::AttentionBwd, c.shape, c.causal, false);
-  KernelCall f = make_kernel_call(c.fn, c.rows, c.cols, false);
-  f.full = c.full;
-  return f;
+  return make_kernel_call(c.fn, c.rows, c.cols, false, c.full);
 }
 
 KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16) {
@@ -195,6 +211,12 @@ KernelCall kernel_call(const Kernel& k, Phase phase, bool bf16) {
   if (k.m > 0 && k.n > 0) switch (k.fn) {
       case KernelFn::LayerNorm:
         return pick(Fn::LayerNormFwd, Fn::LayerNormBwd);
+      case KernelFn::RmsNorm:
+        return pick(Fn::RmsNormFwd, Fn::RmsNormBwd);
+      case KernelFn::Rope:
+        if (k.k > 0 && k.m % k.k == 0 && k.n % 2 == 0)
+          return make_kernel_call(bwd ? Fn::RopeBwd : Fn::RopeFwd, k.m, k.n, bf16, k.k);
+        break;
       case KernelFn::Gelu:
         return pick(Fn::GeluFwd, Fn::GeluBwd);
       case KernelFn::SwiGLU:
@@ -267,6 +289,7 @@ std::vector<CalibrationCall> row_calls(std::int64_t rows, std::int64_t row, bool
     v.push_back({kind, make_kernel_call(b, rows, row, w), 0, fn, true});
   };
   add(KernelKind::Norm, KernelFn::LayerNorm, Fn::LayerNormFwd, Fn::LayerNormBwd);
+  add(KernelKind::Norm, KernelFn::RmsNorm, Fn::RmsNormFwd, Fn::RmsNormBwd);
   add(KernelKind::Elementwise, KernelFn::Gelu, Fn::GeluFwd, Fn::GeluBwd);
   add(KernelKind::Elementwise, KernelFn::SwiGLU, Fn::SwigluFwd, Fn::SwigluBwd);
   add(KernelKind::Elementwise, KernelFn::DropoutAdd, Fn::DropoutAddFwd, Fn::DropoutBwd);
@@ -291,6 +314,12 @@ std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t 
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
                                                const kernels::AttentionShape& attention, bool bf16) {
   std::vector<CalibrationCall> v = row_calls(rows, row, bf16);
+  // RoPE on the same elements as the queries and keys of 128-wide heads, 8 a token (its rows
+  // are a head, not `row`; is_row_fn: no row sweep, so it counts toward its kind's figure).
+  if (const std::int64_t heads = 8, d = 128, hr = rows * row / d / heads * heads; hr > 0)
+    for (const bool backward : {false, true})
+      v.push_back({KernelKind::Elementwise, make_kernel_call(backward ? Fn::RopeBwd : Fn::RopeFwd, hr, d, bf16, heads),
+                   0, KernelFn::Rope, backward});
   const double fwd =
       Kernel::attention(attention.batch_heads, attention.seq_q, attention.seq_kv, attention.head_dim, 4, true).flops;
   v.push_back({KernelKind::Attention, make_attention_call(false, attention, true, bf16), fwd});
@@ -384,6 +413,18 @@ void run_kernel_call_cpu(const KernelCall& c, float* ws) {
       return;
     case Fn::LayerNormBwd:
       K::layernorm_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), op(6), op(7), r, h);
+      return;
+    case Fn::RmsNormFwd:
+      K::rmsnorm_forward_cpu(op(0), op(1), op(2), op(3), r, h, 1e-5f);
+      return;
+    case Fn::RmsNormBwd:
+      K::rmsnorm_backward_cpu(op(0), op(1), op(2), op(3), op(4), op(5), r, h);
+      return;
+    case Fn::RopeFwd:
+      K::rope_forward_cpu(op(0), op(1), op(2), r, c.full, h);
+      return;
+    case Fn::RopeBwd:
+      K::rope_backward_cpu(op(0), op(1), op(2), r, c.full, h);
       return;
     case Fn::LayerNorm2dFwd:
       K::layernorm2d_stats_cpu(op(0), op(1), r, h);

@@ -20,6 +20,10 @@
 // Operands, in order (r = rows, c = cols, n = r * c; attention: q, k, v are [bh, seq, d]):
 //   layernorm fwd  x n, gamma c, beta c, y n, mean r, rstd r
 //   layernorm bwd  dy n, x n, gamma c, mean r, rstd r, dx n, dgamma c, dbeta c
+//   rmsnorm fwd    x n, gamma c, y n, rstd r
+//   rmsnorm bwd    dy n, x n, gamma c, rstd r, dx n, dgamma c
+//   rope fwd       x n, cs (r / full) * c (float angle table), y n  (`full` = heads a token)
+//   rope bwd       dy n, cs, dx n
 //   layernorm2d fwd  x n, stats 2r, gamma c, beta c, y n, mean r, rstd r (stats, then apply;
 //                    `full` = the whole row's length)
 //   layernorm2d bwd  dy n, x n, gamma c, mean r, rstd r, dstats 2r, dx n, dgamma c, dbeta c
@@ -76,10 +80,15 @@ struct KernelCall {
     AttentionFwd,
     AttentionBwd,
     AdamW,
+    RmsNormFwd,
+    RmsNormBwd,
+    RopeFwd,
+    RopeBwd,
   };
   Fn fn = Fn::Pass;
   std::int64_t rows = 0, cols = 0;  // row kernels; pass: cols = floats per operand
-  std::int64_t full = 0;            // layernorm2d: the whole row's length (cols is this rank's part)
+  std::int64_t full = 0;            // layernorm2d: the whole row's length (cols is this rank's part);
+                                    // rope: heads per token (rows / full tokens)
   kernels::AttentionShape shape;    // attention
   bool causal = false;              // attention
   bool bf16 = false;                // activation-shaped operands in bf16 (see above)
@@ -130,8 +139,10 @@ std::size_t targets_bytes(const KernelCall& c);
 // are unchanged.
 Schedule as_run_by_our_kernels(Schedule s, bool bf16 = false);
 
-// A call built directly (calibrate): fn on rows x cols, or attention of `shape`.
-KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16 = false);
+// A call built directly (calibrate): fn on rows x cols (`full` as KernelCall::full), or attention
+// of `shape`.
+KernelCall make_kernel_call(KernelCall::Fn fn, std::int64_t rows, std::int64_t cols, bool bf16 = false,
+                            std::int64_t full = 0);
 KernelCall make_attention_call(bool backward, const kernels::AttentionShape& shape, bool causal, bool bf16 = false);
 // The same call with float32 operands (the layout the CPU references run a bf16 call on).
 KernelCall as_fp32(const KernelCall& c);
@@ -148,7 +159,7 @@ double kernel_call_bytes(const KernelCall& c);
 void run_kernel_call_cpu(const KernelCall& c, float* ws);
 
 // What calibrate times of our kernels, tagged with the compute model's kernel kind they
-// stand for: LayerNorm (norm); GeLU, SwiGLU, dropout + residual, dropout (elementwise);
+// stand for: LayerNorm, RMSNorm (norm); GeLU, SwiGLU, dropout + residual, dropout, RoPE (elementwise);
 // softmax, cross-entropy (softmax), each forward and backward on `rows` x `row`; attention
 // forward and backward of `attention` (causal), with FLOPs counted as the schedule counts
 // them (the backward twice the forward); an AdamW step over rows x row parameters (optimizer).
@@ -161,8 +172,8 @@ struct CalibrationCall {
 };
 std::vector<CalibrationCall> calibration_calls(std::int64_t rows, std::int64_t row,
                                                const kernels::AttentionShape& attention, bool bf16 = false);
-// The row kernels alone (LayerNorm, GeLU, SwiGLU, dropout + residual, softmax, cross-entropy,
-// dropout, forward and backward), each on rows of `width` over about `floats` elements: calibrate's
+// The row kernels alone (LayerNorm, RMSNorm, GeLU, SwiGLU, dropout + residual, softmax,
+// cross-entropy, dropout, forward and backward), each on rows of `width` over about `floats` elements: calibrate's
 // sweep over widths, since a row kernel's rate depends on its row length (rows held in
 // registers or shared memory, or read twice; docs/validation/gpu-h100.md, run 20).
 std::vector<CalibrationCall> row_kernel_calls(std::int64_t floats, std::int64_t width, bool bf16 = false);

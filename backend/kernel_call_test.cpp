@@ -3,6 +3,7 @@
 // rows normalised, GeLU's tanh form, softmax rows summing to one, attention of one key,
 // AdamW's first step).
 #include "backend/kernel_call.h"
+#include "kernels/rope.h"
 
 #include <gtest/gtest.h>
 
@@ -67,20 +68,24 @@ TEST(KernelCall, OpsMapToTheirKernelByPhase) {
 
 TEST(KernelCall, RatesPoolBytesAndTimePerKindAndAttentionFlops) {
   const std::vector<CalibrationCall> calls = calibration_calls(4, 8, {1, 16, 16, 8});
-  ASSERT_EQ(calls.size(), 15u);
+  // 7 row kernels forward and backward (no RoPE: 32 elements make no 128-wide head), attention
+  // forward and backward, AdamW.
+  ASSERT_EQ(calls.size(), 17u);
   std::vector<MeasuredKernel> m;
   for (std::size_t i = 0; i < calls.size(); ++i) m.push_back({calls[i], 1e-3 * static_cast<double>(i + 1)});
   const KernelRates r = kernel_rates(m);
-  // Norm: LayerNorm forward (1 ms) and backward (2 ms).
-  const double norm_bytes = kernel_call_bytes(calls[0].call) + kernel_call_bytes(calls[1].call);
+  // Norm: LayerNorm forward (1 ms) and backward (2 ms), RMSNorm forward (3 ms) and backward (4 ms).
+  double norm_bytes = 0;
+  for (int i = 0; i < 4; ++i) norm_bytes += kernel_call_bytes(calls[static_cast<std::size_t>(i)].call);
   EXPECT_EQ(calls[0].call.fn, Fn::LayerNormFwd);
-  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Norm)], norm_bytes / 3e-3);
-  // Optimizer: the AdamW step over 4 x 8 parameters (15 ms), 28 bytes each.
-  EXPECT_EQ(calls[14].call.fn, Fn::AdamW);
-  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Optimizer)], 28.0 * 32 / 15e-3);
+  EXPECT_EQ(calls[3].call.fn, Fn::RmsNormBwd);
+  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Norm)], norm_bytes / 10e-3);
+  // Optimizer: the AdamW step over 4 x 8 parameters (17 ms), 28 bytes each.
+  EXPECT_EQ(calls[16].call.fn, Fn::AdamW);
+  EXPECT_DOUBLE_EQ(*r.bytes_per_s[static_cast<std::size_t>(KernelKind::Optimizer)], 28.0 * 32 / 17e-3);
   EXPECT_FALSE(r.bytes_per_s[static_cast<std::size_t>(KernelKind::Memcpy)].has_value());
-  // Attention: causal forward 2 x 16 x 16 x 8 FLOPs (13 ms), backward twice that (14 ms).
-  EXPECT_DOUBLE_EQ(r.attention_flops_per_s, 3 * 2.0 * 16 * 16 * 8 / 27e-3);
+  // Attention: causal forward 2 x 16 x 16 x 8 FLOPs (15 ms), backward twice that (16 ms).
+  EXPECT_DOUBLE_EQ(r.attention_flops_per_s, 3 * 2.0 * 16 * 16 * 8 / 31e-3);
 }
 
 TEST(KernelCall, ValidatePredictsTheBytesOurKernelsMove) {
@@ -204,6 +209,52 @@ TEST(KernelCall, CpuRunsTheNamedKernel) {
       EXPECT_NEAR(c.operand(ws.data(), 2)[i], (1 - double(hp.beta1)) * g, 1e-6) << i;  // m
     }
   }
+}
+
+// The Llama-family kernels from their schedule ops: RMSNorm's layout and row scale; RoPE's
+// table sized per token (rows / heads) and a rotation that keeps each pair's length, undone by
+// its backward call.
+TEST(KernelCall, RmsNormAndRopeRunFromTheirOps) {
+  {
+    const KernelCall c =
+        kernel_call(Kernel::rowwise(KernelKind::Norm, KernelFn::RmsNorm, 3, 16, 1, 1, 2), Phase::Forward);
+    ASSERT_EQ(c.fn, Fn::RmsNormFwd);
+    EXPECT_EQ(c.counts, (std::vector<std::int64_t>{48, 16, 48, 3}));
+    std::vector<float> ws(static_cast<std::size_t>(c.floats()));
+    fill(ws);
+    std::fill_n(c.operand(ws.data(), 1), 16, 1.f);  // gamma
+    run_kernel_call_cpu(c, ws.data());
+    for (int r = 0; r < 3; ++r) {  // mean of y^2 = 1 (eps aside)
+      double ss = 0;
+      for (int j = 0; j < 16; ++j) ss += std::pow(c.operand(ws.data(), 2)[r * 16 + j], 2);
+      EXPECT_NEAR(ss / 16, 1.0, 1e-3) << r;
+    }
+    EXPECT_EQ(kernel_call(Kernel::rowwise(KernelKind::Norm, KernelFn::RmsNorm, 3, 16, 1, 1, 2), Phase::Backward).fn,
+              Fn::RmsNormBwd);
+  }
+  Kernel k = Kernel::rowwise(KernelKind::Elementwise, KernelFn::Rope, 4 * 3, 8, 1, 1, 2);
+  k.k = 3;  // 4 tokens of 3 heads of 8
+  const KernelCall f = kernel_call(k, Phase::Forward), b = kernel_call(k, Phase::Backward);
+  ASSERT_EQ(f.fn, Fn::RopeFwd);
+  ASSERT_EQ(b.fn, Fn::RopeBwd);
+  EXPECT_EQ(f.counts, (std::vector<std::int64_t>{96, 4 * 8, 96}));
+  EXPECT_EQ(f.text(), "rope_fwd 4x3x8");
+  std::vector<float> ws(static_cast<std::size_t>(f.floats()));
+  fill(ws);
+  kernels::rope_table_cpu(f.operand(ws.data(), 1), 4, 8, 4, 10000.0);
+  const std::vector<float> x(f.operand(ws.data(), 0), f.operand(ws.data(), 0) + 96);
+  run_kernel_call_cpu(f, ws.data());
+  for (int r = 0; r < 12; ++r)
+    for (int i = 0; i < 4; ++i) {
+      const float* y = f.operand(ws.data(), 2) + r * 8;
+      EXPECT_NEAR(std::hypot(y[i], y[i + 4]), std::hypot(x[r * 8 + i], x[r * 8 + i + 4]), 1e-6);
+    }
+  std::copy_n(f.operand(ws.data(), 2), 96, f.operand(ws.data(), 0));  // dy = y
+  run_kernel_call_cpu(b, ws.data());
+  for (int i = 0; i < 96; ++i) EXPECT_NEAR(f.operand(ws.data(), 2)[i], x[static_cast<std::size_t>(i)], 1e-6) << i;
+  // A head count that does not divide the rows, or an odd width, runs as a pass over the bytes.
+  k.k = 5;
+  EXPECT_EQ(kernel_call(k, Phase::Forward).fn, Fn::Pass);
 }
 
 // bf16 calls (a 2-byte model on a backend that runs bf16 kernels): activation-shaped

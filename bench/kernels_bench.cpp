@@ -17,7 +17,8 @@
 // Two verdict lines close the table. `acceptance (...)`: the fp32 criterion (LayerNorm, GeLU and
 // softmax forward and AdamW >= 70%), the line tools/gpu/acceptance.sh's step 4 reads (it takes
 // lines starting "acceptance (" and wants the last to end ": met"). `acceptance bf16 (...)`:
-// every bf16 row (LayerNorm forward/backward at 8192, 12288 and 16384 columns, GeLU, SwiGLU at
+// every bf16 row (LayerNorm forward/backward at 8192, 12288 and 16384 columns, RMSNorm at 8192
+// and 16384, RoPE on Llama-3 70B's 72 query and key heads of 128, GeLU, SwiGLU at
 // Llama-3 70B's 28672, dropout-add, softmax, cross-entropy over Llama-3's 128256 vocabulary)
 // >= 80% of the same copy rate on its own bytes (2 per bf16 element, 4 per float statistic);
 // named so that step 4's reading of the fp32 line is unchanged. The bf16 tensors hold as many
@@ -252,6 +253,39 @@ int run(int argc, char** argv) {
                                                                         dbeta32.get(), r, cols, s),
                               "layernorm_backward_cuda (bf16)");
                });
+    }
+    // RMSNorm (Llama) at 8192 and 16384: LayerNorm's bytes without beta and mean.
+    for (const std::int64_t cols : {std::int64_t{8192}, widest}) {
+      const std::int64_t r = static_cast<std::int64_t>(n) / cols;
+      const double tensor = static_cast<double>(r * cols) * el, rows = static_cast<double>(r) * fl;
+      const std::string w = std::to_string(cols);
+      add_bf16("bf16 rmsnorm_forward [rows, " + w + "]", 2 * tensor + cols * el + rows, [&, r, cols] {
+        check_kernel(
+            meshsim::kernels::rmsnorm_forward_cuda(a16.get(), gamma16.get(), c16.get(), rstd.get(), r, cols, 1e-5f, s),
+            "rmsnorm_forward_cuda (bf16)");
+      });
+      add_bf16("bf16 rmsnorm_backward [rows, " + w + "]", 3 * tensor + cols * el + rows + 2.0 * cols * fl,
+               [&, r, cols] {
+                 check_kernel(meshsim::kernels::rmsnorm_backward_cuda(b16.get(), a16.get(), gamma16.get(), rstd.get(),
+                                                                      d16.get(), dgamma32.get(), r, cols, s),
+                              "rmsnorm_backward_cuda (bf16)");
+               });
+    }
+    {
+      // RoPE on Llama-3 70B's queries and keys at TP 1: 64 + 8 heads of 128 a token, and the
+      // float angle table of 128 a token.
+      const std::int64_t heads = 72, d = 128, tokens = static_cast<std::int64_t>(n) / (heads * d);
+      const double tensor = static_cast<double>(tokens * heads * d) * el, table = static_cast<double>(tokens * d) * fl;
+      Device cs(tokens * d);
+      cs.fill(15);
+      add_bf16("bf16 rope_forward [tokens, 72, 128]", 2 * tensor + table, [&, tokens] {
+        check_kernel(meshsim::kernels::rope_forward_cuda(a16.get(), cs.get(), c16.get(), tokens * heads, heads, d, s),
+                     "rope_forward_cuda (bf16)");
+      });
+      add_bf16("bf16 rope_backward [tokens, 72, 128]", 2 * tensor + table, [&, tokens] {
+        check_kernel(meshsim::kernels::rope_backward_cuda(b16.get(), cs.get(), d16.get(), tokens * heads, heads, d, s),
+                     "rope_backward_cuda (bf16)");
+      });
     }
     add_bf16("bf16 gelu_forward", 2 * big16, [&] {
       check_kernel(meshsim::kernels::gelu_forward_cuda(a16.get(), c16.get(), n, s), "gelu_forward_cuda (bf16)");

@@ -22,7 +22,8 @@ void rotate_row(const float* x, const float* cs, float* y, std::int64_t d, float
 void rotate(const float* x, const float* cs, float* y, std::int64_t rows, std::int64_t heads, std::int64_t d,
             float sign) {
   MESHSIM_ASSERT(rows >= 0 && heads > 0 && d > 0 && d % 2 == 0);
-  detail::for_each_index(rows, [&](std::int64_t r) { rotate_row(x + r * d, cs + (r / heads) * d, y + r * d, d, sign); });
+  detail::for_each_index(rows,
+                         [&](std::int64_t r) { rotate_row(x + r * d, cs + (r / heads) * d, y + r * d, d, sign); });
 }
 
 }  // namespace

@@ -71,8 +71,8 @@ int rope_forward_cuda(const bf16* x, const float* cs, bf16* y, std::int64_t rows
                       void* stream) {
   return rope(x, cs, y, rows, heads, d, 1.f, stream);
 }
-int rope_backward_cuda(const bf16* dy, const float* cs, bf16* dx, std::int64_t rows, std::int64_t heads,
-                       std::int64_t d, void* stream) {
+int rope_backward_cuda(const bf16* dy, const float* cs, bf16* dx, std::int64_t rows, std::int64_t heads, std::int64_t d,
+                       void* stream) {
   return rope(dy, cs, dx, rows, heads, d, -1.f, stream);
 }
 

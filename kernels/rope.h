@@ -25,8 +25,7 @@ namespace meshsim::kernels {
 // sequence), angle base^(-2i/d) per position.
 void rope_table_cpu(float* cs, std::int64_t tokens, std::int64_t d, std::int64_t seq, double base);
 
-void rope_forward_cpu(const float* x, const float* cs, float* y, std::int64_t rows, std::int64_t heads,
-                      std::int64_t d);
+void rope_forward_cpu(const float* x, const float* cs, float* y, std::int64_t rows, std::int64_t heads, std::int64_t d);
 void rope_backward_cpu(const float* dy, const float* cs, float* dx, std::int64_t rows, std::int64_t heads,
                        std::int64_t d);
 

@@ -66,8 +66,8 @@ void check_rope(std::int64_t tokens, std::int64_t heads, std::int64_t d, std::si
 TEST(RopeCuda, ForwardBackwardMatchCpuFloatAndBf16) {
   if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
 #if defined(MESHSIM_HAVE_CUDA)
-  for (const auto& [tokens, heads, d] : {std::array<std::int64_t, 3>{7, 1, 128}, {33, 72, 128}, {16, 5, 64}, {9, 3, 6},
-                                         {4, 2, 10}}) {
+  for (const auto& [tokens, heads, d] :
+       {std::array<std::int64_t, 3>{7, 1, 128}, {33, 72, 128}, {16, 5, 64}, {9, 3, 6}, {4, 2, 10}}) {
     check_rope<float>(tokens, heads, d, 0);
     check_rope<bf16>(tokens, heads, d, 0);
   }

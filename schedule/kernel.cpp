@@ -21,7 +21,8 @@ constexpr EnumName<KernelFn> kKernelFnNames[] = {
     {KernelFn::Dropout, "dropout"},    {KernelFn::DropoutAdd, "dropout_add"},
     {KernelFn::Softmax, "softmax"},    {KernelFn::CrossEntropy, "cross_entropy"},
     {KernelFn::LseMerge, "lse_merge"}, {KernelFn::LayerNorm2d, "layernorm2d"},
-    {KernelFn::AdamW, "adamw"}};
+    {KernelFn::AdamW, "adamw"},        {KernelFn::RmsNorm, "rmsnorm"},
+    {KernelFn::Rope, "rope"}};
 const char* to_string(KernelFn f) { return enum_name(kKernelFnNames, f); }
 
 std::optional<KernelKind> parse_kernel_kind(const std::string& s) { return enum_parse(kKernelKindNames, s); }

@@ -29,6 +29,8 @@ inline constexpr int kKernelKinds = 7;
 // MoE routing). AdamW: the optimizer step over 1 x (parameters updated).
 // LayerNorm2d: the 2D (SUMMA) split, a [rows, cols] block of rows `k` long whose row sums are
 // all-reduced along the mesh row between its two halves (the schedule's separate collective).
+// RmsNorm: LayerNorm without centring or bias (Llama-family models). Rope: rotary position
+// embedding of the queries and keys, rows = tokens x heads of head_dim cols, `k` heads a token.
 enum class KernelFn {
   Pass,
   LayerNorm,
@@ -40,14 +42,17 @@ enum class KernelFn {
   CrossEntropy,
   LseMerge,
   LayerNorm2d,
-  AdamW
+  AdamW,
+  RmsNorm,
+  Rope
 };
 const char* to_string(KernelFn f);                              // "pass", "layernorm", "gelu", "swiglu", "dropout", ...
 std::optional<KernelFn> parse_kernel_fn(const std::string& s);  // inverse of to_string
-inline constexpr int kKernelFns = 11;
+inline constexpr int kKernelFns = 13;
 // A function that runs along rows, whose rate depends on the row length (a profile's
-// row_kernels points): every one but Pass (no function) and AdamW (a flat parameter vector).
-constexpr bool is_row_fn(KernelFn f) { return f != KernelFn::Pass && f != KernelFn::AdamW; }
+// row_kernels points): every one but Pass (no function), AdamW (a flat parameter vector) and
+// Rope (its rows are a head's few elements; it streams like an element-wise map).
+constexpr bool is_row_fn(KernelFn f) { return f != KernelFn::Pass && f != KernelFn::AdamW && f != KernelFn::Rope; }
 
 struct Kernel {
   KernelKind kind = KernelKind::Elementwise;
@@ -55,7 +60,8 @@ struct Kernel {
   double bytes = 0;                  // bytes read + written from device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (C[m,n] = A[m,k] B[k,n]); 0 otherwise
                                      // (attention: m = seq_q, n = seq_kv, k = head_dim;
-                                     //  row kernels: m = rows, n = cols; LayerNorm2d: k = full row)
+                                     //  row kernels: m = rows, n = cols; LayerNorm2d: k = full row;
+                                     //  Rope: k = heads per token)
   int dtype_bytes = 2;
   KernelFn fn = KernelFn::Pass;  // row kernels only
   std::int64_t batch = 0;        // attention: batch x heads (0: no shape)

@@ -308,7 +308,7 @@ double model_state_items(std::vector<MemoryItem>& out, const ModelSpec& m, const
   if (first) state("embedding", table, p.grad_ranks());
   if (last) {
     const bool head_copy = p.pp > 1 || !m.tied_embeddings;
-    state("head", (head_copy ? table : 0) + 2.0 * m.hidden, p.grad_ranks());
+    state("head", (head_copy ? table : 0) + m.norm_params(), p.grad_ranks());
   }
   return held_params;
 }

@@ -223,7 +223,8 @@ TEST(ModelState, ExpertsDividedByEp) {
   p.dp = 8;
   p.ep = 8;
   const double H = 4096, Hkv = 1024, Hi = 14336, E = 8, Lm = 32, Vm = 32000;
-  const double dense = Lm * (H * (H + 2 * Hkv) + H * H + H * E + 4 * H) + 2 * Vm * H + 2 * H;
+  // RMSNorms: two of H weights a layer, one after the last.
+  const double dense = Lm * (H * (H + 2 * Hkv) + H * H + H * E + 2 * H) + 2 * Vm * H + H;
   const double experts = Lm * E * 3 * H * Hi / 8;
   EXPECT_NEAR(rank_memory(m, p, 0).bytes("weights"), 2 * (dense + experts), 4);
   // With tp = 2 as well: by default (etp = tp, Megatron-core's) each of the E/e experts of a

@@ -7,7 +7,7 @@
 //   output proj   h^2           (+ h)
 //   MLP  GeLU     2hf           (+ f + h)       SwiGLU 3hf (+ 2f + h)
 //   MoE           experts x MLP + router h x experts
-//   LayerNorms    2 x 2h
+//   norms         2 x 2h (LayerNorm), 2 x h (RMSNorm)
 // Biases are counted only when ModelSpec::bias is set. For GPT-3 175B this gives
 // 12h^2 + 13h per layer, Megatron's count. Multi-head latent attention (H heads, ranks r_q, r_kv,
 // head dims d_n + d_r for queries and keys, d_v for values) replaces QKV and output projection:
@@ -32,6 +32,15 @@ const char* to_string(FfnKind k) { return enum_name(kFfnKindNames, k); }
 constexpr EnumName<AttentionKind> kAttentionKindNames[] = {{AttentionKind::Plain, "plain"},
                                                            {AttentionKind::Flash, "flash"}};
 const char* to_string(AttentionKind k) { return enum_name(kAttentionKindNames, k); }
+
+constexpr EnumName<NormKind> kNormKindNames[] = {{NormKind::LayerNorm, "layernorm"}, {NormKind::RmsNorm, "rmsnorm"}};
+const char* to_string(NormKind k) { return enum_name(kNormKindNames, k); }
+std::optional<NormKind> parse_norm_kind(const std::string& s) { return enum_parse(kNormKindNames, s); }
+
+constexpr EnumName<PositionKind> kPositionKindNames[] = {{PositionKind::Absolute, "absolute"},
+                                                         {PositionKind::Rope, "rope"}};
+const char* to_string(PositionKind k) { return enum_name(kPositionKindNames, k); }
+std::optional<PositionKind> parse_position_kind(const std::string& s) { return enum_parse(kPositionKindNames, s); }
 
 int ModelSpec::dtype_bytes() const { return meshsim::dtype_bytes(dtype); }
 
@@ -65,13 +74,13 @@ double ModelSpec::params_per_layer() const {
   const double h = hidden;
   const double mlp =
       moe() ? expert_params_per_layer() + h * experts + shared_experts * mlp_params(*this) : mlp_params(*this);
-  const double norms = 2 * 2 * h;
+  const double norms = 2 * norm_params();
   return attention_params() + mlp + norms;
 }
 
 double ModelSpec::embedding_params() const {
   const double table = static_cast<double>(vocab) * hidden;
-  return (tied_embeddings ? table : 2 * table) + 2.0 * hidden;
+  return (tied_embeddings ? table : 2 * table) + norm_params();
 }
 
 double ModelSpec::total_params() const { return layers * params_per_layer() + embedding_params(); }
@@ -161,7 +170,7 @@ ModelSpec gpt(const char* name, int layers, int hidden, int heads) {
   return m;
 }
 
-// Llama-style: SwiGLU, GQA, no biases, untied head, FlashAttention.
+// Llama-style: SwiGLU, GQA, RMSNorm, RoPE, no biases, untied head, FlashAttention.
 ModelSpec llama(const char* name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq) {
   ModelSpec m = gpt(name, layers, hidden, heads);
   m.kv_heads = kv_heads;
@@ -170,6 +179,8 @@ ModelSpec llama(const char* name, int layers, int hidden, int heads, int kv_head
   m.vocab = vocab;
   m.seq = seq;
   m.attention = AttentionKind::Flash;
+  m.norm = NormKind::RmsNorm;
+  m.position = PositionKind::Rope;
   m.bias = false;
   m.tied_embeddings = false;
   return m;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,19 @@ namespace meshsim {
 
 enum class FfnKind { Gelu, SwiGLU };
 enum class AttentionKind { Plain, Flash };
+// The layer's norms: LayerNorm (GPT, BERT, Nemotron; weight and bias) or RMSNorm (Llama,
+// Mixtral, DeepSeek; weight only, no centring).
+enum class NormKind { LayerNorm, RmsNorm };
+// Positions: Absolute (learned or sinusoidal, added once at the embedding; also ALiBi, a bias
+// inside the attention kernel): no kernel in the layer. Rope: rotary embedding of the queries and
+// keys after the QKV projection, a kernel each way (MLA: the qk_rope_head_dim part).
+enum class PositionKind { Absolute, Rope };
 const char* to_string(FfnKind k);
 const char* to_string(AttentionKind k);
+const char* to_string(NormKind k);
+const char* to_string(PositionKind k);
+std::optional<NormKind> parse_norm_kind(const std::string& s);
+std::optional<PositionKind> parse_position_kind(const std::string& s);
 
 struct ModelSpec {
   std::string name = "custom";
@@ -51,12 +63,16 @@ struct ModelSpec {
   int v_head_dim = 0;
   DType dtype = DType::Bf16;
   AttentionKind attention = AttentionKind::Plain;
+  NormKind norm = NormKind::LayerNorm;
+  PositionKind position = PositionKind::Absolute;
   bool bias = true;             // linear-layer biases (GPT, BERT); false for Llama-style models
   bool tied_embeddings = true;  // output projection shares the embedding table
 
   int dtype_bytes() const;  // P
   int head_dim() const { return hidden / heads; }
   int kv_hidden() const { return kv_heads * head_dim(); }  // H_kv
+  // Parameters of one norm: 2h (LayerNorm's weight and bias) or h (RMSNorm's weight).
+  double norm_params() const { return norm == NormKind::RmsNorm ? hidden : 2.0 * hidden; }
   bool moe() const { return experts > 0; }
   bool mla() const { return kv_lora_rank > 0; }
   // MLA's latent width the down projections write: q_lora_rank + kv_lora_rank + qk_rope_head_dim.

@@ -73,9 +73,10 @@ TEST(ModelParams, Gpt3_175bMatchesMegatronCount) {
 TEST(ModelParams, Llama2_70bWithGqaAndSwiGLU) {
   const ModelSpec m = model_preset("llama2-70b");
   const double L = 80, h = 8192, hkv = 1024, f = 28672, V = 32000;
-  const double layer = h * (h + 2 * hkv) + h * h + 3 * h * f + 4 * h;
+  // Two RMSNorms of h weights each (no bias), and the final one.
+  const double layer = h * (h + 2 * hkv) + h * h + 3 * h * f + 2 * h;
   EXPECT_DOUBLE_EQ(m.params_per_layer(), layer);
-  EXPECT_DOUBLE_EQ(m.total_params(), L * layer + 2 * V * h + 2 * h);
+  EXPECT_DOUBLE_EQ(m.total_params(), L * layer + 2 * V * h + h);
   EXPECT_NEAR(m.total_params(), 69e9, 0.01 * 69e9);
 }
 
@@ -119,7 +120,7 @@ TEST(ModelParams, MoeExpertsAndRouter) {
   const ModelSpec m = model_preset("mixtral-8x7b");
   const double h = 4096, hkv = 1024, f = 14336, E = 8;
   EXPECT_DOUBLE_EQ(m.expert_params_per_layer(), E * 3 * h * f);
-  EXPECT_DOUBLE_EQ(m.params_per_layer(), h * (h + 2 * hkv) + h * h + E * 3 * h * f + h * E + 4 * h);
+  EXPECT_DOUBLE_EQ(m.params_per_layer(), h * (h + 2 * hkv) + h * h + E * 3 * h * f + h * E + 2 * h);
   EXPECT_DOUBLE_EQ(model_preset("gpt3-175b").expert_params_per_layer(), 0.0);
 }
 

@@ -494,7 +494,7 @@ struct Planner {
   void epilogue(Emitter& e, int s, DpState& dp) {
     const Bytes emb = static_cast<Bytes>(static_cast<double>(m.vocab) * m.hidden / p.tensor_size()) * P;
     if (s == 0) dp.dense += emb;
-    if (s == p.pp - 1) dp.dense += (p.pp > 1 || !m.tied_embeddings ? emb : 0) + static_cast<Bytes>(2 * m.hidden) * P;
+    if (s == p.pp - 1) dp.dense += (p.pp > 1 || !m.tied_embeddings ? emb : 0) + static_cast<Bytes>(m.norm_params()) * P;
     flush(e, dp, true);
     optimizer(e, dp, s);
   }
@@ -513,7 +513,7 @@ struct Planner {
   }
 
   // Megatron's finalize_model_grads under sp, after the DP reduction: every tp rank holds the
-  // LayerNorm weights and biases (4h per layer) and the row-parallel biases (2h with biases)
+  // norms' weights and biases (4h per layer; 2h with RMSNorm) and the row-parallel biases (2h with biases)
   // whole, but computed their gradients from its 1/t of the tokens, so those gradients are
   // all-reduced over tp, as fp32 main gradients, for all the layers of the stage.
   void sp_grads_allreduce(Emitter& e, int s) {
@@ -522,7 +522,7 @@ struct Planner {
     // MLA's down projections are duplicated over tp too (Megatron-core marks them sequence-parallel).
     const double mla_down =
         m.mla() ? static_cast<double>(m.hidden) * m.mla_latent() + m.q_lora_rank + m.kv_lora_rank : 0.0;
-    const double per_layer = 4.0 * m.hidden + (m.bias ? 2.0 * m.hidden : 0.0) + mla_down;
+    const double per_layer = 2 * m.norm_params() + (m.bias ? 2.0 * m.hidden : 0.0) + mla_down;
     const auto bytes = static_cast<Bytes>(per_layer * layers) * 4;
     e.blocking(collective(Phase::Optimizer, Stream::Tp, CollKind::AllReduce, MeshAxis::tp(), p.tp, bytes,
                           "tp.allreduce.sp_grads", -1, -1));

@@ -119,8 +119,24 @@ class LayerSteps {
     else
       v.push_back(coll("tp.fbar." + where, CollKind::AllReduce, std::nullopt, MeshAxis::tp(), t, act, Stream::Tp));
   }
+  // LayerNorm or RMSNorm: the same bytes (read x, write y); RMSNorm skips the mean and the bias.
   void norm(const std::string& name) {
-    v.push_back(kern(name, KernelKind::Norm, KernelFn::LayerNorm, Tn, h, 8 * Tn * h, 2.0 * P * Tn * h, P));
+    const bool rms = m.norm == NormKind::RmsNorm;
+    v.push_back(kern(name, KernelKind::Norm, rms ? KernelFn::RmsNorm : KernelFn::LayerNorm, Tn, h,
+                     (rms ? 5 : 8) * Tn * h, 2.0 * P * Tn * h, P));
+  }
+  // RoPE on this rank's query and key heads after their projection (Megatron-core's
+  // apply_rotary_pos_emb, TE's fused kernel): `heads` heads a token of width d, read and
+  // written once each way (its backward turns the gradient back; nothing is saved). Not part
+  // of the attention core, so selective recomputation does not redo it.
+  void rope(double heads, double d) {
+    if (m.position != PositionKind::Rope) return;
+    const double rows = T * heads;
+    LayerStep r =
+        kern("attn.rope", KernelKind::Elementwise, KernelFn::Rope, rows, d, 3 * rows * d, 2.0 * P * rows * d, P);
+    r.k.k = dim(heads);
+    r.bwd_bytes = r.k.bytes;
+    v.push_back(r);
   }
   void dropout_residual(const std::string& name) {
     v.push_back(kern(name, KernelKind::Elementwise, KernelFn::DropoutAdd, Tn, h, 3 * Tn * h, 4.0 * P * Tn * h, P));
@@ -132,6 +148,7 @@ class LayerSteps {
     norm("ln1");
     tp_in("attn");
     v.push_back(gemm("attn.qkv", T, h / t + 2 * kv_local, h, P));
+    rope(heads_local + kv_local / hd, hd);
     attention_core();
     v.push_back(gemm("attn.proj", T, h, h / t, P));
     tp_out("attn");
@@ -161,6 +178,7 @@ class LayerSteps {
                      2.0 * P * T * (rq + rkv), P));
     v.push_back(gemm("attn.q_up", T, heads_local * dqk, rq > 0 ? rq : h, P));
     v.push_back(gemm("attn.kv_up", T, heads_local * (m.qk_nope_head_dim + dv), rkv, P));
+    rope(heads_local + 1, dr);  // the queries' RoPE part and the one key part the heads share
     attention_core();
     v.push_back(gemm("attn.proj", T, h, heads_local * dv, P));
     tp_out("attn");

@@ -499,6 +499,54 @@ TEST(Plan, RowKernelsAndAttentionCarryTheShapeTheyRunOn) {
     }
 }
 
+// Llama-family layers (model.norm rmsnorm, model.position rope), by hand on a small GQA model:
+// h 1024, 16 heads of 64, 4 KV heads, seq 512, micro-batch 2, tp 2, bf16: T = 1024 tokens a
+// rank, 8 query and 2 key heads of it a token. RoPE turns 1024 x (8 + 2) rows of 64 once
+// forward and once backward (2 bytes read + 2 written an element each way), after the QKV
+// GEMM; selective recomputation does not redo it; norms are RMSNorm. A GPT layer has neither.
+TEST(Plan, LlamaLayersRunRmsNormAndRopeOnTheirQueryAndKeyHeads) {
+  ModelSpec m = gpt(2, 1024, 16, 512);
+  m.kv_heads = 4;
+  m.attention = AttentionKind::Flash;
+  m.norm = NormKind::RmsNorm;
+  m.position = PositionKind::Rope;
+  ParallelSpec p;
+  p.tp = 2;
+  p.micro_batch_size = 2;
+  p.recompute.mode = RecomputeMode::Selective;
+  const Schedule s = plan_iteration(m, p);
+  std::vector<std::string> fwd_order;
+  std::map<std::string, Kernel> fwd, bwd;
+  int recomputed_rope = 0;
+  for (const Op& op : s.roles[0].ops) {
+    if (op.kind != OpKind::Compute || op.layer != 1 || op.microbatch != 0) continue;
+    if (op.phase == Phase::Forward) fwd_order.push_back(op.name);
+    if (op.phase == Phase::Recompute && op.name.starts_with("attn.rope")) ++recomputed_rope;
+    (op.phase == Phase::Backward ? bwd : fwd)[op.name] = op.kernel;
+  }
+  const Kernel& r = fwd.at("attn.rope");
+  EXPECT_EQ(r.kind, KernelKind::Elementwise);
+  EXPECT_EQ(r.fn, KernelFn::Rope);
+  EXPECT_EQ(r.m, 1024 * 10);
+  EXPECT_EQ(r.n, 64);
+  EXPECT_EQ(r.k, 10);
+  EXPECT_DOUBLE_EQ(r.bytes, 4.0 * 1024 * 10 * 64);
+  EXPECT_DOUBLE_EQ(bwd.at("attn.rope.bwd").bytes, 4.0 * 1024 * 10 * 64);
+  EXPECT_EQ(recomputed_rope, 0);
+  const auto at = [&](const std::string& name) {
+    return std::find(fwd_order.begin(), fwd_order.end(), name) - fwd_order.begin();
+  };
+  EXPECT_EQ(at("attn.rope"), at("attn.qkv") + 1);
+  EXPECT_LT(at("attn.rope"), at("attn.flash"));
+  EXPECT_EQ(fwd.at("ln1").fn, KernelFn::RmsNorm);
+  EXPECT_EQ(bwd.at("ln2.bwd").fn, KernelFn::RmsNorm);
+  EXPECT_DOUBLE_EQ(fwd.at("ln1").bytes, 2.0 * 2 * 1024 * 1024);  // read x, write y: as LayerNorm
+  for (const Op& op : plan_iteration(gpt(2, 1024, 16, 512), p).roles[0].ops) {
+    EXPECT_NE(op.kernel.fn, KernelFn::Rope) << op.name;
+    EXPECT_NE(op.kernel.fn, KernelFn::RmsNorm) << op.name;
+  }
+}
+
 // Megatron's mixed-precision optimizer over N = the parameters this rank updates (all of
 // them, or 1/dp under ZeRO-1) and H = those it holds: grad norm 4N bytes, AdamW 28N bytes
 // and 12N FLOPs, fp32 -> bf16 copy (4 + 2)N bytes, zeroing the fp32 gradients 4H bytes.

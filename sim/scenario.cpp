@@ -130,6 +130,18 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
     else
       r.fail(f, "model.ffn", "'" + t + "' is not gelu or swiglu");
   }
+  if (const YAML::Node& v = n["norm"]) {
+    const std::string t = r.text(v, "model.norm");
+    const std::optional<NormKind> k = parse_norm_kind(t);
+    if (!k) r.fail(v, "model.norm", "'" + t + "' is not layernorm or rmsnorm");
+    m.norm = *k;
+  }
+  if (const YAML::Node& v = n["position"]) {
+    const std::string t = r.text(v, "model.position");
+    const std::optional<PositionKind> k = parse_position_kind(t);
+    if (!k) r.fail(v, "model.position", "'" + t + "' is not absolute or rope");
+    m.position = *k;
+  }
   if (const YAML::Node& a = n["attention"]) {
     const std::string t = r.text(a, "model.attention");
     if (t == "plain")

@@ -50,6 +50,11 @@ constexpr std::array kFields = std::to_array<ScenarioField>({
     {"model", "shared_experts", "integer", "0", "MLPs of ffn_hidden every token runs beside its top_k"},
     {"model", "dtype", "bf16 | fp16 | fp32", "bf16", "the training precision"},
     {"model", "attention", "plain | flash", "plain", "attention kernel: materialized scores or fused flash attention"},
+    {"model", "norm", "layernorm | rmsnorm", "layernorm (Llama-family presets: rmsnorm)",
+     "the layer's norms (rmsnorm: no centring, no bias)"},
+    {"model", "position", "absolute | rope", "absolute (Llama-family presets: rope)",
+     "absolute: added at the embedding (or ALiBi), no kernel in the layer; rope: rotary embedding of queries and "
+     "keys, a kernel each way"},
     {"model", "bias", "true | false", "true", "linear-layer biases (true: GPT; false: Llama-style)"},
     {"model", "tied_embeddings", "true | false", "true", "the output projection shares the embedding table"},
     {"model", "q_lora_rank", "integer", "0", "multi-head latent attention: query compression rank (0: none)"},

@@ -58,11 +58,15 @@ TEST(CudaCalibrate, TimesEveryShapeAndDtypeAndDerivesRatesFromEvents) {
   EXPECT_EQ(api.count("kernel layernorm_bwd 64x256 bf16"), 3);
   EXPECT_EQ(api.count("kernel softmax_bwd 64x256 bf16"), 3);
   EXPECT_EQ(api.count("kernel attention_bwd 2x64x64x32 causal bf16"), 3);
-  // The sweep: the 14 row kernels at each width, over the same 16384 floats, tagged with the
-  // function and pass the compute model looks their rate up by.
-  // Then cross-entropy alone, forward and backward, at the vocabulary width. The loss is timed in
-  // float32, as the step runs it on float32 logits.
-  ASSERT_EQ(m.row_sweep.size(), 2u * 14 + 2);
+  EXPECT_EQ(api.count("kernel rmsnorm_bwd 64x256 bf16"), 3);
+  // RoPE on the same 16384 elements as 16 tokens of 8 heads of 128.
+  EXPECT_EQ(api.count("kernel rope_fwd 16x8x128 bf16"), 3);
+  EXPECT_EQ(api.count("kernel rope_bwd 16x8x128 bf16"), 3);
+  // The sweep: the 16 row kernels at each width (not RoPE: its rows are a head's width), over the same 16384 floats,
+  // tagged with the function and pass the compute model looks their rate up by. Then cross-entropy alone, forward and
+  // backward, at the vocabulary width. The loss is timed in float32, as the step runs it on float32 logits.
+  ASSERT_EQ(m.row_sweep.size(), 2u * 16 + 2);
+  EXPECT_EQ(api.count("kernel rmsnorm_fwd 32x512 bf16"), 3);
   EXPECT_EQ(api.count("kernel layernorm_bwd 128x128 bf16"), 3);
   EXPECT_EQ(api.count("kernel layernorm_bwd 32x512 bf16"), 3);
   EXPECT_EQ(api.count("kernel cross_entropy_fwd 32x512"), 3);

@@ -363,6 +363,14 @@ class RealGpuApi final : public GpuApi {
         return K::layernorm_forward_cuda(act(0), act(1), act(2), act(3), f32(4), f32(5), r, h, 1e-5f, stream);
       case Fn::LayerNormBwd:
         return K::layernorm_backward_cuda(act(0), act(1), act(2), f32(3), f32(4), act(5), f32(6), f32(7), r, h, stream);
+      case Fn::RmsNormFwd:
+        return K::rmsnorm_forward_cuda(act(0), act(1), act(2), f32(3), r, h, 1e-5f, stream);
+      case Fn::RmsNormBwd:
+        return K::rmsnorm_backward_cuda(act(0), act(1), act(2), f32(3), act(4), f32(5), r, h, stream);
+      case Fn::RopeFwd:
+        return K::rope_forward_cuda(act(0), f32(1), act(2), r, c.full, h, stream);
+      case Fn::RopeBwd:
+        return K::rope_backward_cuda(act(0), f32(1), act(2), r, c.full, h, stream);
       case Fn::LayerNorm2dFwd:
         if (int e = K::layernorm2d_stats_cuda(act(0), f32(1), r, h, stream)) return e;
         return K::layernorm2d_apply_cuda(act(0), f32(1), act(2), act(3), act(4), f32(5), f32(6), r, h, c.full, 1e-5f,

@@ -168,7 +168,9 @@ def meshsim_preset(name):
     src = (ROOT / "schedule" / "model.cpp").read_text()
     hdr = (ROOT / "schedule" / "model.h").read_text()
     struct = hdr[hdr.index("struct ModelSpec {"):]
-    spec = dict(re.findall(r"^\s*(?:int|bool)\s+(\w+)\s*=\s*([^;]+);", struct[:struct.index("\n};")], re.M))
+    spec = dict(re.findall(r"^\s*(?:int|bool|NormKind|PositionKind)\s+(\w+)\s*=\s*([^;]+);",
+                           struct[:struct.index("\n};")], re.M))
+    spec = {k: (v.split("::")[1].lower() if "::" in v else v) for k, v in spec.items()}
 
     def value(expr, env):
         expr = expr.strip()
@@ -202,6 +204,8 @@ def test_shapes_are_meshsims_presets(key):
            (p["hidden"], p["heads"], p["kv_heads"], p["ffn_hidden"], p["vocab"])
     assert m["ffn_kind"] == p["ffn"]
     assert (m["bias"], m["tied"]) == (p["bias"] in (True, "true"), p["tied_embeddings"] in (True, "true"))
+    # Learned positions are meshsim's "absolute" (added at the embedding, no kernel in the layer).
+    assert (m["norm"], {"learned": "absolute"}.get(m["positions"], m["positions"])) == (p["norm"], p["position"])
     if key == "gpt3":
         assert m["seq"] == p["seq"] == 2048
     else:  # acceptance step 17 runs the Llama-3 layer at seq 4096, not the preset's 8192

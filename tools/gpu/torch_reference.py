@@ -10,9 +10,11 @@ This runs that step in PyTorch, the layer written here as plain torch.nn modules
   llama3  Llama-3 70B's layer, seq 4096 (--seq-llama; acceptance step 17's): RMSNorm, SwiGLU, 64
           query and 8 KV heads, RoPE (theta 500000), no biases, untied output projection, no dropout
 
-Widths, heads, vocabulary, biases, tying and GeLU/SwiGLU are meshsim's presets (schedule/model.cpp;
-the test checks them); norm, positions and dropout, which meshsim's ModelSpec lacks, are the
-published models'. meshsim's own step runs LayerNorm and a 0.1 dropout-add for both, no RoPE.
+Widths, heads, vocabulary, biases, tying, GeLU/SwiGLU, the norm and the positions are meshsim's
+presets (schedule/model.cpp; the test checks them); dropout, which meshsim's ModelSpec lacks, is
+the published models'. meshsim's own step runs a 0.1 dropout-add for both; since the twenty-fourth
+session it runs the Llama layer with RMSNorm and RoPE, as the presets now say (GPT-3: LayerNorm and
+learned positions, which add no kernel to the layer).
 
 Recipe: PyTorch's usual mixed precision (AMP): fp32 parameters (the master weights), the step under
 torch.autocast(bfloat16) (GEMMs and attention in bf16; norms, softmax, loss in fp32), gradients
@@ -58,7 +60,7 @@ KINDS = ("gemm", "attention", "norm", "elementwise", "softmax", "optimizer", "me
 ROPE_THETA = 500000.0  # Llama 3
 MESHSIM_DIFFERS = {
     "gpt3": "meshsim runs attention unfused (scores GEMM, softmax, dropout, PV GEMM), PyTorch through SDPA",
-    "llama3": "meshsim runs LayerNorm (not RMSNorm), a 0.1 dropout-add on both residuals, and no RoPE",
+    "llama3": "meshsim runs a 0.1 dropout-add on both residuals (Llama has no dropout)",
 }
 
 
