@@ -273,8 +273,14 @@ std::string training_summary_text(const TrainingResult& r) {
       m.mla() ? fmt::format("latent attention: q/kv latents {}/{}, q/k heads {}+{}, v heads {}", m.q_lora_rank,
                             m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim)
               : fmt::format("{} kv", m.kv_heads);
-  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({}), ffn {} {}, seq {}, vocab {}{}, {} params\n",
-                   m.name, m.layers, m.hidden, m.heads, attention, m.ffn_hidden, to_string(m.ffn), m.seq, m.vocab,
+  // The norm and the positions when they are not GPT's (LayerNorm, absolute): each adds its
+  // kernels to the layer (docs/math.md section 4.4).
+  std::string layer_kind;
+  if (m.norm != NormKind::LayerNorm) layer_kind += fmt::format(", {}", to_string(m.norm));
+  if (m.position != PositionKind::Absolute) layer_kind += fmt::format(", {}", to_string(m.position));
+  o << fmt::format("  model      {}: {} layers, h {}, {} heads ({}), ffn {} {}{}, seq {}, vocab {}{}, {} params\n",
+                   m.name, m.layers, m.hidden, m.heads, attention, m.ffn_hidden, to_string(m.ffn), layer_kind, m.seq,
+                   m.vocab,
                    m.moe() ? fmt::format(", {} experts top-{}{}", m.experts, m.top_k,
                                          m.shared_experts > 0 ? fmt::format(" + {} shared", m.shared_experts) : "")
                            : "",
