@@ -251,17 +251,43 @@ class LayerSteps {
     tp_out("mlp");
   }
 
+  // Megatron-core's token permutation around the experts (moe_utils.py permute/unpermute, TE's
+  // fused moe_permute): a memory-bound pass each way, no FLOPs worth counting.
+  //   moe.permute    gathers each of `tokens` tokens into its top_k experts' rows: reads
+  //                  tokens x h, writes tokens x top_k x h; its backward sums them back.
+  //   moe.unpermute  the experts' rows back into token order, weighted by the router's
+  //                  probabilities: reads tokens x top_k x h, writes tokens x h; its backward
+  //                  also reads the experts' rows again for the probabilities' gradient.
+  //   moe.sort_chunks / moe.unsort_chunks (expert parallel with more than one local expert):
+  //                  the received tokens regrouped by local expert after the dispatch and back
+  //                  before the combine, rows x h read and written.
+  void token_pass(const std::string& name, double fwd_bytes, double bwd_bytes) {
+    LayerStep s = kern(name, KernelKind::Elementwise, KernelFn::Pass, 0, 0, 0, fwd_bytes, P);
+    s.bwd_bytes = bwd_bytes;
+    v.push_back(s);
+  }
+  void permute(double tokens) {
+    const double in = tokens * h, out = tokens * m.top_k * h;
+    token_pass("moe.permute", P * (in + out), P * (in + out));
+  }
+  void unpermute(double tokens) {
+    const double in = tokens * m.top_k * h, out = tokens * h;
+    token_pass("moe.unpermute", P * (in + out), P * (out + 2 * in));
+  }
+
   // Every rank holds every expert, split over tp like a dense MLP.
   void replicated_experts() {
     tp_in("moe");
     v.push_back(gemm("moe.router", T, m.experts, h, P));
     v.push_back(
         kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, T * m.experts, 2.0 * P * T * m.experts, P));
+    permute(T);
     const double routed = T * m.top_k;
     v.push_back(gemm("moe.fc1", routed, up / t, h, P));
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / t, 8 * routed * ffn / t,
                      act_bytes_per * P * routed * ffn / t, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / t, P));
+    unpermute(T);
     shared_experts(T, t);
     tp_out("moe");
   }
@@ -291,6 +317,7 @@ class LayerSteps {
     v.push_back(
         kern("moe.topk", KernelKind::Elementwise, KernelFn::Pass, 0, 0, Te * m.experts, 2.0 * P * Te * m.experts, P));
     shared_experts(Te, 1);
+    permute(Te);
     LayerStep d = coll("ep.dispatch", CollKind::AllToAll, CollKind::AllToAll, p.ep_axis(), p.ep, a2a, Stream::Ep);
     d.imbalance = p.ep_imbalance;
     v.push_back(d);
@@ -300,16 +327,20 @@ class LayerSteps {
     if (et > 1)
       v.push_back(coll("tp.gather.experts", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), et, gathered,
                        Stream::Tp));
+    const bool sort = m.experts / p.ep > 1;  // the received tokens come grouped by source rank
+    if (sort) token_pass("moe.sort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
     v.push_back(gemm("moe.fc1", routed, up / et, h, P));
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / et, 8 * routed * ffn / et,
                      act_bytes_per * P * routed * ffn / et, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / et, P));
+    if (sort) token_pass("moe.unsort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
     if (et > 1)
       v.push_back(coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, MeshAxis::tp(), et, gathered,
                        Stream::Tp));
     LayerStep cmb = d;
     cmb.name = "ep.combine";
     v.push_back(cmb);
+    unpermute(Te);
     if (t > 1 && !p.sp)  // restore the tp-replicated activation
       v.push_back(
           coll("tp.gather.moe", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), t, act, Stream::Tp));

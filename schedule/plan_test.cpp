@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/test_util.h"
@@ -323,6 +324,60 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
 
+// Megatron-core's token permutation around the experts (docs/math.md section 8), by hand on 8
+// experts, top-2, b 1, s 512, h 1024, bf16 (P = 2):
+// - ep 4 over dp 4: 2 experts a rank, so the received tokens are sorted by local expert after
+//   the dispatch and back before the combine. moe.permute reads 512 x h and writes 2 x 512 x h;
+//   moe.sort_chunks and moe.unsort_chunks read and write the 2 x 512 x h received rows;
+//   moe.unpermute reads the 1024 rows back and writes 512. The backward of each moves the
+//   same, but unpermute's also reads the experts' rows again (the probabilities' gradient).
+// - ep 1, tp 1 (every expert here): permute and unpermute only, on the same bytes.
+// - ep 8 (one expert a rank): nothing to sort.
+TEST(Plan, ExpertTokensArePermutedAroundTheExperts) {
+  ModelSpec m = gpt(2, 1024, 16, 512);
+  m.experts = 8;
+  m.top_k = 2;
+  const double T = 512, h = 1024, k = 2, P = 2;
+  auto layer0 = [&](const ParallelSpec& p) {
+    std::map<std::string, double> fwd, bwd;
+    std::vector<std::string> order;
+    const Schedule s = plan_iteration(m, p);
+    for (const Op& op : s.roles[0].ops)
+      if (op.layer == 0 && op.microbatch == 0) {
+        if (op.phase == Phase::Forward) order.push_back(op.name);
+        if (op.kind == OpKind::Compute) (op.phase == Phase::Backward ? bwd : fwd)[op.name] = op.kernel.bytes;
+      }
+    return std::tuple{fwd, bwd, order};
+  };
+  ParallelSpec ep;
+  ep.dp = 4;
+  ep.ep = 4;
+  const auto [fwd, bwd, order] = layer0(ep);
+  EXPECT_DOUBLE_EQ(fwd.at("moe.permute"), P * (T * h + T * k * h));
+  EXPECT_DOUBLE_EQ(bwd.at("moe.permute.bwd"), P * (T * h + T * k * h));
+  EXPECT_DOUBLE_EQ(fwd.at("moe.sort_chunks"), 2 * P * T * k * h);
+  EXPECT_DOUBLE_EQ(fwd.at("moe.unsort_chunks"), 2 * P * T * k * h);
+  EXPECT_DOUBLE_EQ(bwd.at("moe.unsort_chunks.bwd"), 2 * P * T * k * h);
+  EXPECT_DOUBLE_EQ(fwd.at("moe.unpermute"), P * (T * k * h + T * h));
+  EXPECT_DOUBLE_EQ(bwd.at("moe.unpermute.bwd"), P * (2 * T * k * h + T * h));
+  const auto at = [&](const std::string& name) { return std::find(order.begin(), order.end(), name) - order.begin(); };
+  EXPECT_LT(at("moe.permute"), at("ep.dispatch"));
+  EXPECT_LT(at("ep.dispatch"), at("moe.sort_chunks"));
+  EXPECT_LT(at("moe.sort_chunks"), at("moe.fc1"));
+  EXPECT_LT(at("moe.fc2"), at("moe.unsort_chunks"));
+  EXPECT_LT(at("moe.unsort_chunks"), at("ep.combine"));
+  EXPECT_LT(at("ep.combine"), at("moe.unpermute"));
+
+  const auto [rfwd, rbwd, rorder] = layer0(ParallelSpec{});
+  EXPECT_DOUBLE_EQ(rfwd.at("moe.permute"), P * (T * h + T * k * h));
+  EXPECT_DOUBLE_EQ(rfwd.at("moe.unpermute"), P * (T * k * h + T * h));
+  EXPECT_EQ(rfwd.count("moe.sort_chunks"), 0u);
+
+  ep.dp = 8;
+  ep.ep = 8;
+  EXPECT_EQ(std::get<0>(layer0(ep)).count("moe.sort_chunks"), 0u);
+}
+
 // Expert tensor parallel (docs/math.md section 8), by hand on 8 experts, top-2, b 1, s 512,
 // h 1024, dp 4 x tp 2 with sp:
 // - etp = tp = 2 (the default) with ep 2 out of dp: each rank dispatches its s/t = 256 tokens
@@ -541,7 +596,8 @@ TEST(Plan, LlamaLayersRunRmsNormAndRopeOnTheirQueryAndKeyHeads) {
   EXPECT_EQ(fwd.at("ln1").fn, KernelFn::RmsNorm);
   EXPECT_EQ(bwd.at("ln2.bwd").fn, KernelFn::RmsNorm);
   EXPECT_DOUBLE_EQ(fwd.at("ln1").bytes, 2.0 * 2 * 1024 * 1024);  // read x, write y: as LayerNorm
-  for (const Op& op : plan_iteration(gpt(2, 1024, 16, 512), p).roles[0].ops) {
+  const Schedule gpt_layers = plan_iteration(gpt(2, 1024, 16, 512), p);
+  for (const Op& op : gpt_layers.roles[0].ops) {
     EXPECT_NE(op.kernel.fn, KernelFn::Rope) << op.name;
     EXPECT_NE(op.kernel.fn, KernelFn::RmsNorm) << op.name;
   }

@@ -320,7 +320,7 @@ TEST(ScheduleSim, OpsInFlightShareTheLinksAtFlowFidelity) {
   auto scenario = [](Fidelity f, bool share) {
     ScenarioNode n = ScenarioNode::parse(
         "name: moe\nmodel: {preset: mixtral-8x7b, layers: 4}\n"
-        "parallel: {dp: 8, ep: 8, ep_imbalance: 1.3, micro_batch_size: 2, microbatches: 1, zero: 1}\n"
+        "parallel: {dp: 8, ep: 8, ep_imbalance: 1.3, micro_batch_size: 2, microbatches: 1, zero: 0}\n"
         "topology: dgx-h100\n",
         "test");
     n.set(std::string("run.fidelity=") + to_string(f));
