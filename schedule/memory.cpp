@@ -190,7 +190,13 @@ std::vector<MemoryItem> layer_activation_items(const ModelSpec& m, const Paralle
     return v;
   }
   v = m.attention == AttentionKind::Flash ? flash_items(m, x) : plain_items(m, x, mode != RecomputeMode::Selective);
-  if (m.moe()) add(v, x, "moe.router_probs", 4, "sb*experts", x.s * x.b * m.experts, x.tsp);
+  if (m.moe()) {
+    add(v, x, "moe.router_probs", 4, "sb*experts", x.s * x.b * m.experts, x.tsp);
+    // The unpermute's input (docs/math.md section 8): the experts' rows of this rank's tokens,
+    // back from the combine, which it saves for the router probabilities' gradient. With ep > 1
+    // a rank routes its 1/t share of the tokens; without, each tp rank unpermutes them all.
+    add(v, x, "moe.unpermute_input", x.P, "sbh", x.s * x.b * x.h, p.ep > 1 ? x.t : 1, m.top_k);
+  }
   if (m.shared_experts > 0) {
     // The shared experts: one MLP of shared_experts x ffn_hidden on every token, split over t
     // like a dense MLP (their input is the router's, already counted).
