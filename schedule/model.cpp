@@ -146,6 +146,13 @@ void validate_model(const ModelSpec& m, const std::string& field) {
     throw Error(fmt::format("{}.shared_experts: {} must be 0..64, and above 0 only with experts > 0 (a MoE model)",
                             field, m.shared_experts));
   validate_mla(m, field);
+  // RoPE turns pairs of a head's elements: the width it turns must be even.
+  if (const int d = m.mla() ? m.qk_rope_head_dim : m.head_dim(); m.position == PositionKind::Rope && d % 2 != 0)
+    throw Error(
+        fmt::format("{}.position: rope turns pairs of elements, but the {} is {} (odd); choose {} so that "
+                    "it is even, or set position: absolute",
+                    field, m.mla() ? "RoPE head width qk_rope_head_dim" : "head width hidden/heads", d,
+                    m.mla() ? "qk_rope_head_dim" : "heads"));
   if (m.mla() && m.attention != AttentionKind::Flash)
     throw Error(
         fmt::format("{}.attention: multi-head latent attention runs as flash attention here; set attention: "
