@@ -38,6 +38,10 @@ struct LayerStep {
   // A Coll step whose all-gathers move other bytes than `bytes` (an FP8 GEMM's input, gathered
   // in FP8); 0: bytes.
   Bytes gather_bytes = 0;
+  // A tp Coll step TE's userbuffers may pipeline with its GEMM (ub_overlap): those of the
+  // attention's and the dense MLP's linear layers. The MoE dispatcher's gather and scatter of the
+  // routed tokens over tp are plain NCCL collectives.
+  bool userbuffers = true;
 };
 
 LayerStep gemm(const std::string& name, double m, double n, double k, int P, bool core = false) {
@@ -324,9 +328,11 @@ class LayerSteps {
     const int et = p.expert_tp();
     const double routed = Te * m.top_k * p.ep_imbalance * et;  // tokens at the busiest expert rank
     const Bytes gathered = static_cast<Bytes>(routed * h) * P;
-    if (et > 1)
+    if (et > 1) {
       v.push_back(coll("tp.gather.experts", CollKind::AllGather, CollKind::ReduceScatter, MeshAxis::tp(), et, gathered,
                        Stream::Tp));
+      v.back().userbuffers = false;
+    }
     const bool sort = m.experts / p.ep > 1;  // the received tokens come grouped by source rank
     if (sort) token_pass("moe.sort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
     v.push_back(gemm("moe.fc1", routed, up / et, h, P));
@@ -334,9 +340,11 @@ class LayerSteps {
                      act_bytes_per * P * routed * ffn / et, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / et, P));
     if (sort) token_pass("moe.unsort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
-    if (et > 1)
+    if (et > 1) {
       v.push_back(coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, MeshAxis::tp(), et, gathered,
                        Stream::Tp));
+      v.back().userbuffers = false;
+    }
     LayerStep cmb = d;
     cmb.name = "ep.combine";
     v.push_back(cmb);
@@ -632,7 +640,7 @@ void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const LayerStep& s = steps[i];
     const LayerStep* next = i + 1 < steps.size() ? &steps[i + 1] : nullptr;
-    const bool tp_coll = s.type == LayerStep::Type::Coll && s.axis == MeshAxis::tp() && s.fwd;
+    const bool tp_coll = s.type == LayerStep::Type::Coll && s.axis == MeshAxis::tp() && s.fwd && s.userbuffers;
     if (ub && tp_coll && *s.fwd == CollKind::AllGather && next && next->type == LayerStep::Type::Gemm) {
       emit_gathered_gemm(c, e, make_op(phase, s, CollKind::AllGather, layer, mb), next->k, phase, next->name, layer,
                          mb);
@@ -640,7 +648,7 @@ void layer_forward(const Ctx& c, Emitter& e, int layer, int mb, Phase phase) {
       continue;
     }
     const bool rs_next = next && next->type == LayerStep::Type::Coll && next->axis == MeshAxis::tp() && next->fwd &&
-                         *next->fwd == CollKind::ReduceScatter;
+                         *next->fwd == CollKind::ReduceScatter && next->userbuffers;
     if (ub && s.type == LayerStep::Type::Gemm && rs_next) {
       emit_scattered_gemm(c, e, make_op(phase, *next, CollKind::ReduceScatter, layer, mb), s.k, phase, s.name, layer,
                           mb);
@@ -679,8 +687,8 @@ void layer_backward(const Ctx& c, Emitter& e, int layer, int mb) {
   if (c.p.recompute.mode == RecomputeMode::Ops) recompute_ops(c, e, steps, layer, mb);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const auto next = std::next(it);
-    if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == MeshAxis::tp() && it->bwd &&
-        *it->bwd == CollKind::AllGather && next != steps.rend() && next->type == LayerStep::Type::Gemm) {
+    if (ub_overlap(c) && it->type == LayerStep::Type::Coll && it->axis == MeshAxis::tp() && it->userbuffers &&
+        it->bwd && *it->bwd == CollKind::AllGather && next != steps.rend() && next->type == LayerStep::Type::Gemm) {
       emit_gathered_gemm(c, e, make_op(Phase::Backward, *it, CollKind::AllGather, layer, mb), dgrad_of(next->k),
                          Phase::Backward, next->name + ".dgrad", layer, mb);
       e.compute(Phase::Backward, next->name + ".wgrad", layer, mb, wgrad_of(next->k));

@@ -324,6 +324,35 @@ TEST(Plan, ExpertParallelVersusTensorParallelBytes) {
   EXPECT_DOUBLE_EQ(ar, 4 * B * S * h);
 }
 
+// TE's userbuffers pipeline the tp collectives of the attention's and the dense MLP's linear
+// layers with their GEMMs, not the MoE dispatcher's gather and scatter of the routed tokens over
+// tp (etp = tp = 2, one expert a rank so no sort sits between them and the expert GEMMs): those
+// stay whole NCCL collectives, and moe.fc1/fc2 one GEMM each, forward and backward.
+TEST(Plan, UserbuffersPipelineDenseLinearLayersNotTheExpertGathers) {
+  ModelSpec m = gpt(2, 1024, 16, 512);
+  m.experts = 4;
+  m.top_k = 2;
+  ParallelSpec p;
+  p.tp = 2;
+  p.sp = true;
+  p.dp = 4;
+  p.ep = 4;
+  p.stack = training_stack("megatron-te");
+  const Schedule s = plan_iteration(m, p);
+  std::map<std::string, int> parts;
+  for (const Op& op : s.roles[0].ops) {
+    if (op.layer != 0 || op.microbatch != 0) continue;
+    ++parts[op.name + (op.phase == Phase::Backward ? ".bwd_phase" : "")];
+    if (op.name == "tp.gather.experts" || op.name == "tp.scatter.experts") EXPECT_FALSE(op.holds_no_sms) << op.name;
+  }
+  EXPECT_EQ(parts["attn.qkv"], 2);  // pipelined: a ring-exchange all-gather under its rows
+  EXPECT_EQ(parts["moe.fc1"], 1);
+  EXPECT_EQ(parts["moe.fc2"], 1);
+  EXPECT_EQ(parts["moe.fc2.dgrad.bwd_phase"], 1);
+  EXPECT_EQ(parts["tp.gather.experts"], 1);
+  EXPECT_EQ(parts["tp.scatter.experts"], 1);
+}
+
 // Megatron-core's token permutation around the experts (docs/math.md section 8), by hand on 8
 // experts, top-2, b 1, s 512, h 1024, bf16 (P = 2):
 // - ep 4 over dp 4: 2 experts a rank, so the received tokens are sorted by local expert after
