@@ -674,11 +674,11 @@ TEST(Reports, TraceHasTimedSlicesPerStage) {
   EXPECT_GT(slices, 0);
 }
 
-// The MoE example's layout on one DGX H100: its expert all-to-alls and DP all-reduce
+// The MoE example's layout on one DGX H100 (ZeRO-0): its expert all-to-alls and DP all-reduce
 // overlap on the NVSwitch ports, so at flow fidelity the ops share links.
 const char* kMoeFlow = R"(name: moe-flow
 model: {preset: mixtral-8x7b, layers: 4}
-parallel: {dp: 8, ep: 8, ep_imbalance: 1.3, micro_batch_size: 2, microbatches: 1, zero: 1}
+parallel: {dp: 8, ep: 8, ep_imbalance: 1.3, micro_batch_size: 2, microbatches: 1, zero: 0}
 topology: dgx-h100
 run: {fidelity: flow}
 )";
