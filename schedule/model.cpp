@@ -28,10 +28,12 @@ namespace meshsim {
 
 constexpr EnumName<FfnKind> kFfnKindNames[] = {{FfnKind::Gelu, "gelu"}, {FfnKind::SwiGLU, "swiglu"}};
 const char* to_string(FfnKind k) { return enum_name(kFfnKindNames, k); }
+std::optional<FfnKind> parse_ffn_kind(const std::string& s) { return enum_parse(kFfnKindNames, s); }
 
 constexpr EnumName<AttentionKind> kAttentionKindNames[] = {{AttentionKind::Plain, "plain"},
                                                            {AttentionKind::Flash, "flash"}};
 const char* to_string(AttentionKind k) { return enum_name(kAttentionKindNames, k); }
+std::optional<AttentionKind> parse_attention_kind(const std::string& s) { return enum_parse(kAttentionKindNames, s); }
 
 constexpr EnumName<NormKind> kNormKindNames[] = {{NormKind::LayerNorm, "layernorm"}, {NormKind::RmsNorm, "rmsnorm"}};
 const char* to_string(NormKind k) { return enum_name(kNormKindNames, k); }

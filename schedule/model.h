@@ -33,6 +33,8 @@ const char* to_string(FfnKind k);
 const char* to_string(AttentionKind k);
 const char* to_string(NormKind k);
 const char* to_string(PositionKind k);
+std::optional<FfnKind> parse_ffn_kind(const std::string& s);
+std::optional<AttentionKind> parse_attention_kind(const std::string& s);
 std::optional<NormKind> parse_norm_kind(const std::string& s);
 std::optional<PositionKind> parse_position_kind(const std::string& s);
 

@@ -333,13 +333,16 @@ class LayerSteps {
                        Stream::Tp));
       v.back().userbuffers = false;
     }
-    const bool sort = m.experts / p.ep > 1;  // the received tokens come grouped by source rank
-    if (sort) token_pass("moe.sort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
+    // The received tokens come grouped by source rank: with several local experts they are
+    // regrouped by expert, their rows read and written, and back after the experts.
+    const bool sort = m.experts / p.ep > 1;
+    const double sorted = 2.0 * static_cast<double>(gathered);
+    if (sort) token_pass("moe.sort_chunks", sorted, sorted);
     v.push_back(gemm("moe.fc1", routed, up / et, h, P));
     v.push_back(kern("moe.act", KernelKind::Elementwise, act_fn, routed, ffn / et, 8 * routed * ffn / et,
                      act_bytes_per * P * routed * ffn / et, P));
     v.push_back(gemm("moe.fc2", routed, h, ffn / et, P));
-    if (sort) token_pass("moe.unsort_chunks", 2.0 * static_cast<double>(gathered), 2.0 * static_cast<double>(gathered));
+    if (sort) token_pass("moe.unsort_chunks", sorted, sorted);
     if (et > 1) {
       v.push_back(coll("tp.scatter.experts", CollKind::ReduceScatter, CollKind::AllGather, MeshAxis::tp(), et, gathered,
                        Stream::Tp));

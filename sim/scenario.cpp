@@ -121,36 +121,19 @@ ModelSpec resolve_model(const YamlReader& r, const YAML::Node& n) {
   else if (!n["preset"])
     m.name = "custom";
   if (n["heads"] && !n["kv_heads"] && !n["preset"]) m.kv_heads = m.heads;
-  if (const YAML::Node& f = n["ffn"]) {
-    const std::string t = r.text(f, "model.ffn");
-    if (t == "gelu")
-      m.ffn = FfnKind::Gelu;
-    else if (t == "swiglu")
-      m.ffn = FfnKind::SwiGLU;
-    else
-      r.fail(f, "model.ffn", "'" + t + "' is not gelu or swiglu");
-  }
-  if (const YAML::Node& v = n["norm"]) {
-    const std::string t = r.text(v, "model.norm");
-    const std::optional<NormKind> k = parse_norm_kind(t);
-    if (!k) r.fail(v, "model.norm", "'" + t + "' is not layernorm or rmsnorm");
-    m.norm = *k;
-  }
-  if (const YAML::Node& v = n["position"]) {
-    const std::string t = r.text(v, "model.position");
-    const std::optional<PositionKind> k = parse_position_kind(t);
-    if (!k) r.fail(v, "model.position", "'" + t + "' is not absolute or rope");
-    m.position = *k;
-  }
-  if (const YAML::Node& a = n["attention"]) {
-    const std::string t = r.text(a, "model.attention");
-    if (t == "plain")
-      m.attention = AttentionKind::Plain;
-    else if (t == "flash")
-      m.attention = AttentionKind::Flash;
-    else
-      r.fail(a, "model.attention", "'" + t + "' is not plain or flash");
-  }
+  // The model's kinds: each a name out of its two, or one error naming them.
+  auto kind = [&](const char* key, auto parse, const char* choices, auto& out) {
+    const YAML::Node& v = n[key];
+    if (!v) return;
+    const std::string field = std::string("model.") + key, t = r.text(v, field);
+    const auto k = parse(t);
+    if (!k) r.fail(v, field, "'" + t + "' is not " + choices);
+    out = *k;
+  };
+  kind("ffn", parse_ffn_kind, "gelu or swiglu", m.ffn);
+  kind("norm", parse_norm_kind, "layernorm or rmsnorm", m.norm);
+  kind("position", parse_position_kind, "absolute or rope", m.position);
+  kind("attention", parse_attention_kind, "plain or flash", m.attention);
   if (const YAML::Node& d = n["dtype"]) {
     const std::string t = r.text(d, "model.dtype");
     const std::optional<DType> dtype = parse_dtype(t);
