@@ -72,7 +72,7 @@ FlowSimResult flow_of(const Topology& topo, Router& router, const Algorithm& a,
   if (concurrent > kMaxFlowConcurrent)
     throw Error(
         fmt::format("{}: {} on {} ranks keeps {:.3g} messages in flight at once, beyond "
-                    "meshsim's limit of {:.3g} (minutes of work and GBs of memory); use {} "
+                    "meshsim's limit of {:.3g} (about 600 bytes of memory each); use {} "
                     "or nccl, or fewer ranks",
                     flag("fidelity", "flow"), a.name, specs.front().ranks * static_cast<double>(specs.size()),
                     concurrent, kMaxFlowConcurrent, flag("fidelity", "formula")));

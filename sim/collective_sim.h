@@ -142,10 +142,10 @@ struct CollectiveOutcome {
 // 4096-rank ring all-reduce is 3.4e7 and runs in about 12 s on one core.
 inline constexpr double kMaxFlowRankSteps = 2e8;
 // The most messages a flow run keeps in flight at once (ranks x a step's sends, over every
-// group): max-min sharing re-solves them together. On one switch a 1000-rank all-to-all (1e6
-// at once) runs in seconds; on DGX nodes, where they share NICs, a 256-rank one (6.5e4) takes
-// 6 s and a 1024-rank one minutes; a 4096-rank one (1.7e7) took 6.8 GB. A ring has one send
-// per rank.
+// group): each is a flow with its route, event and share of the max-min records, about 600
+// bytes. A 1024-rank all-to-all on a fat-tree (1e6 at once) takes 7 s and 600 MB since the
+// solver resumes its records (sim/flow_network.h); a 4096-rank one (1.7e7) took 6.8 GB before.
+// A ring has one send per rank.
 inline constexpr double kMaxFlowConcurrent = 2e6;
 
 // `auto` at flow fidelity also times, under contention, the closed forms' three favourites

@@ -12,15 +12,18 @@ namespace {
 constexpr std::uint32_t kDrain = 1;
 }
 
-FlowNetwork::FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener)
+FlowNetwork::FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows)
     : engine_(engine),
       listener_(listener),
       solver_(static_cast<int>(topo.links().size())),
       on_link_(topo.links().size()),
+      live_(topo.links().size(), 0),
       link_mark_(topo.links().size(), 0),
       is_dirty_(topo.links().size(), 0),
       stats_(topo.links().size()),
-      segment_since_(topo.links().size()) {
+      segment_since_(topo.links().size()),
+      record_flows_(record_flows),
+      history_(topo.links().size()) {
   for (std::size_t l = 0; l < topo.links().size(); ++l)
     solver_.set_capacity(static_cast<int>(l), topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps());
   engine_.add_handler(this);
@@ -37,7 +40,7 @@ void FlowNetwork::mark_dirty(std::span<const int> links) {
 
 void FlowNetwork::set_link_count(int link, int count, Time now) {
   // Called with the new number of flows on `link`, before the change is applied.
-  const int before = static_cast<int>(on_link_[link].size());
+  const int before = live_[link];
   if (before > 0 && record_ && now > segment_since_[link])
     intervals_.push_back({link, segment_since_[link], now, before});
   segment_since_[link] = now;
@@ -45,7 +48,7 @@ void FlowNetwork::set_link_count(int link, int count, Time now) {
 }
 
 void FlowNetwork::shift(Time delta) {
-  MESHSIM_ASSERT(!record_ && dirty_.empty());
+  MESHSIM_ASSERT(!record_ && dirty_.empty() && drained_records_.empty());
   for (Flow& f : flows_)
     if (f.active) f.last += delta;
 }
@@ -73,10 +76,12 @@ void FlowNetwork::start(std::span<const int> links, Bytes bytes, std::uint64_t t
   f.active = true;
   f.fresh = true;
   ++f.version;
+  ++f.gen;
   ++active_;
   for (int l : links) {
-    set_link_count(l, static_cast<int>(on_link_[l].size()) + 1, now);
-    on_link_[l].push_back(id);
+    set_link_count(l, live_[l] + 1, now);
+    on_link_[l].push_back({id, f.gen});
+    ++live_[l];
     stats_[l].bytes += static_cast<double>(bytes);
   }
   if (links.empty()) {
@@ -85,18 +90,18 @@ void FlowNetwork::start(std::span<const int> links, Bytes bytes, std::uint64_t t
     f.fresh = false;
     return;
   }
+  started_ = true;
   mark_dirty(links);
 }
 
 void FlowNetwork::remove_from_links(std::uint32_t id) {
+  // Called with the flow already inactive: its entries are stale from here.
   const Time now = engine_.now();
   for (int l : flows_[id].links) {
+    set_link_count(l, live_[l] - 1, now);
     auto& v = on_link_[l];
-    set_link_count(l, static_cast<int>(v.size()) - 1, now);
-    auto it = std::find(v.begin(), v.end(), id);
-    MESHSIM_ASSERT(it != v.end());
-    *it = v.back();
-    v.pop_back();
+    if (--live_[l] * 2 < static_cast<int>(v.size()) && v.size() > 8)
+      std::erase_if(v, [&](OnLink e) { return !current(e); });
   }
 }
 
@@ -110,19 +115,164 @@ void FlowNetwork::handle(const Event& e) {
   ++f.version;
   --active_;
   remove_from_links(id);
-  mark_dirty(f.links);
+  if (f.record >= 0) {
+    // Its record is resumed at the end of the instant (or, if flows start in it, its
+    // component solved again from these links).
+    Record& rec = records_[static_cast<std::size_t>(f.record)];
+    if (rec.resume_from < 0) {
+      drained_records_.push_back(f.record);
+      rec.resume_from = f.round;
+    }
+    rec.resume_from = std::min(rec.resume_from, f.round);
+    rec.drained.push_back(f.links);
+    leave_record(id);
+  } else {
+    mark_dirty(f.links);
+  }
   free_.push_back(id);
   listener_.flow_drained(f.tag, engine_.now());
 }
 
 void FlowNetwork::end_of_instant(Time now) {
-  if (dirty_.empty()) return;
+  if (dirty_.empty() && drained_records_.empty()) return;
+  // Flows started: a record's leavers may share links with them, so their components are
+  // found and solved in full like the rest.
+  for (int r : drained_records_) {
+    Record& rec = records_[static_cast<std::size_t>(r)];
+    if (started_)
+      for (std::span<const int> links : rec.drained) mark_dirty(links);
+    else if (rec.live > 0)
+      resume(r, now);
+    rec.resume_from = -1;
+    rec.drained.clear();
+  }
   ++epoch_;
   for (int l : dirty_) {
     if (link_mark_[l] != epoch_) solve_component(static_cast<std::uint32_t>(l), now);
   }
   for (int l : dirty_) is_dirty_[l] = 0;
   dirty_.clear();
+  for (int r : drained_records_) release_if_empty(r);
+  drained_records_.clear();
+  started_ = false;
+}
+
+int FlowNetwork::new_record() {
+  if (free_records_.empty()) {
+    records_.emplace_back();
+    return static_cast<int>(records_.size()) - 1;
+  }
+  const int r = free_records_.back();
+  free_records_.pop_back();
+  return r;
+}
+
+void FlowNetwork::release_if_empty(int r) {
+  Record& rec = records_[static_cast<std::size_t>(r)];
+  if (rec.live > 0 || rec.resume_from >= 0 || rec.round_begin.empty()) return;  // in use, pending or free
+  rec = Record{};
+  free_records_.push_back(r);
+}
+
+void FlowNetwork::leave_record(std::uint32_t id) {
+  Flow& f = flows_[id];
+  if (f.record < 0) return;
+  const int r = f.record;
+  f.record = -1;
+  --records_[static_cast<std::size_t>(r)].live;
+  release_if_empty(r);
+}
+
+void FlowNetwork::keep(int r, const FillLog& log, int first_round) {
+  Record& rec = records_[static_cast<std::size_t>(r)];
+  const auto k = static_cast<std::size_t>(first_round);
+  if (rec.round_begin.empty()) rec.round_begin.push_back(0);
+  rec.fixed.resize(rec.round_begin[k]);
+  rec.round_begin.resize(k + 1);
+  rec.shares.resize(k);
+  rec.shares.insert(rec.shares.end(), log.shares.begin(), log.shares.end());
+  // The flows listed by round (a counting sort; each round's flows in comp_flows_' order).
+  const std::size_t rounds = log.shares.size();
+  rec.round_begin.resize(k + rounds + 1, 0);
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    const int j = log.round[i];
+    MESHSIM_ASSERT(j >= first_round);
+    ++rec.round_begin[static_cast<std::size_t>(j) + 1];
+  }
+  for (std::size_t j = k; j < k + rounds; ++j) rec.round_begin[j + 1] += rec.round_begin[j];
+  rec.fixed.resize(rec.round_begin.back());
+  fill_at_.assign(rec.round_begin.begin() + static_cast<std::ptrdiff_t>(k), rec.round_begin.end() - 1);
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    const std::uint32_t id = comp_flows_[i];
+    const int j = log.round[i];
+    rec.fixed[fill_at_[static_cast<std::size_t>(j) - k]++] = id;
+    flows_[id].record = r;
+    flows_[id].round = j;
+  }
+  for (const LinkRem& e : log.rems) history_[static_cast<std::size_t>(e.link)].push_back(e);
+}
+
+void FlowNetwork::resume(int r, Time now) {
+  ++solves_;
+  ++resumes_;
+  Record& rec = records_[static_cast<std::size_t>(r)];
+  const int k = rec.resume_from;
+  // The flows that stay and were fixed in rounds >= k, in id order (as a full solve lists
+  // and reschedules them).
+  comp_flows_.clear();
+  for (std::size_t i = rec.round_begin[static_cast<std::size_t>(k)]; i < rec.fixed.size(); ++i) {
+    const std::uint32_t id = rec.fixed[i];
+    if (flows_[id].active && flows_[id].record == r) comp_flows_.push_back(id);
+  }
+  std::sort(comp_flows_.begin(), comp_flows_.end());
+  // Every link those rounds touched goes back to its capacity after round k - 1.
+  ++epoch_;
+  start_.clear();
+  const auto rewind = [&](std::span<const int> links) {
+    for (int l : links) {
+      if (link_mark_[l] == epoch_) continue;
+      link_mark_[l] = epoch_;
+      auto& h = history_[static_cast<std::size_t>(l)];
+      while (!h.empty() && h.back().round >= k) h.pop_back();
+      if (!h.empty()) start_.push_back(h.back());
+    }
+  };
+  for (std::span<const int> links : rec.drained) rewind(links);
+  for (std::uint32_t id : comp_flows_) rewind(flows_[id].links);
+  gather_paths();
+  solver_.fill(comp_paths_, rates_, &log_, k, start_);
+  keep(r, log_, k);
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) set_rate(comp_flows_[i], rates_[i], now);
+}
+
+void FlowNetwork::gather_paths() {
+  // The paths copied side by side: the solver passes over them several times, and the
+  // flows' own spans lie scattered over the routing tables (one cache miss per flow per
+  // pass on a large component, most of a 256-GPU all-to-all's time).
+  comp_path_links_.clear();
+  for (std::uint32_t id : comp_flows_)
+    comp_path_links_.insert(comp_path_links_.end(), flows_[id].links.begin(), flows_[id].links.end());
+  comp_paths_.clear();
+  std::size_t at = 0;
+  for (std::uint32_t id : comp_flows_) {
+    const std::size_t n = flows_[id].links.size();
+    comp_paths_.emplace_back(comp_path_links_.data() + at, n);
+    at += n;
+  }
+}
+
+void FlowNetwork::set_rate(std::uint32_t id, double r, Time now) {
+  Flow& f = flows_[id];
+  if (!f.fresh && r == f.rate) return;  // unchanged: its pending event stays valid
+  // Bring `remaining` up to now at the old rate, then reschedule at the new one.
+  if (!f.fresh) f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>((now - f.last).ps()));
+  f.last = now;
+  f.rate = r;
+  f.fresh = false;
+  ++f.version;
+  const double dt = std::ceil(f.remaining / r - 1e-9);
+  const Time at = now + duration_ps(std::max(0.0, dt), "a transfer");
+  engine_.schedule(at, this, kDrain, (static_cast<std::uint64_t>(f.version) << 32) | id);
 }
 
 void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
@@ -134,7 +284,9 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
   link_mark_[seed_link] = epoch_;
   comp_links_.push_back(static_cast<int>(seed_link));
   for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-    for (std::uint32_t id : on_link_[comp_links_[i]]) {
+    for (OnLink e : on_link_[comp_links_[i]]) {
+      if (!current(e)) continue;
+      const std::uint32_t id = e.id;
       Flow& f = flows_[id];
       if (f.mark == stamp) continue;
       f.mark = stamp;
@@ -165,35 +317,20 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
     } else {
       std::sort(comp_flows_.begin(), comp_flows_.end());
     }
-    // The paths copied side by side: the solver passes over them several times, and the
-    // flows' own spans lie scattered over the routing tables (one cache miss per flow per
-    // pass on a large component, most of a 256-GPU all-to-all's time).
-    comp_path_links_.clear();
-    for (std::uint32_t id : comp_flows_)
-      comp_path_links_.insert(comp_path_links_.end(), flows_[id].links.begin(), flows_[id].links.end());
-    comp_paths_.clear();
-    std::size_t at = 0;
-    for (std::uint32_t id : comp_flows_) {
-      const std::size_t n = flows_[id].links.size();
-      comp_paths_.emplace_back(comp_path_links_.data() + at, n);
-      at += n;
-    }
+    gather_paths();
+  }
+  // The component's flows leave the records they had; a large one keeps a record of its own.
+  for (std::uint32_t id : comp_flows_) leave_record(id);
+  if (comp_flows_.size() >= record_flows_) {
+    for (int l : comp_links_) history_[static_cast<std::size_t>(l)].clear();
+    solver_.fill(comp_paths_, rates_, &log_, 0, {});
+    const int r = new_record();
+    records_[static_cast<std::size_t>(r)].live = comp_flows_.size();
+    keep(r, log_, 0);
+  } else if (comp_flows_.size() > 1) {
     solver_.solve_spans(comp_paths_, rates_);
   }
-  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    Flow& f = flows_[comp_flows_[i]];
-    const double r = rates_[i];
-    if (!f.fresh && r == f.rate) continue;  // unchanged: its pending event stays valid
-    // Bring `remaining` up to now at the old rate, then reschedule at the new one.
-    if (!f.fresh) f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>((now - f.last).ps()));
-    f.last = now;
-    f.rate = r;
-    f.fresh = false;
-    ++f.version;
-    const double dt = std::ceil(f.remaining / r - 1e-9);
-    const Time at = now + duration_ps(std::max(0.0, dt), "a transfer");
-    engine_.schedule(at, this, kDrain, (static_cast<std::uint64_t>(f.version) << 32) | comp_flows_[i]);
-  }
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) set_rate(comp_flows_[i], rates_[i], now);
 }
 
 }  // namespace meshsim

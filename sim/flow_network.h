@@ -4,6 +4,14 @@
 // n bytes drains at its current rate; rates are recomputed at the end of each instant in
 // which flows started or finished, and only for the connected component of flows that
 // share links with them (flows on disjoint links keep their rates and their events).
+//
+// A component of at least kRecordFlows flows keeps a record of its solve (its rounds, each
+// flow's round, each link's remaining capacity after each round). In an instant where
+// flows only left (none started), a record that lost flows is resumed from the earliest
+// round of a leaver instead of solved again (sim/maxmin.h, Resuming): an all-to-all's
+// drains, where the flows that finish first are the fastest, fixed in the last rounds,
+// re-solve a few rounds instead of the whole component. The rates are the same bits a
+// full solve gives (FlowNetwork.ResumedSolvesEqualFullSolves).
 // When a flow has drained, the owner is told; the owner adds the path's latency to get
 // the delivery time (alpha + n*beta for a lone message, docs/math.md section 2).
 //
@@ -45,7 +53,10 @@ struct LinkInterval {
 
 class FlowNetwork : public EventHandler {
  public:
-  FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener);
+  // Components of at least `record_flows` flows keep a record (see above); tests compare
+  // runs that keep none.
+  static constexpr std::size_t kRecordFlows = 64;
+  FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows = kRecordFlows);
   // Starts a flow now. `links` must stay valid until the flow drains (Router paths do).
   void start(std::span<const int> links, Bytes bytes, std::uint64_t tag);
   void handle(const Event& e) override;
@@ -59,7 +70,8 @@ class FlowNetwork : public EventHandler {
   void record_intervals(bool on) { record_ = on; }
   const std::vector<LinkInterval>& intervals() const { return intervals_; }
   std::size_t active_flows() const { return active_; }
-  std::uint64_t solves() const { return solves_; }
+  std::uint64_t solves() const { return solves_; }  // full solves and resumes
+  std::uint64_t resumes() const { return resumes_; }
 
  private:
   struct Flow {
@@ -69,21 +81,50 @@ class FlowNetwork : public EventHandler {
     Time last;
     std::uint64_t tag = 0;
     std::uint32_t version = 0;
+    std::uint32_t gen = 0;  // starts in this slot so far (tells a link's stale entries apart)
     bool active = false;
-    bool fresh = false;      // started this instant, rate not yet set
-    std::uint64_t mark = 0;  // the component (solve_component call) that last reached it
+    bool fresh = false;        // started this instant, rate not yet set
+    std::uint64_t mark = 0;    // the component (solve_component call) that last reached it
+    std::int32_t record = -1;  // the record its rate comes from; -1: solved without one
+    std::int32_t round = 0;    // its round in that record
+  };
+  // A kept solve. Flows of round j: fixed[round_begin[j] .. round_begin[j + 1]); entries
+  // whose flow has since drained or moved to another record are skipped by checking the
+  // flow's record and round.
+  struct Record {
+    std::vector<double> shares;
+    std::vector<std::uint32_t> round_begin;
+    std::vector<std::uint32_t> fixed;
+    std::size_t live = 0;                       // flows whose rate it holds
+    int resume_from = -1;                       // earliest round of a flow drained this instant; -1: none
+    std::vector<std::span<const int>> drained;  // the links of those flows
   };
   void mark_dirty(std::span<const int> links);
   void remove_from_links(std::uint32_t id);
   void set_link_count(int link, int count, Time now);
   void solve_component(std::uint32_t seed_link, Time now);
+  void resume(int record, Time now);
+  void set_rate(std::uint32_t id, double rate, Time now);
+  // Records `log` (a fill over comp_flows_ from round `first_round`) into record `r`.
+  void keep(int r, const FillLog& log, int first_round);
+  int new_record();
+  void release_if_empty(int record);
+  void leave_record(std::uint32_t id);
+  void gather_paths();  // comp_flows_' paths into comp_paths_
 
   Engine& engine_;
   FlowListener& listener_;
   MaxMinSolver solver_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_;
-  std::vector<std::vector<std::uint32_t>> on_link_;  // flow ids per link
+  // Flows per link: (id, gen) entries, left in place when a flow drains and dropped when a
+  // link's list is more than half stale; live_[l] counts the flows really on it.
+  struct OnLink {
+    std::uint32_t id, gen;
+  };
+  std::vector<std::vector<OnLink>> on_link_;
+  std::vector<int> live_;
+  bool current(OnLink e) const { return flows_[e.id].active && flows_[e.id].gen == e.gen; }
   std::vector<std::uint32_t> link_mark_;
   std::vector<int> dirty_;
   std::vector<char> is_dirty_;
@@ -102,6 +143,17 @@ class FlowNetwork : public EventHandler {
   std::vector<std::span<const int>> comp_paths_;  // into comp_path_links_
   std::vector<int> comp_path_links_;
   std::vector<double> rates_;
+  // records
+  std::size_t record_flows_;
+  std::uint64_t resumes_ = 0;
+  std::vector<Record> records_;
+  std::vector<int> free_records_;
+  std::vector<int> drained_records_;           // records that lost flows this instant
+  bool started_ = false;                       // a flow started this instant
+  std::vector<std::vector<LinkRem>> history_;  // per link: remaining capacity after each round of its record
+  FillLog log_;
+  std::vector<LinkRem> start_;
+  std::vector<std::uint32_t> fill_at_;
 };
 
 }  // namespace meshsim

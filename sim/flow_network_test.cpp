@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+#include <random>
 
 #include "sim/sim_test_util.h"
 #include "topology/presets.h"
@@ -115,6 +117,64 @@ TEST(FlowNetwork, AdaptiveRoutingPoolsALeafsUplinks) {
   // these do, which is the case adaptive routing exists for.
   ASSERT_GE(k_ecmp, 2);
   EXPECT_NEAR(static_cast<double>(ecmp), k_ecmp * 1e9, k_ecmp * 1.0);
+}
+
+// Records and resumes (flow_network.h) change how rates are found, never what they are:
+// random traffic on a 64-GPU ECMP fat-tree (collisions on the spines, so components need
+// many rounds) drains every flow at the same picosecond whether every component of two or
+// more flows keeps a record, only large ones do, or none does (every change solved in full).
+// Flows start in waves (an all-to-all's burst, then instants where new flows start as old
+// ones drain, which take the full path) and some with no later starts (the resumed path).
+struct Traffic : FlowListener, EventHandler {
+  FlowNetwork* net = nullptr;
+  Router* router = nullptr;
+  std::mt19937_64 rng{11};
+  std::map<std::uint64_t, std::int64_t> at;
+  std::uint64_t next_tag = 0;
+  int gpus = 0;
+  void start_random() {
+    const int src = static_cast<int>(rng() % static_cast<std::uint64_t>(gpus));
+    int dst = static_cast<int>(rng() % static_cast<std::uint64_t>(gpus - 1));
+    if (dst >= src) ++dst;
+    net->start(router->path(src, dst).links, static_cast<Bytes>(1 + rng() % 3) * 1'000'000, next_tag++);
+  }
+  void flow_drained(std::uint64_t tag, Time now) override {
+    at[tag] = now.ps();
+    if (tag % 5 == 0 && next_tag < 6000) start_random();  // some drains start a new flow
+  }
+  void handle(const Event& e) override {
+    for (std::uint64_t i = 0; i < e.payload; ++i) start_random();
+  }
+};
+
+std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, std::uint64_t* resumes) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});
+  Router r(t);
+  Engine eng;
+  Traffic traffic;
+  FlowNetwork net(eng, t, traffic, record_flows);
+  traffic.net = &net;
+  traffic.router = &r;
+  traffic.gpus = t.num_gpus();
+  eng.schedule(Time{}, &traffic, 0, 3000);  // a burst
+  eng.schedule(us(40), &traffic, 0, 200);   // a wave among the drains
+  eng.schedule(us(41), &traffic, 0, 1);     // and one lone newcomer
+  eng.run();
+  *resumes = net.resumes();
+  return traffic.at;
+}
+
+TEST(FlowNetwork, ResumedSolvesEqualFullSolves) {
+  std::uint64_t resumes_none = 0, resumes_large = 0, resumes_all = 0;
+  const auto full = random_traffic(std::numeric_limits<std::size_t>::max(), &resumes_none);
+  const auto large = random_traffic(FlowNetwork::kRecordFlows, &resumes_large);
+  const auto all = random_traffic(2, &resumes_all);
+  EXPECT_EQ(resumes_none, 0u);
+  EXPECT_GT(resumes_large, 100u);  // the resumed path ran
+  EXPECT_GT(resumes_all, resumes_large);
+  ASSERT_GT(full.size(), 3200u);
+  EXPECT_EQ(large, full);
+  EXPECT_EQ(all, full);
 }
 
 }  // namespace

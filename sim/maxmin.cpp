@@ -5,10 +5,16 @@
 
 namespace meshsim {
 
-void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std::vector<double>& rates) {
+void MaxMinSolver::fill(std::span<const std::span<const int>> paths, std::vector<double>& rates, FillLog* log,
+                        int first_round, std::span<const LinkRem> start) {
   const std::size_t nf = paths.size();
   rates.assign(nf, std::numeric_limits<double>::infinity());
   fixed_.assign(nf, 0);
+  if (log != nullptr) {
+    log->shares.clear();
+    log->round.assign(nf, -1);
+    log->rems.clear();
+  }
   used_links_.clear();
   for (const auto& p : paths) {
     for (int l : p) {
@@ -19,6 +25,8 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
       ++count_[l];
     }
   }
+  for (const LinkRem& s : start)
+    if (count_[s.link] > 0) rem_[s.link] = s.rem;
   // used_links_ stays in the order the paths reach them: no result below depends on the order
   // of links or flows (a round's share is a minimum, its bottleneck links are judged against it
   // before any subtraction, and each link then loses the same share once per flow fixed on it).
@@ -37,18 +45,20 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
   // an all-to-all across nodes) then cost rounds x links, not rounds x flows.
   const std::size_t nl = used_links_.size();
   bool indexed = false;
+  int round = first_round;
   while (unfixed > 0) {
     double share = std::numeric_limits<double>::infinity();
     for (int l : used_links_) {
       if (count_[l] > 0) share = std::min(share, rem_[l] / count_[l]);
     }
-    // Links at the bottleneck share (relative tolerance for floating round-off).
-    const double limit = share * (1.0 + 1e-12);
-    const auto at_bottleneck = [&](int l) { return count_[l] > 0 && rem_[l] / count_[l] <= limit; };
+    // Links at the bottleneck share: exactly the minimum (the same quotient), with no
+    // tolerance, so that a link's round never depends on links it shares no flow with.
+    const auto at_bottleneck = [&](int l) { return count_[l] > 0 && rem_[l] / count_[l] <= share; };
     const auto fix = [&](std::size_t f) {
       fixed_[f] = 1;
       rates[f] = share;
       now_.push_back(static_cast<int>(f));
+      if (log != nullptr) log->round[f] = round;
     };
     now_.clear();
     if (indexed) {
@@ -69,8 +79,21 @@ void MaxMinSolver::solve_spans(std::span<const std::span<const int>> paths, std:
       for (int l : paths[static_cast<std::size_t>(f)]) {
         rem_[l] = std::max(0.0, rem_[l] - share);
         --count_[l];
+        if (log != nullptr && seen_[l] != round) {
+          seen_[l] = round;
+          touched_.push_back(l);
+        }
       }
     }
+    if (log != nullptr) {
+      for (int l : touched_) {
+        log->rems.push_back({l, round, rem_[l]});
+        seen_[l] = -1;
+      }
+      touched_.clear();
+      log->shares.push_back(share);
+    }
+    ++round;
     unfixed -= now_.size();
     if (now_.empty()) break;  // cannot happen with positive capacities
     if (unfixed > 0 && !indexed) {

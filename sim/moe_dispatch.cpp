@@ -223,7 +223,7 @@ MoeDispatchOutcome run_moe_dispatch(const Topology& topo, Router& router, const 
     if (flows > kMaxDispatchFlows)
       throw Error(
           fmt::format("{}: {} ranks start {:.0f} flows at once, more than the {:.0f} a flow run "
-                      "takes on in seconds; use {} (exact when no link is shared) or fewer ranks",
+                      "keeps in flight (about 600 bytes each); use {} (exact when no link is shared) or fewer ranks",
                       flag("fidelity", "flow"), out.ranks, flows, kMaxDispatchFlows, flag("fidelity", "formula")));
     const auto program = make_moe_dispatch_program(out.loads, out.ranks, out.ranks_per_node);
     GroupProgram gp;

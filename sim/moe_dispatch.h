@@ -39,10 +39,11 @@ namespace meshsim {
 
 // Sampling cost bound: sampled tokens x experts scored (5e8 takes about 6 s).
 inline constexpr double kMaxRoutedScores = 5e8;
-// The most flows a flow-fidelity dispatch starts at once. Flows that climb to spines share
-// one max-min component: 256 ranks of DGX nodes on a fat-tree (9.7e3 flows) take 1.4 s,
-// 512 ranks (3.6e4) took over 2 minutes; on a rail fabric 1024 ranks take 1 s.
-inline constexpr double kMaxDispatchFlows = 1.2e4;
+// The most flows a flow-fidelity dispatch starts at once, as for any flow run
+// (kMaxFlowConcurrent). Flows that climb to spines share one max-min component, resumed
+// as they drain (sim/flow_network.h): on DGX nodes on a fat-tree, 512 ranks (3.6e4 flows)
+// take 0.4 s, 2048 ranks (5.4e5) 7 s and 400 MB.
+inline constexpr double kMaxDispatchFlows = kMaxFlowConcurrent;
 
 struct MoeRouting {
   int tokens = 4096;  // per rank
