@@ -3,7 +3,8 @@
 // docs/performance.md. Run: build/bench/collective_bench
 //   --benchmark_filter=Ring/1024    (the 16384-rank cases take tens of seconds)
 //   --benchmark_filter=Scale        (issue 39's: all-reduce at flow on 16,384 DGX H100 GPUs,
-//                                    at formula on 131,072; all-to-all at flow on 256)
+//                                    at formula on 131,072; all-to-all at flow on 256 and
+//                                    1024 ranks of a fat-tree, 1024 DGX H100 GPUs (PXN))
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -84,6 +85,12 @@ BENCHMARK_CAPTURE(Scale, AllReduceFormula / fat - tree / 131072, "fat-tree:nodes
     ->Unit(benchmark::kSecond)
     ->Iterations(1);
 BENCHMARK_CAPTURE(Scale, AllToAllFlow / fat - tree / 256, "fat-tree:nodes=32", CollKind::AllToAll, Fidelity::Flow)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK_CAPTURE(Scale, AllToAllFlow / fat - tree / 1024, "fat-tree:nodes=128", CollKind::AllToAll, Fidelity::Flow)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK_CAPTURE(Scale, AllToAllFlow / dgx - h100 / 1024, "dgx-h100:nodes=128", CollKind::AllToAll, Fidelity::Flow)
     ->Unit(benchmark::kSecond)
     ->Iterations(1);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/budget.h"
 #include "core/error.h"
 
@@ -17,17 +19,38 @@ void Engine::schedule(Time at, EventHandler* h, std::uint32_t kind, std::uint64_
   queue_.push(Event{at, seq_++, h, kind, payload});
 }
 
-void Engine::shift_pending(Time delta) {
-  std::vector<Event> pending;
-  pending.reserve(queue_.size());
-  while (!queue_.empty()) {
-    pending.push_back(queue_.top());
-    queue_.pop();
+void Engine::shift_pending(Time delta) { queue_.shift(delta); }
+
+void Engine::Queue::push(const Event& e) {
+  std::size_t i = v_.size();
+  v_.push_back(e);
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!before(e, v_[parent])) break;
+    v_[i] = v_[parent];
+    i = parent;
   }
-  for (Event& e : pending) {
-    e.time += delta;
-    queue_.push(e);
+  v_[i] = e;
+}
+
+void Engine::Queue::pop() {
+  const Event last = v_.back();
+  v_.pop_back();
+  const std::size_t n = v_.size();
+  if (n == 0) return;
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t first = 4 * i + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t end = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < end; ++c)
+      if (before(v_[c], v_[best])) best = c;
+    if (!before(v_[best], last)) break;
+    v_[i] = v_[best];
+    i = best;
   }
+  v_[i] = last;
 }
 
 Time Engine::run() {
