@@ -4,6 +4,13 @@
 // n bytes drains at its current rate; rates are recomputed at the end of each instant in
 // which flows started or finished, and only for the connected component of flows that
 // share links with them (flows on disjoint links keep their rates and their events).
+// When a flow has drained, the owner is told; the owner adds the path's latency to get
+// the delivery time (alpha + n*beta for a lone message, docs/math.md section 2).
+//
+//   FlowNetwork net(engine, topo, listener);
+//   net.start(path.links, bytes, /*tag=*/msg_id);   // listener->flow_drained(tag, t) later
+//
+// Link statistics (bytes carried, peak concurrent flows) feed the "busiest link" report.
 //
 // A component of at least kRecordFlows flows keeps a record of its solve (its rounds, each
 // flow's round, each link's remaining capacity after each round). In an instant where
@@ -12,13 +19,6 @@
 // drains, where the flows that finish first are the fastest, fixed in the last rounds,
 // re-solve a few rounds instead of the whole component. The rates are the same bits a
 // full solve gives (FlowNetwork.ResumedSolvesEqualFullSolves).
-// When a flow has drained, the owner is told; the owner adds the path's latency to get
-// the delivery time (alpha + n*beta for a lone message, docs/math.md section 2).
-//
-//   FlowNetwork net(engine, topo, listener);
-//   net.start(path.links, bytes, /*tag=*/msg_id);   // listener->flow_drained(tag, t) later
-//
-// Link statistics (bytes carried, peak concurrent flows) feed the "busiest link" report.
 #pragma once
 
 #include <cstdint>
@@ -89,8 +89,8 @@ class FlowNetwork : public EventHandler {
     std::int32_t round = 0;    // its round in that record
   };
   // A kept solve. Flows of round j: fixed[round_begin[j] .. round_begin[j + 1]); entries
-  // whose flow has since drained or moved to another record are skipped by checking the
-  // flow's record and round.
+  // whose flow has since drained or moved to another record are skipped (the flow's
+  // record is no longer this one).
   struct Record {
     std::vector<double> shares;
     std::vector<std::uint32_t> round_begin;

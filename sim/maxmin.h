@@ -80,7 +80,7 @@ class MaxMinSolver {
   // second round on) and the flows fixed in the current round.
   std::vector<int> slot_;
   std::vector<int> link_begin_, fill_, link_flows_, now_;
-  std::vector<int> seen_, touched_;  // with a log: the last round that changed each link
+  std::vector<int> seen_, touched_;  // with a log: the links a round changed (each once)
 };
 
 template <class PathRange>
