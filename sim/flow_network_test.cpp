@@ -132,9 +132,12 @@ struct Traffic : FlowListener, EventHandler {
   std::map<std::uint64_t, std::int64_t> at;
   std::uint64_t next_tag = 0;
   int gpus = 0;
+  bool split = false;  // each flow inside one leaf's 32 GPUs: two systems with no link in common
   void start_random() {
-    const int src = static_cast<int>(rng() % static_cast<std::uint64_t>(gpus));
-    int dst = static_cast<int>(rng() % static_cast<std::uint64_t>(gpus - 1));
+    const int span = split ? gpus / 2 : gpus;
+    const int base = split ? span * static_cast<int>(rng() % 2) : 0;
+    const int src = base + static_cast<int>(rng() % static_cast<std::uint64_t>(span));
+    int dst = base + static_cast<int>(rng() % static_cast<std::uint64_t>(span - 1));
     if (dst >= src) ++dst;
     net->start(router->path(src, dst).links, static_cast<Bytes>(1 + rng() % 3) * 1'000'000, next_tag++);
   }
@@ -147,8 +150,9 @@ struct Traffic : FlowListener, EventHandler {
   }
 };
 
-std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, std::uint64_t* resumes) {
-  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});
+std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, std::uint64_t* resumes,
+                                                     bool split = false) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});  // 4 nodes of 8 GPUs a leaf
   Router r(t);
   Engine eng;
   Traffic traffic;
@@ -156,6 +160,7 @@ std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, s
   traffic.net = &net;
   traffic.router = &r;
   traffic.gpus = t.num_gpus();
+  traffic.split = split;
   eng.schedule(Time{}, &traffic, 0, 3000);  // a burst
   eng.schedule(us(40), &traffic, 0, 200);   // a wave among the drains
   eng.schedule(us(41), &traffic, 0, 1);     // and one lone newcomer
@@ -172,6 +177,20 @@ TEST(FlowNetwork, ResumedSolvesEqualFullSolves) {
   EXPECT_EQ(resumes_none, 0u);
   EXPECT_GT(resumes_large, 100u);  // the resumed path ran
   EXPECT_GT(resumes_all, resumes_large);
+  ASSERT_GT(full.size(), 3200u);
+  EXPECT_EQ(large, full);
+  EXPECT_EQ(all, full);
+}
+
+// The same with the traffic kept inside each of two leaves: two systems with no link in
+// common, each with records of its own, drains in one beside starts in the other.
+TEST(FlowNetwork, ResumedSolvesBesideStartsElsewhereEqualFullSolves) {
+  std::uint64_t resumes_none = 0, resumes_large = 0, resumes_all = 0;
+  const auto full = random_traffic(std::numeric_limits<std::size_t>::max(), &resumes_none, true);
+  const auto large = random_traffic(FlowNetwork::kRecordFlows, &resumes_large, true);
+  const auto all = random_traffic(2, &resumes_all, true);
+  EXPECT_EQ(resumes_none, 0u);
+  EXPECT_GT(resumes_large, 100u);
   ASSERT_GT(full.size(), 3200u);
   EXPECT_EQ(large, full);
   EXPECT_EQ(all, full);
