@@ -189,8 +189,6 @@ void FlowNetwork::keep(int r, const FillLog& log, int first_round) {
   if (rec.round_begin.empty()) rec.round_begin.push_back(0);
   rec.fixed.resize(rec.round_begin[k]);
   rec.round_begin.resize(k + 1);
-  rec.shares.resize(k);
-  rec.shares.insert(rec.shares.end(), log.shares.begin(), log.shares.end());
   // The flows listed by round (a counting sort; each round's flows in comp_flows_' order).
   const std::size_t rounds = log.shares.size();
   rec.round_begin.resize(k + rounds + 1, 0);

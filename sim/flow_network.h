@@ -88,11 +88,10 @@ class FlowNetwork : public EventHandler {
     std::int32_t record = -1;  // the record its rate comes from; -1: solved without one
     std::int32_t round = 0;    // its round in that record
   };
-  // A kept solve. Flows of round j: fixed[round_begin[j] .. round_begin[j + 1]); entries
-  // whose flow has since drained or moved to another record are skipped (the flow's
-  // record is no longer this one).
+  // A kept solve (its links' remaining capacities are in history_). Flows of round j:
+  // fixed[round_begin[j] .. round_begin[j + 1]); entries whose flow has since drained or
+  // moved to another record are skipped (the flow's record is no longer this one).
   struct Record {
-    std::vector<double> shares;
     std::vector<std::uint32_t> round_begin;
     std::vector<std::uint32_t> fixed;
     std::size_t live = 0;                       // flows whose rate it holds
