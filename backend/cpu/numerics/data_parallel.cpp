@@ -13,9 +13,12 @@ DpStep data_parallel_step(const ModelConfig& cfg, const TensorMap& params, const
     throw Error(fmt::format("data parallel: batch {} does not split over {} ranks; use a multiple of the group size",
                             cfg.batch, d));
   const int per = cfg.batch / d;
-  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
-  LocalFfn ffn(cfg, params);
-  StepResult part = partial_step(cfg, params, batch, r * per, per, attn, ffn);
+  // Mixed precision: the step computes with the bf16 copy; Adam updates the fp32 masters.
+  const TensorMap model = cfg.bf16 ? bf16_copy(params) : TensorMap{};
+  const TensorMap& weights = cfg.bf16 ? model : params;
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq, cfg.bf16);
+  LocalFfn ffn(cfg, weights);
+  StepResult part = partial_step(cfg, weights, batch, r * per, per, attn, ffn);
 
   DpStep out;
   out.loss = double(dp.allreduce(float(part.loss))) / double(cfg.tokens());

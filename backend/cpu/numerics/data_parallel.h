@@ -9,6 +9,9 @@
 //   ZeRO-2: reduce-scatter of the flat gradient (each rank receives only its slice), then as
 //           ZeRO-1.
 // The flat vector (param_infos order) is padded with zeros to a multiple of d.
+// With cfg.bf16 (Megatron's mixed precision), `params` are the fp32 masters: the forward and
+// backward compute with their bf16 copy, the gradients are fp32 main gradients and are
+// reduced in fp32, and Adam updates the fp32 masters (`updated`).
 //
 //   Comm dp(transport, {0, 1, 2, 3}, registry);
 //   DpStep s = data_parallel_step(cfg, params, batch, dp, ZeroStage::None, kNumericsAdam);

@@ -7,6 +7,7 @@
 #include "backend/cpu/numerics/moe.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 namespace meshsim::numerics {
@@ -30,6 +31,8 @@ void validate(const ModelConfig& c) {
   if (c.moe.experts < 0) throw Error("model.moe.experts: negative; use 0 (dense) or a positive count");
   if (c.moe.experts > 0 && (c.moe.top_k < 1 || c.moe.top_k > c.moe.experts))
     throw Error(fmt::format("model.moe.top_k: got {} with {} experts; use 1..experts", c.moe.top_k, c.moe.experts));
+  if (c.bf16 && c.moe.experts > 0)
+    throw Error("model.bf16: the bf16 numerics cover dense layers; run the MoE model in fp32 (bf16 false)");
 }
 
 std::string layer_param(int layer, const std::string& leaf) { return fmt::format("l{}.{}", layer, leaf); }
@@ -178,17 +181,59 @@ std::vector<std::int64_t> row_range(std::int64_t first, std::int64_t count) {
   return r;
 }
 
+// ---- mixed precision ----------------------------------------------------------------------
+void round_bf16(float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = k::to_float(k::to_bf16(x[i]));
+}
+
+TensorMap bf16_copy(const TensorMap& masters) {
+  TensorMap m = masters;
+  for (auto& [name, t] : m) round_bf16(t.data);
+  return m;
+}
+
+void require_bf16_weights(const ModelConfig& cfg, const TensorMap& weights, const char* where) {
+  if (!cfg.bf16) return;
+  for (const auto& [name, t] : weights)
+    for (float v : t.data)
+      if (k::to_float(k::to_bf16(v)) != v && !std::isnan(v))
+        throw Error(
+            fmt::format("{}: model.bf16 is set but weight '{}' holds {} (not a bf16 value); pass the bf16 "
+                        "copy of the fp32 masters (bf16_copy)",
+                        where, name, v));
+}
+
+void matmul(bool bf16, k::Trans ta, k::Trans tb, std::int64_t m, std::int64_t n, std::int64_t kk, const float* a,
+            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (!bf16) {
+    k::gemm_cpu(ta, tb, m, n, kk, 1.f, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0.f;
+      for (std::int64_t q = 0; q < kk; ++q)
+        acc += (ta == k::Trans::No ? a[i * lda + q] : a[q * lda + i]) *
+               (tb == k::Trans::No ? b[q * ldb + j] : b[j * ldb + q]);
+      c[i * ldc + j] = beta == 0.f ? acc : acc + beta * c[i * ldc + j];
+    }
+}
+
 // ---- helpers ----------------------------------------------------------------------------
 void linear_forward(const float* x, std::int64_t rows, std::int64_t in, const float* w, std::int64_t out,
-                    const float* b, float* y) {
-  k::gemm_cpu(k::Trans::No, k::Trans::No, rows, out, in, 1.f, x, in, w, out, 0.f, y, out);
+                    const float* b, float* y, bool bf16) {
+  matmul(bf16, k::Trans::No, k::Trans::No, rows, out, in, x, in, w, out, 0.f, y, out);
   if (b) k::add_bias_cpu(y, b, rows, out);
+  round_if(bf16, y, rows * out);
 }
 
 void linear_backward(const float* dy, const float* x, std::int64_t rows, std::int64_t in, const float* w,
-                     std::int64_t out, float* dx, float* dw, float* db) {
-  if (dx) k::gemm_cpu(k::Trans::No, k::Trans::Yes, rows, in, out, 1.f, dy, out, w, out, 0.f, dx, in);
-  if (dw) k::gemm_cpu(k::Trans::Yes, k::Trans::No, in, out, rows, 1.f, x, in, dy, out, 1.f, dw, out);
+                     std::int64_t out, float* dx, float* dw, float* db, bool bf16) {
+  if (dx) {
+    matmul(bf16, k::Trans::No, k::Trans::Yes, rows, in, out, dy, out, w, out, 0.f, dx, in);
+    round_if(bf16, dx, rows * in);
+  }
+  if (dw) matmul(bf16, k::Trans::Yes, k::Trans::No, in, out, rows, x, in, dy, out, 1.f, dw, out);
   if (db) k::bias_backward_cpu(dy, db, rows, out);
 }
 
@@ -216,6 +261,7 @@ std::unique_ptr<Saved> LocalAttention::forward(const float* qkv, std::int64_t ro
   const k::AttentionShape shape{nseq * heads_, seq_, seq_, d_};
   k::attention_forward_cpu(s->q.data(), s->k.data(), s->v.data(), s->o.data(), s->lse.data(), shape,
                            1.f / std::sqrt(float(d_)), {.causal = true});
+  round_if(bf16_, s->o.data(), std::int64_t(n));
   k::merge_heads_cpu(s->o.data(), ctx, hl, nseq, seq_, heads_, d_);
   return s;
 }
@@ -229,6 +275,7 @@ void LocalAttention::backward(const Saved& saved, const float* dctx, std::int64_
   const k::AttentionShape shape{nseq * heads_, seq_, seq_, d_};
   k::attention_backward_cpu(s.q.data(), s.k.data(), s.v.data(), s.o.data(), dout.data(), s.lse.data(), dq.data(),
                             dk.data(), dv.data(), shape, 1.f / std::sqrt(float(d_)), {.causal = true});
+  for (std::vector<float>* g : {&dq, &dk, &dv}) round_if(bf16_, g->data(), std::int64_t(n));
   k::merge_heads_cpu(dq.data(), dqkv, 3 * hl, nseq, seq_, heads_, d_);
   k::merge_heads_cpu(dk.data(), dqkv + hl, 3 * hl, nseq, seq_, heads_, d_);
   k::merge_heads_cpu(dv.data(), dqkv + 2 * hl, 3 * hl, nseq, seq_, heads_, d_);
@@ -236,21 +283,24 @@ void LocalAttention::backward(const Saved& saved, const float* dctx, std::int64_
 
 // ---- MLP --------------------------------------------------------------------------------
 void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1, const float* b1,
-                 const float* w2, const float* b2, float* out, MlpSaved& s) {
+                 const float* w2, const float* b2, float* out, MlpSaved& s, bool bf16) {
   s.x.assign(x, x + rows * h);
   s.pre.resize(static_cast<std::size_t>(rows * f));
   s.act.resize(s.pre.size());
-  linear_forward(x, rows, h, w1, f, b1, s.pre.data());
+  linear_forward(x, rows, h, w1, f, b1, s.pre.data(), bf16);
   k::gelu_forward_cpu(s.pre.data(), s.act.data(), s.pre.size());
-  linear_forward(s.act.data(), rows, f, w2, h, b2, out);
+  round_if(bf16, s.act.data(), rows * f);
+  linear_forward(s.act.data(), rows, f, w2, h, b2, out, bf16);
 }
 
 void mlp_backward(const MlpSaved& s, const float* dout, std::int64_t rows, std::int64_t h, std::int64_t f,
-                  const float* w1, const float* w2, float* dx, float* dw1, float* db1, float* dw2, float* db2) {
+                  const float* w1, const float* w2, float* dx, float* dw1, float* db1, float* dw2, float* db2,
+                  bool bf16) {
   std::vector<float> dact(static_cast<std::size_t>(rows * f));
-  linear_backward(dout, s.act.data(), rows, f, w2, h, dact.data(), dw2, db2);
+  linear_backward(dout, s.act.data(), rows, f, w2, h, dact.data(), dw2, db2, bf16);
   k::gelu_backward_cpu(dact.data(), s.pre.data(), dact.data(), dact.size());
-  linear_backward(dact.data(), s.x.data(), rows, h, w1, f, dx, dw1, db1);
+  round_if(bf16, dact.data(), rows * f);
+  linear_backward(dact.data(), s.x.data(), rows, h, w1, f, dx, dw1, db1, bf16);
 }
 
 namespace {
@@ -267,7 +317,7 @@ std::unique_ptr<Saved> LocalFfn::forward(int layer, const float* xn, std::int64_
   if (cfg_.moe.experts == 0) {
     auto s = std::make_unique<MlpSaved>();
     auto P = [&](const char* leaf) { return params_.at(layer_param(layer, leaf)).p(); };
-    mlp_forward(xn, rows, h, f, P("mlp.w1"), P("mlp.b1"), P("mlp.w2"), P("mlp.b2"), out, *s);
+    mlp_forward(xn, rows, h, f, P("mlp.w1"), P("mlp.b1"), P("mlp.w2"), P("mlp.b2"), out, *s, cfg_.bf16);
     return s;
   }
   auto s = std::make_unique<MoeSaved>();
@@ -298,8 +348,8 @@ void LocalFfn::backward(int layer, const Saved& saved, const float* dout, std::i
     const auto& s = static_cast<const MlpSaved&>(saved);
     auto P = [&](const char* leaf) { return params_.at(layer_param(layer, leaf)).p(); };
     auto G = [&](const char* leaf) { return grads.at(layer_param(layer, leaf)).p(); };
-    mlp_backward(s, dout, rows, h, f, P("mlp.w1"), P("mlp.w2"), dxn, G("mlp.w1"), G("mlp.b1"), G("mlp.w2"),
-                 G("mlp.b2"));
+    mlp_backward(s, dout, rows, h, f, P("mlp.w1"), P("mlp.w2"), dxn, G("mlp.w1"), G("mlp.b1"), G("mlp.w2"), G("mlp.b2"),
+                 cfg_.bf16);
     return;
   }
   const auto& s = static_cast<const MoeSaved&>(saved);
@@ -344,17 +394,23 @@ void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, c
   c.x.assign(x, x + T * h);
   c.xn1.resize(T * h), c.mu1.resize(T), c.rs1.resize(T), c.qkv.resize(T * 3 * h), c.ctx.resize(T * h);
   c.x1.resize(T * h), c.xn2.resize(T * h), c.mu2.resize(T), c.rs2.resize(T);
+  const bool bf = cfg.bf16;
   k::layernorm_forward_cpu(x, P("ln1.g"), P("ln1.b"), c.xn1.data(), c.mu1.data(), c.rs1.data(), T, h, cfg.ln_eps);
-  linear_forward(c.xn1.data(), T, h, P("attn.wqkv"), 3 * h, P("attn.bqkv"), c.qkv.data());
+  round_if(bf, c.xn1.data(), T * h);
+  linear_forward(c.xn1.data(), T, h, P("attn.wqkv"), 3 * h, P("attn.bqkv"), c.qkv.data(), bf);
   c.attn = attn.forward(c.qkv.data(), T, c.ctx.data());
-  linear_forward(c.ctx.data(), T, h, P("attn.wo"), h, P("attn.bo"), c.x1.data());
+  linear_forward(c.ctx.data(), T, h, P("attn.wo"), h, P("attn.bo"), c.x1.data(), bf);
+  // bias-dropout-add: in float, one rounding of the sum
   dropout_rows_forward(c.x1.data(), rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 0));
   add_into(c.x1.data(), x, T * h);
+  round_if(bf, c.x1.data(), T * h);
   k::layernorm_forward_cpu(c.x1.data(), P("ln2.g"), P("ln2.b"), c.xn2.data(), c.mu2.data(), c.rs2.data(), T, h,
                            cfg.ln_eps);
+  round_if(bf, c.xn2.data(), T * h);
   c.ffn = ffn.forward(layer, c.xn2.data(), T, out);
   dropout_rows_forward(out, rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 1));
   add_into(out, c.x1.data(), T * h);
+  round_if(bf, out, T * h);
 }
 
 void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c, const float* dy,
@@ -362,23 +418,31 @@ void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, 
   const std::int64_t T = std::int64_t(c.rows.size()), h = cfg.hidden;
   auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
   auto G = [&](const char* leaf) { return grads.at(layer_param(layer, leaf)).p(); };
+  const bool bf = cfg.bf16;
   std::vector<float> dx1(dy, dy + T * h), dt(T * h), dxn(T * h), dqkv(T * 3 * h), dctx(T * h);
   // FFN branch: dy -> dropout -> FFN -> LN2, plus the residual path
   std::copy(dy, dy + T * h, dt.begin());
   dropout_rows_backward(dt.data(), c.rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 1));
+  round_if(bf, dt.data(), T * h);
   ffn.backward(layer, *c.ffn, dt.data(), T, dxn.data(), grads);
   k::layernorm_backward_cpu(dxn.data(), c.x1.data(), P("ln2.g"), c.mu2.data(), c.rs2.data(), dt.data(), G("ln2.g"),
                             G("ln2.b"), T, h);
+  round_if(bf, dt.data(), T * h);
   add_into(dx1.data(), dt.data(), T * h);
+  round_if(bf, dx1.data(), T * h);
   // attention branch
   std::copy(dx1.begin(), dx1.end(), dt.begin());
   dropout_rows_backward(dt.data(), c.rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 0));
-  linear_backward(dt.data(), c.ctx.data(), T, h, P("attn.wo"), h, dctx.data(), G("attn.wo"), G("attn.bo"));
+  round_if(bf, dt.data(), T * h);
+  linear_backward(dt.data(), c.ctx.data(), T, h, P("attn.wo"), h, dctx.data(), G("attn.wo"), G("attn.bo"), bf);
   attn.backward(*c.attn, dctx.data(), T, dqkv.data());
-  linear_backward(dqkv.data(), c.xn1.data(), T, h, P("attn.wqkv"), 3 * h, dxn.data(), G("attn.wqkv"), G("attn.bqkv"));
+  linear_backward(dqkv.data(), c.xn1.data(), T, h, P("attn.wqkv"), 3 * h, dxn.data(), G("attn.wqkv"), G("attn.bqkv"),
+                  bf);
   k::layernorm_backward_cpu(dxn.data(), c.x.data(), P("ln1.g"), c.mu1.data(), c.rs1.data(), dx, G("ln1.g"), G("ln1.b"),
                             T, h);
+  round_if(bf, dx, T * h);
   add_into(dx, dx1.data(), T * h);
+  round_if(bf, dx, T * h);
 }
 
 // ---- embedding and head -----------------------------------------------------------------
@@ -398,19 +462,26 @@ double head_forward_backward(const ModelConfig& cfg, const TensorMap& params, co
   const std::int64_t h = cfg.hidden, V = cfg.vocab;
   std::vector<float> xn(rows * h), mu(rows), rs(rows), mx(rows), stats(2 * rows), loss(rows), dl(rows * V),
       dxn(rows * h);
+  const bool bf = cfg.bf16;
   k::layernorm_forward_cpu(x, params.at("lnf.g").p(), params.at("lnf.b").p(), xn.data(), mu.data(), rs.data(), rows, h,
                            cfg.ln_eps);
+  round_if(bf, xn.data(), rows * h);
   const float* w = params.at(output_param(cfg)).p();  // [V, h]
-  k::gemm_cpu(k::Trans::No, k::Trans::Yes, rows, V, h, 1.f, xn.data(), h, w, h, 0.f, logits, V);
+  matmul(bf, k::Trans::No, k::Trans::Yes, rows, V, h, xn.data(), h, w, h, 0.f, logits, V);
+  round_if(bf, logits, rows * V);
+  // the cross-entropy reads bf16 logits and works in fp32 (Megatron upcasts them)
   k::cross_entropy_local_max_cpu(logits, mx.data(), rows, V);
   k::cross_entropy_local_stats_cpu(logits, mx.data(), targets, stats.data(), rows, V, 0);
   k::cross_entropy_loss_cpu(mx.data(), stats.data(), targets, loss.data(), rows);
   k::cross_entropy_backward_cpu(logits, mx.data(), stats.data(), targets, grad_scale, dl.data(), rows, V, 0);
-  k::gemm_cpu(k::Trans::No, k::Trans::No, rows, h, V, 1.f, dl.data(), V, w, h, 0.f, dxn.data(), h);
-  k::gemm_cpu(k::Trans::Yes, k::Trans::No, V, h, rows, 1.f, dl.data(), V, xn.data(), h, 1.f,
-              grads.at(output_param(cfg)).p(), h);
+  round_if(bf, dl.data(), rows * V);
+  matmul(bf, k::Trans::No, k::Trans::No, rows, h, V, dl.data(), V, w, h, 0.f, dxn.data(), h);
+  round_if(bf, dxn.data(), rows * h);
+  matmul(bf, k::Trans::Yes, k::Trans::No, V, h, rows, dl.data(), V, xn.data(), h, 1.f, grads.at(output_param(cfg)).p(),
+         h);
   k::layernorm_backward_cpu(dxn.data(), x, params.at("lnf.g").p(), mu.data(), rs.data(), dx, grads.at("lnf.g").p(),
                             grads.at("lnf.b").p(), rows, h);
+  round_if(bf, dx, rows * h);
   double sum = 0;
   for (float l : loss) sum += l;
   return sum;
@@ -439,6 +510,7 @@ StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batc
     ids[i] = batch.ids[rows[i]];
     targets[i] = batch.targets[rows[i]];
   }
+  require_bf16_weights(cfg, params, "rows_step");
   StepResult res;
   res.grads = zeros_like(params);
   res.logits = Tensor(T, cfg.vocab);
@@ -461,7 +533,7 @@ StepResult rows_step(const ModelConfig& cfg, const TensorMap& params, const Batc
 
 StepResult reference_step(const ModelConfig& cfg, const TensorMap& params, const Batch& batch) {
   validate(cfg);
-  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq, cfg.bf16);
   LocalFfn ffn(cfg, params);
   StepResult res = partial_step(cfg, params, batch, 0, cfg.batch, attn, ffn);
   res.loss /= double(cfg.tokens());

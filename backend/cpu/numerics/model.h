@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
+
 namespace meshsim::numerics {
 
 struct MoeConfig {
@@ -55,6 +57,12 @@ struct ModelConfig {
   MoeConfig moe;
   std::uint64_t seed = 1;
   float ln_eps = 1e-5f;
+  // Mixed precision as Megatron runs it (docs/numerics.md, "bf16"): the step computes with
+  // bf16 weights (bf16_copy of the fp32 masters) and rounds every activation and activation
+  // gradient to bf16 where a bf16 kernel writes it; GEMMs accumulate in fp32 (in index
+  // order: matmul), row statistics, the loss and the parameter gradients (fp32 main
+  // gradients) stay fp32, and so do the optimizer's masters and moments. Dense layers only.
+  bool bf16 = false;
   int head_dim() const { return hidden / heads; }
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }
 };
@@ -119,13 +127,37 @@ void dropout_rows_backward(float* dx, const std::vector<std::int64_t>& rows, std
                            std::uint64_t key);
 std::vector<std::int64_t> row_range(std::int64_t first, std::int64_t count);
 
+// ---- mixed precision (cfg.bf16) -----------------------------------------------------------
+// Rounds each element to the nearest bf16 (ties to even; kernels/bf16.h): what a bf16
+// kernel's store does to the float it computed.
+void round_bf16(float* x, std::int64_t n);
+inline void round_bf16(std::vector<float>& x) { round_bf16(x.data(), std::int64_t(x.size())); }
+// Rounds only when `bf16` (a step's activation boundaries): round_bf16 or nothing.
+inline void round_if(bool bf16, float* x, std::int64_t n) {
+  if (bf16) round_bf16(x, n);
+}
+// The bf16 model weights a mixed-precision step computes with: each fp32 master rounded.
+TensorMap bf16_copy(const TensorMap& masters);
+// With cfg.bf16, every weight must already be a bf16 value (bf16_copy); throws Error naming
+// the parameter otherwise. Without, does nothing.
+void require_bf16_weights(const ModelConfig& cfg, const TensorMap& weights, const char* where);
+
+// C[m, n] = op(A) op(B) + beta C, row-major, BLAS argument order (kernels/gemm.h). fp32
+// (`bf16` false): OpenBLAS. bf16: each element accumulates its k products in index order in
+// fp32 from zero and adds beta C last, so an element does not depend on which other rows or
+// columns share the call (OpenBLAS's order does; docs/numerics.md).
+void matmul(bool bf16, kernels::Trans ta, kernels::Trans tb, std::int64_t m, std::int64_t n, std::int64_t k,
+            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
 // ---- small helpers shared by the strategies ----------------------------------------------
-// y[rows, out] = x[rows, in] W[in, out] (+ b); ldw = out unless W is a column block.
+// y[rows, out] = x[rows, in] W[in, out] (+ b); ldw = out unless W is a column block. bf16:
+// y is rounded after the bias (a GEMM with a bias epilogue writing bf16).
 void linear_forward(const float* x, std::int64_t rows, std::int64_t in, const float* w, std::int64_t out,
-                    const float* b, float* y);
+                    const float* b, float* y, bool bf16 = false);
 // dx = dy W^T (overwritten; skipped if null), dW += x^T dy, db += column sums (if non-null).
+// bf16: dx is rounded; dW and db stay fp32 (main gradients).
 void linear_backward(const float* dy, const float* x, std::int64_t rows, std::int64_t in, const float* w,
-                     std::int64_t out, float* dx, float* dw, float* db);
+                     std::int64_t out, float* dx, float* dw, float* db, bool bf16 = false);
 void add_into(float* dst, const float* src, std::int64_t n);
 
 // Saved state of a hook's forward, read by its backward.
@@ -143,14 +175,18 @@ class AttentionCore {
 };
 
 // Causal attention over whole sequences of `seq` tokens held on this rank.
+// bf16: the output and dq/dk/dv are rounded (a flash attention's bf16 stores; the
+// log-sum-exp stays fp32).
 class LocalAttention : public AttentionCore {
  public:
-  LocalAttention(int heads, int head_dim, int seq) : heads_(heads), d_(head_dim), seq_(seq) {}
+  LocalAttention(int heads, int head_dim, int seq, bool bf16 = false)
+      : heads_(heads), d_(head_dim), seq_(seq), bf16_(bf16) {}
   std::unique_ptr<Saved> forward(const float* qkv, std::int64_t rows, float* ctx) override;
   void backward(const Saved& saved, const float* dctx, std::int64_t rows, float* dqkv) override;
 
  private:
   int heads_, d_, seq_;
+  bool bf16_;
 };
 
 // FFN of a layer: xn [rows, h] -> out [rows, h] (bias included); backward: dout -> dxn
@@ -164,14 +200,16 @@ class FfnCore {
 };
 
 // Dense GeLU MLP with weights [in, f] and [f, out]; b2 may be null (added by the caller, e.g.
-// after a tensor-parallel all-reduce).
+// after a tensor-parallel all-reduce). bf16: fc1's output, the GeLU, fc2's output and every
+// activation gradient rounded (linear_*).
 struct MlpSaved : Saved {
   std::vector<float> x, pre, act;
 };
 void mlp_forward(const float* x, std::int64_t rows, std::int64_t h, std::int64_t f, const float* w1, const float* b1,
-                 const float* w2, const float* b2, float* out, MlpSaved& s);
+                 const float* w2, const float* b2, float* out, MlpSaved& s, bool bf16 = false);
 void mlp_backward(const MlpSaved& s, const float* dout, std::int64_t rows, std::int64_t h, std::int64_t f,
-                  const float* w1, const float* w2, float* dx, float* dw1, float* db1, float* dw2, float* db2);
+                  const float* w1, const float* w2, float* dx, float* dw1, float* db1, float* dw2, float* db2,
+                  bool bf16 = false);
 
 // The dense MLP (cfg.moe.experts == 0) or the local MoE of moe.h, reading `params`.
 class LocalFfn : public FfnCore {

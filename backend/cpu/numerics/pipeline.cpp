@@ -44,7 +44,8 @@ PpStep pipeline_step(const ModelConfig& cfg, const TensorMap& w, const Batch& ba
   PpStep out;
   out.grads = zeros_like(w);
   if (is_last) out.logits = Tensor(T, cfg.vocab);
-  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
+  require_bf16_weights(cfg, w, "pipeline_step");
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq, cfg.bf16);
   LocalFfn ffn(cfg, w);
   std::vector<std::vector<LayerCache>> caches(m);
   for (auto& c : caches) c.resize(per);

@@ -16,6 +16,8 @@
 // a backward receives the output gradient from s+1 and sends the input gradient to s-1
 // (point-to-point over the transport). Parameter gradients accumulate over micro-batches;
 // the loss gradient is scaled by 1/(B*S) so the sum is the gradient of the mean loss.
+// With cfg.bf16 the stage computes with bf16 weights (pass bf16_copy of its masters) and
+// sends bf16 activations and gradients; its parameter gradients accumulate in fp32.
 //
 //   Comm pp(transport, {0, 1, 2}, registry);
 //   PpStep s = pipeline_step(cfg, pp_stage_params(cfg, 3, pp.rank()), batch, pp, 4);

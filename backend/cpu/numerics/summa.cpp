@@ -50,6 +50,7 @@ MlpBlockResult reference_mlp_block(const ModelConfig& cfg, const MlpBlockData& d
 
 void validate_summa(const ModelConfig& cfg, int q, int mesh_size) {
   validate(cfg);
+  if (cfg.bf16) throw Error("2D mesh: the bf16 numerics do not cover SUMMA yet; run it in fp32 (model.bf16 false)");
   if (q < 1 || q * q != mesh_size)
     throw Error(fmt::format("2D mesh: {} ranks are not a {} x {} mesh; use q*q ranks", mesh_size, q, q));
   auto divides = [&](std::int64_t v, const char* what) {

@@ -12,6 +12,8 @@ void validate_tp(const ModelConfig& cfg, int t, bool sp) {
   validate(cfg);
   if (cfg.moe.experts > 0)
     throw Error("tensor parallel: MoE layers are not sharded by TP here; use expert parallelism");
+  if (cfg.bf16)
+    throw Error("tensor parallel: the bf16 numerics do not cover TP yet; run it in fp32 (model.bf16 false)");
   auto divides = [&](int v, const char* field) {
     if (v % t != 0)
       throw Error(
