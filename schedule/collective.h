@@ -70,6 +70,13 @@ struct CollectiveSpec {
   Bytes element_bytes = 1;
 };
 
+// How the executors add a reducing receive (RecvOp::Reduce) into the buffer. Float32: a
+// float add. Bf16: as NCCL reduces ncclBfloat16 data, each add widens both operands, adds in
+// float and rounds the sum to the nearest bf16 (ties to even, kernels/bf16.h); the buffers
+// hold bf16 values in float32 slots, and a sum is rounded once per step that adds into it,
+// so its error depends on the algorithm's order (docs/numerics.md, "bf16").
+enum class ReduceIn { Float32, Bf16 };
+
 // The most chunks a pipelined algorithm may cut a buffer into (NCCL's own are far fewer).
 inline constexpr int kMaxChunks = 1 << 16;
 

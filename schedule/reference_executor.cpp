@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/bf16.h"
 
 namespace meshsim {
 namespace {
@@ -27,8 +28,14 @@ struct RankState {
 
 class Executor {
  public:
-  Executor(const StepProgram& prog, const CollectiveSpec& spec, std::vector<std::vector<float>> inputs)
-      : prog_(prog), spec_(spec), p_(prog.ranks()), send_(std::move(inputs)), state_(static_cast<std::size_t>(p_)) {}
+  Executor(const StepProgram& prog, const CollectiveSpec& spec, std::vector<std::vector<float>> inputs,
+           ReduceIn reduce_in)
+      : prog_(prog),
+        spec_(spec),
+        p_(prog.ranks()),
+        reduce_in_(reduce_in),
+        send_(std::move(inputs)),
+        state_(static_cast<std::size_t>(p_)) {}
 
   std::vector<std::vector<float>> run() {
     setup_buffers();
@@ -128,7 +135,10 @@ class Executor {
             fmt::format("step program: rank {} step {} expects {} bytes from rank {} but the message (sent at "
                         "its step {}) has {} bytes",
                         r, st.step, t.bytes, t.peer, m.sender_step, m.data.size() * kFloat));
-      if (st.current.op == RecvOp::Reduce)
+      if (st.current.op == RecvOp::Reduce && reduce_in_ == ReduceIn::Bf16)
+        for (std::size_t i = 0; i < len; ++i)
+          buf[off + i] = kernels::to_float(kernels::to_bf16(buf[off + i] + m.data[i]));
+      else if (st.current.op == RecvOp::Reduce)
         for (std::size_t i = 0; i < len; ++i) buf[off + i] += m.data[i];
       else
         std::copy(m.data.begin(), m.data.end(), buf.begin() + static_cast<std::ptrdiff_t>(off));
@@ -161,6 +171,7 @@ class Executor {
   const StepProgram& prog_;
   const CollectiveSpec& spec_;
   int p_;
+  ReduceIn reduce_in_;
   std::vector<std::vector<float>> send_;
   std::vector<std::vector<float>> recv_store_;
   std::vector<std::vector<float>>* recv_ = nullptr;
@@ -171,13 +182,13 @@ class Executor {
 }  // namespace
 
 std::vector<std::vector<float>> run_reference(const StepProgram& program, const CollectiveSpec& spec,
-                                              std::vector<std::vector<float>> inputs) {
+                                              std::vector<std::vector<float>> inputs, ReduceIn reduce_in) {
   validate_spec(spec);
   if (program.ranks() != spec.ranks)
     throw Error(fmt::format("reference executor: program has {} ranks but the spec {}", program.ranks(), spec.ranks));
   if (spec.bytes % kFloat != 0)
     throw Error(fmt::format("reference executor: bytes = {} is not a whole number of float32 values", spec.bytes));
-  Executor ex(program, spec, std::move(inputs));
+  Executor ex(program, spec, std::move(inputs), reduce_in);
   return ex.run();
 }
 

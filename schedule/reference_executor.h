@@ -31,7 +31,9 @@
 
 namespace meshsim {
 
+// reduce_in: how a reducing receive adds (ReduceIn, collective.h).
 std::vector<std::vector<float>> run_reference(const StepProgram& program, const CollectiveSpec& spec,
-                                              std::vector<std::vector<float>> inputs);
+                                              std::vector<std::vector<float>> inputs,
+                                              ReduceIn reduce_in = ReduceIn::Float32);
 
 }  // namespace meshsim

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/bf16.h"
 #include "kernels/reduce.h"
 
 namespace meshsim::cpu {
@@ -18,8 +19,14 @@ constexpr Bytes kFloat = 4;
 class RankRunner {
  public:
   RankRunner(Transport& t, const StepProgram& prog, const CollectiveSpec& spec, std::vector<float>& buffer,
-             std::span<const int> members)
-      : t_(t), prog_(prog), spec_(spec), members_(members.begin(), members.end()), p_(prog.ranks()), buffer_(buffer) {
+             std::span<const int> members, ReduceIn reduce_in)
+      : t_(t),
+        prog_(prog),
+        spec_(spec),
+        members_(members.begin(), members.end()),
+        p_(prog.ranks()),
+        reduce_in_(reduce_in),
+        buffer_(buffer) {
     if (members_.empty())
       for (int q = 0; q < t.world(); ++q) members_.push_back(q);
     r_ = static_cast<int>(std::find(members_.begin(), members_.end(), t.rank()) - members_.begin());
@@ -122,17 +129,26 @@ class RankRunner {
                                   static_cast<std::size_t>(t.bytes), mode});
     }
     t_.exchange(sends_, recvs_, fmt::format("step {} of {} of {} {}", s, steps, p_, to_string(spec_.kind)));
-    for (std::size_t i = 0; i < st.recvs.size(); ++i) {  // staged receives apply in order
-      if (l.recv_stage[i] < 0) continue;
+    const bool round = st.op == RecvOp::Reduce && reduce_in_ == ReduceIn::Bf16;
+    for (std::size_t i = 0; i < st.recvs.size(); ++i) {
       const Transfer& t = st.recvs[i];
       float* dst = recv_->data() + t.offset / kFloat;
-      const float* src = stage_.data() + l.recv_stage[i] / kFloat;
       const auto n = static_cast<std::size_t>(t.bytes / kFloat);
+      if (l.recv_stage[i] < 0) {  // summed on arrival: a bf16 sum is rounded now
+        if (round) round_bf16(dst, n);
+        continue;
+      }
+      const float* src = stage_.data() + l.recv_stage[i] / kFloat;  // staged receives apply in order
       if (st.op == RecvOp::Reduce)
         kernels::reduce_sum_cpu(dst, src, n);
       else
         std::copy_n(src, n, dst);
+      if (round) round_bf16(dst, n);
     }
+  }
+
+  static void round_bf16(float* x, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = kernels::to_float(kernels::to_bf16(x[i]));
   }
 
   Transport& t_;
@@ -141,6 +157,7 @@ class RankRunner {
   std::vector<int> members_;  // group rank -> transport rank
   int r_ = 0;                 // this rank's index in the group
   int p_;
+  ReduceIn reduce_in_;
   std::vector<float>& buffer_;
   std::vector<float>* send_ = nullptr;
   std::vector<float>* recv_ = nullptr;
@@ -154,9 +171,9 @@ class RankRunner {
 }  // namespace
 
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer, std::span<const int> members) {
+                                 std::vector<float>& buffer, std::span<const int> members, ReduceIn reduce_in) {
   validate_spec(spec);
-  RankRunner runner(transport, program, spec, buffer, members);
+  RankRunner runner(transport, program, spec, buffer, members, reduce_in);
   return runner.run();
 }
 

@@ -44,8 +44,11 @@ struct CollectiveRun {
 // members: the transport ranks of the group, in group-rank order (program rank i runs on
 // transport rank members[i]); empty = every rank of the transport, in order. The calling
 // rank must be a member. Throws Error naming the rank and step on a malformed program, a
-// size mismatch or a lost peer (see Transport).
+// size mismatch or a lost peer (see Transport). reduce_in: how a reducing receive adds
+// (ReduceIn, collective.h; Bf16 rounds each sum as NCCL's bf16 reductions do), the same as
+// run_reference's.
 CollectiveRun run_collective_cpu(Transport& transport, const StepProgram& program, const CollectiveSpec& spec,
-                                 std::vector<float>& buffer, std::span<const int> members = {});
+                                 std::vector<float>& buffer, std::span<const int> members = {},
+                                 ReduceIn reduce_in = ReduceIn::Float32);
 
 }  // namespace meshsim::cpu

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/test_util.h"
 #include "core/error.h"
+#include "kernels/bf16.h"
 #include "schedule/reference_executor.h"
 #include "schedule/test_collectives.h"
 
@@ -64,7 +65,8 @@ struct Result {
   std::vector<CollectiveRun> runs;
 };
 Result run_threads(const StepProgram& prog, const CollectiveSpec& s, const Buffers& in, int socket_buffer_bytes,
-                   const std::function<bool(int, Transport&, std::vector<float>&)>& before = {}) {
+                   const std::function<bool(int, Transport&, std::vector<float>&)>& before = {},
+                   ReduceIn reduce_in = ReduceIn::Float32) {
   InMemoryDirectory dir;
   Result res;
   res.out = in;
@@ -76,7 +78,7 @@ Result run_threads(const StepProgram& prog, const CollectiveSpec& s, const Buffe
     o.socket_buffer_bytes = socket_buffer_bytes;
     Transport t(r, s.ranks, dir, o);
     if (before && !before(r, t, res.out[r])) return;
-    res.runs[r] = run_collective_cpu(t, prog, s, res.out[r]);
+    res.runs[r] = run_collective_cpu(t, prog, s, res.out[r], {}, reduce_in);
   });
   return res;
 }
@@ -119,6 +121,61 @@ TEST(CpuCollective, CoversEveryAlgorithmAndKind) {
       for (const Case& c : cases) found = found || (c.algo == a.name && c.kind == k);
       EXPECT_TRUE(found) << a.name << " " << to_string(k);
     }
+}
+
+float bf16_value(float x) { return kernels::to_float(kernels::to_bf16(x)); }
+
+// Hand-worked: 1 + 2^-8 is the tie between bf16's 1 and 1 + 2^-7, and ties go to even: a
+// bf16 sum of 1 and 2^-8 is 1, where the float32 sum keeps 1.00390625.
+TEST(CpuCollectiveBf16, TwoRankSumRoundsToNearestEven) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  const CollectiveSpec s = spec_of(Case{"ring", CollKind::AllReduce, 2, 2});
+  auto prog = reg.find("ring", CollKind::AllReduce)->build(s);
+  // 3 + 2^-7: the tie between 3 and 3 + 2^-6 (bf16's step in [2, 4)); 3's last bit is even.
+  const Buffers in{{1.f, 3.f}, {0x1p-8f, 0x1p-7f}};
+  const Buffers want_bf16{{1.f, 3.f}, {1.f, 3.f}};
+  EXPECT_EQ(run_reference(*prog, s, in, ReduceIn::Bf16), want_bf16);
+  EXPECT_EQ(run_reference(*prog, s, in)[0], (std::vector<float>{1.00390625f, 3.0078125f}));
+  const Result got = run_threads(*prog, s, in, 0, {}, ReduceIn::Bf16);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(got.out[r], want_bf16[r]) << "rank " << r << " " << got.errors[r];
+}
+
+// Every algorithm that sums (all-reduce, reduce-scatter, reduce), 2..8 ranks, bf16 inputs:
+// the cpu backend equals the serial reference bit for bit with bf16 sums too, every result is
+// a bf16 value, and it is within the bound of p-1 roundings (each add of a reduction tree
+// with p leaves moves its sum by at most 2^-8 of the sum of the magnitudes below it) of the
+// exact sum.
+TEST(CpuCollectiveBf16, EveryReducingAlgorithmEqualsReferenceAndStaysWithinItsRoundings) {
+  const AlgorithmRegistry reg = AlgorithmRegistry::builtin();
+  int checked = 0;
+  for (const Case& c0 : all_cases()) {
+    if (c0.kind != CollKind::AllReduce && c0.kind != CollKind::ReduceScatter && c0.kind != CollKind::Reduce) continue;
+    if (c0.floats == kLarge || c0.p == 3) continue;
+    SCOPED_TRACE(c0.algo + " " + to_string(c0.kind) + " p" + std::to_string(c0.p) + " g" + std::to_string(c0.per_node));
+    const CollectiveSpec s = spec_of(c0);
+    auto prog = reg.find(c0.algo, c0.kind)->build(s);
+    Buffers in = random_inputs(s, 91u + static_cast<std::uint32_t>(c0.p * 7 + c0.floats));
+    for (auto& b : in)
+      for (float& x : b) x = bf16_value(x);
+    const Buffers want = run_reference(*prog, s, in, ReduceIn::Bf16);
+    const Result got = run_threads(*prog, s, in, 0, {}, ReduceIn::Bf16);
+    for (int r = 0; r < c0.p; ++r) {
+      ASSERT_EQ(got.errors[r], "") << "rank " << r;
+      ASSERT_EQ(std::memcmp(got.out[r].data(), want[r].data(), want[r].size() * 4), 0) << "rank " << r;
+    }
+    if (c0.kind != CollKind::AllReduce) continue;
+    for (std::size_t i = 0; i < in[0].size(); ++i) {
+      double sum = 0, mag = 0;
+      for (const auto& b : in) sum += b[i], mag += std::fabs(b[i]);
+      const double bound = (c0.p - 1) * 0x1p-8 * mag * 1.01;
+      for (int r = 0; r < c0.p; ++r) {
+        ASSERT_EQ(got.out[r][i], bf16_value(got.out[r][i])) << "rank " << r << " at " << i;
+        ASSERT_LE(std::fabs(got.out[r][i] - sum), bound) << "rank " << r << " at " << i;
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
 }
 
 // Rank 2 runs only its first step and then closes its transport: every rank that needs

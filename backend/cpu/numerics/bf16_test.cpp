@@ -109,9 +109,8 @@ void check_pp_bf16(int layers, int p, int m) {
   const ModelConfig cfg = bf16_config(44, layers);
   const Batch batch = make_batch(cfg, 13);
   const StepResult ref = reference_step(cfg, bf16_copy(init_params(cfg)), batch);
-  const std::vector<PpStep> steps = testing::run_group(p, [&](int r, Comm& pp) {
-    return pipeline_step(cfg, bf16_copy(pp_stage_params(cfg, p, r)), batch, pp, m);
-  });
+  const std::vector<PpStep> steps = testing::run_group(
+      p, [&](int r, Comm& pp) { return pipeline_step(cfg, bf16_copy(pp_stage_params(cfg, p, r)), batch, pp, m); });
   TensorMap all;
   for (int s = 0; s < p; ++s) {
     EXPECT_NEAR(steps[s].loss, ref.loss, 1e-5 * ref.loss) << "stage " << s;

@@ -27,11 +27,11 @@ Comm Comm::subgroup(const std::vector<int>& group_ranks) const {
   return Comm(transport_, std::move(m), registry_);
 }
 
-void Comm::run(const CollectiveSpec& spec, const char* algo, std::vector<float>& buffer) {
+void Comm::run(const CollectiveSpec& spec, const char* algo, std::vector<float>& buffer, ReduceIn in) {
   const Algorithm* a = registry_.find(algo, spec.kind);
   if (!a) throw Error(fmt::format("Comm: no algorithm '{}' for {} in the registry", algo, to_string(spec.kind)));
   auto prog = a->build(spec);
-  cpu::run_collective_cpu(transport_, *prog, spec, buffer, members_);
+  cpu::run_collective_cpu(transport_, *prog, spec, buffer, members_, in);
 }
 
 namespace {
@@ -46,15 +46,15 @@ CollectiveSpec spec_for(CollKind kind, int ranks, std::int64_t floats, int root 
 }
 }  // namespace
 
-void Comm::allreduce(std::vector<float>& data) {
+void Comm::allreduce(std::vector<float>& data, ReduceIn in) {
   if (size() == 1 || data.empty()) return;
-  run(spec_for(CollKind::AllReduce, size(), std::int64_t(data.size())), "ring", data);
+  run(spec_for(CollKind::AllReduce, size(), std::int64_t(data.size())), "ring", data, in);
 }
 
-void Comm::allreduce(float* data, std::int64_t n) {
+void Comm::allreduce(float* data, std::int64_t n, ReduceIn in) {
   if (size() == 1 || n == 0) return;
   std::vector<float> buf(data, data + n);
-  allreduce(buf);
+  allreduce(buf, in);
   std::copy(buf.begin(), buf.end(), data);
 }
 
@@ -74,14 +74,14 @@ std::vector<float> Comm::allgather(const std::vector<float>& mine) {
   return buf;
 }
 
-std::vector<float> Comm::reducescatter(const std::vector<float>& full) {
+std::vector<float> Comm::reducescatter(const std::vector<float>& full, ReduceIn in) {
   if (size() == 1) return full;
   if (full.size() % size() != 0)
     throw Error(fmt::format("reduce-scatter: {} floats do not split evenly over {} ranks; pad to a multiple",
                             full.size(), size()));
   const std::int64_t n = std::int64_t(full.size()) / size();
   std::vector<float> buf = full;
-  if (n > 0) run(spec_for(CollKind::ReduceScatter, size(), n * size()), "ring", buf);
+  if (n > 0) run(spec_for(CollKind::ReduceScatter, size(), n * size()), "ring", buf, in);
   return std::vector<float>(buf.begin() + n * rank_, buf.begin() + n * (rank_ + 1));
 }
 

@@ -39,8 +39,9 @@ class Comm {
   int size() const { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const { return members_; }
 
-  void allreduce(std::vector<float>& data);  // sum, in place
-  void allreduce(float* data, std::int64_t n);
+  // Sum, in place. ReduceIn::Bf16: bf16 data summed as NCCL sums it (collective.h).
+  void allreduce(std::vector<float>& data, ReduceIn in = ReduceIn::Float32);
+  void allreduce(float* data, std::int64_t n, ReduceIn in = ReduceIn::Float32);
   // The group's sum of one value (a loss, a count).
   float allreduce(float value) {
     allreduce(&value, 1);
@@ -50,7 +51,7 @@ class Comm {
   void allreduce_max(float* data, std::int64_t n);
   std::vector<float> allgather(const std::vector<float>& mine);  // equal sizes; group order
   // full: size() equal slices; returns this rank's slice of the sum.
-  std::vector<float> reducescatter(const std::vector<float>& full);
+  std::vector<float> reducescatter(const std::vector<float>& full, ReduceIn in = ReduceIn::Float32);
   void broadcast(std::vector<float>& data, int root);
   void reduce(std::vector<float>& data, int root);  // sum lands on root; others' data undefined
   // Uneven all-to-all: send holds blocks for group ranks 0..p-1 of send_counts[d] floats;
@@ -65,7 +66,7 @@ class Comm {
   void sendrecv(int to, const float* send, std::int64_t send_n, int from, float* recv, std::int64_t recv_n);
 
  private:
-  void run(const CollectiveSpec& spec, const char* algo, std::vector<float>& buffer);
+  void run(const CollectiveSpec& spec, const char* algo, std::vector<float>& buffer, ReduceIn in = ReduceIn::Float32);
 
   cpu::Transport& transport_;
   std::vector<int> members_;

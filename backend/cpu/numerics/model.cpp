@@ -386,15 +386,16 @@ void LocalFfn::backward(int layer, const Saved& saved, const float* dout, std::i
 }
 
 // ---- layer ------------------------------------------------------------------------------
-void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, const std::vector<std::int64_t>& rows,
-                   const float* x, float* out, AttentionCore& attn, FfnCore& ffn, LayerCache& c) {
+void attention_block_forward(const ModelConfig& cfg, const TensorMap& params, int layer,
+                             const std::vector<std::int64_t>& rows, const float* x, AttentionCore& attn,
+                             LayerCache& c) {
   const std::int64_t T = std::int64_t(rows.size()), h = cfg.hidden;
   auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
+  const bool bf = cfg.bf16;
   c.rows = rows;
   c.x.assign(x, x + T * h);
   c.xn1.resize(T * h), c.mu1.resize(T), c.rs1.resize(T), c.qkv.resize(T * 3 * h), c.ctx.resize(T * h);
-  c.x1.resize(T * h), c.xn2.resize(T * h), c.mu2.resize(T), c.rs2.resize(T);
-  const bool bf = cfg.bf16;
+  c.x1.resize(T * h);
   k::layernorm_forward_cpu(x, P("ln1.g"), P("ln1.b"), c.xn1.data(), c.mu1.data(), c.rs1.data(), T, h, cfg.ln_eps);
   round_if(bf, c.xn1.data(), T * h);
   linear_forward(c.xn1.data(), T, h, P("attn.wqkv"), 3 * h, P("attn.bqkv"), c.qkv.data(), bf);
@@ -404,8 +405,18 @@ void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, c
   dropout_rows_forward(c.x1.data(), rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 0));
   add_into(c.x1.data(), x, T * h);
   round_if(bf, c.x1.data(), T * h);
-  k::layernorm_forward_cpu(c.x1.data(), P("ln2.g"), P("ln2.b"), c.xn2.data(), c.mu2.data(), c.rs2.data(), T, h,
-                           cfg.ln_eps);
+}
+
+void ffn_block_forward(const ModelConfig& cfg, const TensorMap& params, int layer,
+                       const std::vector<std::int64_t>& rows, const float* x1, float* out, FfnCore& ffn,
+                       LayerCache& c) {
+  const std::int64_t T = std::int64_t(rows.size()), h = cfg.hidden;
+  auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
+  const bool bf = cfg.bf16;
+  c.rows = rows;
+  if (c.x1.data() != x1) c.x1.assign(x1, x1 + T * h);
+  c.xn2.resize(T * h), c.mu2.resize(T), c.rs2.resize(T);
+  k::layernorm_forward_cpu(x1, P("ln2.g"), P("ln2.b"), c.xn2.data(), c.mu2.data(), c.rs2.data(), T, h, cfg.ln_eps);
   round_if(bf, c.xn2.data(), T * h);
   c.ffn = ffn.forward(layer, c.xn2.data(), T, out);
   dropout_rows_forward(out, rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 1));
@@ -413,25 +424,38 @@ void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, c
   round_if(bf, out, T * h);
 }
 
-void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c, const float* dy,
-                    float* dx, AttentionCore& attn, FfnCore& ffn, TensorMap& grads) {
+void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, const std::vector<std::int64_t>& rows,
+                   const float* x, float* out, AttentionCore& attn, FfnCore& ffn, LayerCache& c) {
+  attention_block_forward(cfg, params, layer, rows, x, attn, c);
+  ffn_block_forward(cfg, params, layer, rows, c.x1.data(), out, ffn, c);
+}
+
+void ffn_block_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c,
+                        const float* dy, float* dx1, FfnCore& ffn, TensorMap& grads) {
   const std::int64_t T = std::int64_t(c.rows.size()), h = cfg.hidden;
   auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
   auto G = [&](const char* leaf) { return grads.at(layer_param(layer, leaf)).p(); };
   const bool bf = cfg.bf16;
-  std::vector<float> dx1(dy, dy + T * h), dt(T * h), dxn(T * h), dqkv(T * 3 * h), dctx(T * h);
-  // FFN branch: dy -> dropout -> FFN -> LN2, plus the residual path
-  std::copy(dy, dy + T * h, dt.begin());
+  std::vector<float> dt(dy, dy + T * h), dxn(T * h);
+  // dy -> dropout -> FFN -> LN2, plus the residual path
   dropout_rows_backward(dt.data(), c.rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 1));
   round_if(bf, dt.data(), T * h);
   ffn.backward(layer, *c.ffn, dt.data(), T, dxn.data(), grads);
   k::layernorm_backward_cpu(dxn.data(), c.x1.data(), P("ln2.g"), c.mu2.data(), c.rs2.data(), dt.data(), G("ln2.g"),
                             G("ln2.b"), T, h);
   round_if(bf, dt.data(), T * h);
-  add_into(dx1.data(), dt.data(), T * h);
-  round_if(bf, dx1.data(), T * h);
-  // attention branch
-  std::copy(dx1.begin(), dx1.end(), dt.begin());
+  std::copy(dy, dy + T * h, dx1);
+  add_into(dx1, dt.data(), T * h);
+  round_if(bf, dx1, T * h);
+}
+
+void attention_block_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c,
+                              const float* dx1, float* dx, AttentionCore& attn, TensorMap& grads) {
+  const std::int64_t T = std::int64_t(c.rows.size()), h = cfg.hidden;
+  auto P = [&](const char* leaf) { return params.at(layer_param(layer, leaf)).p(); };
+  auto G = [&](const char* leaf) { return grads.at(layer_param(layer, leaf)).p(); };
+  const bool bf = cfg.bf16;
+  std::vector<float> dt(dx1, dx1 + T * h), dxn(T * h), dqkv(T * 3 * h), dctx(T * h);
   dropout_rows_backward(dt.data(), c.rows, h, cfg.dropout, dropout_key(cfg.seed, layer, 0));
   round_if(bf, dt.data(), T * h);
   linear_backward(dt.data(), c.ctx.data(), T, h, P("attn.wo"), h, dctx.data(), G("attn.wo"), G("attn.bo"), bf);
@@ -441,8 +465,15 @@ void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, 
   k::layernorm_backward_cpu(dxn.data(), c.x.data(), P("ln1.g"), c.mu1.data(), c.rs1.data(), dx, G("ln1.g"), G("ln1.b"),
                             T, h);
   round_if(bf, dx, T * h);
-  add_into(dx, dx1.data(), T * h);
+  add_into(dx, dx1, T * h);
   round_if(bf, dx, T * h);
+}
+
+void layer_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c, const float* dy,
+                    float* dx, AttentionCore& attn, FfnCore& ffn, TensorMap& grads) {
+  std::vector<float> dx1(c.rows.size() * std::size_t(cfg.hidden));
+  ffn_block_backward(cfg, params, layer, c, dy, dx1.data(), ffn, grads);
+  attention_block_backward(cfg, params, layer, c, dx1.data(), dx, attn, grads);
 }
 
 // ---- embedding and head -----------------------------------------------------------------

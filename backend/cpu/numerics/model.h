@@ -230,6 +230,20 @@ struct LayerCache {
   std::unique_ptr<Saved> attn, ffn;
 };
 
+// The layer's two residual blocks, each usable alone (the bf16 TP test feeds both sides of
+// a block the same input):
+//   attention block  x  -> x1 = x  + Dropout(Attn(LN1(x)) Wo + bo)   (x1 left in cache.x1)
+//   FFN block        x1 -> y  = x1 + Dropout(FFN(LN2(x1)))
+// and their backwards (dy -> dx1, dx1 -> dx; gradients accumulated into grads).
+void attention_block_forward(const ModelConfig& cfg, const TensorMap& params, int layer,
+                             const std::vector<std::int64_t>& rows, const float* x, AttentionCore& attn, LayerCache& c);
+void ffn_block_forward(const ModelConfig& cfg, const TensorMap& params, int layer,
+                       const std::vector<std::int64_t>& rows, const float* x1, float* out, FfnCore& ffn, LayerCache& c);
+void ffn_block_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c,
+                        const float* dy, float* dx1, FfnCore& ffn, TensorMap& grads);
+void attention_block_backward(const ModelConfig& cfg, const TensorMap& params, int layer, const LayerCache& c,
+                              const float* dx1, float* dx, AttentionCore& attn, TensorMap& grads);
+
 // x: [rows.size(), h] in, layer output out (may not alias x). `params` holds the layer's
 // LayerNorm and attention tensors (the FFN reads its own).
 void layer_forward(const ModelConfig& cfg, const TensorMap& params, int layer, const std::vector<std::int64_t>& rows,
