@@ -15,6 +15,10 @@
 //        dropout and residual run on the block; f = all-gather fwd / reduce-scatter bwd,
 //        g-bar = reduce-scatter fwd / all-gather bwd; gradients of the replicated LayerNorm
 //        and bias parameters are partial per rank and all-reduced at the end.
+//   bf16 (cfg.bf16): as the single rank (model.h), plus: a row-parallel GEMM's partial is
+//   rounded to bf16 before g-bar, and g-bar / f-backward sum in bf16 (ReduceIn::Bf16, as
+//   NCCL sums Megatron's bf16 activations); the cross-entropy's statistics and the SP
+//   gradient sums stay fp32. Pass bf16_copy of the shard.
 //   embedding: vocab-parallel lookup (zeros outside the shard) -> g-bar;  head: LN_f on the
 //   local rows -> f -> logits shard [B*S, V/t] -> vocab-parallel cross-entropy (all-reduce of
 //   the row max, then of {sum exp, target logit}) -> dlogits shard -> dx partial -> f backward.
@@ -47,5 +51,19 @@ struct TpStep {
 
 TpStep tensor_parallel_step(const ModelConfig& cfg, const TensorMap& shard, const Batch& batch, Comm& tp,
                             bool sequence_parallel);
+
+// One residual block of layer `layer` on this rank, forward then backward: what the bf16
+// tests feed the single rank's block (model.h) and this one alike. x: this rank's rows of
+// the block input (all B*S rows with TP, its B*S/t with SP), dy: the same rows of the
+// output's gradient. Returns the block output and the input gradient on those rows, and the
+// gradients of this rank's shards (tensors of other blocks stay zero; with SP the
+// replicated ones summed over the group).
+enum class TpBlock { Attention, Mlp };
+struct TpBlockStep {
+  std::vector<float> out, dx;
+  TensorMap grads;
+};
+TpBlockStep tp_block_step(const ModelConfig& cfg, const TensorMap& shard, int layer, TpBlock block, Comm& tp,
+                          bool sequence_parallel, const std::vector<float>& x, const std::vector<float>& dy);
 
 }  // namespace meshsim::numerics
