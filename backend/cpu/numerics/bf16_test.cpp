@@ -31,7 +31,10 @@
 #include <random>
 
 #include "backend/cpu/numerics/data_parallel.h"
+#include "backend/cpu/numerics/expert_parallel.h"
 #include "backend/cpu/numerics/pipeline.h"
+#include "backend/cpu/numerics/ring_attention.h"
+#include "backend/cpu/numerics/summa.h"
 #include "backend/cpu/numerics/tensor_parallel.h"
 #include "backend/cpu/numerics/test_util.h"
 #include "core/error.h"
@@ -80,10 +83,10 @@ TEST(Bf16, StepComputesWithBf16WeightsAndKeepsFp32MainGradients) {
   EXPECT_NEAR(s.loss, f.loss, 0.05 * f.loss);
 }
 
-TEST(Bf16, MoeAndRingAttentionSaySoInsteadOfRunningFp32) {
-  ModelConfig cfg = bf16_config(3);
-  cfg.moe.experts = 2;
-  EXPECT_THROW(validate(cfg), Error);
+TEST(Bf16, RingAttentionAndSummaSaySoInsteadOfRunningFp32) {
+  const ModelConfig cfg = bf16_config(3);
+  EXPECT_THROW(validate_cp(cfg, 2), Error);
+  EXPECT_THROW(validate_summa(cfg, 2, 4), Error);
 }
 
 void check_dp_bf16(int d, ZeroStage stage) {
@@ -124,6 +127,34 @@ TEST(Bf16, GradientsReducedInBf16WouldFail) {
   const StepResult ref = reference_step(cfg, bf16_copy(init_params(cfg)), make_batch(cfg, 5));
   EXPECT_GT(testing::worst_map_ratio(bf16_copy(ref.grads), ref.grads), 10.0);
 }
+
+// Expert parallelism moves token rows between ranks (all-to-all copies, exact) and computes
+// each row with the same expert weights; the router runs in fp32. So, as DP: logits bit for
+// bit, gradients (experts' summed over tokens from every rank) within the fp32 tolerance.
+void check_ep_bf16(int e, int top_k) {
+  ModelConfig cfg = bf16_config(66);
+  cfg.ffn = 24;
+  cfg.moe = {.experts = 4, .top_k = top_k};
+  const Batch batch = make_batch(cfg, 19);
+  const StepResult ref = reference_step(cfg, bf16_copy(init_params(cfg)), batch);
+  EXPECT_TRUE(all_bf16(ref.logits.data));
+  const std::vector<EpStep> steps = testing::run_group(
+      e, [&](int r, Comm& ep) { return expert_parallel_step(cfg, bf16_copy(ep_rank_params(cfg, e, r)), batch, ep); });
+  const std::int64_t rows = std::int64_t(cfg.batch / e) * cfg.seq * cfg.vocab;
+  TensorMap all;
+  for (int r = 0; r < e; ++r) {
+    EXPECT_NEAR(steps[r].loss, ref.loss, 1e-5 * ref.loss) << "rank " << r;
+    EXPECT_EQ(steps[r].logits.data,
+              std::vector<float>(ref.logits.data.begin() + r * rows, ref.logits.data.begin() + (r + 1) * rows))
+        << "rank " << r << ": bf16 logits are the single rank's bits";
+    for (const auto& [name, g] : steps[r].grads) all.emplace(name, g);
+  }
+  EXPECT_EQ(all.size(), ref.grads.size());
+  expect_maps_close(all, ref.grads, "fp32 main gradients");
+}
+
+TEST(Bf16, ExpertParallelTwoRanksTop2MatchesSingleRank) { check_ep_bf16(2, 2); }
+TEST(Bf16, ExpertParallelFourRanksTop1MatchesSingleRank) { check_ep_bf16(4, 1); }
 
 void check_pp_bf16(int layers, int p, int m) {
   const ModelConfig cfg = bf16_config(44, layers);

@@ -96,7 +96,7 @@ std::unique_ptr<Saved> ExpertParallelFfn::forward(int layer, const float* xn, st
   const std::int64_t h = cfg_.hidden;
   auto s = std::make_unique<EpSaved>();
   s->xn.assign(xn, xn + rows * h);
-  s->routing = route(xn, rows, h, E, K, params_.at(layer_param(layer, "moe.router")).p());
+  s->routing = route(xn, rows, h, E, K, params_.at(layer_param(layer, "moe.router")).p(), cfg_.bf16);
   // send layout: destination, expert, token, slot
   std::vector<float> send, counts(static_cast<std::size_t>(E), 0.f);
   s->send_rows.assign(p, 0);
@@ -131,6 +131,7 @@ std::unique_ptr<Saved> ExpertParallelFfn::forward(int layer, const float* xn, st
   for (std::size_t i = 0; i < s->order.size(); ++i)
     slot_out[s->order[i].row * K + s->order[i].slot] = s->returned.data() + i * h;
   combine(s->routing, slot_out, h, out);
+  round_if(cfg_.bf16, out, rows * h);
   return s;
 }
 
@@ -152,6 +153,7 @@ void ExpertParallelFfn::backward(int layer, const Saved& saved, const float* dou
     }
     dweight[a.row * K + a.slot] = float(dot);
   }
+  round_if(cfg_.bf16, dsend.data(), std::int64_t(dsend.size()));
   std::vector<std::int64_t> recv_n;
   std::vector<float> drecv = ep_.alltoall(dsend, times(s.send_rows, h), recv_n);
   const Gather g{p, per, s.recv_counts, h};
@@ -170,14 +172,16 @@ void ExpertParallelFfn::backward(int layer, const Saved& saved, const float* dou
   for (std::int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < K; ++j) add_into(dxn + r * h, slot_dx[r * K + j], h);
   route_backward(s.routing, dweight.data(), s.xn.data(), h, params_.at(layer_param(layer, "moe.router")).p(), dxn,
-                 grads.at(layer_param(layer, "moe.router")).p());
+                 grads.at(layer_param(layer, "moe.router")).p(), cfg_.bf16);
+  round_if(cfg_.bf16, dxn, rows * h);
 }
 
 EpStep expert_parallel_step(const ModelConfig& cfg, const TensorMap& w, const Batch& batch, Comm& ep) {
   const int e = ep.size(), r = ep.rank();
   validate_ep(cfg, e);
   const int per = cfg.batch / e;
-  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq);
+  require_bf16_weights(cfg, w, "expert_parallel_step");
+  LocalAttention attn(cfg.heads, cfg.head_dim(), cfg.seq, cfg.bf16);
   ExpertParallelFfn ffn(cfg, w, ep);
   StepResult part = partial_step(cfg, w, batch, r * per, per, attn, ffn);
   EpStep out;

@@ -31,8 +31,6 @@ void validate(const ModelConfig& c) {
   if (c.moe.experts < 0) throw Error("model.moe.experts: negative; use 0 (dense) or a positive count");
   if (c.moe.experts > 0 && (c.moe.top_k < 1 || c.moe.top_k > c.moe.experts))
     throw Error(fmt::format("model.moe.top_k: got {} with {} experts; use 1..experts", c.moe.top_k, c.moe.experts));
-  if (c.bf16 && c.moe.experts > 0)
-    throw Error("model.bf16: the bf16 numerics cover dense layers; run the MoE model in fp32 (bf16 false)");
 }
 
 std::string layer_param(int layer, const std::string& leaf) { return fmt::format("l{}.{}", layer, leaf); }
@@ -323,7 +321,7 @@ std::unique_ptr<Saved> LocalFfn::forward(int layer, const float* xn, std::int64_
   auto s = std::make_unique<MoeSaved>();
   const int E = cfg_.moe.experts, K = cfg_.moe.top_k;
   s->xn.assign(xn, xn + rows * h);
-  s->routing = route(xn, rows, h, E, K, params_.at(layer_param(layer, "moe.router")).p());
+  s->routing = route(xn, rows, h, E, K, params_.at(layer_param(layer, "moe.router")).p(), cfg_.bf16);
   s->assigned.resize(E);
   s->runs.resize(E);
   // expert outputs per (row, slot), then combined in slot order
@@ -338,6 +336,7 @@ std::unique_ptr<Saved> LocalFfn::forward(int layer, const float* xn, std::int64_
     for (std::size_t i = 0; i < as.size(); ++i) slot_out[as[i].row * K + as[i].slot] = s->runs[e].out.data() + i * h;
   }
   combine(s->routing, slot_out, h, out);
+  round_if(cfg_.bf16, out, rows * h);
   return s;
 }
 
@@ -371,6 +370,7 @@ void LocalFfn::backward(int layer, const Saved& saved, const float* dout, std::i
       }
       dweight[as[i].row * K + as[i].slot] = float(dot);
     }
+    round_if(cfg_.bf16, dpacked.data(), std::int64_t(dpacked.size()));
     dx_e[e].resize(as.size() * h);
     expert_backward(cfg_, params_, layer, e, s.runs[e], dpacked.data(), std::int64_t(as.size()), dx_e[e].data(), grads);
   }
@@ -382,7 +382,8 @@ void LocalFfn::backward(int layer, const Saved& saved, const float* dout, std::i
   for (std::int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < K; ++j) add_into(dxn + r * h, slot_dx[r * K + j], h);
   route_backward(s.routing, dweight.data(), s.xn.data(), h, params_.at(layer_param(layer, "moe.router")).p(), dxn,
-                 grads.at(layer_param(layer, "moe.router")).p());
+                 grads.at(layer_param(layer, "moe.router")).p(), cfg_.bf16);
+  round_if(cfg_.bf16, dxn, rows * h);
 }
 
 // ---- layer ------------------------------------------------------------------------------

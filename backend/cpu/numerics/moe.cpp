@@ -8,12 +8,12 @@
 namespace meshsim::numerics {
 namespace k = meshsim::kernels;
 
-Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, int top_k, const float* wr) {
+Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, int top_k, const float* wr, bool bf16) {
   Routing r;
   r.rows = rows, r.experts = experts, r.top_k = top_k;
   r.probs.resize(static_cast<std::size_t>(rows * experts));
   std::vector<float> logits(r.probs.size());
-  linear_forward(xn, rows, h, wr, experts, nullptr, logits.data());
+  matmul(bf16, k::Trans::No, k::Trans::No, rows, experts, h, xn, h, wr, experts, 0.f, logits.data(), experts);
   k::softmax_forward_cpu(logits.data(), r.probs.data(), 1, rows, experts, 1.f, {});
   r.expert.resize(static_cast<std::size_t>(rows * top_k));
   r.weight.resize(r.expert.size());
@@ -33,7 +33,7 @@ Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, i
 }
 
 void route_backward(const Routing& r, const float* dweight, const float* xn, std::int64_t h, const float* wr,
-                    float* dxn, float* dwr) {
+                    float* dxn, float* dwr, bool bf16) {
   const int E = r.experts, K = r.top_k;
   std::vector<float> dlogits(static_cast<std::size_t>(r.rows * E), 0.f);
   for (std::int64_t t = 0; t < r.rows; ++t) {
@@ -50,7 +50,8 @@ void route_backward(const Routing& r, const float* dweight, const float* xn, std
     for (int e = 0; e < E; ++e) dlogits[t * E + e] = g[e] * (dg[e] - gdg);
   }
   std::vector<float> dx(static_cast<std::size_t>(r.rows * h));
-  linear_backward(dlogits.data(), xn, r.rows, h, wr, E, dx.data(), dwr, nullptr);
+  matmul(bf16, k::Trans::No, k::Trans::Yes, r.rows, h, E, dlogits.data(), E, wr, E, 0.f, dx.data(), h);
+  matmul(bf16, k::Trans::Yes, k::Trans::No, h, E, r.rows, xn, h, dlogits.data(), E, 1.f, dwr, E);
   add_into(dxn, dx.data(), r.rows * h);
 }
 
@@ -80,7 +81,7 @@ void expert_forward(const ModelConfig& cfg, const TensorMap& params, int layer, 
   auto P = [&](const char* leaf) { return params.at(expert_param(layer, e, leaf)).p(); };
   run.out.assign(static_cast<std::size_t>(n * cfg.hidden), 0.f);
   if (n == 0) return;
-  mlp_forward(x, n, cfg.hidden, cfg.ffn, P("w1"), P("b1"), P("w2"), P("b2"), run.out.data(), run.saved);
+  mlp_forward(x, n, cfg.hidden, cfg.ffn, P("w1"), P("b1"), P("w2"), P("b2"), run.out.data(), run.saved, cfg.bf16);
 }
 
 void expert_backward(const ModelConfig& cfg, const TensorMap& params, int layer, int e, const ExpertRun& run,
@@ -88,7 +89,8 @@ void expert_backward(const ModelConfig& cfg, const TensorMap& params, int layer,
   if (n == 0) return;
   auto P = [&](const char* leaf) { return params.at(expert_param(layer, e, leaf)).p(); };
   auto G = [&](const char* leaf) { return grads.at(expert_param(layer, e, leaf)).p(); };
-  mlp_backward(run.saved, dout, n, cfg.hidden, cfg.ffn, P("w1"), P("w2"), dx, G("w1"), G("b1"), G("w2"), G("b2"));
+  mlp_backward(run.saved, dout, n, cfg.hidden, cfg.ffn, P("w1"), P("w2"), dx, G("w1"), G("b1"), G("w2"), G("b2"),
+               cfg.bf16);
 }
 
 }  // namespace meshsim::numerics

@@ -30,10 +30,13 @@ struct Routing {
   std::vector<float> weight;  // [rows, k] renormalized gate weights
 };
 
-Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, int top_k, const float* wr);
-// dweight [rows, k] -> dxn (accumulated +=) and dwr (accumulated +=).
+// The router runs in fp32 (Megatron's --moe-router-dtype fp32): bf16 (cfg.bf16) only makes
+// its GEMMs sum in index order (matmul); logits, probabilities and weights stay fp32.
+Routing route(const float* xn, std::int64_t rows, std::int64_t h, int experts, int top_k, const float* wr,
+              bool bf16 = false);
+// dweight [rows, k] -> dxn (accumulated +=, fp32) and dwr (accumulated +=).
 void route_backward(const Routing& r, const float* dweight, const float* xn, std::int64_t h, const float* wr,
-                    float* dxn, float* dwr);
+                    float* dxn, float* dwr, bool bf16 = false);
 
 // (token row, slot) pairs routed to expert e, in token then slot order.
 struct Assignment {
@@ -43,7 +46,9 @@ struct Assignment {
 std::vector<Assignment> assignments(const Routing& r, int e);
 
 // out[row] = sum over slots j of weight[row, j] * slot_out[row * k + j] (h floats each), in
-// slot order: the single-rank and the expert-parallel layers combine identically.
+// slot order: the single-rank and the expert-parallel layers combine identically. In float;
+// a bf16 step rounds the combined output once (and the input gradient once, after the
+// experts' and the router's parts are added).
 void combine(const Routing& r, const std::vector<const float*>& slot_out, std::int64_t h, float* out);
 
 // One expert's MLP on packed rows, parameters from `params` (names expert_param(layer, e, ..)).
