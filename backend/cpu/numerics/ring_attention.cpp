@@ -13,9 +13,6 @@ namespace k = meshsim::kernels;
 
 void validate_cp(const ModelConfig& cfg, int c) {
   validate(cfg);
-  if (cfg.bf16)
-    throw Error(
-        "context parallel: the bf16 numerics do not cover ring attention yet; run it in fp32 (model.bf16 false)");
   if (c < 1 || cfg.seq % (2 * c) != 0)
     throw Error(fmt::format("context parallel: seq {} does not split into 2 x cp = {} chunks; use a multiple of {}",
                             cfg.seq, 2 * c, 2 * c));
@@ -31,8 +28,8 @@ std::vector<std::int64_t> cp_rows(const ModelConfig& cfg, int c, int r) {
   return rows;
 }
 
-RingAttention::RingAttention(Comm& cp, int heads, int head_dim, int batch, int chunk)
-    : cp_(cp), heads_(heads), d_(head_dim), batch_(batch), n_(chunk) {}
+RingAttention::RingAttention(Comm& cp, int heads, int head_dim, int batch, int chunk, bool bf16)
+    : cp_(cp), heads_(heads), d_(head_dim), batch_(batch), n_(chunk), bf16_(bf16) {}
 
 namespace {
 struct RingSaved : Saved {
@@ -74,6 +71,7 @@ std::unique_ptr<Saved> RingAttention::forward(const float* qkv, std::int64_t row
       const std::int64_t qoff = qslot * block, koff = kslot * block;
       k::attention_forward_cpu(s->q.data() + qoff, held.data() + koff, held.data() + n + koff, ob.data(), lb.data(),
                                {heads_, n_, n_, d_}, scale, mask);
+      round_if(bf16_, ob.data(), block);
       float* o = s->o.data() + qoff;
       float* lse = s->lse.data() + qslot * lblock;
       k::attention_merge_cpu(o, lse, ob.data(), lb.data(), o, lse, lblock, d_);
@@ -84,6 +82,7 @@ std::unique_ptr<Saved> RingAttention::forward(const float* qkv, std::int64_t row
       std::swap(held, next);
     }
   }
+  round_if(bf16_, s->o.data(), n);  // the output, and the O the backward reads
   k::merge_heads_cpu(s->o.data(), ctx, hl, slots, n_, heads_, d_);
   return s;
 }
@@ -99,13 +98,23 @@ void RingAttention::backward(const Saved& saved, const float* dctx, std::int64_t
   std::vector<float> held(4 * n, 0.f), next(4 * n);
   std::copy(s.kv.begin(), s.kv.end(), held.begin());
   const float scale = 1.f / std::sqrt(float(d_));
+  std::vector<float> dqb(bf16_ ? block : 0), dkb(dqb.size()), dvb(dqb.size());
   for (int t = 0; t < c; ++t) {
     for_each_block_pair(t, [&](std::int64_t qslot, std::int64_t kslot, const k::AttentionMask& mask) {
       const std::int64_t qoff = qslot * block, koff = kslot * block;
+      float* const dqa = dq.data() + qoff;
+      float* const dka = held.data() + 2 * n + koff;
+      float* const dva = held.data() + 3 * n + koff;
+      if (bf16_)  // this pair's bf16 dq, dk, dv, then added into the fp32 accumulators
+        for (auto* b : {&dqb, &dkb, &dvb}) std::fill(b->begin(), b->end(), 0.f);
       k::attention_backward_cpu(s.q.data() + qoff, held.data() + koff, held.data() + n + koff, s.o.data() + qoff,
-                                dout.data() + qoff, s.lse.data() + qslot * lblock, dq.data() + qoff,
-                                held.data() + 2 * n + koff, held.data() + 3 * n + koff, {heads_, n_, n_, d_}, scale,
-                                mask);
+                                dout.data() + qoff, s.lse.data() + qslot * lblock, bf16_ ? dqb.data() : dqa,
+                                bf16_ ? dkb.data() : dka, bf16_ ? dvb.data() : dva, {heads_, n_, n_, d_}, scale, mask);
+      if (bf16_)
+        for (auto [b, acc] : {std::pair{&dqb, dqa}, std::pair{&dkb, dka}, std::pair{&dvb, dva}}) {
+          round_bf16(*b);
+          add_into(acc, b->data(), block);
+        }
     });
     if (c > 1) {  // c passes in all: the last one brings every block home
       cp_.sendrecv((r + 1) % c, held.data(), std::int64_t(held.size()), (r - 1 + c) % c, next.data(),
@@ -113,6 +122,8 @@ void RingAttention::backward(const Saved& saved, const float* dctx, std::int64_t
       std::swap(held, next);
     }
   }
+  round_if(bf16_, dq.data(), n);
+  round_if(bf16_, held.data() + 2 * n, 2 * n);  // dK, dV: home, complete
   k::merge_heads_cpu(dq.data(), dqkv, 3 * hl, slots, n_, heads_, d_);
   k::merge_heads_cpu(held.data() + 2 * n, dqkv + hl, 3 * hl, slots, n_, heads_, d_);
   k::merge_heads_cpu(held.data() + 3 * n, dqkv + 2 * hl, 3 * hl, slots, n_, heads_, d_);
@@ -122,7 +133,7 @@ CpStep context_parallel_step(const ModelConfig& cfg, const TensorMap& params, co
   const int c = cp.size();
   validate_cp(cfg, c);
   if (cfg.moe.experts > 0) throw Error("context parallel: use a dense model (MoE is covered by expert parallelism)");
-  RingAttention attn(cp, cfg.heads, cfg.head_dim(), cfg.batch, cfg.seq / (2 * c));
+  RingAttention attn(cp, cfg.heads, cfg.head_dim(), cfg.batch, cfg.seq / (2 * c), cfg.bf16);
   LocalFfn ffn(cfg, params);
   CpStep out;
   out.rows = cp_rows(cfg, c, cp.rank());

@@ -38,8 +38,11 @@ std::vector<std::int64_t> cp_rows(const ModelConfig& cfg, int c, int r);
 
 class RingAttention : public AttentionCore {
  public:
-  // batch sequences per rank, each as two chunks of `chunk` rows.
-  RingAttention(Comm& cp, int heads, int head_dim, int batch, int chunk);
+  // batch sequences per rank, each as two chunks of `chunk` rows. bf16: each block pair's
+  // attention writes bf16 (its output, its dq/dk/dv, as a flash attention's bf16 stores),
+  // merged and accumulated in fp32 (the running output and log-sum-exp, dQ, and dK/dV as
+  // they travel), each result rounded once at the end.
+  RingAttention(Comm& cp, int heads, int head_dim, int batch, int chunk, bool bf16 = false);
   std::unique_ptr<Saved> forward(const float* qkv, std::int64_t rows, float* ctx) override;
   void backward(const Saved& saved, const float* dctx, std::int64_t rows, float* dqkv) override;
 
@@ -52,6 +55,7 @@ class RingAttention : public AttentionCore {
 
   Comm& cp_;
   int heads_, d_, batch_, n_;
+  bool bf16_;
 };
 
 struct CpStep {
