@@ -75,5 +75,10 @@ inline void widen(const bf16* src, float* dst, std::size_t n) {
 inline void narrow(const float* src, bf16* dst, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
+// In place: each float becomes the nearest bf16 value (a bf16 store read back), for code
+// that keeps bf16 data in float32 slots.
+inline void round_to_bf16(float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = to_float(to_bf16(x[i]));
+}
 
 }  // namespace meshsim::kernels

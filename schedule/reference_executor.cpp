@@ -135,13 +135,12 @@ class Executor {
             fmt::format("step program: rank {} step {} expects {} bytes from rank {} but the message (sent at "
                         "its step {}) has {} bytes",
                         r, st.step, t.bytes, t.peer, m.sender_step, m.data.size() * kFloat));
-      if (st.current.op == RecvOp::Reduce && reduce_in_ == ReduceIn::Bf16)
-        for (std::size_t i = 0; i < len; ++i)
-          buf[off + i] = kernels::to_float(kernels::to_bf16(buf[off + i] + m.data[i]));
-      else if (st.current.op == RecvOp::Reduce)
+      if (st.current.op == RecvOp::Reduce) {
         for (std::size_t i = 0; i < len; ++i) buf[off + i] += m.data[i];
-      else
+        if (reduce_in_ == ReduceIn::Bf16) kernels::round_to_bf16(buf.data() + off, len);
+      } else {
         std::copy(m.data.begin(), m.data.end(), buf.begin() + static_cast<std::ptrdiff_t>(off));
+      }
     }
     ++st.step;
     st.posted = false;

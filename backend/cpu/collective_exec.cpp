@@ -135,7 +135,7 @@ class RankRunner {
       float* dst = recv_->data() + t.offset / kFloat;
       const auto n = static_cast<std::size_t>(t.bytes / kFloat);
       if (l.recv_stage[i] < 0) {  // summed on arrival: a bf16 sum is rounded now
-        if (round) round_bf16(dst, n);
+        if (round) kernels::round_to_bf16(dst, n);
         continue;
       }
       const float* src = stage_.data() + l.recv_stage[i] / kFloat;  // staged receives apply in order
@@ -143,12 +143,8 @@ class RankRunner {
         kernels::reduce_sum_cpu(dst, src, n);
       else
         std::copy_n(src, n, dst);
-      if (round) round_bf16(dst, n);
+      if (round) kernels::round_to_bf16(dst, n);
     }
-  }
-
-  static void round_bf16(float* x, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) x[i] = kernels::to_float(kernels::to_bf16(x[i]));
   }
 
   Transport& t_;
