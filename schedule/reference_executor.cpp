@@ -7,8 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "core/bf16.h"
 #include "core/error.h"
-#include "kernels/bf16.h"
 
 namespace meshsim {
 namespace {
@@ -137,7 +137,7 @@ class Executor {
                         r, st.step, t.bytes, t.peer, m.sender_step, m.data.size() * kFloat));
       if (st.current.op == RecvOp::Reduce) {
         for (std::size_t i = 0; i < len; ++i) buf[off + i] += m.data[i];
-        if (reduce_in_ == ReduceIn::Bf16) kernels::round_to_bf16(buf.data() + off, len);
+        if (reduce_in_ == ReduceIn::Bf16) round_to_bf16(buf.data() + off, len);
       } else {
         std::copy(m.data.begin(), m.data.end(), buf.begin() + static_cast<std::ptrdiff_t>(off));
       }

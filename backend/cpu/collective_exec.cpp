@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
+#include "core/bf16.h"
 #include "core/error.h"
-#include "kernels/bf16.h"
 #include "kernels/reduce.h"
 
 namespace meshsim::cpu {
@@ -135,7 +135,7 @@ class RankRunner {
       float* dst = recv_->data() + t.offset / kFloat;
       const auto n = static_cast<std::size_t>(t.bytes / kFloat);
       if (l.recv_stage[i] < 0) {  // summed on arrival: a bf16 sum is rounded now
-        if (round) kernels::round_to_bf16(dst, n);
+        if (round) round_to_bf16(dst, n);
         continue;
       }
       const float* src = stage_.data() + l.recv_stage[i] / kFloat;  // staged receives apply in order
@@ -143,7 +143,7 @@ class RankRunner {
         kernels::reduce_sum_cpu(dst, src, n);
       else
         std::copy_n(src, n, dst);
-      if (round) kernels::round_to_bf16(dst, n);
+      if (round) round_to_bf16(dst, n);
     }
   }
 

@@ -180,7 +180,7 @@ std::vector<std::int64_t> row_range(std::int64_t first, std::int64_t count) {
 }
 
 // ---- mixed precision ----------------------------------------------------------------------
-void round_bf16(float* x, std::int64_t n) { k::round_to_bf16(x, static_cast<std::size_t>(n)); }
+void round_bf16(float* x, std::int64_t n) { meshsim::round_to_bf16(x, static_cast<std::size_t>(n)); }
 
 TensorMap bf16_copy(const TensorMap& masters) {
   TensorMap m = masters;
