@@ -83,8 +83,6 @@ TEST(Bf16, StepComputesWithBf16WeightsAndKeepsFp32MainGradients) {
   EXPECT_NEAR(s.loss, f.loss, 0.05 * f.loss);
 }
 
-TEST(Bf16, SummaSaysSoInsteadOfRunningFp32) { EXPECT_THROW(validate_summa(bf16_config(3), 2, 4), Error); }
-
 void check_dp_bf16(int d, ZeroStage stage) {
   const ModelConfig cfg = bf16_config(21);
   const TensorMap masters = init_params(cfg);
@@ -503,6 +501,121 @@ TEST(Bf16, ContextParallelStepRuns) {
   const std::vector<CpStep> steps = testing::run_group(
       2, [&](int, Comm& cp) { return context_parallel_step(cfg, bf16_copy(init_params(cfg)), batch, cp); });
   for (const CpStep& s : steps) EXPECT_NEAR(s.loss, ref.loss, 0.01 * ref.loss);
+}
+
+// ---- 2D SUMMA: its three products against the single rank's GEMMs -------------------------
+// The products are where the mesh's arithmetic differs from one rank's (the 2D LayerNorm's
+// fp32 statistics are checked in fp32 by summa_test.cpp; in bf16 only its output is rounded,
+// as the single rank's). On the same bf16 blocks, per element, A = sum_k |a_k b_k|:
+//   A B   (fp32 panels, summed in panel order):   2K 2^-24 A          (fp32's order only)
+//   A B^T (partials rounded, reduced in bf16):    c(q, K) A           (as tensor parallelism's)
+//   A^T B (weight gradients, fp32):               2K 2^-24 A
+Tensor sub_block(const std::vector<float>& full, std::int64_t rows, std::int64_t cols, int q, int i, int j) {
+  const std::int64_t r = rows / q, c = cols / q;
+  Tensor b(r, c);
+  for (std::int64_t a = 0; a < r; ++a)
+    std::copy_n(full.begin() + (i * r + a) * cols + j * c, c, b.data.begin() + a * c);
+  return b;
+}
+
+std::vector<float> whole(const std::vector<Tensor>& blocks, int q) {
+  const std::int64_t r = blocks[0].rows, c = blocks[0].cols;
+  std::vector<float> full(static_cast<std::size_t>(r * c * q * q));
+  for (int i = 0; i < q; ++i)
+    for (int j = 0; j < q; ++j)
+      for (std::int64_t a = 0; a < r; ++a)
+        std::copy_n(blocks[i * q + j].data.begin() + a * c, c, full.begin() + (i * r + a) * c * q + j * c);
+  return full;
+}
+
+double worst_of(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& bound) {
+  double w = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    w = std::max(w, std::fabs(double(got[i]) - want[i]) / (bound[i] + 1e-30));
+  return w;
+}
+
+void check_summa_products(int q) {
+  const std::int64_t T = 24, K = 18, N = 12;  // every size divides by 2 and 3
+  std::mt19937 gen(5u + q);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto random = [&](std::int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = bf(uni(gen));
+    return v;
+  };
+  const std::vector<float> a = random(T * K), b = random(K * N), c = random(T * N);
+  struct Out {
+    Tensor ab, abt, atb;
+  };
+  const std::vector<Out> out = testing::run_group(q * q, [&](int, Comm& mesh) {
+    SummaMesh M = summa_mesh(mesh, q);
+    Out o;
+    o.ab = Tensor(T / q, N / q);
+    summa_ab(M, sub_block(a, T, K, q, M.i, M.j), sub_block(b, K, N, q, M.i, M.j), o.ab, true);     // [T,K][K,N]
+    o.abt = summa_abt(M, sub_block(c, T, N, q, M.i, M.j), sub_block(b, K, N, q, M.i, M.j), true);  // [T,N][K,N]^T
+    o.atb = summa_atb(M, sub_block(a, T, K, q, M.i, M.j), sub_block(c, T, N, q, M.i, M.j), true);  // [T,K]^T[T,N]
+    return o;
+  });
+  auto gather = [&](Tensor Out::*field) {
+    std::vector<Tensor> blocks;
+    for (const Out& o : out) blocks.push_back(o.*field);
+    return whole(blocks, q);
+  };
+  // the single rank: in-order fp32 GEMMs; A B^T rounded, as its bf16 GEMM writes it
+  std::vector<float> ab(T * N), abt(T * K), atb(K * N);
+  matmul(true, kernels::Trans::No, kernels::Trans::No, T, N, K, a.data(), K, b.data(), N, 0.f, ab.data(), N);
+  matmul(true, kernels::Trans::No, kernels::Trans::Yes, T, K, N, c.data(), N, b.data(), N, 0.f, abt.data(), K);
+  round_bf16(abt);
+  matmul(true, kernels::Trans::Yes, kernels::Trans::No, K, N, T, a.data(), K, c.data(), N, 0.f, atb.data(), N);
+  auto scaled = [](std::vector<double> v, double f) {
+    for (double& x : v) x *= f * 1.01;
+    return v;
+  };
+  const double r_ab = worst_of(gather(&Out::ab), ab, scaled(abs_product(a, T, K, b.data(), N, false), 2.0 * K * kU32));
+  const double r_abt =
+      worst_of(gather(&Out::abt), abt, scaled(abs_product(c, T, N, b.data(), K, true), split_sum_factor(q, N)));
+  std::vector<float> at(K * T);  // a^T, for the bound of A^T B
+  for (std::int64_t i = 0; i < T; ++i)
+    for (std::int64_t k = 0; k < K; ++k) at[k * T + i] = a[i * K + k];
+  const double r_atb =
+      worst_of(gather(&Out::atb), atb, scaled(abs_product(at, K, T, c.data(), N, false), 2.0 * T * kU32));
+  if (std::getenv("NUMERICS_PRINT_RATIO"))
+    std::printf("bf16 summa q=%d: AB %.3g  AB^T %.3g  A^TB %.3g of the bound\n", q, r_ab, r_abt, r_atb);
+  EXPECT_LE(r_ab, 1.0);
+  EXPECT_LE(r_abt, 1.0);
+  EXPECT_LE(r_atb, 1.0);
+  // The bounds can fail: rank 0's and rank 1's blocks of A B^T swapped are far outside.
+  std::vector<Tensor> swapped;
+  for (const Out& o : out) swapped.push_back(o.abt);
+  std::swap(swapped[0], swapped[1]);
+  EXPECT_GT(worst_of(whole(swapped, q), abt, scaled(abs_product(c, T, N, b.data(), K, true), split_sum_factor(q, N))),
+            10.0);
+}
+
+TEST(Bf16, SummaProductsOnTwoByTwoMeshWithinTheirRoundings) { check_summa_products(2); }
+TEST(Bf16, SummaProductsOnThreeByThreeMeshWithinTheirRoundings) { check_summa_products(3); }
+
+// The bf16 MLP block runs on the mesh end to end. Its 2D LayerNorm's statistics differ from
+// the single rank's in fp32, which can flip a bf16 rounding of the normalized input and then
+// of everything after it, so the whole block is a sanity check (within 2% of the largest
+// output), not a derived bound: the bounds are the products', above.
+TEST(Bf16, Summa2DMlpBlockRuns) {
+  ModelConfig cfg = bf16_config(77, 1);
+  cfg.batch = 3, cfg.ffn = 48;
+  const MlpBlockData data = mlp_block_data(cfg, 23);
+  EXPECT_TRUE(all_bf16(data.x.data));
+  const MlpBlockResult ref = reference_mlp_block(cfg, data);
+  const std::vector<MlpBlockResult> res =
+      testing::run_group(4, [&](int, Comm& mesh) { return summa_mlp_block(cfg, data, mesh, 2); });
+  std::vector<Tensor> ys;
+  for (const auto& r : res) ys.push_back(r.y);
+  const std::vector<float> y = whole(ys, 2);
+  EXPECT_TRUE(all_bf16(y));
+  double scale = 0, worst = 0;
+  for (float v : ref.y.data) scale = std::max(scale, double(std::fabs(v)));
+  for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(double(y[i]) - ref.y.data[i]));
+  EXPECT_LE(worst, 0.02 * scale);
 }
 
 }  // namespace

@@ -90,9 +90,9 @@ void Comm::broadcast(std::vector<float>& data, int root) {
   run(spec_for(CollKind::Broadcast, size(), std::int64_t(data.size()), root), "binomial", data);
 }
 
-void Comm::reduce(std::vector<float>& data, int root) {
+void Comm::reduce(std::vector<float>& data, int root, ReduceIn in) {
   if (size() == 1 || data.empty()) return;
-  run(spec_for(CollKind::Reduce, size(), std::int64_t(data.size()), root), "binomial", data);
+  run(spec_for(CollKind::Reduce, size(), std::int64_t(data.size()), root), "binomial", data, in);
 }
 
 std::vector<float> Comm::alltoall(const std::vector<float>& send, const std::vector<std::int64_t>& send_counts,

@@ -53,7 +53,8 @@ class Comm {
   // full: size() equal slices; returns this rank's slice of the sum.
   std::vector<float> reducescatter(const std::vector<float>& full, ReduceIn in = ReduceIn::Float32);
   void broadcast(std::vector<float>& data, int root);
-  void reduce(std::vector<float>& data, int root);  // sum lands on root; others' data undefined
+  // Sum lands on root; others' data undefined. ReduceIn::Bf16 as allreduce.
+  void reduce(std::vector<float>& data, int root, ReduceIn in = ReduceIn::Float32);
   // Uneven all-to-all: send holds blocks for group ranks 0..p-1 of send_counts[d] floats;
   // returns the received blocks in source order (recv_counts filled). The count matrix is
   // exchanged first with an all-gather.

@@ -19,6 +19,11 @@
 // LayerNorm: local {sum x, sum x^2} -> all-reduce along the row -> apply; backward likewise
 // with {sum g, sum g xhat} (kernels/norm.h layernorm2d_*).
 //
+// bf16 (cfg.bf16): the block's data, weights and activations bf16 as in model.h; C = A B
+// accumulates its q panels in fp32 (rounded after the bias, as the single rank's GEMM);
+// C = A B^T rounds each rank's partial to bf16 and reduces in bf16 (activation gradients);
+// C = A^T B (weight gradients) stays fp32; the LayerNorm statistics stay fp32.
+//
 //   Comm mesh(transport, {0, 1, 2, 3}, registry);      // q = 2
 //   SummaBlock s = summa_mlp_block(cfg, data, mesh, 2);
 #pragma once
@@ -44,6 +49,20 @@ MlpBlockResult reference_mlp_block(const ModelConfig& cfg, const MlpBlockData& d
 
 // Throws Error unless the mesh has q*q ranks and q divides T, h and f.
 void validate_summa(const ModelConfig& cfg, int q, int mesh_size);
+
+// A rank's place on the q x q mesh: its row and column groups and its block (i, j).
+struct SummaMesh {
+  Comm row, col;  // row: group rank j; col: group rank i
+  int q, i, j;
+};
+SummaMesh summa_mesh(Comm& mesh, int q);
+// The three products on this rank's blocks (see above; `bf16` as there):
+//   C(i,j) += A B        A(i,l) [m, kl], B(l,j) [kl, n]
+//   C(i,l)  = A B^T      A(i,j) [m, n],  B(l,j) [kl, n]  -> [m, kl]
+//   C(l,j)  = A^T B      A(i,l) [m, kl], B(i,j) [m, n]   -> [kl, n]
+void summa_ab(SummaMesh& M, const Tensor& A, const Tensor& B, Tensor& C, bool bf16 = false);
+Tensor summa_abt(SummaMesh& M, const Tensor& A, const Tensor& B, bool bf16 = false);
+Tensor summa_atb(SummaMesh& M, const Tensor& A, const Tensor& B, bool bf16 = false);
 
 // This rank's blocks: y, dx [T/q, h/q]; grads W1 [h/q, f/q], W2 [f/q, h/q]; the vector
 // gradients [1, n/q] are complete on mesh row 0 only (other rows return them empty).
