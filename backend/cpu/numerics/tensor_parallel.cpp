@@ -115,8 +115,9 @@ struct TpLayerCache {
 };
 
 // The layer's two residual blocks as in model.h (attention: x -> c.x1; MLP: x1 -> y), each
-// a row-parallel GEMM's partial sum, rounded to bf16 and summed by g-bar; the bias then added
-// (RowParallelLinear's bias add), dropout and the residual in float, rounded once.
+// ending in a row-parallel GEMM: its partial is rounded to bf16 and summed by g-bar, the bias
+// added and the sum rounded (RowParallelLinear's bf16 output, as the single rank's GEMM with
+// its bias), then dropout and the residual in float, rounded once.
 void tp_attention_forward(const ModelConfig& cfg, const TensorMap& w, int l, const TpOps& ops,
                           const std::vector<std::int64_t>& rows, const std::vector<float>& x, AttentionCore& attn,
                           TpLayerCache& c) {
