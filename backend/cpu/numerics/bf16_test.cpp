@@ -150,6 +150,7 @@ void check_ep_bf16(int e, int top_k) {
 
 TEST(Bf16, ExpertParallelTwoRanksTop2MatchesSingleRank) { check_ep_bf16(2, 2); }
 TEST(Bf16, ExpertParallelFourRanksTop1MatchesSingleRank) { check_ep_bf16(4, 1); }
+TEST(Bf16, ExpertParallelFourRanksTop2MatchesSingleRank) { check_ep_bf16(4, 2); }
 
 void check_pp_bf16(int layers, int p, int m) {
   const ModelConfig cfg = bf16_config(44, layers);
