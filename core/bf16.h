@@ -54,10 +54,11 @@ MESHSIM_HD std::uint16_t bf16_bits(float f) {
 // Exact: every bf16 is a float.
 MESHSIM_HD float bf16_value(std::uint16_t bits) { return bits_float(static_cast<std::uint32_t>(bits) << 16); }
 
-// In place: each float becomes the nearest bf16 value (a bf16 store read back), for code
-// that keeps bf16 data in float32 slots.
+// The nearest bf16 value of x, as a float (a bf16 store read back): for code that keeps
+// bf16 data in float32 slots; in place over n floats below.
+MESHSIM_HD float round_to_bf16(float x) { return bf16_value(bf16_bits(x)); }
 inline void round_to_bf16(float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = bf16_value(bf16_bits(x[i]));
+  for (std::size_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
 }
 
 }  // namespace meshsim

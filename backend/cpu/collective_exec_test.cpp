@@ -123,8 +123,6 @@ TEST(CpuCollective, CoversEveryAlgorithmAndKind) {
     }
 }
 
-float as_bf16(float x) { return bf16_value(bf16_bits(x)); }
-
 // Hand-worked: 1 + 2^-8 is the tie between bf16's 1 and 1 + 2^-7, and ties go to even: a
 // bf16 sum of 1 and 2^-8 is 1, where the float32 sum keeps 1.00390625.
 TEST(CpuCollectiveBf16, TwoRankSumRoundsToNearestEven) {
@@ -156,7 +154,7 @@ TEST(CpuCollectiveBf16, EveryReducingAlgorithmEqualsReferenceAndStaysWithinItsRo
     auto prog = reg.find(c0.algo, c0.kind)->build(s);
     Buffers in = random_inputs(s, 91u + static_cast<std::uint32_t>(c0.p * 7 + c0.floats));
     for (auto& b : in)
-      for (float& x : b) x = as_bf16(x);
+      for (float& x : b) x = round_to_bf16(x);
     const Buffers want = run_reference(*prog, s, in, ReduceIn::Bf16);
     const Result got = run_threads(*prog, s, in, 0, {}, ReduceIn::Bf16);
     for (int r = 0; r < c0.p; ++r) {
@@ -169,7 +167,7 @@ TEST(CpuCollectiveBf16, EveryReducingAlgorithmEqualsReferenceAndStaysWithinItsRo
       for (const auto& b : in) sum += b[i], mag += std::fabs(b[i]);
       const double bound = (c0.p - 1) * 0x1p-8 * mag * 1.01;
       for (int r = 0; r < c0.p; ++r) {
-        ASSERT_EQ(got.out[r][i], as_bf16(got.out[r][i])) << "rank " << r << " at " << i;
+        ASSERT_EQ(got.out[r][i], round_to_bf16(got.out[r][i])) << "rank " << r << " at " << i;
         ASSERT_LE(std::fabs(got.out[r][i] - sum), bound) << "rank " << r << " at " << i;
       }
     }

@@ -273,9 +273,7 @@ struct Storage {
   float& ref(const std::int64_t* i) const {
     return data[i[0] * t->strides[0] + i[1] * t->strides[1] + i[2] * t->strides[2] + i[3] * t->strides[3]];
   }
-  void put(const std::int64_t* i, float v) const {
-    ref(i) = t->type == DataType::Bf16 ? kernels::to_float(kernels::to_bf16(v)) : v;
-  }
+  void put(const std::int64_t* i, float v) const { ref(i) = t->type == DataType::Bf16 ? round_to_bf16(v) : v; }
 };
 
 // Calls f(index) for every index of `dims` in row-major order.
@@ -421,7 +419,7 @@ void run_graph_cpu(const Graph& g, std::map<std::int64_t, std::vector<float>>& b
         if (x.t->elements() != out.t->elements())
           throw Error("sdpa: op " + op.name + ": reshape changes the storage span");
         for (std::int64_t a = 0; a < out.t->elements(); ++a)
-          out.data[a] = out.t->type == DataType::Bf16 ? kernels::to_float(kernels::to_bf16(x.data[a])) : x.data[a];
+          out.data[a] = out.t->type == DataType::Bf16 ? round_to_bf16(x.data[a]) : x.data[a];
         break;
       }
     }

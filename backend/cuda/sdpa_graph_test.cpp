@@ -29,7 +29,7 @@ std::vector<float> random_bf16(std::size_t n, std::uint32_t seed, float amp) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> u(-amp, amp);
   std::vector<float> v(n);
-  for (float& x : v) x = kernels::to_float(kernels::to_bf16(u(gen)));
+  for (float& x : v) x = round_to_bf16(u(gen));
   return v;
 }
 
@@ -178,7 +178,7 @@ void check_backward(const Shape& s, bool dq_accum, std::uint32_t seed, const Run
   const Forward f = run_forward(c, forward_graph(s));
   // The forward's outputs as training keeps them: O in bf16, lse in float.
   std::vector<float> o(f.o_ref.size());
-  for (std::size_t n = 0; n < o.size(); ++n) o[n] = kernels::to_float(kernels::to_bf16(f.o_ref[n]));
+  for (std::size_t n = 0; n < o.size(); ++n) o[n] = round_to_bf16(f.o_ref[n]);
   const std::vector<float> dout = random_bf16(o.size(), seed + 7, 1.0f);
   std::vector<float> dq(o.size(), 0.0f), dke(c.ke.size(), 0.0f), dve(c.ve.size(), 0.0f);
   kernels::attention_backward_cpu(c.q.data(), c.ke.data(), c.ve.data(), o.data(), dout.data(), f.lse_ref.data(),

@@ -38,8 +38,8 @@
 #include "backend/cpu/numerics/summa.h"
 #include "backend/cpu/numerics/tensor_parallel.h"
 #include "backend/cpu/numerics/test_util.h"
+#include "core/bf16.h"
 #include "core/error.h"
-#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 
 namespace meshsim::numerics {
@@ -56,7 +56,7 @@ ModelConfig bf16_config(std::uint64_t seed, int layers = 2) {
 
 bool all_bf16(const std::vector<float>& v) {
   for (float x : v)
-    if (kernels::to_float(kernels::to_bf16(x)) != x) return false;
+    if (round_to_bf16(x) != x) return false;
   return true;
 }
 
@@ -196,8 +196,6 @@ std::vector<double> abs_product(const std::vector<float>& a, std::int64_t m, std
   return out;
 }
 
-float bf(float x) { return kernels::to_float(kernels::to_bf16(x)); }
-
 struct TpBf16Ratios {
   double out = 0, dx = 0, ln_grads = 0;  // worst |got - want| / bound (<= 1 passes)
   double weight_grads = 0;               // worst ratio to the fp32 tolerance
@@ -214,8 +212,8 @@ TpBf16Ratios compare_tp_block(int t, bool sp, TpBlock block, bool rank0_shard_ev
   std::mt19937 gen(7u + 10u * t + (sp ? 100u : 0u) + (att ? 0u : 1000u));
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
   std::vector<float> x(T * h), dy(T * h);
-  for (float& v : x) v = bf(2.f * uni(gen));
-  for (float& v : dy) v = bf(0.01f * uni(gen));
+  for (float& v : x) v = round_to_bf16(2.f * uni(gen));
+  for (float& v : dy) v = round_to_bf16(0.01f * uni(gen));
 
   // the single rank
   const auto rows = row_range(0, T);
@@ -405,8 +403,8 @@ double compare_ring_attention(int c, bool hand_rank0_everything = false) {
   std::mt19937 gen(11u + c);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
   std::vector<float> qkv(T * 3 * h), dctx(T * h);
-  for (float& v : qkv) v = bf(2.f * uni(gen));
-  for (float& v : dctx) v = bf(0.1f * uni(gen));
+  for (float& v : qkv) v = round_to_bf16(2.f * uni(gen));
+  for (float& v : dctx) v = round_to_bf16(0.1f * uni(gen));
   LocalAttention local(int(H), int(D), int(S), true);
   std::vector<float> ctx(T * h), dqkv(T * 3 * h);
   const auto saved = local.forward(qkv.data(), T, ctx.data());
@@ -512,24 +510,6 @@ TEST(Bf16, ContextParallelStepRuns) {
 //   A B   (fp32 panels, summed in panel order):   2K 2^-24 A          (fp32's order only)
 //   A B^T (partials rounded, reduced in bf16):    c(q, K) A           (as tensor parallelism's)
 //   A^T B (weight gradients, fp32):               2K 2^-24 A
-Tensor sub_block(const std::vector<float>& full, std::int64_t rows, std::int64_t cols, int q, int i, int j) {
-  const std::int64_t r = rows / q, c = cols / q;
-  Tensor b(r, c);
-  for (std::int64_t a = 0; a < r; ++a)
-    std::copy_n(full.begin() + (i * r + a) * cols + j * c, c, b.data.begin() + a * c);
-  return b;
-}
-
-std::vector<float> whole(const std::vector<Tensor>& blocks, int q) {
-  const std::int64_t r = blocks[0].rows, c = blocks[0].cols;
-  std::vector<float> full(static_cast<std::size_t>(r * c * q * q));
-  for (int i = 0; i < q; ++i)
-    for (int j = 0; j < q; ++j)
-      for (std::int64_t a = 0; a < r; ++a)
-        std::copy_n(blocks[i * q + j].data.begin() + a * c, c, full.begin() + (i * r + a) * c * q + j * c);
-  return full;
-}
-
 double worst_of(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& bound) {
   double w = 0;
   for (std::size_t i = 0; i < want.size(); ++i)
@@ -541,12 +521,13 @@ void check_summa_products(int q) {
   const std::int64_t T = 24, K = 18, N = 12;  // every size divides by 2 and 3
   std::mt19937 gen(5u + q);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto random = [&](std::int64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = bf(uni(gen));
-    return v;
+  auto random = [&](std::int64_t rows, std::int64_t cols) {
+    Tensor m(rows, cols);
+    for (float& x : m.data) x = round_to_bf16(uni(gen));
+    return m;
   };
-  const std::vector<float> a = random(T * K), b = random(K * N), c = random(T * N);
+  const Tensor A = random(T, K), B = random(K, N), C = random(T, N);
+  const std::vector<float>&a = A.data, &b = B.data, &c = C.data;
   struct Out {
     Tensor ab, abt, atb;
   };
@@ -554,15 +535,16 @@ void check_summa_products(int q) {
     SummaMesh M = summa_mesh(mesh, q);
     Out o;
     o.ab = Tensor(T / q, N / q);
-    summa_ab(M, sub_block(a, T, K, q, M.i, M.j), sub_block(b, K, N, q, M.i, M.j), o.ab, true);     // [T,K][K,N]
-    o.abt = summa_abt(M, sub_block(c, T, N, q, M.i, M.j), sub_block(b, K, N, q, M.i, M.j), true);  // [T,N][K,N]^T
-    o.atb = summa_atb(M, sub_block(a, T, K, q, M.i, M.j), sub_block(c, T, N, q, M.i, M.j), true);  // [T,K]^T[T,N]
+    auto blk = [&](const Tensor& full) { return summa_block(full, q, M.i, M.j); };
+    summa_ab(M, blk(A), blk(B), o.ab, true);     // [T,K][K,N]
+    o.abt = summa_abt(M, blk(C), blk(B), true);  // [T,N][K,N]^T
+    o.atb = summa_atb(M, blk(A), blk(C), true);  // [T,K]^T[T,N]
     return o;
   });
   auto gather = [&](Tensor Out::*field) {
     std::vector<Tensor> blocks;
     for (const Out& o : out) blocks.push_back(o.*field);
-    return whole(blocks, q);
+    return summa_assemble(blocks, q);
   };
   // the single rank: in-order fp32 GEMMs; A B^T rounded, as its bf16 GEMM writes it
   std::vector<float> ab(T * N), abt(T * K), atb(K * N);
@@ -575,8 +557,8 @@ void check_summa_products(int q) {
     return v;
   };
   const double r_ab = worst_of(gather(&Out::ab), ab, scaled(abs_product(a, T, K, b.data(), N, false), 2.0 * K * kU32));
-  const double r_abt =
-      worst_of(gather(&Out::abt), abt, scaled(abs_product(c, T, N, b.data(), K, true), split_sum_factor(q, N)));
+  const std::vector<double> abt_bound = scaled(abs_product(c, T, N, b.data(), K, true), split_sum_factor(q, N));
+  const double r_abt = worst_of(gather(&Out::abt), abt, abt_bound);
   std::vector<float> at(K * T);  // a^T, for the bound of A^T B
   for (std::int64_t i = 0; i < T; ++i)
     for (std::int64_t k = 0; k < K; ++k) at[k * T + i] = a[i * K + k];
@@ -591,8 +573,7 @@ void check_summa_products(int q) {
   std::vector<Tensor> swapped;
   for (const Out& o : out) swapped.push_back(o.abt);
   std::swap(swapped[0], swapped[1]);
-  EXPECT_GT(worst_of(whole(swapped, q), abt, scaled(abs_product(c, T, N, b.data(), K, true), split_sum_factor(q, N))),
-            10.0);
+  EXPECT_GT(worst_of(summa_assemble(swapped, q), abt, abt_bound), 10.0);
 }
 
 TEST(Bf16, SummaProductsOnTwoByTwoMeshWithinTheirRoundings) { check_summa_products(2); }
@@ -612,7 +593,7 @@ TEST(Bf16, Summa2DMlpBlockRuns) {
       testing::run_group(4, [&](int, Comm& mesh) { return summa_mlp_block(cfg, data, mesh, 2); });
   std::vector<Tensor> ys;
   for (const auto& r : res) ys.push_back(r.y);
-  const std::vector<float> y = whole(ys, 2);
+  const std::vector<float> y = summa_assemble(ys, 2);
   EXPECT_TRUE(all_bf16(y));
   double scale = 0, worst = 0;
   for (float v : ref.y.data) scale = std::max(scale, double(std::fabs(v)));

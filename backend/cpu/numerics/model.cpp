@@ -192,7 +192,7 @@ void require_bf16_weights(const ModelConfig& cfg, const TensorMap& weights, cons
   if (!cfg.bf16) return;
   for (const auto& [name, t] : weights)
     for (float v : t.data)
-      if (k::to_float(k::to_bf16(v)) != v && !std::isnan(v))
+      if (meshsim::round_to_bf16(v) != v && !std::isnan(v))
         throw Error(
             fmt::format("{}: model.bf16 is set but weight '{}' holds {} (not a bf16 value); pass the bf16 "
                         "copy of the fp32 masters (bf16_copy)",

@@ -68,9 +68,7 @@ void validate_summa(const ModelConfig& cfg, int q, int mesh_size) {
   divides(cfg.ffn, "model.ffn");
 }
 
-namespace {
-
-Tensor block_of(const Tensor& full, int q, int i, int j) {
+Tensor summa_block(const Tensor& full, int q, int i, int j) {
   const std::int64_t r = full.rows / q, c = full.cols / q;
   Tensor b(r, c);
   for (std::int64_t a = 0; a < r; ++a)
@@ -78,7 +76,15 @@ Tensor block_of(const Tensor& full, int q, int i, int j) {
   return b;
 }
 
-}  // namespace
+std::vector<float> summa_assemble(const std::vector<Tensor>& blocks, int q) {
+  const std::int64_t r = blocks[0].rows, c = blocks[0].cols;
+  std::vector<float> full(static_cast<std::size_t>(r * c * q * q));
+  for (int i = 0; i < q; ++i)
+    for (int j = 0; j < q; ++j)
+      for (std::int64_t a = 0; a < r; ++a)
+        std::copy_n(blocks[i * q + j].data.begin() + a * c, c, full.begin() + (i * r + a) * c * q + j * c);
+  return full;
+}
 
 SummaMesh summa_mesh(Comm& mesh, int q) {
   const int i = mesh.rank() / q, j = mesh.rank() % q;
@@ -148,7 +154,7 @@ MlpBlockResult summa_mlp_block(const ModelConfig& cfg, const MlpBlockData& d, Co
   const bool bf = cfg.bf16;
   const std::int64_t T = cfg.tokens(), h = cfg.hidden, f = cfg.ffn, Tq = T / q, hq = h / q, fq = f / q;
 
-  const Tensor x = block_of(d.x, q, i, j), dy = block_of(d.dy, q, i, j);
+  const Tensor x = summa_block(d.x, q, i, j), dy = summa_block(d.dy, q, i, j);
   Tensor w1 = init_block(cfg, "l0.mlp.w1", i * hq, (i + 1) * hq, j * fq, (j + 1) * fq);
   Tensor w2 = init_block(cfg, "l0.mlp.w2", i * fq, (i + 1) * fq, j * hq, (j + 1) * hq);
   round_if(bf, w1.p(), w1.size());

@@ -50,6 +50,11 @@ MlpBlockResult reference_mlp_block(const ModelConfig& cfg, const MlpBlockData& d
 // Throws Error unless the mesh has q*q ranks and q divides T, h and f.
 void validate_summa(const ModelConfig& cfg, int q, int mesh_size);
 
+// Block (i, j) of a full tensor cut into q x q blocks, and the full tensor from the blocks of
+// the q*q ranks (block (i, j) from rank i*q + j).
+Tensor summa_block(const Tensor& full, int q, int i, int j);
+std::vector<float> summa_assemble(const std::vector<Tensor>& blocks, int q);
+
 // A rank's place on the q x q mesh: its row and column groups and its block (i, j).
 struct SummaMesh {
   Comm row, col;  // row: group rank j; col: group rank i

@@ -16,17 +16,6 @@ ModelConfig small() {
   return c;
 }
 
-// Full tensor from the q x q ranks' blocks (block (i, j) on rank i*q + j).
-std::vector<float> assemble(const std::vector<Tensor>& blocks, int q) {
-  const std::int64_t r = blocks[0].rows, c = blocks[0].cols;
-  std::vector<float> full(static_cast<std::size_t>(r * c * q * q));
-  for (int i = 0; i < q; ++i)
-    for (int j = 0; j < q; ++j)
-      for (std::int64_t a = 0; a < r; ++a)
-        std::copy_n(blocks[i * q + j].data.begin() + a * c, c, full.begin() + (i * r + a) * c * q + j * c);
-  return full;
-}
-
 void check_summa(const ModelConfig& cfg, int q) {
   const MlpBlockData data = mlp_block_data(cfg, 23);
   const MlpBlockResult ref = reference_mlp_block(cfg, data);
@@ -36,7 +25,7 @@ void check_summa(const ModelConfig& cfg, int q) {
   auto blocks = [&](auto get) {
     std::vector<Tensor> b;
     for (auto& x : res) b.push_back(get(x));
-    return assemble(b, q);
+    return summa_assemble(b, q);
   };
   testing::expect_close(blocks([](const MlpBlockResult& x) { return x.y; }), ref.y.data, "y");
   testing::expect_close(blocks([](const MlpBlockResult& x) { return x.dx; }), ref.dx.data, "dx");
@@ -68,7 +57,7 @@ TEST(Summa2D, TransposedBlockLayoutWouldFail) {
   const std::vector<MlpBlockResult> res =
       testing::run_group(4, [&](int, Comm& mesh) { return summa_mlp_block(cfg, mlp_block_data(cfg, 23), mesh, 2); });
   std::vector<Tensor> b{res[0].y, res[2].y, res[1].y, res[3].y};
-  EXPECT_GT(testing::worst_ratio(assemble(b, 2), ref.y.data), 100.0);
+  EXPECT_GT(testing::worst_ratio(summa_assemble(b, 2), ref.y.data), 100.0);
 }
 
 TEST(Summa2D, RejectsMeshesThatDoNotFit) {
