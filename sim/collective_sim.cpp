@@ -250,6 +250,7 @@ class StepCollective {
     opt.gamma_ps = req_.gamma_ps;
     opt.record = req_.record;
     opt.fast_forward = req_.fast_forward;
+    opt.scratch = req_.flow_scratch;
     const Algorithm* formula_for = out_.algorithm;
     if (flow_candidates_.size() > 1) {
       // `auto` at flow fidelity: the closed forms' favourites timed under contention; the
@@ -266,8 +267,8 @@ class StepCollective {
     }
     if (out_.algorithm != formula_for) set_formula();  // the flow check chose another algorithm
     out_.time = out_.flow->total;
-    std::vector<double> bytes;
-    for (const LinkStats& s : out_.flow->link_stats) bytes.push_back(s.bytes);
+    std::vector<double> bytes(topo_.links().size(), 0.0);
+    for (const LinkUse& u : out_.flow->used_links) bytes[static_cast<std::size_t>(u.link)] = u.stats.bytes;
     out_.top_links = busiest_links(topo_, bytes, out_.time);
     if (!out_.top_links.empty()) out_.busiest = out_.top_links.front();
   }

@@ -70,12 +70,15 @@ struct FlowSimOptions {
   // periods ahead at once. Off while recording. Results equal the full simulation
   // (tested bit for bit); it only saves the work of repeating identical periods.
   bool fast_forward = true;
+  // Per-link state reused across runs on one fabric (sim/flow_network.h); nullptr: the run
+  // builds its own.
+  FlowNetwork::Scratch* scratch = nullptr;
 };
 
 struct FlowSimResult {
   Time total;
   std::vector<Time> group_time;
-  std::vector<LinkStats> link_stats;
+  std::vector<LinkUse> used_links;  // ascending; the other links carried nothing
   std::vector<StepRecord> steps;
   std::vector<TransferRecord> transfers;
   std::vector<LinkInterval> link_intervals;
@@ -110,6 +113,9 @@ struct CollectiveRequest {
   bool fast_forward = true;
   std::vector<std::vector<Bytes>> alltoall_bytes;
   NcclConfig nccl;  // fidelity nccl: GPU arch and channel override
+  // Fidelity flow: per-link state to reuse (one per fabric, FlowSimOptions::scratch); nullptr:
+  // each flow run builds its own.
+  FlowNetwork::Scratch* flow_scratch = nullptr;
 };
 
 struct BusiestLink {

@@ -349,7 +349,7 @@ TEST(PhysicalConsistency, NvlsSharpSendsOneStreamPerSwitchSubtree) {
   std::map<int, double> nic_up, leaf_up, pod_up;  // by device
   for (std::size_t l = 0; l < topo.links().size(); ++l) {
     const DirLink& d = topo.link(static_cast<int>(l));
-    const double bytes = out.flow->link_stats[l].bytes;
+    const double bytes = stats_of(out.flow->used_links, static_cast<int>(l)).bytes;
     const DeviceKind from = topo.device(d.from).kind, to = topo.device(d.to).kind;
     if (from == DeviceKind::Nic && to == DeviceKind::LeafSwitch) nic_up[d.from] += bytes;
     if (from == DeviceKind::LeafSwitch && to == DeviceKind::SpineSwitch) leaf_up[d.from] += bytes;
@@ -503,10 +503,8 @@ TEST(PhysicalConsistency, Nvl72AllReduceInOneRackIsNvlinkOnlyAndFollowsTheClosed
     EXPECT_EQ(out.algorithm->name, "nvls") << to_string(f);
     EXPECT_NEAR(out.time.seconds() / expected_s, 1.0, 1e-6) << to_string(f);
     if (!out.flow) continue;
-    for (std::size_t l = 0; l < out.flow->link_stats.size(); ++l) {
-      if (out.flow->link_stats[l].bytes > 0) {
-        EXPECT_EQ(topo.link(static_cast<int>(l)).spec.kind, LinkKind::NvLink) << topo.link(static_cast<int>(l)).from;
-      }
+    for (const LinkUse& u : out.flow->used_links) {
+      if (u.stats.bytes > 0) EXPECT_EQ(topo.link(u.link).spec.kind, LinkKind::NvLink) << topo.link(u.link).from;
     }
   }
 }
@@ -620,8 +618,8 @@ TEST(PhysicalConsistency, Mi300xAllReduceRunsEveryXgmiLinkAtOnce) {
     if (!out.flow) continue;
     int xgmi = 0;
     double first = -1;
-    for (std::size_t l = 0; l < out.flow->link_stats.size(); ++l) {
-      const double bytes = out.flow->link_stats[l].bytes;
+    for (std::size_t l = 0; l < topo.links().size(); ++l) {
+      const double bytes = stats_of(out.flow->used_links, static_cast<int>(l)).bytes;
       if (topo.link(static_cast<int>(l)).spec.kind == LinkKind::Xgmi) {
         ++xgmi;
         if (first < 0) first = bytes;
@@ -890,9 +888,10 @@ std::uint64_t expect_fast_forward_exact(const Topology& topo, Router& router, Co
   const CollectiveOutcome fast = run_collective(topo, router, registry(), req);
   EXPECT_EQ(full.time, fast.time) << what;
   EXPECT_EQ(full.flow->messages, fast.flow->messages) << what;
-  for (std::size_t l = 0; l < full.flow->link_stats.size(); ++l) {
-    EXPECT_EQ(full.flow->link_stats[l].bytes, fast.flow->link_stats[l].bytes) << what << " link " << l;
-    if (full.flow->link_stats[l].bytes != fast.flow->link_stats[l].bytes) break;
+  for (int l = 0; l < static_cast<int>(topo.links().size()); ++l) {
+    const double a = stats_of(full.flow->used_links, l).bytes, b = stats_of(fast.flow->used_links, l).bytes;
+    EXPECT_EQ(a, b) << what << " link " << l;
+    if (a != b) break;
   }
   EXPECT_EQ(full.flow->skipped_steps, 0u);
   return fast.flow->skipped_steps;

@@ -12,27 +12,76 @@ namespace {
 constexpr std::uint32_t kDrain = 1;
 }
 
-FlowNetwork::FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows)
+LinkStats stats_of(const std::vector<LinkUse>& used, int link) {
+  const auto it = std::lower_bound(used.begin(), used.end(), link, [](const LinkUse& u, int l) { return u.link < l; });
+  return it != used.end() && it->link == link ? it->stats : LinkStats{};
+}
+
+FlowNetwork::Scratch::Scratch(const Topology& t)
+    : topo(t),
+      solver(static_cast<int>(t.links().size())),
+      on_link(t.links().size()),
+      live(t.links().size(), 0),
+      link_mark(t.links().size(), 0),
+      is_dirty(t.links().size(), 0),
+      stats(t.links().size()),
+      segment_since(t.links().size()),
+      history(t.links().size()),
+      is_touched(t.links().size(), 0) {
+  for (std::size_t l = 0; l < t.links().size(); ++l)
+    solver.set_capacity(static_cast<int>(l), t.link(static_cast<int>(l)).spec.effective().bytes_per_ps());
+}
+
+FlowNetwork::FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows,
+                         Scratch* scratch)
     : engine_(engine),
       listener_(listener),
-      solver_(static_cast<int>(topo.links().size())),
-      on_link_(topo.links().size()),
-      live_(topo.links().size(), 0),
-      link_mark_(topo.links().size(), 0),
-      is_dirty_(topo.links().size(), 0),
-      stats_(topo.links().size()),
-      segment_since_(topo.links().size()),
-      record_flows_(record_flows),
-      history_(topo.links().size()) {
-  for (std::size_t l = 0; l < topo.links().size(); ++l)
-    solver_.set_capacity(static_cast<int>(l), topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps());
+      own_(scratch == nullptr ? std::make_unique<Scratch>(topo) : nullptr),
+      s_(scratch == nullptr ? *own_ : *scratch),
+      record_flows_(record_flows) {
+  MESHSIM_ASSERT(&s_.topo == &topo && !s_.in_use && s_.touched.empty());
+  s_.in_use = true;
   engine_.add_handler(this);
+}
+
+FlowNetwork::~FlowNetwork() {
+  // The links this run touched go back to their empty state for the scratch's next network
+  // (link marks need no reset: epochs only grow).
+  for (int l : s_.touched) {
+    s_.on_link[l].clear();
+    s_.live[l] = 0;
+    s_.is_dirty[l] = 0;
+    s_.is_touched[l] = 0;
+    s_.stats[l] = LinkStats{};
+    s_.segment_since[l] = Time{};
+    s_.history[l].clear();
+  }
+  s_.touched.clear();
+  s_.in_use = false;
+}
+
+const std::vector<LinkStats>& FlowNetwork::link_stats() const { return s_.stats; }
+
+std::vector<LinkUse> FlowNetwork::used_links() const {
+  std::vector<int> links = s_.touched;
+  std::sort(links.begin(), links.end());
+  std::vector<LinkUse> out;
+  out.reserve(links.size());
+  for (int l : links) out.push_back({l, s_.stats[l]});
+  return out;
+}
+
+void FlowNetwork::next_epoch() {
+  if (++s_.epoch == 0) {
+    std::fill(s_.link_mark.begin(), s_.link_mark.end(), 0u);
+    s_.epoch = 1;
+  }
 }
 
 void FlowNetwork::mark_dirty(std::span<const int> links) {
   for (int l : links) {
-    if (!is_dirty_[l]) {
-      is_dirty_[l] = 1;
+    if (!s_.is_dirty[l]) {
+      s_.is_dirty[l] = 1;
       dirty_.push_back(l);
     }
   }
@@ -40,11 +89,11 @@ void FlowNetwork::mark_dirty(std::span<const int> links) {
 
 void FlowNetwork::set_link_count(int link, int count, Time now) {
   // Called with the new number of flows on `link`, before the change is applied.
-  const int before = live_[link];
-  if (before > 0 && record_ && now > segment_since_[link])
-    intervals_.push_back({link, segment_since_[link], now, before});
-  segment_since_[link] = now;
-  stats_[link].peak_flows = std::max(stats_[link].peak_flows, count);
+  const int before = s_.live[link];
+  if (before > 0 && record_ && now > s_.segment_since[link])
+    intervals_.push_back({link, s_.segment_since[link], now, before});
+  s_.segment_since[link] = now;
+  s_.stats[link].peak_flows = std::max(s_.stats[link].peak_flows, count);
 }
 
 void FlowNetwork::shift(Time delta) {
@@ -54,7 +103,10 @@ void FlowNetwork::shift(Time delta) {
 }
 
 void FlowNetwork::add_bytes(std::span<const int> links, double bytes) {
-  for (int l : links) stats_[l].bytes += bytes;
+  for (int l : links) {
+    s_.touch(l);
+    s_.stats[l].bytes += bytes;
+  }
 }
 
 void FlowNetwork::start(std::span<const int> links, Bytes bytes, std::uint64_t tag) {
@@ -79,10 +131,11 @@ void FlowNetwork::start(std::span<const int> links, Bytes bytes, std::uint64_t t
   ++f.gen;
   ++active_;
   for (int l : links) {
-    set_link_count(l, live_[l] + 1, now);
-    on_link_[l].push_back({id, f.gen});
-    ++live_[l];
-    stats_[l].bytes += static_cast<double>(bytes);
+    s_.touch(l);
+    set_link_count(l, s_.live[l] + 1, now);
+    s_.on_link[l].push_back({id, f.gen});
+    ++s_.live[l];
+    s_.stats[l].bytes += static_cast<double>(bytes);
   }
   if (links.empty()) {
     // Same-device transfer: nothing to share; drains at once.
@@ -98,9 +151,9 @@ void FlowNetwork::remove_from_links(std::uint32_t id) {
   // Called with the flow already inactive: its entries are stale from here.
   const Time now = engine_.now();
   for (int l : flows_[id].links) {
-    set_link_count(l, live_[l] - 1, now);
-    auto& v = on_link_[l];
-    if (--live_[l] * 2 < static_cast<int>(v.size()) && v.size() > 8)
+    set_link_count(l, s_.live[l] - 1, now);
+    auto& v = s_.on_link[l];
+    if (--s_.live[l] * 2 < static_cast<int>(v.size()) && v.size() > 8)
       std::erase_if(v, [&](OnLink e) { return !current(e); });
   }
 }
@@ -146,11 +199,11 @@ void FlowNetwork::end_of_instant(Time now) {
     rec.resume_from = -1;
     rec.drained.clear();
   }
-  ++epoch_;
+  next_epoch();
   for (int l : dirty_) {
-    if (link_mark_[l] != epoch_) solve_component(static_cast<std::uint32_t>(l), now);
+    if (s_.link_mark[l] != s_.epoch) solve_component(static_cast<std::uint32_t>(l), now);
   }
-  for (int l : dirty_) is_dirty_[l] = 0;
+  for (int l : dirty_) s_.is_dirty[l] = 0;
   dirty_.clear();
   for (int r : drained_records_) release_if_empty(r);
   drained_records_.clear();
@@ -207,7 +260,7 @@ void FlowNetwork::keep(int r, const FillLog& log, int first_round) {
     flows_[id].record = r;
     flows_[id].round = j;
   }
-  for (const LinkRem& e : log.rems) history_[static_cast<std::size_t>(e.link)].push_back(e);
+  for (const LinkRem& e : log.rems) s_.history[static_cast<std::size_t>(e.link)].push_back(e);
 }
 
 void FlowNetwork::resume(int r, Time now) {
@@ -224,13 +277,13 @@ void FlowNetwork::resume(int r, Time now) {
   }
   std::sort(comp_flows_.begin(), comp_flows_.end());
   // Every link those rounds touched goes back to its capacity after round k - 1.
-  ++epoch_;
+  next_epoch();
   start_.clear();
   const auto rewind = [&](std::span<const int> links) {
     for (int l : links) {
-      if (link_mark_[l] == epoch_) continue;
-      link_mark_[l] = epoch_;
-      auto& h = history_[static_cast<std::size_t>(l)];
+      if (s_.link_mark[l] == s_.epoch) continue;
+      s_.link_mark[l] = s_.epoch;
+      auto& h = s_.history[static_cast<std::size_t>(l)];
       while (!h.empty() && h.back().round >= k) h.pop_back();
       if (!h.empty()) start_.push_back(h.back());
     }
@@ -238,7 +291,7 @@ void FlowNetwork::resume(int r, Time now) {
   for (std::span<const int> links : rec.drained) rewind(links);
   for (std::uint32_t id : comp_flows_) rewind(flows_[id].links);
   gather_paths();
-  solver_.fill(comp_paths_, rates_, &log_, k, start_);
+  s_.solver.fill(comp_paths_, rates_, &log_, k, start_);
   keep(r, log_, k);
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) set_rate(comp_flows_[i], rates_[i], now);
 }
@@ -279,10 +332,10 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
   const std::uint64_t stamp = ++component_;
   comp_flows_.clear();
   comp_links_.clear();
-  link_mark_[seed_link] = epoch_;
+  s_.link_mark[seed_link] = s_.epoch;
   comp_links_.push_back(static_cast<int>(seed_link));
   for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-    for (OnLink e : on_link_[comp_links_[i]]) {
+    for (OnLink e : s_.on_link[comp_links_[i]]) {
       if (!current(e)) continue;
       const std::uint32_t id = e.id;
       Flow& f = flows_[id];
@@ -290,8 +343,8 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
       f.mark = stamp;
       comp_flows_.push_back(id);
       for (int l : f.links) {
-        if (link_mark_[l] != epoch_) {
-          link_mark_[l] = epoch_;
+        if (s_.link_mark[l] != s_.epoch) {
+          s_.link_mark[l] = s_.epoch;
           comp_links_.push_back(l);
         }
       }
@@ -303,7 +356,7 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
     // A lone flow (the common case: a ring's hops use disjoint links): its rate is the
     // narrowest link of its path, which is what max-min gives; no solver needed.
     double r = std::numeric_limits<double>::infinity();
-    for (int l : flows_[comp_flows_[0]].links) r = std::min(r, solver_.capacity(l));
+    for (int l : flows_[comp_flows_[0]].links) r = std::min(r, s_.solver.capacity(l));
     rates_.assign(1, r);
   } else {
     // Deterministic order regardless of slot reuse history: by flow id. A component holding
@@ -320,13 +373,13 @@ void FlowNetwork::solve_component(std::uint32_t seed_link, Time now) {
   // The component's flows leave the records they had; a large one keeps a record of its own.
   for (std::uint32_t id : comp_flows_) leave_record(id);
   if (comp_flows_.size() >= record_flows_) {
-    for (int l : comp_links_) history_[static_cast<std::size_t>(l)].clear();
-    solver_.fill(comp_paths_, rates_, &log_, 0, {});
+    for (int l : comp_links_) s_.history[static_cast<std::size_t>(l)].clear();
+    s_.solver.fill(comp_paths_, rates_, &log_, 0, {});
     const int r = new_record();
     records_[static_cast<std::size_t>(r)].live = comp_flows_.size();
     keep(r, log_, 0);
   } else if (comp_flows_.size() > 1) {
-    solver_.solve_spans(comp_paths_, rates_);
+    s_.solver.solve_spans(comp_paths_, rates_);
   }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) set_rate(comp_flows_[i], rates_[i], now);
 }

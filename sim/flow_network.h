@@ -12,6 +12,14 @@
 //
 // Link statistics (bytes carried, peak concurrent flows) feed the "busiest link" report.
 //
+// The per-link state (every link's flow list, counters, statistics, solve history and the
+// max-min solver) lives in a FlowNetwork::Scratch sized to the fabric. A simulation that runs
+// many flow runs on one large fabric (a training iteration times each of its distinct
+// collectives alone: dozens of runs on 1.2 million links at 100k GPUs) builds one Scratch and
+// hands it to every network; a network returns the links it touched to their empty state when
+// it ends, so a run costs what it touches, not the size of the fabric. Without one, a network
+// builds its own.
+//
 // A component of at least kRecordFlows flows keeps a record of its solve (its rounds, each
 // flow's round, each link's remaining capacity after each round). In an instant where
 // flows only left (none started), a record that lost flows is resumed from the earliest
@@ -22,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -44,6 +53,15 @@ struct LinkStats {
   int peak_flows = 0;  // most concurrent flows seen
 };
 
+// A link a flow run put flows on, with what it carried. A run's list is ascending by link;
+// every other link of the fabric carried nothing.
+struct LinkUse {
+  int link = 0;
+  LinkStats stats;
+};
+// The statistics of `link` in an ascending list (zero where the list lacks it).
+LinkStats stats_of(const std::vector<LinkUse>& used, int link);
+
 // Busy interval of a link (recorded only when tracing).
 struct LinkInterval {
   int link;
@@ -56,13 +74,21 @@ class FlowNetwork : public EventHandler {
   // Components of at least `record_flows` flows keep a record (see above); tests compare
   // runs that keep none.
   static constexpr std::size_t kRecordFlows = 64;
-  FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows = kRecordFlows);
+  class Scratch;
+  FlowNetwork(Engine& engine, const Topology& topo, FlowListener& listener, std::size_t record_flows = kRecordFlows,
+              Scratch* scratch = nullptr);
+  ~FlowNetwork() override;
+  FlowNetwork(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(const FlowNetwork&) = delete;
   // Starts a flow now. `links` must stay valid until the flow drains (Router paths do).
   void start(std::span<const int> links, Bytes bytes, std::uint64_t tag);
   void handle(const Event& e) override;
   void end_of_instant(Time now) override;
 
-  const std::vector<LinkStats>& link_stats() const { return stats_; }
+  // Every link's statistics, indexed by link (valid while the network lives).
+  const std::vector<LinkStats>& link_stats() const;
+  // The links the run put flows or bytes on, ascending, with their statistics.
+  std::vector<LinkUse> used_links() const;
   // Fast-forward: every active flow's clock moves `delta` later (its pending drain event
   // is shifted by Engine::shift_pending), and skipped periods' bytes are added.
   void shift(Time delta);
@@ -111,9 +137,13 @@ class FlowNetwork : public EventHandler {
   void leave_record(std::uint32_t id);
   void gather_paths();  // comp_flows_' paths into comp_paths_
 
+  // Marks a new epoch for link_mark (clears the marks when the counter wraps).
+  void next_epoch();
+
   Engine& engine_;
   FlowListener& listener_;
-  MaxMinSolver solver_;
+  std::unique_ptr<Scratch> own_;  // when no scratch was handed in
+  Scratch& s_;                    // per-link state: solver, on_link, live, link_mark, ... (below)
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_;
   // Flows per link: (id, gen) entries, left in place when a flow drains and dropped when a
@@ -121,19 +151,11 @@ class FlowNetwork : public EventHandler {
   struct OnLink {
     std::uint32_t id, gen;
   };
-  std::vector<std::vector<OnLink>> on_link_;
-  std::vector<int> live_;
   bool current(OnLink e) const { return flows_[e.id].active && flows_[e.id].gen == e.gen; }
-  std::vector<std::uint32_t> link_mark_;
   std::vector<int> dirty_;
-  std::vector<char> is_dirty_;
-  std::uint32_t epoch_ = 0;
   std::uint64_t component_ = 0;  // solve_component calls so far
   std::size_t active_ = 0;
   std::uint64_t solves_ = 0;
-  // statistics
-  std::vector<LinkStats> stats_;
-  std::vector<Time> segment_since_;
   bool record_ = false;
   std::vector<LinkInterval> intervals_;
   // scratch
@@ -147,12 +169,38 @@ class FlowNetwork : public EventHandler {
   std::uint64_t resumes_ = 0;
   std::vector<Record> records_;
   std::vector<int> free_records_;
-  std::vector<int> drained_records_;           // records that lost flows this instant
-  bool started_ = false;                       // a flow started this instant
-  std::vector<std::vector<LinkRem>> history_;  // per link: remaining capacity after each round of its record
+  std::vector<int> drained_records_;  // records that lost flows this instant
+  bool started_ = false;              // a flow started this instant
   FillLog log_;
   std::vector<LinkRem> start_;
   std::vector<std::uint32_t> fill_at_;
+};
+
+class FlowNetwork::Scratch {
+ public:
+  explicit Scratch(const Topology& topo);
+
+ private:
+  friend class FlowNetwork;
+  const Topology& topo;
+  bool in_use = false;  // by one network at a time
+  MaxMinSolver solver;
+  std::vector<std::vector<OnLink>> on_link;  // flows per link (see OnLink)
+  std::vector<int> live;                     // flows really on each link
+  std::vector<std::uint32_t> link_mark;      // == epoch: reached in this search
+  std::uint32_t epoch = 0;
+  std::vector<char> is_dirty;
+  std::vector<LinkStats> stats;
+  std::vector<Time> segment_since;
+  std::vector<std::vector<LinkRem>> history;  // per link: remaining capacity after each round of its record
+  std::vector<char> is_touched;
+  std::vector<int> touched;  // links this run put flows or bytes on, in first-use order
+  void touch(int l) {
+    if (!is_touched[l]) {
+      is_touched[l] = 1;
+      touched.push_back(l);
+    }
+  }
 };
 
 }  // namespace meshsim

@@ -150,13 +150,18 @@ struct Traffic : FlowListener, EventHandler {
   }
 };
 
-std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, std::uint64_t* resumes,
-                                                     bool split = false) {
-  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});  // 4 nodes of 8 GPUs a leaf
+struct TrafficRun {
+  std::map<std::uint64_t, std::int64_t> drains;  // per flow tag
+  std::vector<LinkUse> used;
+  std::uint64_t resumes = 0;
+};
+
+TrafficRun random_traffic_on(const Topology& t, std::size_t record_flows, bool split,
+                             FlowNetwork::Scratch* scratch = nullptr) {
   Router r(t);
   Engine eng;
   Traffic traffic;
-  FlowNetwork net(eng, t, traffic, record_flows);
+  FlowNetwork net(eng, t, traffic, record_flows, scratch);
   traffic.net = &net;
   traffic.router = &r;
   traffic.gpus = t.num_gpus();
@@ -165,8 +170,27 @@ std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, s
   eng.schedule(us(40), &traffic, 0, 200);   // a wave among the drains
   eng.schedule(us(41), &traffic, 0, 1);     // and one lone newcomer
   eng.run();
-  *resumes = net.resumes();
-  return traffic.at;
+  TrafficRun out{traffic.at, net.used_links(), net.resumes()};
+  // The list holds exactly the links with flows, as the per-link table has them.
+  std::size_t with_flows = 0;
+  for (std::size_t l = 0; l < net.link_stats().size(); ++l) {
+    const LinkStats& s = net.link_stats()[l];
+    if (s.peak_flows == 0) continue;
+    ++with_flows;
+    const LinkStats listed = stats_of(out.used, static_cast<int>(l));
+    EXPECT_EQ(listed.bytes, s.bytes) << l;
+    EXPECT_EQ(listed.peak_flows, s.peak_flows) << l;
+  }
+  EXPECT_EQ(out.used.size(), with_flows);
+  return out;
+}
+
+std::map<std::uint64_t, std::int64_t> random_traffic(std::size_t record_flows, std::uint64_t* resumes,
+                                                     bool split = false) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});  // 4 nodes of 8 GPUs a leaf
+  TrafficRun run = random_traffic_on(t, record_flows, split);
+  *resumes = run.resumes;
+  return run.drains;
 }
 
 TEST(FlowNetwork, ResumedSolvesEqualFullSolves) {
@@ -194,6 +218,33 @@ TEST(FlowNetwork, ResumedSolvesBesideStartsElsewhereEqualFullSolves) {
   ASSERT_GT(full.size(), 3200u);
   EXPECT_EQ(large, full);
   EXPECT_EQ(all, full);
+}
+
+// Networks run one after another on one Scratch (as a training iteration's distinct
+// collectives do) drain every flow and count every link's bytes and peak exactly as networks
+// with scratches of their own: each run leaves the links it touched empty for the next. The
+// runs differ (all GPUs, then two leaves apart, then all GPUs with every component
+// recorded), so a link the first run loaded and the second did not would carry the first
+// run's bytes or flows into the third if it were left behind.
+TEST(FlowNetwork, RunsSharingAScratchEqualRunsWithTheirOwn) {
+  const Topology t = make_preset("fat-tree", {{"nodes", "8"}});
+  FlowNetwork::Scratch scratch(t);
+  const std::vector<std::pair<std::size_t, bool>> runs = {
+      {FlowNetwork::kRecordFlows, false}, {FlowNetwork::kRecordFlows, true}, {2, false}};
+  for (const auto& [record_flows, split] : runs) {
+    const TrafficRun shared = random_traffic_on(t, record_flows, split, &scratch);
+    const TrafficRun own = random_traffic_on(t, record_flows, split);
+    ASSERT_GT(own.drains.size(), 3200u);
+    EXPECT_EQ(shared.drains, own.drains) << record_flows << " " << split;
+    EXPECT_EQ(shared.resumes, own.resumes);
+    ASSERT_EQ(shared.used.size(), own.used.size());
+    for (std::size_t i = 0; i < own.used.size(); ++i) {
+      EXPECT_EQ(shared.used[i].link, own.used[i].link);
+      EXPECT_EQ(shared.used[i].stats.bytes, own.used[i].stats.bytes);
+      EXPECT_EQ(shared.used[i].stats.peak_flows, own.used[i].stats.peak_flows);
+    }
+  }
+  EXPECT_LT(random_traffic_on(t, 2, true).used.size(), random_traffic_on(t, 2, false).used.size());
 }
 
 }  // namespace

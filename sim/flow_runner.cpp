@@ -27,7 +27,11 @@ constexpr std::uint32_t kStart = 3;  // a group's launch is over: its ranks star
 class Runner : public EventHandler, public FlowListener {
  public:
   Runner(const Topology& topo, Router& router, const std::vector<GroupProgram>& groups, const FlowSimOptions& options)
-      : topo_(topo), router_(router), groups_(groups), options_(options), net_(engine_, topo, *this) {
+      : topo_(topo),
+        router_(router),
+        groups_(groups),
+        options_(options),
+        net_(engine_, topo, *this, FlowNetwork::kRecordFlows, options.scratch) {
     int slots = 0;
     for (const auto& g : groups_) {
       MESHSIM_ASSERT(g.program != nullptr && g.program->ranks() == static_cast<int>(g.gpus.size()));
@@ -73,7 +77,7 @@ class Runner : public EventHandler, public FlowListener {
                                            key >> 32, key & 0xffffffffu, p.arrived, p.posted));
     }
     res.group_time = group_end_;
-    res.link_stats = net_.link_stats();
+    res.used_links = net_.used_links();
     res.steps = std::move(steps_);
     res.transfers = std::move(transfers_);
     res.link_intervals = net_.intervals();

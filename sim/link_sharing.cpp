@@ -54,6 +54,13 @@ int LinkSharing::clone_class(int cls) {
 // load or bytes, or none on some) go to new classes, each with the state they shared. The
 // profiles that loaded the old class load its parts alike.
 int LinkSharing::add_profile(Time alone, const std::vector<LinkStats>& stats) {
+  std::vector<LinkUse> used;
+  for (std::size_t l = 0; l < stats.size(); ++l)
+    if (stats[l].bytes > 0) used.push_back({static_cast<int>(l), stats[l]});
+  return add_profile(alone, used);
+}
+
+int LinkSharing::add_profile(Time alone, const std::vector<LinkUse>& used) {
   const double alone_ps = static_cast<double>(alone.ps());
   struct Group {
     int cls;
@@ -64,10 +71,11 @@ int LinkSharing::add_profile(Time alone, const std::vector<LinkStats>& stats) {
   std::vector<Group> groups;
   std::map<std::tuple<int, double, double>, int> group_index;
   std::vector<std::pair<int, int>> touched;  // (link, group), ascending links
-  for (std::size_t l = 0; l < stats.size() && l < class_of_.size(); ++l) {
-    if (stats[l].bytes <= 0) continue;
+  for (const LinkUse& use : used) {
+    const auto l = static_cast<std::size_t>(use.link);
+    if (use.stats.bytes <= 0 || l >= class_of_.size()) continue;
     const int cls = class_of_[l];
-    const double b = stats[l].bytes;
+    const double b = use.stats.bytes;
     // Alone, an op never loads a link beyond its rate; rounding must not make it seem to.
     const double u = alone_ps > 0 ? std::min(b / alone_ps, cap_[static_cast<std::size_t>(cls)]) : 0.0;
     const auto [it, fresh] = group_index.emplace(std::make_tuple(cls, u, b), static_cast<int>(groups.size()));

@@ -61,8 +61,10 @@ class LinkSharing {
  public:
   explicit LinkSharing(const Topology& topo);
 
-  // A distinct timing: its duration alone and the bytes its run put on each link (indexed
-  // by link id). Returns its profile id.
+  // A distinct timing: its duration alone and the bytes its run put on the links it used
+  // (ascending by link). Returns its profile id.
+  int add_profile(Time alone, const std::vector<LinkUse>& used);
+  // The same from every link's statistics, indexed by link.
   int add_profile(Time alone, const std::vector<LinkStats>& stats);
 
   // Op `op` (any non-negative id, unique among ops in flight) of profile `profile` starts

@@ -102,7 +102,7 @@ TEST(Protocol, FlowEqualsClosedFormAndCarriesTheFlags) {
   // Every GPU -> switch link: 14 steps x 128 B of payload x 8.
   for (int l = 0; l < static_cast<int>(topo.links().size()); ++l) {
     if (topo.device(topo.link(l).from).kind == DeviceKind::Gpu) {
-      EXPECT_DOUBLE_EQ(ll.flow->link_stats[static_cast<std::size_t>(l)].bytes, 14.0 * 128 * 8) << l;
+      EXPECT_DOUBLE_EQ(stats_of(ll.flow->used_links, l).bytes, 14.0 * 128 * 8) << l;
     }
   }
   // Without protocols the same switch is the bare alpha-beta model.

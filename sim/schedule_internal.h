@@ -74,8 +74,9 @@ struct Costing {
   const ScheduleSimOptions& opt;
   Groups& groups;
   std::map<std::tuple<int, int, MeshAxis, std::string, Bytes, int, double, int>, std::pair<Time, int>>
-      cache;                                       // -> time, index
-  std::vector<std::vector<LinkStats>> link_stats;  // per distinct collective (flow)
+      cache;                                     // -> time, index
+  std::vector<std::vector<LinkUse>> link_stats;  // per distinct collective (flow): the links it used
+  FlowNetwork::Scratch* flow_scratch = nullptr;  // fidelity flow: per-link state every run reuses
 
   // Returns the duration and the index of the distinct timing (for link accounting).
   std::pair<Time, int> time(int role, const Op& op) {
@@ -106,6 +107,7 @@ struct Costing {
     }
     req.gamma_ps = opt.gamma_ps;
     req.root = op.root;
+    req.flow_scratch = flow_scratch;
     if (op.kind == OpKind::Send) {
       req.groups = groups.stage_pairs(role, op.peer);
     } else {
@@ -126,7 +128,7 @@ struct Costing {
       result.first = out.time;
       if (out.flow) {
         result.second = static_cast<int>(link_stats.size());
-        link_stats.push_back(std::move(out.flow->link_stats));
+        link_stats.push_back(std::move(out.flow->used_links));
       }
     }
     cache.emplace(key, result);

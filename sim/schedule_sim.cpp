@@ -79,7 +79,7 @@ std::vector<LinkLoadSeries> load_series(const Topology& topo, const LinkSharing&
 
 // One LinkSharing profile per distinct flow timing (its time alone and link bytes), and the
 // profile of every op (-1: timed without sharing).
-std::vector<int> sharing_profiles(LinkSharing& sharing, const std::vector<std::vector<LinkStats>>& link_stats,
+std::vector<int> sharing_profiles(LinkSharing& sharing, const std::vector<std::vector<LinkUse>>& link_stats,
                                   const std::vector<int>& timing_of, const std::vector<Time>& duration) {
   std::vector<int> profile_of_timing(link_stats.size(), -1), profile(timing_of.size(), -1);
   for (std::size_t g = 0; g < timing_of.size(); ++g) {
@@ -97,7 +97,7 @@ std::vector<int> sharing_profiles(LinkSharing& sharing, const std::vector<std::v
 // load over time.
 // Roles [first_role, end_role) of `schedule` are the job whose result `res` is.
 void link_results(const Schedule& schedule, int first_role, int end_role, const Topology& topo,
-                  const detail::Runner& runner, const std::vector<std::vector<LinkStats>>& link_stats,
+                  const detail::Runner& runner, const std::vector<std::vector<LinkUse>>& link_stats,
                   const std::vector<int>& timing_of, const std::vector<Time>& duration, const LinkSharing* sharing,
                   ScheduleSimResult& res) {
   if (sharing != nullptr) {
@@ -116,9 +116,8 @@ void link_results(const Schedule& schedule, int first_role, int end_role, const 
     res.link_usage.assign(topo.links().size(), LinkUsage{});
     for (std::size_t g = 0; g < timing_of.size(); ++g) {
       if (timing_of[g] < 0) continue;
-      const auto& stats = link_stats[static_cast<std::size_t>(timing_of[g])];
-      for (std::size_t l = 0; l < stats.size() && l < res.link_usage.size(); ++l)
-        res.link_usage[l].bytes += stats[l].bytes;
+      for (const LinkUse& u : link_stats[static_cast<std::size_t>(timing_of[g])])
+        res.link_usage[static_cast<std::size_t>(u.link)].bytes += u.stats.bytes;
     }
   }
   std::vector<double> bytes;
@@ -174,22 +173,25 @@ std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& job
   std::vector<int> offset;         // per role of every job: its first op's global id
   std::vector<int> first_role{0};  // per job, and one past the last
   std::vector<Time> duration;
-  std::vector<Time> beside;                        // compute ops beside communication (GpuSpec::comm_sms), or empty
-  std::vector<int> timing_of;                      // distinct flow timing behind each op, or -1
-  std::vector<std::vector<LinkStats>> link_stats;  // per distinct flow timing, every job's
-  std::vector<int> distinct;                       // per job: its collective timings
+  std::vector<Time> beside;                      // compute ops beside communication (GpuSpec::comm_sms), or empty
+  std::vector<int> timing_of;                    // distinct flow timing behind each op, or -1
+  std::vector<std::vector<LinkUse>> link_stats;  // per distinct flow timing, every job's: the links it used
+  std::vector<int> distinct;                     // per job: its collective timings
   bool contention = false;  // any GPU kind whose compute slows beside communication (GpuSpec::comm_sms)
   for (const ScheduleJob& j : jobs) {
     contention = contention || j.compute->gpu().comm_sms > 0;
     for (const auto& kinds : j.options.role_compute)
       for (const ComputeModel* k : kinds) contention = contention || k->gpu().comm_sms > 0;
   }
+  // Flow fidelity: every distinct timing's run reuses one fabric-sized state.
+  std::optional<FlowNetwork::Scratch> scratch;
+  if (common.fidelity == Fidelity::Flow) scratch.emplace(topo);
   for (const ScheduleJob& job : jobs) {
     const Schedule& schedule = *job.schedule;
     const ComputeModel& compute = *job.compute;
     const ScheduleSimOptions& options = job.options;
     Groups groups(schedule, *job.placement);
-    Costing costing{topo, router, registry, options, groups, {}, {}};
+    Costing costing{topo, router, registry, options, groups, {}, {}, scratch ? &*scratch : nullptr};
     const int stats_base = static_cast<int>(link_stats.size());
     for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
       offset.push_back(static_cast<int>(duration.size()));
