@@ -23,19 +23,35 @@ Fidelity parse_fidelity(const std::string& s, const std::string& field) {
   throw Error(fmt::format("{}: unknown fidelity '{}'; use one of {}", field, s, enum_list(kFidelityNames)));
 }
 
-std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<double>& bytes, Time over,
-                                       std::size_t n) {
+namespace {
+
+// `used` (links that carried bytes, ascending) ranked by utilization over `over`, the first n.
+std::vector<BusiestLink> rank_by_utilization(const Topology& topo, std::vector<BusiestLink> used, Time over,
+                                             std::size_t n) {
   const double t = std::max<double>(1.0, static_cast<double>(over.ps()));
-  std::vector<BusiestLink> used;
-  for (std::size_t l = 0; l < bytes.size(); ++l) {
-    if (bytes[l] <= 0) continue;
-    const double cap = topo.link(static_cast<int>(l)).spec.effective().bytes_per_ps();
-    used.push_back({static_cast<int>(l), bytes[l], bytes[l] / (cap * t)});
-  }
+  for (BusiestLink& u : used) u.utilization = u.bytes / (topo.link(u.link).spec.effective().bytes_per_ps() * t);
   std::stable_sort(used.begin(), used.end(),
                    [](const BusiestLink& a, const BusiestLink& b) { return a.utilization > b.utilization; });
   if (used.size() > n) used.resize(n);
   return used;
+}
+
+}  // namespace
+
+std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<double>& bytes, Time over,
+                                       std::size_t n) {
+  std::vector<BusiestLink> used;
+  for (std::size_t l = 0; l < bytes.size(); ++l)
+    if (bytes[l] > 0) used.push_back({static_cast<int>(l), bytes[l], 0.0});
+  return rank_by_utilization(topo, std::move(used), over, n);
+}
+
+std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<LinkUse>& used_links, Time over,
+                                       std::size_t n) {
+  std::vector<BusiestLink> used;
+  for (const LinkUse& u : used_links)
+    if (u.stats.bytes > 0) used.push_back({u.link, u.stats.bytes, 0.0});
+  return rank_by_utilization(topo, std::move(used), over, n);
 }
 
 namespace {
@@ -267,9 +283,7 @@ class StepCollective {
     }
     if (out_.algorithm != formula_for) set_formula();  // the flow check chose another algorithm
     out_.time = out_.flow->total;
-    std::vector<double> bytes(topo_.links().size(), 0.0);
-    for (const LinkUse& u : out_.flow->used_links) bytes[static_cast<std::size_t>(u.link)] = u.stats.bytes;
-    out_.top_links = busiest_links(topo_, bytes, out_.time);
+    out_.top_links = busiest_links(topo_, out_.flow->used_links, out_.time);
     if (!out_.top_links.empty()) out_.busiest = out_.top_links.front();
   }
 

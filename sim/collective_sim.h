@@ -128,6 +128,9 @@ struct BusiestLink {
 // to the lower link id; links that carried nothing are left out.
 std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<double>& bytes, Time over,
                                        std::size_t n = 5);
+// The same from a flow run's used links (ascending).
+std::vector<BusiestLink> busiest_links(const Topology& topo, const std::vector<LinkUse>& used, Time over,
+                                       std::size_t n = 5);
 
 struct CollectiveOutcome {
   const Algorithm* algorithm = nullptr;  // nullptr at fidelity nccl (see `nccl`)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -68,28 +69,50 @@ class Groups {
 };
 
 struct Costing {
+  using Key = std::tuple<int, int, MeshAxis, std::string, Bytes, int, double, int>;
   const Topology& topo;
   Router& router;
   const AlgorithmRegistry& registry;
   const ScheduleSimOptions& opt;
   Groups& groups;
-  std::map<std::tuple<int, int, MeshAxis, std::string, Bytes, int, double, int>, std::pair<Time, int>>
-      cache;                                     // -> time, index
+  std::map<Key, std::pair<Time, int>> cache;     // -> time, index
   std::vector<std::vector<LinkUse>> link_stats;  // per distinct collective (flow): the links it used
-  FlowNetwork::Scratch* flow_scratch = nullptr;  // fidelity flow: per-link state every run reuses
+
+  static Key key_of(int role, const Op& op) {
+    const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
+    const int peer = op.kind == OpKind::Send ? op.peer : -1;
+    return std::make_tuple(role, static_cast<int>(kind), op.axis, op.algorithm, op.bytes, op.root, op.imbalance, peer);
+  }
 
   // Returns the duration and the index of the distinct timing (for link accounting).
   std::pair<Time, int> time(int role, const Op& op) {
-    const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
-    const int peer = op.kind == OpKind::Send ? op.peer : -1;
-    const auto key =
-        std::make_tuple(role, static_cast<int>(kind), op.axis, op.algorithm, op.bytes, op.root, op.imbalance, peer);
+    const Key key = key_of(role, op);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
+    std::optional<CollectiveRequest> req = request(role, op, key);
+    if (!req) return cache.find(key)->second;
+    return keep(key, run_collective(topo, router, registry, *req));
+  }
+
+  // Fidelity flow: the distinct timings of `roles`' collectives and sends, run side by side
+  // on oneTBB's workers (each with a router and a FlowNetwork::Scratch of its own, reused by
+  // its runs; a route and a flow run do not depend on what a router has cached) and kept in
+  // the order time() would meet them,
+  // so that time() then reads them from the cache and the timings' indices are the ones a
+  // run one by one gives. A failing timing's error is the first in that order.
+  void prefetch(const std::vector<Role>& roles);
+
+ private:
+  // The request that times `op`; nullopt when nothing needs running (a measured profile, an
+  // empty group or size: the cache then holds the answer).
+  std::optional<CollectiveRequest> request(int role, const Op& op, const Key& key) {
+    const CollKind kind = op.kind == OpKind::Send ? CollKind::SendRecv : op.coll;
     if (op.kind == OpKind::Collective && op.imbalance == 1.0 && op.bytes > 0)
       for (const CollectiveProfile& m : opt.measured)
-        if (m.kind == kind && m.ranks == op.group_size)
-          return cache.emplace(key, std::make_pair(m.time(op.bytes), -1)).first->second;
+        if (m.kind == kind && m.ranks == op.group_size) {
+          cache.emplace(key, std::make_pair(m.time(op.bytes), -1));
+          return std::nullopt;
+        }
     CollectiveRequest req;
     req.kind = kind;
     req.bytes = op.bytes;
@@ -107,7 +130,6 @@ struct Costing {
     }
     req.gamma_ps = opt.gamma_ps;
     req.root = op.root;
-    req.flow_scratch = flow_scratch;
     if (op.kind == OpKind::Send) {
       req.groups = groups.stage_pairs(role, op.peer);
     } else {
@@ -122,17 +144,20 @@ struct Costing {
     }
     // The closed form reads alpha/beta off the first group's routes only.
     if (req.fidelity == Fidelity::Formula && req.groups.size() > 1) req.groups.resize(1);
-    std::pair<Time, int> result{Time{}, -1};
-    if (!req.groups.empty() && req.groups.front().size() > 1 && op.bytes > 0) {
-      CollectiveOutcome out = run_collective(topo, router, registry, req);
-      result.first = out.time;
-      if (out.flow) {
-        result.second = static_cast<int>(link_stats.size());
-        link_stats.push_back(std::move(out.flow->used_links));
-      }
+    if (req.groups.empty() || req.groups.front().size() <= 1 || op.bytes <= 0) {
+      cache.emplace(key, std::make_pair(Time{}, -1));
+      return std::nullopt;
     }
-    cache.emplace(key, result);
-    return result;
+    return req;
+  }
+
+  std::pair<Time, int> keep(const Key& key, CollectiveOutcome out) {
+    std::pair<Time, int> result{out.time, -1};
+    if (out.flow) {
+      result.second = static_cast<int>(link_stats.size());
+      link_stats.push_back(std::move(out.flow->used_links));
+    }
+    return cache.emplace(key, result).first->second;
   }
 };
 

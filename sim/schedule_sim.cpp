@@ -2,8 +2,13 @@
 // then a list-scheduling run of every role's streams on the event engine. See the header.
 #include "sim/schedule_sim.h"
 
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
+#include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -14,6 +19,51 @@
 #include "sim/schedule_internal.h"
 
 namespace meshsim {
+
+namespace detail {
+
+void Costing::prefetch(const std::vector<Role>& roles) {
+  struct Pending {
+    Key key;
+    CollectiveRequest req;
+    std::optional<CollectiveOutcome> out;
+    std::exception_ptr error;
+  };
+  std::vector<Pending> pending;
+  std::set<Key> seen;
+  for (std::size_t r = 0; r < roles.size(); ++r)
+    for (const Op& op : roles[r].ops) {
+      if (op.kind != OpKind::Collective && op.kind != OpKind::Send) continue;
+      const Key key = key_of(static_cast<int>(r), op);
+      if (cache.count(key) != 0 || !seen.insert(key).second) continue;
+      if (std::optional<CollectiveRequest> req = request(static_cast<int>(r), op, key))
+        pending.push_back({key, std::move(*req), std::nullopt, nullptr});
+    }
+  if (pending.empty()) return;
+  struct Worker {
+    Router router;
+    FlowNetwork::Scratch scratch;
+    explicit Worker(const Topology& t) : router(t), scratch(t) {}
+  };
+  tbb::enumerable_thread_specific<std::unique_ptr<Worker>> workers;
+  tbb::parallel_for(std::size_t{0}, pending.size(), [&](std::size_t i) {
+    std::unique_ptr<Worker>& w = workers.local();
+    if (!w) w = std::make_unique<Worker>(topo);
+    Pending& p = pending[i];
+    p.req.flow_scratch = &w->scratch;
+    try {
+      p.out = run_collective(topo, w->router, registry, p.req);
+    } catch (...) {
+      p.error = std::current_exception();
+    }
+  });
+  for (Pending& p : pending) {
+    if (p.error) std::rethrow_exception(p.error);
+    keep(p.key, std::move(*p.out));
+  }
+}
+
+}  // namespace detail
 
 Time Breakdown::total() const {
   Time t = compute + recompute + optimizer + bubble;
@@ -183,16 +233,14 @@ std::vector<ScheduleSimResult> simulate_jobs(const std::vector<ScheduleJob>& job
     for (const auto& kinds : j.options.role_compute)
       for (const ComputeModel* k : kinds) contention = contention || k->gpu().comm_sms > 0;
   }
-  // Flow fidelity: every distinct timing's run reuses one fabric-sized state.
-  std::optional<FlowNetwork::Scratch> scratch;
-  if (common.fidelity == Fidelity::Flow) scratch.emplace(topo);
   for (const ScheduleJob& job : jobs) {
     const Schedule& schedule = *job.schedule;
     const ComputeModel& compute = *job.compute;
     const ScheduleSimOptions& options = job.options;
     Groups groups(schedule, *job.placement);
-    Costing costing{topo, router, registry, options, groups, {}, {}, scratch ? &*scratch : nullptr};
+    Costing costing{topo, router, registry, options, groups, {}, {}};
     const int stats_base = static_cast<int>(link_stats.size());
+    if (options.fidelity == Fidelity::Flow && options.parallel_timings) costing.prefetch(schedule.roles);
     for (std::size_t r = 0; r < schedule.roles.size(); ++r) {
       offset.push_back(static_cast<int>(duration.size()));
       for (const Op& op : schedule.roles[r].ops) {

@@ -60,6 +60,10 @@ struct ScheduleSimOptions {
   // Flow: the ops in flight share the routed links (sim/link_sharing.h); false: each op
   // takes its time alone, as if nothing else ran.
   bool share_links = true;
+  // Flow: the distinct collective timings run side by side on oneTBB's workers (each worker
+  // with its own router and flow scratch); false: one by one on the caller's router. The
+  // results are the same bytes either way.
+  bool parallel_timings = true;
   // Per role (pipeline stage), the speed of its compute relative to the model's (a straggler
   // at 0.8: its kernels take 1/0.8 as long); empty: all 1.
   std::vector<double> role_compute_factor;
