@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "backend/mpi/ranks.h"
 #include "cli/commands.h"
 #include "cli/scenario_flags.h"
 #include "core/budget.h"
@@ -60,7 +61,8 @@ struct SimulateFlags : ScenarioFlags {
 
 // A scenario with jobs: each alone and all together (flow fidelity); the per-op outputs
 // (trace, report, link and collective tables) describe one job and are refused.
-int run_jobs(const SimulateFlags& f, const Scenario& s) {
+// `speak`: print and write the outputs (false on the other ranks of an MPI job).
+int run_jobs(const SimulateFlags& f, const Scenario& s, bool speak) {
   for (const auto& [name, value] : {std::pair{"--trace", &f.trace}, std::pair{"--report", &f.report},
                                     std::pair{"--links", &f.links}, std::pair{"--collectives", &f.collectives}})
     if (!value->empty())
@@ -69,6 +71,7 @@ int run_jobs(const SimulateFlags& f, const Scenario& s) {
                       "simulate one job's sections without jobs: for {}",
                       name, s.jobs.size() == 1 ? "one job" : fmt::format("{} jobs", s.jobs.size()), name));
   const JobsResult r = simulate_jobs(s, AlgorithmRegistry::builtin());
+  if (!speak) return 0;
   if (f.json)
     std::cout << jobs_json(r).dump(2) << "\n";
   else
@@ -76,12 +79,13 @@ int run_jobs(const SimulateFlags& f, const Scenario& s) {
   return 0;
 }
 
-int run_simulate(const SimulateFlags& f) {
-  start_budget(f.max_seconds, f.max_memory);
+// The simulation and its outputs. share: the MPI job's processes sharing out the flow timings
+// (nullptr: this process alone); speak: print and write the outputs.
+int simulate_and_write(const SimulateFlags& f, const TimingShare* share, bool speak) {
   ScenarioNode node = f.node();
   if (f.no_link_sharing) node.set("run.link_sharing=false");
   const Scenario resolved = node.resolve();
-  if (!resolved.jobs.empty()) return run_jobs(f, resolved);
+  if (!resolved.jobs.empty()) return run_jobs(f, resolved, speak);
   const Scenario s = require_training(resolved, "simulate");
   if (!f.links.empty() && s.fidelity != Fidelity::Flow)
     throw Error("--links: link loads come from the flow fidelity; add --fidelity flow (or set run.fidelity: flow)");
@@ -89,7 +93,8 @@ int run_simulate(const SimulateFlags& f) {
   // The per-op schedule is kept when a trace or report needs it; otherwise formula runs take
   // the fast path (same figures).
   const TrainingResult r =
-      simulate_training(s, registry, !f.trace.empty() || !f.report.empty() || !f.collectives.empty());
+      simulate_training(s, registry, !f.trace.empty() || !f.report.empty() || !f.collectives.empty(), nullptr, share);
+  if (!speak) return 0;
   if (f.json)
     std::cout << training_json(r).dump(2) << "\n";
   else
@@ -114,6 +119,48 @@ int run_simulate(const SimulateFlags& f) {
     say_wrote(f.collectives, json ? "per-collective table, JSON" : "per-collective table, CSV");
   }
   return 0;
+}
+
+// Under mpirun or srun (backend/mpi/ranks.h) every rank runs the same simulation and the flow
+// fidelity's distinct collective timings are shared out over the ranks (TimingShare); rank 0
+// prints and writes what one process would, byte for byte. An error every rank meets alike (the
+// scenario's, a timing's: shared with the timings) is said once, by rank 0. A budget running out
+// (--max-seconds, --max-memory) is one rank's own: it says so, naming itself, and ends the job,
+// as a rank that fails otherwise does, rather than leave the others waiting in a collective.
+int simulate_on_ranks(const SimulateFlags& f, const mpi::Ranks& ranks) {
+  launch::HeartbeatEnv beat;
+  std::string error;
+  try {
+    beat = launch::heartbeat_env();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (mpi::any_rank_failed(ranks, error)) return 2;
+  const TimingShare share{ranks.rank, ranks.size,
+                          [&ranks](const std::string& bytes) { return ranks.mpi->all_gather(bytes); }};
+  int status = 0;
+  const std::vector<std::string> errors = mpi::run_on_ranks(ranks, beat, [&]() -> std::string {
+    try {
+      status = simulate_and_write(f, &share, ranks.rank == 0);
+      return {};
+    } catch (const BudgetError&) {
+      throw;  // this rank's own: run_on_ranks names it and ends the job
+    } catch (const Error& e) {
+      return std::string("!") + e.what();
+    }
+  });
+  if (ranks.rank != 0) return 0;
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e.substr(1));
+  return status;
+}
+
+int run_simulate(const SimulateFlags& f) {
+  start_budget(f.max_seconds, f.max_memory);
+  const std::optional<mpi::Ranks> ranks = mpi::join_ranks("simulate");
+  if (!ranks) return 2;
+  if (ranks->mpi == nullptr) return simulate_and_write(f, nullptr, true);
+  return simulate_on_ranks(f, *ranks);
 }
 
 struct MemoryFlags : ScenarioFlags {
@@ -141,7 +188,9 @@ Run add_simulate_command(CLI::App& app) {
       "  meshsim simulate                                   # GPT-3 175B on 16 DGX H100 nodes\n"
       "  meshsim simulate examples/scenarios/gpt3-175b-1024xh100.yaml --fidelity flow --links links.csv\n"
       "  meshsim simulate --set parallel.tp=4 --set parallel.dp=4 --json\n"
-      "  meshsim simulate examples/scenarios/llama3-70b-128k.yaml --report llama.html --trace llama.json");
+      "  meshsim simulate examples/scenarios/llama3-70b-128k.yaml --report llama.html --trace llama.json\n"
+      "  mpirun -np 4 meshsim simulate examples/scenarios/gpt3-175b-1024xh100.yaml --fidelity flow   # ranks share "
+      "the flow timings");
   f->add(c, false);
   c->add_option(
       "--fidelity", f->fidelity,

@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -22,12 +23,32 @@ namespace meshsim {
 
 namespace detail {
 
+namespace {
+
+// A timing's outcome as bytes for the processes of a TimingShare (built from one tree: native
+// layout). Only what Costing keeps travels: the time and the links a flow run used.
+template <class T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T take(const std::string& in, std::size_t& at) {
+  MESHSIM_ASSERT(at + sizeof(T) <= in.size());
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  at += sizeof v;
+  return v;
+}
+
+}  // namespace
+
 void Costing::prefetch(const std::vector<Role>& roles) {
   struct Pending {
     Key key;
     CollectiveRequest req;
     std::optional<CollectiveOutcome> out;
     std::exception_ptr error;
+    std::string shared_error;  // another process's error (rethrown as Error)
   };
   std::vector<Pending> pending;
   std::set<Key> seen;
@@ -37,9 +58,13 @@ void Costing::prefetch(const std::vector<Role>& roles) {
       const Key key = key_of(static_cast<int>(r), op);
       if (cache.count(key) != 0 || !seen.insert(key).second) continue;
       if (std::optional<CollectiveRequest> req = request(static_cast<int>(r), op, key))
-        pending.push_back({key, std::move(*req), std::nullopt, nullptr});
+        pending.push_back({key, std::move(*req), std::nullopt, nullptr, {}});
     }
   if (pending.empty()) return;
+  const TimingShare* share = opt.share != nullptr && opt.share->size > 1 ? opt.share : nullptr;
+  const auto mine = [&](std::size_t i) {
+    return share == nullptr || static_cast<int>(i % static_cast<std::size_t>(share->size)) == share->rank;
+  };
   struct Worker {
     Router router;
     FlowNetwork::Scratch scratch;
@@ -47,6 +72,7 @@ void Costing::prefetch(const std::vector<Role>& roles) {
   };
   tbb::enumerable_thread_specific<std::unique_ptr<Worker>> workers;
   tbb::parallel_for(std::size_t{0}, pending.size(), [&](std::size_t i) {
+    if (!mine(i)) return;
     std::unique_ptr<Worker>& w = workers.local();
     if (!w) w = std::make_unique<Worker>(topo);
     Pending& p = pending[i];
@@ -57,8 +83,73 @@ void Costing::prefetch(const std::vector<Role>& roles) {
       p.error = std::current_exception();
     }
   });
+  if (share != nullptr) {
+    // This process's timings out, every other process's in.
+    std::string bytes;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      if (!mine(i)) continue;
+      const Pending& p = pending[i];
+      put(bytes, static_cast<std::uint32_t>(i));
+      if (p.error) {
+        std::string what;
+        try {
+          std::rethrow_exception(p.error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        }
+        put(bytes, std::uint8_t{1});
+        put(bytes, static_cast<std::uint32_t>(what.size()));
+        bytes += what;
+        continue;
+      }
+      put(bytes, std::uint8_t{0});
+      put(bytes, p.out->time.ps());
+      put(bytes, static_cast<std::uint8_t>(p.out->flow.has_value()));
+      if (!p.out->flow) continue;
+      put(bytes, static_cast<std::uint32_t>(p.out->flow->used_links.size()));
+      for (const LinkUse& u : p.out->flow->used_links) {
+        put(bytes, u.link);
+        put(bytes, u.stats.bytes);
+        put(bytes, u.stats.peak_flows);
+      }
+    }
+    const std::vector<std::string> all = share->all_gather(bytes);
+    MESHSIM_ASSERT(static_cast<int>(all.size()) == share->size);
+    for (int rank = 0; rank < share->size; ++rank) {
+      if (rank == share->rank) continue;
+      const std::string& in = all[static_cast<std::size_t>(rank)];
+      std::size_t at = 0;
+      while (at < in.size()) {
+        const auto i = take<std::uint32_t>(in, at);
+        MESHSIM_ASSERT(i < pending.size() && !mine(i));
+        Pending& p = pending[i];
+        if (take<std::uint8_t>(in, at) != 0) {
+          const auto n = take<std::uint32_t>(in, at);
+          MESHSIM_ASSERT(at + n <= in.size());
+          p.shared_error = in.substr(at, n);
+          at += n;
+          continue;
+        }
+        CollectiveOutcome out;
+        out.time = Time::from_ps(take<std::int64_t>(in, at));
+        if (take<std::uint8_t>(in, at) != 0) {
+          out.flow.emplace();
+          const auto n = take<std::uint32_t>(in, at);
+          out.flow->used_links.resize(n);
+          for (LinkUse& u : out.flow->used_links) {
+            u.link = take<int>(in, at);
+            u.stats.bytes = take<double>(in, at);
+            u.stats.peak_flows = take<int>(in, at);
+          }
+        }
+        p.out = std::move(out);
+      }
+    }
+  }
   for (Pending& p : pending) {
     if (p.error) std::rethrow_exception(p.error);
+    if (!p.shared_error.empty()) throw Error(p.shared_error);
+    MESHSIM_ASSERT(p.out.has_value());
     keep(p.key, std::move(*p.out));
   }
 }

@@ -31,6 +31,7 @@
 // `formula` and `nccl` time each op alone.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +46,16 @@
 #include "topology/placement.h"
 
 namespace meshsim {
+
+// Processes that share out a flow simulation's distinct collective timings (an MPI job: meshsim
+// simulate under mpirun). Every process runs the same simulation; process `rank` of `size` runs
+// the timings whose index (in op order) is rank modulo size, and `all_gather`, collective, hands
+// every process's bytes to every process in rank order. The result is the same bytes one process
+// gives.
+struct TimingShare {
+  int rank = 0, size = 1;
+  std::function<std::vector<std::string>(const std::string&)> all_gather;
+};
 
 struct ScheduleSimOptions {
   Fidelity fidelity = Fidelity::Formula;
@@ -64,6 +75,8 @@ struct ScheduleSimOptions {
   // with its own router and flow scratch); false: one by one on the caller's router. The
   // results are the same bytes either way.
   bool parallel_timings = true;
+  // Flow, with parallel_timings: the timings shared out over processes as well; nullptr: none.
+  const TimingShare* share = nullptr;
   // Per role (pipeline stage), the speed of its compute relative to the model's (a straggler
   // at 0.8: its kernels take 1/0.8 as long); empty: all 1.
   std::vector<double> role_compute_factor;

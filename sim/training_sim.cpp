@@ -382,7 +382,7 @@ StageMemories stage_memories(const Scenario& given) {
 }
 
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops,
-                                 ClusterCache* clusters) {
+                                 ClusterCache* clusters, const TimingShare* share) {
   if (!s.jobs.empty())  // what the sweep, memory, goodput and Python's simulate reach
     throw Error(
         "jobs: this times one job; time several sharing a fabric with meshsim simulate, or give one job's sections "
@@ -394,6 +394,7 @@ TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& reg
   Router& router = *cluster.router;
   r.topology = cluster.topology;
   JobSetup job = setup_job(s, topo, r);
+  job.opt.share = share;
   const CheckedLayout& layout = job.layout;
   const Placement& placement = job.placement;
   const ComputeModel& compute = job.compute;

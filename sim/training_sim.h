@@ -88,9 +88,10 @@ class ClusterCache {
 
 // keep_ops: plan and simulate every op (the Schedule and a per-op Trace are kept, for
 // --trace and --report). Otherwise formula fidelity takes the fast path of
-// sim/fast_formula.h where it applies (same figures, no per-op trace).
+// sim/fast_formula.h where it applies (same figures, no per-op trace). share: at flow
+// fidelity, the processes that share out the distinct collective timings (an MPI job).
 TrainingResult simulate_training(const Scenario& s, const AlgorithmRegistry& registry, bool keep_ops = true,
-                                 ClusterCache* clusters = nullptr);
+                                 ClusterCache* clusters = nullptr, const TimingShare* share = nullptr);
 
 // Several training jobs on one fabric (Scenario::jobs): each alone on the topology, as
 // simulate_training times it (every op kept), and all of them together from the same start at

@@ -19,11 +19,11 @@ namespace {
 
 Error cannot_load(const std::string& where, const std::string& why) {
   const std::string by = launcher_env().variable;
-  return Error("sweep: started by an MPI launcher" + (by.empty() ? "" : " (" + by + ")") +
-               " but cannot load the MPI plugin " + where + ": " + why +
+  return Error("started by an MPI launcher" + (by.empty() ? "" : " (" + by + ")") + " but cannot load the MPI plugin " +
+               where + ": " + why +
                "; install Open MPI (apt-get install libopenmpi-dev openmpi-bin, or tools/install-deps.sh) and rebuild "
                "meshsim so libmeshsim_mpi.so is built beside it, set " +
-               kMpiPluginEnv + " to its path, or set " + kMpiDisableEnv + "=0 to run the whole sweep in every rank");
+               kMpiPluginEnv + " to its path, or set " + kMpiDisableEnv + "=0 to run the whole command in every rank");
 }
 
 // RTLD_GLOBAL: Open MPI's own components dlopen() later and need libmpi's symbols.
@@ -32,7 +32,7 @@ const MeshsimMpiPlugin& load(const std::string& path, const std::string& where) 
       path, RTLD_GLOBAL, {kMpiPluginSymbol, kMpiPluginAbi, "MPI"},
       [&](const std::string& why) { return cannot_load(where, why); },
       [&](int version) {
-        return Error("sweep: the MPI plugin " + path + " has ABI version " + std::to_string(version) +
+        return Error("the MPI plugin " + path + " has ABI version " + std::to_string(version) +
                      ", this meshsim needs " + std::to_string(kMpiPluginAbi) +
                      "; rebuild meshsim and the plugin from one tree, or set " + kMpiPluginEnv +
                      " to the matching plugin");

@@ -53,7 +53,8 @@ class RankWatch {
     const std::string got = ranks.mpi->all_gather(address)[0];
     if (got.starts_with("!")) {
       if (ranks.rank == 0)
-        std::fprintf(stderr, "meshsim: warning: sweep: no watch on stopped ranks (%s)\n", got.c_str() + 1);
+        std::fprintf(stderr, "meshsim: warning: %s: no watch on stopped ranks (%s)\n", ranks.command.c_str(),
+                     got.c_str() + 1);
       return;
     }
     std::istringstream in(got);
@@ -67,9 +68,9 @@ class RankWatch {
     // for all. A launcher ends the job as soon as one rank exits, so the others first give
     // rank 0 (which may hear it up to an interval later) a second more than that to say it.
     const auto grace = beat.heartbeat_interval + std::chrono::seconds(1);
-    o.on_failure = [rank = ranks.rank, grace](const std::string& why, bool verdict) {
+    o.on_failure = [rank = ranks.rank, grace, command = ranks.command](const std::string& why, bool verdict) {
       if (rank == 0 || !verdict)
-        std::fprintf(stderr, "meshsim: error: sweep: %s\n", why.c_str());
+        std::fprintf(stderr, "meshsim: error: %s: %s\n", command.c_str(), why.c_str());
       else
         std::this_thread::sleep_for(grace);
       std::fflush(stderr);
@@ -97,14 +98,15 @@ class RankWatch {
 
 }  // namespace
 
-std::optional<Ranks> join_ranks() {
+std::optional<Ranks> join_ranks(const std::string& command) {
   const Launcher launcher = launcher_env();
   if (!launcher.active) return Ranks{};
   Ranks ranks;
+  ranks.command = command;
   try {
     ranks.mpi = &mpi_plugin();
-  } catch (const Error&) {
-    if (launcher.rank == 0) throw;
+  } catch (const Error& e) {
+    if (launcher.rank == 0) throw Error(command + ": " + e.what());
     // Every rank fails alike; rank 0 says it. The others wait a moment, so the launcher does
     // not kill rank 0 (on their exit code) before it has.
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -115,7 +117,7 @@ std::optional<Ranks> join_ranks() {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       return std::nullopt;
     }
-    throw Error(fmt::format("sweep: MPI ({}): {}; check that mpirun and libmeshsim_mpi.so come from the same MPI",
+    throw Error(fmt::format("{}: MPI ({}): {}; check that mpirun and libmeshsim_mpi.so come from the same MPI", command,
                             ranks.mpi->library(), e));
   }
   return ranks;

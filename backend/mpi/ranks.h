@@ -1,6 +1,7 @@
 // A sweep spread over the ranks of an MPI job (mpirun, srun: backend/mpi/plugin.h): rank r of R
 // runs its share of the variants into a text (report/sweep_run.h: what --shard r/R runs, as JSON
-// lines), and rank 0 gets every rank's text. The ranks watch each other beside MPI, so a rank
+// lines), and rank 0 gets every rank's text. `meshsim simulate` shares out a flow simulation's
+// collective timings the same way (cli/training_cmd.cpp, TimingShare). The ranks watch each other beside MPI, so a rank
 // that is stopped or hung ends the sweep (every rank exits with status 2, the rank named)
 // instead of leaving the others blocked in a collective for ever.
 //
@@ -23,13 +24,14 @@ namespace meshsim::mpi {
 struct Ranks {
   const MeshsimMpiPlugin* mpi = nullptr;
   int rank = 0, size = 1, local = 1;  // local: the ranks on this node
+  std::string command = "sweep";      // the command the ranks run, as their messages name it
 };
 
 // Under a launcher, the MPI plugin loaded and MPI initialized; else Ranks{}. Rank 0 throws
 // the Error that stops it (a missing plugin, MPI failing to start); any other rank then
 // returns nullopt a moment later (exit with status 2), so the launcher does not end rank 0
-// before it has said why.
-std::optional<Ranks> join_ranks();
+// before it has said why. `command` names the command in the messages ("sweep", "simulate").
+std::optional<Ranks> join_ranks(const std::string& command = "sweep");
 
 // Collective: `error` is this rank's setup error ("" for none). True when some rank had one:
 // rank 0 has printed it (naming the rank) and MPI is finalized; every rank exits with 2.
