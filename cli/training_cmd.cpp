@@ -1,8 +1,10 @@
 // meshsim simulate [SCENARIO.yaml] [--set path=value ...] [--fidelity formula|flow|nccl] [--profile FILE]
-//   [--trace FILE] [--json] [--report FILE.html] [--links FILE.csv] [--no-link-sharing]
+//   [--trace FILE] [--json] [--report FILE.html] [--links FILE.csv] [--no-link-sharing] [--jobs N]
+//   (under mpirun/srun the ranks share out the flow fidelity's collective timings)
 //   (a scenario with jobs: times them alone and together, examples/whatif/two-jobs.yaml)
 // meshsim memory SCENARIO.yaml [--set path=value ...] [--json]
 #include <fmt/format.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <fstream>
@@ -57,6 +59,7 @@ namespace {
 struct SimulateFlags : ScenarioFlags {
   std::string trace, report, links, collectives;
   bool json = false, no_link_sharing = false;
+  int jobs = 0;  // workers for the flow timings (0: all cores; under mpirun, the node's shared out)
 };
 
 // A scenario with jobs: each alone and all together (flow fidelity); the per-op outputs
@@ -159,6 +162,9 @@ int run_simulate(const SimulateFlags& f) {
   start_budget(f.max_seconds, f.max_memory);
   const std::optional<mpi::Ranks> ranks = mpi::join_ranks("simulate");
   if (!ranks) return 2;
+  std::optional<tbb::global_control> limit;
+  if (const int jobs = mpi::jobs_per_rank(f.jobs, *ranks); jobs > 0)
+    limit.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(jobs));
   if (ranks->mpi == nullptr) return simulate_and_write(f, nullptr, true);
   return simulate_on_ranks(f, *ranks);
 }
@@ -198,6 +204,10 @@ Run add_simulate_command(CLI::App& app) {
   c->add_option("--profile", f->profile, "machine profile YAML (from meshsim calibrate)");
   c->add_option("--trace", f->trace, "write a Perfetto/Chrome trace (one process per stage, a track per stream)");
   c->add_flag("--json", f->json, "print the result as JSON");
+  c->add_option("--jobs", f->jobs,
+                "workers that time the flow fidelity's collectives side by side (default: all cores; under mpirun, "
+                "the node's cores shared by its ranks); the result is the same for any count")
+      ->check(CLI::Range(0, 65536));
   c->add_option("--report", f->report, "write a self-contained HTML report");
   c->add_option("--links", f->links,
                 "flow: write every link's load over the iteration as CSV (link,name,tier,capacity_GBps,bytes,"
