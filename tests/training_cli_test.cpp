@@ -142,6 +142,13 @@ TEST(Simulate, FlowFidelityJsonIsDeterministic) {
   EXPECT_EQ(j["gpus"], 8);
   expect_consistent_json(j, 2);
   EXPECT_FALSE(j["busiest_links"].empty()) << "flow fidelity reports link load";
+  // The flow timings run side by side on --jobs workers; one worker gives the same bytes.
+  const Result one = meshsim(args + " --jobs 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out, a.out);
+  const Result bad = meshsim(args + " --jobs -2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--jobs"), std::string::npos) << bad.err;
 }
 
 TEST(Simulate, SetOverridesTheLayout) {
