@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -66,11 +67,17 @@ void Costing::prefetch(const std::vector<Role>& roles) {
   const auto mine = [&](std::size_t i) {
     return share == nullptr || static_cast<int>(i % static_cast<std::size_t>(share->size)) == share->rank;
   };
+  // A worker's router: the caller's own on the calling thread (a sweep's worker keeps its routes
+  // from layout to layout), a new one on the others.
   struct Worker {
-    Router router;
+    std::optional<Router> own;
+    Router* router;
     FlowNetwork::Scratch scratch;
-    explicit Worker(const Topology& t) : router(t), scratch(t) {}
+    Worker(const Topology& t, Router* callers) : router(callers), scratch(t) {
+      if (router == nullptr) router = &own.emplace(t);
+    }
   };
+  const std::thread::id caller = std::this_thread::get_id();
   // A worker's router and scratch take about 200 bytes per link of the fabric once its routes
   // are cached (measured: 220 MB more for a second worker at 102,400 GPUs, 1.2 million links),
   // so the workers are capped to keep theirs within 2 GiB: 8 at 102,400 GPUs, 54 at 16,384
@@ -84,11 +91,11 @@ void Costing::prefetch(const std::vector<Role>& roles) {
     tbb::parallel_for(std::size_t{0}, pending.size(), [&](std::size_t i) {
       if (!mine(i)) return;
       std::unique_ptr<Worker>& w = workers.local();
-      if (!w) w = std::make_unique<Worker>(topo);
+      if (!w) w = std::make_unique<Worker>(topo, std::this_thread::get_id() == caller ? &router : nullptr);
       Pending& p = pending[i];
       p.req.flow_scratch = &w->scratch;
       try {
-        p.out = run_collective(topo, w->router, registry, p.req);
+        p.out = run_collective(topo, *w->router, registry, p.req);
       } catch (...) {
         p.error = std::current_exception();
       }
