@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,8 +28,17 @@ namespace detail {
 
 namespace {
 
-// A timing's outcome as bytes for the processes of a TimingShare (built from one tree: native
-// layout). Only what Costing keeps travels: the time and the links a flow run used.
+// A distinct timing of Costing::prefetch: its request, then its outcome or error.
+struct PendingTiming {
+  Costing::Key key;
+  CollectiveRequest req;
+  std::optional<CollectiveOutcome> out;
+  std::exception_ptr error;  // thrown here
+  std::string shared_error;  // thrown in another process (rethrown here as Error)
+};
+
+// Timings as bytes for the processes of a TimingShare (built from one tree: native layout). Only
+// what Costing keeps travels: the time and the links a flow run used, or the error's text.
 template <class T>
 void put(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -42,17 +52,72 @@ T take(const std::string& in, std::size_t& at) {
   return v;
 }
 
+// The timings `mine` says this process ran, as bytes.
+std::string encode_timings(const std::vector<PendingTiming>& pending, const std::function<bool(std::size_t)>& mine) {
+  std::string bytes;
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    if (!mine(i)) continue;
+    const PendingTiming& p = pending[i];
+    put(bytes, static_cast<std::uint32_t>(i));
+    if (p.error) {
+      std::string what;
+      try {
+        std::rethrow_exception(p.error);
+      } catch (const std::exception& e) {
+        what = e.what();
+      }
+      put(bytes, std::uint8_t{1});
+      put(bytes, static_cast<std::uint32_t>(what.size()));
+      bytes += what;
+      continue;
+    }
+    put(bytes, std::uint8_t{0});
+    put(bytes, p.out->time.ps());
+    put(bytes, static_cast<std::uint8_t>(p.out->flow.has_value()));
+    if (!p.out->flow) continue;
+    put(bytes, static_cast<std::uint32_t>(p.out->flow->used_links.size()));
+    for (const LinkUse& u : p.out->flow->used_links) {
+      put(bytes, u.link);
+      put(bytes, u.stats.bytes);
+      put(bytes, u.stats.peak_flows);
+    }
+  }
+  return bytes;
+}
+
+// Another process's timings into `pending`.
+void decode_timings(const std::string& in, std::vector<PendingTiming>& pending) {
+  std::size_t at = 0;
+  while (at < in.size()) {
+    const auto i = take<std::uint32_t>(in, at);
+    MESHSIM_ASSERT(i < pending.size());
+    PendingTiming& p = pending[i];
+    if (take<std::uint8_t>(in, at) != 0) {
+      const auto n = take<std::uint32_t>(in, at);
+      MESHSIM_ASSERT(at + n <= in.size());
+      p.shared_error = in.substr(at, n);
+      at += n;
+      continue;
+    }
+    CollectiveOutcome out;
+    out.time = Time::from_ps(take<std::int64_t>(in, at));
+    if (take<std::uint8_t>(in, at) != 0) {
+      out.flow.emplace();
+      out.flow->used_links.resize(take<std::uint32_t>(in, at));
+      for (LinkUse& u : out.flow->used_links) {
+        u.link = take<int>(in, at);
+        u.stats.bytes = take<double>(in, at);
+        u.stats.peak_flows = take<int>(in, at);
+      }
+    }
+    p.out = std::move(out);
+  }
+}
+
 }  // namespace
 
 void Costing::prefetch(const std::vector<Role>& roles) {
-  struct Pending {
-    Key key;
-    CollectiveRequest req;
-    std::optional<CollectiveOutcome> out;
-    std::exception_ptr error;
-    std::string shared_error;  // another process's error (rethrown as Error)
-  };
-  std::vector<Pending> pending;
+  std::vector<PendingTiming> pending;
   std::set<Key> seen;
   for (std::size_t r = 0; r < roles.size(); ++r)
     for (const Op& op : roles[r].ops) {
@@ -64,7 +129,7 @@ void Costing::prefetch(const std::vector<Role>& roles) {
     }
   if (pending.empty()) return;
   const TimingShare* share = opt.share != nullptr && opt.share->size > 1 ? opt.share : nullptr;
-  const auto mine = [&](std::size_t i) {
+  const std::function<bool(std::size_t)> mine = [share](std::size_t i) {
     return share == nullptr || static_cast<int>(i % static_cast<std::size_t>(share->size)) == share->rank;
   };
   // A worker's router: the caller's own on the calling thread (a sweep's worker keeps its routes
@@ -92,7 +157,7 @@ void Costing::prefetch(const std::vector<Role>& roles) {
       if (!mine(i)) return;
       std::unique_ptr<Worker>& w = workers.local();
       if (!w) w = std::make_unique<Worker>(topo, std::this_thread::get_id() == caller ? &router : nullptr);
-      Pending& p = pending[i];
+      PendingTiming& p = pending[i];
       p.req.flow_scratch = &w->scratch;
       try {
         p.out = run_collective(topo, *w->router, registry, p.req);
@@ -102,69 +167,13 @@ void Costing::prefetch(const std::vector<Role>& roles) {
     });
   });
   if (share != nullptr) {
-    // This process's timings out, every other process's in.
-    std::string bytes;
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      if (!mine(i)) continue;
-      const Pending& p = pending[i];
-      put(bytes, static_cast<std::uint32_t>(i));
-      if (p.error) {
-        std::string what;
-        try {
-          std::rethrow_exception(p.error);
-        } catch (const std::exception& e) {
-          what = e.what();
-        }
-        put(bytes, std::uint8_t{1});
-        put(bytes, static_cast<std::uint32_t>(what.size()));
-        bytes += what;
-        continue;
-      }
-      put(bytes, std::uint8_t{0});
-      put(bytes, p.out->time.ps());
-      put(bytes, static_cast<std::uint8_t>(p.out->flow.has_value()));
-      if (!p.out->flow) continue;
-      put(bytes, static_cast<std::uint32_t>(p.out->flow->used_links.size()));
-      for (const LinkUse& u : p.out->flow->used_links) {
-        put(bytes, u.link);
-        put(bytes, u.stats.bytes);
-        put(bytes, u.stats.peak_flows);
-      }
-    }
-    const std::vector<std::string> all = share->all_gather(bytes);
+    const std::vector<std::string> all = share->all_gather(encode_timings(pending, mine));
     MESHSIM_ASSERT(static_cast<int>(all.size()) == share->size);
-    for (int rank = 0; rank < share->size; ++rank) {
-      if (rank == share->rank) continue;
-      const std::string& in = all[static_cast<std::size_t>(rank)];
-      std::size_t at = 0;
-      while (at < in.size()) {
-        const auto i = take<std::uint32_t>(in, at);
-        MESHSIM_ASSERT(i < pending.size() && !mine(i));
-        Pending& p = pending[i];
-        if (take<std::uint8_t>(in, at) != 0) {
-          const auto n = take<std::uint32_t>(in, at);
-          MESHSIM_ASSERT(at + n <= in.size());
-          p.shared_error = in.substr(at, n);
-          at += n;
-          continue;
-        }
-        CollectiveOutcome out;
-        out.time = Time::from_ps(take<std::int64_t>(in, at));
-        if (take<std::uint8_t>(in, at) != 0) {
-          out.flow.emplace();
-          const auto n = take<std::uint32_t>(in, at);
-          out.flow->used_links.resize(n);
-          for (LinkUse& u : out.flow->used_links) {
-            u.link = take<int>(in, at);
-            u.stats.bytes = take<double>(in, at);
-            u.stats.peak_flows = take<int>(in, at);
-          }
-        }
-        p.out = std::move(out);
-      }
-    }
+    for (int rank = 0; rank < share->size; ++rank)
+      if (rank != share->rank) decode_timings(all[static_cast<std::size_t>(rank)], pending);
   }
-  for (Pending& p : pending) {
+  // Kept in op order; the first failure in that order is the one every process throws.
+  for (PendingTiming& p : pending) {
     if (p.error) std::rethrow_exception(p.error);
     if (!p.shared_error.empty()) throw Error(p.shared_error);
     MESHSIM_ASSERT(p.out.has_value());
