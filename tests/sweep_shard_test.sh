@@ -16,15 +16,7 @@ S=examples/scenarios/gpt3-175b-1024xh100.yaml
 # 72 variants: fitting, out-of-memory and invalid ones.
 args=(sweep "$S" --fidelity formula --vary parallel.tp=1,2,4,8 --vary parallel.pp=4,8,16 --vary parallel.dp=8,16,32
       --vary parallel.zero=0,3)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-same() {  # same FILE FILE WHAT
-  cmp -s "$1" "$2" || { diff "$1" "$2" | head -20; fail "$3 differ"; }
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 # expect_error WANT COMMAND...: exits 2 with exactly one stderr line containing WANT
 expect_error() {
   local want=$1
@@ -92,12 +84,7 @@ if [ "$mode" = shard ]; then
 fi
 
 # mode mpi
-MPIRUN=$(command -v mpirun) || { echo "SKIP: mpirun not found (apt-get install openmpi-bin libopenmpi-dev, or tools/install-deps.sh)"; exit 77; }
-[ -f "$(dirname "$M")/libmeshsim_mpi.so" ] ||
-  { echo "SKIP: no libmeshsim_mpi.so beside $M (meshsim was built without MPI: install libopenmpi-dev, rerun cmake)"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# shared memory only; no ptrace-based single copy (containers refuse it)
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+need_mpi "$M"
 run() { timeout 300 "$MPIRUN" --oversubscribe "$@"; }
 MPI=("$MPIRUN" --oversubscribe)
 run -np 2 "$M" "${args[@]}" --csv "$tmp/r2.csv" --jsonl "$tmp/r2.jsonl" >"$tmp/r2.txt" 2>"$tmp/r2.err" ||
