@@ -7,6 +7,7 @@
 #include <tbb/global_control.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -160,7 +161,19 @@ int simulate_on_ranks(const SimulateFlags& f, const mpi::Ranks& ranks) {
 
 int run_simulate(const SimulateFlags& f) {
   start_budget(f.max_seconds, f.max_memory);
-  const std::optional<mpi::Ranks> ranks = mpi::join_ranks("simulate");
+  std::optional<mpi::Ranks> ranks = mpi::Ranks{};
+  if (mpi::launcher_env().active) {
+    // A simulation needs no MPI to be right: under a launcher without the plugin (a build
+    // without Open MPI) every rank runs it alone, as before ranks shared the timings, and says so.
+    bool loaded = true;
+    try {
+      (void)mpi::mpi_plugin();
+    } catch (const Error& e) {
+      loaded = false;
+      std::fprintf(stderr, "meshsim: warning: simulate: %s\n", e.what());
+    }
+    if (loaded) ranks = mpi::join_ranks("simulate");
+  }
   if (!ranks) return 2;
   std::optional<tbb::global_control> limit;
   if (const int jobs = mpi::jobs_per_rank(f.jobs, *ranks); jobs > 0)

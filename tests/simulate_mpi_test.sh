@@ -38,4 +38,11 @@ echo "ok: $(grep "meshsim: error" "$tmp/err")"
 
 MESHSIM_MPI=0 run -np 2 "$M" "${args[@]}" >"$tmp/off.txt" 2>/dev/null || fail "MESHSIM_MPI=0 under mpirun"
 [ "$(grep -c 'distinct collective timings' "$tmp/off.txt")" -eq 2 ] || fail "MESHSIM_MPI=0: each rank should run alone"
+# Without the plugin (a build without Open MPI) a simulation needs no MPI: each rank runs alone and
+# says why, once.
+MESHSIM_MPI_PLUGIN=$tmp/nonexistent.so run -np 2 "$M" "${args[@]}" >"$tmp/noplugin.txt" 2>"$tmp/noplugin.err" ||
+  { cat "$tmp/noplugin.err"; fail "simulate under mpirun without the plugin"; }
+[ "$(grep -c 'distinct collective timings' "$tmp/noplugin.txt")" -eq 2 ] || fail "without the plugin each rank should run alone"
+[ "$(grep -c 'warning: simulate: started by an MPI launcher' "$tmp/noplugin.err")" -eq 2 ] ||
+  { cat "$tmp/noplugin.err"; fail "without the plugin each rank should say why"; }
 echo "PASS"
